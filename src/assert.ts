@@ -1,0 +1,21 @@
+/**
+ * Invariant assertions for the core (STYLE.md §4). A failed assertion is a programmer
+ * error or a corrupt log: it throws InvariantError and is never caught by the engine.
+ */
+export class InvariantError extends Error {
+  override name = 'InvariantError';
+}
+
+export function assert(condition: unknown, message: string | (() => string)): asserts condition {
+  if (!condition) {
+    throw new InvariantError(typeof message === 'string' ? message : message());
+  }
+}
+
+/** `maybe(x)` documents that x may legitimately be either true or false (Tiger Style). */
+export function maybe(_condition: unknown): void {}
+
+/** Exhaustiveness check for discriminated unions. */
+export function unreachable(value: never, what: string): never {
+  throw new InvariantError(`unreachable ${what}: ${JSON.stringify(value)}`);
+}
