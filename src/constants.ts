@@ -1,0 +1,51 @@
+/**
+ * Every tunable number of the engine, once, with the reason for its value.
+ * Relations between them are checked when this module loads.
+ */
+import { assert } from './assert.js';
+
+/** spec §5.5 initialDurationBeforeRetry: first retry half a second after a failure. */
+export const backoffMsInitial = 500;
+/** spec §5.5 maxDurationBeforeRetry: 2 min 2 s, the kubelet's cap on exponential backoff. */
+export const backoffMsMax = 2 * 60_000 + 2_000;
+/** spec §5.5: the wait doubles after each consecutive failure. */
+export const backoffFactor = 2;
+
+/** spec §2.5 podAttachAndMountTimeout: how long WaitForAttachAndMount waits by default. */
+export const podAttachAndMountTimeoutMs = 2 * 60_000 + 3_000;
+/** spec §2.5 podAttachAndMountRetryInterval: the poll period of WaitForAttachAndMount. */
+export const podAttachAndMountRetryIntervalMs = 300;
+/** spec §3.1 waitForAttachTimeout: passed to plugins' WaitForAttach and bounds that call. */
+export const waitForAttachTimeoutMs = 10 * 60_000;
+/**
+ * Upper bound of one plugin call (other than waitForAttach). A call that has not answered
+ * by then is recorded as an uncertain failure: it may still take effect in the background.
+ * Two minutes is the CSI sidecars' default timeout order of magnitude.
+ */
+export const callTimeoutMsDefault = 2 * 60_000;
+
+/** spec §2.3 maxPodErrors: a pod keeps at most this many distinct errors (+1, as upstream). */
+export const podErrorsMax = 10;
+
+/** Limits (STYLE.md §7): each one is asserted or applies backpressure when hit. */
+/** Operations the executor runs at once; further planned ones wait for the next tick. */
+export const operationsInFlightMax = 1024;
+/** Events one group-commit transaction writes at most; a larger buffer is split. */
+export const appendBatchEventsMax = 4096;
+/** Operations one planner tick returns at most; the rest are planned on the next tick. */
+export const planOperationsMax = 4096;
+/** A snapshot is written after this many events since the last one (fast restart). */
+export const snapshotEveryEvents = 50_000;
+
+/** The log file's schema version (PRAGMA user_version). */
+export const logSchemaVersion = 1;
+/** Marks an SQLite file as a vole log (PRAGMA application_id; 'VOLE' in ASCII). */
+export const logApplicationId = 0x564f4c45;
+
+assert(backoffMsInitial < backoffMsMax, 'backoffMsInitial must be below backoffMsMax');
+assert(backoffFactor > 1, 'backoff must grow');
+assert(
+  podAttachAndMountRetryIntervalMs < podAttachAndMountTimeoutMs,
+  'the retry interval must be shorter than the timeout',
+);
+assert(planOperationsMax <= operationsInFlightMax, 'a tick must not plan more than can run');
