@@ -29,11 +29,11 @@ export const podErrorsMax = 10;
 
 /** Limits (STYLE.md §7): each one is asserted or applies backpressure when hit. */
 /** Operations the executor runs at once; further planned ones wait for the next tick. */
-export const operationsInFlightMax = 1024;
+export const operationsInFlightMax = 4096;
 /** Events one group-commit transaction writes at most; a larger buffer is split. */
 export const appendBatchEventsMax = 4096;
-/** Operations one planner tick returns at most; the rest are planned on the next tick. */
-export const planOperationsMax = 4096;
+/** Volumes one planner tick looks at (a few operations each at most); the rest wait a tick. */
+export const planOperationsMax = 1024;
 /** A snapshot is written after this many events since the last one (fast restart). */
 export const snapshotEveryEvents = 50_000;
 

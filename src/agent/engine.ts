@@ -1,0 +1,171 @@
+/**
+ * The engine: one writer that appends events, folds them into the world at once, plans
+ * after every change and starts the planned operations. Event-driven, not polled: a tick
+ * runs on the next turn of the event loop after any change, and at backoff expiries.
+ */
+import type { Logger } from 'pino';
+import { assert } from '../assert.js';
+import { callTimeoutMsDefault, waitForAttachTimeoutMs } from '../constants.js';
+import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
+import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { ExecutorHost } from '../execute/context.js';
+import { Executor } from '../execute/executor.js';
+import type { Seq, UniqueVolumeName } from '../ids.js';
+import { plan } from '../plan/index.js';
+import type { PluginManager } from '../plugins/manager.js';
+import { fold, initialWorld, takeDirty } from '../world/index.js';
+import type { World } from '../world/types.js';
+import type { EventSink } from './sink.js';
+
+export const engineVersion = '0.1.0';
+
+export interface EngineOptions {
+  readonly node: string;
+  readonly controllerAttachDetach: boolean;
+  readonly plugins: PluginManager;
+  readonly clock: Clock;
+  readonly sink: EventSink;
+  readonly logger: Logger;
+  /** The world folded from the log so far (a restart); the empty world for a new log. */
+  readonly world?: World;
+  readonly callTimeoutsMs?: Partial<Record<CallName, number>>;
+}
+
+export type EventListener = (event: VoleEvent, world: World) => void;
+
+export class Engine {
+  readonly world: World;
+  private readonly executor: Executor;
+  private readonly listeners = new Set<EventListener>();
+  private readonly retryTimers = new Map<UniqueVolumeName, { atMs: number; handle: TimerHandle }>();
+  private running = false;
+  private tickScheduled = false;
+  private ticks = 0;
+
+  constructor(private readonly opts: EngineOptions) {
+    this.world = opts.world ?? initialWorld();
+    const host: ExecutorHost = {
+      clock: opts.clock,
+      plugins: opts.plugins,
+      logger: opts.logger.child({ component: 'executor' }),
+      world: () => this.world,
+      append: (event) => this.append(event),
+      flush: () => opts.sink.flush(),
+      alive: () => this.running,
+      callTimeoutMs: (call) => this.callTimeoutMs(call),
+    };
+    this.executor = new Executor(host);
+  }
+
+  get isRunning(): boolean {
+    return this.running;
+  }
+
+  get tickCount(): number {
+    return this.ticks;
+  }
+
+  get inFlightCount(): number {
+    return this.executor.inFlightCount;
+  }
+
+  /** True when nothing is left to plan now (operations may still wait on timers). */
+  get idle(): boolean {
+    return !this.tickScheduled && this.world.dirty.size === 0;
+  }
+
+  private callTimeoutMs(call: CallName): number {
+    const given = this.opts.callTimeoutsMs?.[call];
+    if (given !== undefined) return given;
+    return call === 'waitForAttach' ? waitForAttachTimeoutMs : callTimeoutMsDefault;
+  }
+
+  /** Appends EngineStarted (which closes operations a previous process left in flight). */
+  start(): void {
+    assert(!this.running, 'engine started twice');
+    this.running = true;
+    this.append({
+      type: 'EngineStarted',
+      tsMs: this.opts.clock.nowMs(),
+      node: this.opts.node,
+      controllerAttachDetach: this.opts.controllerAttachDetach,
+      plugins: this.opts.plugins.catalog(),
+      version: engineVersion,
+    });
+    this.opts.sink.flush();
+  }
+
+  /**
+   * Stops planning and drops the answers of calls still running (they are cut off, as in
+   * a crash; the next engine's EngineStarted makes their pairs uncertain).
+   */
+  stop(): void {
+    if (!this.running) return;
+    this.running = false;
+    for (const { handle } of this.retryTimers.values()) this.opts.clock.clearTimer(handle);
+    this.retryTimers.clear();
+    this.opts.sink.flush();
+  }
+
+  /** Waits for running operations to finish, then stops: a clean shutdown. */
+  async drainAndStop(): Promise<void> {
+    await this.executor.drain();
+    this.stop();
+  }
+
+  subscribe(listener: EventListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The single way state changes: append, fold, tell listeners, plan soon. */
+  append(event: NewEvent): Seq {
+    assert(this.running, `engine stopped: cannot append ${event.type}`);
+    const seq = this.opts.sink.push(event);
+    assert(seq === this.world.seq + 1, `sink gave seq ${seq} after ${this.world.seq}`);
+    const full = { ...event, seq } as VoleEvent;
+    fold(this.world, full);
+    for (const listener of this.listeners) listener(full, this.world);
+    this.scheduleTick();
+    return seq;
+  }
+
+  private scheduleTick(): void {
+    if (this.tickScheduled || !this.running) return;
+    this.tickScheduled = true;
+    setImmediate(() => {
+      this.tickScheduled = false;
+      this.tick();
+    });
+  }
+
+  /** Plans the dirty volumes and starts what the planner returns. */
+  tick(): void {
+    if (!this.running) return;
+    this.ticks++;
+    const dirty = takeDirty(this.world);
+    if (dirty.size === 0) return;
+    const result = plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
+    for (const op of result.operations) {
+      if (this.executor.capacity() > 0) this.executor.start(op);
+      else this.world.dirty.add(op.volume); // backpressure: plan it again next tick
+    }
+    for (const volume of result.deferred) this.world.dirty.add(volume);
+    for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
+    this.opts.sink.flush();
+    if (this.world.dirty.size > 0) this.scheduleTick();
+  }
+
+  private scheduleRetry(volume: UniqueVolumeName, atMs: number): void {
+    const existing = this.retryTimers.get(volume);
+    if (existing !== undefined && existing.atMs <= atMs) return;
+    if (existing !== undefined) this.opts.clock.clearTimer(existing.handle);
+    const handle = this.opts.clock.setTimer(atMs, () => {
+      this.retryTimers.delete(volume);
+      if (!this.running) return;
+      this.world.dirty.add(volume);
+      this.scheduleTick();
+    });
+    this.retryTimers.set(volume, { atMs, handle });
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * Where the engine's events go: the SQLite log through group commit in production, or an
+ * in-memory list in simulations and tests. Both assign seqs in order, from 1.
+ */
+import type { NewEvent, VoleEvent } from '../events/index.js';
+import { Seq } from '../ids.js';
+
+export interface EventSink {
+  /** Buffers the event and returns the seq it gets. */
+  push(event: NewEvent): Seq;
+  /** Makes every pushed event durable (one transaction for the whole buffer). */
+  flush(): void;
+  close(): void;
+}
+
+/** An in-memory log: what `vole simulate` uses without `--db`. */
+export class MemorySink implements EventSink {
+  readonly events: VoleEvent[] = [];
+
+  constructor(initial: readonly VoleEvent[] = []) {
+    this.events.push(...initial);
+  }
+
+  push(event: NewEvent): Seq {
+    const seq = Seq(this.events.length + 1);
+    this.events.push({ ...event, seq } as VoleEvent);
+    return seq;
+  }
+
+  flush(): void {}
+
+  close(): void {}
+}

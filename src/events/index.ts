@@ -1,0 +1,2 @@
+export * from './k8s.js';
+export * from './types.js';

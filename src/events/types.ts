@@ -1,0 +1,197 @@
+/**
+ * The event union: every fact vole knows is one of these, appended to the log.
+ *
+ * Families (DESIGN.md): desired state (pods, objects, reported-in-use), operations (an
+ * operation's start, each plugin call's start and outcome, its end) and observations
+ * (engine start, node status, host observations). Each event is validated by its zod
+ * schema when appended and again when read back for folding.
+ */
+import { z } from 'zod';
+import { clusterObject, pod } from './k8s.js';
+
+const errorKind = z.enum(['transient', 'uncertain', 'final']);
+export const callError = z.object({
+  kind: errorKind,
+  message: z.string().max(16_384),
+  /** NodeExpand's FailedPrecondition (spec §0.5): final, and never retried on this node. */
+  failedPrecondition: z.boolean().optional(),
+});
+export type CallError = z.infer<typeof callError>;
+
+/** What a plugin can do, decided per plugin (spec §0.4 plugin capabilities). */
+export const pluginCaps = z.object({
+  name: z.string().min(1),
+  attachable: z.boolean(),
+  deviceMountable: z.boolean(),
+  blockMappable: z.boolean(),
+  nodeExpandable: z.boolean(),
+  requiresFSResize: z.boolean(),
+  requiresRemount: z.boolean(),
+});
+export type PluginCaps = z.infer<typeof pluginCaps>;
+
+export const operationKinds = [
+  'attach',
+  'verifyControllerAttached',
+  'detach',
+  'markDetached',
+  'mount',
+  'unmount',
+  'unmountDevice',
+  'expand',
+] as const;
+export type OperationKind = (typeof operationKinds)[number];
+
+/** Plugin calls (SCENARIOS.md call names) plus the executor's own steps. */
+export const callNames = [
+  'attach',
+  'waitForAttach',
+  'volumesAreAttached',
+  'detach',
+  'mountDevice',
+  'unmountDevice',
+  'setUp',
+  'tearDown',
+  'nodeExpand',
+  'setUpDevice',
+  'mapPodDevice',
+  'unmapPodDevice',
+  'tearDownDevice',
+  'verifyControllerAttached',
+  'markDetached',
+] as const;
+export type CallName = (typeof callNames)[number];
+
+/** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
+export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
+export type OpKey = z.infer<typeof opKey>;
+
+const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
+
+export const eventSchemas = {
+  /** A new engine process took over the log: calls in flight were cut off (crash rule). */
+  EngineStarted: z.object({
+    ...base,
+    type: z.literal('EngineStarted'),
+    node: z.string().min(1),
+    controllerAttachDetach: z.boolean(),
+    plugins: z.array(pluginCaps),
+    version: z.string(),
+  }),
+  /** The pod sources have reported every pod once: unmounts and detaches may start (§3.2). */
+  SourcesReady: z.object({ ...base, type: z.literal('SourcesReady') }),
+  PodUpserted: z.object({ ...base, type: z.literal('PodUpserted'), pod }),
+  PodRemoved: z.object({ ...base, type: z.literal('PodRemoved'), uid: z.string().min(1) }),
+  ObjectUpserted: z.object({ ...base, type: z.literal('ObjectUpserted'), object: clusterObject }),
+  ObjectRemoved: z.object({
+    ...base,
+    type: z.literal('ObjectRemoved'),
+    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node']),
+    name: z.string().min(1),
+    namespace: z.string().optional(),
+  }),
+  /** MarkVolumesAsReportedInUse: node.status.volumesInUse as the node last published it. */
+  VolumesReportedInUse: z.object({
+    ...base,
+    type: z.literal('VolumesReportedInUse'),
+    volumes: z.array(z.string()),
+  }),
+  /** node.status.volumesAttached as the attach/detach controller published it. */
+  NodeStatusObserved: z.object({
+    ...base,
+    type: z.literal('NodeStatusObserved'),
+    node: z.string().min(1),
+    volumesAttached: z.array(z.object({ name: z.string(), devicePath: z.string() })),
+  }),
+  OperationStarted: z.object({
+    ...base,
+    type: z.literal('OperationStarted'),
+    opId: z.string().min(1),
+    op: z.enum(operationKinds),
+    key: opKey,
+    volume: z.string().min(1),
+    pod: z.string().optional(),
+    node: z.string().optional(),
+    remount: z.boolean().optional(),
+    /** The seq of the event that led the planner to this operation. */
+    cause: z.number().int().nonnegative(),
+  }),
+  CallStarted: z.object({
+    ...base,
+    type: z.literal('CallStarted'),
+    opId: z.string().min(1),
+    call: z.enum(callNames),
+    deviceMountPath: z.string().optional(),
+  }),
+  CallSucceeded: z.object({
+    ...base,
+    type: z.literal('CallSucceeded'),
+    opId: z.string().min(1),
+    call: z.enum(callNames),
+    devicePath: z.string().optional(),
+    deviceMountPath: z.string().optional(),
+    sizeBytes: z.number().nonnegative().optional(),
+  }),
+  CallFailed: z.object({
+    ...base,
+    type: z.literal('CallFailed'),
+    opId: z.string().min(1),
+    call: z.enum(callNames),
+    error: callError,
+  }),
+  OperationFinished: z.object({
+    ...base,
+    type: z.literal('OperationFinished'),
+    opId: z.string().min(1),
+    outcome: z.enum(['ok', 'failed']),
+    error: callError.optional(),
+  }),
+} as const;
+
+export type EventType = keyof typeof eventSchemas;
+export const eventTypes = Object.keys(eventSchemas) as EventType[];
+
+export const voleEvent = z.discriminatedUnion('type', [
+  eventSchemas.EngineStarted,
+  eventSchemas.SourcesReady,
+  eventSchemas.PodUpserted,
+  eventSchemas.PodRemoved,
+  eventSchemas.ObjectUpserted,
+  eventSchemas.ObjectRemoved,
+  eventSchemas.VolumesReportedInUse,
+  eventSchemas.NodeStatusObserved,
+  eventSchemas.OperationStarted,
+  eventSchemas.CallStarted,
+  eventSchemas.CallSucceeded,
+  eventSchemas.CallFailed,
+  eventSchemas.OperationFinished,
+]);
+
+export type VoleEvent = z.infer<typeof voleEvent>;
+export type EventOf<T extends EventType> = Extract<VoleEvent, { type: T }>;
+/** An event before the log gave it a seq. */
+export type NewEvent = VoleEvent extends infer E ? (E extends { seq: number } ? Omit<E, 'seq'> : never) : never;
+
+export class EventSchemaError extends Error {
+  override name = 'EventSchemaError';
+}
+
+/**
+ * Validates one event read from the log or about to be appended. An event this version
+ * cannot read is an error naming its seq and type, never a silently misread event.
+ */
+export function parseEvent(raw: unknown): VoleEvent {
+  const result = voleEvent.safeParse(raw);
+  if (result.success) return result.data;
+  const r = raw as { seq?: unknown; type?: unknown } | null;
+  const issues = result.error.issues
+    .slice(0, 3)
+    .map((i) => `${i.path.join('.') || '(event)'}: ${i.message}`)
+    .join('; ');
+  throw new EventSchemaError(
+    `event seq ${String(r?.seq)} (${String(r?.type)}) does not match this version's schema: ` +
+      `${issues}. Was the log written by a newer vole? Upgrade vole to read it.`,
+  );
+}
+
+export const eventCodec = { parse: parseEvent };

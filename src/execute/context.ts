@@ -1,0 +1,121 @@
+/**
+ * What an operation needs while it runs, and `runCall`: the one way an operation calls a
+ * plugin. It appends CallStarted and makes it durable before the host is touched, bounds
+ * the call by a timeout, classifies the outcome and appends it (DESIGN.md executor).
+ */
+import type { Logger } from 'pino';
+import type { CallError, CallName, NewEvent } from '../events/index.js';
+import type { OpId, Seq } from '../ids.js';
+import type { Operation } from '../plan/index.js';
+import type { CallTarget } from '../plugins/types.js';
+import type { PluginManager } from '../plugins/manager.js';
+import type { RunningOp, World } from '../world/types.js';
+import { type Clock } from './clock.js';
+import { classify, timeoutError } from './errors.js';
+
+/** The engine as the executor sees it. */
+export interface ExecutorHost {
+  readonly clock: Clock;
+  readonly plugins: PluginManager;
+  readonly logger: Logger;
+  world(): World;
+  /** Folds the event into the world and buffers it for the next group commit. */
+  append(event: NewEvent): Seq;
+  /** Makes every appended event durable (one transaction). */
+  flush(): void;
+  /** False once this engine stopped: a late answer of a cut-off call is dropped. */
+  alive(): boolean;
+  callTimeoutMs(call: CallName): number;
+}
+
+export interface OpContext {
+  readonly host: ExecutorHost;
+  readonly op: Operation;
+  readonly opId: OpId;
+  readonly logger: Logger;
+}
+
+/** The operation failed; its error is already recorded (CallFailed) or is recorded now. */
+export class OperationFailed extends Error {
+  override name = 'OperationFailed';
+  constructor(readonly error: CallError, readonly recorded: boolean) {
+    super(error.message);
+  }
+}
+
+/** The engine stopped while the operation ran: nothing more is appended for it. */
+export class OperationAbandoned extends Error {
+  override name = 'OperationAbandoned';
+}
+
+export function runningOp(ctx: OpContext): RunningOp {
+  const op = ctx.host.world().running.get(ctx.opId);
+  if (op === undefined) throw new OperationAbandoned(`operation ${ctx.opId} is no longer running`);
+  return op;
+}
+
+/** Fails the operation before any plugin call (a synchronous check of the spec §4). */
+export function failOperation(message: string, kind: CallError['kind'] = 'final'): never {
+  throw new OperationFailed({ kind, message }, false);
+}
+
+interface CallOptions<T> {
+  readonly call: CallName;
+  /** The message prefix of spec Appendix B, e.g. `MountVolume.SetUp failed`. */
+  readonly prefix: string;
+  readonly started?: { deviceMountPath?: string };
+  readonly succeeded?: (value: T) => { devicePath?: string; deviceMountPath?: string; sizeBytes?: number };
+  readonly pod?: string | null;
+}
+
+async function withTimeout<T>(
+  ctx: OpContext,
+  promise: Promise<T>,
+  timeoutMs: number,
+): Promise<{ ok: true; value: T } | { ok: false; error: unknown; timedOut: boolean }> {
+  const { clock } = ctx.host;
+  let timer: ReturnType<Clock['setTimer']> | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = clock.setTimer(clock.nowMs() + timeoutMs, () => resolve('timeout'));
+  });
+  try {
+    const raced = await Promise.race([
+      promise.then((value) => ({ ok: true as const, value })),
+      timeout,
+    ]);
+    if (raced === 'timeout') return { ok: false, error: undefined, timedOut: true };
+    return raced;
+  } catch (error) {
+    return { ok: false, error, timedOut: false };
+  } finally {
+    if (timer !== undefined) clock.clearTimer(timer);
+  }
+}
+
+/** Runs one plugin call of the operation; returns its value or throws OperationFailed. */
+export async function runCall<T>(
+  ctx: OpContext,
+  opts: CallOptions<T>,
+  fn: (target: CallTarget) => Promise<T>,
+): Promise<T> {
+  const { host, opId } = ctx;
+  if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
+  host.append({ type: 'CallStarted', tsMs: host.clock.nowMs(), opId, call: opts.call, ...opts.started });
+  host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
+  const abort = new AbortController();
+  const target: CallTarget = { node: host.world().config.node, pod: opts.pod ?? null, signal: abort.signal };
+  const timeoutMs = host.callTimeoutMs(opts.call);
+  const outcome = await withTimeout(ctx, Promise.resolve().then(() => fn(target)), timeoutMs);
+  if (!host.alive()) throw new OperationAbandoned(`engine stopped during ${opts.call}`);
+  const tsMs = host.clock.nowMs();
+  if (outcome.ok) {
+    host.append({ type: 'CallSucceeded', tsMs, opId, call: opts.call, ...opts.succeeded?.(outcome.value) });
+    return outcome.value;
+  }
+  if (outcome.timedOut) abort.abort();
+  const error = outcome.timedOut
+    ? timeoutError(opts.prefix, opts.call, timeoutMs)
+    : classify(opts.prefix, outcome.error);
+  host.append({ type: 'CallFailed', tsMs, opId, call: opts.call, error });
+  throw new OperationFailed(error, true);
+}

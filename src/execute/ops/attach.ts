@@ -1,0 +1,40 @@
+/** spec §4.3 AttachVolume (kubelet attach mode) and §4.6 VerifyControllerAttachedVolume. */
+import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
+
+export async function attach(ctx: OpContext): Promise<void> {
+  const spec = runningOp(ctx).spec;
+  if (spec === null) failOperation(`AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired`);
+  const plugin = ctx.host.plugins.find(spec.pluginName);
+  if (plugin?.attacher === undefined) {
+    failOperation(`AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
+      `no attachable plugin "${spec.pluginName}" is registered; register it or remove the volume`);
+  }
+  const attacher = plugin.attacher;
+  await runCall(
+    ctx,
+    { call: 'attach', prefix: 'AttachVolume.Attach failed', succeeded: (devicePath: string) => ({ devicePath }) },
+    (target) => attacher.attach(spec, target),
+  );
+}
+
+/**
+ * Non-attachable volumes are "attached" at once; attachable ones when the controller
+ * lists them in node.status.volumesAttached (the planner only plans it then).
+ */
+export async function verifyControllerAttached(ctx: OpContext): Promise<void> {
+  const world = ctx.host.world();
+  const spec = runningOp(ctx).spec;
+  const devicePath = spec?.attachable === true ? world.volumesAttached.get(ctx.op.volume) : '';
+  await runCall(
+    ctx,
+    {
+      call: 'verifyControllerAttached',
+      prefix: 'VerifyControllerAttachedVolume failed',
+      succeeded: (path: string) => ({ devicePath: path }),
+    },
+    async () => {
+      if (devicePath === undefined) throw new Error('Volume not attached according to node status');
+      return devicePath;
+    },
+  );
+}

@@ -1,0 +1,57 @@
+/**
+ * spec §4.7 MountVolume (filesystem): WaitForAttach when attachable, MountDevice unless
+ * the device is already globally mounted, then SetUp — one operation, several calls.
+ */
+import type { MountOperation } from '../../plan/index.js';
+import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
+
+function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
+  const spec = runningOp(ctx).spec;
+  if (spec === null || spec.accessModes.length !== 1 || spec.accessModes[0] !== 'ReadWriteOncePod') return false;
+  const others = ctx.host.world().mounts.get(op.volume);
+  return [...(others?.keys() ?? [])].some((pod) => pod !== op.pod);
+}
+
+export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
+  const spec = runningOp(ctx).spec;
+  if (spec === null) failOperation(`MountVolume.FindPluginBySpec failed: ${op.volume} is no longer desired by pod ${op.pod}`);
+  const plugin = ctx.host.plugins.find(spec.pluginName);
+  if (plugin === undefined) {
+    failOperation(`MountVolume.FindPluginBySpec failed for volume "${spec.outerVolumeSpecName}" ` +
+      `(UniqueName: "${op.volume}"): no plugin "${spec.pluginName}" is registered`);
+  }
+  if (rwopConflict(ctx, op)) {
+    failOperation('MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
+      'already in use by another pod');
+  }
+  const world = () => ctx.host.world();
+  let devicePath = world().attachments.get(op.volume)?.state.context.devicePath ?? '';
+  const attacher = spec.attachable ? plugin.attacher : undefined;
+  if (attacher !== undefined) {
+    const given = devicePath;
+    devicePath = await runCall(
+      ctx,
+      { call: 'waitForAttach', prefix: 'MountVolume.WaitForAttach failed', succeeded: (path: string) => ({ devicePath: path }) },
+      (target) => attacher.waitForAttach(spec, given, target),
+    );
+  }
+  const deviceMounter = spec.deviceMountable ? plugin.deviceMounter : undefined;
+  const deviceState = world().attachments.get(op.volume)?.state.value;
+  if (deviceMounter !== undefined && deviceState !== 'attached.deviceMounted') {
+    const deviceMountPath = deviceMounter.deviceMountPath(spec);
+    const path = devicePath;
+    await runCall(
+      ctx,
+      {
+        call: 'mountDevice', prefix: 'MountVolume.MountDevice failed',
+        started: { deviceMountPath }, succeeded: () => ({ deviceMountPath, devicePath: path }),
+      },
+      (target) => deviceMounter.mountDevice(spec, path, deviceMountPath, target),
+    );
+  }
+  const deviceMountPath = world().attachments.get(op.volume)?.state.context.deviceMountPath ?? '';
+  const fsGroup = world().pods.get(op.pod)?.pod.spec.securityContext?.fsGroup ?? null;
+  await runCall(ctx, { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod }, (target) =>
+    plugin.pod.setUp(spec, { devicePath, deviceMountPath, fsGroup }, target),
+  );
+}

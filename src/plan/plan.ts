@@ -1,0 +1,225 @@
+/**
+ * plan(world, nowMs) → operations: Emmett's `decide` for the reconciler (STYLE.md §1).
+ * Pure: no I/O, no clock but `nowMs`. It holds the pass order of spec §3.2 and all of the
+ * branching; the helpers below it decide one pair each.
+ *
+ * Incremental: given the volumes touched since the last plan, it looks only at them, so
+ * planning after one event costs the same in a world of 1,000 or 100,000 pairs.
+ */
+import { assert } from '../assert.js';
+import { planOperationsMax } from '../constants.js';
+import type { OperationKind, OpKey } from '../events/index.js';
+import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import {
+  attachmentName,
+  hasNoMountRecords,
+  keysConflict,
+  mayBeMounted,
+  mayRun,
+  mountName,
+  type AttachmentRecord,
+  type DswPod,
+  type DswVolume,
+  type OpRecord,
+  podExistsInVolume,
+  type World,
+} from '../world/index.js';
+import type { Operation } from './operations.js';
+
+export interface PlanResult {
+  readonly operations: Operation[];
+  /** Volumes held back by backoff, with the time their retry becomes allowed. */
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[];
+  /** Volumes not looked at because planOperationsMax was reached: plan them next. */
+  readonly deferred: UniqueVolumeName[];
+}
+
+export interface PlanOptions {
+  /** Only these volumes (the dirty set); every volume of the world when absent. */
+  readonly volumes?: Iterable<UniqueVolumeName>;
+}
+
+/** Every volume the world knows: in DSW, attached, or mounted. */
+export function allVolumes(world: World): Set<UniqueVolumeName> {
+  return new Set([...world.dsw.keys(), ...world.attachments.keys(), ...world.mounts.keys()]);
+}
+
+/** Operation records plus the ones this plan already claimed, per volume. */
+class Claims {
+  private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
+  readonly operations: Operation[] = [];
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
+  constructor(private readonly world: World, private readonly nowMs: number) {}
+
+  records(volume: UniqueVolumeName): readonly OpRecord[] {
+    return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
+  }
+
+  /** spec §5.6 IsOperationPending(v, "", ""): any pending operation on the volume. */
+  anyPending(volume: UniqueVolumeName): boolean {
+    return this.records(volume).some((r) => r.pending);
+  }
+
+  /** spec §5.3 Run: start it unless a conflicting operation runs or it is in backoff. */
+  tryRun(operation: Operation): void {
+    const records = this.records(operation.volume);
+    const verdict = mayRun(records, operation.key, operation.op, this.nowMs);
+    if (verdict.kind === 'backoff') this.retries.push({ volume: operation.volume, atMs: verdict.retryAtMs });
+    if (verdict.kind !== 'run') return;
+    const pending: OpRecord = {
+      key: operation.key, opName: operation.op, pending: true, opId: null,
+      lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
+    };
+    this.claimed.set(operation.volume, [...records, pending]);
+    this.operations.push(operation);
+  }
+}
+
+function key(volume: string, opts: { pod?: string; node?: string } = {}): OpKey {
+  return { volume, pod: opts.pod ?? '', node: opts.node ?? '' };
+}
+
+/** spec §4.1: attach/detach keys name the node only when multi-attach is allowed. */
+function attachKey(volume: UniqueVolumeName, node: NodeName, multiAttachAllowed: boolean): OpKey {
+  return multiAttachAllowed ? key(volume, { node }) : key(volume);
+}
+
+function causeOf(world: World, volume: UniqueVolumeName): Seq {
+  return world.causes.get(volume) ?? world.seq;
+}
+
+/** spec §3.3 Pass A — unmountVolumes: pods' mounts (mounted or uncertain) not desired. */
+function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): void {
+  const byPod = world.mounts.get(volume);
+  if (byPod === undefined) return;
+  const desired = world.dsw.get(volume)?.pods;
+  for (const pod of [...byPod.keys()].sort()) {
+    const record = byPod.get(pod)!;
+    if (!mayBeMounted(record) || desired?.has(pod) === true) continue;
+    claims.tryRun({ op: 'unmount', volume, pod, key: key(volume, { pod }), cause: causeOf(world, volume) });
+  }
+}
+
+/** spec §3.5 waitForVolumeAttach. */
+function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
+  const { node, controllerAttachDetach } = world.config;
+  const cause = causeOf(world, volume.volume);
+  if (!volume.attachable) {
+    claims.tryRun({ op: 'verifyControllerAttached', volume: volume.volume, node, key: key(volume.volume), cause });
+    return;
+  }
+  if (!controllerAttachDetach) {
+    const opKey = attachKey(volume.volume, node, entry.resolved.multiAttachAllowed);
+    claims.tryRun({ op: 'attach', volume: volume.volume, node, key: opKey, cause });
+    return;
+  }
+  // Controller mode: wait (no operation, no backoff) until the node reported the volume
+  // in use and the controller lists it attached (spec §3.5, §4.6 MountPreConditionFailed).
+  if (!volume.reportedInUse || !world.volumesAttached.has(volume.volume)) return;
+  claims.tryRun({ op: 'verifyControllerAttached', volume: volume.volume, node, key: key(volume.volume), cause });
+}
+
+/** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
+function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
+  const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.sizeBytes);
+  const shared = volume.attachable || volume.deviceMountable;
+  const cause = causeOf(world, volume.volume);
+  switch (state.kind) {
+    case 'volumeNotAttached':
+      planAttach(world, claims, volume, entry);
+      return;
+    case 'notMounted':
+    case 'remountRequired': {
+      const opKey = shared ? key(volume.volume) : key(volume.volume, { pod: entry.pod });
+      const remount = state.kind === 'remountRequired';
+      claims.tryRun({ op: 'mount', volume: volume.volume, pod: entry.pod, remount, key: opKey, cause });
+      return;
+    }
+    case 'fsResizeRequired':
+      claims.tryRun({ op: 'expand', volume: volume.volume, node: world.config.node, key: key(volume.volume), cause });
+      return;
+    case 'mounted':
+      return;
+  }
+}
+
+/** spec §3.6 Pass C — unmountDetachDevices, for one attachment no pod uses. */
+function planUnmountDeviceOrDetach(world: World, claims: Claims, attachment: AttachmentRecord): void {
+  const { volume } = attachment;
+  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume)) return;
+  const { node, controllerAttachDetach } = world.config;
+  const cause = causeOf(world, volume);
+  const value = attachment.state.value;
+  if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
+    claims.tryRun({ op: 'unmountDevice', volume, node, key: key(volume), cause });
+    return;
+  }
+  if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
+  const forget = controllerAttachDetach || !attachment.attachable;
+  assertSafeToDetach(world, attachment);
+  if (forget) {
+    claims.tryRun({ op: 'markDetached', volume, node, key: key(volume), cause });
+  } else {
+    const opKey = attachKey(volume, node, attachment.spec.multiAttachAllowed);
+    claims.tryRun({ op: 'detach', volume, node, key: opKey, cause });
+  }
+}
+
+/** spec S1: never detach (or forget) while a pod mount or the device may exist. */
+function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
+  const name = attachmentName(attachment.volume, attachment.node);
+  const mounts = world.mounts.get(attachment.volume);
+  assert(mounts === undefined || mounts.size === 0, () =>
+    `attachment ${name}: detach planned while ${mounts?.size} pod mount(s) may exist ` +
+    `(${[...(mounts?.keys() ?? [])].map((p) => mountName(attachment.volume, p)).join(', ')}) (seq ${world.seq})`);
+  assert(!attachment.state.value.startsWith('attached.device') ||
+    attachment.state.value === 'attached.deviceUnmounted', () =>
+    `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`);
+}
+
+/** spec §5.2 S7: no two operations of one plan conflict (keys only meet within a volume). */
+function assertNoConflicts(world: World, operations: readonly Operation[]): void {
+  const byVolume = new Map<UniqueVolumeName, Operation[]>();
+  for (const op of operations) {
+    const same = byVolume.get(op.volume) ?? [];
+    for (const other of same) {
+      assert(!keysConflict(op.key, other.key), () =>
+        `plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`);
+    }
+    byVolume.set(op.volume, [...same, op]);
+  }
+}
+
+/**
+ * The reconcile passes of spec §3.2 over the given volumes (all by default): A unmount
+ * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
+ * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
+ */
+export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+  assert(Number.isFinite(nowMs) && nowMs >= 0, `plan: bad nowMs ${nowMs}`);
+  const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
+  const volumes = sorted.slice(0, planOperationsMax);
+  const deferred = sorted.slice(planOperationsMax);
+  const claims = new Claims(world, nowMs);
+  const readyToUnmount = world.sourcesReady;
+  if (readyToUnmount) {
+    for (const volume of volumes) planUnmounts(world, claims, volume); // Pass A
+  }
+  for (const volume of volumes) {
+    const desired = world.dsw.get(volume);
+    if (desired === undefined) continue;
+    for (const pod of [...desired.pods.keys()].sort()) {
+      planMountOrAttach(world, claims, desired, desired.pods.get(pod as UniquePodName)!); // Pass B
+    }
+  }
+  if (readyToUnmount) {
+    for (const volume of volumes) {
+      const attachment = world.attachments.get(volume);
+      if (attachment !== undefined) planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
+    }
+  }
+  assertNoConflicts(world, claims.operations);
+  return { operations: claims.operations, retries: claims.retries, deferred };
+}
+
+export type { OperationKind };

@@ -1,0 +1,144 @@
+/**
+ * The scripted fake plugin of SCENARIOS.md: touches nothing on the host, answers each call
+ * with the next scripted outcome (per volume handle first, then per plugin; then ok), and
+ * records every call with its virtual time for `calls` and `counts`.
+ */
+import { type Clock, sleep } from '../execute/clock.js';
+import type { CallName, PluginCaps } from '../events/index.js';
+import type { ResolvedVolume } from '../world/types.js';
+import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
+
+export type FakeOutcome = 'ok' | 'transient' | 'uncertain' | 'final' | 'failedPrecondition';
+
+/** One scripted answer, used `times` calls in a row (Infinity: for every later call). */
+export interface FaultEntry {
+  readonly outcome: FakeOutcome | 'hang';
+  readonly delayMs: number;
+  readonly times: number;
+}
+
+export type FaultScript = Partial<Record<CallName, readonly FaultEntry[]>>;
+
+export interface FakeCallRecord {
+  readonly t: number;
+  readonly plugin: string;
+  readonly call: CallName;
+  readonly volume: string;
+  readonly node: string;
+  readonly pod: string | null;
+  readonly outcome: FakeOutcome | 'hang';
+}
+
+export interface FakePluginOptions {
+  readonly caps: PluginCaps;
+  readonly faults?: FaultScript;
+  readonly volumeFaults?: Readonly<Record<string, FaultScript>>;
+  readonly clock: Clock;
+  /** Every call of every fake goes here, in order. */
+  readonly journal: FakeCallRecord[];
+  /** Virtual time 0 of the run, so records carry time since the start. */
+  readonly startMs?: number;
+  readonly root?: string;
+}
+
+/** A queue of scripted entries, consumed one call at a time. */
+class Script {
+  private readonly queues = new Map<string, { entries: FaultEntry[]; used: number }>();
+
+  constructor(faults: FaultScript | undefined, volumeFaults: Readonly<Record<string, FaultScript>> | undefined) {
+    for (const [call, entries] of Object.entries(faults ?? {})) this.queues.set(`*|${call}`, { entries: [...entries!], used: 0 });
+    for (const [handle, script] of Object.entries(volumeFaults ?? {})) {
+      for (const [call, entries] of Object.entries(script)) {
+        this.queues.set(`${handle}|${call}`, { entries: [...entries!], used: 0 });
+      }
+    }
+  }
+
+  private take(key: string): FaultEntry | undefined {
+    const queue = this.queues.get(key);
+    const head = queue?.entries[0];
+    if (queue === undefined || head === undefined) return undefined;
+    queue.used++;
+    if (queue.used >= head.times) {
+      queue.entries.shift();
+      queue.used = 0;
+    }
+    return head;
+  }
+
+  next(handle: string, call: CallName): FaultEntry {
+    return this.take(`${handle}|${call}`) ?? this.take(`*|${call}`) ?? { outcome: 'ok', delayMs: 0, times: 1 };
+  }
+}
+
+function handleOf(spec: ResolvedVolume): string {
+  return spec.source.kind === 'csi' ? spec.source.volumeHandle : spec.innerVolumeSpecName;
+}
+
+export class FakePlugin implements VolumePlugin {
+  readonly name: string;
+  readonly caps: PluginCaps;
+  readonly pod: VolumePlugin['pod'];
+  readonly attacher?: VolumePlugin['attacher'];
+  readonly deviceMounter?: VolumePlugin['deviceMounter'];
+  readonly expander?: VolumePlugin['expander'];
+  private readonly script: Script;
+
+  constructor(private readonly opts: FakePluginOptions) {
+    this.name = opts.caps.name;
+    this.caps = opts.caps;
+    this.script = new Script(opts.faults, opts.volumeFaults);
+    const root = opts.root ?? '/var/lib/vole';
+    const dir = this.name.replaceAll('/', '~');
+    this.pod = {
+      podVolumePath: (spec, uid) => `${root}/pods/${uid}/volumes/${dir}/${spec.innerVolumeSpecName}`,
+      setUp: (spec, _o, target) => this.answer('setUp', spec, target, undefined),
+      tearDown: (spec, target) => this.answer('tearDown', spec, target, undefined),
+    };
+    if (opts.caps.attachable) {
+      this.attacher = {
+        attach: (spec, target) => this.answer('attach', spec, target, `/dev/fake/${handleOf(spec)}`),
+        waitForAttach: (spec, devicePath, target) =>
+          this.answer('waitForAttach', spec, target, devicePath || `/dev/fake/${handleOf(spec)}`),
+        volumesAreAttached: async (specs, target) => {
+          const result = new Map<string, boolean>();
+          for (const spec of specs) result.set(spec.volume, await this.answer('volumesAreAttached', spec, target, true));
+          return result;
+        },
+        detach: (spec, target) => this.answer('detach', spec, target, undefined),
+      };
+    }
+    if (opts.caps.deviceMountable) {
+      this.deviceMounter = {
+        deviceMountPath: (spec) => `${root}/plugins/${this.name}/mounts/${handleOf(spec)}`,
+        mountDevice: (spec, _d, _p, target) => this.answer('mountDevice', spec, target, undefined),
+        unmountDevice: (spec, _p, target) => this.answer('unmountDevice', spec, target, undefined),
+        deviceMountRefs: async () => [],
+      };
+    }
+    if (opts.caps.nodeExpandable) {
+      this.expander = {
+        nodeExpand: (spec, o, target) => this.answer('nodeExpand', spec, target, o.newSizeBytes),
+      };
+    }
+  }
+
+  /** Records the call, waits its scripted delay on the virtual clock, then answers. */
+  private async answer<T>(call: CallName, spec: ResolvedVolume, target: CallTarget, value: T): Promise<T> {
+    const entry = this.script.next(handleOf(spec), call);
+    this.opts.journal.push({
+      t: this.opts.clock.nowMs() - (this.opts.startMs ?? 0),
+      plugin: this.name, call, volume: spec.volume, node: target.node, pod: target.pod, outcome: entry.outcome,
+    });
+    if (entry.outcome === 'hang') return new Promise<T>(() => {});
+    if (entry.delayMs > 0) await sleep(this.opts.clock, entry.delayMs);
+    switch (entry.outcome) {
+      case 'ok':
+        return value;
+      case 'failedPrecondition':
+        throw new PluginError('final', `fake ${call} of ${spec.volume}: failed precondition`, true);
+      default:
+        throw new PluginError(entry.outcome, `fake ${call} of ${spec.volume}: scripted ${entry.outcome} failure`);
+    }
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * Volume plugin interfaces: seed 001's VolumePlugin, Attacher/Detacher, DeviceMounter/
+ * DeviceUnmounter, Mounter/Unmounter and NodeExpandable in TypeScript form.
+ *
+ * Every call may throw a PluginError whose kind is one of the spec's three classes
+ * (§0.5); anything else thrown counts as final. Every call must be idempotent: the engine
+ * retries after uncertain outcomes and crashes.
+ */
+import type { ErrorKind } from '../../machines/index.js';
+import type { PluginCaps } from '../events/index.js';
+import type { ResolvedVolume } from '../world/types.js';
+
+/** What a plugin call knows about where it runs. */
+export interface CallTarget {
+  readonly node: string;
+  /** The pod UID for pod-level calls (setUp, tearDown), else null. */
+  readonly pod: string | null;
+  readonly signal: AbortSignal;
+}
+
+export interface SetUpOptions {
+  readonly devicePath: string;
+  readonly deviceMountPath: string;
+  readonly fsGroup: number | null;
+}
+
+/** Mounter + Unmounter: the pod-level half every plugin has (spec §4.7 step 11, §4.11). */
+export interface PodVolumeOps {
+  /** The pod's directory for this volume (`<root>/pods/<uid>/volumes/<plugin>/<name>`). */
+  podVolumePath(spec: ResolvedVolume, podUid: string): string;
+  setUp(spec: ResolvedVolume, opts: SetUpOptions, target: CallTarget): Promise<void>;
+  tearDown(spec: ResolvedVolume, target: CallTarget): Promise<void>;
+}
+
+/** Attacher + Detacher (spec §4.3, §4.5, §4.7 step 7). */
+export interface AttacherOps {
+  /** Returns the devicePath where the volume appears on the node. */
+  attach(spec: ResolvedVolume, target: CallTarget): Promise<string>;
+  /** Blocks until the device is there; returns its path. */
+  waitForAttach(spec: ResolvedVolume, devicePath: string, target: CallTarget): Promise<string>;
+  volumesAreAttached(specs: readonly ResolvedVolume[], target: CallTarget): Promise<Map<string, boolean>>;
+  detach(spec: ResolvedVolume, target: CallTarget): Promise<void>;
+}
+
+/** DeviceMounter + DeviceUnmounter (spec §4.7 steps 8–9, §4.12). */
+export interface DeviceMounterOps {
+  deviceMountPath(spec: ResolvedVolume): string;
+  mountDevice(spec: ResolvedVolume, devicePath: string, deviceMountPath: string, target: CallTarget): Promise<void>;
+  unmountDevice(spec: ResolvedVolume, deviceMountPath: string, target: CallTarget): Promise<void>;
+  /** Other mounts of the device (pods' bind mounts): UnmountDevice waits while any remain. */
+  deviceMountRefs(deviceMountPath: string): Promise<string[]>;
+}
+
+/** NodeExpandableVolumePlugin (spec §4.13). Returns the new size in bytes. */
+export interface ExpanderOps {
+  nodeExpand(
+    spec: ResolvedVolume,
+    opts: { devicePath: string; deviceMountPath: string; newSizeBytes: number; oldSizeBytes: number },
+    target: CallTarget,
+  ): Promise<number>;
+}
+
+export interface VolumePlugin {
+  readonly name: string;
+  /** What it can do; recorded in EngineStarted so replays resolve pods the same way. */
+  readonly caps: PluginCaps;
+  readonly pod: PodVolumeOps;
+  readonly attacher?: AttacherOps;
+  readonly deviceMounter?: DeviceMounterOps;
+  readonly expander?: ExpanderOps;
+}
+
+export type AttachableVolumePlugin = VolumePlugin & { readonly attacher: AttacherOps };
+export type DeviceMountableVolumePlugin = VolumePlugin & { readonly deviceMounter: DeviceMounterOps };
+
+export function isAttachable(plugin: VolumePlugin): plugin is AttachableVolumePlugin {
+  return plugin.attacher !== undefined;
+}
+
+export function isDeviceMountable(plugin: VolumePlugin): plugin is DeviceMountableVolumePlugin {
+  return plugin.deviceMounter !== undefined;
+}
+
+/** A plugin's answer that it failed, with the class that says what the failure left. */
+export class PluginError extends Error {
+  override name = 'PluginError';
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    readonly failedPrecondition = false,
+  ) {
+    super(message);
+  }
+}
+
+export function caps(
+  name: string,
+  c: Partial<Omit<PluginCaps, 'name'>> = {},
+): PluginCaps {
+  const attachable = c.attachable ?? false;
+  return {
+    name,
+    attachable,
+    deviceMountable: c.deviceMountable ?? attachable,
+    blockMappable: c.blockMappable ?? false,
+    nodeExpandable: c.nodeExpandable ?? false,
+    requiresFSResize: c.requiresFSResize ?? true,
+    requiresRemount: c.requiresRemount ?? false,
+  };
+}

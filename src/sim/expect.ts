@@ -1,0 +1,84 @@
+/** Checking a scenario's `expect` step against the world (SCENARIOS.md expectation keys). */
+import type { UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { FakeCallRecord } from '../plugins/fake.js';
+import { getVolumesInUse, podWaitStatus } from '../world/queries.js';
+import type { World } from '../world/types.js';
+import type { Expectation } from './scenario.js';
+
+export interface Failure {
+  readonly step: number;
+  readonly key: string;
+  readonly expected: unknown;
+  readonly actual: unknown;
+  readonly message: string;
+}
+
+export function countCalls(journal: readonly FakeCallRecord[]): Record<string, Record<string, number>> {
+  const counts: Record<string, Record<string, number>> = {};
+  for (const c of journal) {
+    const perPlugin = (counts[c.plugin] ??= {});
+    perPlugin[c.call] = (perPlugin[c.call] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** The attachment state of a volume as a dotted path; `detached` when there is none. */
+export function attachmentState(world: World, volume: string): string {
+  return world.attachments.get(volume as UniqueVolumeName)?.state.value ?? 'detached';
+}
+
+/** `POD_UID/OUTER_VOLUME_NAME` → the mount state; `unmounted` when there is none. */
+export function mountState(world: World, podSlashOuter: string): string {
+  const slash = podSlashOuter.indexOf('/');
+  const pod = podSlashOuter.slice(0, slash) as UniquePodName;
+  const outer = podSlashOuter.slice(slash + 1);
+  const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
+  if (resolved !== undefined) return world.mounts.get(resolved.volume)?.get(pod)?.state.value ?? 'unmounted';
+  for (const byPod of world.mounts.values()) {
+    const record = byPod.get(pod);
+    if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
+  }
+  return 'unmounted';
+}
+
+/** "a prefix of the path matches": `attached` matches `attached.deviceMounted`. */
+function pathMatches(actual: string, expected: string): boolean {
+  return actual === expected || actual.startsWith(`${expected}.`);
+}
+
+export function checkExpectation(
+  world: World,
+  journal: readonly FakeCallRecord[],
+  expectation: Expectation,
+  step: number,
+): Failure[] {
+  const failures: Failure[] = [];
+  const miss = (key: string, expected: unknown, actual: unknown) =>
+    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
+  const counts = countCalls(journal);
+  for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
+    for (const [call, expected] of Object.entries(calls)) {
+      const actual = counts[plugin]?.[call] ?? 0;
+      if (actual !== expected) miss(`counts.${plugin}.${call}`, expected, actual);
+    }
+  }
+  for (const [volume, expected] of Object.entries(expectation.attachments ?? {})) {
+    const actual = attachmentState(world, volume);
+    if (!pathMatches(actual, expected)) miss(`attachments.${volume}`, expected, actual);
+  }
+  for (const [key, expected] of Object.entries(expectation.mounts ?? {})) {
+    const actual = mountState(world, key);
+    if (!pathMatches(actual, expected)) miss(`mounts.${key}`, expected, actual);
+  }
+  if (expectation.volumesInUse !== undefined) {
+    const actual = getVolumesInUse(world);
+    const expected = [...expectation.volumesInUse].sort();
+    if (JSON.stringify(actual) !== JSON.stringify(expected)) miss('volumesInUse', expected, actual);
+  }
+  const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
+  for (const pod of ready) {
+    const status = podWaitStatus(world, pod as UniquePodName);
+    if (!status.ready) miss(`podReady.${pod}`, 'all volumes mounted', { unmounted: status.unmounted });
+  }
+  return failures;
+}

@@ -1,0 +1,171 @@
+/**
+ * Folding desired-state events: pods, cluster objects and the node's reports
+ * (spec §2.3 DSW mutations, §2.6 populator).
+ */
+import { assert } from '../assert.js';
+import type { EventOf } from '../events/index.js';
+import { objectKey, type Pod } from '../events/k8s.js';
+import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { stepMount } from './pairs.js';
+import { resolvePod } from './resolve.js';
+import type { DswPod, DswVolume, PodRecord, World } from './types.js';
+
+export function touch(world: World, volume: UniqueVolumeName): void {
+  world.dirty.add(volume);
+  world.causes.set(volume, world.seq);
+}
+
+function indexReferences(world: World, pod: UniquePodName, references: readonly string[], add: boolean) {
+  for (const key of references) {
+    let pods = world.podsByObject.get(key);
+    if (add) {
+      if (pods === undefined) world.podsByObject.set(key, (pods = new Set()));
+      pods.add(pod);
+    } else {
+      pods?.delete(pod);
+      if (pods?.size === 0) world.podsByObject.delete(key);
+    }
+  }
+}
+
+/** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
+function removeFromDsw(world: World, record: PodRecord): void {
+  for (const resolved of record.volumes) {
+    const volume = world.dsw.get(resolved.volume);
+    if (volume === undefined || !volume.pods.has(record.uid)) continue;
+    const pods = new Map(volume.pods);
+    pods.delete(record.uid);
+    if (pods.size === 0) world.dsw.delete(resolved.volume);
+    else world.dsw.set(resolved.volume, { ...volume, pods });
+    touch(world, resolved.volume);
+  }
+}
+
+/** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
+function addToDsw(world: World, record: PodRecord): void {
+  for (const resolved of record.volumes) {
+    const existing = world.dsw.get(resolved.volume);
+    const volume: DswVolume = existing ?? {
+      volume: resolved.volume,
+      pluginName: resolved.pluginName,
+      attachable: resolved.attachable,
+      deviceMountable: resolved.deviceMountable,
+      reportedInUse: false,
+      pods: new Map(),
+    };
+    const previous = volume.pods.get(record.uid);
+    // [newer] one unique volume reached through two pod volumes keeps both outer names.
+    const outerVolumeSpecNames = previous === undefined || previous.seq !== record.seq
+      ? [resolved.outerVolumeSpecName]
+      : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
+    const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
+    const pods = new Map(volume.pods);
+    pods.set(record.uid, entry);
+    world.dsw.set(resolved.volume, { ...volume, pods });
+    touch(world, resolved.volume);
+  }
+}
+
+/** The pod's UID (UniquePodName); manifests without one get it from the source. */
+export function podUid(pod: Pod): UniquePodName {
+  const uid = pod.metadata.uid;
+  assert(uid !== undefined && uid !== '', `pod ${pod.metadata.name}: no uid (seq)`);
+  return UniquePodName(uid);
+}
+
+/**
+ * Re-resolves a pod against the current objects and plugins and replaces its DSW entries.
+ * `reprocessed`: the pod source reported it again, so spec §2.6's MarkRemountRequired
+ * applies when every volume resolved.
+ */
+export function upsertPod(world: World, pod: Pod, opts: { reprocessed: boolean; seq: Seq }): void {
+  const uid = podUid(pod);
+  const previous = world.pods.get(uid);
+  const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
+  const record: PodRecord = {
+    uid,
+    name: pod.metadata.name,
+    namespace: pod.metadata.namespace ?? 'default',
+    pod,
+    expectedVolumes: resolution.expectedVolumes,
+    volumes: resolution.volumes,
+    errors: resolution.errors,
+    references: resolution.references,
+    seq: opts.seq,
+  };
+  if (previous !== undefined) {
+    removeFromDsw(world, previous);
+    indexReferences(world, uid, previous.references, false);
+  }
+  world.pods.set(uid, record);
+  indexReferences(world, uid, resolution.references, true);
+  addToDsw(world, record);
+  if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
+}
+
+/** spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount. */
+function markRemountRequired(world: World, record: PodRecord): void {
+  for (const resolved of record.volumes) {
+    if (!resolved.requiresRemount) continue;
+    const mount = world.mounts.get(resolved.volume)?.get(record.uid);
+    if (mount === undefined || mount.state.value !== 'mounted') continue;
+    stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
+    touch(world, resolved.volume);
+  }
+}
+
+export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {
+  upsertPod(world, event.pod, { reprocessed: true, seq: event.seq as Seq });
+}
+
+export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void {
+  const uid = UniquePodName(event.uid);
+  const record = world.pods.get(uid);
+  if (record === undefined) return; // Removing an unknown pod is a no-op, as in the kubelet.
+  removeFromDsw(world, record);
+  indexReferences(world, uid, record.references, false);
+  world.pods.delete(uid);
+}
+
+/** Pods whose resolution read this object are resolved again (late binding, resize). */
+function reresolveDependents(world: World, key: string): void {
+  const dependents = [...(world.podsByObject.get(key) ?? [])].sort();
+  for (const uid of dependents) {
+    const record = world.pods.get(uid);
+    if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+  }
+}
+
+export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
+  const { object } = event;
+  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  world.objects.set(key, object);
+  reresolveDependents(world, key);
+}
+
+export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
+  const key = objectKey(event.kind, event.name, event.namespace);
+  world.objects.delete(key);
+  reresolveDependents(world, key);
+}
+
+/** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
+export function foldVolumesReportedInUse(world: World, event: EventOf<'VolumesReportedInUse'>): void {
+  const reported = new Set(event.volumes);
+  for (const [name, volume] of world.dsw) {
+    const reportedInUse = reported.has(name);
+    if (volume.reportedInUse === reportedInUse) continue;
+    world.dsw.set(name, { ...volume, reportedInUse });
+    touch(world, name);
+  }
+}
+
+export function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusObserved'>): void {
+  if (event.node !== world.config.node) return;
+  const previous = world.volumesAttached;
+  const next = new Map(event.volumesAttached.map((v) => [v.name as UniqueVolumeName, v.devicePath]));
+  for (const name of new Set([...previous.keys(), ...next.keys()])) {
+    if (previous.get(name) !== next.get(name)) touch(world, name);
+  }
+  world.volumesAttached = next;
+}

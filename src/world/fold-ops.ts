@@ -1,0 +1,240 @@
+/**
+ * Folding operation events: OperationStarted, each plugin call's start and outcome, and
+ * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
+ */
+import type { ErrorKind } from '../../machines/index.js';
+import { assert } from '../assert.js';
+import type { CallError, EventOf } from '../events/index.js';
+import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { touch } from './fold-desired.js';
+import {
+  attachmentOrNew,
+  mountOrNew,
+  stepAttachment,
+  stepMount,
+} from './pairs.js';
+import { findMatch, keysEqual, keyString, mayRun, nextBackoffMs } from './pending.js';
+import type { OpRecord, RunningOp, World } from './types.js';
+
+function running(world: World, opId: string): RunningOp {
+  const op = world.running.get(OpId(opId));
+  assert(op !== undefined, `operation ${opId} is not running (seq ${world.seq})`);
+  return op;
+}
+
+/** The desired spec of an operation's volume: the pod's entry, else any desiring pod's. */
+function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName | null) {
+  const entry = world.dsw.get(volume);
+  if (entry === undefined) return null;
+  if (pod !== null) return entry.pods.get(pod)?.resolved ?? null;
+  return entry.pods.values().next().value?.resolved ?? null;
+}
+
+/** spec §5.3 Run: reuse the matching failed record or append one, now pending. */
+export function foldOperationStarted(world: World, event: EventOf<'OperationStarted'>): void {
+  const volume = UniqueVolumeName(event.volume);
+  const records = world.ops.get(volume) ?? [];
+  const verdict = mayRun(records, event.key, event.op, event.tsMs);
+  assert(verdict.kind === 'run', () =>
+    `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
+    `(seq ${event.seq}): never two operations on one key`);
+  const index = findMatch(records, event.key);
+  const opId = OpId(event.opId);
+  const fresh: OpRecord = {
+    key: event.key, opName: event.op, pending: true, opId,
+    lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
+  };
+  const next = [...records];
+  if (index === -1) {
+    next.push(fresh);
+  } else {
+    const old = records[index]!;
+    // A different operation taking over a record in backoff resets it (spec §5.3, §5.5).
+    const reset = old.opName !== event.op && event.tsMs < old.lastErrorTsMs + old.durationMsBeforeRetry;
+    next[index] = reset ? fresh : { ...old, key: event.key, opName: event.op, pending: true, opId };
+  }
+  world.ops.set(volume, next);
+  assert(!world.running.has(opId), `operation ${opId} started twice (seq ${event.seq})`);
+  const pod = event.pod === undefined ? null : UniquePodName(event.pod);
+  world.running.set(opId, {
+    opId, op: event.op, key: event.key, volume, pod, spec: desiredSpec(world, volume, pod),
+    node: event.node === undefined ? null : NodeName(event.node),
+    startedSeq: event.seq as Seq, startedTsMs: event.tsMs, cause: event.cause as Seq,
+    call: null, lastError: null,
+  });
+  touch(world, volume);
+}
+
+export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): void {
+  const op = running(world, event.opId);
+  assert(op.call === null, `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`);
+  world.running.set(op.opId, { ...op, call: event.call });
+  const spec = op.spec ?? undefined;
+  switch (event.call) {
+    case 'attach':
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'ATTACH_START' });
+      break;
+    case 'detach':
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'DETACH_START' });
+      break;
+    case 'mountDevice':
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'MOUNT_DEVICE_START', deviceMountPath: event.deviceMountPath ?? '',
+      });
+      break;
+    case 'unmountDevice':
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'UNMOUNT_DEVICE_START' });
+      break;
+    case 'setUp': {
+      assert(op.pod !== null && spec !== undefined, `setUp of ${op.opId} without a desired pod (seq ${event.seq})`);
+      stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
+        type: 'SETUP_START', outerVolumeSpecName: spec.outerVolumeSpecName, volumeGidValue: spec.volumeGidValue,
+      });
+      break;
+    }
+    case 'tearDown':
+      assert(op.pod !== null, `tearDown of ${op.opId} without a pod (seq ${event.seq})`);
+      stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'TEARDOWN_START' });
+      break;
+    default:
+      break; // Read-only calls and the executor's own steps change no pair when they start.
+  }
+  touch(world, op.volume);
+}
+
+export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>): void {
+  const op = running(world, event.opId);
+  assert(op.call === event.call, `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`);
+  world.running.set(op.opId, { ...op, call: null });
+  const attachment = () => attachmentOrNew(world, op.volume, op.spec ?? undefined);
+  switch (event.call) {
+    case 'attach':
+    case 'verifyControllerAttached': {
+      const devicePath = event.devicePath ?? '';
+      stepAttachment(world, attachment(), event.call === 'attach'
+        ? { type: 'ATTACH_OK', devicePath }
+        : { type: 'VERIFY_OK', devicePath });
+      const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
+      if (claimSizeBytes > 0) stepAttachment(world, attachment(), { type: 'CLAIM_SIZE_KNOWN', sizeBytes: claimSizeBytes });
+      break;
+    }
+    case 'detach':
+      stepAttachment(world, attachment(), { type: 'DETACH_OK' });
+      break;
+    case 'markDetached':
+      stepAttachment(world, attachment(), { type: 'FORGET' });
+      break;
+    case 'mountDevice':
+      stepAttachment(world, attachment(), {
+        type: 'MOUNT_DEVICE_OK', deviceMountPath: event.deviceMountPath ?? '', devicePath: event.devicePath ?? '',
+      });
+      break;
+    case 'unmountDevice':
+      stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_OK' });
+      break;
+    case 'setUp':
+      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_OK' });
+      break;
+    case 'tearDown':
+      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_OK' });
+      break;
+    case 'nodeExpand':
+      stepAttachment(world, attachment(), { type: 'RESIZED', sizeBytes: event.sizeBytes ?? 0 });
+      break;
+    default:
+      break;
+  }
+  touch(world, op.volume);
+}
+
+export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void {
+  const op = running(world, event.opId);
+  assert(op.call === event.call, `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`);
+  world.running.set(op.opId, { ...op, call: null, lastError: event.error });
+  const kind: ErrorKind = event.error.kind;
+  const attachment = () => attachmentOrNew(world, op.volume, undefined);
+  switch (event.call) {
+    case 'attach':
+      // Kubelet attach mode: only an uncertain error may have attached (SCENARIOS.md).
+      stepAttachment(world, attachment(), { type: 'ATTACH_FAIL', uncertain: kind === 'uncertain' });
+      break;
+    case 'detach':
+      stepAttachment(world, attachment(), { type: 'DETACH_FAIL', uncertain: kind === 'uncertain' });
+      break;
+    case 'mountDevice':
+      stepAttachment(world, attachment(), { type: 'MOUNT_DEVICE_FAIL', errorKind: kind });
+      break;
+    case 'unmountDevice':
+      stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_FAIL' });
+      break;
+    case 'setUp':
+      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_FAIL', errorKind: kind });
+      break;
+    case 'tearDown':
+      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_FAIL' });
+      break;
+    case 'nodeExpand':
+      if (event.error.failedPrecondition === true) {
+        stepAttachment(world, attachment(), { type: 'EXPANSION_IN_USE_ERROR' });
+      }
+      break;
+    default:
+      break; // waitForAttach and the other read-only calls change no pair (spec §4.7 step 7).
+  }
+  recordError(world, op, event.error, event.seq as Seq, event.tsMs);
+  touch(world, op.volume);
+}
+
+function recordError(world: World, op: RunningOp, error: CallError, seq: Seq, tsMs: number): void {
+  world.lastErrors.set(op.volume, { message: error.message, seq, tsMs });
+}
+
+/** spec §5.4 completion: success deletes the exact record; failure escalates its backoff. */
+function completeRecord(world: World, op: RunningOp, failure: CallError | null, tsMs: number): void {
+  const records = world.ops.get(op.volume) ?? [];
+  const index = records.findIndex((r) => keysEqual(r.key, op.key));
+  assert(index !== -1, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  const record = records[index]!;
+  const next = [...records];
+  if (failure === null) {
+    next.splice(index, 1);
+  } else {
+    next[index] = {
+      ...record, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs,
+      durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
+    };
+  }
+  if (next.length === 0) world.ops.delete(op.volume);
+  else world.ops.set(op.volume, next);
+}
+
+export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {
+  const op = running(world, event.opId);
+  assert(op.call === null, `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`);
+  const failure = event.outcome === 'ok' ? null : (event.error ?? op.lastError ?? {
+    kind: 'final' as const, message: 'operation failed',
+  });
+  if (failure !== null && op.lastError === null) recordError(world, op, failure, event.seq as Seq, event.tsMs);
+  completeRecord(world, op, failure, event.tsMs);
+  world.running.delete(op.opId);
+  touch(world, op.volume);
+}
+
+/**
+ * DESIGN.md crash rule, for EngineStarted: every call in flight is cut off. Its pair goes
+ * uncertain and its operation counts as a failed attempt, so the call that killed the
+ * engine is not retried in a tight crash loop.
+ */
+export function cutOffRunningOperations(world: World, tsMs: number): void {
+  const cutOff: CallError = { kind: 'uncertain', message: 'operation cut off: the engine stopped while it ran' };
+  for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
+    const attachment = world.attachments.get(op.volume);
+    if (attachment !== undefined) stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
+    const mount = op.pod === null ? undefined : world.mounts.get(op.volume)?.get(op.pod);
+    if (mount !== undefined) stepMount(world, mount, { type: 'CRASH' }, { observation: true });
+    recordError(world, op, cutOff, world.seq, tsMs);
+    completeRecord(world, op, cutOff, tsMs);
+    world.running.delete(op.opId);
+    touch(world, op.volume);
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * fold(world, event) → world: Emmett's `evolve` for the whole engine (STYLE.md §1).
+ * Pure and deterministic: no I/O, no clock; the same log always folds to the same world.
+ */
+import { assert, unreachable } from '../assert.js';
+import type { EventOf, VoleEvent } from '../events/index.js';
+import { NodeName, Seq } from '../ids.js';
+import {
+  foldNodeStatusObserved,
+  foldObjectRemoved,
+  foldObjectUpserted,
+  foldPodRemoved,
+  foldPodUpserted,
+  foldVolumesReportedInUse,
+  touch,
+  upsertPod,
+} from './fold-desired.js';
+import {
+  cutOffRunningOperations,
+  foldCallFailed,
+  foldCallStarted,
+  foldCallSucceeded,
+  foldOperationFinished,
+  foldOperationStarted,
+} from './fold-ops.js';
+import type { World } from './types.js';
+
+/** The world before any event: no node yet (EngineStarted names it). */
+export function initialWorld(): World {
+  return {
+    config: { node: NodeName(''), controllerAttachDetach: true },
+    plugins: new Map(),
+    seq: Seq(0),
+    tsMs: 0,
+    engineStartedSeq: Seq(0),
+    sourcesReady: false,
+    pods: new Map(),
+    objects: new Map(),
+    podsByObject: new Map(),
+    dsw: new Map(),
+    attachments: new Map(),
+    mounts: new Map(),
+    ops: new Map(),
+    running: new Map(),
+    volumesAttached: new Map(),
+    lastErrors: new Map(),
+    causes: new Map(),
+    dirty: new Set(),
+  };
+}
+
+function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void {
+  cutOffRunningOperations(world, event.tsMs);
+  world.config = { node: NodeName(event.node), controllerAttachDetach: event.controllerAttachDetach };
+  world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  world.engineStartedSeq = event.seq as Seq;
+  // spec §3.2: no unmount or detach until the sources have reported every pod again.
+  world.sourcesReady = false;
+  // The plugin set may have changed: resolve every pod again (once per start).
+  for (const record of [...world.pods.values()]) {
+    upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+  }
+}
+
+function foldSourcesReady(world: World): void {
+  world.sourcesReady = true;
+  // Passes A and C may now act on every pair, not only the ones touched since.
+  for (const volume of world.attachments.keys()) touch(world, volume);
+  for (const volume of world.mounts.keys()) touch(world, volume);
+}
+
+/**
+ * Applies one event. The world's index maps are updated in place and returned (the fold
+ * owns them); records are replaced, never mutated. Throws InvariantError when the event
+ * is impossible in the current state (a corrupt log or an engine bug), naming the seq.
+ */
+export function fold(world: World, event: VoleEvent): World {
+  assert(event.seq === world.seq + 1, `event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  assert(event.tsMs >= 0, `event seq ${event.seq}: negative timestamp`);
+  world.seq = event.seq as Seq;
+  world.tsMs = Math.max(world.tsMs, event.tsMs);
+  switch (event.type) {
+    case 'EngineStarted': foldEngineStarted(world, event); break;
+    case 'SourcesReady': foldSourcesReady(world); break;
+    case 'PodUpserted': foldPodUpserted(world, event); break;
+    case 'PodRemoved': foldPodRemoved(world, event); break;
+    case 'ObjectUpserted': foldObjectUpserted(world, event); break;
+    case 'ObjectRemoved': foldObjectRemoved(world, event); break;
+    case 'VolumesReportedInUse': foldVolumesReportedInUse(world, event); break;
+    case 'NodeStatusObserved': foldNodeStatusObserved(world, event); break;
+    case 'OperationStarted': foldOperationStarted(world, event); break;
+    case 'CallStarted': foldCallStarted(world, event); break;
+    case 'CallSucceeded': foldCallSucceeded(world, event); break;
+    case 'CallFailed': foldCallFailed(world, event); break;
+    case 'OperationFinished': foldOperationFinished(world, event); break;
+    default: unreachable(event, 'event type');
+  }
+  return world;
+}
+
+/** Folds a sequence of events onto a world (initialWorld() by default). */
+export function foldAll(events: Iterable<VoleEvent>, world: World = initialWorld()): World {
+  for (const event of events) fold(world, event);
+  return world;
+}
+
+/** Volumes touched since the last call: what the incremental planner looks at next. */
+export function takeDirty(world: World): Set<import('../ids.js').UniqueVolumeName> {
+  const dirty = world.dirty;
+  world.dirty = new Set();
+  return dirty;
+}

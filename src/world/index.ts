@@ -1,0 +1,7 @@
+export * from './compiled-machine.js';
+export * from './fold.js';
+export * from './pairs.js';
+export * from './pending.js';
+export * from './queries.js';
+export * from './resolve.js';
+export type * from './types.js';

@@ -1,0 +1,112 @@
+/**
+ * Pair record updates: every change of an attachment or mount record goes through these,
+ * so the machines stay the only definition of legal transitions.
+ */
+import {
+  type AttachmentContext,
+  type AttachmentEvent,
+  attachmentMachine,
+  type MountContext,
+  type MountEvent,
+  mountMachine,
+} from '../../machines/index.js';
+import { assert } from '../assert.js';
+import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { compileMachine } from './compiled-machine.js';
+import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
+
+export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(attachmentMachine);
+export const mountPairs = compileMachine<MountContext, MountEvent>(mountMachine);
+
+export function attachmentName(volume: string, node: string): string {
+  return `${volume}@${node}`;
+}
+
+export function mountName(volume: string, pod: string): string {
+  return `${volume} × pod ${pod}`;
+}
+
+/** The attachment record of a volume, or a fresh `detached` one built from its spec. */
+export function attachmentOrNew(
+  world: World,
+  volume: UniqueVolumeName,
+  spec: ResolvedVolume | undefined,
+): AttachmentRecord {
+  const existing = world.attachments.get(volume);
+  if (existing !== undefined) return existing;
+  assert(spec !== undefined, `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`);
+  return {
+    volume,
+    node: world.config.node as NodeName,
+    pluginName: spec.pluginName,
+    attachable: spec.attachable,
+    deviceMountable: spec.deviceMountable,
+    spec,
+    state: attachmentPairs.initial,
+    seq: world.seq,
+  };
+}
+
+/**
+ * Applies a machine event to an attachment. An event the state does not accept means a
+ * corrupt log or an engine bug: it fails an assertion naming the pair and the seq
+ * (STYLE.md §3), unless `observation` says it may be ignored (a crash notice).
+ */
+export function stepAttachment(
+  world: World,
+  record: AttachmentRecord,
+  event: AttachmentEvent,
+  opts: { observation: boolean } = { observation: false },
+): void {
+  const next = attachmentPairs.transition(record.state, event);
+  if (next === undefined) {
+    assert(opts.observation, () =>
+      `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
+      `state ${record.state.value} (seq ${world.seq})`);
+    return;
+  }
+  if (next.value === 'detached') {
+    world.attachments.delete(record.volume);
+  } else {
+    world.attachments.set(record.volume, { ...record, state: next, seq: world.seq as Seq });
+  }
+}
+
+export function mountOrNew(
+  world: World,
+  volume: UniqueVolumeName,
+  pod: UniquePodName,
+  spec: ResolvedVolume | undefined,
+): MountRecord {
+  const existing = world.mounts.get(volume)?.get(pod);
+  if (existing !== undefined) return existing;
+  assert(spec !== undefined, `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
+  return { volume, pod, pluginName: spec.pluginName, spec, state: mountPairs.initial, seq: world.seq };
+}
+
+/** Applies a machine event to a mount record; the same contract as stepAttachment. */
+export function stepMount(
+  world: World,
+  record: MountRecord,
+  event: MountEvent,
+  opts: { observation: boolean } = { observation: false },
+): void {
+  const next = mountPairs.transition(record.state, event);
+  if (next === undefined) {
+    assert(opts.observation, () =>
+      `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
+      `${record.state.value} (seq ${world.seq})`);
+    return;
+  }
+  let byPod = world.mounts.get(record.volume);
+  if (next.value === 'unmounted') {
+    byPod?.delete(record.pod);
+    if (byPod?.size === 0) world.mounts.delete(record.volume);
+    return;
+  }
+  if (byPod === undefined) {
+    byPod = new Map();
+    world.mounts.set(record.volume, byPod);
+  }
+  byPod.set(record.pod, { ...record, state: next, seq: world.seq });
+}

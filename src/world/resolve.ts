@@ -1,0 +1,236 @@
+/**
+ * Pod → volumes resolution: the pure part of the kubelet's desired-state populator
+ * (spec §2.6) and of the plugin manager's lookup (spec §1.1 naming rule).
+ *
+ * A volume that cannot be processed (missing claim, unbound claim, no plugin) becomes a
+ * pod error with the kubelet's wording, and the pod's other volumes go on (SCENARIOS.md:
+ * "runs and fails as it would there").
+ */
+import type { PluginCaps } from '../events/index.js';
+import {
+  type ClusterObject,
+  objectKey,
+  parseQuantityBytes,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+  type Pod,
+  type PodVolume,
+} from '../events/k8s.js';
+import { UniqueVolumeName } from '../ids.js';
+import type { ResolvedVolume, VolumeSource } from './types.js';
+
+/** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
+export const builtinPluginNames = {
+  emptyDir: 'kubernetes.io/empty-dir',
+  hostPath: 'kubernetes.io/host-path',
+  configMap: 'kubernetes.io/configmap',
+  secret: 'kubernetes.io/secret',
+  local: 'kubernetes.io/local-volume',
+} as const;
+
+const volumeGidAnnotation = 'pv.beta.kubernetes.io/gid';
+
+export interface ResolveInput {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly plugins: ReadonlyMap<string, PluginCaps>;
+}
+
+export interface PodResolution {
+  readonly expectedVolumes: readonly string[];
+  readonly volumes: readonly ResolvedVolume[];
+  readonly errors: ReadonlyMap<string, string>;
+  /** Object keys this resolution read (claims and PVs), so their changes re-resolve it. */
+  readonly references: readonly string[];
+}
+
+type Step<T> = { ok: true; value: T } | { ok: false; error: string };
+const fail = (error: string): { ok: false; error: string } => ({ ok: false, error });
+
+/**
+ * spec §2.5 WaitForAttachAndMount step 1: the volumes referenced by a container. A pod
+ * that lists no containers (a scenario shorthand) expects all of its volumes.
+ */
+export function expectedVolumeNames(pod: Pod): string[] {
+  const volumes = pod.spec.volumes ?? [];
+  const containers = [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])];
+  if (containers.length === 0) return volumes.map((v) => v.name);
+  const used = new Set<string>();
+  for (const c of containers) {
+    for (const m of c.volumeMounts ?? []) used.add(m.name);
+    for (const d of c.volumeDevices ?? []) used.add(d.name);
+  }
+  return volumes.filter((v) => used.has(v.name)).map((v) => v.name);
+}
+
+interface Located {
+  source: VolumeSource;
+  pluginName: string;
+  inline: boolean;
+  pv?: PersistentVolume;
+  pvc?: PersistentVolumeClaim;
+}
+
+function sourceOfPv(pv: PersistentVolume): Located | undefined {
+  const { csi, local, hostPath } = pv.spec;
+  if (csi !== undefined) {
+    const source: VolumeSource = {
+      kind: 'csi',
+      driver: csi.driver,
+      volumeHandle: csi.volumeHandle ?? '',
+      fsType: csi.fsType ?? '',
+      inline: false,
+    };
+    return { source, pluginName: csi.driver, inline: false, pv };
+  }
+  if (local !== undefined) {
+    const source: VolumeSource = { kind: 'local', path: local.path, fsType: local.fsType ?? '' };
+    return { source, pluginName: builtinPluginNames.local, inline: false, pv };
+  }
+  if (hostPath !== undefined) {
+    const source: VolumeSource = { kind: 'hostPath', path: hostPath.path, type: hostPath.type ?? '' };
+    return { source, pluginName: builtinPluginNames.hostPath, inline: false, pv };
+  }
+  return undefined;
+}
+
+function sourceOfInline(v: PodVolume): Located | undefined {
+  if (v.csi !== undefined) {
+    const handle = v.csi.volumeHandle ?? v.name;
+    const source: VolumeSource = {
+      kind: 'csi', driver: v.csi.driver, volumeHandle: handle, fsType: v.csi.fsType ?? '', inline: true,
+    };
+    return { source, pluginName: v.csi.driver, inline: true };
+  }
+  if (v.emptyDir !== undefined) {
+    const sizeLimitBytes = parseQuantityBytes(v.emptyDir.sizeLimit) ?? 0;
+    const source: VolumeSource = { kind: 'emptyDir', medium: v.emptyDir.medium ?? '', sizeLimitBytes };
+    return { source, pluginName: builtinPluginNames.emptyDir, inline: true };
+  }
+  if (v.hostPath !== undefined) {
+    const source: VolumeSource = { kind: 'hostPath', path: v.hostPath.path, type: v.hostPath.type ?? '' };
+    return { source, pluginName: builtinPluginNames.hostPath, inline: true };
+  }
+  if (v.configMap !== undefined) {
+    const source: VolumeSource = { kind: 'configMap', name: v.configMap.name ?? v.name };
+    return { source, pluginName: builtinPluginNames.configMap, inline: true };
+  }
+  if (v.secret !== undefined) {
+    const source: VolumeSource = { kind: 'secret', name: v.secret.secretName ?? v.name };
+    return { source, pluginName: builtinPluginNames.secret, inline: true };
+  }
+  return undefined;
+}
+
+function locateClaim(
+  namespace: string,
+  v: PodVolume & { persistentVolumeClaim: { claimName: string } },
+  input: ResolveInput,
+  references: string[],
+): Step<Located> {
+  const claimName = v.persistentVolumeClaim.claimName;
+  const claimKey = objectKey('PersistentVolumeClaim', claimName, namespace);
+  references.push(claimKey);
+  const prefix = `error processing PVC ${namespace}/${claimName}`;
+  const pvc = input.objects.get(claimKey);
+  if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
+    return fail(`${prefix}: failed to fetch PVC from API server: ` +
+      `persistentvolumeclaims "${claimName}" not found`);
+  }
+  if (pvc.metadata.deletionTimestamp !== undefined) {
+    return fail(`${prefix}: can't start pod because PVC ${namespace}/${claimName} is being deleted`);
+  }
+  const pvName = pvc.spec.volumeName ?? '';
+  const phase = pvc.status?.phase;
+  if (pvName === '' || (phase !== undefined && phase !== 'Bound')) {
+    return fail(`${prefix}: PVC ${namespace}/${claimName} has non-bound phase ` +
+      `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`);
+  }
+  const pvKey = objectKey('PersistentVolume', pvName);
+  references.push(pvKey);
+  const pv = input.objects.get(pvKey);
+  if (pv === undefined || pv.kind !== 'PersistentVolume') {
+    return fail(`${prefix}: failed to fetch PV "${pvName}" from API server: ` +
+      `persistentvolumes "${pvName}" not found`);
+  }
+  const located = sourceOfPv(pv);
+  if (located === undefined) {
+    return fail(`failed to get Plugin from volumeSpec for volume "${pvName}" ` +
+      `err=no volume plugin matched`);
+  }
+  return { ok: true, value: { ...located, pvc } };
+}
+
+function resolveOne(pod: Pod, v: PodVolume, input: ResolveInput, references: string[]): Step<ResolvedVolume> {
+  const namespace = pod.metadata.namespace ?? 'default';
+  const uid = pod.metadata.uid ?? '';
+  const claim = v.persistentVolumeClaim;
+  const located: Step<Located> = claim !== undefined
+    ? locateClaim(namespace, { ...v, persistentVolumeClaim: claim }, input, references)
+    : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(sourceOfInline(v));
+  if (!located.ok) return located;
+  const { source, pluginName, inline, pv, pvc } = located.value;
+  const caps = input.plugins.get(pluginName);
+  if (caps === undefined) return fail(noPlugin(v.name));
+  // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
+  const attachable = caps.attachable && !inline;
+  const deviceMountable = caps.deviceMountable && !inline;
+  const innerVolumeSpecName = pv?.metadata.name ?? v.name;
+  const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
+  // spec §1.1: node-wide name for attachable or device-mountable volumes, per pod otherwise.
+  const volume = UniqueVolumeName(
+    attachable || deviceMountable
+      ? `${pluginName}/${handle}`
+      : `${pluginName}/${uid}-${innerVolumeSpecName}`,
+  );
+  const accessModes = pv?.spec.accessModes ?? [];
+  return {
+    ok: true,
+    value: {
+      outerVolumeSpecName: v.name,
+      innerVolumeSpecName,
+      volume,
+      pluginName,
+      attachable,
+      deviceMountable,
+      requiresRemount: caps.requiresRemount,
+      multiAttachAllowed:
+        accessModes.length > 0 &&
+        !accessModes.includes('ReadWriteOnce') &&
+        !accessModes.includes('ReadWriteOncePod'),
+      volumeMode: pv?.spec.volumeMode ?? 'Filesystem',
+      sizeBytes: parseQuantityBytes(pv?.spec.capacity?.storage) ?? 0,
+      claimSizeBytes: parseQuantityBytes(pvc?.status?.capacity?.storage) ?? 0,
+      volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
+      readOnly: claim?.readOnly ?? v.csi?.readOnly ?? false,
+      accessModes,
+      source,
+    },
+  };
+}
+
+function noPlugin(volumeName: string): string {
+  return `failed to get Plugin from volumeSpec for volume "${volumeName}" err=no volume plugin matched`;
+}
+
+/** Resolves every expected volume of a pod; never throws for what Kubernetes would accept. */
+export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
+  const expectedVolumes = expectedVolumeNames(pod);
+  const byName = new Map((pod.spec.volumes ?? []).map((v) => [v.name, v]));
+  const volumes: ResolvedVolume[] = [];
+  const errors = new Map<string, string>();
+  const references: string[] = [];
+  const seen = new Set<string>();
+  for (const name of expectedVolumes) {
+    const v = byName.get(name);
+    if (v === undefined) continue;
+    if (seen.has(name)) {
+      errors.set(name, `pod volume name "${name}" is used twice in pod.spec.volumes; names must be unique`);
+      continue;
+    }
+    seen.add(name);
+    const step = resolveOne(pod, v, input, references);
+    if (step.ok) volumes.push(step.value);
+    else errors.set(name, step.error);
+  }
+  return { expectedVolumes, volumes, errors, references: [...new Set(references)] };
+}

@@ -1,0 +1,173 @@
+/**
+ * The state of the world: the fold of the log. Desired state of world (DSW: pods and the
+ * volumes they need), actual state of world (ASW: attachment and mount pair records),
+ * pending operations with their backoff, and the observations the planner needs.
+ *
+ * The index maps are owned by the fold and updated in place; the records inside them are
+ * immutable and replaced whole, so an event costs work proportional to the records it
+ * touches (PERF.md), never a copy of the world.
+ */
+import type { AttachmentContext, MountContext } from '../../machines/index.js';
+import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
+import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { PairState } from './compiled-machine.js';
+
+export type VolumeMode = 'Filesystem' | 'Block';
+
+/** Where a volume comes from, as its plugin needs it (the Spec of seed 001). */
+export type VolumeSource =
+  | { kind: 'csi'; driver: string; volumeHandle: string; fsType: string; inline: boolean }
+  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
+  | { kind: 'hostPath'; path: string; type: string }
+  | { kind: 'local'; path: string; fsType: string }
+  | { kind: 'configMap'; name: string }
+  | { kind: 'secret'; name: string };
+
+/** One pod volume resolved to the volume it names (spec §2.6 populator). */
+export interface ResolvedVolume {
+  readonly outerVolumeSpecName: string;
+  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
+  readonly innerVolumeSpecName: string;
+  readonly volume: UniqueVolumeName;
+  readonly pluginName: string;
+  readonly attachable: boolean;
+  readonly deviceMountable: boolean;
+  readonly requiresRemount: boolean;
+  /** spec §4.1: a PV whose access modes contain neither ReadWriteOnce nor ReadWriteOncePod. */
+  readonly multiAttachAllowed: boolean;
+  readonly volumeMode: VolumeMode;
+  /** PV spec.capacity.storage in bytes; 0 = unknown. */
+  readonly sizeBytes: number;
+  /** PVC status.capacity.storage in bytes; 0 = unknown (spec §4.6 claimSize). */
+  readonly claimSizeBytes: number;
+  readonly volumeGidValue: string;
+  readonly readOnly: boolean;
+  readonly accessModes: readonly string[];
+  readonly source: VolumeSource;
+}
+
+export interface PodRecord {
+  readonly uid: UniquePodName;
+  readonly name: string;
+  readonly namespace: string;
+  readonly pod: Pod;
+  /** Outer names the pod's containers use (all volumes when it lists no containers). */
+  readonly expectedVolumes: readonly string[];
+  readonly volumes: readonly ResolvedVolume[];
+  /** Volumes that could not be processed, by outer name (spec §2.3 podErrors). */
+  readonly errors: ReadonlyMap<string, string>;
+  /** Object keys the resolution read: a change to one of them re-resolves the pod. */
+  readonly references: readonly string[];
+  readonly seq: Seq;
+}
+
+/** One pod's use of a DSW volume (spec §1.3 PodToMountRec). */
+export interface DswPod {
+  readonly pod: UniquePodName;
+  readonly outerVolumeSpecNames: readonly string[];
+  readonly resolved: ResolvedVolume;
+  readonly seq: Seq;
+}
+
+/** spec §1.3 VolumeToMountRec. */
+export interface DswVolume {
+  readonly volume: UniqueVolumeName;
+  readonly pluginName: string;
+  readonly attachable: boolean;
+  readonly deviceMountable: boolean;
+  readonly reportedInUse: boolean;
+  readonly pods: ReadonlyMap<UniquePodName, DswPod>;
+}
+
+export interface AttachmentRecord {
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly pluginName: string;
+  readonly attachable: boolean;
+  readonly deviceMountable: boolean;
+  /** The spec the volume was first attached with (spec §1.2: not updated later). */
+  readonly spec: ResolvedVolume;
+  readonly state: PairState<AttachmentContext>;
+  /** seq of the last event that changed this record. */
+  readonly seq: Seq;
+}
+
+export interface MountRecord {
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName;
+  readonly pluginName: string;
+  readonly spec: ResolvedVolume;
+  readonly state: PairState<MountContext>;
+  readonly seq: Seq;
+}
+
+/** spec §5.1 OperationRec: a running operation, or a failed one kept for its backoff. */
+export interface OpRecord {
+  readonly key: OpKey;
+  readonly opName: OperationKind;
+  readonly pending: boolean;
+  /** The running operation, while pending. */
+  readonly opId: OpId | null;
+  readonly lastError: CallError | null;
+  readonly lastErrorTsMs: number;
+  /** 0 until the first failure; then 500 ms doubling to 2 min 2 s (spec §5.5). */
+  readonly durationMsBeforeRetry: number;
+}
+
+/** An operation between its OperationStarted and OperationFinished. */
+export interface RunningOp {
+  readonly opId: OpId;
+  readonly op: OperationKind;
+  readonly key: OpKey;
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName | null;
+  readonly node: NodeName | null;
+  readonly startedSeq: Seq;
+  readonly startedTsMs: number;
+  readonly cause: Seq;
+  /**
+   * The desired spec when the operation started (null for teardown of undesired volumes).
+   * Captured then, as the kubelet's generated operation captures it: later DSW changes do
+   * not change what a running operation acts on.
+   */
+  readonly spec: ResolvedVolume | null;
+  /** The plugin call in flight, if any: what a crash leaves uncertain. */
+  readonly call: CallName | null;
+  readonly lastError: CallError | null;
+}
+
+export interface WorldConfig {
+  readonly node: NodeName;
+  readonly controllerAttachDetach: boolean;
+}
+
+export interface World {
+  config: WorldConfig;
+  plugins: Map<string, PluginCaps>;
+  /** The last event folded; 0 for the empty world. */
+  seq: Seq;
+  tsMs: number;
+  /** seq of the last EngineStarted. */
+  engineStartedSeq: Seq;
+  /** spec §3.2 populatorHasAddedPods, since the last engine start. */
+  sourcesReady: boolean;
+  pods: Map<UniquePodName, PodRecord>;
+  objects: Map<string, ClusterObject>;
+  /** claim key / PV name → pods that reference it, for re-resolution on object changes. */
+  podsByObject: Map<string, Set<UniquePodName>>;
+  dsw: Map<UniqueVolumeName, DswVolume>;
+  attachments: Map<UniqueVolumeName, AttachmentRecord>;
+  mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
+  /** Operation records by volume (spec §5.1), in insertion order per volume. */
+  ops: Map<UniqueVolumeName, OpRecord[]>;
+  running: Map<OpId, RunningOp>;
+  /** node.status.volumesAttached of this node (controller mode handshake). */
+  volumesAttached: Map<UniqueVolumeName, string>;
+  /** The last error of an operation on each volume, for waits and explanations. */
+  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
+  /** Last event that touched each volume: the cause of the next decision about it. */
+  causes: Map<UniqueVolumeName, Seq>;
+  /** Volumes touched since the planner last looked (incremental planning). */
+  dirty: Set<UniqueVolumeName>;
+}
