@@ -1,0 +1,265 @@
+/**
+ * VolumeManager: the facade agents import (spec §2.5), on top of the engine.
+ *
+ *   const vm = await VolumeManager.open({ node: 'node-1', plugins, db: 'vole.db' });
+ *   vm.start();
+ *   vm.addPod(pod);
+ *   vm.markSourcesReady();           // every pod reported: unmounts and detaches may start
+ *   await vm.waitForAttachAndMount(pod.metadata.uid);
+ */
+import pino, { type Logger } from 'pino';
+import { podAttachAndMountTimeoutMs } from '../constants.js';
+import type { NewEvent, VoleEvent } from '../events/index.js';
+import type { ClusterObject, Pod } from '../events/k8s.js';
+import { type Clock, RealClock } from '../execute/clock.js';
+import { UniquePodName, UniqueVolumeName } from '../ids.js';
+import { PluginManager } from '../plugins/manager.js';
+import type { VolumePlugin } from '../plugins/types.js';
+import {
+  foldAll,
+  getExtraSupplementalGroupsForPod,
+  getMountedVolumesForPod,
+  getPossiblyMountedVolumesForPod,
+  getVolumesInUse,
+  type MountedVolumeView,
+  podWaitStatus,
+  type PodWaitStatus,
+  volumeIsAttached,
+  waitErrorMessage,
+} from '../world/index.js';
+import type { World } from '../world/types.js';
+import { Engine, type EventListener } from './engine.js';
+import { type EventSink, MemorySink } from './sink.js';
+
+export interface VolumeManagerOptions {
+  /** This node's name. */
+  readonly node: string;
+  /** The plugins, or a manager holding them. */
+  readonly plugins: readonly VolumePlugin[] | PluginManager;
+  /**
+   * Kubernetes' enableControllerAttachDetach (default true): the attach/detach controller
+   * attaches; this node verifies. false: this node attaches and detaches itself.
+   */
+  readonly controllerAttachDetach?: boolean;
+  /** Where events go, with what the log held before (a restart); in memory by default. */
+  readonly log?: { sink: EventSink; history: Iterable<VoleEvent> };
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+/** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
+export class WaitForAttachAndMountError extends Error {
+  override name = 'WaitForAttachAndMountError';
+  constructor(message: string, readonly status: PodWaitStatus) {
+    super(message);
+  }
+}
+
+export class VolumeManager {
+  private readonly engine: Engine;
+  private readonly clock: Clock;
+
+  private constructor(engine: Engine, clock: Clock) {
+    this.engine = engine;
+    this.clock = clock;
+  }
+
+  /** Builds a volume manager; a log with history is folded back first (restart). */
+  static create(opts: VolumeManagerOptions): VolumeManager {
+    const clock = opts.clock ?? new RealClock();
+    const plugins = opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
+    const log = opts.log ?? { sink: new MemorySink(), history: [] };
+    const world = foldAll(log.history);
+    const engine = new Engine({
+      node: opts.node,
+      controllerAttachDetach: opts.controllerAttachDetach ?? true,
+      plugins,
+      clock,
+      sink: log.sink,
+      logger: opts.logger ?? pino({ level: 'silent' }),
+      world,
+    });
+    return new VolumeManager(engine, clock);
+  }
+
+  /** The current world (read-only by contract: change it only through events). */
+  get world(): World {
+    return this.engine.world;
+  }
+
+  /** Starts the engine: records EngineStarted, which closes what a crash left in flight. */
+  start(): void {
+    this.engine.start();
+  }
+
+  /** Stops planning; calls still running are cut off as in a crash. */
+  stop(): void {
+    this.engine.stop();
+  }
+
+  /** Lets running operations finish, then stops. */
+  drainAndStop(): Promise<void> {
+    return this.engine.drainAndStop();
+  }
+
+  private append(event: NewEvent): void {
+    this.engine.append(event);
+  }
+
+  addPod(pod: Pod): void {
+    this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
+  }
+
+  /** The pod changed, or was re-processed: remount-requiring volumes are set up again. */
+  updatePod(pod: Pod): void {
+    this.addPod(pod);
+  }
+
+  /** The pod is gone (deleted, or terminated with its containers stopped). */
+  removePod(uid: string): void {
+    this.append({ type: 'PodRemoved', tsMs: this.clock.nowMs(), uid });
+  }
+
+  upsertObject(object: ClusterObject): void {
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object });
+  }
+
+  removeObject(ref: { kind: ClusterObject['kind']; name: string; namespace?: string }): void {
+    this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
+  }
+
+  /**
+   * Every pod source has reported its pods (spec §3.2 populatorHasAddedPods). Until then
+   * nothing is unmounted or detached, so a restart never tears down a volume whose pod
+   * was simply not re-added yet.
+   */
+  markSourcesReady(): void {
+    this.append({ type: 'SourcesReady', tsMs: this.clock.nowMs() });
+  }
+
+  /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
+  markVolumesAsReportedInUse(volumes: readonly string[]): void {
+    this.append({ type: 'VolumesReportedInUse', tsMs: this.clock.nowMs(), volumes: [...volumes] });
+  }
+
+  /** node.status.volumesAttached as the controller published it (controller mode). */
+  observeVolumesAttached(volumesAttached: readonly { name: string; devicePath: string }[]): void {
+    this.append({
+      type: 'NodeStatusObserved', tsMs: this.clock.nowMs(), node: this.engine.world.config.node,
+      volumesAttached: [...volumesAttached],
+    });
+  }
+
+  /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
+  getVolumesInUse(): string[] {
+    return getVolumesInUse(this.world);
+  }
+
+  /** spec §2.5 VolumeIsAttached. */
+  volumeIsAttached(volume: string): boolean {
+    return volumeIsAttached(this.world, UniqueVolumeName(volume));
+  }
+
+  /** spec §2.5 GetMountedVolumesForPod: outer volume name → mounted volume. */
+  getMountedVolumesForPod(uid: string): Map<string, MountedVolumeView> {
+    return getMountedVolumesForPod(this.world, UniquePodName(uid));
+  }
+
+  /** spec §2.5 GetExtraSupplementalGroupsForPod. */
+  getExtraSupplementalGroupsForPod(uid: string): number[] {
+    return getExtraSupplementalGroupsForPod(this.world, UniquePodName(uid));
+  }
+
+  /** spec §3.8: true once the sources are ready after this start. */
+  reconcilerStatesHasBeenSynced(): boolean {
+    return this.world.sourcesReady && this.world.engineStartedSeq > 0;
+  }
+
+  /** Every event appended from now on, with the world after it. Returns unsubscribe. */
+  subscribe(listener: EventListener): () => void {
+    return this.engine.subscribe(listener);
+  }
+
+  /**
+   * spec §2.5 WaitForUnmount: resolves when the pod has no Mounted volume left (uncertain
+   * ones do not hold it up; use hasPossiblyMountedVolumes for the stronger check).
+   */
+  waitForUnmount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+    const pod = UniquePodName(uid);
+    const mountedNames = () => getPossiblyMountedVolumesForPod(this.world, pod)
+      .filter((m) => m.state.value !== 'mountUncertain').map((m) => m.volume); // in-flight calls count
+    return this.waitUntil(() => {
+      const names = mountedNames();
+      return names.length === 0 ? { done: true } : { done: false, error: () => `mounted volumes=[${names.join(' ')}]` };
+    }, opts.timeoutMs ?? podAttachAndMountTimeoutMs);
+  }
+
+  /** spec §2.5 HasPossiblyMountedVolumesForPod: mounted or uncertain. */
+  hasPossiblyMountedVolumes(uid: string): boolean {
+    return getPossiblyMountedVolumesForPod(this.world, UniquePodName(uid)).length > 0;
+  }
+
+  /** Re-checks `condition` after every event until it is done or the timeout passes. */
+  private waitUntil(
+    condition: () => { done: true } | { done: false; error: () => string },
+    timeoutMs: number,
+  ): Promise<void> {
+    return new Promise((resolve, reject) => {
+      let done = false;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        unsubscribe();
+        this.clock.clearTimer(timer);
+        fn();
+      };
+      const check = (timedOut: boolean) => {
+        const result = condition();
+        if (result.done) finish(resolve);
+        else if (timedOut) finish(() => reject(new Error(`${result.error()}: timed out waiting for the condition`)));
+      };
+      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => check(true));
+      const unsubscribe = this.subscribe(() => check(false));
+      check(false);
+    });
+  }
+
+  /**
+   * spec §2.5 WaitForAttachAndMount: resolves when every volume the pod's containers use
+   * is mounted; rejects at once when a volume cannot be processed, or after `timeoutMs`
+   * (default 2 min 3 s) with the kubelet's message plus the last error of each volume.
+   * Event-driven: it re-checks after each event, it does not poll.
+   */
+  waitForAttachAndMount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+    const pod = UniquePodName(uid);
+    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    return new Promise((resolve, reject) => {
+      const check = (cause: string | null): boolean => {
+        const status = podWaitStatus(this.world, pod);
+        if (!status.known) {
+          finish(() => reject(new WaitForAttachAndMountError(`pod ${uid} is not known to the volume manager; add it first`, status)));
+          return true;
+        }
+        if (status.ready) {
+          finish(resolve);
+          return true;
+        }
+        const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
+        if (why === null) return false;
+        finish(() => reject(new WaitForAttachAndMountError(waitErrorMessage(status, why), status)));
+        return true;
+      };
+      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => check('timed out waiting for the condition'));
+      const unsubscribe = this.subscribe(() => void check(null));
+      let done = false;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        unsubscribe();
+        this.clock.clearTimer(timer);
+        fn();
+      };
+      check(null);
+    });
+  }
+}

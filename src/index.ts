@@ -1,0 +1,13 @@
+/** vole's library entry point. */
+export { VolumeManager, WaitForAttachAndMountError, type VolumeManagerOptions } from './agent/volume-manager.js';
+export { Engine, engineVersion } from './agent/engine.js';
+export { MemorySink, type EventSink } from './agent/sink.js';
+export { RealClock, VirtualClock, type Clock } from './execute/clock.js';
+export { PluginManager } from './plugins/manager.js';
+export { FakePlugin } from './plugins/fake.js';
+export * from './plugins/types.js';
+export * from './events/index.js';
+export * from './world/index.js';
+export { plan, type Operation, type PlanResult } from './plan/index.js';
+export { parseScenario } from './sim/scenario.js';
+export { simulate, type SimulationResult } from './sim/simulate.js';
