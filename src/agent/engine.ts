@@ -11,7 +11,7 @@ import type { Clock, TimerHandle } from '../execute/clock.js';
 import type { ExecutorHost } from '../execute/context.js';
 import { Executor } from '../execute/executor.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
-import { plan } from '../plan/index.js';
+import { describeOperation, type Operation, plan } from '../plan/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import { fold, initialWorld, takeDirty } from '../world/index.js';
 import type { World } from '../world/types.js';
@@ -29,6 +29,11 @@ export interface EngineOptions {
   /** The world folded from the log so far (a restart); the empty world for a new log. */
   readonly world?: World;
   readonly callTimeoutsMs?: Partial<Record<CallName, number>>;
+  /**
+   * Re-plan the whole world on every tick and demand the same operations as the
+   * incremental plan (a self-check for simulations and tests; O(world) per tick).
+   */
+  readonly checkIncrementalPlan?: boolean;
 }
 
 export type EventListener = (event: VoleEvent, world: World) => void;
@@ -146,6 +151,7 @@ export class Engine {
     const dirty = takeDirty(this.world);
     if (dirty.size === 0) return;
     const result = plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
+    if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
     for (const op of result.operations) {
       if (this.executor.capacity() > 0) this.executor.start(op);
       else this.world.dirty.add(op.volume); // backpressure: plan it again next tick
@@ -154,6 +160,14 @@ export class Engine {
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
     this.opts.sink.flush();
     if (this.world.dirty.size > 0) this.scheduleTick();
+  }
+
+  private checkAgainstFullPlan(incremental: readonly Operation[]): void {
+    const describe = (ops: readonly Operation[]) => ops.map(describeOperation).sort().join(', ');
+    const full = plan(this.world, this.opts.clock.nowMs()).operations;
+    assert(describe(full) === describe(incremental), () =>
+      `incremental plan [${describe(incremental)}] differs from the full plan [${describe(full)}] ` +
+      `(seq ${this.world.seq})`);
   }
 
   private scheduleRetry(volume: UniqueVolumeName, atMs: number): void {

@@ -46,6 +46,8 @@ export interface SimulateOptions {
   readonly logger?: Logger;
   /** Called after every fold with the engine's world (invariant checks in tests). */
   readonly onEvent?: (event: VoleEvent, world: World) => void;
+  /** Cross-check every incremental plan against a full one (default true: worlds are small). */
+  readonly checkIncrementalPlan?: boolean;
 }
 
 function memoryLog(): SimulationLog {
@@ -91,6 +93,7 @@ class Simulation {
       clock: this.clock,
       sink: this.log.sink,
       logger: this.opts.logger ?? pino({ level: 'silent' }),
+      checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
       ...(world === undefined ? {} : { world }),
     });
     const onEvent = this.opts.onEvent;

@@ -44,7 +44,7 @@ test('agent: waitForAttachAndMount resolves once every volume is mounted', async
 });
 
 test('agent: waitForAttachAndMount times out with the kubelet message and the last error', async () => {
-  const { vm, clock } = setup({ faults: { setUp: [{ outcome: 'final', always: true, delayMs: 0, times: Infinity }] } });
+  const { vm, clock } = setup({ faults: { setUp: [{ outcome: 'final', delayMs: 0, times: Infinity }] } });
   vm.addPod(pod('uid-a', [claim('disk-1')]));
   const waiting = vm.waitForAttachAndMount('uid-a', { timeoutMs: 5_000 });
   const settled = waiting.then(() => null, (e: unknown) => e);
