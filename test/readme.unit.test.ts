@@ -1,0 +1,35 @@
+/** Docs that compile (STYLE.md §15): the README's code is the tested example's region. */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+const root = join(import.meta.dirname, '..');
+
+function region(text: string, name: string): string {
+  const match = new RegExp(`// #region ${name}\\n([\\s\\S]*?)// #endregion`).exec(text);
+  assert.ok(match, `region ${name} in the example`);
+  return match[1]!.trim();
+}
+
+test('readme: the library example in the README is the region of examples/library.ts', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const block = /<!-- #region library[^>]*-->\n```ts\n([\s\S]*?)```\n<!-- #endregion library -->/.exec(readme);
+  assert.ok(block, 'library region in the README');
+  assert.equal(block[1]!.trim(), region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'));
+});
+
+test('readme: the library example runs and prints what the README says', () => {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], { cwd: root, encoding: 'utf8' });
+  assert.match(out, /mounted: \[ 'cache' \]/);
+  assert.match(out, /still mounted: \[\]/);
+});
+
+test('readme: the simulate example prints what the README shows', () => {
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'simulate', 'examples/scenarios/attach-mount.yaml'], { cwd: root, encoding: 'utf8' });
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const shown = /```\n(ok  mount an attachable volume[\s\S]*?)```/.exec(readme);
+  assert.ok(shown);
+  assert.equal(out, shown[1]);
+});
