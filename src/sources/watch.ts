@@ -1,0 +1,64 @@
+/**
+ * Watches a manifest directory: reads it at start, then again shortly after every change
+ * the OS reports (debounced) and at a fixed period (fs.watch can miss events on some
+ * filesystems). Each read is diffed against the previous one.
+ */
+import { type FSWatcher, watch } from 'node:fs';
+import { diffManifests, type ManifestChanges, type ManifestProblem, type ManifestSet, readManifestDir } from './manifests.js';
+
+export interface ManifestWatcherOptions {
+  readonly dir: string;
+  readonly onChanges: (changes: ManifestChanges) => void;
+  /** New problems only: a problem is reported again only after it was fixed. */
+  readonly onProblems: (problems: ManifestProblem[]) => void;
+  readonly debounceMs?: number;
+  readonly rescanMs?: number;
+}
+
+export class ManifestWatcher {
+  private current: ManifestSet | undefined;
+  private reported = new Set<string>();
+  private watcher: FSWatcher | undefined;
+  private debounce: NodeJS.Timeout | undefined;
+  private rescan: NodeJS.Timeout | undefined;
+
+  constructor(private readonly opts: ManifestWatcherOptions) {}
+
+  /** Reads the directory once and reports everything in it; throws if it is unreadable. */
+  sync(): void {
+    const next = readManifestDir(this.opts.dir);
+    const changes = diffManifests(this.current, next);
+    this.current = next;
+    const keys = new Set(next.problems.map((p) => `${p.file}\0${p.message}`));
+    const fresh = next.problems.filter((p) => !this.reported.has(`${p.file}\0${p.message}`));
+    this.reported = keys;
+    if (fresh.length > 0) this.opts.onProblems(fresh);
+    const any = changes.upsertObjects.length + changes.removeObjects.length + changes.upsertPods.length + changes.removePods.length;
+    if (any > 0) this.opts.onChanges(changes);
+  }
+
+  start(): void {
+    this.sync();
+    const debounceMs = this.opts.debounceMs ?? 100;
+    this.watcher = watch(this.opts.dir, () => {
+      clearTimeout(this.debounce);
+      this.debounce = setTimeout(() => this.safeSync(), debounceMs);
+    });
+    this.watcher.on('error', () => undefined); // the periodic rescan still runs
+    this.rescan = setInterval(() => this.safeSync(), this.opts.rescanMs ?? 5_000);
+  }
+
+  private safeSync(): void {
+    try {
+      this.sync();
+    } catch (error) {
+      this.opts.onProblems([{ file: this.opts.dir, message: `cannot read the manifest directory: ${(error as Error).message}` }]);
+    }
+  }
+
+  stop(): void {
+    this.watcher?.close();
+    clearTimeout(this.debounce);
+    clearInterval(this.rescan);
+  }
+}
