@@ -1,0 +1,5 @@
+export * from './explain.js';
+export * from './history.js';
+export * from './jsonl.js';
+export * from './replay.js';
+export * from './verify.js';

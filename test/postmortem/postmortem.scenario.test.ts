@@ -1,0 +1,116 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { MemorySink } from '../../src/agent/sink.js';
+import type { VoleEvent } from '../../src/events/index.js';
+import {
+  describeWorld, diffWorlds, explain, explainText, fromJsonLines, history, replayTo, toJsonLines, verify,
+} from '../../src/postmortem/index.js';
+import { parseScenario } from '../../src/sim/scenario.js';
+import { simulate } from '../../src/sim/simulate.js';
+import type { World } from '../../src/world/types.js';
+import { assertSameWorld } from '../support/world-equal.js';
+
+async function simulatedLog(yaml: string) {
+  const sink = new MemorySink();
+  let live: World | undefined;
+  await simulate(parseScenario(yaml), { log: { sink, readAll: () => sink.events }, onEvent: (_e, w) => { live = w; } });
+  return { events: sink.events, live: live! };
+}
+
+const attachMount = readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8');
+
+/** A mount cut off by a restart (uncertain), resolved by the retry after the restart. */
+const restartMidMount = `
+name: restart in the middle of mountDevice
+controllerAttachDetach: false
+plugins:
+  - {name: fake.disk, attachable: true, faults: {mountDevice: [{hang: true}]}}
+objects:
+  - {kind: PersistentVolume, metadata: {name: pv-1}, spec: {accessModes: [ReadWriteOnce], csi: {driver: fake.disk, volumeHandle: disk-1}}}
+  - {kind: PersistentVolumeClaim, metadata: {name: claim-1, namespace: default}, spec: {volumeName: pv-1}}
+steps:
+  - addPod: {metadata: {name: a, uid: uid-a}, spec: {volumes: [{name: data, persistentVolumeClaim: {claimName: claim-1}}]}}
+  - advance: 1s
+  - expect: {attachments: {fake.disk/disk-1: attached.deviceMounting}}
+  - restart: {}
+  - expect: {attachments: {fake.disk/disk-1: attached.deviceUncertain}}
+  - advance: 1s
+  - expect: {attachments: {fake.disk/disk-1: attached.deviceMounted}, mounts: {uid-a/data: mounted}}
+`;
+
+test('postmortem: replay to the end equals the live world; to an earlier seq, that moment', async () => {
+  const { events, live } = await simulatedLog(attachMount);
+  assertSameWorld(replayTo(events), live, 'end');
+  const firstMount = events.find((e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000)!;
+  const view = describeWorld(replayTo(events, { atSeq: firstMount.seq }));
+  assert.equal(view.seq, firstMount.seq);
+  assert.deepEqual(view.mounts.map((m) => `${m.outerVolumeSpecName}:${m.state}`).sort(), ['data:mounted', 'scratch:mounted']);
+  const atHalfSecond = describeWorld(replayTo(events, { atTsMs: 0 }));
+  assert.deepEqual(atHalfSecond.backoffs.map((b) => `${b.op} ${b.volume} until ${b.retryAtMs}`), ['attach fake.disk/disk-1 until 500', 'mount fake.disk/uid-a-scratch until 500']);
+});
+
+test('postmortem: history lists the transitions of one volume in order', async () => {
+  const { events } = await simulatedLog(attachMount);
+  const steps = [...history(events, { volume: 'fake.disk/disk-1' })]
+    .filter((t) => t.pair === 'attachment')
+    .map((t) => `${t.from}→${t.to}`);
+  assert.deepEqual(steps, [
+    'detached→attaching', 'attaching→detached', 'detached→attaching', 'attaching→attached.deviceUnmounted',
+    'attached.deviceUnmounted→attached.deviceMounting', 'attached.deviceMounting→attached.deviceMounted',
+    'attached.deviceMounted→attached.deviceUnmounting', 'attached.deviceUnmounting→attached.deviceUnmounted',
+    'attached.deviceUnmounted→detaching', 'detaching→detached',
+  ]);
+  const failed = [...history(events, { volume: 'fake.disk/disk-1' })].find((t) => t.to === 'detached' && t.error !== null);
+  assert.match(failed!.error!, /AttachVolume\.Attach failed: fake attach of fake\.disk\/disk-1: scripted transient failure/);
+});
+
+test('postmortem: explain follows the causes of a detach back to the pod removal', async () => {
+  const { events } = await simulatedLog(attachMount);
+  const get = (seq: number) => events[seq - 1];
+  const detach = events.find((e) => e.type === 'OperationStarted' && e.op === 'detach')!;
+  const chain = explain(get, detach.seq);
+  assert.equal(chain[0]!.seq, detach.seq);
+  assert.equal(chain.at(-1)!.type, 'PodRemoved');
+  const ops = chain.filter((s) => s.type === 'OperationStarted').map((s) => s.what.split(' ')[0]);
+  assert.deepEqual(ops, ['detach', 'unmountDevice', 'unmount']);
+  assert.match(explainText(chain), /pod uid-a removed\.$/);
+});
+
+test('postmortem: verify accepts a log the engine wrote and catches a tampered decision', async () => {
+  const { events } = await simulatedLog(attachMount);
+  const report = verify(events);
+  assert.deepEqual(report.divergences, []);
+  assert.ok(report.decisions > 5);
+  // Pretend an older version detached while the pod was still there.
+  const detachIndex = events.findIndex((e) => e.type === 'OperationStarted' && e.op === 'detach');
+  const removal = events.findIndex((e) => e.type === 'PodRemoved');
+  const tampered: VoleEvent[] = events.slice(0, removal).concat({ ...events[detachIndex]!, seq: removal + 1 } as VoleEvent);
+  const bad = verify(tampered);
+  assert.equal(bad.ok, false);
+  assert.equal(bad.divergences[0]!.kind, 'decision');
+  assert.match(bad.divergences[0]!.message, /the log started detach fake\.disk\/disk-1; this version would start nothing/);
+});
+
+test('postmortem: a restart mid-operation shows the uncertain device and its resolution', async () => {
+  const { events } = await simulatedLog(restartMidMount);
+  assert.deepEqual(verify(events).divergences, []);
+  const steps = [...history(events, { volume: 'fake.disk/disk-1' })].filter((t) => t.pair === 'attachment').map((t) => t.to);
+  assert.ok(steps.includes('attached.deviceUncertain'));
+  assert.equal(steps.at(-1), 'attached.deviceMounted');
+  const restart = events.filter((e) => e.type === 'EngineStarted')[1]!;
+  const diff = diffWorlds(describeWorld(replayTo(events, { atSeq: restart.seq - 1 })), describeWorld(replayTo(events, { atSeq: restart.seq })));
+  assert.deepEqual(diff.changes.find((c) => c.what.startsWith('attachment')), {
+    what: 'attachment fake.disk/disk-1@node-1', before: 'attached.deviceMounting', after: 'attached.deviceUncertain',
+  });
+});
+
+test('postmortem: export to JSON Lines and import back gives the same events', async () => {
+  const { events } = await simulatedLog(restartMidMount);
+  const text = [...toJsonLines(events)].join('');
+  const back = [...fromJsonLines(text.split('\n'))];
+  assert.deepEqual(back, events);
+  assert.throws(() => [...fromJsonLines(text.split('\n').slice(1))], /seq 2 where 1 was expected/);
+  assert.throws(() => [...fromJsonLines(['{"seq":1,"tsMs":0,"type":"Nope"}'])], /line 1: event seq 1 \(Nope\) does not match/);
+});
