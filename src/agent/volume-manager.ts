@@ -30,6 +30,7 @@ import {
 import type { World } from '../world/types.js';
 import { Engine, type EventListener } from './engine.js';
 import { type EventSink, MemorySink } from './sink.js';
+import { openSqliteLog } from './sqlite-log.js';
 
 export interface VolumeManagerOptions {
   /** This node's name. */
@@ -59,9 +60,18 @@ export class VolumeManager {
   private readonly engine: Engine;
   private readonly clock: Clock;
 
-  private constructor(engine: Engine, clock: Clock) {
+  private constructor(engine: Engine, clock: Clock, private readonly sink: EventSink) {
     this.engine = engine;
     this.clock = clock;
+  }
+
+  /**
+   * Opens (or creates) the SQLite log at `db` and builds a volume manager on it: the
+   * events already there are folded back first (a restart).
+   */
+  static open(opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' }): VolumeManager {
+    const log = openSqliteLog(opts.db, opts.durability === undefined ? {} : { durability: opts.durability });
+    return VolumeManager.create({ ...opts, log: { sink: log.sink, history: log.readAll() } });
   }
 
   /** Builds a volume manager; a log with history is folded back first (restart). */
@@ -79,7 +89,7 @@ export class VolumeManager {
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
     });
-    return new VolumeManager(engine, clock);
+    return new VolumeManager(engine, clock, log.sink);
   }
 
   /** The current world (read-only by contract: change it only through events). */
@@ -92,14 +102,16 @@ export class VolumeManager {
     this.engine.start();
   }
 
-  /** Stops planning; calls still running are cut off as in a crash. */
+  /** Stops planning; calls still running are cut off as in a crash. Closes the log. */
   stop(): void {
     this.engine.stop();
+    this.sink.close();
   }
 
   /** Lets running operations finish, then stops. */
-  drainAndStop(): Promise<void> {
-    return this.engine.drainAndStop();
+  async drainAndStop(): Promise<void> {
+    await this.engine.drainAndStop();
+    this.sink.close();
   }
 
   private append(event: NewEvent): void {

@@ -2,8 +2,20 @@
 /** The `vole` command. */
 import { Command, Option } from 'commander';
 import { engineVersion } from '../agent/engine.js';
+import { ImportError } from '../postmortem/jsonl.js';
+import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
+import {
+  diffCommand, explainCommand, exportCommand, historyCommand, importCommand, replayCommand,
+  statusCommand, UsageError, verifyCommand,
+} from './postmortem.js';
 import { simulateCommand } from './simulate.js';
+
+// `vole history | head`: a closed pipe ends the command quietly.
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code === 'EPIPE') process.exit(0);
+  throw error;
+});
 
 const program = new Command();
 program
@@ -13,16 +25,98 @@ program
   .addOption(new Option('--log-level <level>', 'log level on stderr').choices(logLevels).default('silent'))
   .showHelpAfterError();
 
+const logger = () => cliLogger(program.opts<{ logLevel: string }>().logLevel);
+
+/** Known errors become a message and exit status 2; anything else is a bug and crashes. */
+function run(action: () => number | Promise<number>): () => Promise<void> {
+  return async () => {
+    try {
+      process.exitCode = await action();
+    } catch (error) {
+      if (error instanceof LogOpenError || error instanceof LogReadError || error instanceof UsageError || error instanceof ImportError) {
+        process.stderr.write(`vole: ${error.message}\n`);
+        process.exitCode = 2;
+        return;
+      }
+      throw error;
+    }
+  };
+}
+
 program
   .command('simulate')
   .description('run a scenario file against scripted fake plugins on a virtual clock')
   .argument('<file>', 'scenario file (YAML or JSON)')
   .option('--json', 'print one JSON document on stdout')
-  .option('--db <path>', 'keep the log in this SQLite file')
-  .action(async (file: string, opts: { json?: boolean; db?: string }) => {
-    const logger = cliLogger(program.opts<{ logLevel: string }>().logLevel);
-    process.exitCode = await simulateCommand(file, opts, logger);
-  });
+  .option('--db <path>', 'keep the log in this new SQLite file')
+  .action((file: string, opts: { json?: boolean; db?: string }) => run(() => simulateCommand(file, opts, logger()))());
+
+const dbOption = () => new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
+
+program
+  .command('status')
+  .description('the current pairs, operations and backoffs of a log')
+  .addOption(dbOption())
+  .option('--json', 'JSON output')
+  .action((opts: { db: string; json?: boolean }) => run(() => statusCommand(opts.db, opts))());
+
+program
+  .command('replay')
+  .description('the world at a moment of the log: pairs, desired pods, operations in flight, backoffs')
+  .addOption(dbOption())
+  .option('--at <seq|+offset|time>', 'a seq, an offset from the first event (+90s) or an ISO time; default: the end')
+  .option('--json', 'JSON output')
+  .action((opts: { db: string; at?: string; json?: boolean }) => run(() => replayCommand(opts.db, opts))());
+
+program
+  .command('history')
+  .description('the transitions of pairs, with times, operations, outcomes and errors')
+  .addOption(dbOption())
+  .option('--volume <name>', 'only this UniqueVolumeName')
+  .option('--pod <uid>', 'only this pod')
+  .option('--node <name>', 'only this node')
+  .option('--since <seq|+offset|time>', 'from this moment')
+  .option('--until <seq|+offset|time>', 'up to this moment')
+  .option('--json', 'one JSON object per line')
+  .action((opts: { db: string; json?: boolean }) => run(() => historyCommand(opts.db, opts))());
+
+program
+  .command('explain')
+  .description('the chain of causes of an event, back to the desired-state change that started it')
+  .addOption(dbOption())
+  .argument('<seq>', 'the seq of an operation, call or transition')
+  .option('--json', 'JSON output')
+  .action((seq: string, opts: { db: string; json?: boolean }) => run(() => explainCommand(opts.db, seq, opts))());
+
+program
+  .command('verify')
+  .description('re-fold the log and re-plan every decision with this version; exit 1 if anything diverged')
+  .addOption(dbOption())
+  .option('--json', 'JSON output')
+  .action((opts: { db: string; json?: boolean }) => run(() => verifyCommand(opts.db, opts))());
+
+program
+  .command('diff')
+  .description('what changed between two moments of the log')
+  .addOption(dbOption())
+  .argument('<a>', 'a seq, +offset or time')
+  .argument('<b>', 'a seq, +offset or time')
+  .option('--json', 'JSON output')
+  .action((a: string, b: string, opts: { db: string; json?: boolean }) => run(() => diffCommand(opts.db, a, b, opts))());
+
+program
+  .command('export')
+  .description('write the log as JSON Lines (one event per line)')
+  .addOption(dbOption())
+  .option('--out <file>', 'write here instead of stdout')
+  .action((opts: { db: string; out?: string }) => run(() => exportCommand(opts.db, opts))());
+
+program
+  .command('import')
+  .description('load a JSON Lines export into a new log file')
+  .argument('<file>', 'the JSON Lines file')
+  .addOption(dbOption())
+  .action((file: string, opts: { db: string }) => run(() => importCommand(file, opts.db))());
 
 program.exitOverride((error) => {
   process.exit(error.exitCode === 0 ? 0 : 2);

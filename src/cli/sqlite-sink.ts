@@ -1,6 +1,12 @@
-/** Placeholder until the SQLite store lands: simulate --db needs it. */
+/** `simulate --db PATH`: the scenario's log in a new SQLite file, kept for replay. */
+import { existsSync, statSync } from 'node:fs';
+import { openSqliteLog } from '../agent/sqlite-log.js';
 import type { SimulationLog } from '../sim/simulate.js';
+import { UsageError } from './postmortem.js';
 
-export function openSimulationLog(_path: string): SimulationLog {
-  throw new Error('--db is not available yet');
+export function openSimulationLog(path: string): SimulationLog {
+  if (existsSync(path) && statSync(path).size > 0) {
+    throw new UsageError(`${path} already exists; simulate writes a new log (remove it or choose another --db path)`);
+  }
+  return openSqliteLog(path);
 }

@@ -1,0 +1,204 @@
+/**
+ * The post-mortem commands: replay, history, explain, verify, diff, export, import, status.
+ * They open the log read-only (import writes a new one) and never append.
+ */
+import { createReadStream, createWriteStream, existsSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { VoleEvent } from '../events/index.js';
+import { eventCodec } from '../events/index.js';
+import { openLog } from '../log/store.js';
+import {
+  describeWorld, diffWorlds, explain, explainText, fromJsonLines, history, replayTo, toJsonLines, verify,
+  type Transition, type WorldView,
+} from '../postmortem/index.js';
+import { parseDurationMs } from '../sim/duration.js';
+import { style } from './style.js';
+
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+export function openReadonly(path: string) {
+  return openLog(path, { codec: eventCodec, mode: 'readonly' });
+}
+
+type Store = ReturnType<typeof openReadonly>;
+
+/** `--at` as a seq (`812`), an offset from the first event (`+90s`), or an ISO time. */
+export function resolveMoment(store: Store, at: string | undefined): number {
+  const head = store.head().seq;
+  if (at === undefined) return head;
+  if (/^[0-9]+$/.test(at)) return Math.min(Number(at), head);
+  const bounds = store.bounds();
+  let tsMs: number | undefined;
+  if (at.startsWith('+')) {
+    const offset = parseDurationMs(at.slice(1));
+    if (offset !== undefined) tsMs = bounds.firstTsMs + offset;
+  } else if (!Number.isNaN(Date.parse(at))) {
+    tsMs = Date.parse(at);
+  }
+  if (tsMs === undefined) throw new UsageError(`--at ${at}: give a seq (812), an offset from the start (+90s) or a time (2026-11-24T10:00:00Z)`);
+  return store.seqAtOrBeforeTs(tsMs);
+}
+
+function worldAt(store: Store, seq: number): WorldView {
+  return describeWorld(replayTo(store.read({ toSeq: seq })));
+}
+
+function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  out.write(`${s.bold(`world at seq ${view.seq}`)} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`);
+  out.write(`${s.bold('pods')}\n`);
+  for (const p of view.pods) out.write(`  ${p.uid}  ${p.namespace}/${p.name}  ${p.volumes.join(' ')}${p.errors.length ? s.red(`  ✗ ${p.errors.join('; ')}`) : ''}\n`);
+  out.write(`${s.bold('attachments')}\n`);
+  for (const a of view.attachments) out.write(`  ${a.volume}@${a.node}  ${s.state(a.state)}${a.devicePath ? `  ${a.devicePath}` : ''}\n`);
+  out.write(`${s.bold('mounts')}\n`);
+  for (const m of view.mounts) out.write(`  ${m.volume} × pod ${m.pod} (${m.outerVolumeSpecName})  ${s.state(m.state)}${m.remountRequired ? '  remount required' : ''}\n`);
+  out.write(`${s.bold('operations in flight')}\n`);
+  for (const o of view.operations) out.write(`  ${o.opId}  ${o.op} ${o.volume}${o.pod ? ` pod ${o.pod}` : ''}${o.call ? `  in ${o.call}` : ''}\n`);
+  out.write(`${s.bold('backoffs')}\n`);
+  for (const b of view.backoffs) out.write(`  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`);
+  out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
+}
+
+export function replayCommand(db: string, opts: { at?: string; json?: boolean }): number {
+  const store = openReadonly(db);
+  try {
+    const view = worldAt(store, resolveMoment(store, opts.at));
+    if (opts.json === true) process.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
+    else printWorld(view, process.stdout);
+    return 0;
+  } finally {
+    store.close();
+  }
+}
+
+export function statusCommand(db: string, opts: { json?: boolean }): number {
+  return replayCommand(db, { ...(opts.json === undefined ? {} : { json: opts.json }) });
+}
+
+function printTransition(t: Transition, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  const pair = t.pair === 'attachment' ? `${t.volume}@${t.node}` : `${t.volume} × pod ${t.pod}`;
+  out.write(`${s.dim(`#${t.seq}`)} +${t.tsMs} ms  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`);
+}
+
+export function historyCommand(db: string, opts: { volume?: string; pod?: string; node?: string; since?: string; until?: string; json?: boolean }): number {
+  const store = openReadonly(db);
+  try {
+    const first = store.bounds().firstTsMs;
+    const at = (text: string | undefined) => {
+      if (text === undefined) return undefined;
+      const seq = resolveMoment(store, text);
+      return store.get(seq)?.tsMs ?? first;
+    };
+    const sinceMs = at(opts.since);
+    const untilMs = at(opts.until);
+    const filter = {
+      ...(opts.volume === undefined ? {} : { volume: opts.volume }),
+      ...(opts.pod === undefined ? {} : { pod: opts.pod }),
+      ...(opts.node === undefined ? {} : { node: opts.node }),
+      ...(sinceMs === undefined ? {} : { sinceMs }),
+      ...(untilMs === undefined ? {} : { untilMs }),
+    };
+    for (const t of history(store.read({}), filter)) {
+      if (opts.json === true) process.stdout.write(`${JSON.stringify(t)}\n`);
+      else printTransition(t, process.stdout);
+    }
+    return 0;
+  } finally {
+    store.close();
+  }
+}
+
+export function explainCommand(db: string, seqText: string, opts: { json?: boolean }): number {
+  if (!/^[0-9]+$/.test(seqText)) throw new UsageError(`explain takes a seq (a number), not "${seqText}"`);
+  const store = openReadonly(db);
+  try {
+    const chain = explain((seq) => store.get(seq), Number(seqText));
+    process.stdout.write(opts.json === true ? `${JSON.stringify(chain, null, 2)}\n` : `${explainText(chain)}\n`);
+    return 0;
+  } finally {
+    store.close();
+  }
+}
+
+export function verifyCommand(db: string, opts: { json?: boolean }): number {
+  const store = openReadonly(db);
+  try {
+    const head = store.head().seq;
+    const tty = process.stderr.isTTY === true;
+    const report = verify(store.read({}), {
+      onProgress: (seq) => { if (tty) process.stderr.write(`\rverifying ${Math.floor((seq / Math.max(head, 1)) * 100)}%`); },
+    });
+    if (tty) process.stderr.write('\r\x1b[K');
+    if (opts.json === true) {
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    } else {
+      for (const d of report.divergences) process.stdout.write(`seq ${d.seq}: ${d.kind}: ${d.message}\n`);
+      process.stdout.write(`${report.ok ? 'ok' : 'DIVERGED'}: ${report.events} events, ${report.decisions} decisions re-planned, ${report.divergences.length} divergences\n`);
+    }
+    return report.ok ? 0 : 1;
+  } finally {
+    store.close();
+  }
+}
+
+export function diffCommand(db: string, a: string, b: string, opts: { json?: boolean }): number {
+  const store = openReadonly(db);
+  try {
+    const diff = diffWorlds(worldAt(store, resolveMoment(store, a)), worldAt(store, resolveMoment(store, b)));
+    if (opts.json === true) {
+      process.stdout.write(`${JSON.stringify(diff, null, 2)}\n`);
+      return 0;
+    }
+    const s = style(process.stdout);
+    process.stdout.write(`from seq ${diff.from} to seq ${diff.to}: ${diff.changes.length} changes\n`);
+    for (const c of diff.changes) {
+      process.stdout.write(`  ${c.what}: ${c.before === null ? s.dim('(none)') : c.before} → ${c.after === null ? s.dim('(gone)') : c.after}\n`);
+    }
+    return 0;
+  } finally {
+    store.close();
+  }
+}
+
+export async function exportCommand(db: string, opts: { out?: string }): Promise<number> {
+  const store = openReadonly(db);
+  const out = opts.out === undefined ? process.stdout : createWriteStream(opts.out);
+  try {
+    for (const line of toJsonLines(store.read({}))) {
+      if (!out.write(line)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+    }
+    if (out !== process.stdout) await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
+    return 0;
+  } finally {
+    store.close();
+  }
+}
+
+export async function importCommand(file: string, db: string): Promise<number> {
+  if (existsSync(db)) throw new UsageError(`${db} exists; import writes a new log only (choose another --db path)`);
+  const store = openLog(db, { codec: eventCodec, mode: 'create' });
+  try {
+    const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
+    const batch: VoleEvent[] = [];
+    const collected: string[] = [];
+    for await (const line of lines) collected.push(line);
+    for (const event of fromJsonLines(collected)) {
+      batch.push(event);
+      if (batch.length >= 4096) flush();
+    }
+    flush();
+    process.stderr.write(`imported ${store.head().seq} events into ${db}\n`);
+    return 0;
+    function flush() {
+      if (batch.length === 0) return;
+      const head = store.head().seq;
+      store.append(batch.map(({ seq: _seq, ...rest }) => rest), { expectedSeq: head });
+      batch.length = 0;
+    }
+  } finally {
+    store.close();
+  }
+}
