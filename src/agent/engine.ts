@@ -34,6 +34,8 @@ export interface EngineOptions {
    * incremental plan (a self-check for simulations and tests; O(world) per tick).
    */
   readonly checkIncrementalPlan?: boolean;
+  /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
+  readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
 }
 
 export type EventListener = (event: VoleEvent, world: World) => void;
@@ -46,9 +48,11 @@ export class Engine {
   private running = false;
   private tickScheduled = false;
   private ticks = 0;
+  private lastSnapshotSeq: number;
 
   constructor(private readonly opts: EngineOptions) {
     this.world = opts.world ?? initialWorld();
+    this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
     const host: ExecutorHost = {
       clock: opts.clock,
       plugins: opts.plugins,
@@ -159,7 +163,16 @@ export class Engine {
     for (const volume of result.deferred) this.world.dirty.add(volume);
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
     this.opts.sink.flush();
+    this.maybeSnapshot();
     if (this.world.dirty.size > 0) this.scheduleTick();
+  }
+
+  /** Snapshots are taken between ticks, after a flush, so they never run ahead of the log. */
+  private maybeSnapshot(): void {
+    const snapshot = this.opts.snapshot;
+    if (snapshot === undefined || this.world.seq - this.lastSnapshotSeq < snapshot.everyEvents) return;
+    snapshot.save(this.world);
+    this.lastSnapshotSeq = this.world.seq;
   }
 
   private checkAgainstFullPlan(incremental: readonly Operation[]): void {

@@ -3,12 +3,19 @@ import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { GroupCommitter } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
 import type { EventSink } from './sink.js';
+import { decodeWorld, encodeWorld, foldAll, initialWorld, snapshotFormat } from '../world/index.js';
+import type { World } from '../world/types.js';
 
 export interface SqliteLog {
   readonly store: EventStore<VoleEvent>;
   readonly sink: EventSink;
   /** Every event in the log, streamed (flushes what is buffered first). */
   readAll(): Iterable<VoleEvent>;
+  /** The world at the end of the log: the latest usable snapshot plus the events after it. */
+  loadWorld(): World;
+  /** Stores a snapshot of the world (flushes first, so it never runs ahead of the log). */
+  saveSnapshot(world: World): void;
+  readonly lastSnapshotSeq: number;
 }
 
 export function openSqliteLog(path: string, opts: { durability?: 'full' | 'normal' } = {}): SqliteLog {
@@ -19,12 +26,23 @@ export function openSqliteLog(path: string, opts: { durability?: 'full' | 'norma
     flush: () => committer.flush(),
     close: () => committer.close(),
   };
+  const latest = store.latestSnapshot();
   return {
     store,
     sink,
+    lastSnapshotSeq: latest?.seq ?? 0,
     readAll: () => {
       committer.flush();
       return store.read();
+    },
+    loadWorld: () => {
+      const fromSnapshot = latest === undefined ? undefined : decodeWorld(latest.data.toString('utf8'), latest.format);
+      const world = fromSnapshot ?? initialWorld();
+      return foldAll(store.read({ fromSeq: world.seq + 1 }), world);
+    },
+    saveSnapshot: (world: World) => {
+      committer.flush();
+      store.saveSnapshot({ seq: world.seq, tsMs: world.tsMs, format: snapshotFormat, data: encodeWorld(world) });
     },
   };
 }

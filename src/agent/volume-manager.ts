@@ -8,7 +8,7 @@
  *   await vm.waitForAttachAndMount(pod.metadata.uid);
  */
 import pino, { type Logger } from 'pino';
-import { podAttachAndMountTimeoutMs } from '../constants.js';
+import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import { type Clock, RealClock } from '../execute/clock.js';
@@ -42,8 +42,13 @@ export interface VolumeManagerOptions {
    * attaches; this node verifies. false: this node attaches and detaches itself.
    */
   readonly controllerAttachDetach?: boolean;
-  /** Where events go, with what the log held before (a restart); in memory by default. */
-  readonly log?: { sink: EventSink; history: Iterable<VoleEvent> };
+  /**
+   * Where events go, with what the log held before (a restart): its events, or the world
+   * already folded from them (a snapshot plus the tail). In memory by default.
+   */
+  readonly log?: { sink: EventSink; history: Iterable<VoleEvent>; world?: World };
+  /** Snapshot policy (VolumeManager.open sets it for SQLite logs). */
+  readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -71,7 +76,11 @@ export class VolumeManager {
    */
   static open(opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' }): VolumeManager {
     const log = openSqliteLog(opts.db, opts.durability === undefined ? {} : { durability: opts.durability });
-    return VolumeManager.create({ ...opts, log: { sink: log.sink, history: log.readAll() } });
+    return VolumeManager.create({
+      ...opts,
+      log: { sink: log.sink, history: [], world: log.loadWorld() },
+      snapshot: { everyEvents: snapshotEveryEvents, save: (world) => log.saveSnapshot(world), lastSeq: log.lastSnapshotSeq },
+    });
   }
 
   /** Builds a volume manager; a log with history is folded back first (restart). */
@@ -79,7 +88,7 @@ export class VolumeManager {
     const clock = opts.clock ?? new RealClock();
     const plugins = opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
     const log = opts.log ?? { sink: new MemorySink(), history: [] };
-    const world = foldAll(log.history);
+    const world = foldAll(log.history, log.world);
     const engine = new Engine({
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
@@ -88,6 +97,7 @@ export class VolumeManager {
       sink: log.sink,
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
+      ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     return new VolumeManager(engine, clock, log.sink);
   }

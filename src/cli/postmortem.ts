@@ -12,6 +12,7 @@ import {
   type Transition, type WorldView,
 } from '../postmortem/index.js';
 import { parseDurationMs } from '../sim/duration.js';
+import { decodeWorld } from '../world/snapshot.js';
 import { style } from './style.js';
 
 export class UsageError extends Error {
@@ -41,8 +42,12 @@ export function resolveMoment(store: Store, at: string | undefined): number {
   return store.seqAtOrBeforeTs(tsMs);
 }
 
+/** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
 function worldAt(store: Store, seq: number): WorldView {
-  return describeWorld(replayTo(store.read({ toSeq: seq })));
+  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
+  const start = snapshot === undefined ? undefined : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
+  const from = (start?.seq ?? 0) + 1;
+  return describeWorld(replayTo(store.read({ fromSeq: from, toSeq: seq }), {}, start));
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
