@@ -3,7 +3,7 @@
 // the whole run happens inside a private mount namespace, so host tests (*.host.test.ts)
 // mount for real without touching the machine's mount table; elsewhere they skip.
 import { spawnSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { readdirSync, readlinkSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -33,5 +33,5 @@ const [cmd, args] = isRoot && hasUnshare
   ? ['unshare', ['-m', '--propagation', 'private', process.execPath, ...nodeArgs]]
   : [process.execPath, nodeArgs];
 if (!(isRoot && hasUnshare)) console.error('not root or no unshare: host tests will skip');
-const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, VOLE_PRIVATE_MOUNT_NS: isRoot && hasUnshare ? '1' : '' } });
+const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, VOLE_OUTER_MOUNT_NS: readlinkSync('/proc/self/ns/mnt') } });
 process.exit(result.status ?? 1);

@@ -1,0 +1,79 @@
+/** What the built-in plugins share: the pod volume directory, safe removal, fsGroup. */
+import { chmod, chown, lstat, mkdir, readdir, rm, rmdir, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { HostError } from '../../host/exec.js';
+import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
+import { ensureUnmounted } from '../../host/mount.js';
+import { assertInside, podVolumeDir } from '../../host/paths.js';
+import type { ResolvedVolume } from '../../world/types.js';
+
+export interface BuiltinOptions {
+  /** vole's root directory (default /var/lib/vole). */
+  readonly root: string;
+}
+
+export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {
+  return podVolumeDir(root, podUid, spec.pluginName, spec.innerVolumeSpecName);
+}
+
+/** Makes the pod's volume directory, refusing one that a symlink leads out of the root. */
+export async function makeVolumeDir(root: string, dir: string, mode = 0o750): Promise<void> {
+  assertInside(root, dir);
+  await mkdir(dir, { recursive: true, mode });
+  assertInside(root, dir);
+}
+
+/**
+ * Unmounts the pod's volume directory and removes it. Never removes a directory that still
+ * has a mount below it (a user's `rm -rf` of a pod dir has wiped mounted data before).
+ */
+export async function removeVolumeDir(root: string, dir: string, opts: { recursive: boolean }): Promise<void> {
+  assertInside(root, dir);
+  await ensureUnmounted(dir);
+  const below = mountsUnder(await readMountTable(), dir);
+  if (below.length > 0) {
+    throw new HostError('uncertain', `${dir} still has mounts below it (${below.map((m) => m.mountPoint).join(', ')}); not removing it`);
+  }
+  const exists = await lstat(dir).catch(() => undefined);
+  if (exists === undefined) return pruneEmptyParents(root, dir);
+  if (opts.recursive) await rm(dir, { recursive: true, force: true });
+  else if (!exists.isDirectory()) await unlink(dir); // the bind target of a file hostPath
+  else await rmdir(dir).catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOTEMPTY') throw new HostError('uncertain', `${dir} is not empty after unmounting; left in place for inspection`);
+    throw error;
+  });
+  await pruneEmptyParents(root, dir);
+}
+
+/**
+ * Removes the now-empty parents of a removed volume directory, up to (not including)
+ * `<root>/pods` or `<root>/plugins`, so a torn-down pod leaves no stray directories.
+ */
+export async function pruneEmptyParents(root: string, dir: string): Promise<void> {
+  const stops = new Set([join(root, 'pods'), join(root, 'plugins'), root]);
+  for (let parent = dirname(dir); !stops.has(parent) && parent.startsWith(root); parent = dirname(parent)) {
+    try {
+      await rmdir(parent);
+    } catch {
+      return; // not empty (another volume of the pod), or already gone
+    }
+  }
+}
+
+/** Files chowned at most by one fsGroup pass (a limit on everything). */
+const fsGroupFilesMax = 100_000;
+
+/** SetVolumeOwnership: the volume's files belong to fsGroup, group-writable, setgid dirs. */
+export async function applyFsGroup(dir: string, fsGroup: number | null): Promise<void> {
+  if (fsGroup === null) return;
+  let count = 0;
+  const walk = async (path: string): Promise<void> => {
+    if (++count > fsGroupFilesMax) throw new HostError('final', `fsGroup: more than ${fsGroupFilesMax} files under ${dir}`);
+    const st = await lstat(path);
+    if (st.isSymbolicLink()) return;
+    await chown(path, st.uid, fsGroup);
+    await chmod(path, (st.mode & 0o7777) | (st.isDirectory() ? 0o2070 : 0o060));
+    if (st.isDirectory()) for (const name of await readdir(path)) await walk(join(path, name));
+  };
+  await walk(dir);
+}

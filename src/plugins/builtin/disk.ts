@@ -1,0 +1,115 @@
+/**
+ * disk.vole.dev: an attachable, device-mountable "disk" backed by image files.
+ *
+ *   attach        image <root>/disks/<handle>.img (sparse, PV capacity; grown, never shrunk)
+ *                 + a loop device over it → devicePath /dev/loopN
+ *   waitForAttach the loop device over that image is there
+ *   mountDevice   format if blank (ext4 or xfs) + mount at the global path
+ *                 <root>/plugins/disk.vole.dev/mounts/<handle>
+ *   setUp         bind the global path into the pod's volume directory (+ fsGroup)
+ *   tearDown, unmountDevice, detach undo them; deviceMountRefs come from the mount table.
+ *
+ * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
+ * fsType: ext4|xfs} and capacity.storage.
+ */
+import { stat } from 'node:fs/promises';
+import { HostError } from '../../host/exec.js';
+import { ensureImage, formatAndMount, type FsType, fsSizeBytes, resizeFs } from '../../host/fs.js';
+import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from '../../host/loop.js';
+import { mountRefs, readMountTable } from '../../host/mountinfo.js';
+import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
+import { diskImagePath, pluginGlobalMountPath } from '../../host/paths.js';
+import type { ResolvedVolume } from '../../world/types.js';
+import { caps, type VolumePlugin } from '../types.js';
+import { applyFsGroup, type BuiltinOptions, makeVolumeDir, removeVolumeDir, volumeDir } from './common.js';
+
+export const diskDriver = 'disk.vole.dev';
+
+function handle(spec: ResolvedVolume): string {
+  if (spec.source.kind !== 'csi' || spec.source.volumeHandle === '') {
+    throw new HostError('final', `${diskDriver}: volume ${spec.volume} has no csi.volumeHandle; set one (it names the disk image)`);
+  }
+  return spec.source.volumeHandle;
+}
+
+function fsTypeOf(spec: ResolvedVolume): FsType {
+  const fsType = spec.source.kind === 'csi' ? spec.source.fsType || 'ext4' : 'ext4';
+  if (fsType !== 'ext4' && fsType !== 'xfs') {
+    throw new HostError('final', `${diskDriver}: fsType "${fsType}" is not supported; use ext4 or xfs`);
+  }
+  return fsType;
+}
+
+export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
+  const image = (spec: ResolvedVolume) => diskImagePath(opts.root, handle(spec));
+  const globalPath = (spec: ResolvedVolume) => pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
+  const loopOf = async (spec: ResolvedVolume) => {
+    const device = await findLoopForImage(image(spec));
+    if (device === undefined) throw new HostError('transient', `${diskDriver}: ${image(spec)} is not attached to a loop device yet`);
+    return device;
+  };
+  return {
+    name: diskDriver,
+    caps: caps(diskDriver, { attachable: true, deviceMountable: true, nodeExpandable: true, requiresFSResize: true }),
+    attacher: {
+      async attach(spec) {
+        if (spec.sizeBytes <= 0) {
+          throw new HostError('final', `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`);
+        }
+        await ensureImage(image(spec), spec.sizeBytes);
+        return attachLoop(image(spec));
+      },
+      waitForAttach: (spec) => loopOf(spec),
+      async volumesAreAttached(specs) {
+        const result = new Map<string, boolean>();
+        for (const spec of specs) result.set(spec.volume, (await findLoopForImage(image(spec))) !== undefined);
+        return result;
+      },
+      async detach(spec) {
+        await detachLoopForImage(image(spec));
+      },
+    },
+    deviceMounter: {
+      deviceMountPath: (spec) => globalPath(spec),
+      async mountDevice(spec, devicePath, deviceMountPath) {
+        const device = devicePath || (await loopOf(spec));
+        await makeVolumeDir(opts.root, deviceMountPath);
+        if (await isMountPoint(deviceMountPath)) return; // idempotent: mounted before a crash
+        await formatAndMount({ device, target: deviceMountPath, fsType: fsTypeOf(spec) });
+      },
+      async unmountDevice(_spec, deviceMountPath) {
+        await removeVolumeDir(opts.root, deviceMountPath, { recursive: false });
+      },
+      async deviceMountRefs(deviceMountPath) {
+        return mountRefs(await readMountTable(), deviceMountPath);
+      },
+    },
+    expander: {
+      async nodeExpand(spec, expandOpts) {
+        const { grown } = await ensureImage(image(spec), expandOpts.newSizeBytes);
+        const device = await loopOf(spec);
+        if (grown || (await stat(image(spec))).size === expandOpts.newSizeBytes) await resizeLoop(device);
+        if (expandOpts.deviceMountPath !== '') await resizeFs({ device, mountPath: expandOpts.deviceMountPath, fsType: fsTypeOf(spec) });
+        return expandOpts.newSizeBytes;
+      },
+    },
+    pod: {
+      podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      async setUp(spec, setUpOpts, target) {
+        const dir = volumeDir(opts.root, spec, target.pod!);
+        await makeVolumeDir(opts.root, dir);
+        const global = setUpOpts.deviceMountPath || globalPath(spec);
+        if (!(await isMountPoint(global))) throw new HostError('transient', `${diskDriver}: ${global} is not mounted; the device must be mounted first`);
+        if (!(await isMountPoint(dir))) await bindMount(global, dir, { readOnly: spec.readOnly });
+        if (!spec.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
+      },
+      async tearDown(spec, target) {
+        const dir = volumeDir(opts.root, spec, target.pod!);
+        await ensureUnmounted(dir);
+        await removeVolumeDir(opts.root, dir, { recursive: false });
+      },
+    },
+  };
+}
+
+export { fsSizeBytes };

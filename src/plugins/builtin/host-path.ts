@@ -1,0 +1,81 @@
+/**
+ * kubernetes.io/host-path: checks the path's type as Kubernetes does, then binds it into
+ * the pod's volume directory (vole has no container runtime; the bind is the pod's view).
+ */
+import { lstat, mkdir, open, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { HostError } from '../../host/exec.js';
+import { bindMount, isMountPoint } from '../../host/mount.js';
+import { builtinPluginNames } from '../../world/resolve.js';
+import { caps, type VolumePlugin } from '../types.js';
+import { type BuiltinOptions, makeVolumeDir, removeVolumeDir, volumeDir } from './common.js';
+
+/** Returns whether the host path is a file (so the bind target must be a file too). */
+export async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
+  if (!path.startsWith('/')) throw new HostError('final', `hostPath.path "${path}" must be absolute`);
+  const st = await stat(path).catch(() => undefined);
+  const fail = (what: string) => new HostError('final', `hostPath type check failed: ${path} ${what}`);
+  switch (type) {
+    case 'DirectoryOrCreate':
+      if (st === undefined) await mkdir(path, { recursive: true, mode: 0o755 });
+      else if (!st.isDirectory()) throw fail('is not a directory');
+      return { isFile: false };
+    case 'Directory':
+      if (st?.isDirectory() !== true) throw fail('is not a directory');
+      return { isFile: false };
+    case 'FileOrCreate':
+      if (st === undefined) {
+        await mkdir(dirname(path), { recursive: true });
+        await (await open(path, 'a', 0o644)).close();
+      } else if (!st.isFile()) throw fail('is not a file');
+      return { isFile: true };
+    case 'File':
+      if (st?.isFile() !== true) throw fail('is not a file');
+      return { isFile: true };
+    case 'Socket':
+      if (st?.isSocket() !== true) throw fail('is not a socket');
+      return { isFile: true };
+    case 'CharDevice':
+      if (st?.isCharacterDevice() !== true) throw fail('is not a character device');
+      return { isFile: true };
+    case 'BlockDevice':
+      if (st?.isBlockDevice() !== true) throw fail('is not a block device');
+      return { isFile: true };
+    case '':
+      if (st === undefined) throw fail('does not exist');
+      return { isFile: !st.isDirectory() };
+    default:
+      throw new HostError('final', `hostPath type "${type}" is not one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`);
+  }
+}
+
+export function hostPathPlugin(opts: BuiltinOptions, pluginName: string = builtinPluginNames.hostPath): VolumePlugin {
+  return {
+    name: pluginName,
+    caps: caps(pluginName),
+    pod: {
+      podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      async setUp(spec, _setUpOpts, target) {
+        const source = spec.source;
+        if (source.kind !== 'hostPath' && source.kind !== 'local') throw new HostError('final', `${pluginName} cannot set up a ${source.kind} volume`);
+        const { isFile } = await checkHostPathType(source.path, source.kind === 'hostPath' ? source.type : 'Directory');
+        const dir = volumeDir(opts.root, spec, target.pod!);
+        if (isFile) {
+          await makeVolumeDir(opts.root, dirname(dir));
+          if ((await lstat(dir).catch(() => undefined)) === undefined) await (await open(dir, 'a', 0o644)).close();
+        } else {
+          await makeVolumeDir(opts.root, dir);
+        }
+        if (!(await isMountPoint(dir))) await bindMount(source.path, dir, { readOnly: spec.readOnly });
+      },
+      async tearDown(spec, target) {
+        await removeVolumeDir(opts.root, volumeDir(opts.root, spec, target.pod!), { recursive: false });
+      },
+    },
+  };
+}
+
+/** kubernetes.io/local-volume: a local PV's directory bound into the pod. */
+export function localVolumePlugin(opts: BuiltinOptions): VolumePlugin {
+  return hostPathPlugin(opts, builtinPluginNames.local);
+}

@@ -1,0 +1,86 @@
+/**
+ * Real mounts, as root, in a private mount namespace: a pod with a disk (loop device,
+ * ext4), a Memory emptyDir (tmpfs) and a hostPath volume is mounted, written to and
+ * removed, and nothing is left on the host.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import { listLoops } from '../../src/host/loop.js';
+import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
+import { builtinPlugins } from '../../src/plugins/builtin/index.js';
+import { hostTestSkipReason } from '../support/host.js';
+
+const skip = hostTestSkipReason();
+const base = mkdtempSync(join(tmpdir(), 'vole-host-'));
+const root = join(base, 'root');
+after(async () => {
+  // Clean up whatever a failed test left: mounts first, then loop devices, then files.
+  for (const m of mountsUnder(await readMountTable(), base).reverse()) {
+    await import('../../src/host/mount.js').then((h) => h.ensureUnmounted(m.mountPoint)).catch(() => undefined);
+  }
+  for (const loop of await listLoops()) {
+    if (loop.backFile.startsWith(base)) await import('../../src/host/loop.js').then((h) => h.detachLoopForImage(loop.backFile));
+  }
+  rmSync(base, { recursive: true, force: true });
+});
+
+async function until(vm: VolumeManager, condition: () => boolean, what: string, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test('host: a pod with disk, tmpfs emptyDir and hostPath volumes: mounted, used, removed, nothing left', { skip }, async () => {
+  const hostDir = join(base, 'host-data');
+  const vm = VolumeManager.create({ node: 'node-1', plugins: builtinPlugins({ root }), controllerAttachDetach: false });
+  vm.start();
+  vm.upsertObject({
+    apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'pv-data' },
+    spec: { capacity: { storage: '64Mi' }, accessModes: ['ReadWriteOnce'], csi: { driver: 'disk.vole.dev', volumeHandle: 'data-1', fsType: 'ext4' } },
+  });
+  vm.upsertObject({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'default' }, spec: { volumeName: 'pv-data' } });
+  vm.addPod({
+    metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
+    spec: {
+      securityContext: { fsGroup: 2000 },
+      volumes: [
+        { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
+        { name: 'cache', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+        { name: 'host', hostPath: { path: hostDir, type: 'DirectoryOrCreate' } },
+      ],
+    },
+  });
+  vm.markSourcesReady();
+  await vm.waitForAttachAndMount('uid-web', { timeoutMs: 60_000 });
+
+  const podVolumes = join(root, 'pods/uid-web/volumes');
+  const dataDir = join(podVolumes, 'disk.vole.dev/pv-data');
+  const cacheDir = join(podVolumes, 'kubernetes.io~empty-dir/cache');
+  const hostMount = join(podVolumes, 'kubernetes.io~host-path/host');
+  const table = await readMountTable();
+  const at = (p: string) => table.find((m) => m.mountPoint === p);
+  assert.equal(at(dataDir)?.fsType, 'ext4');
+  assert.equal(at(cacheDir)?.fsType, 'tmpfs');
+  assert.match(at(cacheDir)!.superOptions, /size=16384k/);
+  assert.ok(at(hostMount), 'hostPath bound into the pod');
+  assert.ok(at(join(root, 'plugins/disk.vole.dev/mounts/data-1')), 'the global device mount');
+
+  writeFileSync(join(dataDir, 'hello.txt'), 'persisted');
+  writeFileSync(join(hostMount, 'seen-by-host.txt'), 'through the bind');
+  assert.equal(readFileSync(join(hostDir, 'seen-by-host.txt'), 'utf8'), 'through the bind');
+
+  vm.removePod('uid-web');
+  await until(vm, () => vm.world.attachments.size === 0 && vm.world.running.size === 0, 'teardown and detach');
+  assert.deepEqual(mountsUnder(await readMountTable(), base).map((m) => m.mountPoint), [], 'no mounts left');
+  assert.deepEqual((await listLoops()).filter((l) => l.backFile.startsWith(base)), [], 'no loop devices left');
+  assert.deepEqual(readdirSync(join(root, 'pods')), [], 'no pod directories left');
+  assert.equal(existsSync(join(root, 'plugins/disk.vole.dev')), false, 'no global mount directories left');
+  assert.ok(existsSync(join(root, 'disks/data-1.img')), 'the disk image (the data) stays');
+  await vm.drainAndStop();
+});
