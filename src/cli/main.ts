@@ -9,6 +9,7 @@ import {
   diffCommand, explainCommand, exportCommand, historyCommand, importCommand, replayCommand,
   statusCommand, UsageError, verifyCommand,
 } from './postmortem.js';
+import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
@@ -52,6 +53,18 @@ program
   .action((file: string, opts: { json?: boolean; db?: string }) => run(() => simulateCommand(file, opts, logger()))());
 
 const dbOption = () => new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
+
+program
+  .command('run')
+  .description('the node agent: mount the volumes of the pods in a manifest directory, for real')
+  .requiredOption('--manifests <dir>', 'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)')
+  .option('--root <dir>', 'where pods\' volumes, global mounts and disk images live', '/var/lib/vole')
+  .option('--db <file>', 'the SQLite log (default: <root>/vole.db)')
+  .option('--node <name>', 'this node\'s name', 'node-1')
+  .option('--controller-attach-detach', 'only verify attachments a controller reports (default: attach and detach here)')
+  .option('--once', 'exit once every pod is mounted and nothing else is attached')
+  .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
 
 program
   .command('status')

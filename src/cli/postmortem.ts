@@ -82,10 +82,15 @@ export function statusCommand(db: string, opts: { json?: boolean }): number {
   return replayCommand(db, { ...(opts.json === undefined ? {} : { json: opts.json }) });
 }
 
-function printTransition(t: Transition, out: NodeJS.WritableStream): void {
+/** Offsets from the log's first event: `+1.25s` (the form --at and --since take). */
+function offset(tsMs: number, originMs: number): string {
+  return `+${((tsMs - originMs) / 1000).toFixed(3).replace(/\.?0+$/, '')}s`;
+}
+
+function printTransition(t: Transition, originMs: number, out: NodeJS.WritableStream): void {
   const s = style(out);
   const pair = t.pair === 'attachment' ? `${t.volume}@${t.node}` : `${t.volume} × pod ${t.pod}`;
-  out.write(`${s.dim(`#${t.seq}`)} +${t.tsMs} ms  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`);
+  out.write(`${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`);
 }
 
 export function historyCommand(db: string, opts: { volume?: string; pod?: string; node?: string; since?: string; until?: string; json?: boolean }): number {
@@ -106,9 +111,10 @@ export function historyCommand(db: string, opts: { volume?: string; pod?: string
       ...(sinceMs === undefined ? {} : { sinceMs }),
       ...(untilMs === undefined ? {} : { untilMs }),
     };
+    if (opts.json !== true && first > 1e12) process.stdout.write(style(process.stdout).dim(`log starts at ${new Date(first).toISOString()}; times are offsets from it\n`));
     for (const t of history(store.read({}), filter)) {
       if (opts.json === true) process.stdout.write(`${JSON.stringify(t)}\n`);
-      else printTransition(t, process.stdout);
+      else printTransition(t, first, process.stdout);
     }
     return 0;
   } finally {

@@ -13,6 +13,11 @@ export interface ManifestWatcherOptions {
   readonly onProblems: (problems: ManifestProblem[]) => void;
   readonly debounceMs?: number;
   readonly rescanMs?: number;
+  /**
+   * What the engine already knows (from its log): the first read is diffed against it, so
+   * a pod deleted while the agent was down is removed, and unchanged ones are not re-sent.
+   */
+  readonly known?: ManifestSet;
 }
 
 export class ManifestWatcher {
@@ -22,7 +27,9 @@ export class ManifestWatcher {
   private debounce: NodeJS.Timeout | undefined;
   private rescan: NodeJS.Timeout | undefined;
 
-  constructor(private readonly opts: ManifestWatcherOptions) {}
+  constructor(private readonly opts: ManifestWatcherOptions) {
+    this.current = opts.known;
+  }
 
   /** Reads the directory once and reports everything in it; throws if it is unreadable. */
   sync(): void {

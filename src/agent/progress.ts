@@ -1,0 +1,62 @@
+/**
+ * Per-pod progress for a person at a terminal: after each event, the pods it concerns
+ * are summarised (waiting for which volumes and why, or ready) and printed on change.
+ */
+import type { VoleEvent } from '../events/index.js';
+import type { UniquePodName } from '../ids.js';
+import { eventVolume } from '../postmortem/history.js';
+import { podWaitStatus } from '../world/queries.js';
+import type { World } from '../world/types.js';
+
+export class PodProgress {
+  private readonly last = new Map<string, string>();
+
+  constructor(private readonly print: (line: string) => void) {}
+
+  /** Pods an event may change: its volume's desired and mounted pods, or the pod itself. */
+  private podsOf(event: VoleEvent, world: World): string[] {
+    if (event.type === 'PodUpserted') return [event.pod.metadata.uid ?? ''];
+    if (event.type === 'PodRemoved') return [event.uid];
+    const volume = eventVolume(world, event) ?? (event.type === 'OperationStarted' ? event.volume : undefined);
+    if (volume === undefined) return [];
+    const desired = [...(world.dsw.get(volume as never)?.pods.keys() ?? [])];
+    const mounted = [...(world.mounts.get(volume as never)?.keys() ?? [])];
+    return [...new Set([...desired, ...mounted])];
+  }
+
+  onEvent(event: VoleEvent, world: World): void {
+    for (const uid of this.podsOf(event, world)) {
+      const line = this.summary(world, uid as UniquePodName);
+      if (line === undefined || this.last.get(uid) === line) continue;
+      this.last.set(uid, line);
+      this.print(line);
+    }
+  }
+
+  summary(world: World, uid: UniquePodName): string | undefined {
+    const record = world.pods.get(uid);
+    if (record === undefined) {
+      const left = [...world.mounts.values()].filter((m) => m.has(uid)).length;
+      return left === 0 ? `pod ${uid}: removed, volumes torn down` : `pod ${uid}: removed, tearing down ${left} volume(s)`;
+    }
+    const name = `${record.namespace}/${record.name}`;
+    const status = podWaitStatus(world, uid);
+    if (status.errors.length > 0) return `pod ${name}: failed: ${status.errors.join('; ')}`;
+    if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
+    const attached = record.volumes.filter((v) => world.attachments.get(v.volume)?.state.value.startsWith('attached') === true);
+    const why = status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';
+    const attachedText = attached.length > 0 ? `, attached [${attached.map((v) => v.outerVolumeSpecName).join(' ')}]` : '';
+    return `pod ${name}: waiting for [${status.unmounted.join(' ')}]${attachedText}${why}`;
+  }
+}
+
+/** Every pod ready, nothing running, and nothing attached or mounted that no pod wants. */
+export function settled(world: World): boolean {
+  if (world.running.size > 0 || !world.sourcesReady) return false;
+  for (const uid of world.pods.keys()) if (!podWaitStatus(world, uid).ready) return false;
+  for (const volume of world.attachments.keys()) if (!world.dsw.has(volume)) return false;
+  for (const [volume, byPod] of world.mounts) {
+    for (const pod of byPod.keys()) if (world.dsw.get(volume)?.pods.has(pod) !== true) return false;
+  }
+  return true;
+}
