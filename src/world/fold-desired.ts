@@ -10,9 +10,15 @@ import { stepMount } from './pairs.js';
 import { resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, World } from './types.js';
 
-export function touch(world: World, volume: UniqueVolumeName): void {
+/** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
+export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
   world.dirty.add(volume);
-  world.causes.set(volume, world.seq);
+  world.causes.set(volume, cause);
+}
+
+/** Marks a volume for planning without changing the cause its next decision cites. */
+export function markDirty(world: World, volume: UniqueVolumeName): void {
+  world.dirty.add(volume);
 }
 
 function indexReferences(world: World, pod: UniquePodName, references: readonly string[], add: boolean) {
@@ -29,7 +35,7 @@ function indexReferences(world: World, pod: UniquePodName, references: readonly 
 }
 
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
-function removeFromDsw(world: World, record: PodRecord): void {
+function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const volume = world.dsw.get(resolved.volume);
     if (volume === undefined || !volume.pods.has(record.uid)) continue;
@@ -37,12 +43,12 @@ function removeFromDsw(world: World, record: PodRecord): void {
     pods.delete(record.uid);
     if (pods.size === 0) world.dsw.delete(resolved.volume);
     else world.dsw.set(resolved.volume, { ...volume, pods });
-    touch(world, resolved.volume);
+    touch(world, resolved.volume, cause);
   }
 }
 
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
-function addToDsw(world: World, record: PodRecord): void {
+function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const existing = world.dsw.get(resolved.volume);
     const volume: DswVolume = existing ?? {
@@ -62,7 +68,7 @@ function addToDsw(world: World, record: PodRecord): void {
     const pods = new Map(volume.pods);
     pods.set(record.uid, entry);
     world.dsw.set(resolved.volume, { ...volume, pods });
-    touch(world, resolved.volume);
+    touch(world, resolved.volume, cause);
   }
 }
 
@@ -78,7 +84,8 @@ export function podUid(pod: Pod): UniquePodName {
  * `reprocessed`: the pod source reported it again, so spec §2.6's MarkRemountRequired
  * applies when every volume resolved.
  */
-export function upsertPod(world: World, pod: Pod, opts: { reprocessed: boolean; seq: Seq }): void {
+export function upsertPod(world: World, pod: Pod, opts: { reprocessed: boolean; seq: Seq; cause?: Seq }): void {
+  const cause = opts.cause ?? world.seq;
   const uid = podUid(pod);
   const previous = world.pods.get(uid);
   const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
@@ -94,12 +101,12 @@ export function upsertPod(world: World, pod: Pod, opts: { reprocessed: boolean; 
     seq: opts.seq,
   };
   if (previous !== undefined) {
-    removeFromDsw(world, previous);
+    removeFromDsw(world, previous, cause);
     indexReferences(world, uid, previous.references, false);
   }
   world.pods.set(uid, record);
   indexReferences(world, uid, resolution.references, true);
-  addToDsw(world, record);
+  addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
 }
 
@@ -122,7 +129,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   const uid = UniquePodName(event.uid);
   const record = world.pods.get(uid);
   if (record === undefined) return; // Removing an unknown pod is a no-op, as in the kubelet.
-  removeFromDsw(world, record);
+  removeFromDsw(world, record, world.seq);
   indexReferences(world, uid, record.references, false);
   world.pods.delete(uid);
 }

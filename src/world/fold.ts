@@ -12,7 +12,7 @@ import {
   foldPodRemoved,
   foldPodUpserted,
   foldVolumesReportedInUse,
-  touch,
+  markDirty,
   upsertPod,
 } from './fold-desired.js';
 import {
@@ -58,15 +58,15 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   world.sourcesReady = false;
   // The plugin set may have changed: resolve every pod again (once per start).
   for (const record of [...world.pods.values()]) {
-    upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+    upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: record.seq });
   }
 }
 
 function foldSourcesReady(world: World): void {
   world.sourcesReady = true;
   // Passes A and C may now act on every pair, not only the ones touched since.
-  for (const volume of world.attachments.keys()) touch(world, volume);
-  for (const volume of world.mounts.keys()) touch(world, volume);
+  for (const volume of world.attachments.keys()) markDirty(world, volume);
+  for (const volume of world.mounts.keys()) markDirty(world, volume);
 }
 
 /**
