@@ -48,7 +48,11 @@ export type AttachmentEvent =
   | { type: 'CLAIM_SIZE_KNOWN'; sizeBytes: number }
   | { type: 'EXPANSION_IN_USE_ERROR' }
   /** The engine restarted: calls in flight were cut off (DESIGN.md crash rule). */
-  | { type: 'CRASH' };
+  | { type: 'CRASH' }
+  /** A host check found nothing attached: an uncertain attachment is settled as detached. */
+  | { type: 'OBSERVED_DETACHED' }
+  /** A host check found the device not mounted: an uncertain device mount is settled. */
+  | { type: 'OBSERVED_DEVICE_UNMOUNTED' };
 
 export const attachmentInitialContext: AttachmentContext = {
   devicePath: '',
@@ -144,6 +148,7 @@ export const attachmentMachine = setup({
         VERIFY_OK: { target: 'attached', actions: 'setDevicePath' },
         DETACH_START: { target: 'detaching', actions: 'fromAttachUncertain' },
         FORGET: { target: 'detached' },
+        OBSERVED_DETACHED: { target: 'detached' },
       },
     },
     attached: {
@@ -203,6 +208,7 @@ export const attachmentMachine = setup({
               actions: ['fromDeviceUncertain', 'startDeviceMount'],
             },
             UNMOUNT_DEVICE_START: { target: 'deviceUnmounting' },
+            OBSERVED_DEVICE_UNMOUNTED: { target: 'deviceUnmounted', actions: 'deviceUnmounted' },
           },
         },
       },

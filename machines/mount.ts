@@ -31,7 +31,9 @@ export type MountEvent =
   /** Expansion during mount failed after SetUp: mounted but must not be used (§4.7 step 12). */
   | { type: 'EXPAND_IN_MOUNT_FAIL' }
   | { type: 'REMOUNT_REQUIRED' }
-  | { type: 'CRASH' };
+  | { type: 'CRASH' }
+  /** A host check found nothing set up: an uncertain mount is settled as unmounted. */
+  | { type: 'OBSERVED_UNMOUNTED' };
 
 export const mountInitialContext: MountContext = {
   outerVolumeSpecName: '',
@@ -112,6 +114,7 @@ export const mountMachine = setup({
       on: {
         SETUP_START: { target: 'mounting', actions: ['fromUncertain', 'startSetUp'] },
         TEARDOWN_START: { target: 'unmounting' },
+        OBSERVED_UNMOUNTED: { target: 'unmounted' },
       },
     },
   },

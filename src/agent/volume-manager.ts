@@ -29,6 +29,7 @@ import {
 } from '../world/index.js';
 import type { World } from '../world/types.js';
 import { Engine, type EventListener } from './engine.js';
+import { checkHost, type HostObservation } from './host-check.js';
 import { type EventSink, MemorySink } from './sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
@@ -65,7 +66,12 @@ export class VolumeManager {
   private readonly engine: Engine;
   private readonly clock: Clock;
 
-  private constructor(engine: Engine, clock: Clock, private readonly sink: EventSink) {
+  private constructor(
+    engine: Engine,
+    clock: Clock,
+    private readonly sink: EventSink,
+    private readonly plugins: PluginManager,
+  ) {
     this.engine = engine;
     this.clock = clock;
   }
@@ -99,7 +105,7 @@ export class VolumeManager {
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
-    return new VolumeManager(engine, clock, log.sink);
+    return new VolumeManager(engine, clock, log.sink, plugins);
   }
 
   /** The current world (read-only by contract: change it only through events). */
@@ -107,9 +113,24 @@ export class VolumeManager {
     return this.engine.world;
   }
 
-  /** Starts the engine: records EngineStarted, which closes what a crash left in flight. */
-  start(): void {
+  /**
+   * Starts the engine: records EngineStarted, which closes what a crash left in flight,
+   * then what a host check found (see checkHost), before anything is planned.
+   */
+  start(opts: { hostObserved?: HostObservation } = {}): void {
     this.engine.start();
+    const seen = opts.hostObserved;
+    if (seen !== undefined && seen.attachments.length + seen.mounts.length > 0) {
+      this.append({ type: 'HostObserved', tsMs: this.clock.nowMs(), ...seen });
+    }
+  }
+
+  /**
+   * Asks the plugins about every pair the log leaves uncertain or in flight. Call it
+   * before start() on a restart: it must not race running operations.
+   */
+  checkHost(): Promise<HostObservation> {
+    return checkHost(this.world, this.plugins);
   }
 
   /** Stops planning; calls still running are cut off as in a crash. Closes the log. */

@@ -44,7 +44,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   });
   const progress = new PodProgress(say);
   vm.subscribe((event, world) => progress.onEvent(event, world));
-  vm.start();
+  vm.start({ hostObserved: await vm.checkHost() });
   say(`vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`);
   const known = { pods: new Map([...vm.world.pods].map(([uid, r]) => [uid as string, r.pod])), objects: new Map(vm.world.objects), problems: [] };
   const watcher = new ManifestWatcher({

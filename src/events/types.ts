@@ -103,6 +103,18 @@ export const eventSchemas = {
     node: z.string().min(1),
     volumesAttached: z.array(z.object({ name: z.string(), devicePath: z.string() })),
   }),
+  /**
+   * What a check of the host found for pairs that were uncertain (after a restart): only
+   * "definitely absent" settles a pair; "present" leaves it to a retry or a teardown.
+   */
+  HostObserved: z.object({
+    ...base,
+    type: z.literal('HostObserved'),
+    attachments: z.array(z.object({
+      volume: z.string(), attached: z.boolean().optional(), deviceMounted: z.boolean().optional(),
+    })),
+    mounts: z.array(z.object({ volume: z.string(), pod: z.string(), mounted: z.boolean() })),
+  }),
   OperationStarted: z.object({
     ...base,
     type: z.literal('OperationStarted'),
@@ -160,6 +172,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.ObjectRemoved,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
+  eventSchemas.HostObserved,
   eventSchemas.OperationStarted,
   eventSchemas.CallStarted,
   eventSchemas.CallSucceeded,

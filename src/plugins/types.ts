@@ -30,6 +30,8 @@ export interface PodVolumeOps {
   podVolumePath(spec: ResolvedVolume, podUid: string): string;
   setUp(spec: ResolvedVolume, opts: SetUpOptions, target: CallTarget): Promise<void>;
   tearDown(spec: ResolvedVolume, target: CallTarget): Promise<void>;
+  /** Is anything of this pod volume on the host? (restart cross-check; optional) */
+  isSetUp?(spec: ResolvedVolume, podUid: string): Promise<boolean>;
 }
 
 /** Attacher + Detacher (spec §4.3, §4.5, §4.7 step 7). */
@@ -40,6 +42,8 @@ export interface AttacherOps {
   waitForAttach(spec: ResolvedVolume, devicePath: string, target: CallTarget): Promise<string>;
   volumesAreAttached(specs: readonly ResolvedVolume[], target: CallTarget): Promise<Map<string, boolean>>;
   detach(spec: ResolvedVolume, target: CallTarget): Promise<void>;
+  /** Is the volume attached to this node? (restart cross-check; optional) */
+  isAttached?(spec: ResolvedVolume): Promise<boolean>;
 }
 
 /** DeviceMounter + DeviceUnmounter (spec §4.7 steps 8–9, §4.12). */
@@ -49,6 +53,8 @@ export interface DeviceMounterOps {
   unmountDevice(spec: ResolvedVolume, deviceMountPath: string, target: CallTarget): Promise<void>;
   /** Other mounts of the device (pods' bind mounts): UnmountDevice waits while any remain. */
   deviceMountRefs(deviceMountPath: string): Promise<string[]>;
+  /** Is the device mounted at its global path? (restart cross-check; optional) */
+  isDeviceMounted?(spec: ResolvedVolume, deviceMountPath: string): Promise<boolean>;
 }
 
 /** NodeExpandableVolumePlugin (spec §4.13). Returns the new size in bytes. */

@@ -4,7 +4,8 @@
  */
 import { assert, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
-import { NodeName, Seq } from '../ids.js';
+import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { stepAttachment, stepMount } from './pairs.js';
 import {
   foldNodeStatusObserved,
   foldObjectRemoved,
@@ -13,6 +14,7 @@ import {
   foldPodUpserted,
   foldVolumesReportedInUse,
   markDirty,
+  touch,
   upsertPod,
 } from './fold-desired.js';
 import {
@@ -62,6 +64,27 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   }
 }
 
+/** Settles uncertain pairs that the host check found definitely absent (an observation). */
+function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
+  for (const seen of event.attachments) {
+    const volume = seen.volume as UniqueVolumeName;
+    const record = world.attachments.get(volume);
+    if (record === undefined) continue;
+    if (seen.attached === false) stepAttachment(world, record, { type: 'OBSERVED_DETACHED' }, { observation: true });
+    const after = world.attachments.get(volume);
+    if (after !== undefined && seen.deviceMounted === false) {
+      stepAttachment(world, after, { type: 'OBSERVED_DEVICE_UNMOUNTED' }, { observation: true });
+    }
+    touch(world, volume);
+  }
+  for (const seen of event.mounts) {
+    const record = world.mounts.get(seen.volume as UniqueVolumeName)?.get(seen.pod as UniquePodName);
+    if (record === undefined || seen.mounted) continue;
+    stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
+    touch(world, record.volume);
+  }
+}
+
 function foldSourcesReady(world: World): void {
   world.sourcesReady = true;
   // Passes A and C may now act on every pair, not only the ones touched since.
@@ -88,6 +111,7 @@ export function fold(world: World, event: VoleEvent): World {
     case 'ObjectRemoved': foldObjectRemoved(world, event); break;
     case 'VolumesReportedInUse': foldVolumesReportedInUse(world, event); break;
     case 'NodeStatusObserved': foldNodeStatusObserved(world, event); break;
+    case 'HostObserved': foldHostObserved(world, event); break;
     case 'OperationStarted': foldOperationStarted(world, event); break;
     case 'CallStarted': foldCallStarted(world, event); break;
     case 'CallSucceeded': foldCallSucceeded(world, event); break;

@@ -40,6 +40,8 @@ const attachmentEvents: AttachmentEvent[] = [
   { type: 'CLAIM_SIZE_KNOWN', sizeBytes: 1024 },
   { type: 'EXPANSION_IN_USE_ERROR' },
   { type: 'CRASH' },
+  { type: 'OBSERVED_DETACHED' },
+  { type: 'OBSERVED_DEVICE_UNMOUNTED' },
 ];
 
 const mountEvents: MountEvent[] = [
@@ -53,6 +55,7 @@ const mountEvents: MountEvent[] = [
   { type: 'EXPAND_IN_MOUNT_FAIL' },
   { type: 'REMOUNT_REQUIRED' },
   { type: 'CRASH' },
+  { type: 'OBSERVED_UNMOUNTED' },
 ];
 
 /**

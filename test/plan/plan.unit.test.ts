@@ -163,3 +163,16 @@ test('plan: invariants: an event the pair cannot take is an error naming the pai
   spec.given(mounted).when(tearDownUnmounted, { nowMs: 0 })
     .thenAsserts(/mount fake\.disk\/disk-1 × pod uid-b: no spec to create it \(seq \d+\)/);
 });
+
+test('plan: restart: a host check that finds an uncertain mount absent settles it; present keeps it', () => {
+  const mounted = mountedHistory();
+  const removed = [...mounted, { type: 'PodRemoved', tsMs: 0, uid: 'uid-a' } as NewEvent];
+  const cutTearDown = operation(removed.length + 1, { op: 'unmount', volume: vol, pod: 'uid-a' }, [{ call: 'tearDown' }], { finished: false }).slice(0, 2);
+  const crashed = [...removed, ...cutTearDown, engineStarted({ controllerAttachDetach: false }), sourcesReady];
+  const absent: NewEvent = { type: 'HostObserved', tsMs: 1000, attachments: [], mounts: [{ volume: vol, pod: 'uid-a', mounted: false }] };
+  const present: NewEvent = { type: 'HostObserved', tsMs: 1000, attachments: [], mounts: [{ volume: vol, pod: 'uid-a', mounted: true }] };
+  // Absent: nothing left to tear down for the pod; the device is next.
+  spec.given(crashed).when(absent, { nowMs: 1000 }).then([{ op: 'unmountDevice', volume: vol }]);
+  // Present: still uncertain, so it is torn down again (after the cut-off attempt's backoff).
+  spec.given(crashed).when(present, { nowMs: 1000 }).then([{ op: 'unmount', volume: vol, pod: 'uid-a' }]);
+});

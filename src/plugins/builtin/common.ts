@@ -60,6 +60,11 @@ export async function pruneEmptyParents(root: string, dir: string): Promise<void
   }
 }
 
+/** Anything of the volume at this path (a mount, a directory, a file)? */
+export async function present(path: string): Promise<boolean> {
+  return (await lstat(path).catch(() => undefined)) !== undefined;
+}
+
 /** Files chowned at most by one fsGroup pass (a limit on everything). */
 const fsGroupFilesMax = 100_000;
 

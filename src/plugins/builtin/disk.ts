@@ -21,7 +21,7 @@ import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
 import { diskImagePath, pluginGlobalMountPath } from '../../host/paths.js';
 import type { ResolvedVolume } from '../../world/types.js';
 import { caps, type VolumePlugin } from '../types.js';
-import { applyFsGroup, type BuiltinOptions, makeVolumeDir, removeVolumeDir, volumeDir } from './common.js';
+import { applyFsGroup, type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
 
 export const diskDriver = 'disk.vole.dev';
 
@@ -68,6 +68,7 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       async detach(spec) {
         await detachLoopForImage(image(spec));
       },
+      isAttached: async (spec) => (await findLoopForImage(image(spec))) !== undefined,
     },
     deviceMounter: {
       deviceMountPath: (spec) => globalPath(spec),
@@ -80,6 +81,7 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       async unmountDevice(_spec, deviceMountPath) {
         await removeVolumeDir(opts.root, deviceMountPath, { recursive: false });
       },
+      isDeviceMounted: (_spec, deviceMountPath) => present(deviceMountPath),
       async deviceMountRefs(deviceMountPath) {
         return mountRefs(await readMountTable(), deviceMountPath);
       },
@@ -95,6 +97,7 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
     },
     pod: {
       podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, setUpOpts, target) {
         const dir = volumeDir(opts.root, spec, target.pod!);
         await makeVolumeDir(opts.root, dir);

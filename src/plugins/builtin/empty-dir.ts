@@ -3,7 +3,7 @@ import { HostError } from '../../host/exec.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import { builtinPluginNames } from '../../world/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
-import { applyFsGroup, type BuiltinOptions, makeVolumeDir, removeVolumeDir, volumeDir } from './common.js';
+import { applyFsGroup, type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
 
 export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
   const name = builtinPluginNames.emptyDir;
@@ -12,6 +12,7 @@ export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
     caps: caps(name),
     pod: {
       podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, setUpOpts, target) {
         if (spec.source.kind !== 'emptyDir') throw new HostError('final', `${name} cannot set up a ${spec.source.kind} volume`);
         const dir = volumeDir(opts.root, spec, target.pod!);

@@ -8,7 +8,7 @@ import { HostError } from '../../host/exec.js';
 import { bindMount, isMountPoint } from '../../host/mount.js';
 import { builtinPluginNames } from '../../world/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
-import { type BuiltinOptions, makeVolumeDir, removeVolumeDir, volumeDir } from './common.js';
+import { type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
 
 /** Returns whether the host path is a file (so the bind target must be a file too). */
 export async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
@@ -55,6 +55,7 @@ export function hostPathPlugin(opts: BuiltinOptions, pluginName: string = builti
     caps: caps(pluginName),
     pod: {
       podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, _setUpOpts, target) {
         const source = spec.source;
         if (source.kind !== 'hostPath' && source.kind !== 'local') throw new HostError('final', `${pluginName} cannot set up a ${source.kind} volume`);

@@ -1,0 +1,105 @@
+/**
+ * The log file's schema, its migrations, and how a file is recognised as a vole log
+ * (PRAGMA application_id) of a known version (PRAGMA user_version).
+ */
+import type { Database as Db } from 'better-sqlite3';
+import { assert } from '../assert.js';
+import { logApplicationId, logSchemaVersion } from '../constants.js';
+import { LogOpenError } from './errors.js';
+
+/**
+ * Migrations by the version they produce; index 0 is the empty file. A migration may add
+ * tables or columns but never rewrites an existing event: the log is the record (DESIGN.md),
+ * so an old event must read back as it was written.
+ *
+ * Version 1: the events table has no secondary index on purpose. Every index costs append
+ * throughput (PERF.md: 61 k vs 228 k events/s) and no query needs one: reads go by seq, the
+ * primary key, and timestamps never decrease with seq, so time lookups bisect on seq.
+ */
+export const migrations: readonly ((db: Db) => void)[] = [
+  () => {},
+  (db) => {
+    db.exec(`
+      CREATE TABLE events (
+        seq INTEGER PRIMARY KEY,
+        ts_ms INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        data TEXT NOT NULL
+      );
+      CREATE TABLE snapshots (
+        seq INTEGER PRIMARY KEY,
+        ts_ms INTEGER NOT NULL,
+        format INTEGER NOT NULL,
+        data BLOB NOT NULL
+      );
+    `);
+  },
+];
+assert(migrations.length === logSchemaVersion + 1, 'one migration per log schema version');
+
+/** What the file holds: nothing yet (version 0), or a vole log of a version this code reads. */
+export type Identity = { kind: 'empty' } | { kind: 'vole'; version: number };
+
+/**
+ * Reads application_id, user_version and the table count, and refuses files that are not
+ * ours or are newer than this code. Only reads: safe on a read-only connection.
+ */
+export function readIdentity(db: Db, path: string): Identity {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const version = db.pragma('user_version', { simple: true }) as number;
+  const tableCount = db
+    .prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")
+    .pluck()
+    .get() as number;
+  if (applicationId !== logApplicationId) {
+    // An SQLite file with nothing in it (or a 0-byte file) is ours to initialise. Anything
+    // else, including an empty database another program has marked as its own, is not.
+    if (applicationId === 0 && version === 0 && tableCount === 0) return { kind: 'empty' };
+    throw new LogOpenError({
+      code: 'foreign',
+      path,
+      message:
+        `${path} is an SQLite database but not a vole log (application_id ${applicationId}, ` +
+        `${tableCount} table(s)); it was left untouched. Check the path, or give a new file.`,
+    });
+  }
+  if (version > logSchemaVersion) {
+    throw new LogOpenError({
+      code: 'newerSchema',
+      path,
+      message:
+        `${path} was written by a newer vole (log schema ${version}; this vole reads up to ` +
+        `${logSchemaVersion}). It was opened read-only and not changed; upgrade vole to use it.`,
+    });
+  }
+  if (version === 0) {
+    // application_id and user_version are set in one transaction, so this is not ours.
+    throw new LogOpenError({
+      code: 'corrupt',
+      path,
+      message:
+        `${path} is marked as a vole log but has no schema version; it is damaged. ` +
+        `Restore it from a backup.`,
+    });
+  }
+  return { kind: 'vole', version };
+}
+
+/**
+ * Brings a writer's file to `logSchemaVersion` in one IMMEDIATE transaction: the identity
+ * is read again under the write lock, so two processes opening one new file cannot both
+ * initialise it. A no-op for a current file.
+ */
+export function migrate(db: Db, path: string): void {
+  db.transaction(() => {
+    const identity = readIdentity(db, path);
+    const from = identity.kind === 'empty' ? 0 : identity.version;
+    if (from === logSchemaVersion) return;
+    for (let version = from + 1; version <= logSchemaVersion; version++) {
+      migrations[version]!(db);
+    }
+    db.pragma(`application_id = ${logApplicationId}`);
+    db.pragma(`user_version = ${logSchemaVersion}`);
+  }).immediate();
+  assert(!db.inTransaction, 'migrate: the migration transaction is still open');
+}
