@@ -13,13 +13,54 @@ import { Executor } from '../execute/executor.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import { describeOperation, type Operation, plan } from '../plan/index.js';
 import type { PluginManager } from '../plugins/manager.js';
-import { fold, initialWorld, takeDirty } from '../world/index.js';
+import { fold, initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { EventSink } from './sink.js';
 
 export const engineVersion = '0.1.0';
 
-export interface EngineOptions {
+/** What every world has that the engine loop needs. */
+export interface CoreWorld {
+  seq: Seq;
+  dirty: Set<UniqueVolumeName>;
+}
+
+export interface CorePlan<O> {
+  readonly operations: O[];
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[];
+  readonly deferred: UniqueVolumeName[];
+  /** Decisions that are events themselves (the controller's reports, its timers). */
+  readonly events?: NewEvent[];
+}
+
+/** The pure part an engine drives: the kubelet's (default) or the controller's. */
+export interface Core<W extends CoreWorld, O> {
+  initialWorld(): W;
+  fold(world: W, event: VoleEvent): W;
+  plan(world: W, nowMs: number, opts: { volumes?: Iterable<UniqueVolumeName> }): CorePlan<O>;
+  describe(op: O): string;
+  volumeOf(op: O): UniqueVolumeName;
+}
+
+export interface Runner<O> {
+  start(op: O): void;
+  capacity(): number;
+  readonly inFlightCount: number;
+  drain(): Promise<void>;
+}
+
+export const kubeletCore: Core<World, Operation> = {
+  initialWorld,
+  fold,
+  plan,
+  describe: describeOperation,
+  volumeOf: (op) => op.volume,
+};
+
+export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
+  /** The pure core (default: the kubelet's) and its runner (default: the executor). */
+  readonly core?: Core<W, O>;
+  readonly runner?: (host: ExecutorHost<W>) => Runner<O>;
   readonly node: string;
   readonly controllerAttachDetach: boolean;
   readonly plugins: PluginManager;
@@ -27,7 +68,7 @@ export interface EngineOptions {
   readonly sink: EventSink;
   readonly logger: Logger;
   /** The world folded from the log so far (a restart); the empty world for a new log. */
-  readonly world?: World;
+  readonly world?: W;
   readonly callTimeoutsMs?: Partial<Record<CallName, number>>;
   /**
    * Re-plan the whole world on every tick and demand the same operations as the
@@ -35,25 +76,28 @@ export interface EngineOptions {
    */
   readonly checkIncrementalPlan?: boolean;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
-  readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
+  readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
 }
 
-export type EventListener = (event: VoleEvent, world: World) => void;
+export type EventListener<W = World> = (event: VoleEvent, world: W) => void;
 
-export class Engine {
-  readonly world: World;
-  private readonly executor: Executor;
-  private readonly listeners = new Set<EventListener>();
+export class Engine<W extends CoreWorld = World, O = Operation> {
+  readonly world: W;
+  private readonly core: Core<W, O>;
+  private readonly executor: Runner<O>;
+  private readonly listeners = new Set<EventListener<W>>();
   private readonly retryTimers = new Map<UniqueVolumeName, { atMs: number; handle: TimerHandle }>();
   private running = false;
   private tickScheduled = false;
   private ticks = 0;
   private lastSnapshotSeq: number;
 
-  constructor(private readonly opts: EngineOptions) {
-    this.world = opts.world ?? initialWorld();
+  constructor(private readonly opts: EngineOptions<W, O>) {
+    this.core = opts.core ?? (kubeletCore as unknown as Core<W, O>);
+    this.world = opts.world ?? this.core.initialWorld();
     this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
-    const host: ExecutorHost = {
+    const host: ExecutorHost<W> = {
+      node: opts.node,
       clock: opts.clock,
       plugins: opts.plugins,
       logger: opts.logger.child({ component: 'executor' }),
@@ -63,7 +107,8 @@ export class Engine {
       alive: () => this.running,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
     };
-    this.executor = new Executor(host);
+    const runner = opts.runner ?? ((h: ExecutorHost<W>) => new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
+    this.executor = runner(host);
   }
 
   get isRunning(): boolean {
@@ -122,7 +167,7 @@ export class Engine {
     this.stop();
   }
 
-  subscribe(listener: EventListener): () => void {
+  subscribe(listener: EventListener<W>): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
@@ -133,7 +178,7 @@ export class Engine {
     const seq = this.opts.sink.push(event);
     assert(seq === this.world.seq + 1, `sink gave seq ${seq} after ${this.world.seq}`);
     const full = { ...event, seq } as VoleEvent;
-    fold(this.world, full);
+    this.core.fold(this.world, full);
     for (const listener of this.listeners) listener(full, this.world);
     this.scheduleTick();
     return seq;
@@ -152,13 +197,15 @@ export class Engine {
   tick(): void {
     if (!this.running) return;
     this.ticks++;
-    const dirty = takeDirty(this.world);
+    const dirty = this.world.dirty;
+    this.world.dirty = new Set();
     if (dirty.size === 0) return;
-    const result = plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
+    const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
+    for (const event of result.events ?? []) this.append(event);
     for (const op of result.operations) {
       if (this.executor.capacity() > 0) this.executor.start(op);
-      else this.world.dirty.add(op.volume); // backpressure: plan it again next tick
+      else this.world.dirty.add(this.core.volumeOf(op)); // backpressure: plan it again next tick
     }
     for (const volume of result.deferred) this.world.dirty.add(volume);
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
@@ -175,9 +222,9 @@ export class Engine {
     this.lastSnapshotSeq = this.world.seq;
   }
 
-  private checkAgainstFullPlan(incremental: readonly Operation[]): void {
-    const describe = (ops: readonly Operation[]) => ops.map(describeOperation).sort().join(', ');
-    const full = plan(this.world, this.opts.clock.nowMs()).operations;
+  private checkAgainstFullPlan(incremental: readonly O[]): void {
+    const describe = (ops: readonly O[]) => ops.map((op) => this.core.describe(op)).sort().join(', ');
+    const full = this.core.plan(this.world, this.opts.clock.nowMs(), {}).operations;
     assert(describe(full) === describe(incremental), () =>
       `incremental plan [${describe(incremental)}] differs from the full plan [${describe(full)}] ` +
       `(seq ${this.world.seq})`);

@@ -14,11 +14,13 @@ import { type Clock } from './clock.js';
 import { classify, timeoutError } from './errors.js';
 
 /** The engine as the executor sees it. */
-export interface ExecutorHost {
+export interface ExecutorHost<W = World> {
+  /** This engine's node: the default target of calls. */
+  readonly node: string;
   readonly clock: Clock;
   readonly plugins: PluginManager;
   readonly logger: Logger;
-  world(): World;
+  world(): W;
   /** Folds the event into the world and buffers it for the next group commit. */
   append(event: NewEvent): Seq;
   /** Makes every appended event durable (one transaction). */
@@ -28,9 +30,9 @@ export interface ExecutorHost {
   callTimeoutMs(call: CallName): number;
 }
 
-export interface OpContext {
-  readonly host: ExecutorHost;
-  readonly op: Operation;
+export interface OpContext<W extends { running: Map<OpId, RunningOp> } = World, O = Operation> {
+  readonly host: ExecutorHost<W>;
+  readonly op: O;
   readonly opId: OpId;
   readonly logger: Logger;
 }
@@ -48,7 +50,7 @@ export class OperationAbandoned extends Error {
   override name = 'OperationAbandoned';
 }
 
-export function runningOp(ctx: OpContext): RunningOp {
+export function runningOp<W extends { running: Map<OpId, RunningOp> }, O>(ctx: OpContext<W, O>): RunningOp {
   const op = ctx.host.world().running.get(ctx.opId);
   if (op === undefined) throw new OperationAbandoned(`operation ${ctx.opId} is no longer running`);
   return op;
@@ -66,10 +68,12 @@ interface CallOptions<T> {
   readonly started?: { deviceMountPath?: string };
   readonly succeeded?: (value: T) => { devicePath?: string; deviceMountPath?: string; sizeBytes?: number };
   readonly pod?: string | null;
+  /** The node the call acts on (default: the engine's node). */
+  readonly node?: string;
 }
 
-async function withTimeout<T>(
-  ctx: OpContext,
+async function withTimeout<T, W extends { running: Map<OpId, RunningOp> }, O>(
+  ctx: OpContext<W, O>,
   promise: Promise<T>,
   timeoutMs: number,
 ): Promise<{ ok: true; value: T } | { ok: false; error: unknown; timedOut: boolean }> {
@@ -93,8 +97,8 @@ async function withTimeout<T>(
 }
 
 /** Runs one plugin call of the operation; returns its value or throws OperationFailed. */
-export async function runCall<T>(
-  ctx: OpContext,
+export async function runCall<T, W extends { running: Map<OpId, RunningOp> } = World, O = Operation>(
+  ctx: OpContext<W, O>,
   opts: CallOptions<T>,
   fn: (target: CallTarget) => Promise<T>,
 ): Promise<T> {
@@ -103,7 +107,7 @@ export async function runCall<T>(
   host.append({ type: 'CallStarted', tsMs: host.clock.nowMs(), opId, call: opts.call, ...opts.started });
   host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
   const abort = new AbortController();
-  const target: CallTarget = { node: host.world().config.node, pod: opts.pod ?? null, signal: abort.signal };
+  const target: CallTarget = { node: opts.node ?? host.node, pod: opts.pod ?? null, signal: abort.signal };
   const timeoutMs = host.callTimeoutMs(opts.call);
   const outcome = await withTimeout(ctx, Promise.resolve().then(() => fn(target)), timeoutMs);
   if (!host.alive()) throw new OperationAbandoned(`engine stopped during ${opts.call}`);
