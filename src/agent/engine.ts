@@ -77,6 +77,8 @@ export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
   readonly checkIncrementalPlan?: boolean;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
+  /** Extra fields of EngineStarted (the controller's mode and configuration). */
+  readonly startFields?: { mode?: 'kubelet' | 'controller'; controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean } };
 }
 
 export type EventListener<W = World> = (event: VoleEvent, world: W) => void;
@@ -145,6 +147,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       controllerAttachDetach: this.opts.controllerAttachDetach,
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
+      ...this.opts.startFields,
     });
     this.opts.sink.flush();
   }

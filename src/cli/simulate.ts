@@ -18,8 +18,13 @@ function printHuman(result: SimulationResult, out: NodeJS.WritableStream): void 
     const list = Object.entries(calls).map(([c, n]) => `${c}=${n}`).join(' ');
     out.write(`  ${plugin}: ${list}\n`);
   }
-  for (const a of result.state.attachments) out.write(`  attachment ${a.volume}@${a.node}: ${a.state}\n`);
-  for (const m of result.state.mounts) out.write(`  mount ${m.volume} pod ${m.pod} (${m.outerVolumeSpecName}): ${m.state}\n`);
+  const state = result.state as {
+    attachments?: { volume: string; node: string; state: string }[];
+    mounts?: { volume: string; pod: string; outerVolumeSpecName: string; state: string }[];
+  };
+  for (const a of state.attachments ?? []) out.write(`  attachment ${a.volume}@${a.node}: ${a.state}\n`);
+  for (const m of state.mounts ?? []) out.write(`  mount ${m.volume} pod ${m.pod} (${m.outerVolumeSpecName}): ${m.state}\n`);
+  for (const r of result.reports ?? []) out.write(`  report ${r.reason} pod ${r.pod}: ${r.message}\n`);
 }
 
 /** Returns the exit status: 0 every expectation held, 1 one failed, 2 the file is invalid. */

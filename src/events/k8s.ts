@@ -112,6 +112,13 @@ export const node = z.looseObject({
         .optional(),
     })
     .optional(),
+  status: z
+    .looseObject({
+      conditions: z.array(z.looseObject({ type: z.string(), status: z.string() })).optional(),
+      volumesInUse: z.array(z.string()).optional(),
+      volumesAttached: z.array(z.looseObject({ name: z.string(), devicePath: z.string().optional() })).optional(),
+    })
+    .optional(),
 });
 export type Node = z.infer<typeof node>;
 

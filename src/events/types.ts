@@ -77,6 +77,22 @@ export const eventSchemas = {
     controllerAttachDetach: z.boolean(),
     plugins: z.array(pluginCaps),
     version: z.string(),
+    /** kubelet (default): one node's volume manager; controller: the attach/detach controller. */
+    mode: z.enum(['kubelet', 'controller']).optional(),
+    controller: z.object({
+      maxWaitForUnmountMs: z.number().int().nonnegative(),
+      disableForceDetachOnTimeout: z.boolean(),
+    }).optional(),
+  }),
+  /** An event for people (Kubernetes' recorder), e.g. FailedAttachVolume for Multi-Attach. */
+  ReportRaised: z.object({
+    ...base,
+    type: z.literal('ReportRaised'),
+    reason: z.string().min(1),
+    pod: z.string(),
+    volume: z.string(),
+    node: z.string(),
+    message: z.string(),
   }),
   /** The pod sources have reported every pod once: unmounts and detaches may start (§3.2). */
   SourcesReady: z.object({ ...base, type: z.literal('SourcesReady') }),
@@ -125,6 +141,10 @@ export const eventSchemas = {
     pod: z.string().optional(),
     node: z.string().optional(),
     remount: z.boolean().optional(),
+    /** Controller detach: check the node's volumesInUse first (false when forced). */
+    verifySafeToDetach: z.boolean().optional(),
+    /** Controller detach forced past the wait for unmount, and why. */
+    forced: z.enum(['timeout', 'out-of-service']).optional(),
     /** The seq of the event that led the planner to this operation. */
     cause: z.number().int().nonnegative(),
   }),
@@ -166,6 +186,7 @@ export const eventTypes = Object.keys(eventSchemas) as EventType[];
 export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.EngineStarted,
   eventSchemas.SourcesReady,
+  eventSchemas.ReportRaised,
   eventSchemas.PodUpserted,
   eventSchemas.PodRemoved,
   eventSchemas.ObjectUpserted,

@@ -57,6 +57,7 @@ export function describeEvent(event: VoleEvent): string {
     case 'ObjectRemoved': return `${event.kind} ${event.name} removed`;
     case 'VolumesReportedInUse': return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved': return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
+    case 'ReportRaised': return `${event.reason} on pod ${event.pod}: ${event.message}`;
     case 'HostObserved': return `host checked: ${event.attachments.length + event.mounts.length} uncertain pair(s)`;
     case 'OperationStarted': return `${event.op}${event.remount === true ? ' (remount)' : ''} started as ${event.opId} (cause: seq ${event.cause})`;
     case 'CallStarted': return `${event.call} called (${event.opId})`;

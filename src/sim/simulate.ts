@@ -1,26 +1,36 @@
 /**
  * `vole simulate`: the real engine (log, fold, planner, executor) against scripted fake
  * plugins on a virtual clock. Deterministic: the same scenario gives the same result.
+ * One loop for both modes; what differs (the core, steps, expectations, the state shown)
+ * comes from the mode (kubelet-mode.ts, controller-mode.ts).
  */
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
-import { podAttachAndMountRetryIntervalMs, podAttachAndMountTimeoutMs } from '../constants.js';
+import { type Core, type CoreWorld, Engine, type EngineOptions } from '../agent/engine.js';
+import { type EventSink, MemorySink } from '../agent/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../execute/clock.js';
-import { UniquePodName } from '../ids.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { Engine } from '../agent/engine.js';
-import { type EventSink, MemorySink } from '../agent/sink.js';
-import { foldAll, getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
+import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
-import { checkExpectation, countCalls, type Failure } from './expect.js';
+import { controllerMode } from './controller-mode.js';
+import { countCalls, type Failure } from './expect.js';
+import { kubeletMode } from './kubelet-mode.js';
 import { simulationPlugins } from './plugins.js';
-import type { Scenario, Step } from './scenario.js';
+import type { Expectation, Scenario, Step } from './scenario.js';
 
 export interface WaitResult {
   readonly pod: string;
   readonly ok: boolean;
   readonly error?: string;
+}
+
+export interface Report {
+  readonly t: number;
+  readonly reason: string;
+  readonly pod: string;
+  readonly volume: string;
+  readonly message: string;
 }
 
 export interface SimulationResult {
@@ -30,7 +40,8 @@ export interface SimulationResult {
   readonly calls: FakeCallRecord[];
   readonly counts: Record<string, Record<string, number>>;
   readonly waits: WaitResult[];
-  readonly state: ReturnType<typeof describeState>;
+  readonly state: Record<string, unknown>;
+  readonly reports?: Report[];
   readonly events: number;
 }
 
@@ -50,43 +61,45 @@ export interface SimulateOptions {
   readonly checkIncrementalPlan?: boolean;
 }
 
+/** What a simulation mode contributes; everything else is shared. */
+export interface Mode<W extends CoreWorld, O> {
+  readonly core: Core<W, O>;
+  engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
+  /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
+  startEvents(scenario: Scenario, tsMs: number): NewEvent[];
+  /** Events appended after a restart's EngineStarted. */
+  restartEvents(scenario: Scenario, tsMs: number): NewEvent[];
+  /** The events of a step this mode handles; undefined when it is not this mode's step. */
+  stepEvents(step: Step, sim: Simulation<W, O>): NewEvent[] | undefined;
+  check(world: W, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[];
+  describe(world: W): Record<string, unknown>;
+  waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
+}
+
 function memoryLog(): SimulationLog {
   const sink = new MemorySink();
   return { sink, readAll: () => sink.events };
 }
 
-export function describeState(world: World) {
-  const attachments = [...world.attachments.values()]
-    .sort((a, b) => a.volume.localeCompare(b.volume))
-    .map((a) => ({ volume: a.volume, node: a.node, state: a.state.value, devicePath: a.state.context.devicePath }));
-  const mounts = [...world.mounts.values()]
-    .flatMap((byPod) => [...byPod.values()])
-    .sort((a, b) => a.volume.localeCompare(b.volume) || a.pod.localeCompare(b.pod))
-    .map((m) => ({ volume: m.volume, pod: m.pod, outerVolumeSpecName: m.state.context.outerVolumeSpecName, state: m.state.value }));
-  const pending = [...world.running.values()]
-    .sort((a, b) => a.startedSeq - b.startedSeq)
-    .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
-  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending };
-}
-
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-class Simulation {
+export class Simulation<W extends CoreWorld, O> {
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];
   readonly waits: WaitResult[] = [];
-  readonly plugins;
+  readonly reports: Report[] = [];
+  readonly plugins: PluginManager;
   private readonly log: SimulationLog;
-  engine: Engine;
+  engine: Engine<W, O>;
 
-  constructor(private readonly scenario: Scenario, private readonly opts: SimulateOptions) {
+  constructor(readonly scenario: Scenario, private readonly mode: Mode<W, O>, private readonly opts: SimulateOptions) {
     this.log = opts.log ?? memoryLog();
     this.plugins = simulationPlugins(scenario.plugins, { clock: this.clock, journal: this.journal });
     this.engine = this.newEngine(undefined);
   }
 
-  private newEngine(world: World | undefined): Engine {
-    const engine = new Engine({
+  private newEngine(world: W | undefined): Engine<W, O> {
+    const engine = new Engine<W, O>({
       node: this.scenario.node,
       controllerAttachDetach: this.scenario.controllerAttachDetach,
       plugins: this.plugins,
@@ -94,10 +107,17 @@ class Simulation {
       sink: this.log.sink,
       logger: this.opts.logger ?? pino({ level: 'silent' }),
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
+      core: this.mode.core,
+      ...this.mode.engineOptions(this.scenario),
       ...(world === undefined ? {} : { world }),
     });
     const onEvent = this.opts.onEvent;
-    if (onEvent !== undefined) engine.subscribe(onEvent);
+    if (onEvent !== undefined) engine.subscribe(onEvent as unknown as (e: VoleEvent, w: W) => void);
+    engine.subscribe((event) => {
+      if (event.type === 'ReportRaised') {
+        this.reports.push({ t: event.tsMs, reason: event.reason, pod: event.pod, volume: event.volume, message: event.message });
+      }
+    });
     return engine;
   }
 
@@ -132,75 +152,42 @@ class Simulation {
 
   async start(): Promise<void> {
     this.engine.start();
-    for (const object of this.scenario.objects) this.append({ type: 'ObjectUpserted', tsMs: this.now(), object });
-    // The scenario is the pod source, and it is complete from the start (spec §3.2).
-    this.append({ type: 'SourcesReady', tsMs: this.now() });
+    for (const event of this.mode.startEvents(this.scenario, this.now())) this.append(event);
     await this.settle();
   }
 
   async restart(): Promise<void> {
     this.engine.stop();
-    const world = foldAll(this.log.readAll());
+    let world = this.mode.core.initialWorld();
+    for (const event of this.log.readAll()) world = this.mode.core.fold(world, event);
     this.engine = this.newEngine(world);
     this.engine.start();
-    this.append({ type: 'SourcesReady', tsMs: this.now() });
+    for (const event of this.mode.restartEvents(this.scenario, this.now())) this.append(event);
     await this.settle();
   }
 
-  async waitForPod(pod: string, timeoutMs: number): Promise<void> {
-    const deadline = this.now() + timeoutMs;
-    for (;;) {
-      const status = podWaitStatus(this.engine.world, UniquePodName(pod));
-      if (!status.known) {
-        this.waits.push({ pod, ok: false, error: `pod ${pod} is not known to the volume manager` });
-        return;
-      }
-      if (status.ready) {
-        this.waits.push({ pod, ok: true });
-        return;
-      }
-      if (status.errors.length > 0 || this.now() >= deadline) {
-        const cause = status.errors.length > 0 ? status.errors.join('; ') : 'timed out waiting for the condition';
-        this.waits.push({ pod, ok: false, error: waitErrorMessage(status, cause) });
-        return;
-      }
-      await this.advance(Math.min(podAttachAndMountRetryIntervalMs, deadline - this.now()));
-    }
-  }
-
   async run(step: Step, index: number): Promise<void> {
-    const tsMs = this.now();
-    if ('addPod' in step) this.append({ type: 'PodUpserted', tsMs, pod: step.addPod });
-    else if ('updatePod' in step) this.append({ type: 'PodUpserted', tsMs, pod: step.updatePod });
-    else if ('removePod' in step) this.append({ type: 'PodRemoved', tsMs, uid: step.removePod });
-    else if ('advance' in step) return this.advance(step.advance);
-    else if ('addObject' in step) this.append({ type: 'ObjectUpserted', tsMs, object: step.addObject });
-    else if ('updateObject' in step) this.append({ type: 'ObjectUpserted', tsMs, object: step.updateObject });
-    else if ('removeObject' in step) {
-      const { kind, name, namespace } = step.removeObject;
-      this.append({ type: 'ObjectRemoved', tsMs, kind, name, ...(namespace === undefined ? {} : { namespace }) });
-    } else if ('reportInUse' in step) this.append({ type: 'VolumesReportedInUse', tsMs, volumes: step.reportInUse });
-    else if ('controllerAttach' in step) {
-      const volumesAttached = step.controllerAttach.map((name) => ({ name, devicePath: `/dev/fake/${name.split('/').pop()}` }));
-      this.append({ type: 'NodeStatusObserved', tsMs, node: this.scenario.node, volumesAttached });
-    } else if ('restart' in step) return this.restart();
-    else if ('waitForPod' in step) return this.waitForPod(step.waitForPod.pod, step.waitForPod.timeout ?? podAttachAndMountTimeoutMs);
-    else if ('expect' in step) {
-      this.failures.push(...checkExpectation(this.engine.world, this.journal, step.expect, index));
+    if ('advance' in step) return this.advance(step.advance);
+    if ('restart' in step) return this.restart();
+    if ('expect' in step) {
+      this.failures.push(...this.mode.check(this.engine.world, this.journal, step.expect, index));
       return;
-    } else {
-      throw new Error(`step ${index}: ${Object.keys(step)[0]} needs controller mode (mode: controller), ` +
-        'which this version does not run yet');
     }
+    if ('waitForPod' in step) {
+      const wait = this.mode.waitForPod;
+      if (wait === undefined) throw new Error(`step ${index}: waitForPod is a node agent's call; it needs kubelet mode`);
+      this.waits.push(await wait(this, step.waitForPod.pod, step.waitForPod.timeout ?? 123_000));
+      return;
+    }
+    const events = this.mode.stepEvents(step, this);
+    if (events === undefined) throw new Error(`step ${index}: ${Object.keys(step)[0]} does not apply in ${this.scenario.mode} mode`);
+    for (const event of events) this.append(event);
     await this.settle();
   }
 }
 
-export async function simulate(scenario: Scenario, opts: SimulateOptions = {}): Promise<SimulationResult> {
-  if (scenario.mode === 'controller') {
-    throw new Error('mode: controller is not implemented in this version of vole; run the scenario in kubelet mode');
-  }
-  const sim = new Simulation(scenario, opts);
+async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W, O>, opts: SimulateOptions): Promise<SimulationResult> {
+  const sim = new Simulation(scenario, mode, opts);
   await sim.start();
   for (const [index, step] of scenario.steps.entries()) await sim.run(step, index);
   sim.engine.stop();
@@ -212,8 +199,14 @@ export async function simulate(scenario: Scenario, opts: SimulateOptions = {}): 
     calls: sim.journal,
     counts: countCalls(sim.journal),
     waits: sim.waits,
-    state: describeState(world),
+    state: mode.describe(world),
+    ...(scenario.mode === 'controller' ? { reports: sim.reports } : {}),
     events: world.seq,
   };
 }
 
+export function simulate(scenario: Scenario, opts: SimulateOptions = {}): Promise<SimulationResult> {
+  return scenario.mode === 'controller' ? runWith(scenario, controllerMode, opts) : runWith(scenario, kubeletMode, opts);
+}
+
+export { describeState } from './kubelet-mode.js';

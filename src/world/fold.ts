@@ -112,6 +112,7 @@ export function fold(world: World, event: VoleEvent): World {
     case 'VolumesReportedInUse': foldVolumesReportedInUse(world, event); break;
     case 'NodeStatusObserved': foldNodeStatusObserved(world, event); break;
     case 'HostObserved': foldHostObserved(world, event); break;
+    case 'ReportRaised': break; // for people; the kubelet's decisions do not read it
     case 'OperationStarted': foldOperationStarted(world, event); break;
     case 'CallStarted': foldCallStarted(world, event); break;
     case 'CallSucceeded': foldCallSucceeded(world, event); break;

@@ -1,0 +1,307 @@
+/**
+ * The controller's fold: pods scheduled to nodes, cluster objects, operation events, and
+ * the reports it raised. Pure and deterministic, like the kubelet's (DESIGN.md rule 2).
+ */
+import type { AttachmentEvent } from '../../machines/index.js';
+import { assert, unreachable } from '../assert.js';
+import type { CallError, EventOf, VoleEvent } from '../events/index.js';
+import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
+import { NodeName, OpId, type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { attachmentPairs } from '../world/pairs.js';
+import { findMatch, keysEqual, keyString, mayRun, nextBackoffMs } from '../world/pending.js';
+import { resolvePod } from '../world/resolve.js';
+import type { OpRecord, RunningOp } from '../world/types.js';
+import { type ControllerAttachment, type ControllerWorld, type NodeRecord, pairKey } from './types.js';
+
+export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
+export const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
+/** ReconcilerMaxWaitForUnmountDuration (§3.1). */
+export const maxWaitForUnmountMsDefault = 6 * 60_000;
+
+export function initialControllerWorld(): ControllerWorld {
+  return {
+    config: { maxWaitForUnmountMs: maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false },
+    plugins: new Map(), seq: 0 as Seq, tsMs: 0, engineStartedSeq: 0 as Seq,
+    pods: new Map(), objects: new Map(), podsByObject: new Map(), nodes: new Map(),
+    dsw: new Map(), attachments: new Map(), reported: new Map(),
+    ops: new Map(), running: new Map(), lastErrors: new Map(), causes: new Map(), dirty: new Set(),
+  };
+}
+
+/** Volumes the event being folded touched (the fold is synchronous, so one set suffices). */
+let touchedNow = new Set<UniqueVolumeName>();
+
+function touch(world: ControllerWorld, volume: UniqueVolumeName): void {
+  world.dirty.add(volume);
+  world.causes.set(volume, world.seq);
+  touchedNow.add(volume);
+}
+
+/** §4.5 terminated: phase Succeeded or Failed (deleted pods are removed outright). */
+function isTerminated(pod: Pod): boolean {
+  const phase = pod.status?.phase;
+  return phase === 'Succeeded' || phase === 'Failed';
+}
+
+function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
+  const record = world.pods.get(uid);
+  if (record === undefined || record.node === null) return;
+  for (const v of record.volumes) {
+    const key = pairKey(v.volume, record.node);
+    const entry = world.dsw.get(key);
+    if (entry === undefined || !entry.pods.has(uid)) continue;
+    const pods = new Map(entry.pods);
+    pods.delete(uid);
+    if (pods.size === 0) world.dsw.delete(key); // the multi-attach flag goes with it
+    else world.dsw.set(key, { ...entry, pods });
+    touch(world, v.volume);
+  }
+}
+
+/** §4.7 ProcessPodVolumes(add): only for a scheduled, not terminated pod on a managed node. */
+function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
+  const record = world.pods.get(uid);
+  if (record === undefined || record.node === null || record.terminated) return;
+  if (world.nodes.get(record.node)?.managed !== true) return;
+  for (const v of record.volumes) {
+    const key = pairKey(v.volume, record.node);
+    const entry = world.dsw.get(key) ?? { volume: v.volume, node: record.node, spec: v, pods: new Map(), multiAttachErrorReported: false };
+    const pods = new Map(entry.pods);
+    pods.set(uid, { namespace: record.pod.metadata.namespace ?? 'default', name: record.pod.metadata.name });
+    world.dsw.set(key, { ...entry, pods });
+    touch(world, v.volume);
+  }
+}
+
+function index(world: ControllerWorld, uid: UniquePodName, keys: readonly string[], add: boolean): void {
+  for (const key of keys) {
+    let set = world.podsByObject.get(key);
+    if (add) (set ?? world.podsByObject.set(key, (set = new Set())).get(key)!).add(uid);
+    else set?.delete(uid);
+  }
+}
+
+function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
+  const uid = UniquePodName(pod.metadata.uid ?? '');
+  assert(uid !== '', `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
+  const previous = world.pods.get(uid);
+  removePodFromDsw(world, uid);
+  if (previous !== undefined) index(world, uid, previous.references, false);
+  const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
+  const nodeName = pod.spec.nodeName;
+  world.pods.set(uid, {
+    uid, pod, node: nodeName === undefined || nodeName === '' ? null : NodeName(nodeName),
+    volumes: resolution.volumes.filter((v) => v.attachable), references: resolution.references,
+    terminated: isTerminated(pod), seq,
+  });
+  index(world, uid, [...resolution.references, `Node//${nodeName ?? ''}`], true);
+  addPodToDsw(world, uid);
+}
+
+function reresolve(world: ControllerWorld, key: string): void {
+  for (const uid of [...(world.podsByObject.get(key) ?? [])].sort()) {
+    const record = world.pods.get(uid);
+    if (record !== undefined) upsertPod(world, record.pod, record.seq);
+  }
+}
+
+function nodeRecord(object: ClusterObject & { kind: 'Node' }, previous: NodeRecord | undefined): NodeRecord {
+  const ready = object.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+  return {
+    name: NodeName(object.metadata.name),
+    exists: true,
+    managed: previous?.managed === true || object.metadata.annotations?.[managedAnnotation] !== undefined,
+    ready,
+    outOfService: (object.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint),
+    volumesInUse: new Set(object.status?.volumesInUse ?? []),
+  };
+}
+
+function setNode(world: ControllerWorld, next: NodeRecord): void {
+  const previous = world.nodes.get(next.name);
+  world.nodes.set(next.name, next);
+  const changed = new Set([...(previous?.volumesInUse ?? []), ...next.volumesInUse]);
+  for (const a of world.attachments.values()) if (a.node === next.name) changed.add(a.volume);
+  for (const v of changed) touch(world, v as UniqueVolumeName);
+  if (previous?.managed !== true && next.managed) reresolve(world, `Node//${next.name}`);
+}
+
+function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpserted'>): void {
+  const { object } = event;
+  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  world.objects.set(key, object);
+  if (object.kind === 'Node') setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
+  else reresolve(world, key);
+}
+
+function foldObjectRemoved(world: ControllerWorld, event: EventOf<'ObjectRemoved'>): void {
+  const key = objectKey(event.kind, event.name, event.namespace);
+  world.objects.delete(key);
+  if (event.kind !== 'Node') return reresolve(world, key);
+  // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
+  const previous = world.nodes.get(NodeName(event.name));
+  if (previous !== undefined) setNode(world, { ...previous, exists: false, ready: false });
+}
+
+// --- attachments -----------------------------------------------------------------------
+
+function step(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName, spec: ControllerAttachment['spec'] | null, event: AttachmentEvent, observation = false): void {
+  const key = pairKey(volume, node);
+  const existing = world.attachments.get(key);
+  assert(existing !== undefined || spec !== null, `attachment ${key}: no spec to create it (seq ${world.seq})`);
+  const record: ControllerAttachment = existing ?? {
+    volume, node, pluginName: spec!.pluginName, spec: spec!, state: attachmentPairs.initial, detachRequestedAtMs: null, seq: world.seq,
+  };
+  const next = attachmentPairs.transition(record.state, event);
+  if (next === undefined) {
+    assert(observation, `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`);
+    return;
+  }
+  const created = existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.state.value);
+  if (next.value === 'detached') {
+    world.attachments.delete(key);
+    world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
+    return;
+  }
+  world.attachments.set(key, { ...record, state: next, seq: world.seq });
+  // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
+  if (created && /^(attached|attachUncertain)/.test(next.value)) {
+    const n = world.nodes.get(node);
+    if (n !== undefined && !n.volumesInUse.has(volume)) world.nodes.set(node, { ...n, volumesInUse: new Set([...n.volumesInUse, volume]) });
+  }
+  if (next.value.startsWith('attached')) {
+    const set = world.reported.get(node) ?? new Set();
+    set.add(volume);
+    world.reported.set(node, set);
+  }
+}
+
+/**
+ * §3.3 step 4 / §3.4 step 2 / §7.2 L6: the detach timer starts when an attached volume is
+ * first seen undesired and resets only when it is desired and confirmed attached.
+ */
+function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: number): void {
+  for (const [key, a] of world.attachments) {
+    if (a.volume !== volume) continue;
+    const desired = world.dsw.has(key);
+    let at = a.detachRequestedAtMs;
+    if (desired && a.state.value.startsWith('attached')) at = null;
+    else if (!desired && at === null) at = tsMs;
+    if (at !== a.detachRequestedAtMs) world.attachments.set(key, { ...a, detachRequestedAtMs: at });
+  }
+}
+
+// --- operations (spec §3.8, §3.9) --------------------------------------------------------
+
+function runningOf(world: ControllerWorld, opId: string): RunningOp {
+  const op = world.running.get(OpId(opId));
+  assert(op !== undefined, `operation ${opId} is not running (seq ${world.seq})`);
+  return op;
+}
+
+function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
+  const volume = event.volume as UniqueVolumeName;
+  const records = world.ops.get(volume) ?? [];
+  const verdict = mayRun(records, event.key, event.op, event.tsMs);
+  assert(verdict.kind === 'run', `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`);
+  const index = findMatch(records, event.key);
+  const opId = OpId(event.opId);
+  const fresh: OpRecord = { key: event.key, opName: event.op, pending: true, opId, lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0 };
+  const next = [...records];
+  if (index === -1) next.push(fresh);
+  else {
+    const old = records[index]!;
+    const reset = old.opName !== event.op && event.tsMs < old.lastErrorTsMs + old.durationMsBeforeRetry;
+    next[index] = reset ? fresh : { ...old, key: event.key, opName: event.op, pending: true, opId };
+  }
+  world.ops.set(volume, next);
+  const node = NodeName(event.node ?? '');
+  const spec = world.dsw.get(pairKey(volume, node))?.spec ?? world.attachments.get(pairKey(volume, node))?.spec ?? null;
+  world.running.set(opId, {
+    opId, op: event.op, key: event.key, volume, pod: null, node, spec,
+    startedSeq: event.seq as Seq, startedTsMs: event.tsMs, cause: event.cause as Seq, call: null, lastError: null,
+  });
+  // §3.3 step 11: the volume leaves the node's report before its detach starts.
+  if (event.op === 'detach') world.reported.get(node)?.delete(volume);
+  touch(world, volume);
+}
+
+function foldCall(world: ControllerWorld, event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>): void {
+  const op = runningOf(world, event.opId);
+  const node = op.node!;
+  if (event.type === 'CallStarted') {
+    world.running.set(op.opId, { ...op, call: event.call });
+    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_START' });
+    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_START' });
+  } else if (event.type === 'CallSucceeded') {
+    world.running.set(op.opId, { ...op, call: null });
+    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_OK', devicePath: event.devicePath ?? '' });
+    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_OK' });
+  } else {
+    world.running.set(op.opId, { ...op, call: null, lastError: event.error });
+    world.lastErrors.set(op.volume, { message: event.error.message, seq: event.seq as Seq, tsMs: event.tsMs });
+    // §3.8: any failed attach or detach may have taken effect: the entry is uncertain.
+    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_FAIL', uncertain: true });
+    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_FAIL', uncertain: true });
+    if (event.call === 'volumesAreAttached') step(world, op.volume, node, null, { type: 'OBSERVED_DETACHED' }, true);
+  }
+  touch(world, op.volume);
+}
+
+function complete(world: ControllerWorld, op: RunningOp, failure: CallError | null, tsMs: number): void {
+  const records = world.ops.get(op.volume) ?? [];
+  const i = records.findIndex((r) => keysEqual(r.key, op.key));
+  assert(i !== -1, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  const next = [...records];
+  if (failure === null) next.splice(i, 1);
+  else next[i] = { ...records[i]!, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs, durationMsBeforeRetry: nextBackoffMs(records[i]!.durationMsBeforeRetry) };
+  if (next.length === 0) world.ops.delete(op.volume);
+  else world.ops.set(op.volume, next);
+  world.running.delete(op.opId);
+  touch(world, op.volume);
+}
+
+function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted'>): void {
+  const cut: CallError = { kind: 'uncertain', message: 'operation cut off: the controller stopped while it ran' };
+  for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
+    const a = world.attachments.get(pairKey(op.volume, op.node ?? ''));
+    if (a !== undefined) step(world, op.volume, op.node!, null, { type: 'CRASH' }, true);
+    complete(world, op, cut, event.tsMs);
+  }
+  world.engineStartedSeq = event.seq as Seq;
+  world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  if (event.controller !== undefined) world.config = { ...event.controller };
+  for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
+}
+
+export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
+  assert(event.seq === world.seq + 1, `event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  world.seq = event.seq as Seq;
+  world.tsMs = Math.max(world.tsMs, event.tsMs);
+  touchedNow = new Set();
+  switch (event.type) {
+    case 'EngineStarted': foldEngineStarted(world, event); break;
+    case 'PodUpserted': upsertPod(world, event.pod, event.seq as Seq); break;
+    case 'PodRemoved': removePodFromDsw(world, UniquePodName(event.uid)); world.pods.delete(UniquePodName(event.uid)); break;
+    case 'ObjectUpserted': foldObjectUpserted(world, event); break;
+    case 'ObjectRemoved': foldObjectRemoved(world, event); break;
+    case 'OperationStarted': foldOperationStarted(world, event); break;
+    case 'CallStarted': case 'CallSucceeded': case 'CallFailed': foldCall(world, event); break;
+    case 'OperationFinished': {
+      const op = runningOf(world, event.opId);
+      const failure = event.outcome === 'ok' ? null : (event.error ?? op.lastError ?? { kind: 'final' as const, message: 'operation failed' });
+      complete(world, op, failure, event.tsMs);
+      break;
+    }
+    case 'ReportRaised': {
+      const entry = world.dsw.get(pairKey(event.volume, event.node));
+      if (entry !== undefined) world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
+      break;
+    }
+    case 'SourcesReady': case 'VolumesReportedInUse': case 'NodeStatusObserved': case 'HostObserved':
+      break; // node-agent events: not the controller's
+    default: unreachable(event, 'event type');
+  }
+  for (const v of touchedNow) updateTimers(world, v, event.tsMs);
+  return world;
+}

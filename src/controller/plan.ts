@@ -1,0 +1,156 @@
+/**
+ * The controller's reconciler (spec §3.3–3.5) as a pure planner: the detach pass, then
+ * the attach pass, over the dirty volumes, nodes in sorted order. Multi-attach refusals
+ * come back as ReportRaised events (once per desired entry); waits for unmount come back
+ * as retry times, so a forced detach happens on time without polling.
+ */
+import { assert } from '../assert.js';
+import type { NewEvent, OpKey } from '../events/index.js';
+import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
+import { keysConflict, mayRun } from '../world/pending.js';
+import type { OpRecord } from '../world/types.js';
+import { type ControllerAttachment, type ControllerWorld, type DesiredAttachment, pairKey } from './types.js';
+
+export interface ControllerOperation {
+  readonly op: 'attach' | 'detach';
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly key: OpKey;
+  readonly cause: Seq;
+  readonly verifySafeToDetach?: boolean;
+  readonly forced?: 'timeout' | 'out-of-service';
+}
+
+export interface ControllerPlan {
+  readonly operations: ControllerOperation[];
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[];
+  readonly deferred: UniqueVolumeName[];
+  readonly events: NewEvent[];
+}
+
+/** §0.3: the key names the node only for volumes that may attach to several nodes. */
+function opKey(volume: string, node: string, multiAttachAllowed: boolean): OpKey {
+  return { volume, pod: '', node: multiAttachAllowed ? node : '' };
+}
+
+function confirmedOn(a: ControllerAttachment): boolean {
+  return a.state.value.startsWith('attached') || a.state.value === 'detaching';
+}
+
+class Claims {
+  private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
+  readonly operations: ControllerOperation[] = [];
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
+  constructor(private readonly world: ControllerWorld, readonly nowMs: number) {}
+  records(volume: UniqueVolumeName): readonly OpRecord[] {
+    return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
+  }
+  verdict(op: ControllerOperation) {
+    return mayRun(this.records(op.volume), op.key, op.op, this.nowMs);
+  }
+  tryRun(op: ControllerOperation): void {
+    const verdict = this.verdict(op);
+    if (verdict.kind === 'backoff') this.retries.push({ volume: op.volume, atMs: verdict.retryAtMs });
+    if (verdict.kind !== 'run') return;
+    const records = this.records(op.volume);
+    this.claimed.set(op.volume, [...records, { key: op.key, opName: op.op, pending: true, opId: null, lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0 }]);
+    this.operations.push(op);
+  }
+}
+
+/** §3.3 the detach pass for one attachment no pod wants on its node. */
+function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
+  if (world.dsw.has(pairKey(a.volume, a.node))) return;
+  if (a.state.value === 'attaching' || a.state.value === 'detaching') return; // in flight
+  const key = opKey(a.volume, a.node, a.spec.multiAttachAllowed);
+  const cause = world.causes.get(a.volume) ?? world.seq;
+  const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
+  const verdict = claims.verdict(base);
+  if (verdict.kind !== 'run') return claims.tryRun(base); // pending, or backoff (retry time)
+  const node = world.nodes.get(a.node);
+  const { maxWaitForUnmountMs, disableForceDetachOnTimeout } = world.config;
+  const requestedAtMs = a.detachRequestedAtMs ?? claims.nowMs;
+  const expired = claims.nowMs - requestedAtMs > maxWaitForUnmountMs;
+  const healthy = node?.exists === true && node.ready;
+  const forceTimeout = expired && !disableForceDetachOnTimeout;
+  const forceDetach = !healthy && forceTimeout;
+  const oos = node?.outOfService === true;
+  const mountedByNode = node?.volumesInUse.has(a.volume) === true;
+  if (mountedByNode && !forceDetach && !oos) {
+    // Waiting for the node to unmount; an unhealthy node is forced once the wait expires.
+    if (!healthy && !disableForceDetachOnTimeout) {
+      claims.retries.push({ volume: a.volume, atMs: requestedAtMs + maxWaitForUnmountMs + 1 });
+    }
+    return;
+  }
+  const forced = oos ? 'out-of-service' : forceTimeout ? 'timeout' : undefined;
+  claims.tryRun({ ...base, verifySafeToDetach: !(forceTimeout || oos), ...(forced === undefined ? {} : { forced }) });
+}
+
+/** §3.5 the Multi-Attach message for one pod of the refused entry. */
+function multiAttachMessage(world: ControllerWorld, entry: DesiredAttachment, namespace: string, otherNodes: NodeName[]): string {
+  const others = otherNodes.flatMap((n) => [...(world.dsw.get(pairKey(entry.volume, n))?.pods.values() ?? [])]);
+  const head = `Multi-Attach error for volume "${entry.spec.innerVolumeSpecName}" `;
+  if (others.length === 0) return `${head}Volume is already exclusively attached to one node and can't be attached to another`;
+  const local = others.filter((p) => p.namespace === namespace).map((p) => p.name);
+  const elsewhere = others.length - local.length;
+  if (local.length === 0) return `${head}Volume is already used by ${elsewhere} pod(s) in different namespaces`;
+  return `${head}Volume is already used by pod(s) ${local.join(', ')}${elsewhere > 0 ? ` and ${elsewhere} pod(s) in different namespaces` : ''}`;
+}
+
+/** §3.4 the attach pass for one desired (volume, node). */
+function planAttach(world: ControllerWorld, claims: Claims, entry: DesiredAttachment, events: NewEvent[]): void {
+  const a = world.attachments.get(pairKey(entry.volume, entry.node));
+  if (a !== undefined && a.state.value.startsWith('attached')) return; // attached (timer reset by the fold)
+  const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
+  const cause = world.causes.get(entry.volume) ?? world.seq;
+  const op: ControllerOperation = { op: 'attach', volume: entry.volume, node: entry.node, key, cause };
+  if (claims.verdict(op).kind === 'alreadyExists') return;
+  if (!entry.spec.multiAttachAllowed) {
+    const otherNodes = [...world.attachments.values()]
+      .filter((o) => o.volume === entry.volume && o.node !== entry.node && confirmedOn(o))
+      .map((o) => o.node).sort();
+    if (otherNodes.length > 0) {
+      if (!entry.multiAttachErrorReported) {
+        for (const [uid, pod] of [...entry.pods].sort(([x], [y]) => x.localeCompare(y))) {
+          events.push({
+            type: 'ReportRaised', tsMs: claims.nowMs, reason: 'FailedAttachVolume', pod: uid, volume: entry.volume,
+            node: entry.node, message: multiAttachMessage(world, entry, pod.namespace, otherNodes),
+          });
+        }
+      }
+      return;
+    }
+  }
+  claims.tryRun(op);
+}
+
+export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
+  const volumes = new Set<UniqueVolumeName>();
+  for (const e of world.dsw.values()) volumes.add(e.volume);
+  for (const a of world.attachments.values()) volumes.add(a.volume);
+  return volumes;
+}
+
+export function planController(world: ControllerWorld, nowMs: number, opts: { volumes?: Iterable<UniqueVolumeName> } = {}): ControllerPlan {
+  assert(Number.isFinite(nowMs) && nowMs >= 0, `plan: bad nowMs ${nowMs}`);
+  const volumes = new Set(opts.volumes ?? allControllerVolumes(world));
+  const claims = new Claims(world, nowMs);
+  const events: NewEvent[] = [];
+  const byKey = <T extends { volume: string; node: string }>(x: T, y: T) => x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
+  const attachments = [...world.attachments.values()].filter((a) => volumes.has(a.volume)).sort(byKey);
+  for (const a of attachments) planDetach(world, claims, a); // §3.3 before §3.4
+  const desired = [...world.dsw.values()].filter((e) => volumes.has(e.volume)).sort(byKey);
+  for (const entry of desired) planAttach(world, claims, entry, events);
+  for (let i = 0; i < claims.operations.length; i++) {
+    for (let j = i + 1; j < claims.operations.length; j++) {
+      const [x, y] = [claims.operations[i]!, claims.operations[j]!];
+      assert(!keysConflict(x.key, y.key), `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`);
+    }
+  }
+  return { operations: claims.operations, retries: claims.retries, deferred: [], events };
+}
+
+export function describeControllerOperation(op: ControllerOperation): string {
+  return `${op.op} ${op.volume}@${op.node}${op.forced ? ` (forced: ${op.forced})` : ''}`;
+}

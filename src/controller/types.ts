@@ -1,0 +1,90 @@
+/**
+ * The attach/detach controller's world (spec/attach-detach-controller.md §1): desired
+ * attachments per (volume, node) from scheduled pods, actual attachments with their
+ * detach timers, what each node reports in use, and what the controller publishes as
+ * node.status.volumesAttached. Same conventions as the kubelet world: index maps owned
+ * by the fold, immutable records, planning over dirty volumes.
+ */
+import type { AttachmentContext } from '../../machines/index.js';
+import type { PluginCaps } from '../events/index.js';
+import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { PairState } from '../world/compiled-machine.js';
+import type { OpRecord, ResolvedVolume, RunningOp } from '../world/types.js';
+
+export interface ControllerConfig {
+  /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
+  readonly maxWaitForUnmountMs: number;
+  readonly disableForceDetachOnTimeout: boolean;
+}
+
+/** What the controller knows of a Node object (§1.4). */
+export interface NodeRecord {
+  readonly name: NodeName;
+  /** The Node object exists (a deleted node keeps its last volumesInUse, §4.6). */
+  readonly exists: boolean;
+  /** Carries volumes.kubernetes.io/controller-managed-attach-detach. */
+  readonly managed: boolean;
+  readonly ready: boolean;
+  readonly outOfService: boolean;
+  /** node.status.volumesInUse as the node's agent last reported it: MountedByNode. */
+  readonly volumesInUse: ReadonlySet<string>;
+}
+
+export interface ControllerPod {
+  readonly uid: UniquePodName;
+  readonly pod: Pod;
+  readonly node: NodeName | null;
+  /** Attachable volumes of the pod (the only ones the controller handles). */
+  readonly volumes: readonly ResolvedVolume[];
+  readonly references: readonly string[];
+  readonly terminated: boolean;
+  readonly seq: Seq;
+}
+
+/** §1.1 VolumeToAttach: one desired (volume, node). */
+export interface DesiredAttachment {
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly spec: ResolvedVolume;
+  readonly pods: ReadonlyMap<UniquePodName, { namespace: string; name: string }>;
+  readonly multiAttachErrorReported: boolean;
+}
+
+/** §1.2 one (volume, node) entry of attachedVolumes, as an attachment machine. */
+export interface ControllerAttachment {
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly pluginName: string;
+  readonly spec: ResolvedVolume;
+  readonly state: PairState<AttachmentContext>;
+  /** When the detach was first considered (SetDetachRequestTime); null = not waiting. */
+  readonly detachRequestedAtMs: number | null;
+  readonly seq: Seq;
+}
+
+export interface ControllerWorld {
+  config: ControllerConfig;
+  plugins: Map<string, PluginCaps>;
+  seq: Seq;
+  tsMs: number;
+  engineStartedSeq: Seq;
+  pods: Map<UniquePodName, ControllerPod>;
+  objects: Map<string, ClusterObject>;
+  podsByObject: Map<string, Set<UniquePodName>>;
+  nodes: Map<NodeName, NodeRecord>;
+  /** Keyed `volume@node`. */
+  dsw: Map<string, DesiredAttachment>;
+  attachments: Map<string, ControllerAttachment>;
+  /** volumesToReportAsAttached per node (§1.2): what node.status.volumesAttached shows. */
+  reported: Map<NodeName, Set<UniqueVolumeName>>;
+  ops: Map<UniqueVolumeName, OpRecord[]>;
+  running: Map<OpId, RunningOp>;
+  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
+  causes: Map<UniqueVolumeName, Seq>;
+  dirty: Set<UniqueVolumeName>;
+}
+
+export function pairKey(volume: string, node: string): string {
+  return `${volume}@${node}`;
+}

@@ -1,0 +1,116 @@
+/**
+ * Simulation in controller mode (SCENARIOS.md "Controller mode"): the attach/detach
+ * controller for a set of nodes. Node health, taints and what each node reports in use
+ * are Node objects, changed by the nodeStatus / nodeReady / taint / untaint steps.
+ */
+import type { NewEvent } from '../events/index.js';
+import type { Node } from '../events/k8s.js';
+import { objectKey } from '../events/k8s.js';
+import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/index.js';
+import type { ControllerOperation } from '../controller/plan.js';
+import type { ControllerWorld } from '../controller/types.js';
+import type { FakeCallRecord } from '../plugins/fake.js';
+import { countCalls, type Failure } from './expect.js';
+import { commonStepEvents } from './kubelet-mode.js';
+import type { Expectation } from './scenario.js';
+import type { Mode } from './simulate.js';
+
+function nodeObject(name: string): Node {
+  return {
+    apiVersion: 'v1', kind: 'Node', metadata: { name, annotations: { [managedAnnotation]: 'true' } },
+    spec: { taints: [] }, status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [] },
+  };
+}
+
+function currentNode(world: ControllerWorld, name: string): Node {
+  const object = world.objects.get(objectKey('Node', name));
+  return object?.kind === 'Node' ? object : nodeObject(name);
+}
+
+function describe(world: ControllerWorld) {
+  const attachments = [...world.attachments.values()]
+    .sort((a, b) => a.volume.localeCompare(b.volume) || a.node.localeCompare(b.node))
+    .map((a) => ({
+      volume: a.volume, node: a.node, state: a.state.value,
+      attachedConfirmed: a.state.value.startsWith('attached'),
+      mountedByNode: world.nodes.get(a.node)?.volumesInUse.has(a.volume) === true,
+    }));
+  const nodes = [...world.nodes.keys()].sort().map((node) => ({
+    node,
+    volumesAttached: [...(world.reported.get(node) ?? [])].sort().map((name) => ({
+      name, devicePath: world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
+    })),
+  }));
+  const pending = [...world.running.values()]
+    .sort((a, b) => a.startedSeq - b.startedSeq)
+    .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, node: op.node, call: op.call }));
+  return { attachments, nodes, pending };
+}
+
+function check(world: ControllerWorld, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[] {
+  const failures: Failure[] = [];
+  const miss = (key: string, expected: unknown, actual: unknown) =>
+    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
+  const counts = countCalls(journal);
+  for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
+    for (const [call, expected] of Object.entries(calls)) {
+      const actual = counts[plugin]?.[call] ?? 0;
+      if (actual !== expected) miss(`counts.${plugin}.${call}`, expected, actual);
+    }
+  }
+  for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
+    const actual = world.attachments.get(key)?.state.value ?? 'detached';
+    if (!(actual === expected || actual.startsWith(`${expected}.`))) miss(`attachments.${key}`, expected, actual);
+  }
+  for (const key of ['mounts', 'volumesInUse', 'podReady'] as const) {
+    if (expectation[key] !== undefined) miss(key, 'a node agent expectation', 'controller mode has no pod mounts; use kubelet mode');
+  }
+  return failures;
+}
+
+export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
+  core: controllerCore,
+  engineOptions: (scenario) => ({
+    runner: (host) => new ControllerExecutor(host),
+    startFields: {
+      mode: 'controller',
+      controller: {
+        maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
+        disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,
+      },
+    },
+  }),
+  startEvents: (scenario, tsMs) => [
+    ...(scenario.nodes ?? [scenario.node]).map((name): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: nodeObject(name) })),
+    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+  ],
+  restartEvents: () => [],
+  stepEvents(step, sim) {
+    const tsMs = sim.now();
+    const common = commonStepEvents(step, tsMs);
+    if (common !== undefined) return common;
+    const world = sim.engine.world;
+    const update = (name: string, change: (n: Node) => Node): NewEvent[] =>
+      [{ type: 'ObjectUpserted', tsMs, object: change(currentNode(world, name)) }];
+    if ('nodeStatus' in step) {
+      return update(step.nodeStatus.node, (n) => ({ ...n, status: { ...n.status, volumesInUse: [...step.nodeStatus.volumesInUse] } }));
+    }
+    if ('nodeReady' in step) {
+      const status = step.nodeReady.ready ? 'True' : 'False';
+      return update(step.nodeReady.node, (n) => ({ ...n, status: { ...n.status, conditions: [{ type: 'Ready', status }] } }));
+    }
+    if ('taint' in step) {
+      const { node, key, effect, value } = step.taint;
+      const taint = { key, ...(effect === undefined ? {} : { effect }), ...(value === undefined ? {} : { value }) };
+      return update(node, (n) => ({ ...n, spec: { ...n.spec, taints: [...(n.spec?.taints ?? []).filter((t) => t.key !== key), taint] } }));
+    }
+    if ('untaint' in step) {
+      const { node, key } = step.untaint;
+      return update(node, (n) => ({ ...n, spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== key) } }));
+    }
+    if ('removeNode' in step) return [{ type: 'ObjectRemoved', tsMs, kind: 'Node', name: step.removeNode }];
+    return undefined;
+  },
+  check,
+  describe,
+};

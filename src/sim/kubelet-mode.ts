@@ -1,0 +1,78 @@
+/** Simulation in kubelet mode: one node's volume manager. */
+import { podAttachAndMountRetryIntervalMs } from '../constants.js';
+import type { NewEvent } from '../events/index.js';
+import { UniquePodName } from '../ids.js';
+import { kubeletCore } from '../agent/engine.js';
+import { getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
+import type { World } from '../world/types.js';
+import type { Operation } from '../plan/index.js';
+import { checkExpectation } from './expect.js';
+import type { Mode, Simulation, WaitResult } from './simulate.js';
+import type { Step } from './scenario.js';
+
+export function describeState(world: World) {
+  const attachments = [...world.attachments.values()]
+    .sort((a, b) => a.volume.localeCompare(b.volume))
+    .map((a) => ({ volume: a.volume, node: a.node, state: a.state.value, devicePath: a.state.context.devicePath }));
+  const mounts = [...world.mounts.values()]
+    .flatMap((byPod) => [...byPod.values()])
+    .sort((a, b) => a.volume.localeCompare(b.volume) || a.pod.localeCompare(b.pod))
+    .map((m) => ({ volume: m.volume, pod: m.pod, outerVolumeSpecName: m.state.context.outerVolumeSpecName, state: m.state.value }));
+  const pending = [...world.running.values()]
+    .sort((a, b) => a.startedSeq - b.startedSeq)
+    .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
+  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending };
+}
+
+/** Events of the steps shared by both modes (pods and cluster objects). */
+export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefined {
+  if ('addPod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.addPod }];
+  if ('updatePod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.updatePod }];
+  if ('removePod' in step) return [{ type: 'PodRemoved', tsMs, uid: step.removePod }];
+  if ('addObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.addObject }];
+  if ('updateObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.updateObject }];
+  if ('removeObject' in step) {
+    const { kind, name, namespace } = step.removeObject;
+    return [{ type: 'ObjectRemoved', tsMs, kind, name, ...(namespace === undefined ? {} : { namespace }) }];
+  }
+  return undefined;
+}
+
+async function waitForPod(sim: Simulation<World, Operation>, pod: string, timeoutMs: number): Promise<WaitResult> {
+  const deadline = sim.now() + timeoutMs;
+  for (;;) {
+    const status = podWaitStatus(sim.engine.world, UniquePodName(pod));
+    if (!status.known) return { pod, ok: false, error: `pod ${pod} is not known to the volume manager` };
+    if (status.ready) return { pod, ok: true };
+    if (status.errors.length > 0 || sim.now() >= deadline) {
+      const cause = status.errors.length > 0 ? status.errors.join('; ') : 'timed out waiting for the condition';
+      return { pod, ok: false, error: waitErrorMessage(status, cause) };
+    }
+    await sim.advance(Math.min(podAttachAndMountRetryIntervalMs, deadline - sim.now()));
+  }
+}
+
+export const kubeletMode: Mode<World, Operation> = {
+  core: kubeletCore,
+  engineOptions: () => ({}),
+  startEvents: (scenario, tsMs) => [
+    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+    // The scenario is the pod source, and it is complete from the start (spec §3.2).
+    { type: 'SourcesReady', tsMs },
+  ],
+  restartEvents: (_scenario, tsMs) => [{ type: 'SourcesReady', tsMs }],
+  stepEvents(step, sim) {
+    const tsMs = sim.now();
+    const common = commonStepEvents(step, tsMs);
+    if (common !== undefined) return common;
+    if ('reportInUse' in step) return [{ type: 'VolumesReportedInUse', tsMs, volumes: step.reportInUse }];
+    if ('controllerAttach' in step) {
+      const volumesAttached = step.controllerAttach.map((name) => ({ name, devicePath: `/dev/fake/${name.split('/').pop()}` }));
+      return [{ type: 'NodeStatusObserved', tsMs, node: sim.scenario.node, volumesAttached }];
+    }
+    return undefined;
+  },
+  check: checkExpectation,
+  describe: describeState,
+  waitForPod,
+};
