@@ -1,0 +1,129 @@
+/**
+ * One attach/detach controller and N node agents in one process, each with its own log,
+ * wired through node status as in Kubernetes (spec §5): an agent publishes volumesInUse
+ * (then marks them reported in use), the controller publishes volumesAttached, and each
+ * side acts only on what the other published. For tests, demos and simulations.
+ */
+import pino, { type Logger } from 'pino';
+import { Engine } from '../agent/engine.js';
+import { type EventSink, MemorySink } from '../agent/sink.js';
+import { VolumeManager } from '../agent/volume-manager.js';
+import type { ClusterObject, Node, Pod } from '../events/k8s.js';
+import type { Clock } from '../execute/clock.js';
+import type { PluginManager } from '../plugins/manager.js';
+import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault } from './index.js';
+import type { ControllerOperation } from './plan.js';
+import type { ControllerWorld } from './types.js';
+
+export interface ClusterOptions {
+  readonly nodes: readonly string[];
+  readonly clock: Clock;
+  /** The controller's plugins (attach/detach) and each node's (mount). */
+  readonly controllerPlugins: PluginManager;
+  readonly nodePlugins: (node: string) => PluginManager;
+  readonly logger?: Logger;
+  readonly sinks?: { controller?: EventSink; node?: (node: string) => EventSink };
+  readonly maxWaitForUnmountMs?: number;
+}
+
+export class Cluster {
+  readonly controller: Engine<ControllerWorld, ControllerOperation>;
+  readonly agents = new Map<string, VolumeManager>();
+  private readonly published = new Map<string, string>();
+  private readonly inUse = new Map<string, string>();
+  private syncScheduled = false;
+
+  constructor(private readonly opts: ClusterOptions) {
+    const logger = opts.logger ?? pino({ level: 'silent' });
+    this.controller = new Engine<ControllerWorld, ControllerOperation>({
+      node: 'controller', controllerAttachDetach: true, plugins: opts.controllerPlugins, clock: opts.clock,
+      sink: opts.sinks?.controller ?? new MemorySink(), logger, core: controllerCore,
+      runner: (host) => new ControllerExecutor(host),
+      startFields: { mode: 'controller', controller: { maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false } },
+    });
+    for (const node of opts.nodes) {
+      const sink = opts.sinks?.node?.(node) ?? new MemorySink();
+      this.agents.set(node, VolumeManager.create({
+        node, plugins: opts.nodePlugins(node), clock: opts.clock, controllerAttachDetach: true, logger,
+        log: { sink, history: [] },
+      }));
+    }
+    this.controller.subscribe(() => this.scheduleSync());
+    for (const agent of this.agents.values()) agent.subscribe(() => this.scheduleSync());
+  }
+
+  start(): void {
+    this.controller.start();
+    for (const node of this.opts.nodes) this.controller.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: this.nodeObject(node, []) });
+    for (const agent of this.agents.values()) {
+      agent.start();
+      agent.markSourcesReady();
+    }
+  }
+
+  stop(): void {
+    this.controller.stop();
+    for (const agent of this.agents.values()) agent.stop();
+  }
+
+  private nodeObject(node: string, volumesInUse: readonly string[]): Node {
+    return {
+      apiVersion: 'v1', kind: 'Node', metadata: { name: node, annotations: { [managedAnnotation]: 'true' } },
+      status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [...volumesInUse] },
+    };
+  }
+
+  /** A pod scheduled to a node: the controller and that node's agent both see it. */
+  addPod(pod: Pod): void {
+    this.controller.append({ type: 'PodUpserted', tsMs: this.opts.clock.nowMs(), pod });
+    const node = pod.spec.nodeName;
+    if (node !== undefined) this.agents.get(node)?.addPod(pod);
+  }
+
+  removePod(pod: Pod): void {
+    const uid = pod.metadata.uid ?? '';
+    this.controller.append({ type: 'PodRemoved', tsMs: this.opts.clock.nowMs(), uid });
+    const node = pod.spec.nodeName;
+    if (node !== undefined) this.agents.get(node)?.removePod(uid);
+  }
+
+  upsertObject(object: ClusterObject): void {
+    this.controller.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object });
+    for (const agent of this.agents.values()) agent.upsertObject(object);
+  }
+
+  private scheduleSync(): void {
+    if (this.syncScheduled) return;
+    this.syncScheduled = true;
+    setImmediate(() => {
+      this.syncScheduled = false;
+      this.sync();
+    });
+  }
+
+  /**
+   * One round of node status: each agent's volumesInUse goes to the controller (the node
+   * status patch) and is then marked reported in use on the agent; the controller's
+   * volumesAttached goes to each agent.
+   */
+  sync(): void {
+    if (!this.controller.isRunning) return;
+    const tsMs = this.opts.clock.nowMs();
+    for (const [node, agent] of this.agents) {
+      const inUse = agent.getVolumesInUse();
+      const key = inUse.join(' ');
+      if (this.inUse.get(node) !== key) {
+        this.inUse.set(node, key);
+        this.controller.append({ type: 'ObjectUpserted', tsMs, object: this.nodeObject(node, inUse) });
+        agent.markVolumesAsReportedInUse(inUse);
+      }
+      const reported = [...(this.controller.world.reported.get(node as never) ?? [])].sort();
+      const list = reported.map((name) => ({ name, devicePath: this.controller.world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '' }));
+      const published = JSON.stringify(list);
+      if (this.published.get(node) !== published) {
+        this.published.set(node, published);
+        agent.observeVolumesAttached(list);
+      }
+    }
+  }
+}
