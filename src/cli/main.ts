@@ -9,8 +9,10 @@ import {
   diffCommand, explainCommand, exportCommand, historyCommand, importCommand, replayCommand,
   statusCommand, UsageError, verifyCommand,
 } from './postmortem.js';
+import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
+import { inspectCommand } from '../inspect/command.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -65,6 +67,16 @@ program
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
+
+program
+  .command('controller')
+  .description('the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)')
+  .requiredOption('--manifests <dir>', 'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)')
+  .option('--db <file>', 'the SQLite log (default: <root>/controller.db)')
+  .option('--root <dir>', 'where disk images live', '/var/lib/vole')
+  .option('--once', 'exit once every desired attachment is attached and nothing else is')
+  .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
 
 program
   .command('status')
@@ -130,6 +142,14 @@ program
   .argument('<file>', 'the JSON Lines file')
   .addOption(dbOption())
   .action((file: string, opts: { db: string }) => run(() => importCommand(file, opts.db))());
+
+program
+  .command('inspect')
+  .description('a read-only web page over a log: pairs, statecharts, a timeline; follows a live log')
+  .addOption(dbOption())
+  .option('--port <n>', 'port to listen on (0: any free one)', '7421')
+  .option('--host <addr>', 'address to listen on (default 127.0.0.1; another only when given)', '127.0.0.1')
+  .action((opts: { db: string; port: string; host: string }) => run(() => inspectCommand(opts))());
 
 program.exitOverride((error) => {
   process.exit(error.exitCode === 0 ? 0 : 2);

@@ -270,6 +270,12 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   }
   world.engineStartedSeq = event.seq as Seq;
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  // §4.2 populateActualStateOfWorld: each node's reported volumesInUse replaces the
+  // "assume mounted" default, so attached but unused volumes are detachable at once.
+  for (const [name, node] of [...world.nodes]) {
+    const object = world.objects.get(objectKey('Node', name));
+    if (object?.kind === 'Node') setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
+  }
   if (event.controller !== undefined) world.config = { ...event.controller };
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }

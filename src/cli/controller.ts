@@ -1,0 +1,111 @@
+/**
+ * `vole controller`: the attach/detach controller against a manifest directory (Nodes,
+ * Pods with spec.nodeName, PersistentVolumes, claims), with the real disk plugin's attach
+ * and detach (loop devices) — the cluster side, demonstrated on one machine.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { Engine } from '../agent/engine.js';
+import { openSqliteLog } from '../agent/sqlite-log.js';
+import { ControllerExecutor, controllerCore, maxWaitForUnmountMsDefault } from '../controller/index.js';
+import type { ControllerOperation } from '../controller/plan.js';
+import type { ControllerWorld } from '../controller/types.js';
+import { RealClock } from '../execute/clock.js';
+import { defaultRoot } from '../host/paths.js';
+import { builtinPlugins } from '../plugins/builtin/index.js';
+import { PluginManager } from '../plugins/manager.js';
+import type { ManifestChanges } from '../sources/manifests.js';
+import { ManifestWatcher } from '../sources/watch.js';
+import { UsageError } from './postmortem.js';
+
+export interface ControllerCommandOptions {
+  readonly manifests: string;
+  readonly db?: string;
+  readonly root?: string;
+  readonly once?: boolean;
+  readonly timeout?: string;
+}
+
+/** Every desired attachment confirmed, nothing else attached, nothing running. */
+function settled(world: ControllerWorld): boolean {
+  if (world.running.size > 0) return false;
+  for (const key of world.dsw.keys()) if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
+  for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
+  return true;
+}
+
+export async function controllerCommand(opts: ControllerCommandOptions, logger: Logger): Promise<number> {
+  const root = opts.root ?? defaultRoot;
+  mkdirSync(root, { recursive: true });
+  const db = opts.db ?? join(root, 'controller.db');
+  const log = openSqliteLog(db);
+  const clock = new RealClock();
+  const started = Date.now();
+  const say = (line: string) => process.stdout.write(`[+${((Date.now() - started) / 1000).toFixed(2)}s] ${line}\n`);
+  let world: ControllerWorld = controllerCore.initialWorld();
+  for (const event of log.readAll()) world = controllerCore.fold(world, event);
+  const engine = new Engine<ControllerWorld, ControllerOperation>({
+    node: 'controller', controllerAttachDetach: true, clock, logger, sink: log.sink, world,
+    plugins: new PluginManager(builtinPlugins({ root })), core: controllerCore,
+    runner: (host) => new ControllerExecutor(host),
+    startFields: { mode: 'controller', controller: { maxWaitForUnmountMs: maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false } },
+  });
+  const shown = new Map<string, string>();
+  engine.subscribe((event, w) => {
+    if (event.type === 'ReportRaised') say(`${event.reason} pod ${event.pod}: ${event.message}`);
+    for (const [node, volumes] of w.reported) {
+      const text = [...volumes].sort().join(' ');
+      if (shown.get(node) !== text) {
+        shown.set(node, text);
+        say(`node ${node}: volumesAttached [${text}]`);
+      }
+    }
+  });
+  engine.start();
+  say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${engine.world.seq})`);
+  const apply = (c: ManifestChanges) => {
+    const tsMs = clock.nowMs();
+    for (const object of c.upsertObjects) engine.append({ type: 'ObjectUpserted', tsMs, object });
+    for (const pod of c.upsertPods) engine.append({ type: 'PodUpserted', tsMs, pod });
+    for (const uid of c.removePods) engine.append({ type: 'PodRemoved', tsMs, uid });
+    for (const ref of c.removeObjects) engine.append({ type: 'ObjectRemoved', tsMs, ...ref });
+  };
+  const known = {
+    pods: new Map([...engine.world.pods].map(([uid, r]) => [uid as string, r.pod])),
+    objects: new Map(engine.world.objects), problems: [],
+  };
+  const watcher = new ManifestWatcher({
+    dir: opts.manifests, known, onChanges: apply,
+    onProblems: (problems) => { for (const p of problems) say(`manifest ${p.file}: ${p.message}`); },
+  });
+  try {
+    watcher.sync();
+  } catch (error) {
+    engine.stop();
+    log.sink.close();
+    throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`);
+  }
+  if (opts.once !== true) watcher.start();
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = async (code: number, why: string) => {
+      if (stopping) return;
+      stopping = true;
+      say(why);
+      watcher.stop();
+      clearInterval(check);
+      await Promise.race([engine.drainAndStop(), new Promise((r) => setTimeout(r, 10_000))]);
+      engine.stop();
+      log.sink.close();
+      resolve(code);
+    };
+    process.once('SIGINT', () => void stop(130, 'SIGINT: finishing running operations, then stopping'));
+    process.once('SIGTERM', () => void stop(143, 'SIGTERM: finishing running operations, then stopping'));
+    const timeoutMs = opts.timeout === undefined ? Number.POSITIVE_INFINITY : Number.parseFloat(opts.timeout) * 1000;
+    const check = setInterval(() => {
+      if (opts.once === true && settled(engine.world)) void stop(0, `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`);
+      else if (Date.now() - started > timeoutMs) void stop(1, `timed out after ${opts.timeout} s without settling`);
+    }, 50);
+  });
+}
