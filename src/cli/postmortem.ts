@@ -43,7 +43,7 @@ export function resolveMoment(store: Store, at: string | undefined): number {
 }
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
-function worldAt(store: Store, seq: number): WorldView {
+export function worldAt(store: Store, seq: number): WorldView {
   const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
   const start = snapshot === undefined ? undefined : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
   const from = (start?.seq ?? 0) + 1;
@@ -147,7 +147,7 @@ export function verifyCommand(db: string, opts: { json?: boolean }): number {
       process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     } else {
       for (const d of report.divergences) process.stdout.write(`seq ${d.seq}: ${d.kind}: ${d.message}\n`);
-      process.stdout.write(`${report.ok ? 'ok' : 'DIVERGED'}: ${report.events} events, ${report.decisions} decisions re-planned, ${report.divergences.length} divergences\n`);
+      process.stdout.write(`${report.ok ? 'ok' : 'DIVERGED'}: ${report.events} events, ${report.decisions} decisions re-planned, ${report.invariantChecks} invariant checks, ${report.divergences.length} divergences\n`);
     }
     return report.ok ? 0 : 1;
   } finally {

@@ -7,7 +7,7 @@
 import { InvariantError } from '../assert.js';
 import type { VoleEvent } from '../events/index.js';
 import { describeOperation, plan } from '../plan/index.js';
-import { fold, initialWorld } from '../world/index.js';
+import { fold, initialWorld, InvariantChecker } from '../world/index.js';
 import type { UniqueVolumeName } from '../ids.js';
 
 export interface Divergence {
@@ -19,6 +19,7 @@ export interface Divergence {
 export interface VerifyReport {
   readonly events: number;
   readonly decisions: number;
+  readonly invariantChecks: number;
   readonly divergences: Divergence[];
   readonly ok: boolean;
 }
@@ -29,6 +30,7 @@ export const divergencesMax = 100;
 export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: number) => void } = {}): VerifyReport {
   const world = initialWorld();
   const divergences: Divergence[] = [];
+  const checker = new InvariantChecker();
   let decisions = 0;
   let count = 0;
   const iterator = events[Symbol.iterator]();
@@ -58,6 +60,11 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
     }
     try {
       fold(world, event);
+      checker.after(world);
+      world.dirty.clear();
+      if (checker.violations.length > 0) {
+        for (const v of checker.violations.splice(0)) divergences.push({ seq: v.seq, kind: 'invariant', message: `${v.invariant}: ${v.message}` });
+      }
     } catch (error) {
       if (!(error instanceof InvariantError)) throw error;
       divergences.push({ seq: event.seq, kind: 'invariant', message: error.message });
@@ -65,5 +72,5 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
     }
     if (divergences.length >= divergencesMax) break;
   }
-  return { events: count, decisions, divergences, ok: divergences.length === 0 };
+  return { events: count, decisions, invariantChecks: checker.checks, divergences, ok: divergences.length === 0 };
 }

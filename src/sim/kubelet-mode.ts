@@ -3,7 +3,7 @@ import { podAttachAndMountRetryIntervalMs } from '../constants.js';
 import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../agent/engine.js';
-import { getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
+import { getVolumesInUse, InvariantChecker, podWaitStatus, waitErrorMessage } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
 import { checkExpectation } from './expect.js';
@@ -75,4 +75,5 @@ export const kubeletMode: Mode<World, Operation> = {
   check: checkExpectation,
   describe: describeState,
   waitForPod,
+  checker: () => new InvariantChecker(),
 };

@@ -13,6 +13,7 @@ import { VirtualClock } from '../execute/clock.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
+import type { Violation } from '../world/invariants.js';
 import { controllerMode } from './controller-mode.js';
 import { countCalls, type Failure } from './expect.js';
 import { kubeletMode } from './kubelet-mode.js';
@@ -35,6 +36,8 @@ export interface Report {
 
 export interface SimulationResult {
   readonly name: string;
+  /** Invariant checks made during the run (0 when off). */
+  readonly invariantChecks?: number;
   readonly ok: boolean;
   readonly failures: Failure[];
   readonly calls: FakeCallRecord[];
@@ -59,6 +62,8 @@ export interface SimulateOptions {
   readonly onEvent?: (event: VoleEvent, world: World) => void;
   /** Cross-check every incremental plan against a full one (default true: worlds are small). */
   readonly checkIncrementalPlan?: boolean;
+  /** Check the safety invariants after every event (default true); violations fail the run. */
+  readonly checkInvariants?: boolean;
 }
 
 /** What a simulation mode contributes; everything else is shared. */
@@ -74,6 +79,8 @@ export interface Mode<W extends CoreWorld, O> {
   check(world: W, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[];
   describe(world: W): Record<string, unknown>;
   waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
+  /** The invariant checker run after every event (kubelet mode). */
+  checker?(): { after(world: W): void; readonly violations: Violation[]; readonly checks: number };
 }
 
 function memoryLog(): SimulationLog {
@@ -89,12 +96,14 @@ export class Simulation<W extends CoreWorld, O> {
   readonly waits: WaitResult[] = [];
   readonly reports: Report[] = [];
   readonly plugins: PluginManager;
+  readonly checker: ReturnType<NonNullable<Mode<W, O>['checker']>> | undefined;
   private readonly log: SimulationLog;
   engine: Engine<W, O>;
 
   constructor(readonly scenario: Scenario, private readonly mode: Mode<W, O>, private readonly opts: SimulateOptions) {
     this.log = opts.log ?? memoryLog();
     this.plugins = simulationPlugins(scenario.plugins, { clock: this.clock, journal: this.journal });
+    this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
     this.engine = this.newEngine(undefined);
   }
 
@@ -113,6 +122,8 @@ export class Simulation<W extends CoreWorld, O> {
     });
     const onEvent = this.opts.onEvent;
     if (onEvent !== undefined) engine.subscribe(onEvent as unknown as (e: VoleEvent, w: W) => void);
+    const checker = this.checker;
+    if (checker !== undefined) engine.subscribe((_event, world) => checker.after(world));
     engine.subscribe((event) => {
       if (event.type === 'ReportRaised') {
         this.reports.push({ t: event.tsMs, reason: event.reason, pod: event.pod, volume: event.volume, message: event.message });
@@ -192,6 +203,9 @@ async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W,
   for (const [index, step] of scenario.steps.entries()) await sim.run(step, index);
   sim.engine.stop();
   const world = sim.engine.world;
+  for (const v of sim.checker?.violations ?? []) {
+    sim.failures.push({ step: -1, key: `invariant.${v.invariant}`, expected: 'never', actual: v.message, message: `invariant ${v.invariant} violated: ${v.message}` });
+  }
   return {
     name: scenario.name,
     ok: sim.failures.length === 0,

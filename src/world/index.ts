@@ -1,5 +1,6 @@
 export * from './compiled-machine.js';
 export * from './fold.js';
+export * from './invariants.js';
 export * from './pairs.js';
 export * from './pending.js';
 export * from './queries.js';

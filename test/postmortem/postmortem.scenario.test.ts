@@ -114,3 +114,24 @@ test('postmortem: export to JSON Lines and import back gives the same events', a
   assert.throws(() => [...fromJsonLines(text.split('\n').slice(1))], /seq 2 where 1 was expected/);
   assert.throws(() => [...fromJsonLines(['{"seq":1,"tsMs":0,"type":"Nope"}'])], /line 1: event seq 1 \(Nope\) does not match/);
 });
+
+test('postmortem: verify reports an invariant violation: a device unmounted under a mounted pod', async () => {
+  const { events } = await simulatedLog(attachMount);
+  const mounted = events.findIndex((e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000);
+  const head = events.slice(0, mounted + 1);
+  let seq = head.length;
+  const volume = 'fake.disk/disk-1';
+  const forged: VoleEvent[] = [
+    { seq: ++seq, tsMs: 3500, type: 'OperationStarted', opId: `op-${seq}`, op: 'unmountDevice', key: { volume, pod: '', node: '' }, volume, cause: 0 },
+    { seq: ++seq, tsMs: 3500, type: 'CallStarted', opId: `op-${seq - 1}`, call: 'unmountDevice' },
+  ] as VoleEvent[];
+  // The mount op that set the pod up is still running in the log: finish it first.
+  const rest = events.slice(mounted + 1, mounted + 2).map((e, i) => ({ ...e, seq: head.length + 1 + i }) as VoleEvent);
+  const tampered = [...head, ...rest, ...forged.map((e, i) => ({ ...e, seq: head.length + rest.length + 1 + i, ...(e.type === 'CallStarted' ? { opId: `op-${head.length + rest.length + 1}` } : { opId: `op-${head.length + rest.length + 1}` }) }) as VoleEvent)];
+  const report = verify(tampered);
+  assert.equal(report.ok, false);
+  assert.ok(report.invariantChecks > 0);
+  const invariant = report.divergences.find((d) => d.kind === 'invariant');
+  assert.ok(invariant, JSON.stringify(report.divergences));
+  assert.match(invariant.message, /S1: attachment fake\.disk\/disk-1@node-1: attached\.deviceUnmounting while pod uid-a is mounted/);
+});
