@@ -90,6 +90,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   private readonly listeners = new Set<EventListener<W>>();
   private readonly retryTimers = new Map<UniqueVolumeName, { atMs: number; handle: TimerHandle }>();
   private running = false;
+  private readonly stopped = new AbortController();
   private tickScheduled = false;
   private ticks = 0;
   private lastSnapshotSeq: number;
@@ -107,6 +108,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       append: (event) => this.append(event),
       flush: () => opts.sink.flush(),
       alive: () => this.running,
+      signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
     };
     const runner = opts.runner ?? ((h: ExecutorHost<W>) => new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
@@ -159,6 +161,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   stop(): void {
     if (!this.running) return;
     this.running = false;
+    this.stopped.abort();
     for (const { handle } of this.retryTimers.values()) this.opts.clock.clearTimer(handle);
     this.retryTimers.clear();
     this.opts.sink.flush();

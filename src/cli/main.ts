@@ -9,6 +9,7 @@ import {
   diffCommand, explainCommand, exportCommand, historyCommand, importCommand, replayCommand,
   statusCommand, UsageError, verifyCommand,
 } from './postmortem.js';
+import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
@@ -77,6 +78,15 @@ program
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
+
+program
+  .command('chaos')
+  .description('randomized fault simulation: invariants checked throughout, convergence demanded at the end')
+  .option('--seed <n>', 'the first seed (default: from the clock; printed first)')
+  .option('--runs <k>', 'how many seeds to run', '100')
+  .option('--out <dir>', 'where failing seeds are written as scenario files', 'chaos-failures')
+  .option('--json', 'JSON output')
+  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean }) => run(() => chaosCommand(opts))());
 
 program
   .command('status')

@@ -27,6 +27,8 @@ export interface ExecutorHost<W = World> {
   flush(): void;
   /** False once this engine stopped: a late answer of a cut-off call is dropped. */
   alive(): boolean;
+  /** Aborted when the engine stops: calls still running are cut off. */
+  readonly signal: AbortSignal;
   callTimeoutMs(call: CallName): number;
 }
 
@@ -107,7 +109,8 @@ export async function runCall<T, W extends { running: Map<OpId, RunningOp> } = W
   host.append({ type: 'CallStarted', tsMs: host.clock.nowMs(), opId, call: opts.call, ...opts.started });
   host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
   const abort = new AbortController();
-  const target: CallTarget = { node: opts.node ?? host.node, pod: opts.pod ?? null, signal: abort.signal };
+  const signal = AbortSignal.any([abort.signal, host.signal]);
+  const target: CallTarget = { node: opts.node ?? host.node, pod: opts.pod ?? null, signal };
   const timeoutMs = host.callTimeoutMs(opts.call);
   const outcome = await withTimeout(ctx, Promise.resolve().then(() => fn(target)), timeoutMs);
   if (!host.alive()) throw new OperationAbandoned(`engine stopped during ${opts.call}`);

@@ -29,6 +29,43 @@ export interface FakeCallRecord {
   readonly outcome: FakeOutcome | 'hang';
 }
 
+/**
+ * What the fakes have done to their pretend host: a call that succeeded, and one that
+ * answered uncertain or never answered (it may have taken effect), leaves its mark. Chaos
+ * runs compare it with the desired state at the end: nothing may leak.
+ */
+export class FakeHost {
+  readonly attached = new Set<string>();
+  readonly devicesMounted = new Set<string>();
+  /** `volume|pod` */
+  readonly setUp = new Set<string>();
+
+  /**
+   * A final error means the call definitely left nothing in effect (spec §0.5): a plugin
+   * that answers final after a partial success must have rolled it back.
+   */
+  rollBack(call: CallName, volume: string, pod: string | null): void {
+    switch (call) {
+      case 'attach': this.attached.delete(volume); break;
+      case 'mountDevice': this.devicesMounted.delete(volume); break;
+      case 'setUp': this.setUp.delete(`${volume}|${pod}`); break;
+      default: break;
+    }
+  }
+
+  apply(call: CallName, volume: string, pod: string | null): void {
+    switch (call) {
+      case 'attach': this.attached.add(volume); break;
+      case 'detach': this.attached.delete(volume); break;
+      case 'mountDevice': this.devicesMounted.add(volume); break;
+      case 'unmountDevice': this.devicesMounted.delete(volume); break;
+      case 'setUp': this.setUp.add(`${volume}|${pod}`); break;
+      case 'tearDown': this.setUp.delete(`${volume}|${pod}`); break;
+      default: break;
+    }
+  }
+}
+
 export interface FakePluginOptions {
   readonly caps: PluginCaps;
   readonly faults?: FaultScript;
@@ -39,6 +76,8 @@ export interface FakePluginOptions {
   /** Virtual time 0 of the run, so records carry time since the start. */
   readonly startMs?: number;
   readonly root?: string;
+  /** The pretend host the calls act on (optional). */
+  readonly host?: FakeHost;
 }
 
 /** A queue of scripted entries, consumed one call at a time. */
@@ -130,8 +169,16 @@ export class FakePlugin implements VolumePlugin {
       t: this.opts.clock.nowMs() - (this.opts.startMs ?? 0),
       plugin: this.name, call, volume: spec.volume, node: target.node, pod: target.pod, outcome: entry.outcome,
     });
-    if (entry.outcome === 'hang') return new Promise<T>(() => {});
+    const effect = () => this.opts.host?.apply(call, spec.volume, target.pod);
+    if (entry.outcome === 'hang') {
+      effect(); // it may happen any time; assume the worst for leak checks
+      return new Promise<T>(() => {});
+    }
     if (entry.delayMs > 0) await sleep(this.opts.clock, entry.delayMs);
+    // A call cut off by an engine stop dies with the process: no late effect.
+    if (target.signal.aborted) return new Promise<T>(() => {});
+    if (entry.outcome === 'ok' || entry.outcome === 'uncertain') effect();
+    if (entry.outcome === 'final') this.opts.host?.rollBack(call, spec.volume, target.pod);
     switch (entry.outcome) {
       case 'ok':
         return value;

@@ -1,6 +1,6 @@
 /** The plugins of a simulation: the built-in fakes plus the scenario's scripted ones. */
 import type { Clock } from '../execute/clock.js';
-import { FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
+import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
 import { PluginManager } from '../plugins/manager.js';
 import { caps } from '../plugins/types.js';
 import { builtinPluginNames } from '../world/resolve.js';
@@ -17,7 +17,7 @@ const builtins: ScenarioPlugin[] = [
 
 export function simulationPlugins(
   scenarioPlugins: readonly ScenarioPlugin[],
-  opts: { clock: Clock; journal: FakeCallRecord[] },
+  opts: { clock: Clock; journal: FakeCallRecord[]; host?: FakeHost },
 ): PluginManager {
   const byName = new Map<string, ScenarioPlugin>();
   for (const p of [...builtins, ...scenarioPlugins]) byName.set(p.name, p);
@@ -36,6 +36,7 @@ export function simulationPlugins(
       ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
       clock: opts.clock,
       journal: opts.journal,
+      ...(opts.host === undefined ? {} : { host: opts.host }),
     }));
   }
   return manager;

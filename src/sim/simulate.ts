@@ -10,7 +10,7 @@ import { type Core, type CoreWorld, Engine, type EngineOptions } from '../agent/
 import { type EventSink, MemorySink } from '../agent/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../execute/clock.js';
-import type { FakeCallRecord } from '../plugins/fake.js';
+import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
 import type { Violation } from '../world/invariants.js';
@@ -36,8 +36,6 @@ export interface Report {
 
 export interface SimulationResult {
   readonly name: string;
-  /** Invariant checks made during the run (0 when off). */
-  readonly invariantChecks?: number;
   readonly ok: boolean;
   readonly failures: Failure[];
   readonly calls: FakeCallRecord[];
@@ -64,6 +62,10 @@ export interface SimulateOptions {
   readonly checkIncrementalPlan?: boolean;
   /** Check the safety invariants after every event (default true); violations fail the run. */
   readonly checkInvariants?: boolean;
+  /** The pretend host the fake plugins act on (chaos runs inspect it afterwards). */
+  readonly fakeHost?: FakeHost;
+  /** Filled in with figures of the run that the JSON output does not carry. */
+  readonly stats?: { invariantChecks: number };
 }
 
 /** What a simulation mode contributes; everything else is shared. */
@@ -102,7 +104,9 @@ export class Simulation<W extends CoreWorld, O> {
 
   constructor(readonly scenario: Scenario, private readonly mode: Mode<W, O>, private readonly opts: SimulateOptions) {
     this.log = opts.log ?? memoryLog();
-    this.plugins = simulationPlugins(scenario.plugins, { clock: this.clock, journal: this.journal });
+    this.plugins = simulationPlugins(scenario.plugins, {
+      clock: this.clock, journal: this.journal, ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
+    });
     this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
     this.engine = this.newEngine(undefined);
   }
@@ -203,6 +207,7 @@ async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W,
   for (const [index, step] of scenario.steps.entries()) await sim.run(step, index);
   sim.engine.stop();
   const world = sim.engine.world;
+  if (opts.stats !== undefined) opts.stats.invariantChecks += sim.checker?.checks ?? 0;
   for (const v of sim.checker?.violations ?? []) {
     sim.failures.push({ step: -1, key: `invariant.${v.invariant}`, expected: 'never', actual: v.message, message: `invariant ${v.invariant} violated: ${v.message}` });
   }
