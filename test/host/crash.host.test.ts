@@ -20,7 +20,7 @@ const base = mkdtempSync(join(tmpdir(), 'vole-crash-'));
 const root = join(base, 'root');
 const db = join(base, 'vole.db');
 const manifests = join(base, 'manifests');
-const kills = Number(process.env.VOLE_CRASH_KILLS ?? 10);
+const kills = Number(process.env.VOLE_CRASH_KILLS ?? 50);
 
 after(async () => {
   for (const m of mountsUnder(await readMountTable(), base).reverse()) await ensureUnmounted(m.mountPoint).catch(() => undefined);
