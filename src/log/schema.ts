@@ -40,27 +40,28 @@ assert(migrations.length === logSchemaVersion + 1, 'one migration per log schema
 /** What the file holds: nothing yet (version 0), or a vole log of a version this code reads. */
 export type Identity = { kind: 'empty' } | { kind: 'vole'; version: number };
 
-/**
- * Reads application_id, user_version and the table count, and refuses files that are not
- * ours or are newer than this code. Only reads: safe on a read-only connection.
- */
-export function readIdentity(db: Db, path: string): Identity {
-  const applicationId = db.pragma('application_id', { simple: true }) as number;
-  const version = db.pragma('user_version', { simple: true }) as number;
-  const tableCount = db
-    .prepare("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")
-    .pluck()
-    .get() as number;
+/** What identifies a file, from PRAGMAs (readIdentity) or from its header bytes (header.ts). */
+export interface IdentityFacts {
+  applicationId: number;
+  version: number;
+  /** Whether the schema holds anything (tables, indexes, views). */
+  hasSchema: boolean;
+}
+
+/** Refuses files that are not ours or are newer than this code; says what the file is. */
+export function classify(facts: IdentityFacts, path: string): Identity {
+  const { applicationId, version, hasSchema } = facts;
   if (applicationId !== logApplicationId) {
     // An SQLite file with nothing in it (or a 0-byte file) is ours to initialise. Anything
     // else, including an empty database another program has marked as its own, is not.
-    if (applicationId === 0 && version === 0 && tableCount === 0) return { kind: 'empty' };
+    if (applicationId === 0 && version === 0 && !hasSchema) return { kind: 'empty' };
     throw new LogOpenError({
       code: 'foreign',
       path,
       message:
-        `${path} is an SQLite database but not a vole log (application_id ${applicationId}, ` +
-        `${tableCount} table(s)); it was left untouched. Check the path, or give a new file.`,
+        `${path} is an SQLite database but not a vole log (application_id ${applicationId}` +
+        `${hasSchema ? ', with tables' : ''}); it was left untouched. Check the path, or ` +
+        `give a new file.`,
     });
   }
   if (version > logSchemaVersion) {
@@ -69,7 +70,8 @@ export function readIdentity(db: Db, path: string): Identity {
       path,
       message:
         `${path} was written by a newer vole (log schema ${version}; this vole reads up to ` +
-        `${logSchemaVersion}). It was opened read-only and not changed; upgrade vole to use it.`,
+        `${logSchemaVersion}). It was not opened for writing and is unchanged; upgrade vole ` +
+        `to use it.`,
     });
   }
   if (version === 0) {
@@ -83,6 +85,19 @@ export function readIdentity(db: Db, path: string): Identity {
     });
   }
   return { kind: 'vole', version };
+}
+
+/** classify() on what SQLite reports. Only reads: safe on a read-only connection. */
+export function readIdentity(db: Db, path: string): Identity {
+  const schemaCount = db.prepare('SELECT COUNT(*) FROM sqlite_master').pluck().get() as number;
+  return classify(
+    {
+      applicationId: db.pragma('application_id', { simple: true }) as number,
+      version: db.pragma('user_version', { simple: true }) as number,
+      hasSchema: schemaCount > 0,
+    },
+    path,
+  );
 }
 
 /**

@@ -1,0 +1,298 @@
+/**
+ * The event store over one open SQLite connection (STYLE.md §11–12): append-only, synchronous,
+ * every statement prepared once, one IMMEDIATE transaction per appended batch, streaming
+ * reads, snapshots as disposable caches. Opened by `openLog` (store.ts), never directly.
+ */
+import type { Database as Db } from 'better-sqlite3';
+import { assert } from '../assert.js';
+import { Seq } from '../ids.js';
+import { decodeRow, encodeEvent, type EventCodec, type EventEnvelope } from './codec.js';
+import { ExpectedSeqConflictError, LogReadError, LogReadonlyError } from './errors.js';
+import { toReadError } from './sqlite-errors.js';
+import {
+  type EventRow,
+  prepareReads,
+  prepareWrites,
+  type ReadStatements,
+  type WriteStatements,
+} from './statements.js';
+
+export interface ReadOptions {
+  /** First seq to return (default 1). */
+  fromSeq?: number;
+  /** Last seq to return, inclusive (default: the end of the log). */
+  toSeq?: number;
+  /** At most this many events (default: no limit). */
+  limit?: number;
+}
+
+export interface AppendResult {
+  firstSeq: Seq;
+  lastSeq: Seq;
+}
+
+/** The first and last events; all zero for an empty log. */
+export interface LogBounds {
+  firstSeq: Seq;
+  lastSeq: Seq;
+  firstTsMs: number;
+  lastTsMs: number;
+}
+
+export interface Snapshot {
+  seq: Seq;
+  tsMs: number;
+  format: number;
+  data: Buffer;
+}
+
+export class EventStore<E extends EventEnvelope> {
+  readonly path: string;
+  readonly readonly: boolean;
+  /** The most events one transaction writes; a larger append is split (see `append`). */
+  readonly appendBatchEventsMax: number;
+  private readonly db: Db;
+  private readonly codec: EventCodec<E>;
+  private readonly reads: ReadStatements;
+  private readonly writes: WriteStatements | undefined;
+  private transactionCount = 0;
+
+  /** Prepares every statement; `openLog` has checked the file's identity and schema. */
+  constructor(opts: { db: Db; path: string; codec: EventCodec<E>; appendBatchEventsMax: number }) {
+    assert(Number.isSafeInteger(opts.appendBatchEventsMax), 'appendBatchEventsMax: an integer');
+    assert(opts.appendBatchEventsMax > 0, 'appendBatchEventsMax must be positive');
+    this.db = opts.db;
+    this.path = opts.path;
+    this.readonly = opts.db.readonly;
+    this.codec = opts.codec;
+    this.appendBatchEventsMax = opts.appendBatchEventsMax;
+    this.reads = prepareReads(opts.db);
+    this.writes = this.readonly
+      ? undefined
+      : prepareWrites(opts.db, {
+          head: this.reads.head,
+          onConflict: (expectedSeq, actualSeq) => {
+            throw new ExpectedSeqConflictError({ path: this.path, expectedSeq, actualSeq });
+          },
+        });
+  }
+
+  /** Append transactions committed through this store since it opened (tests, benchmarks). */
+  get appendTransactionCount(): number {
+    return this.transactionCount;
+  }
+
+  /** The last seq of the log, `{ seq: 0 }` when it is empty. */
+  head(): { seq: Seq } {
+    return { seq: Seq(this.readSafely(0, () => this.reads.head.get() ?? 0)) };
+  }
+
+  /**
+   * Appends `events` after `expectedSeq`, giving them seqs expectedSeq + 1, + 2, … in order,
+   * and returns the first and last. Every event is encoded and validated by the codec (with
+   * its seq) before anything is written, so an invalid event writes nothing and the codec's
+   * error is thrown as is. Each transaction re-reads the head under the write lock and throws
+   * ExpectedSeqConflictError, writing nothing, when it is not `expectedSeq`.
+   *
+   * More than `appendBatchEventsMax` events are written as several transactions, each atomic
+   * and each checking its own expected seq. If one of them fails (conflict, disk full, lock
+   * timeout: SQLite's SqliteError is thrown as is), the earlier ones stay committed; `head()`
+   * tells how far the batch got. The group committer never sends more than one transaction's
+   * worth, so its batches are all-or-nothing.
+   *
+   * Empty batches and a negative or fractional expectedSeq are programming errors (assert).
+   * A store opened read-only throws LogReadonlyError.
+   */
+  append(events: readonly Omit<E, 'seq'>[], opts: { expectedSeq: number }): AppendResult {
+    const writes = this.writer('append');
+    const { expectedSeq } = opts;
+    assert(events.length > 0, `${this.path}: append of an empty batch`);
+    assert(Number.isSafeInteger(expectedSeq) && expectedSeq >= 0, () =>
+      `${this.path}: append: expectedSeq ${expectedSeq} is not a seq`,
+    );
+    const rows = events.map((event, index) =>
+      encodeEvent(this.codec, event, expectedSeq + index + 1),
+    );
+    for (let start = 0; start < rows.length; start += this.appendBatchEventsMax) {
+      const chunk = rows.slice(start, start + this.appendBatchEventsMax);
+      this.commit(writes, chunk, expectedSeq + start);
+    }
+    return { firstSeq: Seq(expectedSeq + 1), lastSeq: Seq(expectedSeq + rows.length) };
+  }
+
+  private commit(writes: WriteStatements, rows: readonly EventRow[], expectedSeq: number): void {
+    try {
+      writes.appendBatch.immediate(rows, expectedSeq);
+    } catch (error) {
+      // better-sqlite3 rolls back a transaction function that throws; if SQLite had already
+      // rolled back on its own and we were still "in" one, the connection would be unusable.
+      assert(!this.db.inTransaction, `${this.path}: a failed append left a transaction open`);
+      throw error;
+    }
+    this.transactionCount++;
+  }
+
+  /**
+   * Streams events with fromSeq <= seq <= toSeq in seq order, at most `limit` (STYLE.md §11:
+   * `stmt.iterate()`, never `all()`, so a million-event replay holds one row at a time).
+   * Lazy: nothing is read before the first `next()`. Each row is decoded and validated by
+   * the codec; a row it rejects throws LogReadError 'invalidEvent' naming the seq, a damaged
+   * file LogReadError 'corrupt'. While an iteration is unfinished the connection is busy:
+   * better-sqlite3 refuses writes on it (append, group-commit flush) until the iterator ends
+   * or is closed with `break`/`return()`; it also pins a WAL snapshot, so finish promptly.
+   */
+  read(opts: ReadOptions = {}): IterableIterator<E> {
+    const fromSeq = opts.fromSeq ?? 1;
+    const toSeq = opts.toSeq ?? Number.MAX_SAFE_INTEGER;
+    assert(Number.isSafeInteger(fromSeq) && Number.isSafeInteger(toSeq), 'read: integer seqs');
+    const { limit } = opts;
+    assert(limit === undefined || (Number.isSafeInteger(limit) && limit >= 0), () =>
+      `read: limit ${limit} is not a count`,
+    );
+    // SQLite reads a negative LIMIT as no limit.
+    return this.stream({ fromSeq, toSeq, limit: limit ?? -1 });
+  }
+
+  private *stream(opts: { fromSeq: number; toSeq: number; limit: number }): Generator<E> {
+    let nextSeq = Math.max(opts.fromSeq, 1); // where a read failure happened, for the message
+    try {
+      for (const row of this.reads.range.iterate(opts.fromSeq, opts.toSeq, opts.limit)) {
+        const event = this.decode(row);
+        nextSeq = row[0] + 1;
+        yield event;
+      }
+    } catch (error) {
+      throw toReadError(error, this.path, nextSeq);
+    }
+  }
+
+  /** The event at `seq`, or undefined when there is none (0, past the head). */
+  get(seq: number): E | undefined {
+    assert(Number.isSafeInteger(seq), `get: seq ${seq} is not an integer`);
+    const row = this.readSafely(seq, () => this.reads.one.get(seq));
+    return row === undefined ? undefined : this.decode(row);
+  }
+
+  /**
+   * The first and last events' seqs and timestamps (all 0 for an empty log). Two b-tree
+   * descents, whatever the size: no MIN/MAX scan over ts_ms, which has no index.
+   */
+  bounds(): LogBounds {
+    return this.readSafely(0, () => {
+      const first = this.reads.first.get();
+      const last = this.reads.last.get();
+      if (first === undefined || last === undefined) {
+        return { firstSeq: Seq(0), lastSeq: Seq(0), firstTsMs: 0, lastTsMs: 0 };
+      }
+      return {
+        firstSeq: Seq(first.seq),
+        lastSeq: Seq(last.seq),
+        firstTsMs: first.tsMs,
+        lastTsMs: last.tsMs,
+      };
+    });
+  }
+
+  /**
+   * The last seq whose event happened at or before `tsMs`; 0 when the log is empty or
+   * starts later. A bisection on seq (about 20 primary-key lookups for a million events),
+   * valid because vole's clock stamps events with non-decreasing tsMs. The store does not
+   * enforce that order (a wall clock stepped back must not stop the engine); over a stretch
+   * where time went backwards the answer is some seq s with ts(s) <= tsMs < ts(s + 1).
+   */
+  seqAtOrBeforeTs(tsMs: number): Seq {
+    const b = this.bounds();
+    if (b.lastSeq === 0 || tsMs < b.firstTsMs) return Seq(0);
+    if (tsMs >= b.lastTsMs) return b.lastSeq;
+    let lo: number = b.firstSeq; // ts(lo) <= tsMs
+    let hi: number = b.lastSeq; // ts(hi) > tsMs
+    while (hi - lo > 1) {
+      const mid = lo + Math.floor((hi - lo) / 2);
+      if (this.tsAt(mid) <= tsMs) lo = mid;
+      else hi = mid;
+    }
+    return Seq(lo);
+  }
+
+  private tsAt(seq: number): number {
+    const tsMs = this.readSafely(seq, () => this.reads.tsAt.get(seq));
+    // Seqs are assigned head + 1 and never deleted, so every seq up to the head exists.
+    assert(tsMs !== undefined, `${this.path}: seq ${seq} is missing below the head`);
+    return tsMs;
+  }
+
+  /**
+   * Stores a snapshot of derived state at `seq` (replacing one at the same seq). Snapshots
+   * are caches: never needed for correctness, always rebuildable from the events. A
+   * snapshot ahead of the log is a programming error (assert). Read-only: LogReadonlyError.
+   */
+  saveSnapshot(snapshot: {
+    seq: number;
+    tsMs: number;
+    format: number;
+    data: Buffer | string;
+  }): void {
+    const writes = this.writer('saveSnapshot');
+    const { seq, tsMs, format } = snapshot;
+    assert(Number.isSafeInteger(seq) && seq >= 0, `saveSnapshot: seq ${seq} is not a seq`);
+    assert(Number.isSafeInteger(tsMs), `saveSnapshot: tsMs ${tsMs} is not an integer`);
+    assert(Number.isSafeInteger(format), `saveSnapshot: format ${format} is not an integer`);
+    const headSeq = this.head().seq;
+    assert(seq <= headSeq, `saveSnapshot: seq ${seq} is past the head ${headSeq}`);
+    writes.insertSnapshot.run(seq, tsMs, format, Buffer.from(snapshot.data));
+  }
+
+  /** The snapshot with the highest seq at or before `atOrBeforeSeq` (default: any). */
+  latestSnapshot(opts: { atOrBeforeSeq?: number } = {}): Snapshot | undefined {
+    const atOrBeforeSeq = opts.atOrBeforeSeq ?? Number.MAX_SAFE_INTEGER;
+    const row = this.readSafely(atOrBeforeSeq, () => this.reads.snapshot.get(atOrBeforeSeq));
+    if (row === undefined) return undefined;
+    const data = Buffer.isBuffer(row.data) ? row.data : Buffer.from(String(row.data));
+    return { seq: Seq(row.seq), tsMs: row.tsMs, format: row.format, data };
+  }
+
+  /** Drops snapshots after `seq` (a no-op when there are none). Read-only: LogReadonlyError. */
+  deleteSnapshotsAfter(seq: number): void {
+    const writes = this.writer('deleteSnapshotsAfter');
+    assert(Number.isSafeInteger(seq), `deleteSnapshotsAfter: seq ${seq} is not an integer`);
+    writes.deleteSnapshotsAfter.run(seq);
+  }
+
+  /** Closes the connection; a second call is a no-op. Flush any group committer first. */
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+
+  private writer(operation: string): WriteStatements {
+    if (this.writes === undefined) throw new LogReadonlyError({ path: this.path, operation });
+    return this.writes;
+  }
+
+  private decode(row: EventRow): E {
+    try {
+      return decodeRow(this.codec, row);
+    } catch (error) {
+      const [seq, , type] = row;
+      throw new LogReadError({
+        code: 'invalidEvent',
+        path: this.path,
+        seq,
+        cause: error,
+        message:
+          `${this.path}: event seq ${seq} (${type}) cannot be read: ` +
+          `${error instanceof Error ? error.message : String(error)}. It was written by ` +
+          `another vole version or changed outside vole; read it with the vole that wrote ` +
+          `it, or replay only up to seq ${seq - 1}.`,
+      });
+    }
+  }
+
+  /** Runs a read, turning SQLite failures into LogReadError at `seq`. */
+  private readSafely<T>(seq: number, fn: () => T): T {
+    try {
+      return fn();
+    } catch (error) {
+      throw toReadError(error, this.path, seq);
+    }
+  }
+}
