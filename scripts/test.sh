@@ -13,6 +13,13 @@ if [ "$(id -u)" = 0 ] && ! command -v mkfs.xfs >/dev/null 2>&1; then
   echo "== installing xfsprogs (apt-get)"
   (apt-get update -qq && apt-get install -y -qq xfsprogs) || echo "xfsprogs unavailable: the XFS growth test will skip"
 fi
+# The inspector's browser tests (test/inspect/*.browser.test.ts) drive Debian's Chromium;
+# without it they skip, saying so.
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing chromium (for the browser tests)"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+    || echo "chromium could not be installed: the browser tests will skip"
+fi
 echo "== type check"
 npx --no-install tsc --noEmit -p .
 echo "== tests"

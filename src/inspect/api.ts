@@ -1,0 +1,256 @@
+/**
+ * The inspector's read side: everything the page asks for, computed from one read-only
+ * store with the post-mortem library (worldAt / replayTo, describeWorld, history, explain).
+ *
+ * A `Tracker` folds the log once, from its first event, and then follows the head as an
+ * agent appends: it keeps the world at the head and every pair it has seen (a pair leaves
+ * the world when it returns to its initial state, but the list keeps showing it). Other
+ * moments are replayed on request from the latest snapshot at or before them.
+ */
+import { basename } from 'node:path';
+import { eventCodec, type VoleEvent } from '../events/index.js';
+import type { EventStore } from '../log/store.js';
+import { describeEvent, describeWorld, eventVolume, explain, history, replayTo, type WorldView } from '../postmortem/index.js';
+import { worldAt } from '../cli/postmortem.js';
+import { initialWorld } from '../world/index.js';
+import type { World } from '../world/types.js';
+import type {
+  CauseStep, EventSummary, HeadUpdate, Meta, PairKind, PairRow, Transition, WorldPayload,
+} from './protocol.js';
+
+export type Store = EventStore<VoleEvent>;
+export { eventCodec };
+
+/** Notable events kept for the timeline's marks (the latest ones when there are more). */
+export const marksMax = 20_000;
+/** Events one request or one push carries at most. */
+export const eventsPageMax = 500;
+/** Transitions the pair history returns at most (the latest ones). */
+export const pairHistoryMax = 500;
+
+interface KnownPair {
+  readonly kind: PairKind;
+  readonly volume: string;
+  readonly node: string;
+  readonly pod: string | null;
+  readonly firstSeq: number;
+}
+
+export function pairId(kind: PairKind, volume: string, nodeOrPod: string): string {
+  return `${kind}|${volume}|${nodeOrPod}`;
+}
+
+export function parsePairId(id: string): { kind: PairKind; volume: string; key: string } | undefined {
+  const match = /^(attachment|mount)\|(.+)\|([^|]+)$/.exec(id);
+  if (match === null) return undefined;
+  return { kind: match[1] as PairKind, volume: match[2]!, key: match[3]! };
+}
+
+export function toneOf(event: VoleEvent): EventSummary['tone'] {
+  switch (event.type) {
+    case 'CallFailed':
+    case 'ReportRaised':
+      return 'failure';
+    case 'OperationFinished':
+      return event.outcome === 'ok' ? 'op' : 'failure';
+    case 'EngineStarted':
+    case 'HostObserved':
+      return 'engine';
+    case 'PodUpserted':
+    case 'PodRemoved':
+    case 'ObjectUpserted':
+    case 'ObjectRemoved':
+    case 'SourcesReady':
+    case 'VolumesReportedInUse':
+    case 'NodeStatusObserved':
+      return 'desired';
+    default:
+      return 'op';
+  }
+}
+
+export function summarize(event: VoleEvent): EventSummary {
+  return { seq: event.seq, tsMs: event.tsMs, type: event.type, what: describeEvent(event), tone: toneOf(event) };
+}
+
+/** Plugin calls that act on the attachment (the node-global side) rather than the pod's mount. */
+const deviceCalls = new Set(['attach', 'waitForAttach', 'volumesAreAttached', 'detach', 'mountDevice', 'unmountDevice', 'nodeExpand', 'verifyControllerAttached', 'markDetached', 'setUpDevice', 'tearDownDevice']);
+const podOps = new Set(['mount', 'unmount']);
+
+/** The pair list at one moment: every known pair, in the state `view` gives it. */
+export function pairRows(view: WorldView, known: Iterable<KnownPair>, podNames: ReadonlyMap<string, string>): PairRow[] {
+  const rows = new Map<string, PairRow>();
+  const attachments = new Map(view.attachments.map((a) => [pairId('attachment', a.volume, a.node), a]));
+  const mounts = new Map(view.mounts.map((m) => [pairId('mount', m.volume, m.pod), m]));
+  const podName = (uid: string) => {
+    const p = view.pods.find((x) => x.uid === uid);
+    return p === undefined ? podNames.get(uid) ?? null : `${p.namespace}/${p.name}`;
+  };
+  const add = (pair: Omit<KnownPair, 'firstSeq'> & { firstSeq: number }) => {
+    const id = pairId(pair.kind, pair.volume, pair.pod ?? pair.node);
+    if (rows.has(id)) return;
+    const a = pair.kind === 'attachment' ? attachments.get(id) : undefined;
+    const m = pair.kind === 'mount' ? mounts.get(id) : undefined;
+    const state = a?.state ?? m?.state ?? (pair.kind === 'attachment' ? 'detached' : 'unmounted');
+    const operations = view.operations.filter((o) => o.volume === pair.volume && (pair.kind === 'mount'
+      ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
+      : o.pod === null || (o.call !== null && deviceCalls.has(o.call))));
+    const backoffs = view.backoffs.filter((b) => b.volume === pair.volume && (pair.kind === 'mount'
+      ? b.pod === pair.pod || (b.pod === '' && podOps.has(b.op) && state !== 'mounted')
+      : !podOps.has(b.op) || (b.op === 'mount' && b.pod === '' && state !== 'attached.deviceMounted')));
+    const lastError = backoffs.find((b) => b.lastError !== null)?.lastError ?? null;
+    rows.set(id, {
+      id,
+      kind: pair.kind,
+      volume: pair.volume,
+      node: pair.node,
+      pod: pair.pod,
+      podName: pair.pod === null ? null : podName(pair.pod),
+      state,
+      present: a !== undefined || m !== undefined,
+      uncertain: state.includes('Uncertain'),
+      failing: backoffs.length > 0,
+      lastError,
+      firstSeq: pair.firstSeq,
+      devicePath: a?.devicePath ?? '',
+      deviceMountPath: a?.deviceMountPath ?? '',
+      outerVolumeSpecName: m?.outerVolumeSpecName ?? '',
+      remountRequired: m?.remountRequired ?? false,
+      operations,
+      backoffs,
+    });
+  };
+  for (const k of known) if (k.firstSeq <= view.seq) add(k);
+  // Pairs the world holds that the tracker has not seen (a moment past its head).
+  for (const a of view.attachments) add({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: view.seq });
+  for (const m of view.mounts) add({ kind: 'mount', volume: m.volume, node: view.node, pod: m.pod, firstSeq: view.seq });
+  return [...rows.values()].sort((x, y) =>
+    x.volume.localeCompare(y.volume) || (x.kind === y.kind ? 0 : x.kind === 'attachment' ? -1 : 1) ||
+    (x.pod ?? '').localeCompare(y.pod ?? ''));
+}
+
+/** Follows a log: the world at its head, the pairs seen, the notable events. */
+export class Tracker {
+  private world: World = initialWorld();
+  private trackedSeq = 0;
+  private readonly known = new Map<string, KnownPair>();
+  private readonly podNames = new Map<string, string>();
+  private marks: Meta['marks'] = [];
+  private version = '';
+
+  constructor(readonly store: Store) {
+    this.catchUp();
+  }
+
+  get head(): number {
+    return this.trackedSeq;
+  }
+
+  /**
+   * Folds the events appended since the last call; returns them (the last `eventsPageMax`)
+   * or an empty list when the log has not grown.
+   */
+  catchUp(): EventSummary[] {
+    if (this.store.head().seq <= this.trackedSeq) return [];
+    const fresh: EventSummary[] = [];
+    for (const event of this.store.read({ fromSeq: this.trackedSeq + 1 })) {
+      const volume = eventVolume(this.world, event);
+      replayTo([event], {}, this.world);
+      this.trackedSeq = event.seq;
+      this.observe(event, volume);
+      fresh.push(summarize(event));
+      if (fresh.length > 2 * eventsPageMax) fresh.splice(0, fresh.length - eventsPageMax);
+    }
+    return fresh.slice(-eventsPageMax);
+  }
+
+  private observe(event: VoleEvent, volume: string | undefined): void {
+    if (event.type === 'PodUpserted') {
+      const meta = event.pod.metadata;
+      if (meta.uid !== undefined) this.podNames.set(meta.uid, `${meta.namespace ?? 'default'}/${meta.name}`);
+    }
+    if (event.type === 'EngineStarted') this.version = event.version;
+    const tone = toneOf(event);
+    if (tone === 'failure' || tone === 'engine') {
+      this.marks.push({ seq: event.seq, tone });
+      if (this.marks.length > 2 * marksMax) this.marks = this.marks.slice(-marksMax);
+    }
+    const world = this.world;
+    const volumes = volume === undefined ? new Set([...world.attachments.keys(), ...world.mounts.keys()]) : [volume];
+    for (const v of volumes) {
+      const a = world.attachments.get(v as never);
+      if (a !== undefined) this.register({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: event.seq });
+      for (const m of world.mounts.get(v as never)?.values() ?? []) {
+        this.register({ kind: 'mount', volume: m.volume, node: world.config.node, pod: m.pod, firstSeq: event.seq });
+      }
+    }
+  }
+
+  private register(pair: KnownPair): void {
+    const id = pairId(pair.kind, pair.volume, pair.pod ?? pair.node);
+    if (!this.known.has(id)) this.known.set(id, pair);
+  }
+
+  meta(file: string): Meta {
+    const bounds = this.store.bounds();
+    return {
+      file: basename(file),
+      head: this.trackedSeq,
+      firstSeq: bounds.firstSeq,
+      firstTsMs: bounds.firstTsMs,
+      lastTsMs: this.world.tsMs,
+      node: this.world.config.node,
+      version: this.version,
+      marks: this.marks.slice(-marksMax),
+    };
+  }
+
+  /** The world at `seq` (clamped to the tracked head) with the pair list. */
+  worldAt(seq: number): WorldPayload {
+    const at = Math.max(0, Math.min(seq, this.trackedSeq));
+    const view = at === this.trackedSeq ? describeWorld(this.world) : worldAt(this.store, at);
+    return { seq: at, head: this.trackedSeq, view, pairs: pairRows(view, this.known.values(), this.podNames) };
+  }
+
+  /** What the page gets pushed after `catchUp` found new events. */
+  update(events: EventSummary[]): HeadUpdate {
+    const marksFrom = events[0]?.seq ?? this.trackedSeq + 1;
+    return {
+      head: this.trackedSeq,
+      lastTsMs: this.world.tsMs,
+      events,
+      marks: this.marks.filter((m) => m.seq >= marksFrom),
+      world: this.worldAt(this.trackedSeq),
+    };
+  }
+
+  /** Event summaries with from <= seq <= to, at most `eventsPageMax`. */
+  events(from: number, to: number): EventSummary[] {
+    const last = Math.min(to, this.trackedSeq);
+    if (last < from) return [];
+    return [...this.store.read({ fromSeq: Math.max(from, 1), toSeq: last, limit: eventsPageMax })].map(summarize);
+  }
+
+  event(seq: number): VoleEvent | undefined {
+    return seq > this.trackedSeq ? undefined : this.store.get(seq);
+  }
+
+  explain(seq: number): CauseStep[] | undefined {
+    if (seq < 1 || seq > this.trackedSeq || this.store.get(seq) === undefined) return undefined;
+    return explain((s) => this.store.get(s), seq);
+  }
+
+  /** The transitions of one pair up to the head (the latest `pairHistoryMax`). */
+  pairHistory(id: string): Transition[] | undefined {
+    const pair = parsePairId(id);
+    if (pair === undefined) return undefined;
+    const out: Transition[] = [];
+    const filter = pair.kind === 'mount' ? { volume: pair.volume, pod: pair.key } : { volume: pair.volume, node: pair.key };
+    for (const t of history(this.store.read({ toSeq: this.trackedSeq }), filter)) {
+      if (t.pair !== pair.kind) continue;
+      out.push(t);
+      if (out.length > 2 * pairHistoryMax) out.splice(0, out.length - pairHistoryMax);
+    }
+    return out.slice(-pairHistoryMax);
+  }
+}

@@ -1,0 +1,247 @@
+/**
+ * `vole inspect`: a read-only web page over one log. The server opens the database
+ * read-only, serves the page's assets from memory, answers GET/HEAD only (405 for any other
+ * method), reads no file but the database, and binds 127.0.0.1 unless told otherwise.
+ *
+ * It polls the log's head (the file is in WAL mode, so a reader sees an agent's commits)
+ * and pushes what is new to every open page with Server-Sent Events.
+ *
+ *   GET /                    the page (/app.js, /app.css, /favicon.svg)
+ *   GET /api/meta            file name, head, bounds, node, timeline marks
+ *   GET /api/world?at=SEQ    the world and the pair list at SEQ (default: the head)
+ *   GET /api/events?from=A&to=B   event summaries (at most 500)
+ *   GET /api/event?seq=N     one event's payload
+ *   GET /api/explain?seq=N   its chain of causes
+ *   GET /api/history?pair=ID one pair's transitions
+ *   GET /api/chart?machine=attachment|mount   the statechart, from the machine definition
+ *   GET /api/stream          Server-Sent Events: `head` whenever the log grows
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { LogReadError } from '../log/errors.js';
+import { openReadonly } from '../cli/postmortem.js';
+import { Tracker } from './api.js';
+import { type Assets, faviconSvg, indexHtml, loadAssets } from './assets.js';
+import { charts } from './chart.js';
+
+export interface InspectorOptions {
+  readonly db: string;
+  /** 0 (default) picks a free port. */
+  readonly port?: number;
+  /** Default 127.0.0.1. */
+  readonly host?: string;
+  /** How often the head is polled (default 200 ms). */
+  readonly pollMs?: number;
+  /** Problems worth telling the operator (a failed poll); default: stderr. */
+  readonly warn?: (message: string) => void;
+}
+
+export interface InspectorServer {
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly assetsSource: string;
+  close(): Promise<void>;
+}
+
+export const inspectorPollMsDefault = 200;
+/** A comment line on idle event streams, so proxies and browsers keep them open. */
+const keepAliveMs = 15_000;
+
+const securityHeaders = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+};
+
+class HttpError extends Error {
+  constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
+    super(message);
+  }
+}
+
+const loopbackNames = new Set(['localhost', '127.0.0.1', '[::1]', '::1']);
+
+function isLoopback(host: string): boolean {
+  return loopbackNames.has(host) || host.startsWith('127.');
+}
+
+/** Refuses anything that could name a file: `..`, encoded dots or slashes, backslashes, NUL. */
+function checkPath(rawUrl: string): void {
+  const path = rawUrl.split('?')[0] ?? '';
+  if (!path.startsWith('/') || /\.\.|%2e|%2f|%5c|\\|%00|\0/i.test(path)) {
+    throw new HttpError(400, 'path refused: the inspector serves fixed routes only');
+  }
+}
+
+function seqParam(params: URLSearchParams, name: string, fallback?: number): number {
+  const text = params.get(name);
+  if (text === null || text === '') {
+    if (fallback !== undefined) return fallback;
+    throw new HttpError(400, `${name}: give a seq (a number)`);
+  }
+  if (!/^[0-9]{1,15}$/.test(text)) throw new HttpError(400, `${name}=${text}: give a seq (a number)`);
+  return Number(text);
+}
+
+export async function startInspector(opts: InspectorOptions): Promise<InspectorServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const warn = opts.warn ?? ((m: string) => process.stderr.write(`vole inspect: ${m}\n`));
+  const store = openReadonly(opts.db);
+  let tracker: Tracker;
+  let assets: Assets;
+  try {
+    tracker = new Tracker(store);
+    assets = await loadAssets();
+  } catch (error) {
+    store.close();
+    throw error;
+  }
+  const streams = new Set<ServerResponse>();
+
+  const send = (res: ServerResponse, req: IncomingMessage, status: number, type: string, body: string | Buffer, extra: Record<string, string> = {}) => {
+    const data = typeof body === 'string' ? Buffer.from(body) : body;
+    res.writeHead(status, { ...securityHeaders, 'content-type': type, 'content-length': String(data.length), ...extra });
+    res.end(req.method === 'HEAD' ? undefined : data);
+  };
+  const json = (res: ServerResponse, req: IncomingMessage, value: unknown) =>
+    send(res, req, 200, 'application/json; charset=utf-8', JSON.stringify(value), { 'cache-control': 'no-store' });
+
+  const routes: Record<string, (params: URLSearchParams, req: IncomingMessage, res: ServerResponse) => void> = {
+    '/': (_p, req, res) => send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
+    '/index.html': (_p, req, res) => send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
+    '/app.js': (_p, req, res) => send(res, req, 200, 'text/javascript; charset=utf-8', assets.js, { 'cache-control': 'no-cache' }),
+    '/app.css': (_p, req, res) => send(res, req, 200, 'text/css; charset=utf-8', assets.css, { 'cache-control': 'no-cache' }),
+    '/favicon.svg': (_p, req, res) => send(res, req, 200, 'image/svg+xml', faviconSvg, { 'cache-control': 'max-age=86400' }),
+    '/api/meta': (_p, req, res) => json(res, req, tracker.meta(opts.db)),
+    '/api/world': (p, req, res) => json(res, req, tracker.worldAt(seqParam(p, 'at', tracker.head))),
+    '/api/events': (p, req, res) => {
+      const to = seqParam(p, 'to', tracker.head);
+      json(res, req, tracker.events(seqParam(p, 'from', Math.max(1, to - 99)), to));
+    },
+    '/api/event': (p, req, res) => {
+      const event = tracker.event(seqParam(p, 'seq'));
+      if (event === undefined) throw new HttpError(404, 'no event with that seq in this log');
+      json(res, req, event);
+    },
+    '/api/explain': (p, req, res) => {
+      const chain = tracker.explain(seqParam(p, 'seq'));
+      if (chain === undefined) throw new HttpError(404, 'no event with that seq in this log');
+      json(res, req, chain);
+    },
+    '/api/history': (p, req, res) => {
+      const transitions = tracker.pairHistory(p.get('pair') ?? '');
+      if (transitions === undefined) throw new HttpError(400, 'pair: give a pair id from /api/world');
+      json(res, req, transitions);
+    },
+    '/api/chart': (p, req, res) => {
+      const machine = p.get('machine');
+      if (machine !== 'attachment' && machine !== 'mount') throw new HttpError(400, 'machine: attachment or mount');
+      json(res, req, charts()[machine]);
+    },
+    '/api/stream': (_p, req, res) => {
+      res.writeHead(200, {
+        ...securityHeaders,
+        'content-type': 'text/event-stream; charset=utf-8',
+        'cache-control': 'no-store',
+        connection: 'keep-alive',
+      });
+      if (req.method === 'HEAD') {
+        res.end();
+        return;
+      }
+      res.write(`retry: 1000\nevent: hello\ndata: ${JSON.stringify({ head: tracker.head })}\n\n`);
+      streams.add(res);
+      req.on('close', () => streams.delete(res));
+    },
+  };
+
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
+    try {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        throw new HttpError(405, `${req.method ?? '?'} refused: the inspector is read-only (GET and HEAD only)`, { allow: 'GET, HEAD' });
+      }
+      const rawUrl = req.url ?? '/';
+      checkPath(rawUrl);
+      // A page elsewhere must not reach a loopback server through a name it controls.
+      const hostHeader = (req.headers.host ?? '').replace(/:[0-9]+$/, '');
+      if (isLoopback(host) && !isLoopback(hostHeader) && hostHeader !== host) {
+        throw new HttpError(403, `Host ${hostHeader || '(none)'} refused: open the inspector at http://${host}`);
+      }
+      const url = new URL(rawUrl, 'http://inspector.invalid');
+      const route = routes[url.pathname];
+      if (route === undefined || !Object.hasOwn(routes, url.pathname)) throw new HttpError(404, `${url.pathname}: no such page or endpoint`);
+      route(url.searchParams, req, res);
+    } catch (error) {
+      if (res.headersSent) {
+        res.destroy();
+        return;
+      }
+      if (error instanceof HttpError) {
+        send(res, req, error.status, 'application/json; charset=utf-8', JSON.stringify({ error: error.message }), error.headers);
+        return;
+      }
+      const message = error instanceof LogReadError ? error.message : `internal error: ${(error as Error).message}`;
+      if (!(error instanceof LogReadError)) warn(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+      send(res, req, 500, 'application/json; charset=utf-8', JSON.stringify({ error: message }));
+    }
+  };
+
+  const server: Server = createServer(handle);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  }).catch((error: unknown) => {
+    store.close();
+    throw error;
+  });
+
+  let lastPollError = '';
+  const poll = setInterval(() => {
+    try {
+      const fresh = tracker.catchUp();
+      lastPollError = '';
+      if (fresh.length === 0 || streams.size === 0) return;
+      const message = `event: head\ndata: ${JSON.stringify(tracker.update(fresh))}\n\n`;
+      for (const res of streams) res.write(message);
+    } catch (error) {
+      const message = (error as Error).message;
+      if (message !== lastPollError) warn(`reading the log: ${message}`);
+      lastPollError = message;
+      for (const res of streams) res.write(`event: problem\ndata: ${JSON.stringify({ message })}\n\n`);
+    }
+  }, opts.pollMs ?? inspectorPollMsDefault);
+  const keepAlive = setInterval(() => {
+    for (const res of streams) res.write(': keep-alive\n\n');
+  }, keepAliveMs);
+
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  let closed: Promise<void> | undefined;
+  return {
+    url: `http://${shownHost}:${address.port}/`,
+    host: address.address,
+    port: address.port,
+    assetsSource: assets.source,
+    close: () => {
+      closed ??= new Promise<void>((resolve) => {
+        clearInterval(poll);
+        clearInterval(keepAlive);
+        for (const res of streams) res.end();
+        streams.clear();
+        server.close(() => {
+          store.close();
+          resolve();
+        });
+        server.closeAllConnections();
+      });
+      return closed;
+    },
+  };
+}
