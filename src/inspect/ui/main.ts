@@ -476,6 +476,7 @@ function renderEvent(event: Record<string, unknown>, chain: CauseStep[]) {
 
 async function start() {
   renderPair();
+  clear(ui.event, h('p', { class: 'hint' }, 'Click an event to see its payload and the chain of causes that led to it.'));
   try {
     const meta = await getJson<Meta>('/api/meta');
     app.meta = meta;
