@@ -47,8 +47,8 @@ export class FakeHost {
   rollBack(call: CallName, volume: string, pod: string | null): void {
     switch (call) {
       case 'attach': this.attached.delete(volume); break;
-      case 'mountDevice': this.devicesMounted.delete(volume); break;
-      case 'setUp': this.setUp.delete(`${volume}|${pod}`); break;
+      case 'mountDevice': case 'setUpDevice': this.devicesMounted.delete(volume); break;
+      case 'setUp': case 'mapPodDevice': this.setUp.delete(`${volume}|${pod}`); break;
       default: break;
     }
   }
@@ -61,6 +61,10 @@ export class FakeHost {
       case 'unmountDevice': this.devicesMounted.delete(volume); break;
       case 'setUp': this.setUp.add(`${volume}|${pod}`); break;
       case 'tearDown': this.setUp.delete(`${volume}|${pod}`); break;
+      case 'setUpDevice': this.devicesMounted.add(volume); break;
+      case 'tearDownDevice': this.devicesMounted.delete(volume); break;
+      case 'mapPodDevice': this.setUp.add(`${volume}|${pod}`); break;
+      case 'unmapPodDevice': this.setUp.delete(`${volume}|${pod}`); break;
       default: break;
     }
   }
@@ -121,6 +125,7 @@ export class FakePlugin implements VolumePlugin {
   readonly attacher?: VolumePlugin['attacher'];
   readonly deviceMounter?: VolumePlugin['deviceMounter'];
   readonly expander?: VolumePlugin['expander'];
+  readonly blockMapper?: VolumePlugin['blockMapper'];
   private readonly script: Script;
 
   constructor(private readonly opts: FakePluginOptions) {
@@ -153,6 +158,17 @@ export class FakePlugin implements VolumePlugin {
         mountDevice: (spec, _d, _p, target) => this.answer('mountDevice', spec, target, undefined),
         unmountDevice: (spec, _p, target) => this.answer('unmountDevice', spec, target, undefined),
         deviceMountRefs: async () => [],
+      };
+    }
+    if (opts.caps.blockMappable) {
+      this.blockMapper = {
+        globalMapPath: (spec) => `${root}/plugins/${this.name}/volumeDevices/${handleOf(spec)}`,
+        podDevicePath: (spec, uid) => `${root}/pods/${uid}/volumeDevices/${dir}/${spec.innerVolumeSpecName}`,
+        setUpDevice: (spec, _d, _g, target) => this.answer('setUpDevice', spec, target, undefined),
+        mapPodDevice: (spec, _d, _g, target) => this.answer('mapPodDevice', spec, target, undefined),
+        unmapPodDevice: (spec, target) => this.answer('unmapPodDevice', spec, target, undefined),
+        tearDownDevice: (spec, _g, target) => this.answer('tearDownDevice', spec, target, undefined),
+        deviceMapRefs: async () => [],
       };
     }
     if (opts.caps.nodeExpandable) {

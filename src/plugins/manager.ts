@@ -34,6 +34,9 @@ export class PluginManager {
         `plugin "${plugin.name}": caps.deviceMountable must match having a deviceMounter`,
       );
     }
+    if (plugin.caps.blockMappable !== (plugin.blockMapper !== undefined)) {
+      throw new PluginRegistrationError(`plugin "${plugin.name}": caps.blockMappable must match having a blockMapper`);
+    }
     this.plugins.set(plugin.name, plugin);
   }
 

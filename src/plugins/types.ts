@@ -57,6 +57,22 @@ export interface DeviceMounterOps {
   isDeviceMounted?(spec: ResolvedVolume, deviceMountPath: string): Promise<boolean>;
 }
 
+/**
+ * BlockVolumeMapper / BlockVolumeUnmapper (spec §4.10, §4.11–4.12 block): a Block volume
+ * is mapped, not mounted — the device is set up at a global map path once per node, then
+ * mapped into each pod's device path.
+ */
+export interface BlockMapperOps {
+  globalMapPath(spec: ResolvedVolume): string;
+  podDevicePath(spec: ResolvedVolume, podUid: string): string;
+  setUpDevice(spec: ResolvedVolume, devicePath: string, globalMapPath: string, target: CallTarget): Promise<void>;
+  mapPodDevice(spec: ResolvedVolume, devicePath: string, globalMapPath: string, target: CallTarget): Promise<void>;
+  unmapPodDevice(spec: ResolvedVolume, target: CallTarget): Promise<void>;
+  tearDownDevice(spec: ResolvedVolume, globalMapPath: string, target: CallTarget): Promise<void>;
+  /** Pods' mappings of the device still present: the device is not torn down while any is. */
+  deviceMapRefs(spec: ResolvedVolume, globalMapPath: string): Promise<string[]>;
+}
+
 /** NodeExpandableVolumePlugin (spec §4.13). Returns the new size in bytes. */
 export interface ExpanderOps {
   nodeExpand(
@@ -74,6 +90,7 @@ export interface VolumePlugin {
   readonly attacher?: AttacherOps;
   readonly deviceMounter?: DeviceMounterOps;
   readonly expander?: ExpanderOps;
+  readonly blockMapper?: BlockMapperOps;
 }
 
 export type AttachableVolumePlugin = VolumePlugin & { readonly attacher: AttacherOps };

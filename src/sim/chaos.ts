@@ -30,7 +30,8 @@ type Random = () => number;
 const pick = <T>(r: Random, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 const int = (r: Random, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
 
-const diskCalls = ['attach', 'waitForAttach', 'detach', 'mountDevice', 'unmountDevice', 'setUp', 'tearDown'];
+const diskCalls = ['attach', 'waitForAttach', 'detach', 'mountDevice', 'unmountDevice', 'setUp', 'tearDown',
+  'setUpDevice', 'mapPodDevice', 'unmapPodDevice', 'tearDownDevice'];
 const podCalls = ['setUp', 'tearDown'];
 
 function faultEntry(r: Random): unknown {
@@ -59,7 +60,8 @@ export function generateScenario(seed: number): { document: Record<string, unkno
   const objects: unknown[] = [];
   for (let i = 0; i < diskCount; i++) {
     const accessModes = r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany'];
-    objects.push({ kind: 'PersistentVolume', metadata: { name: `pv-${i}` }, spec: { accessModes, capacity: { storage: '1Gi' }, csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` } } });
+    const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
+    objects.push({ kind: 'PersistentVolume', metadata: { name: `pv-${i}` }, spec: { accessModes, volumeMode, capacity: { storage: '1Gi' }, csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` } } });
     objects.push({ kind: 'PersistentVolumeClaim', metadata: { name: `claim-${i}`, namespace: 'default' }, spec: { volumeName: `pv-${i}` } });
   }
   const podCount = int(r, 2, 5);
@@ -132,7 +134,7 @@ export function generateScenario(seed: number): { document: Record<string, unkno
     name: `chaos seed ${seed}`,
     controllerAttachDetach,
     plugins: [
-      { name: 'fake.disk', attachable: true, faults: faults(r, diskCalls) },
+      { name: 'fake.disk', attachable: true, blockMappable: true, faults: faults(r, diskCalls) },
       { name: 'kubernetes.io/empty-dir', faults: faults(r, podCalls) },
       { name: 'kubernetes.io/configmap', requiresRemount: true, faults: faults(r, podCalls) },
     ],

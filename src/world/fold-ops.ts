@@ -77,15 +77,19 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
     case 'detach':
       stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'DETACH_START' });
       break;
+    // spec §4.10/§4.12: a Block volume's device set-up and tear-down are its device mount.
     case 'mountDevice':
+    case 'setUpDevice':
       stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
         type: 'MOUNT_DEVICE_START', deviceMountPath: event.deviceMountPath ?? '',
       });
       break;
     case 'unmountDevice':
+    case 'tearDownDevice':
       stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'UNMOUNT_DEVICE_START' });
       break;
-    case 'setUp': {
+    case 'setUp':
+    case 'mapPodDevice': {
       assert(op.pod !== null && spec !== undefined, `setUp of ${op.opId} without a desired pod (seq ${event.seq})`);
       stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
         type: 'SETUP_START', outerVolumeSpecName: spec.outerVolumeSpecName, volumeGidValue: spec.volumeGidValue,
@@ -93,6 +97,7 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
       break;
     }
     case 'tearDown':
+    case 'unmapPodDevice':
       assert(op.pod !== null, `tearDown of ${op.opId} without a pod (seq ${event.seq})`);
       stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'TEARDOWN_START' });
       break;
@@ -125,17 +130,21 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
       stepAttachment(world, attachment(), { type: 'FORGET' });
       break;
     case 'mountDevice':
+    case 'setUpDevice':
       stepAttachment(world, attachment(), {
         type: 'MOUNT_DEVICE_OK', deviceMountPath: event.deviceMountPath ?? '', devicePath: event.devicePath ?? '',
       });
       break;
     case 'unmountDevice':
+    case 'tearDownDevice':
       stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_OK' });
       break;
     case 'setUp':
+    case 'mapPodDevice':
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_OK' });
       break;
     case 'tearDown':
+    case 'unmapPodDevice':
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_OK' });
       break;
     case 'nodeExpand':
@@ -162,15 +171,19 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
       stepAttachment(world, attachment(), { type: 'DETACH_FAIL', uncertain: kind === 'uncertain' });
       break;
     case 'mountDevice':
+    case 'setUpDevice':
       stepAttachment(world, attachment(), { type: 'MOUNT_DEVICE_FAIL', errorKind: kind });
       break;
     case 'unmountDevice':
+    case 'tearDownDevice':
       stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_FAIL' });
       break;
     case 'setUp':
+    case 'mapPodDevice':
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_FAIL', errorKind: kind });
       break;
     case 'tearDown':
+    case 'unmapPodDevice':
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_FAIL' });
       break;
     case 'nodeExpand':

@@ -212,6 +212,20 @@ function noPlugin(volumeName: string): string {
   return `failed to get Plugin from volumeSpec for volume "${volumeName}" err=no volume plugin matched`;
 }
 
+/**
+ * spec §2.6: a Block PV must be used through volumeDevices and a Filesystem one through
+ * volumeMounts (checked only for pods that list containers).
+ */
+function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {
+  const containers = [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])];
+  if (containers.length === 0) return undefined;
+  const asDevice = containers.some((c) => (c.volumeDevices ?? []).some((d) => d.name === v.outerVolumeSpecName));
+  const asMount = containers.some((c) => (c.volumeMounts ?? []).some((m) => m.name === v.outerVolumeSpecName));
+  if (v.volumeMode === 'Block' && asMount) return `volume ${v.outerVolumeSpecName} has volumeMode Block, but is specified in volumeMounts; use volumeDevices`;
+  if (v.volumeMode === 'Filesystem' && asDevice) return `volume ${v.outerVolumeSpecName} has volumeMode Filesystem, but is specified in volumeDevices; use volumeMounts`;
+  return undefined;
+}
+
 /** Resolves every expected volume of a pod; never throws for what Kubernetes would accept. */
 export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
   const expectedVolumes = expectedVolumeNames(pod);
@@ -229,8 +243,9 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     }
     seen.add(name);
     const step = resolveOne(pod, v, input, references);
-    if (step.ok) volumes.push(step.value);
-    else errors.set(name, step.error);
+    const mismatch = step.ok ? volumeModeMismatch(pod, step.value) : undefined;
+    if (step.ok && mismatch === undefined) volumes.push(step.value);
+    else errors.set(name, step.ok ? mismatch! : step.error);
   }
   return { expectedVolumes, volumes, errors, references: [...new Set(references)] };
 }

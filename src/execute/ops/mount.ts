@@ -4,6 +4,7 @@
  */
 import type { MountOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
+import { map } from './map.js';
 
 function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
   const spec = runningOp(ctx).spec;
@@ -24,6 +25,7 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
     failOperation('MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
       'already in use by another pod');
   }
+  if (spec.volumeMode === 'Block') return map(ctx, op, spec, plugin);
   const world = () => ctx.host.world();
   let devicePath = world().attachments.get(op.volume)?.state.context.devicePath ?? '';
   const attacher = spec.attachable ? plugin.attacher : undefined;

@@ -1,11 +1,13 @@
 /** spec §4.11 UnmountVolume and §4.12 UnmountDevice (filesystem). */
 import type { UnmountOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
+import { tearDownDevice, unmap } from './map.js';
 
 export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<void> {
   const record = ctx.host.world().mounts.get(op.volume)?.get(op.pod);
   if (record === undefined) failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
   const plugin = ctx.host.plugins.find(record.pluginName);
+  if (record.spec.volumeMode === 'Block') return unmap(ctx, op, record, plugin);
   if (plugin === undefined) {
     failOperation(`UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
       `"${record.pluginName}" is registered; register it so vole can tear the volume down`);
@@ -19,6 +21,7 @@ export async function unmountDevice(ctx: OpContext): Promise<void> {
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
   if (attachment === undefined) failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
   const plugin = ctx.host.plugins.find(attachment.pluginName);
+  if (attachment.spec.volumeMode === 'Block') return tearDownDevice(ctx, attachment, plugin);
   const deviceMounter = plugin?.deviceMounter;
   if (deviceMounter === undefined) {
     failOperation(`UnmountDevice.FindDeviceMountablePluginByName failed for volume "${ctx.op.volume}": ` +

@@ -12,15 +12,16 @@
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { stat } from 'node:fs/promises';
+import { rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/exec.js';
 import { ensureImage, formatAndMount, type FsType, fsSizeBytes, resizeFs } from '../../host/fs.js';
 import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from '../../host/loop.js';
 import { mountRefs, readMountTable } from '../../host/mountinfo.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
-import { diskImagePath, pluginGlobalMountPath } from '../../host/paths.js';
+import { diskImagePath, globalMapPath, pluginGlobalMountPath, podVolumeDevicePath } from '../../host/paths.js';
 import type { ResolvedVolume } from '../../world/types.js';
-import { caps, type VolumePlugin } from '../types.js';
+import { type BlockMapperOps, caps, type VolumePlugin } from '../types.js';
 import { applyFsGroup, type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
 
 export const diskDriver = 'disk.vole.dev';
@@ -50,7 +51,8 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
   };
   return {
     name: diskDriver,
-    caps: caps(diskDriver, { attachable: true, deviceMountable: true, nodeExpandable: true, requiresFSResize: true }),
+    caps: caps(diskDriver, { attachable: true, deviceMountable: true, blockMappable: true, nodeExpandable: true, requiresFSResize: true }),
+    blockMapper: blockMapper(opts, loopOf),
     attacher: {
       async attach(spec) {
         if (spec.sizeBytes <= 0) {
@@ -111,6 +113,51 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
         await ensureUnmounted(dir);
         await removeVolumeDir(opts.root, dir, { recursive: false });
       },
+    },
+  };
+}
+
+/**
+ * Block mode: the global map path is a directory holding a `dev` link to the loop device
+ * (for people and tools); each pod gets the device node bound onto a file at its device
+ * path (`<root>/pods/<uid>/volumeDevices/disk.vole.dev/<pv>`), which the pod reads and
+ * writes as a raw block device.
+ */
+function blockMapper(opts: BuiltinOptions, loopOf: (spec: ResolvedVolume) => Promise<string>): BlockMapperOps {
+  const globalMapPathOf = (spec: ResolvedVolume) => globalMapPath(opts.root, diskDriver, handle(spec));
+  const podPath = (spec: ResolvedVolume, uid: string) => podVolumeDevicePath(opts.root, uid, diskDriver, spec.innerVolumeSpecName);
+  return {
+    globalMapPath: globalMapPathOf,
+    podDevicePath: podPath,
+    async setUpDevice(spec, devicePath, globalMapPath) {
+      const device = devicePath || (await loopOf(spec));
+      await makeVolumeDir(opts.root, globalMapPath);
+      const link = join(globalMapPath, 'dev');
+      await rm(link, { force: true });
+      await symlink(device, link);
+    },
+    async mapPodDevice(spec, devicePath, _globalMapPath, target) {
+      const device = devicePath || (await loopOf(spec));
+      const path = podPath(spec, target.pod!);
+      await makeVolumeDir(opts.root, dirname(path));
+      if (!(await present(path))) await writeFile(path, '');
+      if (!(await isMountPoint(path))) await bindMount(device, path);
+    },
+    async unmapPodDevice(spec, target) {
+      const path = podPath(spec, target.pod!);
+      await ensureUnmounted(path);
+      await removeVolumeDir(opts.root, path, { recursive: false });
+    },
+    async tearDownDevice(_spec, globalMapPath) {
+      await rm(join(globalMapPath, 'dev'), { force: true });
+      await removeVolumeDir(opts.root, globalMapPath, { recursive: false });
+    },
+    async deviceMapRefs(spec) {
+      // Pods' device paths are bind mounts of the device node (root `/loopN` on devtmpfs).
+      const device = await findLoopForImage(diskImagePath(opts.root, handle(spec)));
+      if (device === undefined) return [];
+      const root = `/${basename(device)}`;
+      return (await readMountTable()).filter((m) => m.root === root && m.mountPoint.startsWith(join(opts.root, 'pods'))).map((m) => m.mountPoint);
     },
   };
 }
