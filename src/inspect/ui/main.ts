@@ -229,13 +229,16 @@ async function refreshHead() {
 function onHead(update: HeadUpdate) {
   if (app.meta === undefined) return;
   const wasLive = app.live;
+  const previousHead = app.head;
   app.head = update.head;
   app.meta = { ...app.meta, head: update.head, lastTsMs: update.lastTsMs, marks: [...app.meta.marks, ...update.marks] };
   ui.range.max = String(app.head);
   renderHeader();
   renderMarks();
+  // Extend the event list only when it reached the old head (no gap in the list).
   const last = app.events[app.events.length - 1]?.seq ?? 0;
-  app.events = [...app.events, ...update.events.filter((e) => e.seq > last)].slice(-400);
+  if (last >= previousHead) app.events = [...app.events, ...update.events.filter((e) => e.seq > last)].slice(-400);
+  else if (wasLive) void loadEventsAround(update.head, true);
   if (wasLive) {
     app.at = update.head;
     app.live = true;
@@ -262,6 +265,7 @@ function renderHeader() {
   const meta = app.meta;
   if (meta === undefined) return;
   ui.file.textContent = meta.file;
+  document.title = `${meta.file} — vole inspector`;
   ui.node.textContent = `node ${meta.node || '?'}${meta.version === '' ? '' : ` · vole ${meta.version}`}`;
   ui.headInfo.textContent = `${app.head} events`;
   ui.range.min = String(Math.min(meta.firstSeq, app.head));
