@@ -17,6 +17,7 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
+import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface ControllerCommandOptions {
@@ -41,8 +42,7 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
   const db = opts.db ?? join(root, 'controller.db');
   const log = openSqliteLog(db);
   const clock = new RealClock();
-  const started = Date.now();
-  const say = (line: string) => process.stdout.write(`[+${((Date.now() - started) / 1000).toFixed(2)}s] ${line}\n`);
+  const say = progressPrinter();
   let world: ControllerWorld = controllerCore.initialWorld();
   for (const event of log.readAll()) world = controllerCore.fold(world, event);
   const engine = new Engine<ControllerWorld, ControllerOperation>({
@@ -87,25 +87,14 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
     throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`);
   }
   if (opts.once !== true) watcher.start();
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = async (code: number, why: string) => {
-      if (stopping) return;
-      stopping = true;
-      say(why);
+  return runUntilStopped({
+    say, once: opts.once === true, timeout: opts.timeout,
+    settled: () => settled(engine.world),
+    settledMessage: () => `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
+    shutdown: async () => {
       watcher.stop();
-      clearInterval(check);
-      await Promise.race([engine.drainAndStop(), new Promise((r) => setTimeout(r, 10_000))]);
-      engine.stop();
+      await engine.drainAndStop();
       log.sink.close();
-      resolve(code);
-    };
-    process.once('SIGINT', () => void stop(130, 'SIGINT: finishing running operations, then stopping'));
-    process.once('SIGTERM', () => void stop(143, 'SIGTERM: finishing running operations, then stopping'));
-    const timeoutMs = opts.timeout === undefined ? Number.POSITIVE_INFINITY : Number.parseFloat(opts.timeout) * 1000;
-    const check = setInterval(() => {
-      if (opts.once === true && settled(engine.world)) void stop(0, `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`);
-      else if (Date.now() - started > timeoutMs) void stop(1, `timed out after ${opts.timeout} s without settling`);
-    }, 50);
+    },
   });
 }

@@ -12,6 +12,7 @@ import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
+import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface RunOptions {
@@ -36,8 +37,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
   mkdirSync(root, { recursive: true });
-  const started = Date.now();
-  const say = (line: string) => process.stdout.write(`[+${((Date.now() - started) / 1000).toFixed(2)}s] ${line}\n`);
+  const say = progressPrinter();
   const vm = VolumeManager.open({
     db, node: opts.node ?? 'node-1', plugins: builtinPlugins({ root }),
     controllerAttachDetach: opts.controllerAttachDetach ?? false, logger,
@@ -61,24 +61,14 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   if (opts.once !== true) watcher.start();
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = async (code: number, why: string) => {
-      if (stopping) return;
-      stopping = true;
-      say(why);
+  return runUntilStopped({
+    say, once: opts.once === true, timeout: opts.timeout,
+    settled: () => settled(vm.world),
+    settledMessage: () => `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
+    shutdown: async () => {
       watcher.stop();
-      clearInterval(check);
-      await Promise.race([vm.drainAndStop(), new Promise((r) => setTimeout(r, 10_000))]);
+      await vm.drainAndStop();
       vm.stop();
-      resolve(code);
-    };
-    process.once('SIGINT', () => void stop(130, 'SIGINT: finishing running operations, then stopping'));
-    process.once('SIGTERM', () => void stop(143, 'SIGTERM: finishing running operations, then stopping'));
-    const timeoutMs = opts.timeout === undefined ? Number.POSITIVE_INFINITY : Number.parseFloat(opts.timeout) * 1000;
-    const check = setInterval(() => {
-      if (opts.once === true && settled(vm.world)) void stop(0, `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`);
-      else if (Date.now() - started > timeoutMs) void stop(1, `timed out after ${opts.timeout} s without settling`);
-    }, 50);
+    },
   });
 }

@@ -8,9 +8,9 @@ import type { CallError, EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, OpId, type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { attachmentPairs } from '../world/pairs.js';
-import { findMatch, keysEqual, keyString, mayRun, nextBackoffMs } from '../world/pending.js';
+import { keyString, mayRun, recordsAfterFinish, recordsAfterStart, setRecords } from '../world/pending.js';
 import { resolvePod } from '../world/resolve.js';
-import type { OpRecord, RunningOp } from '../world/types.js';
+import type { RunningOp } from '../world/types.js';
 import { type ControllerAttachment, type ControllerWorld, type NodeRecord, pairKey } from './types.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
@@ -204,17 +204,8 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const records = world.ops.get(volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
   assert(verdict.kind === 'run', `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`);
-  const index = findMatch(records, event.key);
   const opId = OpId(event.opId);
-  const fresh: OpRecord = { key: event.key, opName: event.op, pending: true, opId, lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0 };
-  const next = [...records];
-  if (index === -1) next.push(fresh);
-  else {
-    const old = records[index]!;
-    const reset = old.opName !== event.op && event.tsMs < old.lastErrorTsMs + old.durationMsBeforeRetry;
-    next[index] = reset ? fresh : { ...old, key: event.key, opName: event.op, pending: true, opId };
-  }
-  world.ops.set(volume, next);
+  setRecords(world.ops, volume, recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }));
   const node = NodeName(event.node ?? '');
   const spec = world.dsw.get(pairKey(volume, node))?.spec ?? world.attachments.get(pairKey(volume, node))?.spec ?? null;
   world.running.set(opId, {
@@ -249,14 +240,9 @@ function foldCall(world: ControllerWorld, event: EventOf<'CallStarted' | 'CallSu
 }
 
 function complete(world: ControllerWorld, op: RunningOp, failure: CallError | null, tsMs: number): void {
-  const records = world.ops.get(op.volume) ?? [];
-  const i = records.findIndex((r) => keysEqual(r.key, op.key));
-  assert(i !== -1, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
-  const next = [...records];
-  if (failure === null) next.splice(i, 1);
-  else next[i] = { ...records[i]!, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs, durationMsBeforeRetry: nextBackoffMs(records[i]!.durationMsBeforeRetry) };
-  if (next.length === 0) world.ops.delete(op.volume);
-  else world.ops.set(op.volume, next);
+  const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
+  assert(next !== undefined, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  setRecords(world.ops, op.volume, next);
   world.running.delete(op.opId);
   touch(world, op.volume);
 }

@@ -10,7 +10,7 @@ import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmoun
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { countCalls, type Failure } from './expect.js';
+import { checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
 import type { Expectation } from './scenario.js';
 import type { Mode } from './simulate.js';
@@ -49,18 +49,11 @@ function describe(world: ControllerWorld) {
 
 function check(world: ControllerWorld, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[] {
   const failures: Failure[] = [];
-  const miss = (key: string, expected: unknown, actual: unknown) =>
-    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
-  const counts = countCalls(journal);
-  for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
-    for (const [call, expected] of Object.entries(calls)) {
-      const actual = counts[plugin]?.[call] ?? 0;
-      if (actual !== expected) miss(`counts.${plugin}.${call}`, expected, actual);
-    }
-  }
+  const miss = missRecorder(step, failures);
+  checkCounts(journal, expectation, miss);
   for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
     const actual = world.attachments.get(key)?.state.value ?? 'detached';
-    if (!(actual === expected || actual.startsWith(`${expected}.`))) miss(`attachments.${key}`, expected, actual);
+    if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);
   }
   for (const key of ['mounts', 'volumesInUse', 'podReady'] as const) {
     if (expectation[key] !== undefined) miss(key, 'a node agent expectation', 'controller mode has no pod mounts; use kubelet mode');

@@ -42,8 +42,27 @@ export function mountState(world: World, podSlashOuter: string): string {
 }
 
 /** "a prefix of the path matches": `attached` matches `attached.deviceMounted`. */
-function pathMatches(actual: string, expected: string): boolean {
+export function pathMatches(actual: string, expected: string): boolean {
   return actual === expected || actual.startsWith(`${expected}.`);
+}
+
+export type Miss = (key: string, expected: unknown, actual: unknown) => void;
+
+/** A recorder of misses for one expect step. */
+export function missRecorder(step: number, failures: Failure[]): Miss {
+  return (key, expected, actual) =>
+    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
+}
+
+/** `counts`: exact call counts so far for the plugins and calls named. */
+export function checkCounts(journal: readonly FakeCallRecord[], expectation: Expectation, miss: Miss): void {
+  const counts = countCalls(journal);
+  for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
+    for (const [call, expected] of Object.entries(calls)) {
+      const actual = counts[plugin]?.[call] ?? 0;
+      if (actual !== expected) miss(`counts.${plugin}.${call}`, expected, actual);
+    }
+  }
 }
 
 export function checkExpectation(
@@ -53,15 +72,8 @@ export function checkExpectation(
   step: number,
 ): Failure[] {
   const failures: Failure[] = [];
-  const miss = (key: string, expected: unknown, actual: unknown) =>
-    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
-  const counts = countCalls(journal);
-  for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
-    for (const [call, expected] of Object.entries(calls)) {
-      const actual = counts[plugin]?.[call] ?? 0;
-      if (actual !== expected) miss(`counts.${plugin}.${call}`, expected, actual);
-    }
-  }
+  const miss = missRecorder(step, failures);
+  checkCounts(journal, expectation, miss);
   for (const [volume, expected] of Object.entries(expectation.attachments ?? {})) {
     const actual = attachmentState(world, volume);
     if (!pathMatches(actual, expected)) miss(`attachments.${volume}`, expected, actual);

@@ -13,8 +13,8 @@ import {
   stepAttachment,
   stepMount,
 } from './pairs.js';
-import { findMatch, keysEqual, keyString, mayRun, nextBackoffMs } from './pending.js';
-import type { OpRecord, RunningOp, World } from './types.js';
+import { keyString, mayRun, recordsAfterFinish, recordsAfterStart, setRecords } from './pending.js';
+import type { RunningOp, World } from './types.js';
 
 function running(world: World, opId: string): RunningOp {
   const op = world.running.get(OpId(opId));
@@ -38,22 +38,8 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
   assert(verdict.kind === 'run', () =>
     `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
     `(seq ${event.seq}): never two operations on one key`);
-  const index = findMatch(records, event.key);
   const opId = OpId(event.opId);
-  const fresh: OpRecord = {
-    key: event.key, opName: event.op, pending: true, opId,
-    lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
-  };
-  const next = [...records];
-  if (index === -1) {
-    next.push(fresh);
-  } else {
-    const old = records[index]!;
-    // A different operation taking over a record in backoff resets it (spec §5.3, §5.5).
-    const reset = old.opName !== event.op && event.tsMs < old.lastErrorTsMs + old.durationMsBeforeRetry;
-    next[index] = reset ? fresh : { ...old, key: event.key, opName: event.op, pending: true, opId };
-  }
-  world.ops.set(volume, next);
+  setRecords(world.ops, volume, recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }));
   assert(!world.running.has(opId), `operation ${opId} started twice (seq ${event.seq})`);
   const pod = event.pod === undefined ? null : UniquePodName(event.pod);
   world.running.set(opId, {
@@ -204,21 +190,9 @@ function recordError(world: World, op: RunningOp, error: CallError, seq: Seq, ts
 
 /** spec §5.4 completion: success deletes the exact record; failure escalates its backoff. */
 function completeRecord(world: World, op: RunningOp, failure: CallError | null, tsMs: number): void {
-  const records = world.ops.get(op.volume) ?? [];
-  const index = records.findIndex((r) => keysEqual(r.key, op.key));
-  assert(index !== -1, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
-  const record = records[index]!;
-  const next = [...records];
-  if (failure === null) {
-    next.splice(index, 1);
-  } else {
-    next[index] = {
-      ...record, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs,
-      durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
-    };
-  }
-  if (next.length === 0) world.ops.delete(op.volume);
-  else world.ops.set(op.volume, next);
+  const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
+  assert(next !== undefined, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  setRecords(world.ops, op.volume, next);
 }
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {

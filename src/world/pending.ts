@@ -5,7 +5,8 @@
  */
 import { assert } from '../assert.js';
 import { backoffFactor, backoffMsInitial, backoffMsMax } from '../constants.js';
-import type { OperationKind, OpKey } from '../events/index.js';
+import type { CallError, OperationKind, OpKey } from '../events/index.js';
+import type { OpId } from '../ids.js';
 import type { OpRecord } from './types.js';
 
 /** spec §5.2: do two keys conflict? An empty part matches anything. */
@@ -78,4 +79,59 @@ export function nextBackoffMs(current: number): number {
   const next = current === 0 ? backoffMsInitial : Math.min(current * backoffFactor, backoffMsMax);
   assert(next > 0 && next <= backoffMsMax, `backoff ${next} ms out of range`);
   return next;
+}
+
+/**
+ * spec §5.3 Run, as a change of the records: reuse the matching failed record (reset when
+ * a different operation takes it over inside its backoff window) or append one, pending.
+ */
+export function recordsAfterStart(
+  records: readonly OpRecord[],
+  start: { key: OpKey; opName: OperationKind; opId: OpId; tsMs: number },
+): OpRecord[] {
+  const index = findMatch(records, start.key);
+  const fresh: OpRecord = {
+    key: start.key, opName: start.opName, pending: true, opId: start.opId,
+    lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
+  };
+  const next = [...records];
+  if (index === -1) {
+    next.push(fresh);
+    return next;
+  }
+  const old = records[index]!;
+  const reset = old.opName !== start.opName && start.tsMs < retryAtMs(old);
+  next[index] = reset ? fresh : { ...old, key: start.key, opName: start.opName, pending: true, opId: start.opId };
+  return next;
+}
+
+/**
+ * spec §5.4 completion: success deletes the exact record (a fresh start next time);
+ * failure keeps it, not pending, with its backoff escalated from `tsMs`. Undefined when
+ * there is no record with exactly this key (a corrupt log).
+ */
+export function recordsAfterFinish(
+  records: readonly OpRecord[],
+  key: OpKey,
+  failure: CallError | null,
+  tsMs: number,
+): OpRecord[] | undefined {
+  const index = records.findIndex((r) => keysEqual(r.key, key));
+  if (index === -1) return undefined;
+  const record = records[index]!;
+  const next = [...records];
+  if (failure === null) next.splice(index, 1);
+  else {
+    next[index] = {
+      ...record, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs,
+      durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
+    };
+  }
+  return next;
+}
+
+/** Stores a volume's records, dropping the entry when none are left. */
+export function setRecords<V>(ops: Map<V, OpRecord[]>, volume: V, records: OpRecord[]): void {
+  if (records.length === 0) ops.delete(volume);
+  else ops.set(volume, records);
 }

@@ -7,6 +7,7 @@ import type { MountOperation, UnmountOperation } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
+import { waitForAttachStep } from './mount.js';
 
 function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: string) {
   const blockMapper = plugin?.blockMapper;
@@ -20,16 +21,7 @@ function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: 
 export async function map(ctx: OpContext, op: MountOperation, spec: ResolvedVolume, plugin: VolumePlugin): Promise<void> {
   const blockMapper = mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
   const world = () => ctx.host.world();
-  let devicePath = world().attachments.get(op.volume)?.state.context.devicePath ?? '';
-  const attacher = spec.attachable ? plugin.attacher : undefined;
-  if (attacher !== undefined) {
-    const given = devicePath;
-    devicePath = await runCall(
-      ctx,
-      { call: 'waitForAttach', prefix: 'MapVolume.WaitForAttach failed', succeeded: (path: string) => ({ devicePath: path }) },
-      (target) => attacher.waitForAttach(spec, given, target),
-    );
-  }
+  const devicePath = await waitForAttachStep(ctx, op, spec, plugin, 'MapVolume.WaitForAttach failed');
   const globalMapPath = blockMapper.globalMapPath(spec);
   const path = devicePath;
   if (world().attachments.get(op.volume)?.state.value !== 'attached.deviceMounted') {

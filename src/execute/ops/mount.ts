@@ -3,6 +3,8 @@
  * the device is already globally mounted, then SetUp — one operation, several calls.
  */
 import type { MountOperation } from '../../plan/index.js';
+import type { VolumePlugin } from '../../plugins/types.js';
+import type { ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 import { map } from './map.js';
 
@@ -11,6 +13,23 @@ function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
   if (spec === null || spec.accessModes.length !== 1 || spec.accessModes[0] !== 'ReadWriteOncePod') return false;
   const others = ctx.host.world().mounts.get(op.volume);
   return [...(others?.keys() ?? [])].some((pod) => pod !== op.pod);
+}
+
+/**
+ * spec §4.7 step 7 / §4.10 step 3: WaitForAttach for attachable volumes (also when the
+ * device is already mounted). Returns the devicePath to use.
+ */
+export async function waitForAttachStep(
+  ctx: OpContext, op: MountOperation, spec: ResolvedVolume, plugin: VolumePlugin, prefix: string,
+): Promise<string> {
+  const given = ctx.host.world().attachments.get(op.volume)?.state.context.devicePath ?? '';
+  const attacher = spec.attachable ? plugin.attacher : undefined;
+  if (attacher === undefined) return given;
+  return runCall(
+    ctx,
+    { call: 'waitForAttach', prefix, succeeded: (path: string) => ({ devicePath: path }) },
+    (target) => attacher.waitForAttach(spec, given, target),
+  );
 }
 
 export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
@@ -27,16 +46,7 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
   }
   if (spec.volumeMode === 'Block') return map(ctx, op, spec, plugin);
   const world = () => ctx.host.world();
-  let devicePath = world().attachments.get(op.volume)?.state.context.devicePath ?? '';
-  const attacher = spec.attachable ? plugin.attacher : undefined;
-  if (attacher !== undefined) {
-    const given = devicePath;
-    devicePath = await runCall(
-      ctx,
-      { call: 'waitForAttach', prefix: 'MountVolume.WaitForAttach failed', succeeded: (path: string) => ({ devicePath: path }) },
-      (target) => attacher.waitForAttach(spec, given, target),
-    );
-  }
+  const devicePath = await waitForAttachStep(ctx, op, spec, plugin, 'MountVolume.WaitForAttach failed');
   const deviceMounter = spec.deviceMountable ? plugin.deviceMounter : undefined;
   const deviceState = world().attachments.get(op.volume)?.state.value;
   if (deviceMounter !== undefined && deviceState !== 'attached.deviceMounted') {

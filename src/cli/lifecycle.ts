@@ -1,0 +1,46 @@
+/**
+ * The life of a long-running command (the agent, the controller): it runs until SIGINT or
+ * SIGTERM (running operations finish first, within 10 s), or with --once until settled,
+ * or until --timeout (exit 1).
+ */
+export interface LifecycleOptions {
+  readonly say: (line: string) => void;
+  readonly once: boolean;
+  /** Seconds, as given on the command line. */
+  readonly timeout: string | undefined;
+  readonly settled: () => boolean;
+  readonly settledMessage: () => string;
+  /** Stops watching, lets operations finish, closes the log. */
+  readonly shutdown: () => Promise<void>;
+}
+
+/** How long a clean stop waits for running operations. */
+const drainMsMax = 10_000;
+
+export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
+  const startedMs = Date.now();
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = async (code: number, why: string) => {
+      if (stopping) return;
+      stopping = true;
+      clearInterval(check);
+      opts.say(why);
+      await Promise.race([opts.shutdown(), new Promise((r) => setTimeout(r, drainMsMax))]);
+      resolve(code);
+    };
+    process.once('SIGINT', () => void stop(130, 'SIGINT: finishing running operations, then stopping'));
+    process.once('SIGTERM', () => void stop(143, 'SIGTERM: finishing running operations, then stopping'));
+    const timeoutMs = opts.timeout === undefined ? Number.POSITIVE_INFINITY : Number.parseFloat(opts.timeout) * 1000;
+    const check = setInterval(() => {
+      if (opts.once && opts.settled()) void stop(0, opts.settledMessage());
+      else if (Date.now() - startedMs > timeoutMs) void stop(1, `timed out after ${opts.timeout} s without settling`);
+    }, 50);
+  });
+}
+
+/** Progress lines on stdout, stamped with the seconds since the command started. */
+export function progressPrinter(): (line: string) => void {
+  const startedMs = Date.now();
+  return (line) => process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
+}
