@@ -276,6 +276,9 @@ export class VolumeManager {
   waitForAttachAndMount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
     const pod = UniquePodName(uid);
     const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    // spec §2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
+    const known = this.world.pods.get(pod);
+    if (known !== undefined && this.engine.isRunning) this.addPod(known.pod);
     return new Promise((resolve, reject) => {
       const check = (cause: string | null): boolean => {
         const status = podWaitStatus(this.world, pod);

@@ -40,6 +40,12 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
 
 async function waitForPod(sim: Simulation<World, Operation>, pod: string, timeoutMs: number): Promise<WaitResult> {
   const deadline = sim.now() + timeoutMs;
+  // spec §2.5 step 2: ReprocessPod — the pod is processed again (remount-requiring volumes).
+  const known = sim.engine.world.pods.get(UniquePodName(pod));
+  if (known !== undefined) {
+    sim.append({ type: 'PodUpserted', tsMs: sim.now(), pod: known.pod });
+    await sim.settle();
+  }
   for (;;) {
     const status = podWaitStatus(sim.engine.world, UniquePodName(pod));
     if (!status.known) return { pod, ok: false, error: `pod ${pod} is not known to the volume manager` };

@@ -175,6 +175,9 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
     case 'nodeExpand':
       if (event.error.failedPrecondition === true) {
         stepAttachment(world, attachment(), { type: 'EXPANSION_IN_USE_ERROR' });
+      } else if (op.op === 'mount' && op.pod !== null) {
+        // §4.7 step 12: mounted, but must not be used until the expansion succeeds.
+        stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'EXPAND_IN_MOUNT_FAIL' }, { observation: true });
       }
       break;
     default:

@@ -107,7 +107,12 @@ export function podHasPossiblyMountedVolumes(world: World, pod: UniquePodName): 
 export function getVolumesInUse(world: World): UniqueVolumeName[] {
   const inUse = new Set<UniqueVolumeName>();
   for (const volume of world.dsw.values()) if (volume.attachable) inUse.add(volume.volume);
-  for (const record of world.attachments.values()) if (record.attachable) inUse.add(record.volume);
+  // §4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
+  // (unless a pod wants it). vole's attachUncertain, which may exist, is reported in use:
+  // the safe side, so a controller never detaches under it.
+  for (const record of world.attachments.values()) {
+    if (record.attachable && record.state.value !== 'attaching') inUse.add(record.volume);
+  }
   return [...inUse].sort();
 }
 

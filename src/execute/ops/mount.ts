@@ -66,4 +66,27 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
   await runCall(ctx, { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod }, (target) =>
     plugin.pod.setUp(spec, { devicePath, deviceMountPath, fsGroup }, target),
   );
+  await expandDuringMount(ctx, spec, plugin, { devicePath, deviceMountPath });
+}
+
+/**
+ * spec §4.7 step 12, §4.13 "Expansion during mount": a PV-backed volume whose claim's
+ * status capacity is below the PV's is expanded before the mount counts; a failure leaves
+ * the pod's mount uncertain (the fold does it) and fails the operation, to be retried.
+ */
+async function expandDuringMount(
+  ctx: OpContext, spec: ResolvedVolume, plugin: VolumePlugin, paths: { devicePath: string; deviceMountPath: string },
+): Promise<void> {
+  const expander = plugin.expander;
+  const current = ctx.host.world().attachments.get(spec.volume)?.state.context;
+  if (expander === undefined || !plugin.caps.nodeExpandable || !plugin.caps.requiresFSResize) return;
+  if (spec.source.kind === 'csi' && spec.source.inline) return;
+  if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return;
+  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes) return;
+  const oldSizeBytes = current.sizeBytes || spec.claimSizeBytes;
+  await runCall(
+    ctx,
+    { call: 'nodeExpand', prefix: 'MountVolume.Setup failed while expanding volume', succeeded: (sizeBytes: number) => ({ sizeBytes }) },
+    (target) => expander.nodeExpand(spec, { ...paths, newSizeBytes: spec.sizeBytes, oldSizeBytes }, target),
+  );
 }
