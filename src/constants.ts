@@ -37,8 +37,8 @@ export const planOperationsMax = 1024;
 /** A snapshot is written after this many events since the last one (fast restart). */
 export const snapshotEveryEvents = 50_000;
 
-/** The log file's schema version (PRAGMA user_version). */
-export const logSchemaVersion = 1;
+/** The log file's schema version (PRAGMA user_version); see src/log/schema.ts. */
+export const logSchemaVersion = 2;
 /** Marks an SQLite file as a vole log (PRAGMA application_id; 'VOLE' in ASCII). */
 export const logApplicationId = 0x564f4c45;
 

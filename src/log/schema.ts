@@ -15,6 +15,9 @@ import { LogOpenError } from './errors.js';
  * Version 1: the events table has no secondary index on purpose. Every index costs append
  * throughput (PERF.md: 61 k vs 228 k events/s) and no query needs one: reads go by seq, the
  * primary key, and timestamps never decrease with seq, so time lookups bisect on seq.
+ *
+ * Version 2: a `meta` table of facts about the log itself (the schema version that created
+ * it; which versions migrated it), so a post-mortem on a copied file can tell its history.
  */
 export const migrations: readonly ((db: Db) => void)[] = [
   () => {},
@@ -33,6 +36,13 @@ export const migrations: readonly ((db: Db) => void)[] = [
         data BLOB NOT NULL
       );
     `);
+  },
+  (db) => {
+    const hadEvents = (db.prepare('SELECT COUNT(*) AS n FROM events').get() as { n: number }).n > 0;
+    db.exec('CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID');
+    const put = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)');
+    put.run('createdBySchema', hadEvents ? '1' : '2');
+    if (hadEvents) put.run('migratedToSchema2', 'yes');
   },
 ];
 assert(migrations.length === logSchemaVersion + 1, 'one migration per log schema version');
