@@ -167,6 +167,8 @@ export const attachmentMachine = setup({
             },
             DETACH_START: { target: '#attachment.detaching', actions: 'fromAttached' },
             FORGET: { target: '#attachment.detached' },
+            // The controller's periodic verify: storage reports it gone (never with a device mounted).
+            OBSERVED_DETACHED: { target: '#attachment.detached' },
           },
         },
         // spec §4.7 step 9: MountDevice in flight.

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Engine } from '../agent/engine.js';
 import { openSqliteLog } from '../agent/sqlite-log.js';
-import { ControllerExecutor, controllerCore, maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { ControllerExecutor, controllerCore, maxWaitForUnmountMsDefault, startAttachmentVerifier } from '../controller/index.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { RealClock } from '../execute/clock.js';
@@ -63,6 +63,7 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
     }
   });
   engine.start();
+  const stopVerifier = startAttachmentVerifier(engine, { plugins: new PluginManager(builtinPlugins({ root })), clock });
   say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${engine.world.seq})`);
   const apply = (c: ManifestChanges) => {
     const tsMs = clock.nowMs();
@@ -93,6 +94,7 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
     settledMessage: () => `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
     shutdown: async () => {
       watcher.stop();
+      stopVerifier();
       await engine.drainAndStop();
       log.sink.close();
     },

@@ -290,6 +290,15 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       if (entry !== undefined) world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
       break;
     }
+    case 'AttachmentsVerified':
+      // §3.7: confirmed attachments storage reports gone are dropped (and unreported).
+      for (const v of event.volumes) {
+        const a = world.attachments.get(pairKey(v.name, event.node));
+        if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
+        step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
+        touch(world, a.volume);
+      }
+      break;
     case 'SourcesReady': case 'VolumesReportedInUse': case 'NodeStatusObserved': case 'HostObserved':
       break; // node-agent events: not the controller's
     default: unreachable(event, 'event type');

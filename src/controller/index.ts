@@ -13,6 +13,7 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
 };
 
 export { ControllerExecutor } from './executor.js';
+export { attachmentVerifyPeriodMs, startAttachmentVerifier } from './verify-attachments.js';
 export * from './fold.js';
 export * from './plan.js';
 export * from './types.js';

@@ -131,6 +131,16 @@ export const eventSchemas = {
     })),
     mounts: z.array(z.object({ volume: z.string(), pod: z.string(), mounted: z.boolean() })),
   }),
+  /**
+   * The controller's periodic check (spec §3.7 VerifyVolumesAreAttached): for one node,
+   * whether each confirmed attachment still exists. One reported gone is dropped.
+   */
+  AttachmentsVerified: z.object({
+    ...base,
+    type: z.literal('AttachmentsVerified'),
+    node: z.string().min(1),
+    volumes: z.array(z.object({ name: z.string(), attached: z.boolean() })),
+  }),
   OperationStarted: z.object({
     ...base,
     type: z.literal('OperationStarted'),
@@ -194,6 +204,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
   eventSchemas.HostObserved,
+  eventSchemas.AttachmentsVerified,
   eventSchemas.OperationStarted,
   eventSchemas.CallStarted,
   eventSchemas.CallSucceeded,

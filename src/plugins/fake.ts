@@ -144,9 +144,17 @@ export class FakePlugin implements VolumePlugin {
         attach: (spec, target) => this.answer('attach', spec, target, `/dev/fake/${handleOf(spec)}`),
         waitForAttach: (spec, devicePath, target) =>
           this.answer('waitForAttach', spec, target, devicePath || `/dev/fake/${handleOf(spec)}`),
+        // For this check a scripted `final` means "answered: not attached" (the volume is
+        // gone); transient and uncertain are errors, which skip the plugin this round.
         volumesAreAttached: async (specs, target) => {
           const result = new Map<string, boolean>();
-          for (const spec of specs) result.set(spec.volume, await this.answer('volumesAreAttached', spec, target, true));
+          for (const spec of specs) {
+            const attached = await this.answer('volumesAreAttached', spec, target, true).catch((error: unknown) => {
+              if (error instanceof PluginError && error.kind === 'final') return false;
+              throw error;
+            });
+            result.set(spec.volume, attached);
+          }
           return result;
         },
         detach: (spec, target) => this.answer('detach', spec, target, undefined),

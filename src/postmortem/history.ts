@@ -58,6 +58,7 @@ export function describeEvent(event: VoleEvent): string {
     case 'VolumesReportedInUse': return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved': return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
     case 'ReportRaised': return `${event.reason} on pod ${event.pod}: ${event.message}`;
+    case 'AttachmentsVerified': return `attachments on ${event.node} verified: ${event.volumes.filter((v) => !v.attached).map((v) => v.name).join(' ') || 'all present'}${event.volumes.some((v) => !v.attached) ? ' gone' : ''}`;
     case 'HostObserved': return `host checked: ${event.attachments.length + event.mounts.length} uncertain pair(s)`;
     case 'OperationStarted': return `${event.op}${event.remount === true ? ' (remount)' : ''} started as ${event.opId} (cause: seq ${event.cause})`;
     case 'CallStarted': return `${event.call} called (${event.opId})`;

@@ -6,7 +6,8 @@
 import type { NewEvent } from '../events/index.js';
 import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
-import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault, startAttachmentVerifier } from '../controller/index.js';
+import { ControllerInvariantChecker } from '../controller/invariants.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
@@ -106,4 +107,6 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   },
   check,
   describe,
+  background: (engine, sim) => startAttachmentVerifier(engine, { plugins: sim.plugins, clock: sim.clock }),
+  checker: () => new ControllerInvariantChecker(),
 };

@@ -81,6 +81,8 @@ export interface Mode<W extends CoreWorld, O> {
   check(world: W, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[];
   describe(world: W): Record<string, unknown>;
   waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
+  /** Background work tied to an engine's life (the controller's periodic verify). */
+  background?(engine: Engine<W, O>, sim: Simulation<W, O>): () => void;
   /** The invariant checker run after every event (kubelet mode). */
   checker?(): { after(world: W): void; readonly violations: Violation[]; readonly checks: number };
 }
@@ -100,6 +102,7 @@ export class Simulation<W extends CoreWorld, O> {
   readonly plugins: PluginManager;
   readonly checker: ReturnType<NonNullable<Mode<W, O>['checker']>> | undefined;
   private readonly log: SimulationLog;
+  private stopBackground: () => void = () => {};
   engine: Engine<W, O>;
 
   constructor(readonly scenario: Scenario, private readonly mode: Mode<W, O>, private readonly opts: SimulateOptions) {
@@ -167,16 +170,19 @@ export class Simulation<W extends CoreWorld, O> {
 
   async start(): Promise<void> {
     this.engine.start();
+    this.stopBackground = this.mode.background?.(this.engine, this) ?? (() => {});
     for (const event of this.mode.startEvents(this.scenario, this.now())) this.append(event);
     await this.settle();
   }
 
   async restart(): Promise<void> {
+    this.stopBackground();
     this.engine.stop();
     let world = this.mode.core.initialWorld();
     for (const event of this.log.readAll()) world = this.mode.core.fold(world, event);
     this.engine = this.newEngine(world);
     this.engine.start();
+    this.stopBackground = this.mode.background?.(this.engine, this) ?? (() => {});
     for (const event of this.mode.restartEvents(this.scenario, this.now())) this.append(event);
     await this.settle();
   }

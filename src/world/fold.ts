@@ -113,6 +113,7 @@ export function fold(world: World, event: VoleEvent): World {
     case 'NodeStatusObserved': foldNodeStatusObserved(world, event); break;
     case 'HostObserved': foldHostObserved(world, event); break;
     case 'ReportRaised': break; // for people; the kubelet's decisions do not read it
+    case 'AttachmentsVerified': break; // the controller's observation
     case 'OperationStarted': foldOperationStarted(world, event); break;
     case 'CallStarted': foldCallStarted(world, event); break;
     case 'CallSucceeded': foldCallSucceeded(world, event); break;
