@@ -13,6 +13,7 @@ import {
 } from '../postmortem/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { decodeWorld } from '../world/snapshot.js';
+import { withProgress } from './progress.js';
 import { style } from './style.js';
 
 export class UsageError extends Error {
@@ -47,7 +48,8 @@ export function worldAt(store: Store, seq: number): WorldView {
   const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
   const start = snapshot === undefined ? undefined : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
   const from = (start?.seq ?? 0) + 1;
-  return describeWorld(replayTo(store.read({ fromSeq: from, toSeq: seq }), {}, start));
+  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), { label: 'replaying', fromSeq: from, toSeq: seq });
+  return describeWorld(replayTo(events, {}, start));
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
@@ -112,7 +114,8 @@ export function historyCommand(db: string, opts: { volume?: string; pod?: string
       ...(untilMs === undefined ? {} : { untilMs }),
     };
     if (opts.json !== true && first > 1e12) process.stdout.write(style(process.stdout).dim(`log starts at ${new Date(first).toISOString()}; times are offsets from it\n`));
-    for (const t of history(store.read({}), filter)) {
+    const head = store.head().seq;
+    for (const t of history(withProgress(store.read({}), { label: 'reading', fromSeq: 1, toSeq: head }), filter)) {
       if (opts.json === true) process.stdout.write(`${JSON.stringify(t)}\n`);
       else printTransition(t, first, process.stdout);
     }
@@ -178,7 +181,7 @@ export async function exportCommand(db: string, opts: { out?: string }): Promise
   const store = openReadonly(db);
   const out = opts.out === undefined ? process.stdout : createWriteStream(opts.out);
   try {
-    for (const line of toJsonLines(store.read({}))) {
+    for (const line of toJsonLines(withProgress(store.read({}), { label: 'exporting', fromSeq: 1, toSeq: store.head().seq }))) {
       if (!out.write(line)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
     }
     if (out !== process.stdout) await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
