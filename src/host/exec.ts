@@ -1,57 +1,102 @@
 /**
- * Running host commands: argument arrays, never a shell; a failure becomes a HostError
- * whose kind tells the engine what it may have left behind (spec §0.5 classes).
+ * Running host commands: argument arrays, never a shell, and the C locale so that the
+ * messages we classify are the English ones. A failure to run at all, or a timeout,
+ * becomes a HostError; a non-zero exit is a value the caller classifies.
  */
 import { execFile } from 'node:child_process';
+import { commandOutputBytesMax, commandTimeoutMsDefault } from './limits.js';
+import { commandLine, HostError, type HostErrorKind } from './errors.js';
 
-export type HostErrorKind = 'transient' | 'uncertain' | 'final';
-
-export class HostError extends Error {
-  override name = 'HostError';
-  constructor(
-    readonly kind: HostErrorKind,
-    message: string,
-    readonly command: string = '',
-    readonly stderr: string = '',
-  ) {
-    super(message);
-  }
-}
+// HostError used to live here; plugins still import it from this module.
+export { HostError, type HostErrorKind } from './errors.js';
 
 export interface ExecResult {
   readonly stdout: string;
   readonly stderr: string;
+  /** The exit code; 129 for a command killed by a signal it was not sent by run's timeout. */
   readonly code: number;
 }
 
-/** Output a command may print at most; more is a sign of a wrong command (limit on everything). */
-const outputBytesMax = 16 * 1024 * 1024;
+interface ExecFailure {
+  readonly code?: number | string | null;
+  readonly killed?: boolean;
+  readonly message: string;
+}
 
-/** Runs a command; resolves with its exit code (never rejects for a non-zero exit). */
-export function run(cmd: string, args: readonly string[], opts: { timeoutMs?: number } = {}): Promise<ExecResult> {
+/**
+ * Runs a command and resolves with its exit code, whatever it is. Rejects with a HostError
+ * only when the command could not run (`final`: not installed) or was killed for taking
+ * longer than `timeoutMs` (`uncertain`: it may have taken effect).
+ */
+export function run(
+  cmd: string,
+  args: readonly string[],
+  opts: { readonly timeoutMs?: number } = {},
+): Promise<ExecResult> {
+  const line = commandLine(cmd, args);
+  const timeoutMs = opts.timeoutMs ?? commandTimeoutMsDefault;
+  const options = {
+    timeout: timeoutMs,
+    maxBuffer: commandOutputBytesMax,
+    encoding: 'utf8' as const,
+    env: { ...process.env, LC_ALL: 'C', LANG: 'C' },
+  };
   return new Promise((resolve, reject) => {
-    execFile(cmd, args, { timeout: opts.timeoutMs ?? 60_000, maxBuffer: outputBytesMax, encoding: 'utf8' }, (error, stdout, stderr) => {
-      const e = error as (NodeJS.ErrnoException & { code?: number | string; killed?: boolean }) | null;
-      if (e !== null && typeof e.code === 'string') {
-        const hint = e.code === 'ENOENT' ? ` (is ${cmd} installed?)` : '';
-        reject(new HostError('final', `${cmd}: ${e.message}${hint}`, `${cmd} ${args.join(' ')}`));
-        return;
+    execFile(cmd, args, options, (error: ExecFailure | null, stdout: string, stderr: string) => {
+      if (error === null) return resolve({ stdout, stderr, code: 0 });
+      if (error.killed === true) {
+        const message =
+          `${line} took longer than ${timeoutMs} ms and was killed; ` +
+          'it may have taken effect, so look before retrying';
+        return reject(new HostError('uncertain', message, { command: line, stderr }));
       }
-      if (e?.killed === true) {
-        reject(new HostError('uncertain', `${cmd} ${args.join(' ')} timed out and was killed; it may have taken effect`, cmd, stderr));
-        return;
+      if (typeof error.code === 'string') {
+        const fix =
+          error.code === 'ENOENT'
+            ? `install ${cmd} (util-linux, e2fsprogs or xfsprogs)`
+            : 'check the host';
+        return reject(
+          new HostError('final', `${line} could not run (${error.message}); ${fix}`, {
+            command: line,
+          }),
+        );
       }
-      resolve({ stdout, stderr, code: e === null ? 0 : Number(e.code ?? 1) });
+      resolve({ stdout, stderr, code: typeof error.code === 'number' ? error.code : 129 });
     });
   });
 }
 
-/** Runs a command that must succeed; a non-zero exit is a HostError of `kind`. */
-export async function runOk(cmd: string, args: readonly string[], opts: { kind?: HostErrorKind; timeoutMs?: number } = {}): Promise<string> {
-  const r = await run(cmd, args, opts);
-  if (r.code !== 0) {
-    const what = `${cmd} ${args.join(' ')}`;
-    throw new HostError(opts.kind ?? 'final', `${what} failed (exit ${r.code}): ${r.stderr.trim() || r.stdout.trim()}`, what, r.stderr);
-  }
-  return r.stdout;
+/**
+ * Runs a command that must exit 0 and returns its stdout; any other exit is a HostError of
+ * `kind` whose message quotes stderr and ends with `fix`.
+ */
+export async function runOk(
+  cmd: string,
+  args: readonly string[],
+  opts: { readonly kind?: HostErrorKind; readonly timeoutMs?: number; readonly fix?: string } = {},
+): Promise<string> {
+  const result = await run(cmd, args, opts);
+  if (result.code === 0) return result.stdout;
+  throw failed(cmd, args, result, {
+    kind: opts.kind ?? 'final',
+    fix: opts.fix ?? 'see the message above',
+  });
+}
+
+/** The HostError for a command that exited non-zero. */
+export function failed(
+  cmd: string,
+  args: readonly string[],
+  result: ExecResult,
+  failure: { readonly kind: HostErrorKind; readonly fix: string },
+): HostError {
+  const line = commandLine(cmd, args);
+  const said = (result.stderr.trim() || result.stdout.trim())
+    .split('\n')
+    .map((line) => line.trim().replace(/\.$/, ''))
+    .filter((line) => line !== '' && !/^dmesg\(1\) may have more information/.test(line))
+    .slice(0, 3)
+    .join(' / ');
+  const message = `${line} failed (exit ${result.code}): ${said || 'no message'}; ${failure.fix}`;
+  return new HostError(failure.kind, message, { command: line, stderr: result.stderr });
 }
