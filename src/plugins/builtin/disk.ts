@@ -59,7 +59,7 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
           throw new HostError('final', `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`);
         }
         await ensureImage(image(spec), spec.sizeBytes);
-        return attachLoop(image(spec));
+        return (await attachLoop(image(spec))).device;
       },
       waitForAttach: (spec) => loopOf(spec),
       async volumesAreAttached(specs) {
