@@ -177,7 +177,11 @@ export const attachmentMachine = setup({
             MOUNT_DEVICE_OK: { target: 'deviceMounted', actions: 'deviceMounted' },
             // spec §4.8 markDeviceErrorState.
             MOUNT_DEVICE_FAIL: [
-              { guard: 'deviceFailUncertain', target: 'deviceUncertain', actions: 'clearDeviceFrom' },
+              {
+                guard: 'deviceFailUncertain',
+                target: 'deviceUncertain',
+                actions: 'clearDeviceFrom',
+              },
               { guard: 'deviceFailFinal', target: 'deviceUnmounted', actions: 'deviceUnmounted' },
               {
                 guard: 'deviceStartedFromUncertain',

@@ -29,9 +29,14 @@ if (files.length === 0) {
 const nodeArgs = ['--import', 'tsx', '--test', '--test-concurrency=2', ...files];
 const isRoot = process.getuid?.() === 0;
 const hasUnshare = spawnSync('unshare', ['--help'], { stdio: 'ignore' }).status === 0;
-const [cmd, args] = isRoot && hasUnshare
-  ? ['unshare', ['-m', '--propagation', 'private', process.execPath, ...nodeArgs]]
-  : [process.execPath, nodeArgs];
+const [cmd, args] =
+  isRoot && hasUnshare
+    ? ['unshare', ['-m', '--propagation', 'private', process.execPath, ...nodeArgs]]
+    : [process.execPath, nodeArgs];
 if (!(isRoot && hasUnshare)) console.error('not root or no unshare: host tests will skip');
-const result = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, VOLE_OUTER_MOUNT_NS: readlinkSync('/proc/self/ns/mnt') } });
+const result = spawnSync(cmd, args, {
+  cwd: root,
+  stdio: 'inherit',
+  env: { ...process.env, VOLE_OUTER_MOUNT_NS: readlinkSync('/proc/self/ns/mnt') },
+});
 process.exit(result.status ?? 1);

@@ -1,5 +1,9 @@
 /** vole's library entry point. */
-export { VolumeManager, WaitForAttachAndMountError, type VolumeManagerOptions } from './agent/volume-manager.js';
+export {
+  VolumeManager,
+  WaitForAttachAndMountError,
+  type VolumeManagerOptions,
+} from './agent/volume-manager.js';
 export { Engine, engineVersion } from './agent/engine.js';
 export { MemorySink, type EventSink } from './agent/sink.js';
 export { RealClock, VirtualClock, type Clock } from './execute/clock.js';

@@ -12,16 +12,25 @@ import { simulate } from '../src/sim/simulate.js';
 const runs = Number(process.env.VOLE_CHAOS_RUNS ?? 2000);
 const seed = Number(process.env.VOLE_CHAOS_SEED ?? 20_261_124);
 
-test(`chaos: ${runs} seeded runs from seed ${seed} keep the invariants and converge`, { timeout: 900_000 }, async () => {
-  const report = await chaos({ seed, runs });
-  const failed = report.failures.map((f) => `seed ${f.seed}: ${f.messages.join('; ')}`);
-  assert.deepEqual(failed, []);
-  assert.equal(report.runs, runs);
-  assert.ok(report.faultsInjected > runs, `faults were injected (${report.faultsInjected})`);
-  assert.ok(report.restarts > runs / 2, `restarts happened (${report.restarts})`);
-  assert.ok(report.invariantChecks > report.events, `invariants were checked (${report.invariantChecks})`);
-  process.stdout.write(`# chaos: ${report.runs} runs, ${report.events} events, ${report.calls} calls (${report.faultsInjected} faulty), ${report.restarts} restarts, ${report.invariantChecks} invariant checks\n`);
-});
+test(
+  `chaos: ${runs} seeded runs from seed ${seed} keep the invariants and converge`,
+  { timeout: 900_000 },
+  async () => {
+    const report = await chaos({ seed, runs });
+    const failed = report.failures.map((f) => `seed ${f.seed}: ${f.messages.join('; ')}`);
+    assert.deepEqual(failed, []);
+    assert.equal(report.runs, runs);
+    assert.ok(report.faultsInjected > runs, `faults were injected (${report.faultsInjected})`);
+    assert.ok(report.restarts > runs / 2, `restarts happened (${report.restarts})`);
+    assert.ok(
+      report.invariantChecks > report.events,
+      `invariants were checked (${report.invariantChecks})`,
+    );
+    process.stdout.write(
+      `# chaos: ${report.runs} runs, ${report.events} events, ${report.calls} calls (${report.faultsInjected} faulty), ${report.restarts} restarts, ${report.invariantChecks} invariant checks\n`,
+    );
+  },
+);
 
 test('chaos: a seed always generates the same scenario, and its file reproduces the run', async () => {
   const a = stringify(generateScenario(42).document);

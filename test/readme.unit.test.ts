@@ -15,19 +15,30 @@ function region(text: string, name: string): string {
 
 test('readme: the library example in the README is the region of examples/library.ts', () => {
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
-  const block = /<!-- #region library[^>]*-->\n```ts\n([\s\S]*?)```\n<!-- #endregion library -->/.exec(readme);
+  const block =
+    /<!-- #region library[^>]*-->\n```ts\n([\s\S]*?)```\n<!-- #endregion library -->/.exec(readme);
   assert.ok(block, 'library region in the README');
-  assert.equal(block[1]!.trim(), region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'));
+  assert.equal(
+    block[1]!.trim(),
+    region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'),
+  );
 });
 
 test('readme: the library example runs and prints what the README says', () => {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], { cwd: root, encoding: 'utf8' });
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   assert.match(out, /mounted: \[ 'cache' \]/);
   assert.match(out, /still mounted: \[\]/);
 });
 
 test('readme: the simulate example prints what the README shows', () => {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'simulate', 'examples/scenarios/attach-mount.yaml'], { cwd: root, encoding: 'utf8' });
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', 'simulate', 'examples/scenarios/attach-mount.yaml'],
+    { cwd: root, encoding: 'utf8' },
+  );
   const readme = readFileSync(join(root, 'README.md'), 'utf8');
   const shown = /```\n(ok  mount an attachable volume[\s\S]*?)```/.exec(readme);
   assert.ok(shown);

@@ -17,7 +17,9 @@ import type { World } from '../src/world/types.js';
 import { assertSameWorld } from './support/world-equal.js';
 
 const dir = join(import.meta.dirname, 'scenarios');
-const files = readdirSync(dir).filter((f) => /\.(ya?ml|json)$/.test(f)).sort();
+const files = readdirSync(dir)
+  .filter((f) => /\.(ya?ml|json)$/.test(f))
+  .sort();
 
 for (const file of files) {
   test(`scenario: ${file}`, async () => {
@@ -26,17 +28,24 @@ for (const file of files) {
     let live: World | undefined;
     const first = await simulate(scenario, {
       log: { sink, readAll: () => sink.events },
-      onEvent: (_e: VoleEvent, world: World) => { live = world; },
+      onEvent: (_e: VoleEvent, world: World) => {
+        live = world;
+      },
     });
     assert.deepEqual(first.failures, [], `${file}: expectations`);
     assert.ok(first.ok);
     const second = await simulate(scenario);
     assert.equal(JSON.stringify(second), JSON.stringify(first), `${file}: deterministic`);
     assert.ok(live !== undefined);
-    const replayed = scenario.mode === 'controller'
-      ? sink.events.reduce(controllerCore.fold, controllerCore.initialWorld())
-      : foldAll(sink.events);
-    assertSameWorld(replayed as unknown as World, live, `${file}: the fold of the log equals the live world`);
+    const replayed =
+      scenario.mode === 'controller'
+        ? sink.events.reduce(controllerCore.fold, controllerCore.initialWorld())
+        : foldAll(sink.events);
+    assertSameWorld(
+      replayed as unknown as World,
+      live,
+      `${file}: the fold of the log equals the live world`,
+    );
   });
 }
 

@@ -19,14 +19,33 @@ function files(dir: string): string[] {
   });
 }
 
-const pure = ['machines', 'src/events', 'src/world', 'src/plan', 'src/controller/fold.ts', 'src/controller/plan.ts', 'src/controller/types.ts', 'src/controller/invariants.ts'];
+const pure = [
+  'machines',
+  'src/events',
+  'src/world',
+  'src/plan',
+  'src/controller/fold.ts',
+  'src/controller/plan.ts',
+  'src/controller/types.ts',
+  'src/controller/invariants.ts',
+];
 const pureFiles = pure.flatMap((p) => (p.endsWith('.ts') ? [p] : files(p)));
 
 test('tidy: the pure core does no I/O, reads no clock and draws no randomness', () => {
   const offences: string[] = [];
   for (const file of pureFiles) {
-    const code = readFileSync(join(root, file), 'utf8').split('\n').filter((l) => !/^\s*(\*|\/\/)/.test(l)).join('\n');
-    for (const pattern of [/Date\.now\(/, /new Date\(/, /Math\.random\(/, /from 'node:/, /setTimeout\(|setImmediate\(|setInterval\(/, /process\./]) {
+    const code = readFileSync(join(root, file), 'utf8')
+      .split('\n')
+      .filter((l) => !/^\s*(\*|\/\/)/.test(l))
+      .join('\n');
+    for (const pattern of [
+      /Date\.now\(/,
+      /new Date\(/,
+      /Math\.random\(/,
+      /from 'node:/,
+      /setTimeout\(|setImmediate\(|setInterval\(/,
+      /process\./,
+    ]) {
       if (pattern.test(code)) offences.push(`${file}: ${pattern}`);
     }
   }
@@ -36,11 +55,25 @@ test('tidy: the pure core does no I/O, reads no clock and draws no randomness', 
 
 /** Layers from the bottom; a file may import from its own layer or lower ones. */
 const layers: [string, number][] = [
-  ['machines/', 0], ['src/ids.ts', 0], ['src/assert.ts', 0], ['src/constants.ts', 0], ['src/events/', 0],
-  ['src/world/', 1], ['src/plan/', 2], ['src/execute/', 3], ['src/log/', 3],
-  ['src/plugins/', 4], ['src/host/', 4], ['src/sources/', 4], ['src/postmortem/', 4],
-  ['src/agent/', 5], ['src/controller/', 5], ['src/sim/', 6],
-  ['src/cli/', 7], ['src/inspect/', 7], ['src/index.ts', 7],
+  ['machines/', 0],
+  ['src/ids.ts', 0],
+  ['src/assert.ts', 0],
+  ['src/constants.ts', 0],
+  ['src/events/', 0],
+  ['src/world/', 1],
+  ['src/plan/', 2],
+  ['src/execute/', 3],
+  ['src/log/', 3],
+  ['src/plugins/', 4],
+  ['src/host/', 4],
+  ['src/sources/', 4],
+  ['src/postmortem/', 4],
+  ['src/agent/', 5],
+  ['src/controller/', 5],
+  ['src/sim/', 6],
+  ['src/cli/', 7],
+  ['src/inspect/', 7],
+  ['src/index.ts', 7],
 ];
 
 function layerOf(path: string): number | undefined {

@@ -32,11 +32,14 @@ function waitOf(result: SimulationResult, pod: string): WaitResult {
   return found[0]!;
 }
 
-test('waits: the scenario\'s own expectations hold, one wait per waitForPod step, in order', async () => {
+test("waits: the scenario's own expectations hold, one wait per waitForPod step, in order", async () => {
   const result = await run();
   assert.deepEqual(result.failures, []);
   assert.ok(result.ok);
-  assert.deepEqual(result.waits.map((w) => w.pod), ['uid-a', 'uid-b', 'uid-c', 'uid-d', 'uid-e']);
+  assert.deepEqual(
+    result.waits.map((w) => w.pod),
+    ['uid-a', 'uid-b', 'uid-c', 'uid-d', 'uid-e'],
+  );
 });
 
 test('waits: claims that do not exist fail the wait with both volumes unprocessed', async () => {
@@ -44,7 +47,9 @@ test('waits: claims that do not exist fail the wait with both volumes unprocesse
   assert.equal(a.ok, false);
   const error = a.error ?? '';
   assert.ok(
-    error.startsWith('unmounted volumes=[adata zdata], unattached volumes=[], failed to process volumes=[adata zdata]: '),
+    error.startsWith(
+      'unmounted volumes=[adata zdata], unattached volumes=[], failed to process volumes=[adata zdata]: ',
+    ),
     error,
   );
   const cause = error.slice(error.indexOf(']: ') + 3);
@@ -61,7 +66,9 @@ test('waits: a volume that cannot be attached times out, listed as unmounted and
   const error = b.error ?? '';
   // The emptyDir mounted; only the attachable volume is missing.
   assert.ok(
-    error.startsWith('unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[]: '),
+    error.startsWith(
+      'unmounted volumes=[data], unattached volumes=[data], failed to process volumes=[]: ',
+    ),
     error,
   );
   assert.ok(error.includes('timed out waiting for the condition'), error);
@@ -73,8 +80,13 @@ test('waits: a pod whose device mount ends during the wait becomes ready', async
   assert.equal(c.ok, true);
   assert.equal(c.error, undefined);
   // Its SetUp ran when the 5 s device mount answered.
-  const setUps = result.calls.filter((call) => call.volume === 'fake.disk/disk-3' && call.call === 'setUp');
-  assert.deepEqual(setUps.map((call) => call.t), [5000]);
+  const setUps = result.calls.filter(
+    (call) => call.volume === 'fake.disk/disk-3' && call.call === 'setUp',
+  );
+  assert.deepEqual(
+    setUps.map((call) => call.t),
+    [5000],
+  );
 });
 
 test('waits: an uncertain mount is not mounted, the wait times out', async () => {
@@ -83,7 +95,9 @@ test('waits: an uncertain mount is not mounted, the wait times out', async () =>
   const error = d.error ?? '';
   // Attached (so not "unattached"), but its only record is Uncertain.
   assert.ok(
-    error.startsWith('unmounted volumes=[data], unattached volumes=[], failed to process volumes=[]: '),
+    error.startsWith(
+      'unmounted volumes=[data], unattached volumes=[], failed to process volumes=[]: ',
+    ),
     error,
   );
   assert.ok(error.includes('timed out waiting for the condition'), error);
@@ -94,7 +108,9 @@ test('waits: a volume no plugin supports cannot be processed', async () => {
   assert.equal(e.ok, false);
   const error = e.error ?? '';
   assert.ok(
-    error.startsWith('unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: '),
+    error.startsWith(
+      'unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: ',
+    ),
     error,
   );
   // spec §1.1: `failed to get Plugin from volumeSpec for volume "<spec>" err=<err>`.

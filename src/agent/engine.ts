@@ -78,7 +78,10 @@ export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
   /** Extra fields of EngineStarted (the controller's mode and configuration). */
-  readonly startFields?: { mode?: 'kubelet' | 'controller'; controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean } };
+  readonly startFields?: {
+    mode?: 'kubelet' | 'controller';
+    controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
+  };
 }
 
 export type EventListener<W = World> = (event: VoleEvent, world: W) => void;
@@ -111,7 +114,10 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
     };
-    const runner = opts.runner ?? ((h: ExecutorHost<W>) => new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
+    const runner =
+      opts.runner ??
+      ((h: ExecutorHost<W>) =>
+        new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
     this.executor = runner(host);
   }
 
@@ -223,17 +229,25 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   /** Snapshots are taken between ticks, after a flush, so they never run ahead of the log. */
   private maybeSnapshot(): void {
     const snapshot = this.opts.snapshot;
-    if (snapshot === undefined || this.world.seq - this.lastSnapshotSeq < snapshot.everyEvents) return;
+    if (snapshot === undefined || this.world.seq - this.lastSnapshotSeq < snapshot.everyEvents)
+      return;
     snapshot.save(this.world);
     this.lastSnapshotSeq = this.world.seq;
   }
 
   private checkAgainstFullPlan(incremental: readonly O[]): void {
-    const describe = (ops: readonly O[]) => ops.map((op) => this.core.describe(op)).sort().join(', ');
+    const describe = (ops: readonly O[]) =>
+      ops
+        .map((op) => this.core.describe(op))
+        .sort()
+        .join(', ');
     const full = this.core.plan(this.world, this.opts.clock.nowMs(), {}).operations;
-    assert(describe(full) === describe(incremental), () =>
-      `incremental plan [${describe(incremental)}] differs from the full plan [${describe(full)}] ` +
-      `(seq ${this.world.seq})`);
+    assert(
+      describe(full) === describe(incremental),
+      () =>
+        `incremental plan [${describe(incremental)}] differs from the full plan [${describe(full)}] ` +
+        `(seq ${this.world.seq})`,
+    );
   }
 
   private scheduleRetry(volume: UniqueVolumeName, atMs: number): void {

@@ -25,7 +25,8 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
     }
     const isDeviceMounted = plugin.deviceMounter?.isDeviceMounted;
     if (/device(Uncertain|Mounting|Unmounting)/.test(state) && isDeviceMounted !== undefined) {
-      const path = record.state.context.deviceMountPath || plugin.deviceMounter!.deviceMountPath(record.spec);
+      const path =
+        record.state.context.deviceMountPath || plugin.deviceMounter!.deviceMountPath(record.spec);
       entry.deviceMounted = await isDeviceMounted(record.spec, path).catch(() => true);
     }
     if (entry.attached !== undefined || entry.deviceMounted !== undefined) attachments.push(entry);
@@ -34,7 +35,11 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
     for (const record of byPod.values()) {
       const isSetUp = plugins.find(record.pluginName)?.pod.isSetUp;
       if (!unsettled.test(record.state.value) || isSetUp === undefined) continue;
-      mounts.push({ volume: record.volume, pod: record.pod, mounted: await isSetUp(record.spec, record.pod).catch(() => true) });
+      mounts.push({
+        volume: record.volume,
+        pod: record.pod,
+        mounted: await isSetUp(record.spec, record.pod).catch(() => true),
+      });
     }
   }
   return { attachments, mounts };

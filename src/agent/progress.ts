@@ -17,7 +17,8 @@ export class PodProgress {
   private podsOf(event: VoleEvent, world: World): string[] {
     if (event.type === 'PodUpserted') return [event.pod.metadata.uid ?? ''];
     if (event.type === 'PodRemoved') return [event.uid];
-    const volume = eventVolume(world, event) ?? (event.type === 'OperationStarted' ? event.volume : undefined);
+    const volume =
+      eventVolume(world, event) ?? (event.type === 'OperationStarted' ? event.volume : undefined);
     if (volume === undefined) return [];
     const desired = [...(world.dsw.get(volume as never)?.pods.keys() ?? [])];
     const mounted = [...(world.mounts.get(volume as never)?.keys() ?? [])];
@@ -37,15 +38,23 @@ export class PodProgress {
     const record = world.pods.get(uid);
     if (record === undefined) {
       const left = [...world.mounts.values()].filter((m) => m.has(uid)).length;
-      return left === 0 ? `pod ${uid}: removed, volumes torn down` : `pod ${uid}: removed, tearing down ${left} volume(s)`;
+      return left === 0
+        ? `pod ${uid}: removed, volumes torn down`
+        : `pod ${uid}: removed, tearing down ${left} volume(s)`;
     }
     const name = `${record.namespace}/${record.name}`;
     const status = podWaitStatus(world, uid);
     if (status.errors.length > 0) return `pod ${name}: failed: ${status.errors.join('; ')}`;
     if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
-    const attached = record.volumes.filter((v) => world.attachments.get(v.volume)?.state.value.startsWith('attached') === true);
-    const why = status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';
-    const attachedText = attached.length > 0 ? `, attached [${attached.map((v) => v.outerVolumeSpecName).join(' ')}]` : '';
+    const attached = record.volumes.filter(
+      (v) => world.attachments.get(v.volume)?.state.value.startsWith('attached') === true,
+    );
+    const why =
+      status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';
+    const attachedText =
+      attached.length > 0
+        ? `, attached [${attached.map((v) => v.outerVolumeSpecName).join(' ')}]`
+        : '';
     return `pod ${name}: waiting for [${status.unmounted.join(' ')}]${attachedText}${why}`;
   }
 }

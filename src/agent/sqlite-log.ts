@@ -18,7 +18,10 @@ export interface SqliteLog {
   readonly lastSnapshotSeq: number;
 }
 
-export function openSqliteLog(path: string, opts: { durability?: 'full' | 'normal' } = {}): SqliteLog {
+export function openSqliteLog(
+  path: string,
+  opts: { durability?: 'full' | 'normal' } = {},
+): SqliteLog {
   const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...opts });
   const committer = new GroupCommitter<VoleEvent>(store);
   const sink: EventSink = {
@@ -36,13 +39,19 @@ export function openSqliteLog(path: string, opts: { durability?: 'full' | 'norma
       return store.read();
     },
     loadWorld: () => {
-      const fromSnapshot = latest === undefined ? undefined : decodeWorld(latest.data.toString('utf8'), latest.format);
+      const fromSnapshot =
+        latest === undefined ? undefined : decodeWorld(latest.data.toString('utf8'), latest.format);
       const world = fromSnapshot ?? initialWorld();
       return foldAll(store.read({ fromSeq: world.seq + 1 }), world);
     },
     saveSnapshot: (world: World) => {
       committer.flush();
-      store.saveSnapshot({ seq: world.seq, tsMs: world.tsMs, format: snapshotFormat, data: encodeWorld(world) });
+      store.saveSnapshot({
+        seq: world.seq,
+        tsMs: world.tsMs,
+        format: snapshotFormat,
+        data: encodeWorld(world),
+      });
     },
   };
 }

@@ -57,7 +57,10 @@ export interface VolumeManagerOptions {
 /** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
 export class WaitForAttachAndMountError extends Error {
   override name = 'WaitForAttachAndMountError';
-  constructor(message: string, readonly status: PodWaitStatus) {
+  constructor(
+    message: string,
+    readonly status: PodWaitStatus,
+  ) {
     super(message);
   }
 }
@@ -80,19 +83,29 @@ export class VolumeManager {
    * Opens (or creates) the SQLite log at `db` and builds a volume manager on it: the
    * events already there are folded back first (a restart).
    */
-  static open(opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' }): VolumeManager {
-    const log = openSqliteLog(opts.db, opts.durability === undefined ? {} : { durability: opts.durability });
+  static open(
+    opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' },
+  ): VolumeManager {
+    const log = openSqliteLog(
+      opts.db,
+      opts.durability === undefined ? {} : { durability: opts.durability },
+    );
     return VolumeManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
-      snapshot: { everyEvents: snapshotEveryEvents, save: (world) => log.saveSnapshot(world), lastSeq: log.lastSnapshotSeq },
+      snapshot: {
+        everyEvents: snapshotEveryEvents,
+        save: (world) => log.saveSnapshot(world),
+        lastSeq: log.lastSnapshotSeq,
+      },
     });
   }
 
   /** Builds a volume manager; a log with history is folded back first (restart). */
   static create(opts: VolumeManagerOptions): VolumeManager {
     const clock = opts.clock ?? new RealClock();
-    const plugins = opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
+    const plugins =
+      opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
     const log = opts.log ?? { sink: new MemorySink(), history: [] };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
@@ -188,7 +201,9 @@ export class VolumeManager {
   /** node.status.volumesAttached as the controller published it (controller mode). */
   observeVolumesAttached(volumesAttached: readonly { name: string; devicePath: string }[]): void {
     this.append({
-      type: 'NodeStatusObserved', tsMs: this.clock.nowMs(), node: this.engine.world.config.node,
+      type: 'NodeStatusObserved',
+      tsMs: this.clock.nowMs(),
+      node: this.engine.world.config.node,
       volumesAttached: [...volumesAttached],
     });
   }
@@ -229,11 +244,15 @@ export class VolumeManager {
    */
   waitForUnmount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
     const pod = UniquePodName(uid);
-    const mountedNames = () => getPossiblyMountedVolumesForPod(this.world, pod)
-      .filter((m) => m.state.value !== 'mountUncertain').map((m) => m.volume); // in-flight calls count
+    const mountedNames = () =>
+      getPossiblyMountedVolumesForPod(this.world, pod)
+        .filter((m) => m.state.value !== 'mountUncertain')
+        .map((m) => m.volume); // in-flight calls count
     return this.waitUntil(() => {
       const names = mountedNames();
-      return names.length === 0 ? { done: true } : { done: false, error: () => `mounted volumes=[${names.join(' ')}]` };
+      return names.length === 0
+        ? { done: true }
+        : { done: false, error: () => `mounted volumes=[${names.join(' ')}]` };
     }, opts.timeoutMs ?? podAttachAndMountTimeoutMs);
   }
 
@@ -259,7 +278,8 @@ export class VolumeManager {
       const check = (timedOut: boolean) => {
         const result = condition();
         if (result.done) finish(resolve);
-        else if (timedOut) finish(() => reject(new Error(`${result.error()}: timed out waiting for the condition`)));
+        else if (timedOut)
+          finish(() => reject(new Error(`${result.error()}: timed out waiting for the condition`)));
       };
       const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => check(true));
       const unsubscribe = this.subscribe(() => check(false));
@@ -283,7 +303,14 @@ export class VolumeManager {
       const check = (cause: string | null): boolean => {
         const status = podWaitStatus(this.world, pod);
         if (!status.known) {
-          finish(() => reject(new WaitForAttachAndMountError(`pod ${uid} is not known to the volume manager; add it first`, status)));
+          finish(() =>
+            reject(
+              new WaitForAttachAndMountError(
+                `pod ${uid} is not known to the volume manager; add it first`,
+                status,
+              ),
+            ),
+          );
           return true;
         }
         if (status.ready) {
@@ -295,7 +322,9 @@ export class VolumeManager {
         finish(() => reject(new WaitForAttachAndMountError(waitErrorMessage(status, why), status)));
         return true;
       };
-      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => check('timed out waiting for the condition'));
+      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () =>
+        check('timed out waiting for the condition'),
+      );
       const unsubscribe = this.subscribe(() => void check(null));
       let done = false;
       const finish = (fn: () => void) => {

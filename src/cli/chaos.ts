@@ -7,22 +7,36 @@ import { UsageError } from './postmortem.js';
 
 function commit(): string {
   try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     return 'unknown';
   }
 }
 
-export async function chaosCommand(opts: { seed?: string; runs?: string; out?: string; json?: boolean }): Promise<number> {
+export async function chaosCommand(opts: {
+  seed?: string;
+  runs?: string;
+  out?: string;
+  json?: boolean;
+}): Promise<number> {
   const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
   const runs = Number(opts.runs ?? 100);
-  if (!Number.isSafeInteger(seed) || seed < 0) throw new UsageError(`--seed ${opts.seed}: give a whole number`);
-  if (!Number.isSafeInteger(runs) || runs < 1) throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new UsageError(`--seed ${opts.seed}: give a whole number`);
+  if (!Number.isSafeInteger(runs) || runs < 1)
+    throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
   process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs}\n`);
   const tty = process.stderr.isTTY === true;
   const report = await chaos({
-    seed, runs,
-    onProgress: (done) => { if (tty && (done % 25 === 0 || done === runs)) process.stderr.write(`\rchaos ${done}/${runs}`); },
+    seed,
+    runs,
+    onProgress: (done) => {
+      if (tty && (done % 25 === 0 || done === runs))
+        process.stderr.write(`\rchaos ${done}/${runs}`);
+    },
   });
   if (tty) process.stderr.write('\r\x1b[K');
   const out = opts.out ?? 'chaos-failures';
@@ -31,17 +45,25 @@ export async function chaosCommand(opts: { seed?: string; runs?: string; out?: s
     mkdirSync(out, { recursive: true });
     for (const f of report.failures) {
       const file = join(out, `chaos-seed-${f.seed}.yaml`);
-      writeFileSync(file, `# vole chaos failure; reproduce with: vole simulate ${file}\n# ${f.messages.join('\n# ')}\n${f.scenario}`);
+      writeFileSync(
+        file,
+        `# vole chaos failure; reproduce with: vole simulate ${file}\n# ${f.messages.join('\n# ')}\n${f.scenario}`,
+      );
       files.push(file);
     }
   }
   if (opts.json === true) {
-    process.stdout.write(`${JSON.stringify({ ...report, failures: report.failures.map((f, i) => ({ seed: f.seed, messages: f.messages, file: files[i] })) }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ ...report, failures: report.failures.map((f, i) => ({ seed: f.seed, messages: f.messages, file: files[i] })) }, null, 2)}\n`,
+    );
   } else {
-    for (const [i, f] of report.failures.entries()) process.stdout.write(`seed ${f.seed}: ${f.messages[0]} (${files[i]})\n`);
-    process.stdout.write(`${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} runs, ${report.events} events, ` +
-      `${report.calls} plugin calls (${report.faultsInjected} faulty), ${report.restarts} restarts, ` +
-      `${report.invariantChecks} invariant checks, ${report.failures.length} failures\n`);
+    for (const [i, f] of report.failures.entries())
+      process.stdout.write(`seed ${f.seed}: ${f.messages[0]} (${files[i]})\n`);
+    process.stdout.write(
+      `${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} runs, ${report.events} events, ` +
+        `${report.calls} plugin calls (${report.faultsInjected} faulty), ${report.restarts} restarts, ` +
+        `${report.invariantChecks} invariant checks, ${report.failures.length} failures\n`,
+    );
   }
   return report.failures.length === 0 ? 0 : 1;
 }

@@ -8,7 +8,12 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Engine } from '../agent/engine.js';
 import { openSqliteLog } from '../agent/sqlite-log.js';
-import { ControllerExecutor, controllerCore, maxWaitForUnmountMsDefault, startAttachmentVerifier } from '../controller/index.js';
+import {
+  ControllerExecutor,
+  controllerCore,
+  maxWaitForUnmountMsDefault,
+  startAttachmentVerifier,
+} from '../controller/index.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { RealClock } from '../execute/clock.js';
@@ -31,12 +36,16 @@ export interface ControllerCommandOptions {
 /** Every desired attachment confirmed, nothing else attached, nothing running. */
 function settled(world: ControllerWorld): boolean {
   if (world.running.size > 0) return false;
-  for (const key of world.dsw.keys()) if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
+  for (const key of world.dsw.keys())
+    if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
   for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
   return true;
 }
 
-export async function controllerCommand(opts: ControllerCommandOptions, logger: Logger): Promise<number> {
+export async function controllerCommand(
+  opts: ControllerCommandOptions,
+  logger: Logger,
+): Promise<number> {
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
@@ -46,10 +55,22 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
   let world: ControllerWorld = controllerCore.initialWorld();
   for (const event of log.readAll()) world = controllerCore.fold(world, event);
   const engine = new Engine<ControllerWorld, ControllerOperation>({
-    node: 'controller', controllerAttachDetach: true, clock, logger, sink: log.sink, world,
-    plugins: new PluginManager(builtinPlugins({ root })), core: controllerCore,
+    node: 'controller',
+    controllerAttachDetach: true,
+    clock,
+    logger,
+    sink: log.sink,
+    world,
+    plugins: new PluginManager(builtinPlugins({ root })),
+    core: controllerCore,
     runner: (host) => new ControllerExecutor(host),
-    startFields: { mode: 'controller', controller: { maxWaitForUnmountMs: maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false } },
+    startFields: {
+      mode: 'controller',
+      controller: {
+        maxWaitForUnmountMs: maxWaitForUnmountMsDefault,
+        disableForceDetachOnTimeout: false,
+      },
+    },
   });
   const shown = new Map<string, string>();
   engine.subscribe((event, w) => {
@@ -63,7 +84,10 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
     }
   });
   engine.start();
-  const stopVerifier = startAttachmentVerifier(engine, { plugins: new PluginManager(builtinPlugins({ root })), clock });
+  const stopVerifier = startAttachmentVerifier(engine, {
+    plugins: new PluginManager(builtinPlugins({ root })),
+    clock,
+  });
   say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${engine.world.seq})`);
   const apply = (c: ManifestChanges) => {
     const tsMs = clock.nowMs();
@@ -74,24 +98,34 @@ export async function controllerCommand(opts: ControllerCommandOptions, logger: 
   };
   const known = {
     pods: new Map([...engine.world.pods].map(([uid, r]) => [uid as string, r.pod])),
-    objects: new Map(engine.world.objects), problems: [],
+    objects: new Map(engine.world.objects),
+    problems: [],
   };
   const watcher = new ManifestWatcher({
-    dir: opts.manifests, known, onChanges: apply,
-    onProblems: (problems) => { for (const p of problems) say(`manifest ${p.file}: ${p.message}`); },
+    dir: opts.manifests,
+    known,
+    onChanges: apply,
+    onProblems: (problems) => {
+      for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
+    },
   });
   try {
     watcher.sync();
   } catch (error) {
     engine.stop();
     log.sink.close();
-    throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`);
+    throw new UsageError(
+      `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
+    );
   }
   if (opts.once !== true) watcher.start();
   return runUntilStopped({
-    say, once: opts.once === true, timeout: opts.timeout,
+    say,
+    once: opts.once === true,
+    timeout: opts.timeout,
     settled: () => settled(engine.world),
-    settledMessage: () => `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
+    settledMessage: () =>
+      `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
     shutdown: async () => {
       watcher.stop();
       stopVerifier();

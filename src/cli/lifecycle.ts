@@ -29,12 +29,22 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       await Promise.race([opts.shutdown(), new Promise((r) => setTimeout(r, drainMsMax))]);
       resolve(code);
     };
-    process.once('SIGINT', () => void stop(130, 'SIGINT: finishing running operations, then stopping'));
-    process.once('SIGTERM', () => void stop(143, 'SIGTERM: finishing running operations, then stopping'));
-    const timeoutMs = opts.timeout === undefined ? Number.POSITIVE_INFINITY : Number.parseFloat(opts.timeout) * 1000;
+    process.once(
+      'SIGINT',
+      () => void stop(130, 'SIGINT: finishing running operations, then stopping'),
+    );
+    process.once(
+      'SIGTERM',
+      () => void stop(143, 'SIGTERM: finishing running operations, then stopping'),
+    );
+    const timeoutMs =
+      opts.timeout === undefined
+        ? Number.POSITIVE_INFINITY
+        : Number.parseFloat(opts.timeout) * 1000;
     const check = setInterval(() => {
       if (opts.once && opts.settled()) void stop(0, opts.settledMessage());
-      else if (Date.now() - startedMs > timeoutMs) void stop(1, `timed out after ${opts.timeout} s without settling`);
+      else if (Date.now() - startedMs > timeoutMs)
+        void stop(1, `timed out after ${opts.timeout} s without settling`);
     }, 50);
   });
 }
@@ -42,5 +52,6 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
 /** Progress lines on stdout, stamped with the seconds since the command started. */
 export function progressPrinter(): (line: string) => void {
   const startedMs = Date.now();
-  return (line) => process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
+  return (line) =>
+    process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
 }

@@ -6,8 +6,15 @@ import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
 import {
-  diffCommand, explainCommand, exportCommand, historyCommand, importCommand, replayCommand,
-  statusCommand, UsageError, verifyCommand,
+  diffCommand,
+  explainCommand,
+  exportCommand,
+  historyCommand,
+  importCommand,
+  replayCommand,
+  statusCommand,
+  UsageError,
+  verifyCommand,
 } from './postmortem.js';
 import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
@@ -24,9 +31,13 @@ process.stdout.on('error', (error: NodeJS.ErrnoException) => {
 const program = new Command();
 program
   .name('vole')
-  .description('Volume lifecycle engine: attach, mount, unmount and detach volumes for pods, event-sourced')
+  .description(
+    'Volume lifecycle engine: attach, mount, unmount and detach volumes for pods, event-sourced',
+  )
   .version(engineVersion)
-  .addOption(new Option('--log-level <level>', 'log level on stderr').choices(logLevels).default('silent'))
+  .addOption(
+    new Option('--log-level <level>', 'log level on stderr').choices(logLevels).default('silent'),
+  )
   .showHelpAfterError();
 
 const logger = () => cliLogger(program.opts<{ logLevel: string }>().logLevel);
@@ -37,7 +48,12 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
     try {
       process.exitCode = await action();
     } catch (error) {
-      if (error instanceof LogOpenError || error instanceof LogReadError || error instanceof UsageError || error instanceof ImportError) {
+      if (
+        error instanceof LogOpenError ||
+        error instanceof LogReadError ||
+        error instanceof UsageError ||
+        error instanceof ImportError
+      ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;
         return;
@@ -53,26 +69,44 @@ program
   .argument('<file>', 'scenario file (YAML or JSON)')
   .option('--json', 'print one JSON document on stdout')
   .option('--db <path>', 'keep the log in this new SQLite file')
-  .action((file: string, opts: { json?: boolean; db?: string }) => run(() => simulateCommand(file, opts, logger()))());
+  .action((file: string, opts: { json?: boolean; db?: string }) =>
+    run(() => simulateCommand(file, opts, logger()))(),
+  );
 
-const dbOption = () => new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
+const dbOption = () =>
+  new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
 
 program
   .command('run')
   .description('the node agent: mount the volumes of the pods in a manifest directory, for real')
-  .requiredOption('--manifests <dir>', 'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)')
-  .option('--root <dir>', 'where pods\' volumes, global mounts and disk images live', '/var/lib/vole')
+  .requiredOption(
+    '--manifests <dir>',
+    'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)',
+  )
+  .option(
+    '--root <dir>',
+    "where pods' volumes, global mounts and disk images live",
+    '/var/lib/vole',
+  )
   .option('--db <file>', 'the SQLite log (default: <root>/vole.db)')
-  .option('--node <name>', 'this node\'s name', 'node-1')
-  .option('--controller-attach-detach', 'only verify attachments a controller reports (default: attach and detach here)')
+  .option('--node <name>', "this node's name", 'node-1')
+  .option(
+    '--controller-attach-detach',
+    'only verify attachments a controller reports (default: attach and detach here)',
+  )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
 
 program
   .command('controller')
-  .description('the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)')
-  .requiredOption('--manifests <dir>', 'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)')
+  .description(
+    'the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)',
+  )
+  .requiredOption(
+    '--manifests <dir>',
+    'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)',
+  )
   .option('--db <file>', 'the SQLite log (default: <root>/controller.db)')
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
@@ -81,12 +115,16 @@ program
 
 program
   .command('chaos')
-  .description('randomized fault simulation: invariants checked throughout, convergence demanded at the end')
+  .description(
+    'randomized fault simulation: invariants checked throughout, convergence demanded at the end',
+  )
   .option('--seed <n>', 'the first seed (default: from the clock; printed first)')
   .option('--runs <k>', 'how many seeds to run', '100')
   .option('--out <dir>', 'where failing seeds are written as scenario files', 'chaos-failures')
   .option('--json', 'JSON output')
-  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean }) => run(() => chaosCommand(opts))());
+  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean }) =>
+    run(() => chaosCommand(opts))(),
+  );
 
 program
   .command('status')
@@ -97,11 +135,18 @@ program
 
 program
   .command('replay')
-  .description('the world at a moment of the log: pairs, desired pods, operations in flight, backoffs')
+  .description(
+    'the world at a moment of the log: pairs, desired pods, operations in flight, backoffs',
+  )
   .addOption(dbOption())
-  .option('--at <seq|+offset|time>', 'a seq, an offset from the first event (+90s) or an ISO time; default: the end')
+  .option(
+    '--at <seq|+offset|time>',
+    'a seq, an offset from the first event (+90s) or an ISO time; default: the end',
+  )
   .option('--json', 'JSON output')
-  .action((opts: { db: string; at?: string; json?: boolean }) => run(() => replayCommand(opts.db, opts))());
+  .action((opts: { db: string; at?: string; json?: boolean }) =>
+    run(() => replayCommand(opts.db, opts))(),
+  );
 
 program
   .command('history')
@@ -121,11 +166,15 @@ program
   .addOption(dbOption())
   .argument('<seq>', 'the seq of an operation, call or transition')
   .option('--json', 'JSON output')
-  .action((seq: string, opts: { db: string; json?: boolean }) => run(() => explainCommand(opts.db, seq, opts))());
+  .action((seq: string, opts: { db: string; json?: boolean }) =>
+    run(() => explainCommand(opts.db, seq, opts))(),
+  );
 
 program
   .command('verify')
-  .description('re-fold the log and re-plan every decision with this version; exit 1 if anything diverged')
+  .description(
+    're-fold the log and re-plan every decision with this version; exit 1 if anything diverged',
+  )
   .addOption(dbOption())
   .option('--json', 'JSON output')
   .action((opts: { db: string; json?: boolean }) => run(() => verifyCommand(opts.db, opts))());
@@ -137,7 +186,9 @@ program
   .argument('<a>', 'a seq, +offset or time')
   .argument('<b>', 'a seq, +offset or time')
   .option('--json', 'JSON output')
-  .action((a: string, b: string, opts: { db: string; json?: boolean }) => run(() => diffCommand(opts.db, a, b, opts))());
+  .action((a: string, b: string, opts: { db: string; json?: boolean }) =>
+    run(() => diffCommand(opts.db, a, b, opts))(),
+  );
 
 program
   .command('export')
@@ -155,10 +206,16 @@ program
 
 program
   .command('inspect')
-  .description('a read-only web page over a log: pairs, statecharts, a timeline; follows a live log')
+  .description(
+    'a read-only web page over a log: pairs, statecharts, a timeline; follows a live log',
+  )
   .addOption(dbOption())
   .option('--port <n>', 'port to listen on (0: any free one)', '7421')
-  .option('--host <addr>', 'address to listen on (default 127.0.0.1; another only when given)', '127.0.0.1')
+  .option(
+    '--host <addr>',
+    'address to listen on (default 127.0.0.1; another only when given)',
+    '127.0.0.1',
+  )
   .action((opts: { db: string; port: string; host: string }) => run(() => inspectCommand(opts))());
 
 program.exitOverride((error) => {

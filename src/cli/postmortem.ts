@@ -8,8 +8,17 @@ import type { VoleEvent } from '../events/index.js';
 import { eventCodec } from '../events/index.js';
 import { openLog } from '../log/store.js';
 import {
-  describeWorld, diffWorlds, explain, explainText, fromJsonLines, history, replayTo, toJsonLines, verify,
-  type Transition, type WorldView,
+  describeWorld,
+  diffWorlds,
+  explain,
+  explainText,
+  fromJsonLines,
+  history,
+  replayTo,
+  toJsonLines,
+  verify,
+  type Transition,
+  type WorldView,
 } from '../postmortem/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { decodeWorld } from '../world/snapshot.js';
@@ -39,32 +48,59 @@ export function resolveMoment(store: Store, at: string | undefined): number {
   } else if (!Number.isNaN(Date.parse(at))) {
     tsMs = Date.parse(at);
   }
-  if (tsMs === undefined) throw new UsageError(`--at ${at}: give a seq (812), an offset from the start (+90s) or a time (2026-11-24T10:00:00Z)`);
+  if (tsMs === undefined)
+    throw new UsageError(
+      `--at ${at}: give a seq (812), an offset from the start (+90s) or a time (2026-11-24T10:00:00Z)`,
+    );
   return store.seqAtOrBeforeTs(tsMs);
 }
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
 export function worldAt(store: Store, seq: number): WorldView {
   const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
-  const start = snapshot === undefined ? undefined : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
+  const start =
+    snapshot === undefined
+      ? undefined
+      : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
   const from = (start?.seq ?? 0) + 1;
-  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), { label: 'replaying', fromSeq: from, toSeq: seq });
+  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
+    label: 'replaying',
+    fromSeq: from,
+    toSeq: seq,
+  });
   return describeWorld(replayTo(events, {}, start));
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
   const s = style(out);
-  out.write(`${s.bold(`world at seq ${view.seq}`)} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`);
+  out.write(
+    `${s.bold(`world at seq ${view.seq}`)} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
+  );
   out.write(`${s.bold('pods')}\n`);
-  for (const p of view.pods) out.write(`  ${p.uid}  ${p.namespace}/${p.name}  ${p.volumes.join(' ')}${p.errors.length ? s.red(`  ✗ ${p.errors.join('; ')}`) : ''}\n`);
+  for (const p of view.pods)
+    out.write(
+      `  ${p.uid}  ${p.namespace}/${p.name}  ${p.volumes.join(' ')}${p.errors.length ? s.red(`  ✗ ${p.errors.join('; ')}`) : ''}\n`,
+    );
   out.write(`${s.bold('attachments')}\n`);
-  for (const a of view.attachments) out.write(`  ${a.volume}@${a.node}  ${s.state(a.state)}${a.devicePath ? `  ${a.devicePath}` : ''}\n`);
+  for (const a of view.attachments)
+    out.write(
+      `  ${a.volume}@${a.node}  ${s.state(a.state)}${a.devicePath ? `  ${a.devicePath}` : ''}\n`,
+    );
   out.write(`${s.bold('mounts')}\n`);
-  for (const m of view.mounts) out.write(`  ${m.volume} × pod ${m.pod} (${m.outerVolumeSpecName})  ${s.state(m.state)}${m.remountRequired ? '  remount required' : ''}\n`);
+  for (const m of view.mounts)
+    out.write(
+      `  ${m.volume} × pod ${m.pod} (${m.outerVolumeSpecName})  ${s.state(m.state)}${m.remountRequired ? '  remount required' : ''}\n`,
+    );
   out.write(`${s.bold('operations in flight')}\n`);
-  for (const o of view.operations) out.write(`  ${o.opId}  ${o.op} ${o.volume}${o.pod ? ` pod ${o.pod}` : ''}${o.call ? `  in ${o.call}` : ''}\n`);
+  for (const o of view.operations)
+    out.write(
+      `  ${o.opId}  ${o.op} ${o.volume}${o.pod ? ` pod ${o.pod}` : ''}${o.call ? `  in ${o.call}` : ''}\n`,
+    );
   out.write(`${s.bold('backoffs')}\n`);
-  for (const b of view.backoffs) out.write(`  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`);
+  for (const b of view.backoffs)
+    out.write(
+      `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
+    );
   out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
 }
 
@@ -92,10 +128,22 @@ function offset(tsMs: number, originMs: number): string {
 function printTransition(t: Transition, originMs: number, out: NodeJS.WritableStream): void {
   const s = style(out);
   const pair = t.pair === 'attachment' ? `${t.volume}@${t.node}` : `${t.volume} × pod ${t.pod}`;
-  out.write(`${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`);
+  out.write(
+    `${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`,
+  );
 }
 
-export function historyCommand(db: string, opts: { volume?: string; pod?: string; node?: string; since?: string; until?: string; json?: boolean }): number {
+export function historyCommand(
+  db: string,
+  opts: {
+    volume?: string;
+    pod?: string;
+    node?: string;
+    since?: string;
+    until?: string;
+    json?: boolean;
+  },
+): number {
   const store = openReadonly(db);
   try {
     const first = store.bounds().firstTsMs;
@@ -113,9 +161,17 @@ export function historyCommand(db: string, opts: { volume?: string; pod?: string
       ...(sinceMs === undefined ? {} : { sinceMs }),
       ...(untilMs === undefined ? {} : { untilMs }),
     };
-    if (opts.json !== true && first > 1e12) process.stdout.write(style(process.stdout).dim(`log starts at ${new Date(first).toISOString()}; times are offsets from it\n`));
+    if (opts.json !== true && first > 1e12)
+      process.stdout.write(
+        style(process.stdout).dim(
+          `log starts at ${new Date(first).toISOString()}; times are offsets from it\n`,
+        ),
+      );
     const head = store.head().seq;
-    for (const t of history(withProgress(store.read({}), { label: 'reading', fromSeq: 1, toSeq: head }), filter)) {
+    for (const t of history(
+      withProgress(store.read({}), { label: 'reading', fromSeq: 1, toSeq: head }),
+      filter,
+    )) {
       if (opts.json === true) process.stdout.write(`${JSON.stringify(t)}\n`);
       else printTransition(t, first, process.stdout);
     }
@@ -126,11 +182,14 @@ export function historyCommand(db: string, opts: { volume?: string; pod?: string
 }
 
 export function explainCommand(db: string, seqText: string, opts: { json?: boolean }): number {
-  if (!/^[0-9]+$/.test(seqText)) throw new UsageError(`explain takes a seq (a number), not "${seqText}"`);
+  if (!/^[0-9]+$/.test(seqText))
+    throw new UsageError(`explain takes a seq (a number), not "${seqText}"`);
   const store = openReadonly(db);
   try {
     const chain = explain((seq) => store.get(seq), Number(seqText));
-    process.stdout.write(opts.json === true ? `${JSON.stringify(chain, null, 2)}\n` : `${explainText(chain)}\n`);
+    process.stdout.write(
+      opts.json === true ? `${JSON.stringify(chain, null, 2)}\n` : `${explainText(chain)}\n`,
+    );
     return 0;
   } finally {
     store.close();
@@ -143,14 +202,20 @@ export function verifyCommand(db: string, opts: { json?: boolean }): number {
     const head = store.head().seq;
     const tty = process.stderr.isTTY === true;
     const report = verify(store.read({}), {
-      onProgress: (seq) => { if (tty) process.stderr.write(`\rverifying ${Math.floor((seq / Math.max(head, 1)) * 100)}%`); },
+      onProgress: (seq) => {
+        if (tty)
+          process.stderr.write(`\rverifying ${Math.floor((seq / Math.max(head, 1)) * 100)}%`);
+      },
     });
     if (tty) process.stderr.write('\r\x1b[K');
     if (opts.json === true) {
       process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     } else {
-      for (const d of report.divergences) process.stdout.write(`seq ${d.seq}: ${d.kind}: ${d.message}\n`);
-      process.stdout.write(`${report.ok ? 'ok' : 'DIVERGED'}: ${report.events} events, ${report.decisions} decisions re-planned, ${report.invariantChecks} invariant checks, ${report.divergences.length} divergences\n`);
+      for (const d of report.divergences)
+        process.stdout.write(`seq ${d.seq}: ${d.kind}: ${d.message}\n`);
+      process.stdout.write(
+        `${report.ok ? 'ok' : 'DIVERGED'}: ${report.events} events, ${report.decisions} decisions re-planned, ${report.invariantChecks} invariant checks, ${report.divergences.length} divergences\n`,
+      );
     }
     return report.ok ? 0 : 1;
   } finally {
@@ -161,15 +226,22 @@ export function verifyCommand(db: string, opts: { json?: boolean }): number {
 export function diffCommand(db: string, a: string, b: string, opts: { json?: boolean }): number {
   const store = openReadonly(db);
   try {
-    const diff = diffWorlds(worldAt(store, resolveMoment(store, a)), worldAt(store, resolveMoment(store, b)));
+    const diff = diffWorlds(
+      worldAt(store, resolveMoment(store, a)),
+      worldAt(store, resolveMoment(store, b)),
+    );
     if (opts.json === true) {
       process.stdout.write(`${JSON.stringify(diff, null, 2)}\n`);
       return 0;
     }
     const s = style(process.stdout);
-    process.stdout.write(`from seq ${diff.from} to seq ${diff.to}: ${diff.changes.length} changes\n`);
+    process.stdout.write(
+      `from seq ${diff.from} to seq ${diff.to}: ${diff.changes.length} changes\n`,
+    );
     for (const c of diff.changes) {
-      process.stdout.write(`  ${c.what}: ${c.before === null ? s.dim('(none)') : c.before} → ${c.after === null ? s.dim('(gone)') : c.after}\n`);
+      process.stdout.write(
+        `  ${c.what}: ${c.before === null ? s.dim('(none)') : c.before} → ${c.after === null ? s.dim('(gone)') : c.after}\n`,
+      );
     }
     return 0;
   } finally {
@@ -181,10 +253,14 @@ export async function exportCommand(db: string, opts: { out?: string }): Promise
   const store = openReadonly(db);
   const out = opts.out === undefined ? process.stdout : createWriteStream(opts.out);
   try {
-    for (const line of toJsonLines(withProgress(store.read({}), { label: 'exporting', fromSeq: 1, toSeq: store.head().seq }))) {
-      if (!out.write(line)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+    for (const line of toJsonLines(
+      withProgress(store.read({}), { label: 'exporting', fromSeq: 1, toSeq: store.head().seq }),
+    )) {
+      if (!out.write(line))
+        await new Promise<void>((resolve) => out.once('drain', () => resolve()));
     }
-    if (out !== process.stdout) await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
+    if (out !== process.stdout)
+      await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
     return 0;
   } finally {
     store.close();
@@ -192,7 +268,8 @@ export async function exportCommand(db: string, opts: { out?: string }): Promise
 }
 
 export async function importCommand(file: string, db: string): Promise<number> {
-  if (existsSync(db)) throw new UsageError(`${db} exists; import writes a new log only (choose another --db path)`);
+  if (existsSync(db))
+    throw new UsageError(`${db} exists; import writes a new log only (choose another --db path)`);
   const store = openLog(db, { codec: eventCodec, mode: 'create' });
   try {
     const lines = createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Infinity });
@@ -209,7 +286,10 @@ export async function importCommand(file: string, db: string): Promise<number> {
     function flush() {
       if (batch.length === 0) return;
       const head = store.head().seq;
-      store.append(batch.map(({ seq: _seq, ...rest }) => rest), { expectedSeq: head });
+      store.append(
+        batch.map(({ seq: _seq, ...rest }) => rest),
+        { expectedSeq: head },
+      );
       batch.length = 0;
     }
   } finally {

@@ -4,7 +4,10 @@
  */
 export const progressEventsMin = 100_000;
 
-export function* withProgress<T extends { seq: number }>(events: Iterable<T>, opts: { label: string; fromSeq: number; toSeq: number }): Generator<T> {
+export function* withProgress<T extends { seq: number }>(
+  events: Iterable<T>,
+  opts: { label: string; fromSeq: number; toSeq: number },
+): Generator<T> {
   const total = opts.toSeq - opts.fromSeq + 1;
   const show = process.stderr.isTTY === true && total >= progressEventsMin;
   let next = opts.fromSeq;

@@ -39,32 +39,48 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   mkdirSync(root, { recursive: true });
   const say = progressPrinter();
   const vm = VolumeManager.open({
-    db, node: opts.node ?? 'node-1', plugins: builtinPlugins({ root }),
-    controllerAttachDetach: opts.controllerAttachDetach ?? false, logger,
+    db,
+    node: opts.node ?? 'node-1',
+    plugins: builtinPlugins({ root }),
+    controllerAttachDetach: opts.controllerAttachDetach ?? false,
+    logger,
   });
   const progress = new PodProgress(say);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
-  say(`vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`);
-  const known = { pods: new Map([...vm.world.pods].map(([uid, r]) => [uid as string, r.pod])), objects: new Map(vm.world.objects), problems: [] };
+  say(
+    `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
+  );
+  const known = {
+    pods: new Map([...vm.world.pods].map(([uid, r]) => [uid as string, r.pod])),
+    objects: new Map(vm.world.objects),
+    problems: [],
+  };
   const watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
     onChanges: (changes) => apply(vm, changes),
-    onProblems: (problems) => { for (const p of problems) say(`manifest ${p.file}: ${p.message}`); },
+    onProblems: (problems) => {
+      for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
+    },
   });
   try {
     watcher.sync();
   } catch (error) {
     vm.stop();
-    throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`);
+    throw new UsageError(
+      `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
+    );
   }
   vm.markSourcesReady();
   if (opts.once !== true) watcher.start();
   return runUntilStopped({
-    say, once: opts.once === true, timeout: opts.timeout,
+    say,
+    once: opts.once === true,
+    timeout: opts.timeout,
     settled: () => settled(vm.world),
-    settledMessage: () => `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
+    settledMessage: () =>
+      `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
       watcher.stop();
       await vm.drainAndStop();

@@ -15,20 +15,29 @@ function printHuman(result: SimulationResult, out: NodeJS.WritableStream): void 
   for (const f of result.failures) out.write(`  ✗ ${f.message}\n`);
   for (const w of result.waits) out.write(`  wait ${w.pod}: ${w.ok ? 'ready' : w.error}\n`);
   for (const [plugin, calls] of Object.entries(result.counts)) {
-    const list = Object.entries(calls).map(([c, n]) => `${c}=${n}`).join(' ');
+    const list = Object.entries(calls)
+      .map(([c, n]) => `${c}=${n}`)
+      .join(' ');
     out.write(`  ${plugin}: ${list}\n`);
   }
   const state = result.state as {
     attachments?: { volume: string; node: string; state: string }[];
     mounts?: { volume: string; pod: string; outerVolumeSpecName: string; state: string }[];
   };
-  for (const a of state.attachments ?? []) out.write(`  attachment ${a.volume}@${a.node}: ${a.state}\n`);
-  for (const m of state.mounts ?? []) out.write(`  mount ${m.volume} pod ${m.pod} (${m.outerVolumeSpecName}): ${m.state}\n`);
-  for (const r of result.reports ?? []) out.write(`  report ${r.reason} pod ${r.pod}: ${r.message}\n`);
+  for (const a of state.attachments ?? [])
+    out.write(`  attachment ${a.volume}@${a.node}: ${a.state}\n`);
+  for (const m of state.mounts ?? [])
+    out.write(`  mount ${m.volume} pod ${m.pod} (${m.outerVolumeSpecName}): ${m.state}\n`);
+  for (const r of result.reports ?? [])
+    out.write(`  report ${r.reason} pod ${r.pod}: ${r.message}\n`);
 }
 
 /** Returns the exit status: 0 every expectation held, 1 one failed, 2 the file is invalid. */
-export async function simulateCommand(file: string, opts: SimulateCliOptions, logger: Logger): Promise<number> {
+export async function simulateCommand(
+  file: string,
+  opts: SimulateCliOptions,
+  logger: Logger,
+): Promise<number> {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');

@@ -6,7 +6,9 @@ import { UsageError } from './postmortem.js';
 
 export function openSimulationLog(path: string): SimulationLog {
   if (existsSync(path) && statSync(path).size > 0) {
-    throw new UsageError(`${path} already exists; simulate writes a new log (remove it or choose another --db path)`);
+    throw new UsageError(
+      `${path} already exists; simulate writes a new log (remove it or choose another --db path)`,
+    );
   }
   return openSqliteLog(path);
 }

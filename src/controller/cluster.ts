@@ -11,7 +11,12 @@ import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
 import type { Clock } from '../execute/clock.js';
 import type { PluginManager } from '../plugins/manager.js';
-import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault } from './index.js';
+import {
+  ControllerExecutor,
+  controllerCore,
+  managedAnnotation,
+  maxWaitForUnmountMsDefault,
+} from './index.js';
 import type { ControllerOperation } from './plan.js';
 import type { ControllerWorld } from './types.js';
 
@@ -36,17 +41,35 @@ export class Cluster {
   constructor(private readonly opts: ClusterOptions) {
     const logger = opts.logger ?? pino({ level: 'silent' });
     this.controller = new Engine<ControllerWorld, ControllerOperation>({
-      node: 'controller', controllerAttachDetach: true, plugins: opts.controllerPlugins, clock: opts.clock,
-      sink: opts.sinks?.controller ?? new MemorySink(), logger, core: controllerCore,
+      node: 'controller',
+      controllerAttachDetach: true,
+      plugins: opts.controllerPlugins,
+      clock: opts.clock,
+      sink: opts.sinks?.controller ?? new MemorySink(),
+      logger,
+      core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
-      startFields: { mode: 'controller', controller: { maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false } },
+      startFields: {
+        mode: 'controller',
+        controller: {
+          maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+          disableForceDetachOnTimeout: false,
+        },
+      },
     });
     for (const node of opts.nodes) {
       const sink = opts.sinks?.node?.(node) ?? new MemorySink();
-      this.agents.set(node, VolumeManager.create({
-        node, plugins: opts.nodePlugins(node), clock: opts.clock, controllerAttachDetach: true, logger,
-        log: { sink, history: [] },
-      }));
+      this.agents.set(
+        node,
+        VolumeManager.create({
+          node,
+          plugins: opts.nodePlugins(node),
+          clock: opts.clock,
+          controllerAttachDetach: true,
+          logger,
+          log: { sink, history: [] },
+        }),
+      );
     }
     this.controller.subscribe(() => this.scheduleSync());
     for (const agent of this.agents.values()) agent.subscribe(() => this.scheduleSync());
@@ -54,7 +77,12 @@ export class Cluster {
 
   start(): void {
     this.controller.start();
-    for (const node of this.opts.nodes) this.controller.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: this.nodeObject(node, []) });
+    for (const node of this.opts.nodes)
+      this.controller.append({
+        type: 'ObjectUpserted',
+        tsMs: this.opts.clock.nowMs(),
+        object: this.nodeObject(node, []),
+      });
     for (const agent of this.agents.values()) {
       agent.start();
       agent.markSourcesReady();
@@ -68,7 +96,9 @@ export class Cluster {
 
   private nodeObject(node: string, volumesInUse: readonly string[]): Node {
     return {
-      apiVersion: 'v1', kind: 'Node', metadata: { name: node, annotations: { [managedAnnotation]: 'true' } },
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: node, annotations: { [managedAnnotation]: 'true' } },
       status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [...volumesInUse] },
     };
   }
@@ -114,11 +144,19 @@ export class Cluster {
       const key = inUse.join(' ');
       if (this.inUse.get(node) !== key) {
         this.inUse.set(node, key);
-        this.controller.append({ type: 'ObjectUpserted', tsMs, object: this.nodeObject(node, inUse) });
+        this.controller.append({
+          type: 'ObjectUpserted',
+          tsMs,
+          object: this.nodeObject(node, inUse),
+        });
         agent.markVolumesAsReportedInUse(inUse);
       }
       const reported = [...(this.controller.world.reported.get(node as never) ?? [])].sort();
-      const list = reported.map((name) => ({ name, devicePath: this.controller.world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '' }));
+      const list = reported.map((name) => ({
+        name,
+        devicePath:
+          this.controller.world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
+      }));
       const published = JSON.stringify(list);
       if (this.published.get(node) !== published) {
         this.published.set(node, published);

@@ -6,7 +6,13 @@
 import { assert } from '../assert.js';
 import { operationsInFlightMax } from '../constants.js';
 import {
-  type ExecutorHost, failOperation, OperationAbandoned, OperationFailed, type OpContext, runCall, runningOp,
+  type ExecutorHost,
+  failOperation,
+  OperationAbandoned,
+  OperationFailed,
+  type OpContext,
+  runCall,
+  runningOp,
 } from '../execute/context.js';
 import { OpId } from '../ids.js';
 import type { Runner } from '../agent/engine.js';
@@ -17,12 +23,23 @@ type Ctx = OpContext<ControllerWorld, ControllerOperation>;
 
 async function attach(ctx: Ctx): Promise<void> {
   const spec = runningOp(ctx).spec;
-  if (spec === null) failOperation(`AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired on ${ctx.op.node}`);
+  if (spec === null)
+    failOperation(
+      `AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired on ${ctx.op.node}`,
+    );
   const attacher = ctx.host.plugins.find(spec.pluginName)?.attacher;
-  if (attacher === undefined) failOperation(`AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": no attachable plugin "${spec.pluginName}"`);
+  if (attacher === undefined)
+    failOperation(
+      `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": no attachable plugin "${spec.pluginName}"`,
+    );
   await runCall(
     ctx,
-    { call: 'attach', prefix: `AttachVolume.Attach failed for volume "${spec.innerVolumeSpecName}"`, node: ctx.op.node, succeeded: (devicePath: string) => ({ devicePath }) },
+    {
+      call: 'attach',
+      prefix: `AttachVolume.Attach failed for volume "${spec.innerVolumeSpecName}"`,
+      node: ctx.op.node,
+      succeeded: (devicePath: string) => ({ devicePath }),
+    },
     (target) => attacher.attach(spec, target),
   );
 }
@@ -31,19 +48,33 @@ async function detach(ctx: Ctx): Promise<void> {
   const { op } = ctx;
   const world = ctx.host.world();
   const attachment = world.attachments.get(pairKey(op.volume, op.node));
-  if (attachment === undefined) failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
+  if (attachment === undefined)
+    failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
   const attacher = ctx.host.plugins.find(attachment.pluginName)?.attacher;
-  if (attacher === undefined) failOperation(`DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${attachment.pluginName}"`);
-  await runCall(ctx, { call: 'detach', prefix: `DetachVolume.Detach failed for volume "${attachment.spec.innerVolumeSpecName}"`, node: op.node }, async (target) => {
-    // §3.8 step 1: a fresh read of the node; a deleted node is safe to detach from.
-    if (op.verifySafeToDetach === true) {
-      const node = ctx.host.world().nodes.get(op.node);
-      if (node?.exists === true && node.volumesInUse.has(op.volume)) {
-        throw new Error(`DetachVolume failed for volume "${op.volume}" from node "${op.node}": volume is still in use by node, according to Node status`);
+  if (attacher === undefined)
+    failOperation(
+      `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${attachment.pluginName}"`,
+    );
+  await runCall(
+    ctx,
+    {
+      call: 'detach',
+      prefix: `DetachVolume.Detach failed for volume "${attachment.spec.innerVolumeSpecName}"`,
+      node: op.node,
+    },
+    async (target) => {
+      // §3.8 step 1: a fresh read of the node; a deleted node is safe to detach from.
+      if (op.verifySafeToDetach === true) {
+        const node = ctx.host.world().nodes.get(op.node);
+        if (node?.exists === true && node.volumesInUse.has(op.volume)) {
+          throw new Error(
+            `DetachVolume failed for volume "${op.volume}" from node "${op.node}": volume is still in use by node, according to Node status`,
+          );
+        }
       }
-    }
-    await attacher.detach(attachment.spec, target);
-  });
+      await attacher.detach(attachment.spec, target);
+    },
+  );
 }
 
 export class ControllerExecutor implements Runner<ControllerOperation> {
@@ -60,15 +91,30 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
   }
 
   start(op: ControllerOperation): void {
-    assert(this.capacity() > 0, `controller executor: more than ${operationsInFlightMax} operations in flight`);
+    assert(
+      this.capacity() > 0,
+      `controller executor: more than ${operationsInFlightMax} operations in flight`,
+    );
     const { host } = this;
     const opId = OpId(`op-${host.world().seq + 1}`);
     host.append({
-      type: 'OperationStarted', tsMs: host.clock.nowMs(), opId, op: op.op, key: op.key, volume: op.volume, node: op.node, cause: op.cause,
+      type: 'OperationStarted',
+      tsMs: host.clock.nowMs(),
+      opId,
+      op: op.op,
+      key: op.key,
+      volume: op.volume,
+      node: op.node,
+      cause: op.cause,
       ...(op.verifySafeToDetach === undefined ? {} : { verifySafeToDetach: op.verifySafeToDetach }),
       ...(op.forced === undefined ? {} : { forced: op.forced }),
     });
-    const ctx: Ctx = { host, op, opId, logger: host.logger.child({ opId, op: op.op, volume: op.volume, node: op.node }) };
+    const ctx: Ctx = {
+      host,
+      op,
+      opId,
+      logger: host.logger.child({ opId, op: op.op, volume: op.volume, node: op.node }),
+    };
     const task = this.run(ctx).finally(() => this.inFlight.delete(task));
     this.inFlight.add(task);
   }
@@ -77,11 +123,18 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
     const { host, opId } = ctx;
     try {
       await (ctx.op.op === 'attach' ? attach(ctx) : detach(ctx));
-      if (host.alive()) host.append({ type: 'OperationFinished', tsMs: host.clock.nowMs(), opId, outcome: 'ok' });
+      if (host.alive())
+        host.append({ type: 'OperationFinished', tsMs: host.clock.nowMs(), opId, outcome: 'ok' });
     } catch (error) {
       if (error instanceof OperationAbandoned || !host.alive()) return;
       if (!(error instanceof OperationFailed)) throw error;
-      host.append({ type: 'OperationFinished', tsMs: host.clock.nowMs(), opId, outcome: 'failed', error: error.error });
+      host.append({
+        type: 'OperationFinished',
+        tsMs: host.clock.nowMs(),
+        opId,
+        outcome: 'failed',
+        error: error.error,
+      });
       ctx.logger.warn({ error: error.error.message }, 'operation failed');
     }
   }

@@ -8,10 +8,21 @@ import type { CallError, EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, OpId, type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { attachmentPairs } from '../world/pairs.js';
-import { keyString, mayRun, recordsAfterFinish, recordsAfterStart, setRecords } from '../world/pending.js';
+import {
+  keyString,
+  mayRun,
+  recordsAfterFinish,
+  recordsAfterStart,
+  setRecords,
+} from '../world/pending.js';
 import { resolvePod } from '../world/resolve.js';
 import type { RunningOp } from '../world/types.js';
-import { type ControllerAttachment, type ControllerWorld, type NodeRecord, pairKey } from './types.js';
+import {
+  type ControllerAttachment,
+  type ControllerWorld,
+  type NodeRecord,
+  pairKey,
+} from './types.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 export const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -21,10 +32,22 @@ export const maxWaitForUnmountMsDefault = 6 * 60_000;
 export function initialControllerWorld(): ControllerWorld {
   return {
     config: { maxWaitForUnmountMs: maxWaitForUnmountMsDefault, disableForceDetachOnTimeout: false },
-    plugins: new Map(), seq: 0 as Seq, tsMs: 0, engineStartedSeq: 0 as Seq,
-    pods: new Map(), objects: new Map(), podsByObject: new Map(), nodes: new Map(),
-    dsw: new Map(), attachments: new Map(), reported: new Map(),
-    ops: new Map(), running: new Map(), lastErrors: new Map(), causes: new Map(), dirty: new Set(),
+    plugins: new Map(),
+    seq: 0 as Seq,
+    tsMs: 0,
+    engineStartedSeq: 0 as Seq,
+    pods: new Map(),
+    objects: new Map(),
+    podsByObject: new Map(),
+    nodes: new Map(),
+    dsw: new Map(),
+    attachments: new Map(),
+    reported: new Map(),
+    ops: new Map(),
+    running: new Map(),
+    lastErrors: new Map(),
+    causes: new Map(),
+    dirty: new Set(),
   };
 }
 
@@ -52,7 +75,8 @@ function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
     if (entry === undefined || !entry.pods.has(uid)) continue;
     const pods = new Map(entry.pods);
     pods.delete(uid);
-    if (pods.size === 0) world.dsw.delete(key); // the multi-attach flag goes with it
+    if (pods.size === 0)
+      world.dsw.delete(key); // the multi-attach flag goes with it
     else world.dsw.set(key, { ...entry, pods });
     touch(world, v.volume);
   }
@@ -65,15 +89,29 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   if (world.nodes.get(record.node)?.managed !== true) return;
   for (const v of record.volumes) {
     const key = pairKey(v.volume, record.node);
-    const entry = world.dsw.get(key) ?? { volume: v.volume, node: record.node, spec: v, pods: new Map(), multiAttachErrorReported: false };
+    const entry = world.dsw.get(key) ?? {
+      volume: v.volume,
+      node: record.node,
+      spec: v,
+      pods: new Map(),
+      multiAttachErrorReported: false,
+    };
     const pods = new Map(entry.pods);
-    pods.set(uid, { namespace: record.pod.metadata.namespace ?? 'default', name: record.pod.metadata.name });
+    pods.set(uid, {
+      namespace: record.pod.metadata.namespace ?? 'default',
+      name: record.pod.metadata.name,
+    });
     world.dsw.set(key, { ...entry, pods });
     touch(world, v.volume);
   }
 }
 
-function index(world: ControllerWorld, uid: UniquePodName, keys: readonly string[], add: boolean): void {
+function index(
+  world: ControllerWorld,
+  uid: UniquePodName,
+  keys: readonly string[],
+  add: boolean,
+): void {
   for (const key of keys) {
     let set = world.podsByObject.get(key);
     if (add) (set ?? world.podsByObject.set(key, (set = new Set())).get(key)!).add(uid);
@@ -90,9 +128,13 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
   const nodeName = pod.spec.nodeName;
   world.pods.set(uid, {
-    uid, pod, node: nodeName === undefined || nodeName === '' ? null : NodeName(nodeName),
-    volumes: resolution.volumes.filter((v) => v.attachable), references: resolution.references,
-    terminated: isTerminated(pod), seq,
+    uid,
+    pod,
+    node: nodeName === undefined || nodeName === '' ? null : NodeName(nodeName),
+    volumes: resolution.volumes.filter((v) => v.attachable),
+    references: resolution.references,
+    terminated: isTerminated(pod),
+    seq,
   });
   index(world, uid, [...resolution.references, `Node//${nodeName ?? ''}`], true);
   addPodToDsw(world, uid);
@@ -105,12 +147,16 @@ function reresolve(world: ControllerWorld, key: string): void {
   }
 }
 
-function nodeRecord(object: ClusterObject & { kind: 'Node' }, previous: NodeRecord | undefined): NodeRecord {
+function nodeRecord(
+  object: ClusterObject & { kind: 'Node' },
+  previous: NodeRecord | undefined,
+): NodeRecord {
   const ready = object.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
   return {
     name: NodeName(object.metadata.name),
     exists: true,
-    managed: previous?.managed === true || object.metadata.annotations?.[managedAnnotation] !== undefined,
+    managed:
+      previous?.managed === true || object.metadata.annotations?.[managedAnnotation] !== undefined,
     ready,
     outOfService: (object.spec?.taints ?? []).some((t) => t.key === outOfServiceTaint),
     volumesInUse: new Set(object.status?.volumesInUse ?? []),
@@ -130,7 +176,8 @@ function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpsert
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   world.objects.set(key, object);
-  if (object.kind === 'Node') setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
+  if (object.kind === 'Node')
+    setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
   else reresolve(world, key);
 }
 
@@ -145,19 +192,39 @@ function foldObjectRemoved(world: ControllerWorld, event: EventOf<'ObjectRemoved
 
 // --- attachments -----------------------------------------------------------------------
 
-function step(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName, spec: ControllerAttachment['spec'] | null, event: AttachmentEvent, observation = false): void {
+function step(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+  node: NodeName,
+  spec: ControllerAttachment['spec'] | null,
+  event: AttachmentEvent,
+  observation = false,
+): void {
   const key = pairKey(volume, node);
   const existing = world.attachments.get(key);
-  assert(existing !== undefined || spec !== null, `attachment ${key}: no spec to create it (seq ${world.seq})`);
+  assert(
+    existing !== undefined || spec !== null,
+    `attachment ${key}: no spec to create it (seq ${world.seq})`,
+  );
   const record: ControllerAttachment = existing ?? {
-    volume, node, pluginName: spec!.pluginName, spec: spec!, state: attachmentPairs.initial, detachRequestedAtMs: null, seq: world.seq,
+    volume,
+    node,
+    pluginName: spec!.pluginName,
+    spec: spec!,
+    state: attachmentPairs.initial,
+    detachRequestedAtMs: null,
+    seq: world.seq,
   };
   const next = attachmentPairs.transition(record.state, event);
   if (next === undefined) {
-    assert(observation, `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`);
+    assert(
+      observation,
+      `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
+    );
     return;
   }
-  const created = existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.state.value);
+  const created =
+    existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.state.value);
   if (next.value === 'detached') {
     world.attachments.delete(key);
     world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
@@ -167,7 +234,8 @@ function step(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName, 
   // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
   if (created && /^(attached|attachUncertain)/.test(next.value)) {
     const n = world.nodes.get(node);
-    if (n !== undefined && !n.volumesInUse.has(volume)) world.nodes.set(node, { ...n, volumesInUse: new Set([...n.volumesInUse, volume]) });
+    if (n !== undefined && !n.volumesInUse.has(volume))
+      world.nodes.set(node, { ...n, volumesInUse: new Set([...n.volumesInUse, volume]) });
   }
   if (next.value.startsWith('attached')) {
     const set = world.reported.get(node) ?? new Set();
@@ -203,21 +271,44 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const volume = event.volume as UniqueVolumeName;
   const records = world.ops.get(volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
-  assert(verdict.kind === 'run', `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`);
+  assert(
+    verdict.kind === 'run',
+    `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
+  );
   const opId = OpId(event.opId);
-  setRecords(world.ops, volume, recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }));
+  setRecords(
+    world.ops,
+    volume,
+    recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
+  );
   const node = NodeName(event.node ?? '');
-  const spec = world.dsw.get(pairKey(volume, node))?.spec ?? world.attachments.get(pairKey(volume, node))?.spec ?? null;
+  const spec =
+    world.dsw.get(pairKey(volume, node))?.spec ??
+    world.attachments.get(pairKey(volume, node))?.spec ??
+    null;
   world.running.set(opId, {
-    opId, op: event.op, key: event.key, volume, pod: null, node, spec,
-    startedSeq: event.seq as Seq, startedTsMs: event.tsMs, cause: event.cause as Seq, call: null, lastError: null,
+    opId,
+    op: event.op,
+    key: event.key,
+    volume,
+    pod: null,
+    node,
+    spec,
+    startedSeq: event.seq as Seq,
+    startedTsMs: event.tsMs,
+    cause: event.cause as Seq,
+    call: null,
+    lastError: null,
   });
   // §3.3 step 11: the volume leaves the node's report before its detach starts.
   if (event.op === 'detach') world.reported.get(node)?.delete(volume);
   touch(world, volume);
 }
 
-function foldCall(world: ControllerWorld, event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>): void {
+function foldCall(
+  world: ControllerWorld,
+  event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
+): void {
   const op = runningOf(world, event.opId);
   const node = op.node!;
   if (event.type === 'CallStarted') {
@@ -226,29 +317,51 @@ function foldCall(world: ControllerWorld, event: EventOf<'CallStarted' | 'CallSu
     if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_START' });
   } else if (event.type === 'CallSucceeded') {
     world.running.set(op.opId, { ...op, call: null });
-    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_OK', devicePath: event.devicePath ?? '' });
+    if (event.call === 'attach')
+      step(world, op.volume, node, op.spec, {
+        type: 'ATTACH_OK',
+        devicePath: event.devicePath ?? '',
+      });
     if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_OK' });
   } else {
     world.running.set(op.opId, { ...op, call: null, lastError: event.error });
-    world.lastErrors.set(op.volume, { message: event.error.message, seq: event.seq as Seq, tsMs: event.tsMs });
+    world.lastErrors.set(op.volume, {
+      message: event.error.message,
+      seq: event.seq as Seq,
+      tsMs: event.tsMs,
+    });
     // §3.8: any failed attach or detach may have taken effect: the entry is uncertain.
-    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_FAIL', uncertain: true });
-    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_FAIL', uncertain: true });
-    if (event.call === 'volumesAreAttached') step(world, op.volume, node, null, { type: 'OBSERVED_DETACHED' }, true);
+    if (event.call === 'attach')
+      step(world, op.volume, node, op.spec, { type: 'ATTACH_FAIL', uncertain: true });
+    if (event.call === 'detach')
+      step(world, op.volume, node, null, { type: 'DETACH_FAIL', uncertain: true });
+    if (event.call === 'volumesAreAttached')
+      step(world, op.volume, node, null, { type: 'OBSERVED_DETACHED' }, true);
   }
   touch(world, op.volume);
 }
 
-function complete(world: ControllerWorld, op: RunningOp, failure: CallError | null, tsMs: number): void {
+function complete(
+  world: ControllerWorld,
+  op: RunningOp,
+  failure: CallError | null,
+  tsMs: number,
+): void {
   const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
-  assert(next !== undefined, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  assert(
+    next !== undefined,
+    `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
+  );
   setRecords(world.ops, op.volume, next);
   world.running.delete(op.opId);
   touch(world, op.volume);
 }
 
 function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted'>): void {
-  const cut: CallError = { kind: 'uncertain', message: 'operation cut off: the controller stopped while it ran' };
+  const cut: CallError = {
+    kind: 'uncertain',
+    message: 'operation cut off: the controller stopped while it ran',
+  };
   for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
     const a = world.attachments.get(pairKey(op.volume, op.node ?? ''));
     if (a !== undefined) step(world, op.volume, op.node!, null, { type: 'CRASH' }, true);
@@ -260,34 +373,63 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   // "assume mounted" default, so attached but unused volumes are detachable at once.
   for (const [name, node] of [...world.nodes]) {
     const object = world.objects.get(objectKey('Node', name));
-    if (object?.kind === 'Node') setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
+    if (object?.kind === 'Node')
+      setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
-  assert(event.seq === world.seq + 1, `event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  assert(
+    event.seq === world.seq + 1,
+    `event seq ${event.seq} after ${world.seq}: the log has a gap`,
+  );
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   touchedNow = new Set();
   switch (event.type) {
-    case 'EngineStarted': foldEngineStarted(world, event); break;
-    case 'PodUpserted': upsertPod(world, event.pod, event.seq as Seq); break;
-    case 'PodRemoved': removePodFromDsw(world, UniquePodName(event.uid)); world.pods.delete(UniquePodName(event.uid)); break;
-    case 'ObjectUpserted': foldObjectUpserted(world, event); break;
-    case 'ObjectRemoved': foldObjectRemoved(world, event); break;
-    case 'OperationStarted': foldOperationStarted(world, event); break;
-    case 'CallStarted': case 'CallSucceeded': case 'CallFailed': foldCall(world, event); break;
+    case 'EngineStarted':
+      foldEngineStarted(world, event);
+      break;
+    case 'PodUpserted':
+      upsertPod(world, event.pod, event.seq as Seq);
+      break;
+    case 'PodRemoved':
+      removePodFromDsw(world, UniquePodName(event.uid));
+      world.pods.delete(UniquePodName(event.uid));
+      break;
+    case 'ObjectUpserted':
+      foldObjectUpserted(world, event);
+      break;
+    case 'ObjectRemoved':
+      foldObjectRemoved(world, event);
+      break;
+    case 'OperationStarted':
+      foldOperationStarted(world, event);
+      break;
+    case 'CallStarted':
+    case 'CallSucceeded':
+    case 'CallFailed':
+      foldCall(world, event);
+      break;
     case 'OperationFinished': {
       const op = runningOf(world, event.opId);
-      const failure = event.outcome === 'ok' ? null : (event.error ?? op.lastError ?? { kind: 'final' as const, message: 'operation failed' });
+      const failure =
+        event.outcome === 'ok'
+          ? null
+          : (event.error ??
+            op.lastError ?? { kind: 'final' as const, message: 'operation failed' });
       complete(world, op, failure, event.tsMs);
       break;
     }
     case 'ReportRaised': {
       const entry = world.dsw.get(pairKey(event.volume, event.node));
-      if (entry !== undefined) world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
+      if (entry !== undefined)
+        world.dsw.set(pairKey(event.volume, event.node), {
+          ...entry,
+          multiAttachErrorReported: true,
+        });
       break;
     }
     case 'AttachmentsVerified':
@@ -299,9 +441,13 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
         touch(world, a.volume);
       }
       break;
-    case 'SourcesReady': case 'VolumesReportedInUse': case 'NodeStatusObserved': case 'HostObserved':
+    case 'SourcesReady':
+    case 'VolumesReportedInUse':
+    case 'NodeStatusObserved':
+    case 'HostObserved':
       break; // node-agent events: not the controller's
-    default: unreachable(event, 'event type');
+    default:
+      unreachable(event, 'event type');
   }
   for (const v of touchedNow) updateTimers(world, v, event.tsMs);
   return world;

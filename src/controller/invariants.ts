@@ -10,30 +10,43 @@ import type { ControllerWorld } from './types.js';
 
 const onNode = /^(attached|attaching|detaching)/;
 
-export function checkControllerVolume(world: ControllerWorld, volume: UniqueVolumeName): Violation[] {
+export function checkControllerVolume(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+): Violation[] {
   const out: Violation[] = [];
-  const at = (invariant: string, message: string) => out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
+  const at = (invariant: string, message: string) =>
+    out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachments = [...world.attachments.values()].filter((a) => a.volume === volume);
   // S7: a ReadWriteOnce volume is attached (or attaching) to one node at most.
   const nodes = attachments.filter((a) => onNode.test(a.state.value));
   if (nodes.length > 1 && nodes.some((a) => !a.spec.multiAttachAllowed)) {
-    at('S7', `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.state.value}`).join(', ')}`);
+    at(
+      'S7',
+      `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.state.value}`).join(', ')}`,
+    );
   }
   // S5: a volume is reported attached to a node only while confirmed there.
   for (const [node, reported] of world.reported) {
     if (!reported.has(volume)) continue;
     const a = world.attachments.get(`${volume}@${node}`);
-    if (a === undefined || !a.state.value.startsWith('attached')) at('S5', `${volume} reported attached to ${node} while ${a?.state.value ?? 'detached'}`);
+    if (a === undefined || !a.state.value.startsWith('attached'))
+      at('S5', `${volume} reported attached to ${node} while ${a?.state.value ?? 'detached'}`);
   }
   // S1: one operation per conflicting key; backoff bounded.
   const running = [...world.running.values()].filter((op) => op.volume === volume);
   for (let i = 0; i < running.length; i++) {
     for (let j = i + 1; j < running.length; j++) {
-      if (keysConflict(running[i]!.key, running[j]!.key)) at('S1', `operations ${running[i]!.opId} and ${running[j]!.opId} run on conflicting keys of ${volume}`);
+      if (keysConflict(running[i]!.key, running[j]!.key))
+        at(
+          'S1',
+          `operations ${running[i]!.opId} and ${running[j]!.opId} run on conflicting keys of ${volume}`,
+        );
     }
   }
   for (const r of world.ops.get(volume) ?? []) {
-    if (r.durationMsBeforeRetry > backoffMsMax) at('backoff', `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms`);
+    if (r.durationMsBeforeRetry > backoffMsMax)
+      at('backoff', `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms`);
   }
   return out;
 }

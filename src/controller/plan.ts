@@ -9,7 +9,12 @@ import type { NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict, mayRun } from '../world/pending.js';
 import type { OpRecord } from '../world/types.js';
-import { type ControllerAttachment, type ControllerWorld, type DesiredAttachment, pairKey } from './types.js';
+import {
+  type ControllerAttachment,
+  type ControllerWorld,
+  type DesiredAttachment,
+  pairKey,
+} from './types.js';
 
 export interface ControllerOperation {
   readonly op: 'attach' | 'detach';
@@ -41,7 +46,10 @@ class Claims {
   private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
   readonly operations: ControllerOperation[] = [];
   readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
-  constructor(private readonly world: ControllerWorld, readonly nowMs: number) {}
+  constructor(
+    private readonly world: ControllerWorld,
+    readonly nowMs: number,
+  ) {}
   records(volume: UniqueVolumeName): readonly OpRecord[] {
     return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
   }
@@ -50,10 +58,22 @@ class Claims {
   }
   tryRun(op: ControllerOperation): void {
     const verdict = this.verdict(op);
-    if (verdict.kind === 'backoff') this.retries.push({ volume: op.volume, atMs: verdict.retryAtMs });
+    if (verdict.kind === 'backoff')
+      this.retries.push({ volume: op.volume, atMs: verdict.retryAtMs });
     if (verdict.kind !== 'run') return;
     const records = this.records(op.volume);
-    this.claimed.set(op.volume, [...records, { key: op.key, opName: op.op, pending: true, opId: null, lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0 }]);
+    this.claimed.set(op.volume, [
+      ...records,
+      {
+        key: op.key,
+        opName: op.op,
+        pending: true,
+        opId: null,
+        lastError: null,
+        lastErrorTsMs: 0,
+        durationMsBeforeRetry: 0,
+      },
+    ]);
     this.operations.push(op);
   }
 }
@@ -84,38 +104,68 @@ function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachm
     return;
   }
   const forced = oos ? 'out-of-service' : forceTimeout ? 'timeout' : undefined;
-  claims.tryRun({ ...base, verifySafeToDetach: !(forceTimeout || oos), ...(forced === undefined ? {} : { forced }) });
+  claims.tryRun({
+    ...base,
+    verifySafeToDetach: !(forceTimeout || oos),
+    ...(forced === undefined ? {} : { forced }),
+  });
 }
 
 /** §3.5 the Multi-Attach message for one pod of the refused entry. */
-function multiAttachMessage(world: ControllerWorld, entry: DesiredAttachment, namespace: string, otherNodes: NodeName[]): string {
-  const others = otherNodes.flatMap((n) => [...(world.dsw.get(pairKey(entry.volume, n))?.pods.values() ?? [])]);
+function multiAttachMessage(
+  world: ControllerWorld,
+  entry: DesiredAttachment,
+  namespace: string,
+  otherNodes: NodeName[],
+): string {
+  const others = otherNodes.flatMap((n) => [
+    ...(world.dsw.get(pairKey(entry.volume, n))?.pods.values() ?? []),
+  ]);
   const head = `Multi-Attach error for volume "${entry.spec.innerVolumeSpecName}" `;
-  if (others.length === 0) return `${head}Volume is already exclusively attached to one node and can't be attached to another`;
+  if (others.length === 0)
+    return `${head}Volume is already exclusively attached to one node and can't be attached to another`;
   const local = others.filter((p) => p.namespace === namespace).map((p) => p.name);
   const elsewhere = others.length - local.length;
-  if (local.length === 0) return `${head}Volume is already used by ${elsewhere} pod(s) in different namespaces`;
+  if (local.length === 0)
+    return `${head}Volume is already used by ${elsewhere} pod(s) in different namespaces`;
   return `${head}Volume is already used by pod(s) ${local.join(', ')}${elsewhere > 0 ? ` and ${elsewhere} pod(s) in different namespaces` : ''}`;
 }
 
 /** §3.4 the attach pass for one desired (volume, node). */
-function planAttach(world: ControllerWorld, claims: Claims, entry: DesiredAttachment, events: NewEvent[]): void {
+function planAttach(
+  world: ControllerWorld,
+  claims: Claims,
+  entry: DesiredAttachment,
+  events: NewEvent[],
+): void {
   const a = world.attachments.get(pairKey(entry.volume, entry.node));
   if (a !== undefined && a.state.value.startsWith('attached')) return; // attached (timer reset by the fold)
   const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;
-  const op: ControllerOperation = { op: 'attach', volume: entry.volume, node: entry.node, key, cause };
+  const op: ControllerOperation = {
+    op: 'attach',
+    volume: entry.volume,
+    node: entry.node,
+    key,
+    cause,
+  };
   if (claims.verdict(op).kind === 'alreadyExists') return;
   if (!entry.spec.multiAttachAllowed) {
     const otherNodes = [...world.attachments.values()]
       .filter((o) => o.volume === entry.volume && o.node !== entry.node && confirmedOn(o))
-      .map((o) => o.node).sort();
+      .map((o) => o.node)
+      .sort();
     if (otherNodes.length > 0) {
       if (!entry.multiAttachErrorReported) {
         for (const [uid, pod] of [...entry.pods].sort(([x], [y]) => x.localeCompare(y))) {
           events.push({
-            type: 'ReportRaised', tsMs: claims.nowMs, reason: 'FailedAttachVolume', pod: uid, volume: entry.volume,
-            node: entry.node, message: multiAttachMessage(world, entry, pod.namespace, otherNodes),
+            type: 'ReportRaised',
+            tsMs: claims.nowMs,
+            reason: 'FailedAttachVolume',
+            pod: uid,
+            volume: entry.volume,
+            node: entry.node,
+            message: multiAttachMessage(world, entry, pod.namespace, otherNodes),
           });
         }
       }
@@ -132,20 +182,30 @@ export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeNa
   return volumes;
 }
 
-export function planController(world: ControllerWorld, nowMs: number, opts: { volumes?: Iterable<UniqueVolumeName> } = {}): ControllerPlan {
+export function planController(
+  world: ControllerWorld,
+  nowMs: number,
+  opts: { volumes?: Iterable<UniqueVolumeName> } = {},
+): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, `plan: bad nowMs ${nowMs}`);
   const volumes = new Set(opts.volumes ?? allControllerVolumes(world));
   const claims = new Claims(world, nowMs);
   const events: NewEvent[] = [];
-  const byKey = <T extends { volume: string; node: string }>(x: T, y: T) => x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
-  const attachments = [...world.attachments.values()].filter((a) => volumes.has(a.volume)).sort(byKey);
+  const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
+    x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
+  const attachments = [...world.attachments.values()]
+    .filter((a) => volumes.has(a.volume))
+    .sort(byKey);
   for (const a of attachments) planDetach(world, claims, a); // §3.3 before §3.4
   const desired = [...world.dsw.values()].filter((e) => volumes.has(e.volume)).sort(byKey);
   for (const entry of desired) planAttach(world, claims, entry, events);
   for (let i = 0; i < claims.operations.length; i++) {
     for (let j = i + 1; j < claims.operations.length; j++) {
       const [x, y] = [claims.operations[i]!, claims.operations[j]!];
-      assert(!keysConflict(x.key, y.key), `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`);
+      assert(
+        !keysConflict(x.key, y.key),
+        `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`,
+      );
     }
   }
   return { operations: claims.operations, retries: claims.retries, deferred: [], events };

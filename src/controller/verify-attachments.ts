@@ -13,8 +13,15 @@ import type { ControllerWorld } from './types.js';
 /** --attach-detach-reconcile-sync-period: 60 s in Kubernetes. */
 export const attachmentVerifyPeriodMs = 60_000;
 
-async function verifyOnce(engine: Engine<ControllerWorld, ControllerOperation>, plugins: PluginManager, clock: Clock): Promise<void> {
-  const byNode = new Map<string, ControllerWorld['attachments'] extends Map<string, infer A> ? A[] : never>();
+async function verifyOnce(
+  engine: Engine<ControllerWorld, ControllerOperation>,
+  plugins: PluginManager,
+  clock: Clock,
+): Promise<void> {
+  const byNode = new Map<
+    string,
+    ControllerWorld['attachments'] extends Map<string, infer A> ? A[] : never
+  >();
   for (const a of engine.world.attachments.values()) {
     if (!a.state.value.startsWith('attached')) continue;
     byNode.set(a.node, [...(byNode.get(a.node) ?? []), a]);
@@ -22,13 +29,18 @@ async function verifyOnce(engine: Engine<ControllerWorld, ControllerOperation>, 
   for (const [node, attachments] of [...byNode].sort(([x], [y]) => x.localeCompare(y))) {
     const volumes: { name: string; attached: boolean }[] = [];
     const byPlugin = new Map<string, typeof attachments>();
-    for (const a of attachments) byPlugin.set(a.pluginName, [...(byPlugin.get(a.pluginName) ?? []), a]);
+    for (const a of attachments)
+      byPlugin.set(a.pluginName, [...(byPlugin.get(a.pluginName) ?? []), a]);
     for (const [pluginName, list] of byPlugin) {
       const attacher = plugins.find(pluginName)?.attacher;
       if (attacher === undefined) continue;
       try {
-        const answer = await attacher.volumesAreAttached(list.map((a) => a.spec), { node, pod: null, signal: AbortSignal.timeout(60_000) });
-        for (const a of list) volumes.push({ name: a.volume, attached: answer.get(a.volume) !== false });
+        const answer = await attacher.volumesAreAttached(
+          list.map((a) => a.spec),
+          { node, pod: null, signal: AbortSignal.timeout(60_000) },
+        );
+        for (const a of list)
+          volumes.push({ name: a.volume, attached: answer.get(a.volume) !== false });
       } catch {
         continue; // spec §3.7: a plugin error skips the plugin this round
       }
@@ -50,7 +62,9 @@ export function startAttachmentVerifier(
   const schedule = () => {
     timer = opts.clock.setTimer(opts.clock.nowMs() + periodMs, () => {
       if (stopped || !engine.isRunning) return;
-      void verifyOnce(engine, opts.plugins, opts.clock).finally(() => { if (!stopped) schedule(); });
+      void verifyOnce(engine, opts.plugins, opts.clock).finally(() => {
+        if (!stopped) schedule();
+      });
     });
   };
   schedule();

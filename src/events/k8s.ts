@@ -30,7 +30,10 @@ export const podVolume = z.looseObject({
     .optional(),
   csi: csiSource.optional(),
   emptyDir: z
-    .looseObject({ medium: z.string().optional(), sizeLimit: z.union([z.string(), z.number()]).optional() })
+    .looseObject({
+      medium: z.string().optional(),
+      sizeLimit: z.union([z.string(), z.number()]).optional(),
+    })
     .optional(),
   hostPath: z.looseObject({ path: z.string().min(1), type: z.string().optional() }).optional(),
   configMap: z.looseObject({ name: z.string().optional() }).optional(),
@@ -77,7 +80,9 @@ export const persistentVolume = z.looseObject({
     csi: csiSource.optional(),
     local: z.looseObject({ path: z.string().min(1), fsType: z.string().optional() }).optional(),
     hostPath: z.looseObject({ path: z.string().min(1), type: z.string().optional() }).optional(),
-    claimRef: z.looseObject({ name: z.string().optional(), namespace: z.string().optional() }).optional(),
+    claimRef: z
+      .looseObject({ name: z.string().optional(), namespace: z.string().optional() })
+      .optional(),
     mountOptions: z.array(z.string()).optional(),
   }),
 });
@@ -108,7 +113,13 @@ export const node = z.looseObject({
   spec: z
     .looseObject({
       taints: z
-        .array(z.looseObject({ key: z.string(), effect: z.string().optional(), value: z.string().optional() }))
+        .array(
+          z.looseObject({
+            key: z.string(),
+            effect: z.string().optional(),
+            value: z.string().optional(),
+          }),
+        )
         .optional(),
     })
     .optional(),
@@ -116,13 +127,19 @@ export const node = z.looseObject({
     .looseObject({
       conditions: z.array(z.looseObject({ type: z.string(), status: z.string() })).optional(),
       volumesInUse: z.array(z.string()).optional(),
-      volumesAttached: z.array(z.looseObject({ name: z.string(), devicePath: z.string().optional() })).optional(),
+      volumesAttached: z
+        .array(z.looseObject({ name: z.string(), devicePath: z.string().optional() }))
+        .optional(),
     })
     .optional(),
 });
 export type Node = z.infer<typeof node>;
 
-export const clusterObject = z.discriminatedUnion('kind', [persistentVolume, persistentVolumeClaim, node]);
+export const clusterObject = z.discriminatedUnion('kind', [
+  persistentVolume,
+  persistentVolumeClaim,
+  node,
+]);
 export type ClusterObject = z.infer<typeof clusterObject>;
 export type ObjectKind = ClusterObject['kind'];
 
@@ -132,8 +149,17 @@ export function objectKey(kind: string, name: string, namespace?: string): strin
 }
 
 const quantitySuffixes: Record<string, number> = {
-  '': 1, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15,
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50,
+  '': 1,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
 };
 
 /** A Kubernetes quantity (`64Mi`, `1G`, `1024`) in bytes; undefined when malformed. */

@@ -79,10 +79,12 @@ export const eventSchemas = {
     version: z.string(),
     /** kubelet (default): one node's volume manager; controller: the attach/detach controller. */
     mode: z.enum(['kubelet', 'controller']).optional(),
-    controller: z.object({
-      maxWaitForUnmountMs: z.number().int().nonnegative(),
-      disableForceDetachOnTimeout: z.boolean(),
-    }).optional(),
+    controller: z
+      .object({
+        maxWaitForUnmountMs: z.number().int().nonnegative(),
+        disableForceDetachOnTimeout: z.boolean(),
+      })
+      .optional(),
   }),
   /** An event for people (Kubernetes' recorder), e.g. FailedAttachVolume for Multi-Attach. */
   ReportRaised: z.object({
@@ -126,9 +128,13 @@ export const eventSchemas = {
   HostObserved: z.object({
     ...base,
     type: z.literal('HostObserved'),
-    attachments: z.array(z.object({
-      volume: z.string(), attached: z.boolean().optional(), deviceMounted: z.boolean().optional(),
-    })),
+    attachments: z.array(
+      z.object({
+        volume: z.string(),
+        attached: z.boolean().optional(),
+        deviceMounted: z.boolean().optional(),
+      }),
+    ),
     mounts: z.array(z.object({ volume: z.string(), pod: z.string(), mounted: z.boolean() })),
   }),
   /**
@@ -215,7 +221,11 @@ export const voleEvent = z.discriminatedUnion('type', [
 export type VoleEvent = z.infer<typeof voleEvent>;
 export type EventOf<T extends EventType> = Extract<VoleEvent, { type: T }>;
 /** An event before the log gave it a seq. */
-export type NewEvent = VoleEvent extends infer E ? (E extends { seq: number } ? Omit<E, 'seq'> : never) : never;
+export type NewEvent = VoleEvent extends infer E
+  ? E extends { seq: number }
+    ? Omit<E, 'seq'>
+    : never
+  : never;
 
 export class EventSchemaError extends Error {
   override name = 'EventSchemaError';

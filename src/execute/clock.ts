@@ -30,10 +30,13 @@ export class RealClock implements Clock {
 
   setTimer(atMs: number, fn: () => void): TimerHandle {
     const id = this.nextId++;
-    const timeout = setTimeout(() => {
-      this.timers.delete(id);
-      fn();
-    }, Math.max(0, atMs - Date.now()));
+    const timeout = setTimeout(
+      () => {
+        this.timers.delete(id);
+        fn();
+      },
+      Math.max(0, atMs - Date.now()),
+    );
     timeout.unref?.();
     this.timers.set(id, timeout);
     return { id };

@@ -42,7 +42,10 @@ export interface OpContext<W extends { running: Map<OpId, RunningOp> } = World, 
 /** The operation failed; its error is already recorded (CallFailed) or is recorded now. */
 export class OperationFailed extends Error {
   override name = 'OperationFailed';
-  constructor(readonly error: CallError, readonly recorded: boolean) {
+  constructor(
+    readonly error: CallError,
+    readonly recorded: boolean,
+  ) {
     super(error.message);
   }
 }
@@ -52,7 +55,9 @@ export class OperationAbandoned extends Error {
   override name = 'OperationAbandoned';
 }
 
-export function runningOp<W extends { running: Map<OpId, RunningOp> }, O>(ctx: OpContext<W, O>): RunningOp {
+export function runningOp<W extends { running: Map<OpId, RunningOp> }, O>(
+  ctx: OpContext<W, O>,
+): RunningOp {
   const op = ctx.host.world().running.get(ctx.opId);
   if (op === undefined) throw new OperationAbandoned(`operation ${ctx.opId} is no longer running`);
   return op;
@@ -68,7 +73,11 @@ interface CallOptions<T> {
   /** The message prefix of spec Appendix B, e.g. `MountVolume.SetUp failed`. */
   readonly prefix: string;
   readonly started?: { deviceMountPath?: string };
-  readonly succeeded?: (value: T) => { devicePath?: string; deviceMountPath?: string; sizeBytes?: number };
+  readonly succeeded?: (value: T) => {
+    devicePath?: string;
+    deviceMountPath?: string;
+    sizeBytes?: number;
+  };
   readonly pod?: string | null;
   /** The node the call acts on (default: the engine's node). */
   readonly node?: string;
@@ -99,24 +108,40 @@ async function withTimeout<T, W extends { running: Map<OpId, RunningOp> }, O>(
 }
 
 /** Runs one plugin call of the operation; returns its value or throws OperationFailed. */
-export async function runCall<T, W extends { running: Map<OpId, RunningOp> } = World, O = Operation>(
-  ctx: OpContext<W, O>,
-  opts: CallOptions<T>,
-  fn: (target: CallTarget) => Promise<T>,
-): Promise<T> {
+export async function runCall<
+  T,
+  W extends { running: Map<OpId, RunningOp> } = World,
+  O = Operation,
+>(ctx: OpContext<W, O>, opts: CallOptions<T>, fn: (target: CallTarget) => Promise<T>): Promise<T> {
   const { host, opId } = ctx;
   if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
-  host.append({ type: 'CallStarted', tsMs: host.clock.nowMs(), opId, call: opts.call, ...opts.started });
+  host.append({
+    type: 'CallStarted',
+    tsMs: host.clock.nowMs(),
+    opId,
+    call: opts.call,
+    ...opts.started,
+  });
   host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
   const abort = new AbortController();
   const signal = AbortSignal.any([abort.signal, host.signal]);
   const target: CallTarget = { node: opts.node ?? host.node, pod: opts.pod ?? null, signal };
   const timeoutMs = host.callTimeoutMs(opts.call);
-  const outcome = await withTimeout(ctx, Promise.resolve().then(() => fn(target)), timeoutMs);
+  const outcome = await withTimeout(
+    ctx,
+    Promise.resolve().then(() => fn(target)),
+    timeoutMs,
+  );
   if (!host.alive()) throw new OperationAbandoned(`engine stopped during ${opts.call}`);
   const tsMs = host.clock.nowMs();
   if (outcome.ok) {
-    host.append({ type: 'CallSucceeded', tsMs, opId, call: opts.call, ...opts.succeeded?.(outcome.value) });
+    host.append({
+      type: 'CallSucceeded',
+      tsMs,
+      opId,
+      call: opts.call,
+      ...opts.succeeded?.(outcome.value),
+    });
     return outcome.value;
   }
   if (outcome.timedOut) abort.abort();

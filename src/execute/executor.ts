@@ -32,15 +32,24 @@ function logOperation(logger: Logger, phase: Phase, detail: { error?: string } =
 function runSteps(ctx: OpContext): Promise<void> {
   const { op } = ctx;
   switch (op.op) {
-    case 'attach': return attach(ctx);
-    case 'verifyControllerAttached': return verifyControllerAttached(ctx);
-    case 'detach': return detach(ctx);
-    case 'markDetached': return markDetached(ctx);
-    case 'mount': return mount(ctx, op);
-    case 'unmount': return unmount(ctx, op);
-    case 'unmountDevice': return unmountDevice(ctx);
-    case 'expand': return expand(ctx);
-    default: return unreachable(op, 'operation');
+    case 'attach':
+      return attach(ctx);
+    case 'verifyControllerAttached':
+      return verifyControllerAttached(ctx);
+    case 'detach':
+      return detach(ctx);
+    case 'markDetached':
+      return markDetached(ctx);
+    case 'mount':
+      return mount(ctx, op);
+    case 'unmount':
+      return unmount(ctx, op);
+    case 'unmountDevice':
+      return unmountDevice(ctx);
+    case 'expand':
+      return expand(ctx);
+    default:
+      return unreachable(op, 'operation');
   }
 }
 
@@ -60,16 +69,25 @@ export class Executor {
 
   /** Appends OperationStarted and runs the operation in the background. */
   start(op: Operation): void {
-    assert(this.capacity() > 0, `executor: more than ${operationsInFlightMax} operations in flight`);
+    assert(
+      this.capacity() > 0,
+      `executor: more than ${operationsInFlightMax} operations in flight`,
+    );
     const { host } = this;
     const seq = host.world().seq + 1;
     const opId = OpId(`op-${seq}`);
     const pod = operationPod(op);
     host.append({
-      type: 'OperationStarted', tsMs: host.clock.nowMs(), opId, op: op.op, key: op.key,
-      volume: op.volume, ...(pod === null ? {} : { pod }),
+      type: 'OperationStarted',
+      tsMs: host.clock.nowMs(),
+      opId,
+      op: op.op,
+      key: op.key,
+      volume: op.volume,
+      ...(pod === null ? {} : { pod }),
       ...('node' in op ? { node: op.node } : {}),
-      ...(op.op === 'mount' ? { remount: op.remount } : {}), cause: op.cause,
+      ...(op.op === 'mount' ? { remount: op.remount } : {}),
+      cause: op.cause,
     });
     const logger = host.logger.child({ opId, op: op.op, volume: op.volume, pod: pod ?? undefined });
     logOperation(logger, 'started');
@@ -89,7 +107,11 @@ export class Executor {
       if (error instanceof OperationAbandoned || !host.alive()) return;
       if (!(error instanceof OperationFailed)) throw error; // A bug: let it crash loudly.
       host.append({
-        type: 'OperationFinished', tsMs: host.clock.nowMs(), opId, outcome: 'failed', error: error.error,
+        type: 'OperationFinished',
+        tsMs: host.clock.nowMs(),
+        opId,
+        outcome: 'failed',
+        error: error.error,
       });
       logOperation(logger, 'failed', { error: error.error.message });
     }

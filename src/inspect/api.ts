@@ -10,12 +10,27 @@
 import { basename } from 'node:path';
 import { eventCodec, type VoleEvent } from '../events/index.js';
 import type { EventStore } from '../log/store.js';
-import { describeEvent, describeWorld, eventVolume, explain, history, replayTo, type WorldView } from '../postmortem/index.js';
+import {
+  describeEvent,
+  describeWorld,
+  eventVolume,
+  explain,
+  history,
+  replayTo,
+  type WorldView,
+} from '../postmortem/index.js';
 import { worldAt } from '../cli/postmortem.js';
 import { initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type {
-  CauseStep, EventSummary, HeadUpdate, Meta, PairKind, PairRow, Transition, WorldPayload,
+  CauseStep,
+  EventSummary,
+  HeadUpdate,
+  Meta,
+  PairKind,
+  PairRow,
+  Transition,
+  WorldPayload,
 } from './protocol.js';
 
 export type Store = EventStore<VoleEvent>;
@@ -40,7 +55,9 @@ export function pairId(kind: PairKind, volume: string, nodeOrPod: string): strin
   return `${kind}|${volume}|${nodeOrPod}`;
 }
 
-export function parsePairId(id: string): { kind: PairKind; volume: string; key: string } | undefined {
+export function parsePairId(
+  id: string,
+): { kind: PairKind; volume: string; key: string } | undefined {
   const match = /^(attachment|mount)\|(.+)\|([^|]+)$/.exec(id);
   if (match === null) return undefined;
   return { kind: match[1] as PairKind, volume: match[2]!, key: match[3]! };
@@ -70,21 +87,45 @@ export function toneOf(event: VoleEvent): EventSummary['tone'] {
 }
 
 export function summarize(event: VoleEvent): EventSummary {
-  return { seq: event.seq, tsMs: event.tsMs, type: event.type, what: describeEvent(event), tone: toneOf(event) };
+  return {
+    seq: event.seq,
+    tsMs: event.tsMs,
+    type: event.type,
+    what: describeEvent(event),
+    tone: toneOf(event),
+  };
 }
 
 /** Plugin calls that act on the attachment (the node-global side) rather than the pod's mount. */
-const deviceCalls = new Set(['attach', 'waitForAttach', 'volumesAreAttached', 'detach', 'mountDevice', 'unmountDevice', 'nodeExpand', 'verifyControllerAttached', 'markDetached', 'setUpDevice', 'tearDownDevice']);
+const deviceCalls = new Set([
+  'attach',
+  'waitForAttach',
+  'volumesAreAttached',
+  'detach',
+  'mountDevice',
+  'unmountDevice',
+  'nodeExpand',
+  'verifyControllerAttached',
+  'markDetached',
+  'setUpDevice',
+  'tearDownDevice',
+]);
 const podOps = new Set(['mount', 'unmount']);
 
 /** The pair list at one moment: every known pair, in the state `view` gives it. */
-export function pairRows(view: WorldView, known: Iterable<KnownPair>, podNames: ReadonlyMap<string, string>): PairRow[] {
+export function pairRows(
+  view: WorldView,
+  known: Iterable<KnownPair>,
+  podNames: ReadonlyMap<string, string>,
+): PairRow[] {
   const rows = new Map<string, PairRow>();
-  const attachments = new Map(view.attachments.map((a) => [pairId('attachment', a.volume, a.node), a]));
+  const attachments = new Map(
+    view.attachments.map((a) => [pairId('attachment', a.volume, a.node), a]),
+  );
   const mounts = new Map(view.mounts.map((m) => [pairId('mount', m.volume, m.pod), m]));
   const podName = (uid: string) => {
     const p = view.pods.find((x) => x.uid === uid);
-    return p === undefined ? podNames.get(uid) ?? null : `${p.namespace}/${p.name}`;
+    return p === undefined ? (podNames.get(uid) ?? null) : `${p.namespace}/${p.name}`;
   };
   const add = (pair: Omit<KnownPair, 'firstSeq'> & { firstSeq: number }) => {
     const id = pairId(pair.kind, pair.volume, pair.pod ?? pair.node);
@@ -92,12 +133,21 @@ export function pairRows(view: WorldView, known: Iterable<KnownPair>, podNames: 
     const a = pair.kind === 'attachment' ? attachments.get(id) : undefined;
     const m = pair.kind === 'mount' ? mounts.get(id) : undefined;
     const state = a?.state ?? m?.state ?? (pair.kind === 'attachment' ? 'detached' : 'unmounted');
-    const operations = view.operations.filter((o) => o.volume === pair.volume && (pair.kind === 'mount'
-      ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
-      : o.pod === null || (o.call !== null && deviceCalls.has(o.call))));
-    const backoffs = view.backoffs.filter((b) => b.volume === pair.volume && (pair.kind === 'mount'
-      ? b.pod === pair.pod || (b.pod === '' && podOps.has(b.op) && state !== 'mounted')
-      : !podOps.has(b.op) || (b.op === 'mount' && b.pod === '' && state !== 'attached.deviceMounted')));
+    const operations = view.operations.filter(
+      (o) =>
+        o.volume === pair.volume &&
+        (pair.kind === 'mount'
+          ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
+          : o.pod === null || (o.call !== null && deviceCalls.has(o.call))),
+    );
+    const backoffs = view.backoffs.filter(
+      (b) =>
+        b.volume === pair.volume &&
+        (pair.kind === 'mount'
+          ? b.pod === pair.pod || (b.pod === '' && podOps.has(b.op) && state !== 'mounted')
+          : !podOps.has(b.op) ||
+            (b.op === 'mount' && b.pod === '' && state !== 'attached.deviceMounted')),
+    );
     const lastError = backoffs.find((b) => b.lastError !== null)?.lastError ?? null;
     rows.set(id, {
       id,
@@ -122,11 +172,16 @@ export function pairRows(view: WorldView, known: Iterable<KnownPair>, podNames: 
   };
   for (const k of known) if (k.firstSeq <= view.seq) add(k);
   // Pairs the world holds that the tracker has not seen (a moment past its head).
-  for (const a of view.attachments) add({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: view.seq });
-  for (const m of view.mounts) add({ kind: 'mount', volume: m.volume, node: view.node, pod: m.pod, firstSeq: view.seq });
-  return [...rows.values()].sort((x, y) =>
-    x.volume.localeCompare(y.volume) || (x.kind === y.kind ? 0 : x.kind === 'attachment' ? -1 : 1) ||
-    (x.pod ?? '').localeCompare(y.pod ?? ''));
+  for (const a of view.attachments)
+    add({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: view.seq });
+  for (const m of view.mounts)
+    add({ kind: 'mount', volume: m.volume, node: view.node, pod: m.pod, firstSeq: view.seq });
+  return [...rows.values()].sort(
+    (x, y) =>
+      x.volume.localeCompare(y.volume) ||
+      (x.kind === y.kind ? 0 : x.kind === 'attachment' ? -1 : 1) ||
+      (x.pod ?? '').localeCompare(y.pod ?? ''),
+  );
 }
 
 /** Follows a log: the world at its head, the pairs seen, the notable events. */
@@ -167,7 +222,8 @@ export class Tracker {
   private observe(event: VoleEvent, volume: string | undefined): void {
     if (event.type === 'PodUpserted') {
       const meta = event.pod.metadata;
-      if (meta.uid !== undefined) this.podNames.set(meta.uid, `${meta.namespace ?? 'default'}/${meta.name}`);
+      if (meta.uid !== undefined)
+        this.podNames.set(meta.uid, `${meta.namespace ?? 'default'}/${meta.name}`);
     }
     if (event.type === 'EngineStarted') this.version = event.version;
     const tone = toneOf(event);
@@ -176,12 +232,28 @@ export class Tracker {
       if (this.marks.length > 2 * marksMax) this.marks = this.marks.slice(-marksMax);
     }
     const world = this.world;
-    const volumes = volume === undefined ? new Set([...world.attachments.keys(), ...world.mounts.keys()]) : [volume];
+    const volumes =
+      volume === undefined
+        ? new Set([...world.attachments.keys(), ...world.mounts.keys()])
+        : [volume];
     for (const v of volumes) {
       const a = world.attachments.get(v as never);
-      if (a !== undefined) this.register({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: event.seq });
+      if (a !== undefined)
+        this.register({
+          kind: 'attachment',
+          volume: a.volume,
+          node: a.node,
+          pod: null,
+          firstSeq: event.seq,
+        });
       for (const m of world.mounts.get(v as never)?.values() ?? []) {
-        this.register({ kind: 'mount', volume: m.volume, node: world.config.node, pod: m.pod, firstSeq: event.seq });
+        this.register({
+          kind: 'mount',
+          volume: m.volume,
+          node: world.config.node,
+          pod: m.pod,
+          firstSeq: event.seq,
+        });
       }
     }
   }
@@ -209,7 +281,12 @@ export class Tracker {
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
     const view = at === this.trackedSeq ? describeWorld(this.world) : worldAt(this.store, at);
-    return { seq: at, head: this.trackedSeq, view, pairs: pairRows(view, this.known.values(), this.podNames) };
+    return {
+      seq: at,
+      head: this.trackedSeq,
+      view,
+      pairs: pairRows(view, this.known.values(), this.podNames),
+    };
   }
 
   /** What the page gets pushed after `catchUp` found new events. */
@@ -228,7 +305,9 @@ export class Tracker {
   events(from: number, to: number): EventSummary[] {
     const last = Math.min(to, this.trackedSeq);
     if (last < from) return [];
-    return [...this.store.read({ fromSeq: Math.max(from, 1), toSeq: last, limit: eventsPageMax })].map(summarize);
+    return [
+      ...this.store.read({ fromSeq: Math.max(from, 1), toSeq: last, limit: eventsPageMax }),
+    ].map(summarize);
   }
 
   event(seq: number): VoleEvent | undefined {
@@ -245,7 +324,10 @@ export class Tracker {
     const pair = parsePairId(id);
     if (pair === undefined) return undefined;
     const out: Transition[] = [];
-    const filter = pair.kind === 'mount' ? { volume: pair.volume, pod: pair.key } : { volume: pair.volume, node: pair.key };
+    const filter =
+      pair.kind === 'mount'
+        ? { volume: pair.volume, pod: pair.key }
+        : { volume: pair.volume, node: pair.key };
     for (const t of history(this.store.read({ toSeq: this.trackedSeq }), filter)) {
       if (t.pair !== pair.kind) continue;
       out.push(t);

@@ -28,7 +28,10 @@ export interface Assets {
 
 export function bundleOptions(): BuildOptions {
   return {
-    entryPoints: [{ in: join(uiDir, 'main.ts'), out: 'app' }, { in: join(uiDir, 'style.css'), out: 'app' }],
+    entryPoints: [
+      { in: join(uiDir, 'main.ts'), out: 'app' },
+      { in: join(uiDir, 'style.css'), out: 'app' },
+    ],
     bundle: true,
     format: 'iife',
     platform: 'browser',
@@ -61,7 +64,7 @@ async function loadEsbuild(): Promise<typeof import('esbuild')> {
   } catch (error) {
     throw new Error(
       `the inspector's page is not built (${join(bundleDir, 'app.js')} is missing) and esbuild is not ` +
-      `installed to build it: run \`npm ci\` (or \`npm run build\`) in ${packageRoot}. (${(error as Error).message})`,
+        `installed to build it: run \`npm ci\` (or \`npm run build\`) in ${packageRoot}. (${(error as Error).message})`,
     );
   }
 }
@@ -87,7 +90,11 @@ function bundleIsFresh(): boolean {
 /** The bundle, read once into memory (or built in memory). */
 export async function loadAssets(): Promise<Assets> {
   if (bundleIsFresh()) {
-    return { js: readFileSync(join(bundleDir, 'app.js')), css: readFileSync(join(bundleDir, 'app.css')), source: 'dist/inspector' };
+    return {
+      js: readFileSync(join(bundleDir, 'app.js')),
+      css: readFileSync(join(bundleDir, 'app.css')),
+      source: 'dist/inspector',
+    };
   }
   const esbuild = await loadEsbuild();
   const result = await esbuild.build({ ...bundleOptions(), write: false });

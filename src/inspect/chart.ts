@@ -14,16 +14,20 @@ interface StateNodeLike {
   readonly key: string;
   readonly states: Record<string, StateNodeLike>;
   readonly initial?: { readonly target?: readonly StateNodeLike[] } | undefined;
-  readonly transitions: ReadonlyMap<string, readonly {
-    readonly target?: readonly StateNodeLike[] | undefined;
-    readonly guard?: unknown;
-  }[]>;
+  readonly transitions: ReadonlyMap<
+    string,
+    readonly {
+      readonly target?: readonly StateNodeLike[] | undefined;
+      readonly guard?: unknown;
+    }[]
+  >;
 }
 
 function guardName(guard: unknown): string | null {
   if (guard === undefined || guard === null) return null;
   if (typeof guard === 'string') return guard;
-  if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string') return guard.type;
+  if (typeof guard === 'object' && 'type' in guard && typeof guard.type === 'string')
+    return guard.type;
   return 'guard';
 }
 
@@ -75,6 +79,9 @@ let cached: Record<PairKind, Chart> | undefined;
 
 /** Both machines' charts (computed once: the definitions do not change while running). */
 export function charts(): Record<PairKind, Chart> {
-  cached ??= { attachment: chartOf(attachmentMachine, 'attachment'), mount: chartOf(mountMachine, 'mount') };
+  cached ??= {
+    attachment: chartOf(attachmentMachine, 'attachment'),
+    mount: chartOf(mountMachine, 'mount'),
+  };
   return cached;
 }

@@ -21,13 +21,20 @@ export async function inspectCommand(opts: InspectCliOptions): Promise<number> {
     inspector = await startInspector({ db: opts.db, port: Number(portText), host });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EADDRINUSE') throw new UsageError(`port ${portText} on ${host} is in use; choose another with --port (0 picks a free one)`);
+    if (code === 'EADDRINUSE')
+      throw new UsageError(
+        `port ${portText} on ${host} is in use; choose another with --port (0 picks a free one)`,
+      );
     if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND' || code === 'EACCES') {
-      throw new UsageError(`cannot listen on ${host}:${portText} (${code}); give --host an address of this machine`);
+      throw new UsageError(
+        `cannot listen on ${host}:${portText} (${code}); give --host an address of this machine`,
+      );
     }
     throw error;
   }
-  process.stderr.write(`vole inspect: ${opts.db} at ${inspector.url} (read-only; Ctrl-C to stop)\n`);
+  process.stderr.write(
+    `vole inspect: ${opts.db} at ${inspector.url} (read-only; Ctrl-C to stop)\n`,
+  );
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);

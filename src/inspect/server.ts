@@ -58,7 +58,11 @@ const securityHeaders = {
 };
 
 class HttpError extends Error {
-  constructor(readonly status: number, message: string, readonly headers: Record<string, string> = {}) {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
     super(message);
   }
 }
@@ -83,7 +87,8 @@ function seqParam(params: URLSearchParams, name: string, fallback?: number): num
     if (fallback !== undefined) return fallback;
     throw new HttpError(400, `${name}: give a seq (a number)`);
   }
-  if (!/^[0-9]{1,15}$/.test(text)) throw new HttpError(400, `${name}=${text}: give a seq (a number)`);
+  if (!/^[0-9]{1,15}$/.test(text))
+    throw new HttpError(400, `${name}=${text}: give a seq (a number)`);
   return Number(text);
 }
 
@@ -102,20 +107,44 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
   }
   const streams = new Set<ServerResponse>();
 
-  const send = (res: ServerResponse, req: IncomingMessage, status: number, type: string, body: string | Buffer, extra: Record<string, string> = {}) => {
+  const send = (
+    res: ServerResponse,
+    req: IncomingMessage,
+    status: number,
+    type: string,
+    body: string | Buffer,
+    extra: Record<string, string> = {},
+  ) => {
     const data = typeof body === 'string' ? Buffer.from(body) : body;
-    res.writeHead(status, { ...securityHeaders, 'content-type': type, 'content-length': String(data.length), ...extra });
+    res.writeHead(status, {
+      ...securityHeaders,
+      'content-type': type,
+      'content-length': String(data.length),
+      ...extra,
+    });
     res.end(req.method === 'HEAD' ? undefined : data);
   };
   const json = (res: ServerResponse, req: IncomingMessage, value: unknown) =>
-    send(res, req, 200, 'application/json; charset=utf-8', JSON.stringify(value), { 'cache-control': 'no-store' });
+    send(res, req, 200, 'application/json; charset=utf-8', JSON.stringify(value), {
+      'cache-control': 'no-store',
+    });
 
-  const routes: Record<string, (params: URLSearchParams, req: IncomingMessage, res: ServerResponse) => void> = {
-    '/': (_p, req, res) => send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
-    '/index.html': (_p, req, res) => send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
-    '/app.js': (_p, req, res) => send(res, req, 200, 'text/javascript; charset=utf-8', assets.js, { 'cache-control': 'no-cache' }),
-    '/app.css': (_p, req, res) => send(res, req, 200, 'text/css; charset=utf-8', assets.css, { 'cache-control': 'no-cache' }),
-    '/favicon.svg': (_p, req, res) => send(res, req, 200, 'image/svg+xml', faviconSvg, { 'cache-control': 'max-age=86400' }),
+  const routes: Record<
+    string,
+    (params: URLSearchParams, req: IncomingMessage, res: ServerResponse) => void
+  > = {
+    '/': (_p, req, res) =>
+      send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
+    '/index.html': (_p, req, res) =>
+      send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
+    '/app.js': (_p, req, res) =>
+      send(res, req, 200, 'text/javascript; charset=utf-8', assets.js, {
+        'cache-control': 'no-cache',
+      }),
+    '/app.css': (_p, req, res) =>
+      send(res, req, 200, 'text/css; charset=utf-8', assets.css, { 'cache-control': 'no-cache' }),
+    '/favicon.svg': (_p, req, res) =>
+      send(res, req, 200, 'image/svg+xml', faviconSvg, { 'cache-control': 'max-age=86400' }),
     '/api/meta': (_p, req, res) => json(res, req, tracker.meta(opts.db)),
     '/api/world': (p, req, res) => json(res, req, tracker.worldAt(seqParam(p, 'at', tracker.head))),
     '/api/events': (p, req, res) => {
@@ -134,12 +163,14 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
     },
     '/api/history': (p, req, res) => {
       const transitions = tracker.pairHistory(p.get('pair') ?? '');
-      if (transitions === undefined) throw new HttpError(400, 'pair: give a pair id from /api/world');
+      if (transitions === undefined)
+        throw new HttpError(400, 'pair: give a pair id from /api/world');
       json(res, req, transitions);
     },
     '/api/chart': (p, req, res) => {
       const machine = p.get('machine');
-      if (machine !== 'attachment' && machine !== 'mount') throw new HttpError(400, 'machine: attachment or mount');
+      if (machine !== 'attachment' && machine !== 'mount')
+        throw new HttpError(400, 'machine: attachment or mount');
       json(res, req, charts()[machine]);
     },
     '/api/stream': (_p, req, res) => {
@@ -162,18 +193,26 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
   const handle = (req: IncomingMessage, res: ServerResponse) => {
     try {
       if (req.method !== 'GET' && req.method !== 'HEAD') {
-        throw new HttpError(405, `${req.method ?? '?'} refused: the inspector is read-only (GET and HEAD only)`, { allow: 'GET, HEAD' });
+        throw new HttpError(
+          405,
+          `${req.method ?? '?'} refused: the inspector is read-only (GET and HEAD only)`,
+          { allow: 'GET, HEAD' },
+        );
       }
       const rawUrl = req.url ?? '/';
       checkPath(rawUrl);
       // A page elsewhere must not reach a loopback server through a name it controls.
       const hostHeader = (req.headers.host ?? '').replace(/:[0-9]+$/, '');
       if (isLoopback(host) && !isLoopback(hostHeader) && hostHeader !== host) {
-        throw new HttpError(403, `Host ${hostHeader || '(none)'} refused: open the inspector at http://${host}`);
+        throw new HttpError(
+          403,
+          `Host ${hostHeader || '(none)'} refused: open the inspector at http://${host}`,
+        );
       }
       const url = new URL(rawUrl, 'http://inspector.invalid');
       const route = routes[url.pathname];
-      if (route === undefined || !Object.hasOwn(routes, url.pathname)) throw new HttpError(404, `${url.pathname}: no such page or endpoint`);
+      if (route === undefined || !Object.hasOwn(routes, url.pathname))
+        throw new HttpError(404, `${url.pathname}: no such page or endpoint`);
       route(url.searchParams, req, res);
     } catch (error) {
       if (res.headersSent) {
@@ -181,11 +220,22 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
         return;
       }
       if (error instanceof HttpError) {
-        send(res, req, error.status, 'application/json; charset=utf-8', JSON.stringify({ error: error.message }), error.headers);
+        send(
+          res,
+          req,
+          error.status,
+          'application/json; charset=utf-8',
+          JSON.stringify({ error: error.message }),
+          error.headers,
+        );
         return;
       }
-      const message = error instanceof LogReadError ? error.message : `internal error: ${(error as Error).message}`;
-      if (!(error instanceof LogReadError)) warn(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+      const message =
+        error instanceof LogReadError
+          ? error.message
+          : `internal error: ${(error as Error).message}`;
+      if (!(error instanceof LogReadError))
+        warn(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
       send(res, req, 500, 'application/json; charset=utf-8', JSON.stringify({ error: message }));
     }
   };
@@ -214,7 +264,8 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
       const message = (error as Error).message;
       if (message !== lastPollError) warn(`reading the log: ${message}`);
       lastPollError = message;
-      for (const res of streams) res.write(`event: problem\ndata: ${JSON.stringify({ message })}\n\n`);
+      for (const res of streams)
+        res.write(`event: problem\ndata: ${JSON.stringify({ message })}\n\n`);
     }
   }, opts.pollMs ?? inspectorPollMsDefault);
   const keepAlive = setInterval(() => {

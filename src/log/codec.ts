@@ -31,11 +31,13 @@ export function encodeEvent<E extends EventEnvelope>(
 ): EventRow {
   // A stray seq on the input is dropped: the store assigns seqs.
   const { seq: _stray, tsMs, type, ...data } = event as Record<string, unknown>;
-  assert(typeof tsMs === 'number' && Number.isSafeInteger(tsMs), () =>
-    `append: event for seq ${seq} has tsMs ${String(tsMs)}; it must be an integer (ms)`,
+  assert(
+    typeof tsMs === 'number' && Number.isSafeInteger(tsMs),
+    () => `append: event for seq ${seq} has tsMs ${String(tsMs)}; it must be an integer (ms)`,
   );
-  assert(typeof type === 'string' && type.length > 0, () =>
-    `append: event for seq ${seq} has no type`,
+  assert(
+    typeof type === 'string' && type.length > 0,
+    () => `append: event for seq ${seq} has no type`,
   );
   const row: EventRow = [seq, tsMs, type, JSON.stringify(data)];
   decodeRow(codec, row);

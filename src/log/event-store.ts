@@ -107,8 +107,9 @@ export class EventStore<E extends EventEnvelope> {
     const writes = this.writer('append');
     const { expectedSeq } = opts;
     assert(events.length > 0, `${this.path}: append of an empty batch`);
-    assert(Number.isSafeInteger(expectedSeq) && expectedSeq >= 0, () =>
-      `${this.path}: append: expectedSeq ${expectedSeq} is not a seq`,
+    assert(
+      Number.isSafeInteger(expectedSeq) && expectedSeq >= 0,
+      () => `${this.path}: append: expectedSeq ${expectedSeq} is not a seq`,
     );
     const rows = events.map((event, index) =>
       encodeEvent(this.codec, event, expectedSeq + index + 1),
@@ -146,8 +147,9 @@ export class EventStore<E extends EventEnvelope> {
     const toSeq = opts.toSeq ?? Number.MAX_SAFE_INTEGER;
     assert(Number.isSafeInteger(fromSeq) && Number.isSafeInteger(toSeq), 'read: integer seqs');
     const { limit } = opts;
-    assert(limit === undefined || (Number.isSafeInteger(limit) && limit >= 0), () =>
-      `read: limit ${limit} is not a count`,
+    assert(
+      limit === undefined || (Number.isSafeInteger(limit) && limit >= 0),
+      () => `read: limit ${limit} is not a count`,
     );
     // SQLite reads a negative LIMIT as no limit.
     return this.stream({ fromSeq, toSeq, limit: limit ?? -1 });

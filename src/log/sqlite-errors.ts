@@ -31,16 +31,22 @@ function openMessage(kind: Kind, path: string, detail: string): string {
     case 'notSqlite':
       return `${path} is not a vole log (not an SQLite database: ${detail}); check the path.`;
     case 'corrupt':
-      return `${path} is a damaged SQLite file (${detail}): it may be truncated or partly ` +
-        `overwritten, so none of it is trusted. ${restore}.`;
+      return (
+        `${path} is a damaged SQLite file (${detail}): it may be truncated or partly ` +
+        `overwritten, so none of it is trusted. ${restore}.`
+      );
     case 'locked':
-      return `${path} is locked by another process (${detail}); stop the other writer, ` +
-        `open it read-only, or retry with a longer timeout.`;
+      return (
+        `${path} is locked by another process (${detail}); stop the other writer, ` +
+        `open it read-only, or retry with a longer timeout.`
+      );
     case 'notFound':
       return `cannot open ${path} (${detail}); check that its directory exists.`;
     case 'notWritable':
-      return `cannot write ${path} (${detail}); check the permissions of the file and its ` +
-        `directory, or open it read-only.`;
+      return (
+        `cannot write ${path} (${detail}); check the permissions of the file and its ` +
+        `directory, or open it read-only.`
+      );
     case 'io':
       return `cannot open ${path} (${detail}); check the disk (space, errors) and retry.`;
   }

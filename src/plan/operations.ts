@@ -18,7 +18,10 @@ export type MountOperation = OperationBase & {
   readonly pod: UniquePodName;
   readonly remount: boolean;
 };
-export type UnmountOperation = OperationBase & { readonly op: 'unmount'; readonly pod: UniquePodName };
+export type UnmountOperation = OperationBase & {
+  readonly op: 'unmount';
+  readonly pod: UniquePodName;
+};
 
 export type Operation = VolumeOperation | MountOperation | UnmountOperation;
 

@@ -49,7 +49,10 @@ class Claims {
   private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
   readonly operations: Operation[] = [];
   readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
-  constructor(private readonly world: World, private readonly nowMs: number) {}
+  constructor(
+    private readonly world: World,
+    private readonly nowMs: number,
+  ) {}
 
   records(volume: UniqueVolumeName): readonly OpRecord[] {
     return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
@@ -64,11 +67,17 @@ class Claims {
   tryRun(operation: Operation): void {
     const records = this.records(operation.volume);
     const verdict = mayRun(records, operation.key, operation.op, this.nowMs);
-    if (verdict.kind === 'backoff') this.retries.push({ volume: operation.volume, atMs: verdict.retryAtMs });
+    if (verdict.kind === 'backoff')
+      this.retries.push({ volume: operation.volume, atMs: verdict.retryAtMs });
     if (verdict.kind !== 'run') return;
     const pending: OpRecord = {
-      key: operation.key, opName: operation.op, pending: true, opId: null,
-      lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
+      key: operation.key,
+      opName: operation.op,
+      pending: true,
+      opId: null,
+      lastError: null,
+      lastErrorTsMs: 0,
+      durationMsBeforeRetry: 0,
     };
     this.claimed.set(operation.volume, [...records, pending]);
     this.operations.push(operation);
@@ -96,7 +105,13 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
   for (const pod of [...byPod.keys()].sort()) {
     const record = byPod.get(pod)!;
     if (!mayBeMounted(record) || desired?.has(pod) === true) continue;
-    claims.tryRun({ op: 'unmount', volume, pod, key: key(volume, { pod }), cause: causeOf(world, volume) });
+    claims.tryRun({
+      op: 'unmount',
+      volume,
+      pod,
+      key: key(volume, { pod }),
+      cause: causeOf(world, volume),
+    });
   }
 }
 
@@ -105,7 +120,13 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
   if (!volume.attachable) {
-    claims.tryRun({ op: 'verifyControllerAttached', volume: volume.volume, node, key: key(volume.volume), cause });
+    claims.tryRun({
+      op: 'verifyControllerAttached',
+      volume: volume.volume,
+      node,
+      key: key(volume.volume),
+      cause,
+    });
     return;
   }
   if (!controllerAttachDetach) {
@@ -116,7 +137,13 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
   // Controller mode: wait (no operation, no backoff) until the node reported the volume
   // in use and the controller lists it attached (spec §3.5, §4.6 MountPreConditionFailed).
   if (!volume.reportedInUse || !world.volumesAttached.has(volume.volume)) return;
-  claims.tryRun({ op: 'verifyControllerAttached', volume: volume.volume, node, key: key(volume.volume), cause });
+  claims.tryRun({
+    op: 'verifyControllerAttached',
+    volume: volume.volume,
+    node,
+    key: key(volume.volume),
+    cause,
+  });
 }
 
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
@@ -132,11 +159,24 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
     case 'remountRequired': {
       const opKey = shared ? key(volume.volume) : key(volume.volume, { pod: entry.pod });
       const remount = state.kind === 'remountRequired';
-      claims.tryRun({ op: 'mount', volume: volume.volume, pod: entry.pod, remount, key: opKey, cause });
+      claims.tryRun({
+        op: 'mount',
+        volume: volume.volume,
+        pod: entry.pod,
+        remount,
+        key: opKey,
+        cause,
+      });
       return;
     }
     case 'fsResizeRequired':
-      claims.tryRun({ op: 'expand', volume: volume.volume, node: world.config.node, key: key(volume.volume), cause });
+      claims.tryRun({
+        op: 'expand',
+        volume: volume.volume,
+        node: world.config.node,
+        key: key(volume.volume),
+        cause,
+      });
       return;
     case 'mounted':
       return;
@@ -144,9 +184,14 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
 }
 
 /** spec §3.6 Pass C — unmountDetachDevices, for one attachment no pod uses. */
-function planUnmountDeviceOrDetach(world: World, claims: Claims, attachment: AttachmentRecord): void {
+function planUnmountDeviceOrDetach(
+  world: World,
+  claims: Claims,
+  attachment: AttachmentRecord,
+): void {
   const { volume } = attachment;
-  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume)) return;
+  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume))
+    return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
   const value = attachment.state.value;
@@ -169,12 +214,18 @@ function planUnmountDeviceOrDetach(world: World, claims: Claims, attachment: Att
 function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
   const name = attachmentName(attachment.volume, attachment.node);
   const mounts = world.mounts.get(attachment.volume);
-  assert(mounts === undefined || mounts.size === 0, () =>
-    `attachment ${name}: detach planned while ${mounts?.size} pod mount(s) may exist ` +
-    `(${[...(mounts?.keys() ?? [])].map((p) => mountName(attachment.volume, p)).join(', ')}) (seq ${world.seq})`);
-  assert(!attachment.state.value.startsWith('attached.device') ||
-    attachment.state.value === 'attached.deviceUnmounted', () =>
-    `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`);
+  assert(
+    mounts === undefined || mounts.size === 0,
+    () =>
+      `attachment ${name}: detach planned while ${mounts?.size} pod mount(s) may exist ` +
+      `(${[...(mounts?.keys() ?? [])].map((p) => mountName(attachment.volume, p)).join(', ')}) (seq ${world.seq})`,
+  );
+  assert(
+    !attachment.state.value.startsWith('attached.device') ||
+      attachment.state.value === 'attached.deviceUnmounted',
+    () =>
+      `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`,
+  );
 }
 
 /** spec §5.2 S7: no two operations of one plan conflict (keys only meet within a volume). */
@@ -183,8 +234,11 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
   for (const op of operations) {
     const same = byVolume.get(op.volume) ?? [];
     for (const other of same) {
-      assert(!keysConflict(op.key, other.key), () =>
-        `plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`);
+      assert(
+        !keysConflict(op.key, other.key),
+        () =>
+          `plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`,
+      );
     }
     byVolume.set(op.volume, [...same, op]);
   }

@@ -46,26 +46,56 @@ export class FakeHost {
    */
   rollBack(call: CallName, volume: string, pod: string | null): void {
     switch (call) {
-      case 'attach': this.attached.delete(volume); break;
-      case 'mountDevice': case 'setUpDevice': this.devicesMounted.delete(volume); break;
-      case 'setUp': case 'mapPodDevice': this.setUp.delete(`${volume}|${pod}`); break;
-      default: break;
+      case 'attach':
+        this.attached.delete(volume);
+        break;
+      case 'mountDevice':
+      case 'setUpDevice':
+        this.devicesMounted.delete(volume);
+        break;
+      case 'setUp':
+      case 'mapPodDevice':
+        this.setUp.delete(`${volume}|${pod}`);
+        break;
+      default:
+        break;
     }
   }
 
   apply(call: CallName, volume: string, pod: string | null): void {
     switch (call) {
-      case 'attach': this.attached.add(volume); break;
-      case 'detach': this.attached.delete(volume); break;
-      case 'mountDevice': this.devicesMounted.add(volume); break;
-      case 'unmountDevice': this.devicesMounted.delete(volume); break;
-      case 'setUp': this.setUp.add(`${volume}|${pod}`); break;
-      case 'tearDown': this.setUp.delete(`${volume}|${pod}`); break;
-      case 'setUpDevice': this.devicesMounted.add(volume); break;
-      case 'tearDownDevice': this.devicesMounted.delete(volume); break;
-      case 'mapPodDevice': this.setUp.add(`${volume}|${pod}`); break;
-      case 'unmapPodDevice': this.setUp.delete(`${volume}|${pod}`); break;
-      default: break;
+      case 'attach':
+        this.attached.add(volume);
+        break;
+      case 'detach':
+        this.attached.delete(volume);
+        break;
+      case 'mountDevice':
+        this.devicesMounted.add(volume);
+        break;
+      case 'unmountDevice':
+        this.devicesMounted.delete(volume);
+        break;
+      case 'setUp':
+        this.setUp.add(`${volume}|${pod}`);
+        break;
+      case 'tearDown':
+        this.setUp.delete(`${volume}|${pod}`);
+        break;
+      case 'setUpDevice':
+        this.devicesMounted.add(volume);
+        break;
+      case 'tearDownDevice':
+        this.devicesMounted.delete(volume);
+        break;
+      case 'mapPodDevice':
+        this.setUp.add(`${volume}|${pod}`);
+        break;
+      case 'unmapPodDevice':
+        this.setUp.delete(`${volume}|${pod}`);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -88,8 +118,12 @@ export interface FakePluginOptions {
 class Script {
   private readonly queues = new Map<string, { entries: FaultEntry[]; used: number }>();
 
-  constructor(faults: FaultScript | undefined, volumeFaults: Readonly<Record<string, FaultScript>> | undefined) {
-    for (const [call, entries] of Object.entries(faults ?? {})) this.queues.set(`*|${call}`, { entries: [...entries!], used: 0 });
+  constructor(
+    faults: FaultScript | undefined,
+    volumeFaults: Readonly<Record<string, FaultScript>> | undefined,
+  ) {
+    for (const [call, entries] of Object.entries(faults ?? {}))
+      this.queues.set(`*|${call}`, { entries: [...entries!], used: 0 });
     for (const [handle, script] of Object.entries(volumeFaults ?? {})) {
       for (const [call, entries] of Object.entries(script)) {
         this.queues.set(`${handle}|${call}`, { entries: [...entries!], used: 0 });
@@ -110,7 +144,10 @@ class Script {
   }
 
   next(handle: string, call: CallName): FaultEntry {
-    return this.take(`${handle}|${call}`) ?? this.take(`*|${call}`) ?? { outcome: 'ok', delayMs: 0, times: 1 };
+    return (
+      this.take(`${handle}|${call}`) ??
+      this.take(`*|${call}`) ?? { outcome: 'ok', delayMs: 0, times: 1 }
+    );
   }
 }
 
@@ -135,13 +172,15 @@ export class FakePlugin implements VolumePlugin {
     const root = opts.root ?? '/var/lib/vole';
     const dir = this.name.replaceAll('/', '~');
     this.pod = {
-      podVolumePath: (spec, uid) => `${root}/pods/${uid}/volumes/${dir}/${spec.innerVolumeSpecName}`,
+      podVolumePath: (spec, uid) =>
+        `${root}/pods/${uid}/volumes/${dir}/${spec.innerVolumeSpecName}`,
       setUp: (spec, _o, target) => this.answer('setUp', spec, target, undefined),
       tearDown: (spec, target) => this.answer('tearDown', spec, target, undefined),
     };
     if (opts.caps.attachable) {
       this.attacher = {
-        attach: (spec, target) => this.answer('attach', spec, target, `/dev/fake/${handleOf(spec)}`),
+        attach: (spec, target) =>
+          this.answer('attach', spec, target, `/dev/fake/${handleOf(spec)}`),
         waitForAttach: (spec, devicePath, target) =>
           this.answer('waitForAttach', spec, target, devicePath || `/dev/fake/${handleOf(spec)}`),
         // For this check a scripted `final` means "answered: not attached" (the volume is
@@ -149,10 +188,12 @@ export class FakePlugin implements VolumePlugin {
         volumesAreAttached: async (specs, target) => {
           const result = new Map<string, boolean>();
           for (const spec of specs) {
-            const attached = await this.answer('volumesAreAttached', spec, target, true).catch((error: unknown) => {
-              if (error instanceof PluginError && error.kind === 'final') return false;
-              throw error;
-            });
+            const attached = await this.answer('volumesAreAttached', spec, target, true).catch(
+              (error: unknown) => {
+                if (error instanceof PluginError && error.kind === 'final') return false;
+                throw error;
+              },
+            );
             result.set(spec.volume, attached);
           }
           return result;
@@ -171,11 +212,14 @@ export class FakePlugin implements VolumePlugin {
     if (opts.caps.blockMappable) {
       this.blockMapper = {
         globalMapPath: (spec) => `${root}/plugins/${this.name}/volumeDevices/${handleOf(spec)}`,
-        podDevicePath: (spec, uid) => `${root}/pods/${uid}/volumeDevices/${dir}/${spec.innerVolumeSpecName}`,
+        podDevicePath: (spec, uid) =>
+          `${root}/pods/${uid}/volumeDevices/${dir}/${spec.innerVolumeSpecName}`,
         setUpDevice: (spec, _d, _g, target) => this.answer('setUpDevice', spec, target, undefined),
-        mapPodDevice: (spec, _d, _g, target) => this.answer('mapPodDevice', spec, target, undefined),
+        mapPodDevice: (spec, _d, _g, target) =>
+          this.answer('mapPodDevice', spec, target, undefined),
         unmapPodDevice: (spec, target) => this.answer('unmapPodDevice', spec, target, undefined),
-        tearDownDevice: (spec, _g, target) => this.answer('tearDownDevice', spec, target, undefined),
+        tearDownDevice: (spec, _g, target) =>
+          this.answer('tearDownDevice', spec, target, undefined),
         deviceMapRefs: async () => [],
       };
     }
@@ -187,11 +231,21 @@ export class FakePlugin implements VolumePlugin {
   }
 
   /** Records the call, waits its scripted delay on the virtual clock, then answers. */
-  private async answer<T>(call: CallName, spec: ResolvedVolume, target: CallTarget, value: T): Promise<T> {
+  private async answer<T>(
+    call: CallName,
+    spec: ResolvedVolume,
+    target: CallTarget,
+    value: T,
+  ): Promise<T> {
     const entry = this.script.next(handleOf(spec), call);
     this.opts.journal.push({
       t: this.opts.clock.nowMs() - (this.opts.startMs ?? 0),
-      plugin: this.name, call, volume: spec.volume, node: target.node, pod: target.pod, outcome: entry.outcome,
+      plugin: this.name,
+      call,
+      volume: spec.volume,
+      node: target.node,
+      pod: target.pod,
+      outcome: entry.outcome,
     });
     const effect = () => this.opts.host?.apply(call, spec.volume, target.pod);
     if (entry.outcome === 'hang') {
@@ -209,7 +263,10 @@ export class FakePlugin implements VolumePlugin {
       case 'failedPrecondition':
         throw new PluginError('final', `fake ${call} of ${spec.volume}: failed precondition`, true);
       default:
-        throw new PluginError(entry.outcome, `fake ${call} of ${spec.volume}: scripted ${entry.outcome} failure`);
+        throw new PluginError(
+          entry.outcome,
+          `fake ${call} of ${spec.volume}: scripted ${entry.outcome} failure`,
+        );
     }
   }
 }

@@ -24,10 +24,14 @@ export class PluginManager {
       );
     }
     if (plugin.caps.name !== plugin.name) {
-      throw new PluginRegistrationError(`plugin "${plugin.name}" declares caps for "${plugin.caps.name}"`);
+      throw new PluginRegistrationError(
+        `plugin "${plugin.name}" declares caps for "${plugin.caps.name}"`,
+      );
     }
     if (plugin.caps.attachable !== (plugin.attacher !== undefined)) {
-      throw new PluginRegistrationError(`plugin "${plugin.name}": caps.attachable must match having an attacher`);
+      throw new PluginRegistrationError(
+        `plugin "${plugin.name}": caps.attachable must match having an attacher`,
+      );
     }
     if (plugin.caps.deviceMountable !== (plugin.deviceMounter !== undefined)) {
       throw new PluginRegistrationError(
@@ -35,7 +39,9 @@ export class PluginManager {
       );
     }
     if (plugin.caps.blockMappable !== (plugin.blockMapper !== undefined)) {
-      throw new PluginRegistrationError(`plugin "${plugin.name}": caps.blockMappable must match having a blockMapper`);
+      throw new PluginRegistrationError(
+        `plugin "${plugin.name}": caps.blockMappable must match having a blockMapper`,
+      );
     }
     this.plugins.set(plugin.name, plugin);
   }
@@ -47,6 +53,8 @@ export class PluginManager {
 
   /** Capabilities of every plugin, sorted by name: recorded in EngineStarted. */
   catalog(): PluginCaps[] {
-    return [...this.plugins.values()].map((p) => p.caps).sort((a, b) => a.name.localeCompare(b.name));
+    return [...this.plugins.values()]
+      .map((p) => p.caps)
+      .sort((a, b) => a.name.localeCompare(b.name));
   }
 }

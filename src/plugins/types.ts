@@ -40,7 +40,10 @@ export interface AttacherOps {
   attach(spec: ResolvedVolume, target: CallTarget): Promise<string>;
   /** Blocks until the device is there; returns its path. */
   waitForAttach(spec: ResolvedVolume, devicePath: string, target: CallTarget): Promise<string>;
-  volumesAreAttached(specs: readonly ResolvedVolume[], target: CallTarget): Promise<Map<string, boolean>>;
+  volumesAreAttached(
+    specs: readonly ResolvedVolume[],
+    target: CallTarget,
+  ): Promise<Map<string, boolean>>;
   detach(spec: ResolvedVolume, target: CallTarget): Promise<void>;
   /** Is the volume attached to this node? (restart cross-check; optional) */
   isAttached?(spec: ResolvedVolume): Promise<boolean>;
@@ -49,7 +52,12 @@ export interface AttacherOps {
 /** DeviceMounter + DeviceUnmounter (spec §4.7 steps 8–9, §4.12). */
 export interface DeviceMounterOps {
   deviceMountPath(spec: ResolvedVolume): string;
-  mountDevice(spec: ResolvedVolume, devicePath: string, deviceMountPath: string, target: CallTarget): Promise<void>;
+  mountDevice(
+    spec: ResolvedVolume,
+    devicePath: string,
+    deviceMountPath: string,
+    target: CallTarget,
+  ): Promise<void>;
   unmountDevice(spec: ResolvedVolume, deviceMountPath: string, target: CallTarget): Promise<void>;
   /** Other mounts of the device (pods' bind mounts): UnmountDevice waits while any remain. */
   deviceMountRefs(deviceMountPath: string): Promise<string[]>;
@@ -65,8 +73,18 @@ export interface DeviceMounterOps {
 export interface BlockMapperOps {
   globalMapPath(spec: ResolvedVolume): string;
   podDevicePath(spec: ResolvedVolume, podUid: string): string;
-  setUpDevice(spec: ResolvedVolume, devicePath: string, globalMapPath: string, target: CallTarget): Promise<void>;
-  mapPodDevice(spec: ResolvedVolume, devicePath: string, globalMapPath: string, target: CallTarget): Promise<void>;
+  setUpDevice(
+    spec: ResolvedVolume,
+    devicePath: string,
+    globalMapPath: string,
+    target: CallTarget,
+  ): Promise<void>;
+  mapPodDevice(
+    spec: ResolvedVolume,
+    devicePath: string,
+    globalMapPath: string,
+    target: CallTarget,
+  ): Promise<void>;
   unmapPodDevice(spec: ResolvedVolume, target: CallTarget): Promise<void>;
   tearDownDevice(spec: ResolvedVolume, globalMapPath: string, target: CallTarget): Promise<void>;
   /** Pods' mappings of the device still present: the device is not torn down while any is. */
@@ -77,7 +95,12 @@ export interface BlockMapperOps {
 export interface ExpanderOps {
   nodeExpand(
     spec: ResolvedVolume,
-    opts: { devicePath: string; deviceMountPath: string; newSizeBytes: number; oldSizeBytes: number },
+    opts: {
+      devicePath: string;
+      deviceMountPath: string;
+      newSizeBytes: number;
+      oldSizeBytes: number;
+    },
     target: CallTarget,
   ): Promise<number>;
 }
@@ -94,7 +117,9 @@ export interface VolumePlugin {
 }
 
 export type AttachableVolumePlugin = VolumePlugin & { readonly attacher: AttacherOps };
-export type DeviceMountableVolumePlugin = VolumePlugin & { readonly deviceMounter: DeviceMounterOps };
+export type DeviceMountableVolumePlugin = VolumePlugin & {
+  readonly deviceMounter: DeviceMounterOps;
+};
 
 export function isAttachable(plugin: VolumePlugin): plugin is AttachableVolumePlugin {
   return plugin.attacher !== undefined;
@@ -116,10 +141,7 @@ export class PluginError extends Error {
   }
 }
 
-export function caps(
-  name: string,
-  c: Partial<Omit<PluginCaps, 'name'>> = {},
-): PluginCaps {
+export function caps(name: string, c: Partial<Omit<PluginCaps, 'name'>> = {}): PluginCaps {
   const attachable = c.attachable ?? false;
   return {
     name,

@@ -33,7 +33,9 @@ function next(event: VoleEvent): { seq: number; link: string } | null {
     case 'CallFailed':
     case 'OperationFinished': {
       const seq = opStartSeq(event.opId);
-      return seq === undefined ? null : { seq, link: `part of operation ${event.opId}, started at` };
+      return seq === undefined
+        ? null
+        : { seq, link: `part of operation ${event.opId}, started at` };
     }
     case 'OperationStarted':
       return event.cause > 0 ? { seq: event.cause, link: 'the planner decided it after' } : null;
@@ -51,7 +53,13 @@ export function explain(get: (seq: number) => VoleEvent | undefined, seq: number
   while (current !== undefined && chain.length < causeChainStepsMax && !seen.has(current.seq)) {
     seen.add(current.seq);
     const link = next(current);
-    chain.push({ seq: current.seq, tsMs: current.tsMs, type: current.type, what: describeEvent(current), link: link?.link ?? null });
+    chain.push({
+      seq: current.seq,
+      tsMs: current.tsMs,
+      type: current.type,
+      what: describeEvent(current),
+      link: link?.link ?? null,
+    });
     current = link === null ? undefined : get(link.seq);
   }
   return chain;
@@ -59,8 +67,10 @@ export function explain(get: (seq: number) => VoleEvent | undefined, seq: number
 
 /** The chain as sentences, one per line. */
 export function explainText(chain: readonly CauseStep[]): string {
-  return chain.map((step, i) => {
-    const head = `${i === 0 ? '' : '  '.repeat(Math.min(i, 8))}seq ${step.seq} (+${step.tsMs} ms): ${step.what}`;
-    return step.link === null ? `${head}.` : `${head}; ${step.link}`;
-  }).join('\n');
+  return chain
+    .map((step, i) => {
+      const head = `${i === 0 ? '' : '  '.repeat(Math.min(i, 8))}seq ${step.seq} (+${step.tsMs} ms): ${step.what}`;
+      return step.link === null ? `${head}.` : `${head}; ${step.link}`;
+    })
+    .join('\n');
 }

@@ -49,22 +49,43 @@ export function eventVolume(world: World, event: VoleEvent): UniqueVolumeName | 
 
 export function describeEvent(event: VoleEvent): string {
   switch (event.type) {
-    case 'EngineStarted': return `engine started on ${event.node} (controllerAttachDetach=${event.controllerAttachDetach})`;
-    case 'SourcesReady': return 'pod sources ready';
-    case 'PodUpserted': return `pod ${event.pod.metadata.namespace ?? 'default'}/${event.pod.metadata.name} (${event.pod.metadata.uid}) added or updated`;
-    case 'PodRemoved': return `pod ${event.uid} removed`;
-    case 'ObjectUpserted': return `${event.object.kind} ${event.object.metadata.name} added or updated`;
-    case 'ObjectRemoved': return `${event.kind} ${event.name} removed`;
-    case 'VolumesReportedInUse': return `node reported in use: [${event.volumes.join(' ')}]`;
-    case 'NodeStatusObserved': return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
-    case 'ReportRaised': return `${event.reason} on pod ${event.pod}: ${event.message}`;
-    case 'AttachmentsVerified': return `attachments on ${event.node} verified: ${event.volumes.filter((v) => !v.attached).map((v) => v.name).join(' ') || 'all present'}${event.volumes.some((v) => !v.attached) ? ' gone' : ''}`;
-    case 'HostObserved': return `host checked: ${event.attachments.length + event.mounts.length} uncertain pair(s)`;
-    case 'OperationStarted': return `${event.op}${event.remount === true ? ' (remount)' : ''} started as ${event.opId} (cause: seq ${event.cause})`;
-    case 'CallStarted': return `${event.call} called (${event.opId})`;
-    case 'CallSucceeded': return `${event.call} succeeded (${event.opId})`;
-    case 'CallFailed': return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}`;
-    case 'OperationFinished': return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
+    case 'EngineStarted':
+      return `engine started on ${event.node} (controllerAttachDetach=${event.controllerAttachDetach})`;
+    case 'SourcesReady':
+      return 'pod sources ready';
+    case 'PodUpserted':
+      return `pod ${event.pod.metadata.namespace ?? 'default'}/${event.pod.metadata.name} (${event.pod.metadata.uid}) added or updated`;
+    case 'PodRemoved':
+      return `pod ${event.uid} removed`;
+    case 'ObjectUpserted':
+      return `${event.object.kind} ${event.object.metadata.name} added or updated`;
+    case 'ObjectRemoved':
+      return `${event.kind} ${event.name} removed`;
+    case 'VolumesReportedInUse':
+      return `node reported in use: [${event.volumes.join(' ')}]`;
+    case 'NodeStatusObserved':
+      return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
+    case 'ReportRaised':
+      return `${event.reason} on pod ${event.pod}: ${event.message}`;
+    case 'AttachmentsVerified':
+      return `attachments on ${event.node} verified: ${
+        event.volumes
+          .filter((v) => !v.attached)
+          .map((v) => v.name)
+          .join(' ') || 'all present'
+      }${event.volumes.some((v) => !v.attached) ? ' gone' : ''}`;
+    case 'HostObserved':
+      return `host checked: ${event.attachments.length + event.mounts.length} uncertain pair(s)`;
+    case 'OperationStarted':
+      return `${event.op}${event.remount === true ? ' (remount)' : ''} started as ${event.opId} (cause: seq ${event.cause})`;
+    case 'CallStarted':
+      return `${event.call} called (${event.opId})`;
+    case 'CallSucceeded':
+      return `${event.call} succeeded (${event.opId})`;
+    case 'CallFailed':
+      return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}`;
+    case 'OperationFinished':
+      return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
   }
 }
 
@@ -76,7 +97,9 @@ interface PairStates {
 function statesOf(world: World, volume: UniqueVolumeName): PairStates {
   return {
     attachment: world.attachments.get(volume)?.state.value ?? 'detached',
-    mounts: new Map([...(world.mounts.get(volume) ?? new Map()).values()].map((m) => [m.pod, m.state.value])),
+    mounts: new Map(
+      [...(world.mounts.get(volume) ?? new Map()).values()].map((m) => [m.pod, m.state.value]),
+    ),
   };
 }
 
@@ -90,7 +113,10 @@ function matches(t: Transition, filter: HistoryFilter): boolean {
 }
 
 /** Every pair transition in the log that passes the filter, in log order. */
-export function* history(events: Iterable<VoleEvent>, filter: HistoryFilter = {}): Generator<Transition> {
+export function* history(
+  events: Iterable<VoleEvent>,
+  filter: HistoryFilter = {},
+): Generator<Transition> {
   const world = initialWorld();
   for (const event of events) {
     const volumeBefore = eventVolume(world, event);
@@ -104,9 +130,23 @@ export function* history(events: Iterable<VoleEvent>, filter: HistoryFilter = {}
     const error = event.type === 'CallFailed' ? event.error.message : null;
     for (const [volume, old] of before) {
       const now = statesOf(world, volume);
-      const base = { seq: event.seq, tsMs: event.tsMs, volume, node: world.config.node, because: describeEvent(event), opId, error };
+      const base = {
+        seq: event.seq,
+        tsMs: event.tsMs,
+        volume,
+        node: world.config.node,
+        because: describeEvent(event),
+        opId,
+        error,
+      };
       if (old.attachment !== now.attachment) {
-        const t: Transition = { ...base, pair: 'attachment', pod: null, from: old.attachment, to: now.attachment };
+        const t: Transition = {
+          ...base,
+          pair: 'attachment',
+          pod: null,
+          from: old.attachment,
+          to: now.attachment,
+        };
         if (matches(t, filter)) yield t;
       }
       for (const pod of new Set([...old.mounts.keys(), ...now.mounts.keys()])) {

@@ -20,7 +20,9 @@ export function* fromJsonLines(lines: Iterable<string>): Generator<VoleEvent> {
     try {
       raw = JSON.parse(line);
     } catch (error) {
-      throw new ImportError(`line ${lineNumber}: not JSON (${(error as Error).message}); each line must be one event`);
+      throw new ImportError(
+        `line ${lineNumber}: not JSON (${(error as Error).message}); each line must be one event`,
+      );
     }
     let event: VoleEvent;
     try {
@@ -29,7 +31,9 @@ export function* fromJsonLines(lines: Iterable<string>): Generator<VoleEvent> {
       throw new ImportError(`line ${lineNumber}: ${(error as Error).message}`);
     }
     if (event.seq !== expected) {
-      throw new ImportError(`line ${lineNumber}: seq ${event.seq} where ${expected} was expected; a log has no gaps`);
+      throw new ImportError(
+        `line ${lineNumber}: seq ${event.seq} where ${expected} was expected; a log has no gaps`,
+      );
     }
     expected++;
     yield event;

@@ -14,7 +14,11 @@ export interface Moment {
 }
 
 /** Folds the events up to the moment (the whole log when no moment is given). */
-export function replayTo(events: Iterable<VoleEvent>, moment: Moment = {}, world: World = initialWorld()): World {
+export function replayTo(
+  events: Iterable<VoleEvent>,
+  moment: Moment = {},
+  world: World = initialWorld(),
+): World {
   for (const event of events) {
     if (moment.atSeq !== undefined && event.seq > moment.atSeq) break;
     if (moment.atTsMs !== undefined && event.tsMs > moment.atTsMs) break;
@@ -30,11 +34,44 @@ export interface WorldView {
   readonly node: string;
   readonly controllerAttachDetach: boolean;
   readonly sourcesReady: boolean;
-  readonly pods: { uid: string; name: string; namespace: string; volumes: string[]; errors: string[] }[];
-  readonly attachments: { volume: string; node: string; state: string; devicePath: string; deviceMountPath: string }[];
-  readonly mounts: { volume: string; pod: string; outerVolumeSpecName: string; state: string; remountRequired: boolean }[];
-  readonly operations: { opId: string; op: string; volume: string; pod: string | null; call: string | null; startedSeq: number }[];
-  readonly backoffs: { volume: string; op: string; pod: string; node: string; retryAtMs: number; durationMs: number; lastError: string | null }[];
+  readonly pods: {
+    uid: string;
+    name: string;
+    namespace: string;
+    volumes: string[];
+    errors: string[];
+  }[];
+  readonly attachments: {
+    volume: string;
+    node: string;
+    state: string;
+    devicePath: string;
+    deviceMountPath: string;
+  }[];
+  readonly mounts: {
+    volume: string;
+    pod: string;
+    outerVolumeSpecName: string;
+    state: string;
+    remountRequired: boolean;
+  }[];
+  readonly operations: {
+    opId: string;
+    op: string;
+    volume: string;
+    pod: string | null;
+    call: string | null;
+    startedSeq: number;
+  }[];
+  readonly backoffs: {
+    volume: string;
+    op: string;
+    pod: string;
+    node: string;
+    retryAtMs: number;
+    durationMs: number;
+    lastError: string | null;
+  }[];
   readonly volumesInUse: string[];
 }
 
@@ -47,27 +84,57 @@ export function describeWorld(world: World): WorldView {
     node: world.config.node,
     controllerAttachDetach: world.config.controllerAttachDetach,
     sourcesReady: world.sourcesReady,
-    pods: [...world.pods.values()].sort((a, b) => a.uid.localeCompare(b.uid)).map((p) => ({
-      uid: p.uid, name: p.name, namespace: p.namespace,
-      volumes: p.volumes.map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
-      errors: [...p.errors.values()],
-    })),
-    attachments: [...world.attachments.values()].map((a) => ({
-      volume: a.volume, node: a.node, state: a.state.value,
-      devicePath: a.state.context.devicePath, deviceMountPath: a.state.context.deviceMountPath,
-    })).sort(byVolume),
-    mounts: [...world.mounts.values()].flatMap((m) => [...m.values()]).map((m) => ({
-      volume: m.volume, pod: m.pod, outerVolumeSpecName: m.state.context.outerVolumeSpecName,
-      state: m.state.value, remountRequired: m.state.context.remountRequired,
-    })).sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
-    operations: [...world.running.values()].map((o) => ({
-      opId: o.opId, op: o.op, volume: o.volume, pod: o.pod, call: o.call, startedSeq: o.startedSeq,
-    })).sort((a, b) => a.startedSeq - b.startedSeq),
-    backoffs: [...world.ops.values()].flat().filter((r) => !r.pending).map((r) => ({
-      volume: r.key.volume, op: r.opName, pod: r.key.pod, node: r.key.node,
-      retryAtMs: r.lastErrorTsMs + r.durationMsBeforeRetry, durationMs: r.durationMsBeforeRetry,
-      lastError: r.lastError?.message ?? null,
-    })).sort(byVolume),
+    pods: [...world.pods.values()]
+      .sort((a, b) => a.uid.localeCompare(b.uid))
+      .map((p) => ({
+        uid: p.uid,
+        name: p.name,
+        namespace: p.namespace,
+        volumes: p.volumes.map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
+        errors: [...p.errors.values()],
+      })),
+    attachments: [...world.attachments.values()]
+      .map((a) => ({
+        volume: a.volume,
+        node: a.node,
+        state: a.state.value,
+        devicePath: a.state.context.devicePath,
+        deviceMountPath: a.state.context.deviceMountPath,
+      }))
+      .sort(byVolume),
+    mounts: [...world.mounts.values()]
+      .flatMap((m) => [...m.values()])
+      .map((m) => ({
+        volume: m.volume,
+        pod: m.pod,
+        outerVolumeSpecName: m.state.context.outerVolumeSpecName,
+        state: m.state.value,
+        remountRequired: m.state.context.remountRequired,
+      }))
+      .sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
+    operations: [...world.running.values()]
+      .map((o) => ({
+        opId: o.opId,
+        op: o.op,
+        volume: o.volume,
+        pod: o.pod,
+        call: o.call,
+        startedSeq: o.startedSeq,
+      }))
+      .sort((a, b) => a.startedSeq - b.startedSeq),
+    backoffs: [...world.ops.values()]
+      .flat()
+      .filter((r) => !r.pending)
+      .map((r) => ({
+        volume: r.key.volume,
+        op: r.opName,
+        pod: r.key.pod,
+        node: r.key.node,
+        retryAtMs: r.lastErrorTsMs + r.durationMsBeforeRetry,
+        durationMs: r.durationMsBeforeRetry,
+        lastError: r.lastError?.message ?? null,
+      }))
+      .sort(byVolume),
     volumesInUse: getVolumesInUse(world),
   };
 }
@@ -80,11 +147,23 @@ export interface WorldDiff {
 
 function entries(view: WorldView): Map<string, string> {
   const map = new Map<string, string>();
-  for (const p of view.pods) map.set(`pod ${p.uid}`, `${p.namespace}/${p.name} [${p.volumes.join(' ')}]${p.errors.length > 0 ? ` errors: ${p.errors.join('; ')}` : ''}`);
+  for (const p of view.pods)
+    map.set(
+      `pod ${p.uid}`,
+      `${p.namespace}/${p.name} [${p.volumes.join(' ')}]${p.errors.length > 0 ? ` errors: ${p.errors.join('; ')}` : ''}`,
+    );
   for (const a of view.attachments) map.set(`attachment ${a.volume}@${a.node}`, a.state);
   for (const m of view.mounts) map.set(`mount ${m.volume} × pod ${m.pod}`, m.state);
-  for (const o of view.operations) map.set(`operation ${o.opId}`, `${o.op} ${o.volume}${o.call === null ? '' : ` (in ${o.call})`}`);
-  for (const b of view.backoffs) map.set(`backoff ${b.op} ${b.volume}${b.pod === '' ? '' : ` pod ${b.pod}`}`, `until ${b.retryAtMs} ms (${b.durationMs} ms)`);
+  for (const o of view.operations)
+    map.set(
+      `operation ${o.opId}`,
+      `${o.op} ${o.volume}${o.call === null ? '' : ` (in ${o.call})`}`,
+    );
+  for (const b of view.backoffs)
+    map.set(
+      `backoff ${b.op} ${b.volume}${b.pod === '' ? '' : ` pod ${b.pod}`}`,
+      `until ${b.retryAtMs} ms (${b.durationMs} ms)`,
+    );
   map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
   return map;
 }
@@ -93,7 +172,8 @@ function entries(view: WorldView): Map<string, string> {
 export function diffWorlds(a: WorldView, b: WorldView): WorldDiff {
   const before = entries(a);
   const after = entries(b);
-  const changes = [...new Set([...before.keys(), ...after.keys()])].sort()
+  const changes = [...new Set([...before.keys(), ...after.keys()])]
+    .sort()
     .filter((k) => before.get(k) !== after.get(k))
     .map((what) => ({ what, before: before.get(what) ?? null, after: after.get(what) ?? null }));
   return { from: a.seq, to: b.seq, changes };

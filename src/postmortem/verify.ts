@@ -27,7 +27,10 @@ export interface VerifyReport {
 /** Stops after this many divergences: one bug usually explains the rest. */
 export const divergencesMax = 100;
 
-export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: number) => void } = {}): VerifyReport {
+export function verify(
+  events: Iterable<VoleEvent>,
+  opts: { onProgress?: (seq: number) => void } = {},
+): VerifyReport {
   const world = initialWorld();
   const divergences: Divergence[] = [];
   const checker = new InvariantChecker();
@@ -39,7 +42,11 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
     try {
       step = iterator.next();
     } catch (error) {
-      divergences.push({ seq: world.seq + 1, kind: 'unreadable', message: (error as Error).message });
+      divergences.push({
+        seq: world.seq + 1,
+        kind: 'unreadable',
+        message: (error as Error).message,
+      });
       break;
     }
     if (step.done === true) break;
@@ -48,12 +55,17 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
     if (count % 65_536 === 0) opts.onProgress?.(event.seq);
     if (event.type === 'OperationStarted') {
       decisions++;
-      const planned = plan(world, event.tsMs, { volumes: [event.volume as UniqueVolumeName] }).operations;
-      const same = planned.some((o) => o.op === event.op && ('pod' in o ? o.pod : undefined) === event.pod);
+      const planned = plan(world, event.tsMs, {
+        volumes: [event.volume as UniqueVolumeName],
+      }).operations;
+      const same = planned.some(
+        (o) => o.op === event.op && ('pod' in o ? o.pod : undefined) === event.pod,
+      );
       if (!same) {
         const would = planned.length === 0 ? 'nothing' : planned.map(describeOperation).join(', ');
         divergences.push({
-          seq: event.seq, kind: 'decision',
+          seq: event.seq,
+          kind: 'decision',
           message: `the log started ${event.op} ${event.volume}${event.pod === undefined ? '' : ` for pod ${event.pod}`}; this version would start ${would}`,
         });
       }
@@ -63,7 +75,12 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
       checker.after(world);
       world.dirty.clear();
       if (checker.violations.length > 0) {
-        for (const v of checker.violations.splice(0)) divergences.push({ seq: v.seq, kind: 'invariant', message: `${v.invariant}: ${v.message}` });
+        for (const v of checker.violations.splice(0))
+          divergences.push({
+            seq: v.seq,
+            kind: 'invariant',
+            message: `${v.invariant}: ${v.message}`,
+          });
       }
     } catch (error) {
       if (!(error instanceof InvariantError)) throw error;
@@ -72,5 +89,11 @@ export function verify(events: Iterable<VoleEvent>, opts: { onProgress?: (seq: n
     }
     if (divergences.length >= divergencesMax) break;
   }
-  return { events: count, decisions, invariantChecks: checker.checks, divergences, ok: divergences.length === 0 };
+  return {
+    events: count,
+    decisions,
+    invariantChecks: checker.checks,
+    divergences,
+    ok: divergences.length === 0,
+  };
 }

@@ -30,8 +30,19 @@ type Random = () => number;
 const pick = <T>(r: Random, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 const int = (r: Random, lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
 
-const diskCalls = ['attach', 'waitForAttach', 'detach', 'mountDevice', 'unmountDevice', 'setUp', 'tearDown',
-  'setUpDevice', 'mapPodDevice', 'unmapPodDevice', 'tearDownDevice'];
+const diskCalls = [
+  'attach',
+  'waitForAttach',
+  'detach',
+  'mountDevice',
+  'unmountDevice',
+  'setUp',
+  'tearDown',
+  'setUpDevice',
+  'mapPodDevice',
+  'unmapPodDevice',
+  'tearDownDevice',
+];
 const podCalls = ['setUp', 'tearDown'];
 
 function faultEntry(r: Random): unknown {
@@ -39,21 +50,30 @@ function faultEntry(r: Random): unknown {
   if (roll < 0.25) return 'transient';
   if (roll < 0.5) return 'uncertain';
   if (roll < 0.7) return 'final';
-  if (roll < 0.8) return { outcome: pick(r, ['transient', 'uncertain', 'final']), times: int(r, 2, 3) };
+  if (roll < 0.8)
+    return { outcome: pick(r, ['transient', 'uncertain', 'final']), times: int(r, 2, 3) };
   if (roll < 0.95) return { delay: `${int(r, 1, 8)}s` };
   return { hang: true };
 }
 
 function faults(r: Random, calls: readonly string[]): Record<string, unknown[]> {
   const out: Record<string, unknown[]> = {};
-  for (const call of calls) if (r() < 0.5) out[call] = Array.from({ length: int(r, 1, 3) }, () => faultEntry(r));
+  for (const call of calls)
+    if (r() < 0.5) out[call] = Array.from({ length: int(r, 1, 3) }, () => faultEntry(r));
   return out;
 }
 
-interface PodPlan { uid: string; volumes: unknown[] }
+interface PodPlan {
+  uid: string;
+  volumes: unknown[];
+}
 
 /** Draws one scenario (as the raw document a file would hold) from a seed. */
-export function generateScenario(seed: number): { document: Record<string, unknown>; present: string[]; removed: string[] } {
+export function generateScenario(seed: number): {
+  document: Record<string, unknown>;
+  present: string[];
+  removed: string[];
+} {
   const r = prng(seed);
   const controllerAttachDetach = r() < 0.3;
   const diskCount = int(r, 1, 3);
@@ -61,8 +81,21 @@ export function generateScenario(seed: number): { document: Record<string, unkno
   for (let i = 0; i < diskCount; i++) {
     const accessModes = r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany'];
     const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
-    objects.push({ kind: 'PersistentVolume', metadata: { name: `pv-${i}` }, spec: { accessModes, volumeMode, capacity: { storage: '1Gi' }, csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` } } });
-    objects.push({ kind: 'PersistentVolumeClaim', metadata: { name: `claim-${i}`, namespace: 'default' }, spec: { volumeName: `pv-${i}` } });
+    objects.push({
+      kind: 'PersistentVolume',
+      metadata: { name: `pv-${i}` },
+      spec: {
+        accessModes,
+        volumeMode,
+        capacity: { storage: '1Gi' },
+        csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` },
+      },
+    });
+    objects.push({
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: `claim-${i}`, namespace: 'default' },
+      spec: { volumeName: `pv-${i}` },
+    });
   }
   const podCount = int(r, 2, 5);
   const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => {
@@ -70,14 +103,25 @@ export function generateScenario(seed: number): { document: Record<string, unkno
     const n = int(r, 1, 3);
     for (let v = 0; v < n; v++) {
       const kind = r();
-      if (kind < 0.5) volumes.push({ name: `data-${v}`, persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` } });
+      if (kind < 0.5)
+        volumes.push({
+          name: `data-${v}`,
+          persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
+        });
       else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
       else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
-      else volumes.push({ name: `inline-${v}`, csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` } });
+      else
+        volumes.push({
+          name: `inline-${v}`,
+          csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` },
+        });
     }
     return { uid: `uid-${p}`, volumes };
   });
-  const podObject = (p: PodPlan) => ({ metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid }, spec: { volumes: p.volumes } });
+  const podObject = (p: PodPlan) => ({
+    metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
+    spec: { volumes: p.volumes },
+  });
   const present = new Set<string>();
   const everAdded = new Set<string>();
   const steps: unknown[] = [];
@@ -86,7 +130,8 @@ export function generateScenario(seed: number): { document: Record<string, unkno
     for (const p of pods) {
       if (!present.has(p.uid)) continue;
       for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
-        if (v.persistentVolumeClaim) handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
+        if (v.persistentVolumeClaim)
+          handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
       }
     }
     return [...handles].sort();
@@ -126,8 +171,13 @@ export function generateScenario(seed: number): { document: Record<string, unkno
   const presentList = [...present].sort();
   const removed = [...everAdded].filter((uid) => !present.has(uid)).sort();
   const mounts: Record<string, string> = {};
-  for (const uid of removed) for (const v of pods.find((p) => p.uid === uid)!.volumes as { name: string }[]) mounts[`${uid}/${v.name}`] = 'unmounted';
-  const expectation: Record<string, unknown> = { ...(presentList.length > 0 ? { podReady: presentList } : {}), ...(Object.keys(mounts).length > 0 ? { mounts } : {}) };
+  for (const uid of removed)
+    for (const v of pods.find((p) => p.uid === uid)!.volumes as { name: string }[])
+      mounts[`${uid}/${v.name}`] = 'unmounted';
+  const expectation: Record<string, unknown> = {
+    ...(presentList.length > 0 ? { podReady: presentList } : {}),
+    ...(Object.keys(mounts).length > 0 ? { mounts } : {}),
+  };
   if (presentList.length === 0) expectation.volumesInUse = [];
   steps.push({ expect: expectation });
   const document = {
@@ -165,27 +215,47 @@ export interface ChaosReport {
  * After the liveness phase: nothing running, and the pretend host holds exactly what the
  * present pods need — no pod volume, device mount or attachment left of anything else.
  */
-function convergenceMisses(result: SimulationResult, host: FakeHost, wanted: { setUp: Set<string>; volumes: Set<string> }): string[] {
+function convergenceMisses(
+  result: SimulationResult,
+  host: FakeHost,
+  wanted: { setUp: Set<string>; volumes: Set<string> },
+): string[] {
   const misses: string[] = [];
   const state = result.state as { pending: unknown[] };
-  if (state.pending.length > 0) misses.push(`operations still running after the liveness phase: ${JSON.stringify(state.pending)}`);
-  for (const key of host.setUp) if (!wanted.setUp.has(key)) misses.push(`leaked on the host: pod volume ${key}`);
-  for (const key of wanted.setUp) if (!host.setUp.has(key)) misses.push(`missing on the host: pod volume ${key}`);
-  for (const v of host.devicesMounted) if (!wanted.volumes.has(v)) misses.push(`leaked on the host: device mount of ${v}`);
-  for (const v of host.attached) if (!wanted.volumes.has(v)) misses.push(`leaked on the host: attachment of ${v}`);
+  if (state.pending.length > 0)
+    misses.push(
+      `operations still running after the liveness phase: ${JSON.stringify(state.pending)}`,
+    );
+  for (const key of host.setUp)
+    if (!wanted.setUp.has(key)) misses.push(`leaked on the host: pod volume ${key}`);
+  for (const key of wanted.setUp)
+    if (!host.setUp.has(key)) misses.push(`missing on the host: pod volume ${key}`);
+  for (const v of host.devicesMounted)
+    if (!wanted.volumes.has(v)) misses.push(`leaked on the host: device mount of ${v}`);
+  for (const v of host.attached)
+    if (!wanted.volumes.has(v)) misses.push(`leaked on the host: attachment of ${v}`);
   return misses;
 }
 
 /** What the present pods need on the host, from the final world the engine reached. */
 function wantedOnHost(result: SimulationResult): { setUp: Set<string>; volumes: Set<string> } {
-  const state = result.state as { mounts: { volume: string; pod: string; state: string }[]; attachments: { volume: string }[] };
+  const state = result.state as {
+    mounts: { volume: string; pod: string; state: string }[];
+    attachments: { volume: string }[];
+  };
   return {
-    setUp: new Set(state.mounts.filter((m) => m.state === 'mounted').map((m) => `${m.volume}|${m.pod}`)),
+    setUp: new Set(
+      state.mounts.filter((m) => m.state === 'mounted').map((m) => `${m.volume}|${m.pod}`),
+    ),
     volumes: new Set(state.attachments.map((a) => a.volume)),
   };
 }
 
-export async function chaos(opts: { seed: number; runs: number; onProgress?: (done: number) => void }): Promise<ChaosReport> {
+export async function chaos(opts: {
+  seed: number;
+  runs: number;
+  onProgress?: (done: number) => void;
+}): Promise<ChaosReport> {
   const failures: ChaosFailure[] = [];
   let events = 0;
   let calls = 0;
@@ -202,16 +272,32 @@ export async function chaos(opts: { seed: number; runs: number; onProgress?: (do
     try {
       result = await simulate(scenario, { fakeHost: host, stats });
     } catch (error) {
-      failures.push({ seed, messages: [`the engine failed: ${(error as Error).stack ?? String(error)}`], scenario: text });
+      failures.push({
+        seed,
+        messages: [`the engine failed: ${(error as Error).stack ?? String(error)}`],
+        scenario: text,
+      });
       continue;
     }
     events += result.events;
     calls += result.calls.length;
     faultsInjected += result.calls.filter((c) => c.outcome !== 'ok').length;
     restarts += scenario.steps.filter((s) => 'restart' in s).length;
-    const messages = [...result.failures.map((f) => f.message), ...convergenceMisses(result, host, wantedOnHost(result))];
+    const messages = [
+      ...result.failures.map((f) => f.message),
+      ...convergenceMisses(result, host, wantedOnHost(result)),
+    ];
     if (messages.length > 0) failures.push({ seed, messages, scenario: text });
     opts.onProgress?.(i + 1);
   }
-  return { seed: opts.seed, runs: opts.runs, events, calls, restarts, faultsInjected, invariantChecks: stats.invariantChecks, failures };
+  return {
+    seed: opts.seed,
+    runs: opts.runs,
+    events,
+    calls,
+    restarts,
+    faultsInjected,
+    invariantChecks: stats.invariantChecks,
+    failures,
+  };
 }

@@ -6,7 +6,13 @@
 import type { NewEvent } from '../events/index.js';
 import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
-import { ControllerExecutor, controllerCore, managedAnnotation, maxWaitForUnmountMsDefault, startAttachmentVerifier } from '../controller/index.js';
+import {
+  ControllerExecutor,
+  controllerCore,
+  managedAnnotation,
+  maxWaitForUnmountMsDefault,
+  startAttachmentVerifier,
+} from '../controller/index.js';
 import { ControllerInvariantChecker } from '../controller/invariants.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
@@ -18,8 +24,11 @@ import type { Mode } from './simulate.js';
 
 function nodeObject(name: string): Node {
   return {
-    apiVersion: 'v1', kind: 'Node', metadata: { name, annotations: { [managedAnnotation]: 'true' } },
-    spec: { taints: [] }, status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [] },
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name, annotations: { [managedAnnotation]: 'true' } },
+    spec: { taints: [] },
+    status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [] },
   };
 }
 
@@ -32,14 +41,17 @@ function describe(world: ControllerWorld) {
   const attachments = [...world.attachments.values()]
     .sort((a, b) => a.volume.localeCompare(b.volume) || a.node.localeCompare(b.node))
     .map((a) => ({
-      volume: a.volume, node: a.node, state: a.state.value,
+      volume: a.volume,
+      node: a.node,
+      state: a.state.value,
       attachedConfirmed: a.state.value.startsWith('attached'),
       mountedByNode: world.nodes.get(a.node)?.volumesInUse.has(a.volume) === true,
     }));
   const nodes = [...world.nodes.keys()].sort().map((node) => ({
     node,
     volumesAttached: [...(world.reported.get(node) ?? [])].sort().map((name) => ({
-      name, devicePath: world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
+      name,
+      devicePath: world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
     })),
   }));
   const pending = [...world.running.values()]
@@ -48,7 +60,12 @@ function describe(world: ControllerWorld) {
   return { attachments, nodes, pending };
 }
 
-function check(world: ControllerWorld, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[] {
+function check(
+  world: ControllerWorld,
+  journal: readonly FakeCallRecord[],
+  expectation: Expectation,
+  step: number,
+): Failure[] {
   const failures: Failure[] = [];
   const miss = missRecorder(step, failures);
   checkCounts(journal, expectation, miss);
@@ -57,7 +74,8 @@ function check(world: ControllerWorld, journal: readonly FakeCallRecord[], expec
     if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);
   }
   for (const key of ['mounts', 'volumesInUse', 'podReady'] as const) {
-    if (expectation[key] !== undefined) miss(key, 'a node agent expectation', 'controller mode has no pod mounts; use kubelet mode');
+    if (expectation[key] !== undefined)
+      miss(key, 'a node agent expectation', 'controller mode has no pod mounts; use kubelet mode');
   }
   return failures;
 }
@@ -75,7 +93,11 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     },
   }),
   startEvents: (scenario, tsMs) => [
-    ...(scenario.nodes ?? [scenario.node]).map((name): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: nodeObject(name) })),
+    ...(scenario.nodes ?? [scenario.node]).map((name): NewEvent => ({
+      type: 'ObjectUpserted',
+      tsMs,
+      object: nodeObject(name),
+    })),
     ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
   ],
   restartEvents: () => [],
@@ -84,29 +106,51 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     const common = commonStepEvents(step, tsMs);
     if (common !== undefined) return common;
     const world = sim.engine.world;
-    const update = (name: string, change: (n: Node) => Node): NewEvent[] =>
-      [{ type: 'ObjectUpserted', tsMs, object: change(currentNode(world, name)) }];
+    const update = (name: string, change: (n: Node) => Node): NewEvent[] => [
+      { type: 'ObjectUpserted', tsMs, object: change(currentNode(world, name)) },
+    ];
     if ('nodeStatus' in step) {
-      return update(step.nodeStatus.node, (n) => ({ ...n, status: { ...n.status, volumesInUse: [...step.nodeStatus.volumesInUse] } }));
+      return update(step.nodeStatus.node, (n) => ({
+        ...n,
+        status: { ...n.status, volumesInUse: [...step.nodeStatus.volumesInUse] },
+      }));
     }
     if ('nodeReady' in step) {
       const status = step.nodeReady.ready ? 'True' : 'False';
-      return update(step.nodeReady.node, (n) => ({ ...n, status: { ...n.status, conditions: [{ type: 'Ready', status }] } }));
+      return update(step.nodeReady.node, (n) => ({
+        ...n,
+        status: { ...n.status, conditions: [{ type: 'Ready', status }] },
+      }));
     }
     if ('taint' in step) {
       const { node, key, effect, value } = step.taint;
-      const taint = { key, ...(effect === undefined ? {} : { effect }), ...(value === undefined ? {} : { value }) };
-      return update(node, (n) => ({ ...n, spec: { ...n.spec, taints: [...(n.spec?.taints ?? []).filter((t) => t.key !== key), taint] } }));
+      const taint = {
+        key,
+        ...(effect === undefined ? {} : { effect }),
+        ...(value === undefined ? {} : { value }),
+      };
+      return update(node, (n) => ({
+        ...n,
+        spec: {
+          ...n.spec,
+          taints: [...(n.spec?.taints ?? []).filter((t) => t.key !== key), taint],
+        },
+      }));
     }
     if ('untaint' in step) {
       const { node, key } = step.untaint;
-      return update(node, (n) => ({ ...n, spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== key) } }));
+      return update(node, (n) => ({
+        ...n,
+        spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== key) },
+      }));
     }
-    if ('removeNode' in step) return [{ type: 'ObjectRemoved', tsMs, kind: 'Node', name: step.removeNode }];
+    if ('removeNode' in step)
+      return [{ type: 'ObjectRemoved', tsMs, kind: 'Node', name: step.removeNode }];
     return undefined;
   },
   check,
   describe,
-  background: (engine, sim) => startAttachmentVerifier(engine, { plugins: sim.plugins, clock: sim.clock }),
+  background: (engine, sim) =>
+    startAttachmentVerifier(engine, { plugins: sim.plugins, clock: sim.clock }),
   checker: () => new ControllerInvariantChecker(),
 };

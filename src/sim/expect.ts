@@ -13,7 +13,9 @@ export interface Failure {
   readonly message: string;
 }
 
-export function countCalls(journal: readonly FakeCallRecord[]): Record<string, Record<string, number>> {
+export function countCalls(
+  journal: readonly FakeCallRecord[],
+): Record<string, Record<string, number>> {
   const counts: Record<string, Record<string, number>> = {};
   for (const c of journal) {
     const perPlugin = (counts[c.plugin] ??= {});
@@ -33,7 +35,8 @@ export function mountState(world: World, podSlashOuter: string): string {
   const pod = podSlashOuter.slice(0, slash) as UniquePodName;
   const outer = podSlashOuter.slice(slash + 1);
   const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
-  if (resolved !== undefined) return world.mounts.get(resolved.volume)?.get(pod)?.state.value ?? 'unmounted';
+  if (resolved !== undefined)
+    return world.mounts.get(resolved.volume)?.get(pod)?.state.value ?? 'unmounted';
   for (const byPod of world.mounts.values()) {
     const record = byPod.get(pod);
     if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
@@ -51,11 +54,21 @@ export type Miss = (key: string, expected: unknown, actual: unknown) => void;
 /** A recorder of misses for one expect step. */
 export function missRecorder(step: number, failures: Failure[]): Miss {
   return (key, expected, actual) =>
-    failures.push({ step, key, expected, actual, message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}` });
+    failures.push({
+      step,
+      key,
+      expected,
+      actual,
+      message: `step ${step}: ${key}: expected ${JSON.stringify(expected)}, got ${JSON.stringify(actual)}`,
+    });
 }
 
 /** `counts`: exact call counts so far for the plugins and calls named. */
-export function checkCounts(journal: readonly FakeCallRecord[], expectation: Expectation, miss: Miss): void {
+export function checkCounts(
+  journal: readonly FakeCallRecord[],
+  expectation: Expectation,
+  miss: Miss,
+): void {
   const counts = countCalls(journal);
   for (const [plugin, calls] of Object.entries(expectation.counts ?? {})) {
     for (const [call, expected] of Object.entries(calls)) {
@@ -90,7 +103,8 @@ export function checkExpectation(
   const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
   for (const pod of ready) {
     const status = podWaitStatus(world, pod as UniquePodName);
-    if (!status.ready) miss(`podReady.${pod}`, 'all volumes mounted', { unmounted: status.unmounted });
+    if (!status.ready)
+      miss(`podReady.${pod}`, 'all volumes mounted', { unmounted: status.unmounted });
   }
   return failures;
 }

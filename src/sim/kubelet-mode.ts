@@ -3,7 +3,12 @@ import { podAttachAndMountRetryIntervalMs } from '../constants.js';
 import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../agent/engine.js';
-import { getVolumesInUse, InvariantChecker, podWaitStatus, waitErrorMessage } from '../world/index.js';
+import {
+  getVolumesInUse,
+  InvariantChecker,
+  podWaitStatus,
+  waitErrorMessage,
+} from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
 import { checkExpectation } from './expect.js';
@@ -13,11 +18,21 @@ import type { Step } from './scenario.js';
 export function describeState(world: World) {
   const attachments = [...world.attachments.values()]
     .sort((a, b) => a.volume.localeCompare(b.volume))
-    .map((a) => ({ volume: a.volume, node: a.node, state: a.state.value, devicePath: a.state.context.devicePath }));
+    .map((a) => ({
+      volume: a.volume,
+      node: a.node,
+      state: a.state.value,
+      devicePath: a.state.context.devicePath,
+    }));
   const mounts = [...world.mounts.values()]
     .flatMap((byPod) => [...byPod.values()])
     .sort((a, b) => a.volume.localeCompare(b.volume) || a.pod.localeCompare(b.pod))
-    .map((m) => ({ volume: m.volume, pod: m.pod, outerVolumeSpecName: m.state.context.outerVolumeSpecName, state: m.state.value }));
+    .map((m) => ({
+      volume: m.volume,
+      pod: m.pod,
+      outerVolumeSpecName: m.state.context.outerVolumeSpecName,
+      state: m.state.value,
+    }));
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
@@ -33,12 +48,24 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
   if ('updateObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.updateObject }];
   if ('removeObject' in step) {
     const { kind, name, namespace } = step.removeObject;
-    return [{ type: 'ObjectRemoved', tsMs, kind, name, ...(namespace === undefined ? {} : { namespace }) }];
+    return [
+      {
+        type: 'ObjectRemoved',
+        tsMs,
+        kind,
+        name,
+        ...(namespace === undefined ? {} : { namespace }),
+      },
+    ];
   }
   return undefined;
 }
 
-async function waitForPod(sim: Simulation<World, Operation>, pod: string, timeoutMs: number): Promise<WaitResult> {
+async function waitForPod(
+  sim: Simulation<World, Operation>,
+  pod: string,
+  timeoutMs: number,
+): Promise<WaitResult> {
   const deadline = sim.now() + timeoutMs;
   // spec §2.5 step 2: ReprocessPod — the pod is processed again (remount-requiring volumes).
   const known = sim.engine.world.pods.get(UniquePodName(pod));
@@ -48,10 +75,12 @@ async function waitForPod(sim: Simulation<World, Operation>, pod: string, timeou
   }
   for (;;) {
     const status = podWaitStatus(sim.engine.world, UniquePodName(pod));
-    if (!status.known) return { pod, ok: false, error: `pod ${pod} is not known to the volume manager` };
+    if (!status.known)
+      return { pod, ok: false, error: `pod ${pod} is not known to the volume manager` };
     if (status.ready) return { pod, ok: true };
     if (status.errors.length > 0 || sim.now() >= deadline) {
-      const cause = status.errors.length > 0 ? status.errors.join('; ') : 'timed out waiting for the condition';
+      const cause =
+        status.errors.length > 0 ? status.errors.join('; ') : 'timed out waiting for the condition';
       return { pod, ok: false, error: waitErrorMessage(status, cause) };
     }
     await sim.advance(Math.min(podAttachAndMountRetryIntervalMs, deadline - sim.now()));
@@ -71,9 +100,13 @@ export const kubeletMode: Mode<World, Operation> = {
     const tsMs = sim.now();
     const common = commonStepEvents(step, tsMs);
     if (common !== undefined) return common;
-    if ('reportInUse' in step) return [{ type: 'VolumesReportedInUse', tsMs, volumes: step.reportInUse }];
+    if ('reportInUse' in step)
+      return [{ type: 'VolumesReportedInUse', tsMs, volumes: step.reportInUse }];
     if ('controllerAttach' in step) {
-      const volumesAttached = step.controllerAttach.map((name) => ({ name, devicePath: `/dev/fake/${name.split('/').pop()}` }));
+      const volumesAttached = step.controllerAttach.map((name) => ({
+        name,
+        devicePath: `/dev/fake/${name.split('/').pop()}`,
+      }));
       return [{ type: 'NodeStatusObserved', tsMs, node: sim.scenario.node, volumesAttached }];
     }
     return undefined;

@@ -23,21 +23,23 @@ export function simulationPlugins(
   for (const p of [...builtins, ...scenarioPlugins]) byName.set(p.name, p);
   const manager = new PluginManager();
   for (const p of byName.values()) {
-    manager.register(new FakePlugin({
-      caps: caps(p.name, {
-        attachable: p.attachable ?? false,
-        deviceMountable: p.deviceMountable ?? p.attachable ?? false,
-        blockMappable: p.blockMappable ?? false,
-        nodeExpandable: p.nodeExpandable ?? false,
-        requiresFSResize: p.requiresFSResize ?? true,
-        requiresRemount: p.requiresRemount ?? false,
+    manager.register(
+      new FakePlugin({
+        caps: caps(p.name, {
+          attachable: p.attachable ?? false,
+          deviceMountable: p.deviceMountable ?? p.attachable ?? false,
+          blockMappable: p.blockMappable ?? false,
+          nodeExpandable: p.nodeExpandable ?? false,
+          requiresFSResize: p.requiresFSResize ?? true,
+          requiresRemount: p.requiresRemount ?? false,
+        }),
+        ...(p.faults === undefined ? {} : { faults: p.faults }),
+        ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
+        clock: opts.clock,
+        journal: opts.journal,
+        ...(opts.host === undefined ? {} : { host: opts.host }),
       }),
-      ...(p.faults === undefined ? {} : { faults: p.faults }),
-      ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
-      clock: opts.clock,
-      journal: opts.journal,
-      ...(opts.host === undefined ? {} : { host: opts.host }),
-    }));
+    );
   }
   return manager;
 }

@@ -44,11 +44,25 @@ const faultEntry = z
   });
 
 const callName = z.enum([
-  'attach', 'waitForAttach', 'volumesAreAttached', 'detach', 'mountDevice', 'unmountDevice',
-  'setUp', 'tearDown', 'nodeExpand', 'setUpDevice', 'mapPodDevice', 'unmapPodDevice', 'tearDownDevice',
+  'attach',
+  'waitForAttach',
+  'volumesAreAttached',
+  'detach',
+  'mountDevice',
+  'unmountDevice',
+  'setUp',
+  'tearDown',
+  'nodeExpand',
+  'setUpDevice',
+  'mapPodDevice',
+  'unmapPodDevice',
+  'tearDownDevice',
 ]);
 
-const faultScript = z.partialRecord(callName, z.array(faultEntry)) as unknown as z.ZodType<FaultScript>;
+const faultScript = z.partialRecord(
+  callName,
+  z.array(faultEntry),
+) as unknown as z.ZodType<FaultScript>;
 
 const plugin = z.strictObject({
   name: z.string().min(1),
@@ -92,33 +106,42 @@ const stepSchemas = {
   expect: expectation,
   nodeStatus: z.strictObject({ node: z.string(), volumesInUse: z.array(z.string()) }),
   nodeReady: z.strictObject({ node: z.string(), ready: z.boolean() }),
-  taint: z.strictObject({ node: z.string(), key: z.string(), effect: z.string().optional(), value: z.string().optional() }),
+  taint: z.strictObject({
+    node: z.string(),
+    key: z.string(),
+    effect: z.string().optional(),
+    value: z.string().optional(),
+  }),
   untaint: z.strictObject({ node: z.string(), key: z.string() }),
   removeNode: z.string().min(1),
 } as const;
 type StepSchemas = typeof stepSchemas;
-export type Step = { [K in keyof StepSchemas]: { [P in K]: z.output<StepSchemas[K]> } }[keyof StepSchemas];
+export type Step = {
+  [K in keyof StepSchemas]: { [P in K]: z.output<StepSchemas[K]> };
+}[keyof StepSchemas];
 
 /** A step is an object with exactly one key naming its kind; its value is checked by kind. */
 const step = z.unknown().transform((value, ctx): Step => {
-  const keys = value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.keys(value) : [];
+  const keys =
+    value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.keys(value) : [];
   const kind = keys[0] as keyof StepSchemas | undefined;
   if (keys.length !== 1 || kind === undefined || !(kind in stepSchemas)) {
     ctx.addIssue({
       code: 'custom',
-      message: `a step is one of ${Object.keys(stepSchemas).join(', ')} ` +
+      message:
+        `a step is one of ${Object.keys(stepSchemas).join(', ')} ` +
         `(got ${keys.length === 0 ? JSON.stringify(value) : keys.map((k) => `"${k}"`).join(', ')})`,
     });
     return z.NEVER;
   }
   const parsed = stepSchemas[kind].safeParse((value as Record<string, unknown>)[kind]);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue, path: [kind, ...issue.path] } as never);
+    for (const issue of parsed.error.issues)
+      ctx.addIssue({ ...issue, path: [kind, ...issue.path] } as never);
     return z.NEVER;
   }
   return { [kind]: parsed.data } as Step;
 });
-
 
 export const scenarioSchema = z.strictObject({
   name: z.string().min(1),
@@ -141,9 +164,12 @@ export class ScenarioFormatError extends Error {
 
 function describeIssue(issue: z.core.$ZodIssue): string {
   const path = issue.path.length === 0 ? '(file)' : issue.path.map(String).join('.');
-  if (issue.code === 'unrecognized_keys') return `${path}: unknown key(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
+  if (issue.code === 'unrecognized_keys')
+    return `${path}: unknown key(s) ${issue.keys.map((k) => `"${k}"`).join(', ')}`;
   if (issue.code === 'invalid_union') {
-    const nested = issue.errors.flat().filter((i) => i.code !== 'invalid_type' || i.path.length > 0);
+    const nested = issue.errors
+      .flat()
+      .filter((i) => i.code !== 'invalid_type' || i.path.length > 0);
     const best = nested.sort((a, b) => b.path.length - a.path.length)[0];
     if (best !== undefined) return describeIssue({ ...best, path: [...issue.path, ...best.path] });
     return `${path}: not one of the allowed forms`;

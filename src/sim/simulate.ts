@@ -78,7 +78,12 @@ export interface Mode<W extends CoreWorld, O> {
   restartEvents(scenario: Scenario, tsMs: number): NewEvent[];
   /** The events of a step this mode handles; undefined when it is not this mode's step. */
   stepEvents(step: Step, sim: Simulation<W, O>): NewEvent[] | undefined;
-  check(world: W, journal: readonly FakeCallRecord[], expectation: Expectation, step: number): Failure[];
+  check(
+    world: W,
+    journal: readonly FakeCallRecord[],
+    expectation: Expectation,
+    step: number,
+  ): Failure[];
   describe(world: W): Record<string, unknown>;
   waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
   /** Background work tied to an engine's life (the controller's periodic verify). */
@@ -105,10 +110,16 @@ export class Simulation<W extends CoreWorld, O> {
   private stopBackground: () => void = () => {};
   engine: Engine<W, O>;
 
-  constructor(readonly scenario: Scenario, private readonly mode: Mode<W, O>, private readonly opts: SimulateOptions) {
+  constructor(
+    readonly scenario: Scenario,
+    private readonly mode: Mode<W, O>,
+    private readonly opts: SimulateOptions,
+  ) {
     this.log = opts.log ?? memoryLog();
     this.plugins = simulationPlugins(scenario.plugins, {
-      clock: this.clock, journal: this.journal, ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
+      clock: this.clock,
+      journal: this.journal,
+      ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
     this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
     this.engine = this.newEngine(undefined);
@@ -133,7 +144,13 @@ export class Simulation<W extends CoreWorld, O> {
     if (checker !== undefined) engine.subscribe((_event, world) => checker.after(world));
     engine.subscribe((event) => {
       if (event.type === 'ReportRaised') {
-        this.reports.push({ t: event.tsMs, reason: event.reason, pod: event.pod, volume: event.volume, message: event.message });
+        this.reports.push({
+          t: event.tsMs,
+          reason: event.reason,
+          pod: event.pod,
+          volume: event.volume,
+          message: event.message,
+        });
       }
     });
     return engine;
@@ -196,18 +213,26 @@ export class Simulation<W extends CoreWorld, O> {
     }
     if ('waitForPod' in step) {
       const wait = this.mode.waitForPod;
-      if (wait === undefined) throw new Error(`step ${index}: waitForPod is a node agent's call; it needs kubelet mode`);
+      if (wait === undefined)
+        throw new Error(`step ${index}: waitForPod is a node agent's call; it needs kubelet mode`);
       this.waits.push(await wait(this, step.waitForPod.pod, step.waitForPod.timeout ?? 123_000));
       return;
     }
     const events = this.mode.stepEvents(step, this);
-    if (events === undefined) throw new Error(`step ${index}: ${Object.keys(step)[0]} does not apply in ${this.scenario.mode} mode`);
+    if (events === undefined)
+      throw new Error(
+        `step ${index}: ${Object.keys(step)[0]} does not apply in ${this.scenario.mode} mode`,
+      );
     for (const event of events) this.append(event);
     await this.settle();
   }
 }
 
-async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W, O>, opts: SimulateOptions): Promise<SimulationResult> {
+async function runWith<W extends CoreWorld, O>(
+  scenario: Scenario,
+  mode: Mode<W, O>,
+  opts: SimulateOptions,
+): Promise<SimulationResult> {
   const sim = new Simulation(scenario, mode, opts);
   await sim.start();
   for (const [index, step] of scenario.steps.entries()) await sim.run(step, index);
@@ -215,7 +240,13 @@ async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W,
   const world = sim.engine.world;
   if (opts.stats !== undefined) opts.stats.invariantChecks += sim.checker?.checks ?? 0;
   for (const v of sim.checker?.violations ?? []) {
-    sim.failures.push({ step: -1, key: `invariant.${v.invariant}`, expected: 'never', actual: v.message, message: `invariant ${v.invariant} violated: ${v.message}` });
+    sim.failures.push({
+      step: -1,
+      key: `invariant.${v.invariant}`,
+      expected: 'never',
+      actual: v.message,
+      message: `invariant ${v.invariant} violated: ${v.message}`,
+    });
   }
   return {
     name: scenario.name,
@@ -230,8 +261,13 @@ async function runWith<W extends CoreWorld, O>(scenario: Scenario, mode: Mode<W,
   };
 }
 
-export function simulate(scenario: Scenario, opts: SimulateOptions = {}): Promise<SimulationResult> {
-  return scenario.mode === 'controller' ? runWith(scenario, controllerMode, opts) : runWith(scenario, kubeletMode, opts);
+export function simulate(
+  scenario: Scenario,
+  opts: SimulateOptions = {},
+): Promise<SimulationResult> {
+  return scenario.mode === 'controller'
+    ? runWith(scenario, controllerMode, opts)
+    : runWith(scenario, kubeletMode, opts);
 }
 
 export { describeState } from './kubelet-mode.js';

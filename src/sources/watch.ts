@@ -4,7 +4,13 @@
  * filesystems). Each read is diffed against the previous one.
  */
 import { type FSWatcher, watch } from 'node:fs';
-import { diffManifests, type ManifestChanges, type ManifestProblem, type ManifestSet, readManifestDir } from './manifests.js';
+import {
+  diffManifests,
+  type ManifestChanges,
+  type ManifestProblem,
+  type ManifestSet,
+  readManifestDir,
+} from './manifests.js';
 
 export interface ManifestWatcherOptions {
   readonly dir: string;
@@ -40,7 +46,11 @@ export class ManifestWatcher {
     const fresh = next.problems.filter((p) => !this.reported.has(`${p.file}\0${p.message}`));
     this.reported = keys;
     if (fresh.length > 0) this.opts.onProblems(fresh);
-    const any = changes.upsertObjects.length + changes.removeObjects.length + changes.upsertPods.length + changes.removePods.length;
+    const any =
+      changes.upsertObjects.length +
+      changes.removeObjects.length +
+      changes.upsertPods.length +
+      changes.removePods.length;
     if (any > 0) this.opts.onChanges(changes);
   }
 
@@ -59,7 +69,12 @@ export class ManifestWatcher {
     try {
       this.sync();
     } catch (error) {
-      this.opts.onProblems([{ file: this.opts.dir, message: `cannot read the manifest directory: ${(error as Error).message}` }]);
+      this.opts.onProblems([
+        {
+          file: this.opts.dir,
+          message: `cannot read the manifest directory: ${(error as Error).message}`,
+        },
+      ]);
     }
   }
 

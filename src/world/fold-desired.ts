@@ -21,7 +21,12 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
 }
 
-function indexReferences(world: World, pod: UniquePodName, references: readonly string[], add: boolean) {
+function indexReferences(
+  world: World,
+  pod: UniquePodName,
+  references: readonly string[],
+  add: boolean,
+) {
   for (const key of references) {
     let pods = world.podsByObject.get(key);
     if (add) {
@@ -61,9 +66,10 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
     };
     const previous = volume.pods.get(record.uid);
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
-    const outerVolumeSpecNames = previous === undefined || previous.seq !== record.seq
-      ? [resolved.outerVolumeSpecName]
-      : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
+    const outerVolumeSpecNames =
+      previous === undefined || previous.seq !== record.seq
+        ? [resolved.outerVolumeSpecName]
+        : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
     const pods = new Map(volume.pods);
     pods.set(record.uid, entry);
@@ -84,7 +90,11 @@ export function podUid(pod: Pod): UniquePodName {
  * `reprocessed`: the pod source reported it again, so spec §2.6's MarkRemountRequired
  * applies when every volume resolved.
  */
-export function upsertPod(world: World, pod: Pod, opts: { reprocessed: boolean; seq: Seq; cause?: Seq }): void {
+export function upsertPod(
+  world: World,
+  pod: Pod,
+  opts: { reprocessed: boolean; seq: Seq; cause?: Seq },
+): void {
   const cause = opts.cause ?? world.seq;
   const uid = podUid(pod);
   const previous = world.pods.get(uid);
@@ -157,7 +167,10 @@ export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>)
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
-export function foldVolumesReportedInUse(world: World, event: EventOf<'VolumesReportedInUse'>): void {
+export function foldVolumesReportedInUse(
+  world: World,
+  event: EventOf<'VolumesReportedInUse'>,
+): void {
   const reported = new Set(event.volumes);
   for (const [name, volume] of world.dsw) {
     const reportedInUse = reported.has(name);
@@ -170,7 +183,9 @@ export function foldVolumesReportedInUse(world: World, event: EventOf<'VolumesRe
 export function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusObserved'>): void {
   if (event.node !== world.config.node) return;
   const previous = world.volumesAttached;
-  const next = new Map(event.volumesAttached.map((v) => [v.name as UniqueVolumeName, v.devicePath]));
+  const next = new Map(
+    event.volumesAttached.map((v) => [v.name as UniqueVolumeName, v.devicePath]),
+  );
   for (const name of new Set([...previous.keys(), ...next.keys()])) {
     if (previous.get(name) !== next.get(name)) touch(world, name);
   }

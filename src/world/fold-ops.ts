@@ -7,12 +7,7 @@ import { assert } from '../assert.js';
 import type { CallError, EventOf } from '../events/index.js';
 import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touch } from './fold-desired.js';
-import {
-  attachmentOrNew,
-  mountOrNew,
-  stepAttachment,
-  stepMount,
-} from './pairs.js';
+import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import { keyString, mayRun, recordsAfterFinish, recordsAfterStart, setRecords } from './pending.js';
 import type { RunningOp, World } from './types.js';
 
@@ -35,25 +30,43 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
   const volume = UniqueVolumeName(event.volume);
   const records = world.ops.get(volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
-  assert(verdict.kind === 'run', () =>
-    `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
-    `(seq ${event.seq}): never two operations on one key`);
+  assert(
+    verdict.kind === 'run',
+    () =>
+      `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
+      `(seq ${event.seq}): never two operations on one key`,
+  );
   const opId = OpId(event.opId);
-  setRecords(world.ops, volume, recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }));
+  setRecords(
+    world.ops,
+    volume,
+    recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
+  );
   assert(!world.running.has(opId), `operation ${opId} started twice (seq ${event.seq})`);
   const pod = event.pod === undefined ? null : UniquePodName(event.pod);
   world.running.set(opId, {
-    opId, op: event.op, key: event.key, volume, pod, spec: desiredSpec(world, volume, pod),
+    opId,
+    op: event.op,
+    key: event.key,
+    volume,
+    pod,
+    spec: desiredSpec(world, volume, pod),
     node: event.node === undefined ? null : NodeName(event.node),
-    startedSeq: event.seq as Seq, startedTsMs: event.tsMs, cause: event.cause as Seq,
-    call: null, lastError: null,
+    startedSeq: event.seq as Seq,
+    startedTsMs: event.tsMs,
+    cause: event.cause as Seq,
+    call: null,
+    lastError: null,
   });
   touch(world, volume);
 }
 
 export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): void {
   const op = running(world, event.opId);
-  assert(op.call === null, `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`);
+  assert(
+    op.call === null,
+    `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`,
+  );
   world.running.set(op.opId, { ...op, call: event.call });
   const spec = op.spec ?? undefined;
   switch (event.call) {
@@ -67,18 +80,26 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
     case 'mountDevice':
     case 'setUpDevice':
       stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'MOUNT_DEVICE_START', deviceMountPath: event.deviceMountPath ?? '',
+        type: 'MOUNT_DEVICE_START',
+        deviceMountPath: event.deviceMountPath ?? '',
       });
       break;
     case 'unmountDevice':
     case 'tearDownDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'UNMOUNT_DEVICE_START' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'UNMOUNT_DEVICE_START',
+      });
       break;
     case 'setUp':
     case 'mapPodDevice': {
-      assert(op.pod !== null && spec !== undefined, `setUp of ${op.opId} without a desired pod (seq ${event.seq})`);
+      assert(
+        op.pod !== null && spec !== undefined,
+        `setUp of ${op.opId} without a desired pod (seq ${event.seq})`,
+      );
       stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
-        type: 'SETUP_START', outerVolumeSpecName: spec.outerVolumeSpecName, volumeGidValue: spec.volumeGidValue,
+        type: 'SETUP_START',
+        outerVolumeSpecName: spec.outerVolumeSpecName,
+        volumeGidValue: spec.volumeGidValue,
       });
       break;
     }
@@ -95,18 +116,29 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
 
 export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>): void {
   const op = running(world, event.opId);
-  assert(op.call === event.call, `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`);
+  assert(
+    op.call === event.call,
+    `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`,
+  );
   world.running.set(op.opId, { ...op, call: null });
   const attachment = () => attachmentOrNew(world, op.volume, op.spec ?? undefined);
   switch (event.call) {
     case 'attach':
     case 'verifyControllerAttached': {
       const devicePath = event.devicePath ?? '';
-      stepAttachment(world, attachment(), event.call === 'attach'
-        ? { type: 'ATTACH_OK', devicePath }
-        : { type: 'VERIFY_OK', devicePath });
+      stepAttachment(
+        world,
+        attachment(),
+        event.call === 'attach'
+          ? { type: 'ATTACH_OK', devicePath }
+          : { type: 'VERIFY_OK', devicePath },
+      );
       const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
-      if (claimSizeBytes > 0) stepAttachment(world, attachment(), { type: 'CLAIM_SIZE_KNOWN', sizeBytes: claimSizeBytes });
+      if (claimSizeBytes > 0)
+        stepAttachment(world, attachment(), {
+          type: 'CLAIM_SIZE_KNOWN',
+          sizeBytes: claimSizeBytes,
+        });
       break;
     }
     case 'detach':
@@ -118,7 +150,9 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
     case 'mountDevice':
     case 'setUpDevice':
       stepAttachment(world, attachment(), {
-        type: 'MOUNT_DEVICE_OK', deviceMountPath: event.deviceMountPath ?? '', devicePath: event.devicePath ?? '',
+        type: 'MOUNT_DEVICE_OK',
+        deviceMountPath: event.deviceMountPath ?? '',
+        devicePath: event.devicePath ?? '',
       });
       break;
     case 'unmountDevice':
@@ -144,7 +178,10 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
 
 export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void {
   const op = running(world, event.opId);
-  assert(op.call === event.call, `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`);
+  assert(
+    op.call === event.call,
+    `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`,
+  );
   world.running.set(op.opId, { ...op, call: null, lastError: event.error });
   const kind: ErrorKind = event.error.kind;
   const attachment = () => attachmentOrNew(world, op.volume, undefined);
@@ -166,7 +203,10 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
       break;
     case 'setUp':
     case 'mapPodDevice':
-      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_FAIL', errorKind: kind });
+      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), {
+        type: 'SETUP_FAIL',
+        errorKind: kind,
+      });
       break;
     case 'tearDown':
     case 'unmapPodDevice':
@@ -177,7 +217,12 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
         stepAttachment(world, attachment(), { type: 'EXPANSION_IN_USE_ERROR' });
       } else if (op.op === 'mount' && op.pod !== null) {
         // §4.7 step 12: mounted, but must not be used until the expansion succeeds.
-        stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'EXPAND_IN_MOUNT_FAIL' }, { observation: true });
+        stepMount(
+          world,
+          mountOrNew(world, op.volume, op.pod, undefined),
+          { type: 'EXPAND_IN_MOUNT_FAIL' },
+          { observation: true },
+        );
       }
       break;
     default:
@@ -192,19 +237,36 @@ function recordError(world: World, op: RunningOp, error: CallError, seq: Seq, ts
 }
 
 /** spec §5.4 completion: success deletes the exact record; failure escalates its backoff. */
-function completeRecord(world: World, op: RunningOp, failure: CallError | null, tsMs: number): void {
+function completeRecord(
+  world: World,
+  op: RunningOp,
+  failure: CallError | null,
+  tsMs: number,
+): void {
   const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
-  assert(next !== undefined, `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`);
+  assert(
+    next !== undefined,
+    `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
+  );
   setRecords(world.ops, op.volume, next);
 }
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {
   const op = running(world, event.opId);
-  assert(op.call === null, `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`);
-  const failure = event.outcome === 'ok' ? null : (event.error ?? op.lastError ?? {
-    kind: 'final' as const, message: 'operation failed',
-  });
-  if (failure !== null && op.lastError === null) recordError(world, op, failure, event.seq as Seq, event.tsMs);
+  assert(
+    op.call === null,
+    `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`,
+  );
+  const failure =
+    event.outcome === 'ok'
+      ? null
+      : (event.error ??
+        op.lastError ?? {
+          kind: 'final' as const,
+          message: 'operation failed',
+        });
+  if (failure !== null && op.lastError === null)
+    recordError(world, op, failure, event.seq as Seq, event.tsMs);
   completeRecord(world, op, failure, event.tsMs);
   world.running.delete(op.opId);
   touch(world, op.volume);
@@ -216,10 +278,14 @@ export function foldOperationFinished(world: World, event: EventOf<'OperationFin
  * engine is not retried in a tight crash loop.
  */
 export function cutOffRunningOperations(world: World, tsMs: number): void {
-  const cutOff: CallError = { kind: 'uncertain', message: 'operation cut off: the engine stopped while it ran' };
+  const cutOff: CallError = {
+    kind: 'uncertain',
+    message: 'operation cut off: the engine stopped while it ran',
+  };
   for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
     const attachment = world.attachments.get(op.volume);
-    if (attachment !== undefined) stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
+    if (attachment !== undefined)
+      stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
     const mount = op.pod === null ? undefined : world.mounts.get(op.volume)?.get(op.pod);
     if (mount !== undefined) stepMount(world, mount, { type: 'CRASH' }, { observation: true });
     recordError(world, op, cutOff, world.seq, tsMs);

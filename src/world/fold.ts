@@ -53,7 +53,10 @@ export function initialWorld(): World {
 
 function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void {
   cutOffRunningOperations(world, event.tsMs);
-  world.config = { node: NodeName(event.node), controllerAttachDetach: event.controllerAttachDetach };
+  world.config = {
+    node: NodeName(event.node),
+    controllerAttachDetach: event.controllerAttachDetach,
+  };
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   world.engineStartedSeq = event.seq as Seq;
   // spec §3.2: no unmount or detach until the sources have reported every pod again.
@@ -70,7 +73,8 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     const volume = seen.volume as UniqueVolumeName;
     const record = world.attachments.get(volume);
     if (record === undefined) continue;
-    if (seen.attached === false) stepAttachment(world, record, { type: 'OBSERVED_DETACHED' }, { observation: true });
+    if (seen.attached === false)
+      stepAttachment(world, record, { type: 'OBSERVED_DETACHED' }, { observation: true });
     const after = world.attachments.get(volume);
     if (after !== undefined && seen.deviceMounted === false) {
       stepAttachment(world, after, { type: 'OBSERVED_DEVICE_UNMOUNTED' }, { observation: true });
@@ -78,7 +82,9 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     touch(world, volume);
   }
   for (const seen of event.mounts) {
-    const record = world.mounts.get(seen.volume as UniqueVolumeName)?.get(seen.pod as UniquePodName);
+    const record = world.mounts
+      .get(seen.volume as UniqueVolumeName)
+      ?.get(seen.pod as UniquePodName);
     if (record === undefined || seen.mounted) continue;
     stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
     touch(world, record.volume);
@@ -98,28 +104,62 @@ function foldSourcesReady(world: World): void {
  * is impossible in the current state (a corrupt log or an engine bug), naming the seq.
  */
 export function fold(world: World, event: VoleEvent): World {
-  assert(event.seq === world.seq + 1, `event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  assert(
+    event.seq === world.seq + 1,
+    `event seq ${event.seq} after ${world.seq}: the log has a gap`,
+  );
   assert(event.tsMs >= 0, `event seq ${event.seq}: negative timestamp`);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {
-    case 'EngineStarted': foldEngineStarted(world, event); break;
-    case 'SourcesReady': foldSourcesReady(world); break;
-    case 'PodUpserted': foldPodUpserted(world, event); break;
-    case 'PodRemoved': foldPodRemoved(world, event); break;
-    case 'ObjectUpserted': foldObjectUpserted(world, event); break;
-    case 'ObjectRemoved': foldObjectRemoved(world, event); break;
-    case 'VolumesReportedInUse': foldVolumesReportedInUse(world, event); break;
-    case 'NodeStatusObserved': foldNodeStatusObserved(world, event); break;
-    case 'HostObserved': foldHostObserved(world, event); break;
-    case 'ReportRaised': break; // for people; the kubelet's decisions do not read it
-    case 'AttachmentsVerified': break; // the controller's observation
-    case 'OperationStarted': foldOperationStarted(world, event); break;
-    case 'CallStarted': foldCallStarted(world, event); break;
-    case 'CallSucceeded': foldCallSucceeded(world, event); break;
-    case 'CallFailed': foldCallFailed(world, event); break;
-    case 'OperationFinished': foldOperationFinished(world, event); break;
-    default: unreachable(event, 'event type');
+    case 'EngineStarted':
+      foldEngineStarted(world, event);
+      break;
+    case 'SourcesReady':
+      foldSourcesReady(world);
+      break;
+    case 'PodUpserted':
+      foldPodUpserted(world, event);
+      break;
+    case 'PodRemoved':
+      foldPodRemoved(world, event);
+      break;
+    case 'ObjectUpserted':
+      foldObjectUpserted(world, event);
+      break;
+    case 'ObjectRemoved':
+      foldObjectRemoved(world, event);
+      break;
+    case 'VolumesReportedInUse':
+      foldVolumesReportedInUse(world, event);
+      break;
+    case 'NodeStatusObserved':
+      foldNodeStatusObserved(world, event);
+      break;
+    case 'HostObserved':
+      foldHostObserved(world, event);
+      break;
+    case 'ReportRaised':
+      break; // for people; the kubelet's decisions do not read it
+    case 'AttachmentsVerified':
+      break; // the controller's observation
+    case 'OperationStarted':
+      foldOperationStarted(world, event);
+      break;
+    case 'CallStarted':
+      foldCallStarted(world, event);
+      break;
+    case 'CallSucceeded':
+      foldCallSucceeded(world, event);
+      break;
+    case 'CallFailed':
+      foldCallFailed(world, event);
+      break;
+    case 'OperationFinished':
+      foldOperationFinished(world, event);
+      break;
+    default:
+      unreachable(event, 'event type');
   }
   return world;
 }

@@ -18,21 +18,31 @@ export interface Violation {
 /** Checks the invariants that concern one volume; returns the violations (empty if none). */
 export function checkVolume(world: World, volume: UniqueVolumeName): Violation[] {
   const out: Violation[] = [];
-  const at = (invariant: string, message: string) => out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
+  const at = (invariant: string, message: string) =>
+    out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachment = world.attachments.get(volume);
   const mounts = [...(world.mounts.get(volume)?.values() ?? [])];
   const state = attachment?.state.value;
   // S1/S2: no detach and no device unmount while a pod mount may exist.
   if ((state === 'detaching' || state === 'attached.deviceUnmounting') && mounts.length > 0) {
-    at('S1', `attachment ${volume}@${world.config.node}: ${state} while ${mounts.map((m) => `pod ${m.pod} is ${m.state.value}`).join(', ')}`);
+    at(
+      'S1',
+      `attachment ${volume}@${world.config.node}: ${state} while ${mounts.map((m) => `pod ${m.pod} is ${m.state.value}`).join(', ')}`,
+    );
   }
   // A pod mount needs its volume attached (and its device mounted, for device-mountable ones).
   for (const m of mounts) {
     if (m.state.value !== 'mounting' && m.state.value !== 'mounted') continue;
     if (state === undefined || !state.startsWith('attached')) {
-      at('attached-before-mount', `mount ${volume} × pod ${m.pod}: ${m.state.value} while the attachment is ${state ?? 'detached'}`);
+      at(
+        'attached-before-mount',
+        `mount ${volume} × pod ${m.pod}: ${m.state.value} while the attachment is ${state ?? 'detached'}`,
+      );
     } else if (attachment!.deviceMountable && state !== 'attached.deviceMounted') {
-      at('device-before-mount', `mount ${volume} × pod ${m.pod}: ${m.state.value} while the device is ${state}`);
+      at(
+        'device-before-mount',
+        `mount ${volume} × pod ${m.pod}: ${m.state.value} while the device is ${state}`,
+      );
     }
   }
   // S7: at most one running operation per conflicting key.
@@ -40,13 +50,20 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
   for (let i = 0; i < running.length; i++) {
     for (let j = i + 1; j < running.length; j++) {
       if (keysConflict(running[i]!.key, running[j]!.key)) {
-        at('S7', `operations ${running[i]!.opId} (${running[i]!.op}) and ${running[j]!.opId} (${running[j]!.op}) run on conflicting keys of ${volume}`);
+        at(
+          'S7',
+          `operations ${running[i]!.opId} (${running[i]!.op}) and ${running[j]!.opId} (${running[j]!.op}) run on conflicting keys of ${volume}`,
+        );
       }
     }
   }
   // spec §5.5: backoff never above 2 min 2 s.
   for (const r of world.ops.get(volume) ?? []) {
-    if (r.durationMsBeforeRetry > backoffMsMax) at('backoff', `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms, above ${backoffMsMax}`);
+    if (r.durationMsBeforeRetry > backoffMsMax)
+      at(
+        'backoff',
+        `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms, above ${backoffMsMax}`,
+      );
   }
   return out;
 }

@@ -15,7 +15,9 @@ import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { compileMachine } from './compiled-machine.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
 
-export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(attachmentMachine);
+export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
+  attachmentMachine,
+);
 export const mountPairs = compileMachine<MountContext, MountEvent>(mountMachine);
 
 export function attachmentName(volume: string, node: string): string {
@@ -34,7 +36,10 @@ export function attachmentOrNew(
 ): AttachmentRecord {
   const existing = world.attachments.get(volume);
   if (existing !== undefined) return existing;
-  assert(spec !== undefined, `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`);
+  assert(
+    spec !== undefined,
+    `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`,
+  );
   return {
     volume,
     node: world.config.node as NodeName,
@@ -60,9 +65,12 @@ export function stepAttachment(
 ): void {
   const next = attachmentPairs.transition(record.state, event);
   if (next === undefined) {
-    assert(opts.observation, () =>
-      `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
-      `state ${record.state.value} (seq ${world.seq})`);
+    assert(
+      opts.observation,
+      () =>
+        `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
+        `state ${record.state.value} (seq ${world.seq})`,
+    );
     return;
   }
   if (next.value === 'detached') {
@@ -80,8 +88,18 @@ export function mountOrNew(
 ): MountRecord {
   const existing = world.mounts.get(volume)?.get(pod);
   if (existing !== undefined) return existing;
-  assert(spec !== undefined, `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
-  return { volume, pod, pluginName: spec.pluginName, spec, state: mountPairs.initial, seq: world.seq };
+  assert(
+    spec !== undefined,
+    `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`,
+  );
+  return {
+    volume,
+    pod,
+    pluginName: spec.pluginName,
+    spec,
+    state: mountPairs.initial,
+    seq: world.seq,
+  };
 }
 
 /** Applies a machine event to a mount record; the same contract as stepAttachment. */
@@ -93,9 +111,12 @@ export function stepMount(
 ): void {
   const next = mountPairs.transition(record.state, event);
   if (next === undefined) {
-    assert(opts.observation, () =>
-      `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
-      `${record.state.value} (seq ${world.seq})`);
+    assert(
+      opts.observation,
+      () =>
+        `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
+        `${record.state.value} (seq ${world.seq})`,
+    );
     return;
   }
   let byPod = world.mounts.get(record.volume);

@@ -91,8 +91,13 @@ export function recordsAfterStart(
 ): OpRecord[] {
   const index = findMatch(records, start.key);
   const fresh: OpRecord = {
-    key: start.key, opName: start.opName, pending: true, opId: start.opId,
-    lastError: null, lastErrorTsMs: 0, durationMsBeforeRetry: 0,
+    key: start.key,
+    opName: start.opName,
+    pending: true,
+    opId: start.opId,
+    lastError: null,
+    lastErrorTsMs: 0,
+    durationMsBeforeRetry: 0,
   };
   const next = [...records];
   if (index === -1) {
@@ -101,7 +106,9 @@ export function recordsAfterStart(
   }
   const old = records[index]!;
   const reset = old.opName !== start.opName && start.tsMs < retryAtMs(old);
-  next[index] = reset ? fresh : { ...old, key: start.key, opName: start.opName, pending: true, opId: start.opId };
+  next[index] = reset
+    ? fresh
+    : { ...old, key: start.key, opName: start.opName, pending: true, opId: start.opId };
   return next;
 }
 
@@ -123,7 +130,11 @@ export function recordsAfterFinish(
   if (failure === null) next.splice(index, 1);
   else {
     next[index] = {
-      ...record, pending: false, opId: null, lastError: failure, lastErrorTsMs: tsMs,
+      ...record,
+      pending: false,
+      opId: null,
+      lastError: failure,
+      lastErrorTsMs: tsMs,
       durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
     };
   }

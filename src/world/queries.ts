@@ -32,7 +32,8 @@ export function podExistsInVolume(
   if (!isAttached(attachment)) return { kind: 'volumeNotAttached' };
   const devicePath = attachment.state.context.devicePath;
   const mount = world.mounts.get(volume)?.get(pod);
-  if (mount === undefined || mount.state.value !== 'mounted') return { kind: 'notMounted', devicePath };
+  if (mount === undefined || mount.state.value !== 'mounted')
+    return { kind: 'notMounted', devicePath };
   if (mount.state.context.remountRequired) return { kind: 'remountRequired', devicePath };
   const currentSizeBytes = attachment.state.context.sizeBytes;
   if (volumeNeedsExpansion(world, attachment, desiredSizeBytes)) {
@@ -42,11 +43,20 @@ export function podExistsInVolume(
 }
 
 /** spec §2.2 volumeNeedsExpansion. */
-function volumeNeedsExpansion(world: World, attachment: AttachmentRecord, desiredSizeBytes: number) {
+function volumeNeedsExpansion(
+  world: World,
+  attachment: AttachmentRecord,
+  desiredSizeBytes: number,
+) {
   const { sizeBytes, inUseExpansionError } = attachment.state.context;
   if (inUseExpansionError || sizeBytes === 0 || desiredSizeBytes === 0) return false;
   const caps = world.plugins.get(attachment.pluginName);
-  return desiredSizeBytes > sizeBytes && caps !== undefined && caps.nodeExpandable && caps.requiresFSResize;
+  return (
+    desiredSizeBytes > sizeBytes &&
+    caps !== undefined &&
+    caps.nodeExpandable &&
+    caps.requiresFSResize
+  );
 }
 
 /** Mounted or uncertain: "may be mounted" for every safety decision (spec S4). */
@@ -67,7 +77,10 @@ export interface MountedVolumeView {
  * spec §2.5 GetMountedVolumesForPod [newer]: volumes in the pod's DSW that are Mounted in
  * ASW, keyed by every outer name. Uncertain mounts are not listed (spec S5).
  */
-export function getMountedVolumesForPod(world: World, pod: UniquePodName): Map<string, MountedVolumeView> {
+export function getMountedVolumesForPod(
+  world: World,
+  pod: UniquePodName,
+): Map<string, MountedVolumeView> {
   const result = new Map<string, MountedVolumeView>();
   const record = world.pods.get(pod);
   for (const resolved of record?.volumes ?? []) {
@@ -152,7 +165,15 @@ export interface PodWaitStatus {
 export function podWaitStatus(world: World, pod: UniquePodName): PodWaitStatus {
   const record = world.pods.get(pod);
   if (record === undefined) {
-    return { known: false, ready: false, unmounted: [], unattached: [], notProcessed: [], errors: [], lastErrors: [] };
+    return {
+      known: false,
+      ready: false,
+      unmounted: [],
+      unattached: [],
+      notProcessed: [],
+      errors: [],
+      lastErrors: [],
+    };
   }
   const mounted = getMountedVolumesForPod(world, pod);
   const resolvedByOuter = new Map(record.volumes.map((v) => [v.outerVolumeSpecName, v]));
@@ -162,10 +183,14 @@ export function podWaitStatus(world: World, pod: UniquePodName): PodWaitStatus {
     .map((v) => v.outerVolumeSpecName)
     .sort();
   const notProcessed = record.expectedVolumes.filter((name) => !resolvedByOuter.has(name)).sort();
-  const lastErrors = [...new Set(unmounted
-    .map((name) => resolvedByOuter.get(name))
-    .map((v) => (v === undefined ? undefined : world.lastErrors.get(v.volume)?.message))
-    .filter((m): m is string => m !== undefined))];
+  const lastErrors = [
+    ...new Set(
+      unmounted
+        .map((name) => resolvedByOuter.get(name))
+        .map((v) => (v === undefined ? undefined : world.lastErrors.get(v.volume)?.message))
+        .filter((m): m is string => m !== undefined),
+    ),
+  ];
   return {
     known: true,
     ready: unmounted.length === 0,
@@ -181,8 +206,10 @@ export function podWaitStatus(world: World, pod: UniquePodName): PodWaitStatus {
 export function waitErrorMessage(status: PodWaitStatus, cause: string): string {
   const list = (names: string[]) => `[${names.join(' ')}]`;
   const why = status.lastErrors.length > 0 ? `; last error: ${status.lastErrors.join('; ')}` : '';
-  return `unmounted volumes=${list(status.unmounted)}, unattached volumes=${list(status.unattached)}, ` +
-    `failed to process volumes=${list(status.notProcessed)}: ${cause}${why}`;
+  return (
+    `unmounted volumes=${list(status.unmounted)}, unattached volumes=${list(status.unattached)}, ` +
+    `failed to process volumes=${list(status.notProcessed)}: ${cause}${why}`
+  );
 }
 
 /** Attachments with no pod record at all (spec §2.2 GetUnmountedVolumes). */

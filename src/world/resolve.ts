@@ -87,7 +87,11 @@ function sourceOfPv(pv: PersistentVolume): Located | undefined {
     return { source, pluginName: builtinPluginNames.local, inline: false, pv };
   }
   if (hostPath !== undefined) {
-    const source: VolumeSource = { kind: 'hostPath', path: hostPath.path, type: hostPath.type ?? '' };
+    const source: VolumeSource = {
+      kind: 'hostPath',
+      path: hostPath.path,
+      type: hostPath.type ?? '',
+    };
     return { source, pluginName: builtinPluginNames.hostPath, inline: false, pv };
   }
   return undefined;
@@ -97,17 +101,29 @@ function sourceOfInline(v: PodVolume): Located | undefined {
   if (v.csi !== undefined) {
     const handle = v.csi.volumeHandle ?? v.name;
     const source: VolumeSource = {
-      kind: 'csi', driver: v.csi.driver, volumeHandle: handle, fsType: v.csi.fsType ?? '', inline: true,
+      kind: 'csi',
+      driver: v.csi.driver,
+      volumeHandle: handle,
+      fsType: v.csi.fsType ?? '',
+      inline: true,
     };
     return { source, pluginName: v.csi.driver, inline: true };
   }
   if (v.emptyDir !== undefined) {
     const sizeLimitBytes = parseQuantityBytes(v.emptyDir.sizeLimit) ?? 0;
-    const source: VolumeSource = { kind: 'emptyDir', medium: v.emptyDir.medium ?? '', sizeLimitBytes };
+    const source: VolumeSource = {
+      kind: 'emptyDir',
+      medium: v.emptyDir.medium ?? '',
+      sizeLimitBytes,
+    };
     return { source, pluginName: builtinPluginNames.emptyDir, inline: true };
   }
   if (v.hostPath !== undefined) {
-    const source: VolumeSource = { kind: 'hostPath', path: v.hostPath.path, type: v.hostPath.type ?? '' };
+    const source: VolumeSource = {
+      kind: 'hostPath',
+      path: v.hostPath.path,
+      type: v.hostPath.type ?? '',
+    };
     return { source, pluginName: builtinPluginNames.hostPath, inline: true };
   }
   if (v.configMap !== undefined) {
@@ -133,40 +149,58 @@ function locateClaim(
   const prefix = `error processing PVC ${namespace}/${claimName}`;
   const pvc = input.objects.get(claimKey);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
-    return fail(`${prefix}: failed to fetch PVC from API server: ` +
-      `persistentvolumeclaims "${claimName}" not found`);
+    return fail(
+      `${prefix}: failed to fetch PVC from API server: ` +
+        `persistentvolumeclaims "${claimName}" not found`,
+    );
   }
   if (pvc.metadata.deletionTimestamp !== undefined) {
-    return fail(`${prefix}: can't start pod because PVC ${namespace}/${claimName} is being deleted`);
+    return fail(
+      `${prefix}: can't start pod because PVC ${namespace}/${claimName} is being deleted`,
+    );
   }
   const pvName = pvc.spec.volumeName ?? '';
   const phase = pvc.status?.phase;
   if (pvName === '' || (phase !== undefined && phase !== 'Bound')) {
-    return fail(`${prefix}: PVC ${namespace}/${claimName} has non-bound phase ` +
-      `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`);
+    return fail(
+      `${prefix}: PVC ${namespace}/${claimName} has non-bound phase ` +
+        `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`,
+    );
   }
   const pvKey = objectKey('PersistentVolume', pvName);
   references.push(pvKey);
   const pv = input.objects.get(pvKey);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
-    return fail(`${prefix}: failed to fetch PV "${pvName}" from API server: ` +
-      `persistentvolumes "${pvName}" not found`);
+    return fail(
+      `${prefix}: failed to fetch PV "${pvName}" from API server: ` +
+        `persistentvolumes "${pvName}" not found`,
+    );
   }
   const located = sourceOfPv(pv);
   if (located === undefined) {
-    return fail(`failed to get Plugin from volumeSpec for volume "${pvName}" ` +
-      `err=no volume plugin matched`);
+    return fail(
+      `failed to get Plugin from volumeSpec for volume "${pvName}" ` +
+        `err=no volume plugin matched`,
+    );
   }
   return { ok: true, value: { ...located, pvc } };
 }
 
-function resolveOne(pod: Pod, v: PodVolume, input: ResolveInput, references: string[]): Step<ResolvedVolume> {
+function resolveOne(
+  pod: Pod,
+  v: PodVolume,
+  input: ResolveInput,
+  references: string[],
+): Step<ResolvedVolume> {
   const namespace = pod.metadata.namespace ?? 'default';
   const uid = pod.metadata.uid ?? '';
   const claim = v.persistentVolumeClaim;
-  const located: Step<Located> = claim !== undefined
-    ? locateClaim(namespace, { ...v, persistentVolumeClaim: claim }, input, references)
-    : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(sourceOfInline(v));
+  const located: Step<Located> =
+    claim !== undefined
+      ? locateClaim(namespace, { ...v, persistentVolumeClaim: claim }, input, references)
+      : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(
+          sourceOfInline(v),
+        );
   if (!located.ok) return located;
   const { source, pluginName, inline, pv, pvc } = located.value;
   const caps = input.plugins.get(pluginName);
@@ -219,10 +253,16 @@ function noPlugin(volumeName: string): string {
 function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {
   const containers = [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])];
   if (containers.length === 0) return undefined;
-  const asDevice = containers.some((c) => (c.volumeDevices ?? []).some((d) => d.name === v.outerVolumeSpecName));
-  const asMount = containers.some((c) => (c.volumeMounts ?? []).some((m) => m.name === v.outerVolumeSpecName));
-  if (v.volumeMode === 'Block' && asMount) return `volume ${v.outerVolumeSpecName} has volumeMode Block, but is specified in volumeMounts; use volumeDevices`;
-  if (v.volumeMode === 'Filesystem' && asDevice) return `volume ${v.outerVolumeSpecName} has volumeMode Filesystem, but is specified in volumeDevices; use volumeMounts`;
+  const asDevice = containers.some((c) =>
+    (c.volumeDevices ?? []).some((d) => d.name === v.outerVolumeSpecName),
+  );
+  const asMount = containers.some((c) =>
+    (c.volumeMounts ?? []).some((m) => m.name === v.outerVolumeSpecName),
+  );
+  if (v.volumeMode === 'Block' && asMount)
+    return `volume ${v.outerVolumeSpecName} has volumeMode Block, but is specified in volumeMounts; use volumeDevices`;
+  if (v.volumeMode === 'Filesystem' && asDevice)
+    return `volume ${v.outerVolumeSpecName} has volumeMode Filesystem, but is specified in volumeDevices; use volumeMounts`;
   return undefined;
 }
 
@@ -238,7 +278,10 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     const v = byName.get(name);
     if (v === undefined) continue;
     if (seen.has(name)) {
-      errors.set(name, `pod volume name "${name}" is used twice in pod.spec.volumes; names must be unique`);
+      errors.set(
+        name,
+        `pod volume name "${name}" is used twice in pod.spec.volumes; names must be unique`,
+      );
       continue;
     }
     seen.add(name);

@@ -20,11 +20,17 @@ function setup(opts: { faults?: FaultScript; controllerAttachDetach?: boolean } 
   const clock = new VirtualClock(0);
   const journal: FakeCallRecord[] = [];
   const diskPlugin = new FakePlugin({
-    caps: caps('fake.disk', { attachable: true }), clock, journal, ...(opts.faults ? { faults: opts.faults } : {}),
+    caps: caps('fake.disk', { attachable: true }),
+    clock,
+    journal,
+    ...(opts.faults ? { faults: opts.faults } : {}),
   });
   const emptyDir = new FakePlugin({ caps: caps('kubernetes.io/empty-dir'), clock, journal });
   const vm = VolumeManager.create({
-    node: 'node-1', plugins: [diskPlugin, emptyDir], clock, controllerAttachDetach: opts.controllerAttachDetach ?? false,
+    node: 'node-1',
+    plugins: [diskPlugin, emptyDir],
+    clock,
+    controllerAttachDetach: opts.controllerAttachDetach ?? false,
   });
   vm.start();
   for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.upsertObject(e.object);
@@ -44,14 +50,22 @@ test('agent: waitForAttachAndMount resolves once every volume is mounted', async
 });
 
 test('agent: waitForAttachAndMount times out with the kubelet message and the last error', async () => {
-  const { vm, clock } = setup({ faults: { setUp: [{ outcome: 'final', delayMs: 0, times: Infinity }] } });
+  const { vm, clock } = setup({
+    faults: { setUp: [{ outcome: 'final', delayMs: 0, times: Infinity }] },
+  });
   vm.addPod(pod('uid-a', [claim('disk-1')]));
   const waiting = vm.waitForAttachAndMount('uid-a', { timeoutMs: 5_000 });
-  const settled = waiting.then(() => null, (e: unknown) => e);
+  const settled = waiting.then(
+    () => null,
+    (e: unknown) => e,
+  );
   await advance(clock, 6_000);
   const error = await settled;
   assert.ok(error instanceof WaitForAttachAndMountError);
-  assert.match(error.message, /^unmounted volumes=\[data\], unattached volumes=\[\], failed to process volumes=\[\]: timed out waiting for the condition; last error: MountVolume\.SetUp failed: fake setUp/);
+  assert.match(
+    error.message,
+    /^unmounted volumes=\[data\], unattached volumes=\[\], failed to process volumes=\[\]: timed out waiting for the condition; last error: MountVolume\.SetUp failed: fake setUp/,
+  );
   vm.stop();
 });
 
@@ -59,7 +73,10 @@ test('agent: waitForAttachAndMount fails at once for a claim that does not exist
   const { vm } = setup();
   vm.addPod(pod('uid-b', [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]));
   await assert.rejects(vm.waitForAttachAndMount('uid-b'), (e: Error) => {
-    assert.match(e.message, /failed to process volumes=\[data\]: error processing PVC default\/missing: failed to fetch PVC from API server: persistentvolumeclaims "missing" not found/);
+    assert.match(
+      e.message,
+      /failed to process volumes=\[data\]: error processing PVC default\/missing: failed to fetch PVC from API server: persistentvolumeclaims "missing" not found/,
+    );
     return true;
   });
   await assert.rejects(vm.waitForAttachAndMount('nobody'), /not known to the volume manager/);
@@ -69,12 +86,21 @@ test('agent: waitForAttachAndMount fails at once for a claim that does not exist
 test('agent: supplemental groups come from the gid annotation of mounted volumes', async () => {
   const { vm } = setup();
   vm.upsertObject({
-    apiVersion: 'v1', kind: 'PersistentVolume',
+    apiVersion: 'v1',
+    kind: 'PersistentVolume',
     metadata: { name: 'pv-g', annotations: { 'pv.beta.kubernetes.io/gid': '1234' } },
     spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'g' } },
   });
-  vm.upsertObject({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'claim-g', namespace: 'default' }, spec: { volumeName: 'pv-g' } });
-  vm.addPod({ ...pod('uid-g', [claim('g')]), spec: { volumes: [claim('g')], securityContext: { supplementalGroups: [5] } } });
+  vm.upsertObject({
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: 'claim-g', namespace: 'default' },
+    spec: { volumeName: 'pv-g' },
+  });
+  vm.addPod({
+    ...pod('uid-g', [claim('g')]),
+    spec: { volumes: [claim('g')], securityContext: { supplementalGroups: [5] } },
+  });
   await vm.waitForAttachAndMount('uid-g');
   assert.deepEqual(vm.getExtraSupplementalGroupsForPod('uid-g'), [1234]);
   await vm.drainAndStop();
@@ -87,7 +113,10 @@ test('agent: a removed pod is torn down and its volume detached', async () => {
   vm.removePod('uid-a');
   await vm.waitForUnmount('uid-a');
   for (let i = 0; i < 20; i++) await turn();
-  assert.deepEqual(journal.map((c) => c.call), ['attach', 'waitForAttach', 'mountDevice', 'setUp', 'tearDown', 'unmountDevice', 'detach']);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach', 'waitForAttach', 'mountDevice', 'setUp', 'tearDown', 'unmountDevice', 'detach'],
+  );
   assert.deepEqual(vm.getVolumesInUse(), []);
   assert.equal(vm.hasPossiblyMountedVolumes('uid-a'), false);
   await vm.drainAndStop();
@@ -104,6 +133,9 @@ test('agent: events reach subscribers in order, with the world after each', asyn
   await vm.waitForAttachAndMount('uid-a');
   unsubscribe();
   assert.ok(seen.length > 5);
-  assert.deepEqual(seen, [...seen].sort((a, b) => a - b));
+  assert.deepEqual(
+    seen,
+    [...seen].sort((a, b) => a - b),
+  );
   await vm.drainAndStop();
 });

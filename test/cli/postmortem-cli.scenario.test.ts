@@ -11,7 +11,10 @@ const db = join(dir, 'sim.db');
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 function vole(...args: string[]) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], { cwd: root, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -24,11 +27,17 @@ test('cli: replay --at shows the world at that moment, as JSON', () => {
   const r = vole('replay', '--db', db, '--at', '+2s', '--json');
   assert.equal(r.status, 0, r.stderr);
   const view = JSON.parse(r.stdout);
-  assert.deepEqual(view.attachments.map((a: { volume: string; state: string }) => `${a.volume} ${a.state}`), [
-    'fake.disk/disk-1 attached.deviceMounting',
-    'fake.disk/uid-a-scratch attached.deviceUnmounted', // the inline volume: verified, nothing to mount
-  ]);
-  assert.deepEqual(view.operations.map((o: { op: string; call: string }) => `${o.op}:${o.call}`), ['mount:mountDevice']);
+  assert.deepEqual(
+    view.attachments.map((a: { volume: string; state: string }) => `${a.volume} ${a.state}`),
+    [
+      'fake.disk/disk-1 attached.deviceMounting',
+      'fake.disk/uid-a-scratch attached.deviceUnmounted', // the inline volume: verified, nothing to mount
+    ],
+  );
+  assert.deepEqual(
+    view.operations.map((o: { op: string; call: string }) => `${o.op}:${o.call}`),
+    ['mount:mountDevice'],
+  );
 });
 
 test('cli: verify exits 0 on a log the engine wrote; export then import gives an equal log', () => {

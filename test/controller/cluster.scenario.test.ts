@@ -18,24 +18,54 @@ const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 function cluster() {
   const clock = new VirtualClock(0);
   const journal: FakeCallRecord[] = [];
-  const plugins = () => new PluginManager([new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal })]);
-  const c = new Cluster({ nodes: ['node-1', 'node-2'], clock, controllerPlugins: plugins(), nodePlugins: plugins });
+  const plugins = () =>
+    new PluginManager([
+      new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal }),
+    ]);
+  const c = new Cluster({
+    nodes: ['node-1', 'node-2'],
+    clock,
+    controllerPlugins: plugins(),
+    nodePlugins: plugins,
+  });
   return { c, journal, clock };
 }
 
 async function settle(c: Cluster) {
   let quiet = 0;
   for (let i = 0; i < 10_000 && quiet < 3; i++) {
-    const before = [c.controller.world.seq, ...[...c.agents.values()].map((a) => a.world.seq)].join();
+    const before = [
+      c.controller.world.seq,
+      ...[...c.agents.values()].map((a) => a.world.seq),
+    ].join();
     await turn();
-    const after = [c.controller.world.seq, ...[...c.agents.values()].map((a) => a.world.seq)].join();
+    const after = [
+      c.controller.world.seq,
+      ...[...c.agents.values()].map((a) => a.world.seq),
+    ].join();
     quiet = before === after ? quiet + 1 : 0;
   }
 }
 
-const pv = { apiVersion: 'v1', kind: 'PersistentVolume' as const, metadata: { name: 'pv-1' }, spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'disk-1' } } };
-const pvc = { apiVersion: 'v1', kind: 'PersistentVolumeClaim' as const, metadata: { name: 'claim-1', namespace: 'default' }, spec: { volumeName: 'pv-1' } };
-const pod = (name: string, node: string) => ({ metadata: { name, namespace: 'default', uid: `uid-${name}` }, spec: { nodeName: node, volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }] } });
+const pv = {
+  apiVersion: 'v1',
+  kind: 'PersistentVolume' as const,
+  metadata: { name: 'pv-1' },
+  spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'disk-1' } },
+};
+const pvc = {
+  apiVersion: 'v1',
+  kind: 'PersistentVolumeClaim' as const,
+  metadata: { name: 'claim-1', namespace: 'default' },
+  spec: { volumeName: 'pv-1' },
+};
+const pod = (name: string, node: string) => ({
+  metadata: { name, namespace: 'default', uid: `uid-${name}` },
+  spec: {
+    nodeName: node,
+    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }],
+  },
+});
 
 test('cluster: attach by the controller, mount by the node, then unmount, then detach — never crossed', async () => {
   const { c, journal } = cluster();
@@ -44,10 +74,16 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
   c.controller.subscribe((event) => {
     if (event.type !== 'OperationStarted' || event.op !== 'detach') return;
     const agent = c.agents.get(event.node ?? '')!;
-    if (agent.world.attachments.get(vol)?.state.value.startsWith('attached.device') && agent.world.attachments.get(vol)?.state.value !== 'attached.deviceUnmounted') {
-      violations.push(`detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.state.value}`);
+    if (
+      agent.world.attachments.get(vol)?.state.value.startsWith('attached.device') &&
+      agent.world.attachments.get(vol)?.state.value !== 'attached.deviceUnmounted'
+    ) {
+      violations.push(
+        `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.state.value}`,
+      );
     }
-    if (agent.getVolumesInUse().includes(vol)) violations.push(`detach of ${vol} while ${event.node} reports it in use`);
+    if (agent.getVolumesInUse().includes(vol))
+      violations.push(`detach of ${vol} while ${event.node} reports it in use`);
   });
   c.start();
   c.upsertObject(pv);
@@ -57,11 +93,20 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
   const agent = c.agents.get('node-1')!;
   assert.deepEqual([...agent.getMountedVolumesForPod('uid-a').keys()], ['data']);
   const order = journal.map((j) => `${j.call}@${j.node}`);
-  assert.deepEqual(order, ['attach@node-1', 'waitForAttach@node-1', 'mountDevice@node-1', 'setUp@node-1']);
+  assert.deepEqual(order, [
+    'attach@node-1',
+    'waitForAttach@node-1',
+    'mountDevice@node-1',
+    'setUp@node-1',
+  ]);
 
   c.removePod(pod('a', 'node-1'));
   await settle(c);
-  assert.deepEqual(journal.map((j) => `${j.call}@${j.node}`).slice(4), ['tearDown@node-1', 'unmountDevice@node-1', 'detach@node-1']);
+  assert.deepEqual(journal.map((j) => `${j.call}@${j.node}`).slice(4), [
+    'tearDown@node-1',
+    'unmountDevice@node-1',
+    'detach@node-1',
+  ]);
   assert.equal(c.controller.world.attachments.size, 0);
   assert.deepEqual(violations, []);
   c.stop();
@@ -80,6 +125,9 @@ test('cluster: a pod moved to another node waits for the detach, then mounts the
   assert.deepEqual([...c.agents.get('node-2')!.getMountedVolumesForPod('uid-b').keys()], ['data']);
   const calls = journal.map((j) => `${j.call}@${j.node}`);
   assert.ok(calls.indexOf('detach@node-1') < calls.indexOf('attach@node-2'), calls.join(' '));
-  assert.ok(calls.indexOf('unmountDevice@node-1') < calls.indexOf('detach@node-1'), calls.join(' '));
+  assert.ok(
+    calls.indexOf('unmountDevice@node-1') < calls.indexOf('detach@node-1'),
+    calls.join(' '),
+  );
   c.stop();
 });

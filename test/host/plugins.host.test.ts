@@ -20,15 +20,23 @@ const root = join(base, 'root');
 after(async () => {
   // Clean up whatever a failed test left: mounts first, then loop devices, then files.
   for (const m of mountsUnder(await readMountTable(), base).reverse()) {
-    await import('../../src/host/mount.js').then((h) => h.ensureUnmounted(m.mountPoint)).catch(() => undefined);
+    await import('../../src/host/mount.js')
+      .then((h) => h.ensureUnmounted(m.mountPoint))
+      .catch(() => undefined);
   }
   for (const loop of await listLoops()) {
-    if (loop.backFile.startsWith(base)) await import('../../src/host/loop.js').then((h) => h.detachLoopForImage(loop.backFile));
+    if (loop.backFile.startsWith(base))
+      await import('../../src/host/loop.js').then((h) => h.detachLoopForImage(loop.backFile));
   }
   rmSync(base, { recursive: true, force: true });
 });
 
-async function until(vm: VolumeManager, condition: () => boolean, what: string, timeoutMs = 30_000) {
+async function until(
+  vm: VolumeManager,
+  condition: () => boolean,
+  what: string,
+  timeoutMs = 30_000,
+) {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -36,51 +44,86 @@ async function until(vm: VolumeManager, condition: () => boolean, what: string, 
   }
 }
 
-test('host: a pod with disk, tmpfs emptyDir and hostPath volumes: mounted, used, removed, nothing left', { skip }, async () => {
-  const hostDir = join(base, 'host-data');
-  const vm = VolumeManager.create({ node: 'node-1', plugins: builtinPlugins({ root }), controllerAttachDetach: false });
-  vm.start();
-  vm.upsertObject({
-    apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'pv-data' },
-    spec: { capacity: { storage: '64Mi' }, accessModes: ['ReadWriteOnce'], csi: { driver: 'disk.vole.dev', volumeHandle: 'data-1', fsType: 'ext4' } },
-  });
-  vm.upsertObject({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data', namespace: 'default' }, spec: { volumeName: 'pv-data' } });
-  vm.addPod({
-    metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
-    spec: {
-      securityContext: { fsGroup: 2000 },
-      volumes: [
-        { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
-        { name: 'cache', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
-        { name: 'host', hostPath: { path: hostDir, type: 'DirectoryOrCreate' } },
-      ],
-    },
-  });
-  vm.markSourcesReady();
-  await vm.waitForAttachAndMount('uid-web', { timeoutMs: 60_000 });
+test(
+  'host: a pod with disk, tmpfs emptyDir and hostPath volumes: mounted, used, removed, nothing left',
+  { skip },
+  async () => {
+    const hostDir = join(base, 'host-data');
+    const vm = VolumeManager.create({
+      node: 'node-1',
+      plugins: builtinPlugins({ root }),
+      controllerAttachDetach: false,
+    });
+    vm.start();
+    vm.upsertObject({
+      apiVersion: 'v1',
+      kind: 'PersistentVolume',
+      metadata: { name: 'pv-data' },
+      spec: {
+        capacity: { storage: '64Mi' },
+        accessModes: ['ReadWriteOnce'],
+        csi: { driver: 'disk.vole.dev', volumeHandle: 'data-1', fsType: 'ext4' },
+      },
+    });
+    vm.upsertObject({
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'data', namespace: 'default' },
+      spec: { volumeName: 'pv-data' },
+    });
+    vm.addPod({
+      metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
+      spec: {
+        securityContext: { fsGroup: 2000 },
+        volumes: [
+          { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
+          { name: 'cache', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+          { name: 'host', hostPath: { path: hostDir, type: 'DirectoryOrCreate' } },
+        ],
+      },
+    });
+    vm.markSourcesReady();
+    await vm.waitForAttachAndMount('uid-web', { timeoutMs: 60_000 });
 
-  const podVolumes = join(root, 'pods/uid-web/volumes');
-  const dataDir = join(podVolumes, 'disk.vole.dev/pv-data');
-  const cacheDir = join(podVolumes, 'kubernetes.io~empty-dir/cache');
-  const hostMount = join(podVolumes, 'kubernetes.io~host-path/host');
-  const table = await readMountTable();
-  const at = (p: string) => table.find((m) => m.mountPoint === p);
-  assert.equal(at(dataDir)?.fsType, 'ext4');
-  assert.equal(at(cacheDir)?.fsType, 'tmpfs');
-  assert.ok(at(cacheDir)!.superOptions.includes('size=16384k'), 'the tmpfs has its size limit');
-  assert.ok(at(hostMount), 'hostPath bound into the pod');
-  assert.ok(at(join(root, 'plugins/disk.vole.dev/mounts/data-1')), 'the global device mount');
+    const podVolumes = join(root, 'pods/uid-web/volumes');
+    const dataDir = join(podVolumes, 'disk.vole.dev/pv-data');
+    const cacheDir = join(podVolumes, 'kubernetes.io~empty-dir/cache');
+    const hostMount = join(podVolumes, 'kubernetes.io~host-path/host');
+    const table = await readMountTable();
+    const at = (p: string) => table.find((m) => m.mountPoint === p);
+    assert.equal(at(dataDir)?.fsType, 'ext4');
+    assert.equal(at(cacheDir)?.fsType, 'tmpfs');
+    assert.ok(at(cacheDir)!.superOptions.includes('size=16384k'), 'the tmpfs has its size limit');
+    assert.ok(at(hostMount), 'hostPath bound into the pod');
+    assert.ok(at(join(root, 'plugins/disk.vole.dev/mounts/data-1')), 'the global device mount');
 
-  writeFileSync(join(dataDir, 'hello.txt'), 'persisted');
-  writeFileSync(join(hostMount, 'seen-by-host.txt'), 'through the bind');
-  assert.equal(readFileSync(join(hostDir, 'seen-by-host.txt'), 'utf8'), 'through the bind');
+    writeFileSync(join(dataDir, 'hello.txt'), 'persisted');
+    writeFileSync(join(hostMount, 'seen-by-host.txt'), 'through the bind');
+    assert.equal(readFileSync(join(hostDir, 'seen-by-host.txt'), 'utf8'), 'through the bind');
 
-  vm.removePod('uid-web');
-  await until(vm, () => vm.world.attachments.size === 0 && vm.world.running.size === 0, 'teardown and detach');
-  assert.deepEqual(mountsUnder(await readMountTable(), base).map((m) => m.mountPoint), [], 'no mounts left');
-  assert.deepEqual((await listLoops()).filter((l) => l.backFile.startsWith(base)), [], 'no loop devices left');
-  assert.deepEqual(readdirSync(join(root, 'pods')), [], 'no pod directories left');
-  assert.equal(existsSync(join(root, 'plugins/disk.vole.dev')), false, 'no global mount directories left');
-  assert.ok(existsSync(join(root, 'disks/data-1.img')), 'the disk image (the data) stays');
-  await vm.drainAndStop();
-});
+    vm.removePod('uid-web');
+    await until(
+      vm,
+      () => vm.world.attachments.size === 0 && vm.world.running.size === 0,
+      'teardown and detach',
+    );
+    assert.deepEqual(
+      mountsUnder(await readMountTable(), base).map((m) => m.mountPoint),
+      [],
+      'no mounts left',
+    );
+    assert.deepEqual(
+      (await listLoops()).filter((l) => l.backFile.startsWith(base)),
+      [],
+      'no loop devices left',
+    );
+    assert.deepEqual(readdirSync(join(root, 'pods')), [], 'no pod directories left');
+    assert.equal(
+      existsSync(join(root, 'plugins/disk.vole.dev')),
+      false,
+      'no global mount directories left',
+    );
+    assert.ok(existsSync(join(root, 'disks/data-1.img')), 'the disk image (the data) stays');
+    await vm.drainAndStop();
+  },
+);

@@ -33,7 +33,10 @@ const db = join(dir, 'sim.db');
 let inspector: InspectorServer;
 
 before(async () => {
-  const scenario = parseScenario(readFileSync(join(root, 'test/scenarios/kubelet-attach-mount.yaml'), 'utf8'), 'kubelet-attach-mount.yaml');
+  const scenario = parseScenario(
+    readFileSync(join(root, 'test/scenarios/kubelet-attach-mount.yaml'), 'utf8'),
+    'kubelet-attach-mount.yaml',
+  );
   const log = openSqliteLog(db, { durability: 'normal' });
   try {
     const result = await simulate(scenario, { log });
@@ -41,7 +44,12 @@ before(async () => {
   } finally {
     log.sink.close();
   }
-  inspector = await startInspector({ db, port: 0, pollMs: 100, warn: (m) => process.stderr.write(`inspector: ${m}\n`) });
+  inspector = await startInspector({
+    db,
+    port: 0,
+    pollMs: 100,
+    warn: (m) => process.stderr.write(`inspector: ${m}\n`),
+  });
 });
 
 after(async () => {
@@ -50,13 +58,19 @@ after(async () => {
 });
 
 /** A raw HTTP request (fetch would normalise `..` away before sending it). */
-function raw(method: string, path: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+function raw(
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
   return new Promise((resolve, reject) => {
     const url = new URL(inspector.url);
     const req = request({ host: url.hostname, port: url.port, method, path, headers }, (res) => {
       let body = '';
       res.setEncoding('utf8');
-      res.on('data', (chunk: string) => { body += chunk; });
+      res.on('data', (chunk: string) => {
+        body += chunk;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
     });
     req.on('error', reject);
@@ -66,17 +80,33 @@ function raw(method: string, path: string, headers: Record<string, string> = {})
 
 test('inspect: read-only — other methods get 405, paths outside the fixed routes are refused', async () => {
   assert.equal(new URL(inspector.url).hostname, '127.0.0.1');
-  for (const [method, path] of [['POST', '/api/world'], ['PUT', '/app.js'], ['DELETE', '/api/event?seq=1'], ['PATCH', '/'], ['POST', '/api/stream']] as const) {
+  for (const [method, path] of [
+    ['POST', '/api/world'],
+    ['PUT', '/app.js'],
+    ['DELETE', '/api/event?seq=1'],
+    ['PATCH', '/'],
+    ['POST', '/api/stream'],
+  ] as const) {
     const r = await raw(method, path, { 'content-type': 'application/json' });
     assert.equal(r.status, 405, `${method} ${path}`);
     assert.equal(r.headers.allow, 'GET, HEAD');
     assert.match(r.body, /read-only/);
   }
-  for (const path of ['/../../etc/passwd', '/%2e%2e/%2e%2e/etc/passwd', '/..%2f..%2fetc/passwd', '/app.js/..', '/%5c..%5csim.db']) {
+  for (const path of [
+    '/../../etc/passwd',
+    '/%2e%2e/%2e%2e/etc/passwd',
+    '/..%2f..%2fetc/passwd',
+    '/app.js/..',
+    '/%5c..%5csim.db',
+  ]) {
     assert.equal((await raw('GET', path)).status, 400, path);
   }
   assert.equal((await raw('GET', '/sim.db')).status, 404);
-  assert.equal((await raw('GET', '/api/world', { host: 'attacker.example' })).status, 403, 'a foreign Host header (DNS rebinding)');
+  assert.equal(
+    (await raw('GET', '/api/world', { host: 'attacker.example' })).status,
+    403,
+    'a foreign Host header (DNS rebinding)',
+  );
   const head = await raw('HEAD', '/api/meta');
   assert.equal(head.status, 200);
   assert.equal(head.body, '');
@@ -87,16 +117,24 @@ test('inspect: read-only — other methods get 405, paths outside the fixed rout
 test('inspect: the API answers from the log — the world at a seq, causes, statecharts from the machines', async () => {
   const get = async (path: string) => JSON.parse((await raw('GET', path)).body);
   const early = await get('/api/world?at=29');
-  assert.equal(early.pairs.find((p: { id: string }) => p.id === disk).state, 'attached.deviceMounting');
+  assert.equal(
+    early.pairs.find((p: { id: string }) => p.id === disk).state,
+    'attached.deviceMounting',
+  );
   const end = await get('/api/world');
-  assert.deepEqual(end.pairs.map((p: { id: string; state: string }) => `${p.id} ${p.state}`), [
-    'attachment|fake.disk/disk-1|node-1 detached',
-    'mount|fake.disk/disk-1|uid-a unmounted',
-    'attachment|fake.disk/uid-a-scratch|node-1 detached',
-    'mount|fake.disk/uid-a-scratch|uid-a unmounted',
-  ]);
+  assert.deepEqual(
+    end.pairs.map((p: { id: string; state: string }) => `${p.id} ${p.state}`),
+    [
+      'attachment|fake.disk/disk-1|node-1 detached',
+      'mount|fake.disk/disk-1|uid-a unmounted',
+      'attachment|fake.disk/uid-a-scratch|node-1 detached',
+      'mount|fake.disk/uid-a-scratch|uid-a unmounted',
+    ],
+  );
   const uncertain = await get('/api/world?at=17'); // the setUp failed (16), its operation finished (17)
-  const scratch = uncertain.pairs.find((p: { id: string }) => p.id === 'mount|fake.disk/uid-a-scratch|uid-a');
+  const scratch = uncertain.pairs.find(
+    (p: { id: string }) => p.id === 'mount|fake.disk/uid-a-scratch|uid-a',
+  );
   assert.equal(scratch.state, 'mountUncertain');
   assert.equal(scratch.uncertain, true);
   assert.equal(scratch.failing, true, 'the failed setUp left a backoff');
@@ -104,8 +142,18 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
   const chain = await get('/api/explain?seq=29');
   assert.deepEqual(chain.map((s: { seq: number }) => s.seq).slice(0, 2), [29, 26]);
   const chart = await get('/api/chart?machine=attachment');
-  assert.ok(chart.nodes.some((n: { id: string; parent: string }) => n.id === 'attachment.attached.deviceMounting' && n.parent === 'attachment.attached'));
-  assert.ok(chart.edges.some((e: { source: string; target: string }) => e.source === 'attachment.attached.deviceUnmounted' && e.target === 'attachment.detaching'));
+  assert.ok(
+    chart.nodes.some(
+      (n: { id: string; parent: string }) =>
+        n.id === 'attachment.attached.deviceMounting' && n.parent === 'attachment.attached',
+    ),
+  );
+  assert.ok(
+    chart.edges.some(
+      (e: { source: string; target: string }) =>
+        e.source === 'attachment.attached.deviceUnmounted' && e.target === 'attachment.detaching',
+    ),
+  );
 });
 
 describe('inspect: the page in Chromium', { skip: noChromium }, () => {
@@ -121,13 +169,20 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       headless: true,
       viewport: { width: 1440, height: 900 },
       args: [
-        '--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-        '--disable-component-update', '--disable-sync', '--no-first-run',
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
       ],
     });
-    page = context.pages()[0] ?? await context.newPage();
+    page = context.pages()[0] ?? (await context.newPage());
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => { if (message.type() === 'error') problems.push(`console: ${message.text()}`); });
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
     await page.goto(inspector.url);
   });
 
@@ -139,10 +194,20 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
 
   test('lists the pairs of the simulated log with their states', async () => {
     await page.locator(`li[data-pair="${disk}"]`).waitFor();
-    const ids = await page.locator('li[data-pair]').evaluateAll((els) => els.map((e) => e.getAttribute('data-pair')));
-    assert.deepEqual(ids, [disk, 'mount|fake.disk/disk-1|uid-a', 'attachment|fake.disk/uid-a-scratch|node-1', 'mount|fake.disk/uid-a-scratch|uid-a']);
+    const ids = await page
+      .locator('li[data-pair]')
+      .evaluateAll((els) => els.map((e) => e.getAttribute('data-pair')));
+    assert.deepEqual(ids, [
+      disk,
+      'mount|fake.disk/disk-1|uid-a',
+      'attachment|fake.disk/uid-a-scratch|node-1',
+      'mount|fake.disk/uid-a-scratch|uid-a',
+    ]);
     assert.equal(await pairState(disk).textContent(), 'detached');
-    assert.match(await page.locator('li[data-pair="mount|fake.disk/disk-1|uid-a"]').textContent() ?? '', /default\/a/);
+    assert.match(
+      (await page.locator('li[data-pair="mount|fake.disk/disk-1|uid-a"]').textContent()) ?? '',
+      /default\/a/,
+    );
     // The filter narrows the list.
     await page.locator('[data-testid=filter-pod]').fill('uid-a');
     assert.equal(await page.locator('li[data-pair]').count(), 2);
@@ -157,60 +222,117 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       (el as HTMLInputElement).value = value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
     }, '29');
-    await page.waitForFunction(() => document.querySelector('[data-testid=selected-state]')?.textContent === 'attached.deviceMounting');
+    await page.waitForFunction(
+      () =>
+        document.querySelector('[data-testid=selected-state]')?.textContent ===
+        'attached.deviceMounting',
+    );
     assert.equal(await pairState(disk).textContent(), 'attached.deviceMounting');
-    await page.locator('svg.chart g.state[data-state="attachment.attached.deviceMounting"].current').waitFor();
+    await page
+      .locator('svg.chart g.state[data-state="attachment.attached.deviceMounting"].current')
+      .waitFor();
     assert.equal(await page.locator('svg.chart g.state.current').count(), 1);
-    assert.match(await page.locator('[data-testid=moment]').textContent() ?? '', /seq 29 \/ 54/);
+    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 29 \/ 54/);
     // Earlier still, the scratch mount is uncertain and failing, and stands out.
     await page.locator('[data-testid=scrubber]').evaluate((el) => {
       (el as HTMLInputElement).value = '17';
       el.dispatchEvent(new Event('input', { bubbles: true }));
     });
-    await page.locator('li[data-pair="mount|fake.disk/uid-a-scratch|uid-a"].is-uncertain.is-failing').waitFor();
+    await page
+      .locator('li[data-pair="mount|fake.disk/uid-a-scratch|uid-a"].is-uncertain.is-failing')
+      .waitFor();
   });
 
   test('clicking an event shows its payload and its chain of causes, as links', async () => {
     await page.locator('[data-testid=events] tr[data-seq="29"]').click();
     const detail = page.locator('[data-testid=event-detail]');
     await detail.locator('pre.payload').waitFor();
-    assert.match(await detail.locator('h3').textContent() ?? '', /#29 CallStarted/);
-    assert.match(await detail.locator('pre.payload').textContent() ?? '', /"call": "mountDevice"/);
-    await page.waitForFunction(() => document.querySelector('[data-testid=selected-state]')?.textContent === 'attached.deviceMounting');
-    const causes = await detail.locator('[data-testid=causes] a[data-cause]').evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-cause'))));
+    assert.match((await detail.locator('h3').textContent()) ?? '', /#29 CallStarted/);
+    assert.match(
+      (await detail.locator('pre.payload').textContent()) ?? '',
+      /"call": "mountDevice"/,
+    );
+    await page.waitForFunction(
+      () =>
+        document.querySelector('[data-testid=selected-state]')?.textContent ===
+        'attached.deviceMounting',
+    );
+    const causes = await detail
+      .locator('[data-testid=causes] a[data-cause]')
+      .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-cause'))));
     assert.ok(causes.length >= 2, `causes: ${causes.join(' ')}`);
     assert.equal(causes[0], 26);
     mkdirSync(join(root, 'test-artifacts'), { recursive: true });
     await page.screenshot({ path: screenshotPath });
     await detail.locator('a[data-cause="26"]').click();
-    await page.waitForFunction(() => /#26 OperationStarted/.test(document.querySelector('[data-testid=event-detail] h3')?.textContent ?? ''));
-    await page.waitForFunction(() => document.querySelector('[data-testid=selected-state]')?.textContent === 'attached.deviceUnmounted');
+    await page.waitForFunction(() =>
+      /#26 OperationStarted/.test(
+        document.querySelector('[data-testid=event-detail] h3')?.textContent ?? '',
+      ),
+    );
+    await page.waitForFunction(
+      () =>
+        document.querySelector('[data-testid=selected-state]')?.textContent ===
+        'attached.deviceUnmounted',
+    );
   });
 
   test('follows the log live: events appended while the page is open show without a reload', async () => {
     await page.locator('button.live').click();
-    await page.waitForFunction(() => document.querySelector('[data-testid=selected-state]')?.textContent === 'detached');
-    await page.evaluate(() => { (window as unknown as { stillThisPage: boolean }).stillThisPage = true; });
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid=selected-state]')?.textContent === 'detached',
+    );
+    await page.evaluate(() => {
+      (window as unknown as { stillThisPage: boolean }).stillThisPage = true;
+    });
     // An agent goes on writing: pod b wants the same disk, the attach starts.
-    const store = openLog<VoleEvent>(db, { codec: eventCodec, mode: 'readwrite', durability: 'normal' });
+    const store = openLog<VoleEvent>(db, {
+      codec: eventCodec,
+      mode: 'readwrite',
+      durability: 'normal',
+    });
     try {
       const head = store.head().seq;
       const tsMs = 5000;
       const events: NewEvent[] = [
-        { type: 'PodUpserted', tsMs, pod: { metadata: { name: 'b', namespace: 'default', uid: 'uid-b' }, spec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }] } } },
-        { type: 'OperationStarted', tsMs, opId: `op-${head + 2}`, op: 'attach', key: { volume: 'fake.disk/disk-1', pod: '', node: '' }, volume: 'fake.disk/disk-1', node: 'node-1', cause: head + 1 },
+        {
+          type: 'PodUpserted',
+          tsMs,
+          pod: {
+            metadata: { name: 'b', namespace: 'default', uid: 'uid-b' },
+            spec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }] },
+          },
+        },
+        {
+          type: 'OperationStarted',
+          tsMs,
+          opId: `op-${head + 2}`,
+          op: 'attach',
+          key: { volume: 'fake.disk/disk-1', pod: '', node: '' },
+          volume: 'fake.disk/disk-1',
+          node: 'node-1',
+          cause: head + 1,
+        },
         { type: 'CallStarted', tsMs, opId: `op-${head + 2}`, call: 'attach' },
       ];
       store.append(events as Omit<VoleEvent, 'seq'>[], { expectedSeq: head });
     } finally {
       store.close();
     }
-    await page.waitForFunction(() => document.querySelector('[data-testid=selected-state]')?.textContent === 'attaching', undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid=selected-state]')?.textContent === 'attaching',
+      undefined,
+      { timeout: 10_000 },
+    );
     assert.equal(await pairState(disk).textContent(), 'attaching');
     assert.equal(await page.locator('[data-testid=head]').textContent(), '57 events');
     await page.locator('[data-testid=events] tr[data-seq="57"]').waitFor();
-    assert.match(await page.locator('[data-testid=moment]').textContent() ?? '', /seq 57 \/ 57/);
-    assert.equal(await page.evaluate(() => (window as unknown as { stillThisPage?: boolean }).stillThisPage), true, 'the page was not reloaded');
+    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 57 \/ 57/);
+    assert.equal(
+      await page.evaluate(() => (window as unknown as { stillThisPage?: boolean }).stillThisPage),
+      true,
+      'the page was not reloaded',
+    );
     assert.deepEqual(problems, []);
   });
 });

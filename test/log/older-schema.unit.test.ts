@@ -28,7 +28,8 @@ function writeVersion1(path: string, events: readonly VoleEvent[]): void {
            CREATE TABLE snapshots (seq INTEGER PRIMARY KEY, ts_ms INTEGER NOT NULL, format INTEGER NOT NULL, data BLOB NOT NULL);`);
   const insert = db.prepare('INSERT INTO events (seq, ts_ms, type, data) VALUES (?, ?, ?, ?)');
   db.transaction(() => {
-    for (const { seq, tsMs, type, ...rest } of events) insert.run(seq, tsMs, type, JSON.stringify(rest));
+    for (const { seq, tsMs, type, ...rest } of events)
+      insert.run(seq, tsMs, type, JSON.stringify(rest));
   })();
   db.pragma(`application_id = ${logApplicationId}`);
   db.pragma('user_version = 1');
@@ -37,7 +38,9 @@ function writeVersion1(path: string, events: readonly VoleEvent[]): void {
 
 test('log: a schema 1 log reads as written, and a writer migrates it to 2 without touching events', async () => {
   const sink = new MemorySink();
-  const scenario = parseScenario(readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8'));
+  const scenario = parseScenario(
+    readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8'),
+  );
   await simulate(scenario, { log: { sink, readAll: () => sink.events } });
   const path = join(dir, 'v1.db');
   writeVersion1(path, sink.events);
@@ -56,7 +59,8 @@ test('log: a schema 1 log reads as written, and a writer migrates it to 2 withou
   const migrated = new Database(path, { readonly: true });
   assert.equal(migrated.pragma('user_version', { simple: true }), 2);
   assert.deepEqual(migrated.prepare('SELECT key, value FROM meta ORDER BY key').all(), [
-    { key: 'createdBySchema', value: '1' }, { key: 'migratedToSchema2', value: 'yes' },
+    { key: 'createdBySchema', value: '1' },
+    { key: 'migratedToSchema2', value: 'yes' },
   ]);
   migrated.close();
   const world = replayTo(openLog<VoleEvent>(path, { codec: eventCodec, mode: 'readonly' }).read());

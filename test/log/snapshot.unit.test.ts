@@ -12,7 +12,9 @@ import { assertSameWorld } from '../support/world-equal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-snap-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
-const scenario = parseScenario(readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8'));
+const scenario = parseScenario(
+  readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8'),
+);
 
 test('snapshot: a world encodes and decodes to an equal world at every seq', async () => {
   const log = openSqliteLog(join(dir, 'a.db'));
@@ -23,7 +25,11 @@ test('snapshot: a world encodes and decodes to an equal world at every seq', asy
     const decoded = decodeWorld(encodeWorld(world), snapshotFormat);
     assert.ok(decoded);
     assertSameWorld(decoded, world, `seq ${seq}`);
-    assertSameWorld(foldAll(events.slice(seq), decoded), foldAll(events), `snapshot at ${seq} + tail`);
+    assertSameWorld(
+      foldAll(events.slice(seq), decoded),
+      foldAll(events),
+      `snapshot at ${seq} + tail`,
+    );
   }
   log.sink.close();
 });

@@ -137,11 +137,14 @@ test('log: append assigns seqs from expectedSeq + 1 and reads the events back', 
   const withNote = { ...added('c', 9), note: 'kept by passthrough' };
   assert.deepEqual(store.append([withNote], { expectedSeq: 2 }), { firstSeq: 3, lastSeq: 3 });
   assert.deepEqual(store.head(), { seq: 3 });
-  assert.deepEqual([...store.read()], [
-    { seq: 1, tsMs: 0, type: 'PodAdded', uid: 'a' },
-    { seq: 2, tsMs: 5, type: 'PodAdded', uid: 'b' },
-    { seq: 3, tsMs: 9, type: 'PodAdded', uid: 'c', note: 'kept by passthrough' },
-  ]);
+  assert.deepEqual(
+    [...store.read()],
+    [
+      { seq: 1, tsMs: 0, type: 'PodAdded', uid: 'a' },
+      { seq: 2, tsMs: 5, type: 'PodAdded', uid: 'b' },
+      { seq: 3, tsMs: 9, type: 'PodAdded', uid: 'c', note: 'kept by passthrough' },
+    ],
+  );
   assert.deepEqual(store.get(2), { seq: 2, tsMs: 5, type: 'PodAdded', uid: 'b' });
   assert.equal(store.get(0), undefined);
   assert.equal(store.get(4), undefined);
@@ -233,7 +236,10 @@ test('log: a row the codec rejects on read throws LogReadError naming its seq', 
       /up to seq 2/.test(error.message),
   );
   assert.deepEqual(seen, [1, 2], 'the events before it were read');
-  assert.throws(() => store.get(4), (e: unknown) => e instanceof LogReadError && e.seq === 4);
+  assert.throws(
+    () => store.get(4),
+    (e: unknown) => e instanceof LogReadError && e.seq === 4,
+  );
   assert.equal(store.get(2)?.uid, 'pod-2');
   store.close();
 });
@@ -296,7 +302,17 @@ test('log: bounds and seqAtOrBeforeTs on a small log', () => {
   const ts = [0, 10, 10, 20, 35];
   const store = open(logWith(pods(ts.length, (i) => ts[i]!)), { mode: 'readonly' });
   assert.deepEqual(store.bounds(), { firstSeq: 1, lastSeq: 5, firstTsMs: 0, lastTsMs: 35 });
-  const answers = [[-1, 0], [0, 1], [9, 1], [10, 3], [19, 3], [20, 4], [34, 4], [35, 5], [99, 5]];
+  const answers = [
+    [-1, 0],
+    [0, 1],
+    [9, 1],
+    [10, 3],
+    [19, 3],
+    [20, 4],
+    [34, 4],
+    [35, 5],
+    [99, 5],
+  ];
   for (const [tsMs, seq] of answers) assert.equal(store.seqAtOrBeforeTs(tsMs!), seq, `ts ${tsMs}`);
   store.close();
 });

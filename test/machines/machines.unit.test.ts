@@ -84,7 +84,10 @@ function walkBoth<C extends object, E extends { type: string }>(
     if (seen.has(key)) continue;
     seen.set(key, state);
     visitedValues.add(state.value);
-    const snapshot = machine.resolveState({ value: toStateValue(state.value), context: state.context });
+    const snapshot = machine.resolveState({
+      value: toStateValue(state.value),
+      context: state.context,
+    });
     for (const event of events) {
       const fast = compiled.transition(state, event);
       const accepted = snapshot.can(event);
@@ -105,7 +108,11 @@ test('machines: attachment: compiled fast path equals xstate transition() on eve
     attachmentMachine,
     attachmentEvents,
   );
-  assert.deepEqual([...visitedValues].sort(), [...compiled.atomicStates].sort(), 'every state reached');
+  assert.deepEqual(
+    [...visitedValues].sort(),
+    [...compiled.atomicStates].sort(),
+    'every state reached',
+  );
   assert.ok(checks > 500, `walked ${checks} transitions`);
 });
 
@@ -114,7 +121,11 @@ test('machines: mount: compiled fast path equals xstate transition() on every re
     mountMachine,
     mountEvents,
   );
-  assert.deepEqual([...visitedValues].sort(), [...compiled.atomicStates].sort(), 'every state reached');
+  assert.deepEqual(
+    [...visitedValues].sort(),
+    [...compiled.atomicStates].sort(),
+    'every state reached',
+  );
   assert.ok(checks > 100, `walked ${checks} transitions`);
 });
 
@@ -140,7 +151,10 @@ test('machines: attachment: device mount failure truth table of spec §4.8 markD
   const compiled = compileMachine<AttachmentContext, AttachmentEvent>(attachmentMachine);
   const after = (from: string, errorKind: (typeof errorKinds)[number]) => {
     const base = { value: from, context: compiled.initial.context };
-    const mounting = compiled.transition(base, { type: 'MOUNT_DEVICE_START', deviceMountPath: '/g' });
+    const mounting = compiled.transition(base, {
+      type: 'MOUNT_DEVICE_START',
+      deviceMountPath: '/g',
+    });
     assert.ok(mounting);
     return compiled.transition(mounting, { type: 'MOUNT_DEVICE_FAIL', errorKind })?.value;
   };
@@ -168,8 +182,15 @@ test('machines: attachment: a crash turns every call in flight uncertain', () =>
 
 test('machines: attachment: detach is refused while the device may be mounted', () => {
   const compiled = compileMachine<AttachmentContext, AttachmentEvent>(attachmentMachine);
-  for (const value of ['attached.deviceMounted', 'attached.deviceUncertain', 'attached.deviceMounting']) {
-    const next = compiled.transition({ value, context: compiled.initial.context }, { type: 'DETACH_START' });
+  for (const value of [
+    'attached.deviceMounted',
+    'attached.deviceUncertain',
+    'attached.deviceMounting',
+  ]) {
+    const next = compiled.transition(
+      { value, context: compiled.initial.context },
+      { type: 'DETACH_START' },
+    );
     assert.equal(next, undefined, `${value} must not accept DETACH_START`);
   }
 });

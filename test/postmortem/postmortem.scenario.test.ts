@@ -5,7 +5,15 @@ import { test } from 'node:test';
 import { MemorySink } from '../../src/agent/sink.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import {
-  describeWorld, diffWorlds, explain, explainText, fromJsonLines, history, replayTo, toJsonLines, verify,
+  describeWorld,
+  diffWorlds,
+  explain,
+  explainText,
+  fromJsonLines,
+  history,
+  replayTo,
+  toJsonLines,
+  verify,
 } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
@@ -15,11 +23,19 @@ import { assertSameWorld } from '../support/world-equal.js';
 async function simulatedLog(yaml: string) {
   const sink = new MemorySink();
   let live: World | undefined;
-  await simulate(parseScenario(yaml), { log: { sink, readAll: () => sink.events }, onEvent: (_e, w) => { live = w; } });
+  await simulate(parseScenario(yaml), {
+    log: { sink, readAll: () => sink.events },
+    onEvent: (_e, w) => {
+      live = w;
+    },
+  });
   return { events: sink.events, live: live! };
 }
 
-const attachMount = readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8');
+const attachMount = readFileSync(
+  join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'),
+  'utf8',
+);
 
 /** A mount cut off by a restart (uncertain), resolved by the retry after the restart. */
 const restartMidMount = `
@@ -43,12 +59,20 @@ steps:
 test('postmortem: replay to the end equals the live world; to an earlier seq, that moment', async () => {
   const { events, live } = await simulatedLog(attachMount);
   assertSameWorld(replayTo(events), live, 'end');
-  const firstMount = events.find((e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000)!;
+  const firstMount = events.find(
+    (e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000,
+  )!;
   const view = describeWorld(replayTo(events, { atSeq: firstMount.seq }));
   assert.equal(view.seq, firstMount.seq);
-  assert.deepEqual(view.mounts.map((m) => `${m.outerVolumeSpecName}:${m.state}`).sort(), ['data:mounted', 'scratch:mounted']);
+  assert.deepEqual(view.mounts.map((m) => `${m.outerVolumeSpecName}:${m.state}`).sort(), [
+    'data:mounted',
+    'scratch:mounted',
+  ]);
   const atHalfSecond = describeWorld(replayTo(events, { atTsMs: 0 }));
-  assert.deepEqual(atHalfSecond.backoffs.map((b) => `${b.op} ${b.volume} until ${b.retryAtMs}`), ['attach fake.disk/disk-1 until 500', 'mount fake.disk/uid-a-scratch until 500']);
+  assert.deepEqual(
+    atHalfSecond.backoffs.map((b) => `${b.op} ${b.volume} until ${b.retryAtMs}`),
+    ['attach fake.disk/disk-1 until 500', 'mount fake.disk/uid-a-scratch until 500'],
+  );
 });
 
 test('postmortem: history lists the transitions of one volume in order', async () => {
@@ -57,13 +81,24 @@ test('postmortem: history lists the transitions of one volume in order', async (
     .filter((t) => t.pair === 'attachment')
     .map((t) => `${t.from}→${t.to}`);
   assert.deepEqual(steps, [
-    'detached→attaching', 'attaching→detached', 'detached→attaching', 'attaching→attached.deviceUnmounted',
-    'attached.deviceUnmounted→attached.deviceMounting', 'attached.deviceMounting→attached.deviceMounted',
-    'attached.deviceMounted→attached.deviceUnmounting', 'attached.deviceUnmounting→attached.deviceUnmounted',
-    'attached.deviceUnmounted→detaching', 'detaching→detached',
+    'detached→attaching',
+    'attaching→detached',
+    'detached→attaching',
+    'attaching→attached.deviceUnmounted',
+    'attached.deviceUnmounted→attached.deviceMounting',
+    'attached.deviceMounting→attached.deviceMounted',
+    'attached.deviceMounted→attached.deviceUnmounting',
+    'attached.deviceUnmounting→attached.deviceUnmounted',
+    'attached.deviceUnmounted→detaching',
+    'detaching→detached',
   ]);
-  const failed = [...history(events, { volume: 'fake.disk/disk-1' })].find((t) => t.to === 'detached' && t.error !== null);
-  assert.match(failed!.error!, /AttachVolume\.Attach failed: fake attach of fake\.disk\/disk-1: scripted transient failure/);
+  const failed = [...history(events, { volume: 'fake.disk/disk-1' })].find(
+    (t) => t.to === 'detached' && t.error !== null,
+  );
+  assert.match(
+    failed!.error!,
+    /AttachVolume\.Attach failed: fake attach of fake\.disk\/disk-1: scripted transient failure/,
+  );
 });
 
 test('postmortem: explain follows the causes of a detach back to the pod removal', async () => {
@@ -86,24 +121,39 @@ test('postmortem: verify accepts a log the engine wrote and catches a tampered d
   // Pretend an older version detached while the pod was still there.
   const detachIndex = events.findIndex((e) => e.type === 'OperationStarted' && e.op === 'detach');
   const removal = events.findIndex((e) => e.type === 'PodRemoved');
-  const tampered: VoleEvent[] = events.slice(0, removal).concat({ ...events[detachIndex]!, seq: removal + 1 } as VoleEvent);
+  const tampered: VoleEvent[] = events
+    .slice(0, removal)
+    .concat({ ...events[detachIndex]!, seq: removal + 1 } as VoleEvent);
   const bad = verify(tampered);
   assert.equal(bad.ok, false);
   assert.equal(bad.divergences[0]!.kind, 'decision');
-  assert.match(bad.divergences[0]!.message, /the log started detach fake\.disk\/disk-1; this version would start nothing/);
+  assert.match(
+    bad.divergences[0]!.message,
+    /the log started detach fake\.disk\/disk-1; this version would start nothing/,
+  );
 });
 
 test('postmortem: a restart mid-operation shows the uncertain device and its resolution', async () => {
   const { events } = await simulatedLog(restartMidMount);
   assert.deepEqual(verify(events).divergences, []);
-  const steps = [...history(events, { volume: 'fake.disk/disk-1' })].filter((t) => t.pair === 'attachment').map((t) => t.to);
+  const steps = [...history(events, { volume: 'fake.disk/disk-1' })]
+    .filter((t) => t.pair === 'attachment')
+    .map((t) => t.to);
   assert.ok(steps.includes('attached.deviceUncertain'));
   assert.equal(steps.at(-1), 'attached.deviceMounted');
   const restart = events.filter((e) => e.type === 'EngineStarted')[1]!;
-  const diff = diffWorlds(describeWorld(replayTo(events, { atSeq: restart.seq - 1 })), describeWorld(replayTo(events, { atSeq: restart.seq })));
-  assert.deepEqual(diff.changes.find((c) => c.what.startsWith('attachment')), {
-    what: 'attachment fake.disk/disk-1@node-1', before: 'attached.deviceMounting', after: 'attached.deviceUncertain',
-  });
+  const diff = diffWorlds(
+    describeWorld(replayTo(events, { atSeq: restart.seq - 1 })),
+    describeWorld(replayTo(events, { atSeq: restart.seq })),
+  );
+  assert.deepEqual(
+    diff.changes.find((c) => c.what.startsWith('attachment')),
+    {
+      what: 'attachment fake.disk/disk-1@node-1',
+      before: 'attached.deviceMounting',
+      after: 'attached.deviceUncertain',
+    },
+  );
 });
 
 test('postmortem: export to JSON Lines and import back gives the same events', async () => {
@@ -112,26 +162,58 @@ test('postmortem: export to JSON Lines and import back gives the same events', a
   const back = [...fromJsonLines(text.split('\n'))];
   assert.deepEqual(back, events);
   assert.throws(() => [...fromJsonLines(text.split('\n').slice(1))], /seq 2 where 1 was expected/);
-  assert.throws(() => [...fromJsonLines(['{"seq":1,"tsMs":0,"type":"Nope"}'])], /line 1: event seq 1 \(Nope\) does not match/);
+  assert.throws(
+    () => [...fromJsonLines(['{"seq":1,"tsMs":0,"type":"Nope"}'])],
+    /line 1: event seq 1 \(Nope\) does not match/,
+  );
 });
 
 test('postmortem: verify reports an invariant violation: a device unmounted under a mounted pod', async () => {
   const { events } = await simulatedLog(attachMount);
-  const mounted = events.findIndex((e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000);
+  const mounted = events.findIndex(
+    (e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000,
+  );
   const head = events.slice(0, mounted + 1);
   let seq = head.length;
   const volume = 'fake.disk/disk-1';
   const forged: VoleEvent[] = [
-    { seq: ++seq, tsMs: 3500, type: 'OperationStarted', opId: `op-${seq}`, op: 'unmountDevice', key: { volume, pod: '', node: '' }, volume, cause: 0 },
+    {
+      seq: ++seq,
+      tsMs: 3500,
+      type: 'OperationStarted',
+      opId: `op-${seq}`,
+      op: 'unmountDevice',
+      key: { volume, pod: '', node: '' },
+      volume,
+      cause: 0,
+    },
     { seq: ++seq, tsMs: 3500, type: 'CallStarted', opId: `op-${seq - 1}`, call: 'unmountDevice' },
   ] as VoleEvent[];
   // The mount op that set the pod up is still running in the log: finish it first.
-  const rest = events.slice(mounted + 1, mounted + 2).map((e, i) => ({ ...e, seq: head.length + 1 + i }) as VoleEvent);
-  const tampered = [...head, ...rest, ...forged.map((e, i) => ({ ...e, seq: head.length + rest.length + 1 + i, ...(e.type === 'CallStarted' ? { opId: `op-${head.length + rest.length + 1}` } : { opId: `op-${head.length + rest.length + 1}` }) }) as VoleEvent)];
+  const rest = events
+    .slice(mounted + 1, mounted + 2)
+    .map((e, i) => ({ ...e, seq: head.length + 1 + i }) as VoleEvent);
+  const tampered = [
+    ...head,
+    ...rest,
+    ...forged.map(
+      (e, i) =>
+        ({
+          ...e,
+          seq: head.length + rest.length + 1 + i,
+          ...(e.type === 'CallStarted'
+            ? { opId: `op-${head.length + rest.length + 1}` }
+            : { opId: `op-${head.length + rest.length + 1}` }),
+        }) as VoleEvent,
+    ),
+  ];
   const report = verify(tampered);
   assert.equal(report.ok, false);
   assert.ok(report.invariantChecks > 0);
   const invariant = report.divergences.find((d) => d.kind === 'invariant');
   assert.ok(invariant, JSON.stringify(report.divergences));
-  assert.match(invariant.message, /S1: attachment fake\.disk\/disk-1@node-1: attached\.deviceUnmounting while pod uid-a is mounted/);
+  assert.match(
+    invariant.message,
+    /S1: attachment fake\.disk\/disk-1@node-1: attached\.deviceUnmounting while pod uid-a is mounted/,
+  );
 });

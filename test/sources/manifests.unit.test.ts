@@ -22,14 +22,22 @@ spec:
 test('sources: manifests: pods, PVs and claims from multi-document files', () => {
   const dir = dirWith({
     'a.yaml': `${podYaml('web')}---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-1}\nspec: {csi: {driver: disk.vole.dev, volumeHandle: d1}}\n`,
-    'b.json': JSON.stringify({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'c', namespace: 'default' }, spec: { volumeName: 'pv-1' } }),
+    'b.json': JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: 'c', namespace: 'default' },
+      spec: { volumeName: 'pv-1' },
+    }),
     'ignored.txt': 'not a manifest',
   });
   try {
     const set = readManifestDir(dir);
     assert.deepEqual(set.problems, []);
     assert.deepEqual([...set.pods.keys()], [derivedPodUid('default', 'web')]);
-    assert.deepEqual([...set.objects.keys()].sort(), ['PersistentVolume//pv-1', 'PersistentVolumeClaim/default/c']);
+    assert.deepEqual([...set.objects.keys()].sort(), [
+      'PersistentVolume//pv-1',
+      'PersistentVolumeClaim/default/c',
+    ]);
   } finally {
     rmSync(dir, { recursive: true });
   }
@@ -40,14 +48,19 @@ test('sources: manifests: a bad file is reported by name and field, the others a
     'good.yaml': podYaml('ok'),
     'broken.yaml': 'kind: Pod\nmetadata: {name: [unclosed\n',
     'nokind.yaml': 'metadata: {name: x}\n',
-    'badfield.yaml': 'apiVersion: v1\nkind: Pod\nmetadata: {name: y}\nspec: {volumes: [{name: 42}]}\n',
+    'badfield.yaml':
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: y}\nspec: {volumes: [{name: 42}]}\n',
     'hostile.yaml': podYaml('evil', ', uid: "../../etc"'),
     'dup.yaml': `${podYaml('d1', ', uid: same')}---\n${podYaml('d2', ', uid: same')}`,
     'latin1.yaml': Buffer.from([0x6b, 0x69, 0x6e, 0x64, 0x3a, 0x20, 0xff, 0xfe, 0x0a]),
   });
   try {
     const set = readManifestDir(dir);
-    const byFile = (name: string) => set.problems.filter((p) => p.file.includes(name)).map((p) => p.message).join(' | ');
+    const byFile = (name: string) =>
+      set.problems
+        .filter((p) => p.file.includes(name))
+        .map((p) => p.message)
+        .join(' | ');
     assert.match(byFile('broken.yaml'), /not valid YAML/);
     assert.match(byFile('nokind.yaml'), /without a kind/);
     assert.match(byFile('badfield.yaml'), /invalid Pod: spec\.volumes\.0\.name/);
@@ -62,22 +75,34 @@ test('sources: manifests: a bad file is reported by name and field, the others a
 
 test('sources: manifests: diff reports adds, updates and removals, objects before pods', () => {
   const before = readManifestDir(dirWith({ 'a.yaml': podYaml('a'), 'b.yaml': podYaml('b') }));
-  const after = readManifestDir(dirWith({ 'a.yaml': podYaml('a'), 'b.yaml': podYaml('b', ', labels: {v: "2"}'), 'c.yaml': podYaml('c') }));
+  const after = readManifestDir(
+    dirWith({
+      'a.yaml': podYaml('a'),
+      'b.yaml': podYaml('b', ', labels: {v: "2"}'),
+      'c.yaml': podYaml('c'),
+    }),
+  );
   const changes = diffManifests(before, after);
   assert.deepEqual(changes.upsertPods.map((p) => p.metadata.name).sort(), ['b', 'c']);
   assert.deepEqual(changes.removePods, []);
   const gone = diffManifests(after, readManifestDir(dirWith({ 'a.yaml': podYaml('a') })));
-  assert.deepEqual(gone.removePods.sort(), [derivedPodUid('default', 'b'), derivedPodUid('default', 'c')].sort());
+  assert.deepEqual(
+    gone.removePods.sort(),
+    [derivedPodUid('default', 'b'), derivedPodUid('default', 'c')].sort(),
+  );
 });
 
 test('sources: manifests: any text in a file gives problems or pods, never an exception', () => {
-  fc.assert(fc.property(fc.string({ maxLength: 300 }), (text) => {
-    const dir = dirWith({ 'fuzz.yaml': text });
-    try {
-      const set = readManifestDir(dir);
-      assert.ok(set.problems.length + set.pods.size + set.objects.size >= 0);
-    } finally {
-      rmSync(dir, { recursive: true });
-    }
-  }), { numRuns: 200 });
+  fc.assert(
+    fc.property(fc.string({ maxLength: 300 }), (text) => {
+      const dir = dirWith({ 'fuzz.yaml': text });
+      try {
+        const set = readManifestDir(dir);
+        assert.ok(set.problems.length + set.pods.size + set.objects.size >= 0);
+      } finally {
+        rmSync(dir, { recursive: true });
+      }
+    }),
+    { numRuns: 200 },
+  );
 });

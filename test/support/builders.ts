@@ -13,8 +13,12 @@ export const builtins = [
 
 export function engineStarted(opts: { controllerAttachDetach?: boolean } = {}): NewEvent {
   return {
-    type: 'EngineStarted', tsMs: 0, node: 'node-1', controllerAttachDetach: opts.controllerAttachDetach ?? false,
-    plugins: [disk, ...builtins], version: 'test',
+    type: 'EngineStarted',
+    tsMs: 0,
+    node: 'node-1',
+    controllerAttachDetach: opts.controllerAttachDetach ?? false,
+    plugins: [disk, ...builtins],
+    version: 'test',
   };
 }
 
@@ -24,16 +28,25 @@ export const sourcesReady: NewEvent = { type: 'SourcesReady', tsMs: 0 };
 export function diskObjects(handle: string, opts: { accessModes?: string[] } = {}): NewEvent[] {
   return [
     {
-      type: 'ObjectUpserted', tsMs: 0,
+      type: 'ObjectUpserted',
+      tsMs: 0,
       object: {
-        apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: `pv-${handle}` },
-        spec: { accessModes: opts.accessModes ?? ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: handle } },
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: `pv-${handle}` },
+        spec: {
+          accessModes: opts.accessModes ?? ['ReadWriteOnce'],
+          csi: { driver: 'fake.disk', volumeHandle: handle },
+        },
       },
     },
     {
-      type: 'ObjectUpserted', tsMs: 0,
+      type: 'ObjectUpserted',
+      tsMs: 0,
       object: {
-        apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: `claim-${handle}`, namespace: 'default' },
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name: `claim-${handle}`, namespace: 'default' },
         spec: { volumeName: `pv-${handle}` },
       },
     },
@@ -50,7 +63,10 @@ export function podUpserted(uid: string, volumes: PodVolumes): NewEvent {
   return { type: 'PodUpserted', tsMs: 0, pod: pod(uid, volumes) };
 }
 
-export const claim = (handle: string, name = 'data') => ({ name, persistentVolumeClaim: { claimName: `claim-${handle}` } });
+export const claim = (handle: string, name = 'data') => ({
+  name,
+  persistentVolumeClaim: { claimName: `claim-${handle}` },
+});
 export const emptyDir = (name = 'scratch') => ({ name, emptyDir: {} });
 export const configMap = (name = 'config') => ({ name, configMap: { name } });
 
@@ -61,35 +77,65 @@ export const configMap = (name = 'config') => ({ name, configMap: { name } });
  */
 export function operation(
   startSeq: number,
-  op: { op: string; volume: string; pod?: string; key?: { volume: string; pod: string; node: string } },
-  calls: { call: string; ok?: boolean; kind?: 'transient' | 'uncertain' | 'final'; devicePath?: string; deviceMountPath?: string }[],
+  op: {
+    op: string;
+    volume: string;
+    pod?: string;
+    key?: { volume: string; pod: string; node: string };
+  },
+  calls: {
+    call: string;
+    ok?: boolean;
+    kind?: 'transient' | 'uncertain' | 'final';
+    devicePath?: string;
+    deviceMountPath?: string;
+  }[],
   opts: { tsMs?: number; finished?: boolean } = {},
 ): NewEvent[] {
   const opId = `op-${startSeq}`;
   const tsMs = opts.tsMs ?? 0;
   const key = op.key ?? { volume: op.volume, pod: op.pod ?? '', node: '' };
-  const events: NewEvent[] = [{
-    type: 'OperationStarted', tsMs, opId, op: op.op, key, volume: op.volume,
-    ...(op.pod === undefined ? {} : { pod: op.pod }), cause: 0,
-  } as NewEvent];
+  const events: NewEvent[] = [
+    {
+      type: 'OperationStarted',
+      tsMs,
+      opId,
+      op: op.op,
+      key,
+      volume: op.volume,
+      ...(op.pod === undefined ? {} : { pod: op.pod }),
+      cause: 0,
+    } as NewEvent,
+  ];
   let failed: { kind: 'transient' | 'uncertain' | 'final'; message: string } | undefined;
   for (const c of calls) {
-    events.push({ type: 'CallStarted', tsMs, opId, call: c.call, ...(c.deviceMountPath === undefined ? {} : { deviceMountPath: c.deviceMountPath }) } as NewEvent);
+    events.push({
+      type: 'CallStarted',
+      tsMs,
+      opId,
+      call: c.call,
+      ...(c.deviceMountPath === undefined ? {} : { deviceMountPath: c.deviceMountPath }),
+    } as NewEvent);
     if (c.ok === false || c.kind !== undefined) {
       failed = { kind: c.kind ?? 'final', message: `${c.call} failed` };
       events.push({ type: 'CallFailed', tsMs, opId, call: c.call, error: failed } as NewEvent);
       break;
     }
     events.push({
-      type: 'CallSucceeded', tsMs, opId, call: c.call,
+      type: 'CallSucceeded',
+      tsMs,
+      opId,
+      call: c.call,
       ...(c.devicePath === undefined ? {} : { devicePath: c.devicePath }),
       ...(c.deviceMountPath === undefined ? {} : { deviceMountPath: c.deviceMountPath }),
     } as NewEvent);
   }
   if (opts.finished !== false) {
-    events.push(failed === undefined
-      ? { type: 'OperationFinished', tsMs, opId, outcome: 'ok' }
-      : { type: 'OperationFinished', tsMs, opId, outcome: 'failed', error: failed });
+    events.push(
+      failed === undefined
+        ? { type: 'OperationFinished', tsMs, opId, outcome: 'ok' }
+        : { type: 'OperationFinished', tsMs, opId, outcome: 'failed', error: failed },
+    );
   }
   return events;
 }

@@ -8,7 +8,9 @@ import { readlinkSync } from 'node:fs';
 export function hostTestSkipReason(): string | false {
   if (process.getuid?.() !== 0) return 'host tests need root';
   const outer = process.env.VOLE_OUTER_MOUNT_NS;
-  if (outer === undefined || outer === '') return 'host tests run only through scripts/test.sh (a private mount namespace)';
-  if (readlinkSync('/proc/self/ns/mnt') === outer) return 'not in a private mount namespace (no unshare?)';
+  if (outer === undefined || outer === '')
+    return 'host tests run only through scripts/test.sh (a private mount namespace)';
+  if (readlinkSync('/proc/self/ns/mnt') === outer)
+    return 'not in a private mount namespace (no unshare?)';
   return false;
 }

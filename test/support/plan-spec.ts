@@ -52,7 +52,9 @@ export const PlanSpecification = {
             };
             return {
               then(expected: ExpectedOperation[]) {
-                const normalized = expected.map((e) => (e.op === 'mount' ? { remount: false, ...e } : e));
+                const normalized = expected.map((e) =>
+                  e.op === 'mount' ? { remount: false, ...e } : e,
+                );
                 assert.deepEqual(planned(), normalized);
               },
               thenNothingPlanned() {

@@ -3,16 +3,25 @@ import { type OpContext, failOperation, runCall, runningOp } from '../context.js
 
 export async function attach(ctx: OpContext): Promise<void> {
   const spec = runningOp(ctx).spec;
-  if (spec === null) failOperation(`AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired`);
+  if (spec === null)
+    failOperation(
+      `AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired`,
+    );
   const plugin = ctx.host.plugins.find(spec.pluginName);
   if (plugin?.attacher === undefined) {
-    failOperation(`AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
-      `no attachable plugin "${spec.pluginName}" is registered; register it or remove the volume`);
+    failOperation(
+      `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
+        `no attachable plugin "${spec.pluginName}" is registered; register it or remove the volume`,
+    );
   }
   const attacher = plugin.attacher;
   await runCall(
     ctx,
-    { call: 'attach', prefix: 'AttachVolume.Attach failed', succeeded: (devicePath: string) => ({ devicePath }) },
+    {
+      call: 'attach',
+      prefix: 'AttachVolume.Attach failed',
+      succeeded: (devicePath: string) => ({ devicePath }),
+    },
     (target) => attacher.attach(spec, target),
   );
 }

@@ -3,11 +3,14 @@ import { type OpContext, failOperation, runCall } from '../context.js';
 
 export async function detach(ctx: OpContext): Promise<void> {
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
-  if (attachment === undefined) failOperation(`DetachVolume failed: ${ctx.op.volume} is not attached`);
+  if (attachment === undefined)
+    failOperation(`DetachVolume failed: ${ctx.op.volume} is not attached`);
   const plugin = ctx.host.plugins.find(attachment.pluginName);
   if (plugin?.attacher === undefined) {
-    failOperation(`DetachVolume.findDetachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
-      `no attachable plugin "${attachment.pluginName}" is registered; register it so vole can detach`);
+    failOperation(
+      `DetachVolume.findDetachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
+        `no attachable plugin "${attachment.pluginName}" is registered; register it so vole can detach`,
+    );
   }
   const attacher = plugin.attacher;
   await runCall(ctx, { call: 'detach', prefix: 'DetachVolume.Detach failed' }, (target) =>
@@ -17,5 +20,9 @@ export async function detach(ctx: OpContext): Promise<void> {
 
 /** The kubelet forgets a volume the controller detaches, or a non-attachable one. */
 export async function markDetached(ctx: OpContext): Promise<void> {
-  await runCall(ctx, { call: 'markDetached', prefix: 'MarkVolumeAsDetached failed' }, async () => {});
+  await runCall(
+    ctx,
+    { call: 'markDetached', prefix: 'MarkVolumeAsDetached failed' },
+    async () => {},
+  );
 }

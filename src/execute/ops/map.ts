@@ -12,47 +12,84 @@ import { waitForAttachStep } from './mount.js';
 function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: string) {
   const blockMapper = plugin?.blockMapper;
   if (blockMapper === undefined) {
-    failOperation(`${prefix} failed for volume "${spec.volume}": plugin "${spec.pluginName}" cannot map Block volumes ` +
-      '(no BlockVolumeMapper); use volumeMode Filesystem or a plugin that maps block devices');
+    failOperation(
+      `${prefix} failed for volume "${spec.volume}": plugin "${spec.pluginName}" cannot map Block volumes ` +
+        '(no BlockVolumeMapper); use volumeMode Filesystem or a plugin that maps block devices',
+    );
   }
   return blockMapper;
 }
 
-export async function map(ctx: OpContext, op: MountOperation, spec: ResolvedVolume, plugin: VolumePlugin): Promise<void> {
+export async function map(
+  ctx: OpContext,
+  op: MountOperation,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+): Promise<void> {
   const blockMapper = mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
   const world = () => ctx.host.world();
-  const devicePath = await waitForAttachStep(ctx, op, spec, plugin, 'MapVolume.WaitForAttach failed');
+  const devicePath = await waitForAttachStep(
+    ctx,
+    op,
+    spec,
+    plugin,
+    'MapVolume.WaitForAttach failed',
+  );
   const globalMapPath = blockMapper.globalMapPath(spec);
   const path = devicePath;
   if (world().attachments.get(op.volume)?.state.value !== 'attached.deviceMounted') {
     await runCall(
       ctx,
-      { call: 'setUpDevice', prefix: 'MapVolume.SetUpDevice failed', started: { deviceMountPath: globalMapPath }, succeeded: () => ({ deviceMountPath: globalMapPath, devicePath: path }) },
+      {
+        call: 'setUpDevice',
+        prefix: 'MapVolume.SetUpDevice failed',
+        started: { deviceMountPath: globalMapPath },
+        succeeded: () => ({ deviceMountPath: globalMapPath, devicePath: path }),
+      },
       (target) => blockMapper.setUpDevice(spec, path, globalMapPath, target),
     );
   }
-  await runCall(ctx, { call: 'mapPodDevice', prefix: 'MapVolume.MapPodDevice failed', pod: op.pod }, (target) =>
-    blockMapper.mapPodDevice(spec, path, globalMapPath, target),
+  await runCall(
+    ctx,
+    { call: 'mapPodDevice', prefix: 'MapVolume.MapPodDevice failed', pod: op.pod },
+    (target) => blockMapper.mapPodDevice(spec, path, globalMapPath, target),
   );
 }
 
-export async function unmap(ctx: OpContext, op: UnmountOperation, record: MountRecord, plugin: VolumePlugin | undefined): Promise<void> {
+export async function unmap(
+  ctx: OpContext,
+  op: UnmountOperation,
+  record: MountRecord,
+  plugin: VolumePlugin | undefined,
+): Promise<void> {
   const blockMapper = mapper(plugin, record.spec, 'UnmapVolume.FindMapperPluginByName');
-  await runCall(ctx, { call: 'unmapPodDevice', prefix: 'UnmapVolume.UnmapPodDevice failed', pod: op.pod }, (target) =>
-    blockMapper.unmapPodDevice(record.spec, target),
+  await runCall(
+    ctx,
+    { call: 'unmapPodDevice', prefix: 'UnmapVolume.UnmapPodDevice failed', pod: op.pod },
+    (target) => blockMapper.unmapPodDevice(record.spec, target),
   );
 }
 
-export async function tearDownDevice(ctx: OpContext, attachment: AttachmentRecord, plugin: VolumePlugin | undefined): Promise<void> {
+export async function tearDownDevice(
+  ctx: OpContext,
+  attachment: AttachmentRecord,
+  plugin: VolumePlugin | undefined,
+): Promise<void> {
   const blockMapper = mapper(plugin, attachment.spec, 'UnmapDevice.FindMapperPluginByName');
-  const globalMapPath = attachment.state.context.deviceMountPath || blockMapper.globalMapPath(attachment.spec);
+  const globalMapPath =
+    attachment.state.context.deviceMountPath || blockMapper.globalMapPath(attachment.spec);
   // spec §4.12 block step 1: pods still mapping the device keep it; no state change.
   const refs = await blockMapper.deviceMapRefs(attachment.spec, globalMapPath);
   if (refs.length > 0) {
-    failOperation(`UnmapDevice failed for volume "${attachment.volume}": the device "${globalMapPath}" is still ` +
-      `referenced from other Pods [${refs.join(' ')}]`, 'transient');
+    failOperation(
+      `UnmapDevice failed for volume "${attachment.volume}": the device "${globalMapPath}" is still ` +
+        `referenced from other Pods [${refs.join(' ')}]`,
+      'transient',
+    );
   }
-  await runCall(ctx, { call: 'tearDownDevice', prefix: 'UnmapDevice.TearDownDevice failed' }, (target) =>
-    blockMapper.tearDownDevice(attachment.spec, globalMapPath, target),
+  await runCall(
+    ctx,
+    { call: 'tearDownDevice', prefix: 'UnmapDevice.TearDownDevice failed' },
+    (target) => blockMapper.tearDownDevice(attachment.spec, globalMapPath, target),
   );
 }

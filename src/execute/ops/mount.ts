@@ -10,7 +10,8 @@ import { map } from './map.js';
 
 function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
   const spec = runningOp(ctx).spec;
-  if (spec === null || spec.accessModes.length !== 1 || spec.accessModes[0] !== 'ReadWriteOncePod') return false;
+  if (spec === null || spec.accessModes.length !== 1 || spec.accessModes[0] !== 'ReadWriteOncePod')
+    return false;
   const others = ctx.host.world().mounts.get(op.volume);
   return [...(others?.keys() ?? [])].some((pod) => pod !== op.pod);
 }
@@ -20,7 +21,11 @@ function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
  * device is already mounted). Returns the devicePath to use.
  */
 export async function waitForAttachStep(
-  ctx: OpContext, op: MountOperation, spec: ResolvedVolume, plugin: VolumePlugin, prefix: string,
+  ctx: OpContext,
+  op: MountOperation,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  prefix: string,
 ): Promise<string> {
   const given = ctx.host.world().attachments.get(op.volume)?.state.context.devicePath ?? '';
   const attacher = spec.attachable ? plugin.attacher : undefined;
@@ -34,19 +39,32 @@ export async function waitForAttachStep(
 
 export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
   const spec = runningOp(ctx).spec;
-  if (spec === null) failOperation(`MountVolume.FindPluginBySpec failed: ${op.volume} is no longer desired by pod ${op.pod}`);
+  if (spec === null)
+    failOperation(
+      `MountVolume.FindPluginBySpec failed: ${op.volume} is no longer desired by pod ${op.pod}`,
+    );
   const plugin = ctx.host.plugins.find(spec.pluginName);
   if (plugin === undefined) {
-    failOperation(`MountVolume.FindPluginBySpec failed for volume "${spec.outerVolumeSpecName}" ` +
-      `(UniqueName: "${op.volume}"): no plugin "${spec.pluginName}" is registered`);
+    failOperation(
+      `MountVolume.FindPluginBySpec failed for volume "${spec.outerVolumeSpecName}" ` +
+        `(UniqueName: "${op.volume}"): no plugin "${spec.pluginName}" is registered`,
+    );
   }
   if (rwopConflict(ctx, op)) {
-    failOperation('MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
-      'already in use by another pod');
+    failOperation(
+      'MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
+        'already in use by another pod',
+    );
   }
   if (spec.volumeMode === 'Block') return map(ctx, op, spec, plugin);
   const world = () => ctx.host.world();
-  const devicePath = await waitForAttachStep(ctx, op, spec, plugin, 'MountVolume.WaitForAttach failed');
+  const devicePath = await waitForAttachStep(
+    ctx,
+    op,
+    spec,
+    plugin,
+    'MountVolume.WaitForAttach failed',
+  );
   const deviceMounter = spec.deviceMountable ? plugin.deviceMounter : undefined;
   const deviceState = world().attachments.get(op.volume)?.state.value;
   if (deviceMounter !== undefined && deviceState !== 'attached.deviceMounted') {
@@ -55,8 +73,10 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
     await runCall(
       ctx,
       {
-        call: 'mountDevice', prefix: 'MountVolume.MountDevice failed',
-        started: { deviceMountPath }, succeeded: () => ({ deviceMountPath, devicePath: path }),
+        call: 'mountDevice',
+        prefix: 'MountVolume.MountDevice failed',
+        started: { deviceMountPath },
+        succeeded: () => ({ deviceMountPath, devicePath: path }),
       },
       (target) => deviceMounter.mountDevice(spec, path, deviceMountPath, target),
     );
@@ -75,18 +95,28 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
  * the pod's mount uncertain (the fold does it) and fails the operation, to be retried.
  */
 async function expandDuringMount(
-  ctx: OpContext, spec: ResolvedVolume, plugin: VolumePlugin, paths: { devicePath: string; deviceMountPath: string },
+  ctx: OpContext,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  paths: { devicePath: string; deviceMountPath: string },
 ): Promise<void> {
   const expander = plugin.expander;
   const current = ctx.host.world().attachments.get(spec.volume)?.state.context;
-  if (expander === undefined || !plugin.caps.nodeExpandable || !plugin.caps.requiresFSResize) return;
+  if (expander === undefined || !plugin.caps.nodeExpandable || !plugin.caps.requiresFSResize)
+    return;
   if (spec.source.kind === 'csi' && spec.source.inline) return;
   if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return;
-  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes) return;
+  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes)
+    return;
   const oldSizeBytes = current.sizeBytes || spec.claimSizeBytes;
   await runCall(
     ctx,
-    { call: 'nodeExpand', prefix: 'MountVolume.Setup failed while expanding volume', succeeded: (sizeBytes: number) => ({ sizeBytes }) },
-    (target) => expander.nodeExpand(spec, { ...paths, newSizeBytes: spec.sizeBytes, oldSizeBytes }, target),
+    {
+      call: 'nodeExpand',
+      prefix: 'MountVolume.Setup failed while expanding volume',
+      succeeded: (sizeBytes: number) => ({ sizeBytes }),
+    },
+    (target) =>
+      expander.nodeExpand(spec, { ...paths, newSizeBytes: spec.sizeBytes, oldSizeBytes }, target),
   );
 }

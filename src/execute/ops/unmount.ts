@@ -5,34 +5,46 @@ import { tearDownDevice, unmap } from './map.js';
 
 export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<void> {
   const record = ctx.host.world().mounts.get(op.volume)?.get(op.pod);
-  if (record === undefined) failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
+  if (record === undefined)
+    failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
   const plugin = ctx.host.plugins.find(record.pluginName);
   if (record.spec.volumeMode === 'Block') return unmap(ctx, op, record, plugin);
   if (plugin === undefined) {
-    failOperation(`UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
-      `"${record.pluginName}" is registered; register it so vole can tear the volume down`);
+    failOperation(
+      `UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
+        `"${record.pluginName}" is registered; register it so vole can tear the volume down`,
+    );
   }
-  await runCall(ctx, { call: 'tearDown', prefix: 'UnmountVolume.TearDown failed', pod: op.pod }, (target) =>
-    plugin.pod.tearDown(record.spec, target),
+  await runCall(
+    ctx,
+    { call: 'tearDown', prefix: 'UnmountVolume.TearDown failed', pod: op.pod },
+    (target) => plugin.pod.tearDown(record.spec, target),
   );
 }
 
 export async function unmountDevice(ctx: OpContext): Promise<void> {
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
-  if (attachment === undefined) failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
+  if (attachment === undefined)
+    failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
   const plugin = ctx.host.plugins.find(attachment.pluginName);
   if (attachment.spec.volumeMode === 'Block') return tearDownDevice(ctx, attachment, plugin);
   const deviceMounter = plugin?.deviceMounter;
   if (deviceMounter === undefined) {
-    failOperation(`UnmountDevice.FindDeviceMountablePluginByName failed for volume "${ctx.op.volume}": ` +
-      `no device-mountable plugin "${attachment.pluginName}" is registered`);
+    failOperation(
+      `UnmountDevice.FindDeviceMountablePluginByName failed for volume "${ctx.op.volume}": ` +
+        `no device-mountable plugin "${attachment.pluginName}" is registered`,
+    );
   }
-  const deviceMountPath = attachment.state.context.deviceMountPath || deviceMounter.deviceMountPath(attachment.spec);
+  const deviceMountPath =
+    attachment.state.context.deviceMountPath || deviceMounter.deviceMountPath(attachment.spec);
   // spec §4.12 step 2: other references keep the device mounted; no state change, backoff.
   const refs = await deviceMounter.deviceMountRefs(deviceMountPath);
   if (refs.length > 0) {
-    failOperation(`GetDeviceMountRefs check failed for volume "${ctx.op.volume}": the device mount path ` +
-      `"${deviceMountPath}" is still mounted by other references [${refs.join(' ')}]`, 'transient');
+    failOperation(
+      `GetDeviceMountRefs check failed for volume "${ctx.op.volume}": the device mount path ` +
+        `"${deviceMountPath}" is still mounted by other references [${refs.join(' ')}]`,
+      'transient',
+    );
   }
   await runCall(ctx, { call: 'unmountDevice', prefix: 'UnmountDevice failed' }, (target) =>
     deviceMounter.unmountDevice(attachment.spec, deviceMountPath, target),

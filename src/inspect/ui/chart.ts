@@ -27,7 +27,9 @@ function textWidth(text: string, f: string): number {
 // elkjs is CommonJS: the bundler's namespace holds the constructor as `default`, and
 // TypeScript's NodeNext view of the typings puts it one `default` deeper.
 type ElkConstructor = new () => ElkApi;
-const elkExports = elkModule as unknown as { default: ElkConstructor & { default?: ElkConstructor } };
+const elkExports = elkModule as unknown as {
+  default: ElkConstructor & { default?: ElkConstructor };
+};
 const ELK: ElkConstructor = elkExports.default.default ?? elkExports.default;
 
 const initialSuffix = '#initial';
@@ -50,36 +52,70 @@ function ancestors(chart: Chart, id: string): string[] {
   return out;
 }
 
-interface Box { x: number; y: number; w: number; h: number }
+interface Box {
+  x: number;
+  y: number;
+  w: number;
+  h: number;
+}
 
-const overlaps = (a: Box, b: Box) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
+const overlaps = (a: Box, b: Box) =>
+  a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
 
 /**
  * Where an edge's label goes: beside one of its segments (longest first, above or below a
  * horizontal one, right or left of a vertical one), at the first spot that covers no state
  * and no label placed before; the longest segment when every spot is taken.
  */
-function placeLabel(points: { x: number; y: number }[], w: number, h: number, obstacles: Box[], ends: Box[]): Box {
-  const segments = points.slice(1).map((b, i) => ({ a: points[i]!, b }))
-    .sort((s1, s2) => (Math.abs(s2.a.x - s2.b.x) + Math.abs(s2.a.y - s2.b.y)) - (Math.abs(s1.a.x - s1.b.x) + Math.abs(s1.a.y - s1.b.y)));
+function placeLabel(
+  points: { x: number; y: number }[],
+  w: number,
+  h: number,
+  obstacles: Box[],
+  ends: Box[],
+): Box {
+  const segments = points
+    .slice(1)
+    .map((b, i) => ({ a: points[i]!, b }))
+    .sort(
+      (s1, s2) =>
+        Math.abs(s2.a.x - s2.b.x) +
+        Math.abs(s2.a.y - s2.b.y) -
+        (Math.abs(s1.a.x - s1.b.x) + Math.abs(s1.a.y - s1.b.y)),
+    );
   const candidates: Box[] = [];
   for (const { a, b } of segments) {
     const mx = (a.x + b.x) / 2;
     const my = (a.y + b.y) / 2;
-    if (Math.abs(a.y - b.y) < 1) candidates.push({ x: mx - w / 2, y: my - h - 2, w, h }, { x: mx - w / 2, y: my + 2, w, h });
-    else candidates.push({ x: mx + 4, y: my - h / 2, w, h }, { x: mx - w - 4, y: my - h / 2, w, h });
+    if (Math.abs(a.y - b.y) < 1)
+      candidates.push({ x: mx - w / 2, y: my - h - 2, w, h }, { x: mx - w / 2, y: my + 2, w, h });
+    else
+      candidates.push({ x: mx + 4, y: my - h / 2, w, h }, { x: mx - w - 4, y: my - h / 2, w, h });
   }
   // Short transitions between neighbours: above or below one of their ends instead.
   for (const e of ends) {
-    candidates.push({ x: e.x + e.w / 2 - w / 2, y: e.y - h - 3, w, h }, { x: e.x + e.w / 2 - w / 2, y: e.y + e.h + 3, w, h });
+    candidates.push(
+      { x: e.x + e.w / 2 - w / 2, y: e.y - h - 3, w, h },
+      { x: e.x + e.w / 2 - w / 2, y: e.y + e.h + 3, w, h },
+    );
   }
-  return candidates.find((c) => !obstacles.some((o) => overlaps(c, o))) ?? candidates[0] ?? { x: 0, y: 0, w, h };
+  return (
+    candidates.find((c) => !obstacles.some((o) => overlaps(c, o))) ??
+    candidates[0] ?? { x: 0, y: 0, w, h }
+  );
 }
 
 function edgeLabel(lines: string[], box: Box): SVGGElement {
   const text = s('text', { class: 'edge-label', x: box.x + 4, y: box.y + 12 });
-  lines.forEach((line, i) => text.append(s('tspan', { x: box.x + 4, dy: i === 0 ? 0 : labelLineHeight }, line)));
-  return s('g', { class: 'label' }, s('rect', { class: 'label-bg', x: box.x, y: box.y, width: box.w, height: box.h, rx: 4 }), text);
+  lines.forEach((line, i) =>
+    text.append(s('tspan', { x: box.x + 4, dy: i === 0 ? 0 : labelLineHeight }, line)),
+  );
+  return s(
+    'g',
+    { class: 'label' },
+    s('rect', { class: 'label-bg', x: box.x, y: box.y, width: box.w, height: box.h, rx: 4 }),
+    text,
+  );
 }
 
 export interface NextTransition {
@@ -105,7 +141,11 @@ function isBackEdge(edge: ChartEdge, order: ReadonlyMap<string, number>): boolea
 export type Measure = (text: string, font: string) => number;
 
 /** The ELK graph of a chart: nested nodes, edges in their lowest common ancestor, initial dots. */
-export function elkGraph(chart: Chart, measure: Measure, direction: 'RIGHT' | 'DOWN' = 'RIGHT'): ElkNode {
+export function elkGraph(
+  chart: Chart,
+  measure: Measure,
+  direction: 'RIGHT' | 'DOWN' = 'RIGHT',
+): ElkNode {
   const elkNodes = new Map<string, ElkNode>();
   const root: ElkNode = {
     id: chart.root,
@@ -135,7 +175,12 @@ export function elkGraph(chart: Chart, measure: Measure, direction: 'RIGHT' | 'D
           children: [],
           edges: [],
         }
-      : { id: node.id, width: Math.ceil(measure(node.key, font)) + 24, height: 32, labels: [{ text: node.key }] };
+      : {
+          id: node.id,
+          width: Math.ceil(measure(node.key, font)) + 24,
+          height: 32,
+          labels: [{ text: node.key }],
+        };
     elkNodes.set(node.id, elkNode);
   }
   for (const node of chart.nodes) {
@@ -145,7 +190,9 @@ export function elkGraph(chart: Chart, measure: Measure, direction: 'RIGHT' | 'D
   // Initial-state dots, one per container that has an initial child.
   const initials: { container: string; target: string }[] = [];
   if (chart.initial !== null) initials.push({ container: chart.root, target: chart.initial });
-  for (const node of chart.nodes) if (node.compound && node.initial !== null) initials.push({ container: node.id, target: node.initial });
+  for (const node of chart.nodes)
+    if (node.compound && node.initial !== null)
+      initials.push({ container: node.id, target: node.initial });
   for (const { container, target } of initials) {
     const c = elkNodes.get(container)!;
     const id = `${container}${initialSuffix}`;
@@ -162,7 +209,9 @@ export function elkGraph(chart: Chart, measure: Measure, direction: 'RIGHT' | 'D
     const container = sourceUp.find((a) => a !== edge.source && targetUp.has(a)) ?? chart.root;
     const back = isBackEdge(edge, order);
     elkNodes.get(container)!.edges!.push({
-      id: edge.id, sources: [back ? edge.target : edge.source], targets: [back ? edge.source : edge.target],
+      id: edge.id,
+      sources: [back ? edge.target : edge.source],
+      targets: [back ? edge.source : edge.target],
     });
   }
 
@@ -196,11 +245,38 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     role: 'img',
     'aria-label': `statechart of the ${chart.machine} machine`,
   });
-  svg.append(s('defs', {},
-    s('marker', { id: `arrow-${chart.machine}`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
-      s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' })),
-    s('marker', { id: `arrow-${chart.machine}-lit`, viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' },
-      s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead lit' }))));
+  svg.append(
+    s(
+      'defs',
+      {},
+      s(
+        'marker',
+        {
+          id: `arrow-${chart.machine}`,
+          viewBox: '0 0 10 10',
+          refX: 9,
+          refY: 5,
+          markerWidth: 7,
+          markerHeight: 7,
+          orient: 'auto-start-reverse',
+        },
+        s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' }),
+      ),
+      s(
+        'marker',
+        {
+          id: `arrow-${chart.machine}-lit`,
+          viewBox: '0 0 10 10',
+          refX: 9,
+          refY: 5,
+          markerWidth: 7,
+          markerHeight: 7,
+          orient: 'auto-start-reverse',
+        },
+        s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead lit' }),
+      ),
+    ),
+  );
 
   const stateEls = new Map<string, SVGGElement>();
   // Bottom to top: compound states, transitions, atomic states, labels.
@@ -213,20 +289,41 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
   for (const [id, box] of boxes) {
     if (id === chart.root) continue;
     if (id.endsWith(initialSuffix)) {
-      nodeLayer.append(s('circle', { class: 'initial', cx: box.x + box.w / 2, cy: box.y + box.h / 2, r: 4.5 }));
+      nodeLayer.append(
+        s('circle', { class: 'initial', cx: box.x + box.w / 2, cy: box.y + box.h / 2, r: 4.5 }),
+      );
       obstacles.push(box);
       continue;
     }
     const node = chartNodes.get(id)!;
     const tone = node.key.includes('Uncertain') ? ' uncertain' : '';
-    const g = s('g', { class: `state${node.compound ? ' compound' : ''}${tone}`, 'data-state': id },
-      s('title', {}, node.internal.length > 0 ? `${node.key}\nalso handles: ${node.internal.join(', ')}` : node.key),
+    const g = s(
+      'g',
+      { class: `state${node.compound ? ' compound' : ''}${tone}`, 'data-state': id },
+      s(
+        'title',
+        {},
+        node.internal.length > 0
+          ? `${node.key}\nalso handles: ${node.internal.join(', ')}`
+          : node.key,
+      ),
       s('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: node.compound ? 12 : 9 }),
-      s('text', node.compound
-        ? { x: box.x + 12, y: box.y + 20, class: 'compound-label' }
-        : { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4.5, 'text-anchor': 'middle' }, node.key));
+      s(
+        'text',
+        node.compound
+          ? { x: box.x + 12, y: box.y + 20, class: 'compound-label' }
+          : { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4.5, 'text-anchor': 'middle' },
+        node.key,
+      ),
+    );
     if (node.compound && node.internal.length > 0) {
-      g.append(s('text', { x: box.x + box.w - 12, y: box.y + 20, 'text-anchor': 'end', class: 'internal' }, `+ ${node.internal.length} internal`));
+      g.append(
+        s(
+          'text',
+          { x: box.x + box.w - 12, y: box.y + 20, 'text-anchor': 'end', class: 'internal' },
+          `+ ${node.internal.length} internal`,
+        ),
+      );
     }
     stateEls.set(id, g);
     if (node.compound) {
@@ -245,28 +342,49 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     const o = origin.get(container) ?? { x: 0, y: 0 };
     const info = chartEdges.get(edge.id);
     const back = info !== undefined && isBackEdge(info, order);
-    const g = s('g', { class: info === undefined ? 'edge initial-edge' : 'edge', 'data-edge': edge.id });
+    const g = s('g', {
+      class: info === undefined ? 'edge initial-edge' : 'edge',
+      'data-edge': edge.id,
+    });
     const all: { x: number; y: number }[] = [];
     for (const section of edge.sections ?? []) {
-      const points = [section.startPoint, ...(section.bendPoints ?? []), section.endPoint].map((p) => ({ x: p.x + o.x, y: p.y + o.y }));
+      const points = [section.startPoint, ...(section.bendPoints ?? []), section.endPoint].map(
+        (p) => ({ x: p.x + o.x, y: p.y + o.y }),
+      );
       if (back) points.reverse();
       all.push(...points);
-      const d = points.map((p, i) => `${i === 0 ? 'M' : 'L'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`).join(' ');
+      const d = points
+        .map((p, i) => `${i === 0 ? 'M' : 'L'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`)
+        .join(' ');
       if (info !== undefined) g.append(s('path', { d, class: 'hit' }));
       g.append(s('path', { d, class: 'line', 'marker-end': `url(#arrow-${chart.machine})` }));
     }
     edgeLayer.append(g);
     if (info === undefined) continue;
-    g.prepend(s('title', {}, info.events.map((e) => `${e.event}${e.guard === null ? '' : ` [${e.guard}]`}`).join('\n')));
+    g.prepend(
+      s(
+        'title',
+        {},
+        info.events.map((e) => `${e.event}${e.guard === null ? '' : ` [${e.guard}]`}`).join('\n'),
+      ),
+    );
     const lines = edgeLines(info);
     // Only the lit and the hovered transitions show their label, so labels avoid states only.
     const ends = [boxes.get(info.target), boxes.get(info.source)].filter((b) => b !== undefined);
-    const box = placeLabel(all, Math.ceil(Math.max(...lines.map((l) => textWidth(l, labelFont)))) + 8, lines.length * labelLineHeight + 4, obstacles, ends);
+    const box = placeLabel(
+      all,
+      Math.ceil(Math.max(...lines.map((l) => textWidth(l, labelFont)))) + 8,
+      lines.length * labelLineHeight + 4,
+      obstacles,
+      ends,
+    );
     const label = edgeLabel(lines, box);
     label.setAttribute('data-edge', edge.id);
     labelLayer.append(label);
     edgeEls.set(edge.id, [g, label]);
-    const hover = (on: boolean) => () => { for (const el of [g, label]) el.classList.toggle('hover', on); };
+    const hover = (on: boolean) => () => {
+      for (const el of [g, label]) el.classList.toggle('hover', on);
+    };
     g.addEventListener('mouseenter', hover(true));
     g.addEventListener('mouseleave', hover(false));
   }
@@ -274,7 +392,8 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
 
   const idOf = (value: string) => `${chart.root}.${value}`;
   const setMarker = (el: SVGGElement, lit: boolean) => {
-    for (const p of Array.from(el.querySelectorAll('path.line'))) p.setAttribute('marker-end', `url(#arrow-${chart.machine}${lit ? '-lit' : ''})`);
+    for (const p of Array.from(el.querySelectorAll('path.line')))
+      p.setAttribute('marker-end', `url(#arrow-${chart.machine}${lit ? '-lit' : ''})`);
   };
   const mark = (id: string, cls: 'lit' | 'next') => {
     const els = edgeEls.get(id) ?? [];
@@ -289,8 +408,15 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     next(state) {
       const id = idOf(state);
       const from = new Set([id, ...ancestors(chart, id)]);
-      return chart.edges.filter((e) => from.has(e.source)).flatMap((e) =>
-        e.events.map((ev) => ({ event: ev.event, guard: ev.guard, target: e.target.slice(chart.root.length + 1) })));
+      return chart.edges
+        .filter((e) => from.has(e.source))
+        .flatMap((e) =>
+          e.events.map((ev) => ({
+            event: ev.event,
+            guard: ev.guard,
+            target: e.target.slice(chart.root.length + 1),
+          })),
+        );
     },
     highlight(state, last) {
       for (const el of stateEls.values()) el.classList.remove('current', 'active');
@@ -316,7 +442,9 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
         // The most specific edge whose ends contain the two states.
         const edge = chart.edges
           .filter((e) => fromUp.has(e.source) && toUp.has(e.target))
-          .sort((a, b) => b.source.length + b.target.length - (a.source.length + a.target.length))[0];
+          .sort(
+            (a, b) => b.source.length + b.target.length - (a.source.length + a.target.length),
+          )[0];
         if (edge !== undefined) mark(edge.id, 'lit');
       }
     },

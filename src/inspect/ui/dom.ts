@@ -17,7 +17,11 @@ function apply(el: Element, attrs: Attrs, children: Child[]): void {
 }
 
 /** An HTML element: h('div', {class: 'x', onclick: f}, 'text', child). */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Attrs = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   apply(el, attrs, children);
   return el;
@@ -26,7 +30,11 @@ export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Attrs = 
 const svgNs = 'http://www.w3.org/2000/svg';
 
 /** An SVG element. */
-export function s<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Attrs = {}, ...children: Child[]): SVGElementTagNameMap[K] {
+export function s<K extends keyof SVGElementTagNameMap>(
+  tag: K,
+  attrs: Attrs = {},
+  ...children: Child[]
+): SVGElementTagNameMap[K] {
   const el = document.createElementNS(svgNs, tag);
   apply(el, attrs, children);
   return el;
@@ -42,7 +50,8 @@ export class ApiError extends Error {}
 export async function getJson<T>(path: string): Promise<T> {
   const res = await fetch(path, { headers: { accept: 'application/json' } });
   const body = (await res.json()) as T | { error: string };
-  if (!res.ok) throw new ApiError((body as { error: string }).error ?? `${res.status} ${res.statusText}`);
+  if (!res.ok)
+    throw new ApiError((body as { error: string }).error ?? `${res.status} ${res.statusText}`);
   return body as T;
 }
 

@@ -5,7 +5,15 @@
  * the JSON API only, follows the log through Server-Sent Events, and writes nothing.
  */
 import type {
-  CauseStep, Chart, EventSummary, HeadUpdate, Meta, PairKind, PairRow, Transition, WorldPayload,
+  CauseStep,
+  Chart,
+  EventSummary,
+  HeadUpdate,
+  Meta,
+  PairKind,
+  PairRow,
+  Transition,
+  WorldPayload,
 } from '../protocol.js';
 import { type DrawnChart, layoutChart } from './chart.js';
 import { clear, formatTime, getJson, h, stateTone } from './dom.js';
@@ -49,10 +57,22 @@ const ui = {
   pairHead: h('div', { class: 'pair-head' }),
   chart: h('div', { class: 'chart-box', 'data-testid': 'chart' }),
   details: h('div', { class: 'details' }),
-  range: h('input', { type: 'range', min: 0, max: 0, value: 0, step: 1, 'aria-label': 'moment (seq)', 'data-testid': 'scrubber' }),
+  range: h('input', {
+    type: 'range',
+    min: 0,
+    max: 0,
+    value: 0,
+    step: 1,
+    'aria-label': 'moment (seq)',
+    'data-testid': 'scrubber',
+  }),
   marks: h('div', { class: 'marks' }),
   moment: h('span', { class: 'moment', 'data-testid': 'moment' }),
-  liveButton: h('button', { class: 'live', type: 'button', title: 'follow the log as it grows' }, 'live'),
+  liveButton: h(
+    'button',
+    { class: 'live', type: 'button', title: 'follow the log as it grows' },
+    'live',
+  ),
   events: h('div', { class: 'events', 'data-testid': 'events' }),
   event: h('div', { class: 'event-detail', 'data-testid': 'event-detail' }),
   problem: h('div', { class: 'problem', hidden: true }),
@@ -60,14 +80,24 @@ const ui = {
 
 function filterInput(key: 'volume' | 'pod' | 'node', placeholder: string): HTMLInputElement {
   return h('input', {
-    type: 'search', placeholder, 'aria-label': `filter by ${key}`, 'data-testid': `filter-${key}`,
-    oninput: (e: Event) => { app.filters[key] = (e.target as HTMLInputElement).value.trim(); renderList(); },
+    type: 'search',
+    placeholder,
+    'aria-label': `filter by ${key}`,
+    'data-testid': `filter-${key}`,
+    oninput: (e: Event) => {
+      app.filters[key] = (e.target as HTMLInputElement).value.trim();
+      renderList();
+    },
   });
 }
 
 const stateSelect = h('select', {
-  'aria-label': 'filter by state', 'data-testid': 'filter-state',
-  onchange: (e: Event) => { app.filters.state = (e.target as HTMLSelectElement).value; renderList(); },
+  'aria-label': 'filter by state',
+  'data-testid': 'filter-state',
+  onchange: (e: Event) => {
+    app.filters.state = (e.target as HTMLSelectElement).value;
+    renderList();
+  },
 });
 
 function step(delta: number) {
@@ -75,30 +105,68 @@ function step(delta: number) {
 }
 
 document.body.append(
-  h('header', {},
+  h(
+    'header',
+    {},
     h('span', { class: 'brand' }, h('span', { class: 'logo' }), 'vole inspector'),
-    ui.file, ui.node, h('span', { class: 'spacer' }), ui.headInfo, ui.status),
+    ui.file,
+    ui.node,
+    h('span', { class: 'spacer' }),
+    ui.headInfo,
+    ui.status,
+  ),
   ui.problem,
-  h('main', {},
-    h('aside', { class: 'left' },
-      h('div', { class: 'filters' },
-        filterInput('volume', 'volume'), filterInput('pod', 'pod'), filterInput('node', 'node'),
+  h(
+    'main',
+    {},
+    h(
+      'aside',
+      { class: 'left' },
+      h(
+        'div',
+        { class: 'filters' },
+        filterInput('volume', 'volume'),
+        filterInput('pod', 'pod'),
+        filterInput('node', 'node'),
         stateSelect,
-        h('label', { class: 'check' },
-          h('input', { type: 'checkbox', 'data-testid': 'filter-problems', onchange: (e: Event) => { app.filters.problems = (e.target as HTMLInputElement).checked; renderList(); } }),
-          'uncertain or failing only')),
+        h(
+          'label',
+          { class: 'check' },
+          h('input', {
+            type: 'checkbox',
+            'data-testid': 'filter-problems',
+            onchange: (e: Event) => {
+              app.filters.problems = (e.target as HTMLInputElement).checked;
+              renderList();
+            },
+          }),
+          'uncertain or failing only',
+        ),
+      ),
       ui.counts,
-      ui.list),
-    h('section', { class: 'right' }, ui.pairHead, ui.chart, ui.details)),
-  h('footer', {},
-    h('div', { class: 'scrub' },
-      h('button', { type: 'button', title: 'first event', onclick: () => moveTo(app.meta?.firstSeq ?? 0) }, '|◀'),
+      ui.list,
+    ),
+    h('section', { class: 'right' }, ui.pairHead, ui.chart, ui.details),
+  ),
+  h(
+    'footer',
+    {},
+    h(
+      'div',
+      { class: 'scrub' },
+      h(
+        'button',
+        { type: 'button', title: 'first event', onclick: () => moveTo(app.meta?.firstSeq ?? 0) },
+        '|◀',
+      ),
       h('button', { type: 'button', title: 'previous event', onclick: () => step(-1) }, '◀'),
       h('div', { class: 'track' }, ui.range, ui.marks),
       h('button', { type: 'button', title: 'next event', onclick: () => step(1) }, '▶'),
       ui.liveButton,
-      ui.moment),
-    h('div', { class: 'lower' }, ui.events, ui.event)),
+      ui.moment,
+    ),
+    h('div', { class: 'lower' }, ui.events, ui.event),
+  ),
 );
 
 ui.liveButton.addEventListener('click', () => {
@@ -205,10 +273,22 @@ function scheduleHistoryRefresh() {
 
 function connect() {
   const source = new EventSource('/api/stream');
-  source.addEventListener('open', () => { app.connected = true; renderStatus(); });
-  source.addEventListener('error', () => { app.connected = false; renderStatus(); });
-  source.addEventListener('problem', (e) => showProblem(`reading the log: ${JSON.parse((e as MessageEvent<string>).data).message as string}`));
-  source.addEventListener('head', (e) => onHead(JSON.parse((e as MessageEvent<string>).data) as HeadUpdate));
+  source.addEventListener('open', () => {
+    app.connected = true;
+    renderStatus();
+  });
+  source.addEventListener('error', () => {
+    app.connected = false;
+    renderStatus();
+  });
+  source.addEventListener('problem', (e) =>
+    showProblem(
+      `reading the log: ${JSON.parse((e as MessageEvent<string>).data).message as string}`,
+    ),
+  );
+  source.addEventListener('head', (e) =>
+    onHead(JSON.parse((e as MessageEvent<string>).data) as HeadUpdate),
+  );
   source.addEventListener('hello', (e) => {
     const { head } = JSON.parse((e as MessageEvent<string>).data) as { head: number };
     if (head !== app.head) void refreshHead();
@@ -231,13 +311,19 @@ function onHead(update: HeadUpdate) {
   const wasLive = app.live;
   const previousHead = app.head;
   app.head = update.head;
-  app.meta = { ...app.meta, head: update.head, lastTsMs: update.lastTsMs, marks: [...app.meta.marks, ...update.marks] };
+  app.meta = {
+    ...app.meta,
+    head: update.head,
+    lastTsMs: update.lastTsMs,
+    marks: [...app.meta.marks, ...update.marks],
+  };
   ui.range.max = String(app.head);
   renderHeader();
   renderMarks();
   // Extend the event list only when it reached the old head (no gap in the list).
   const last = app.events[app.events.length - 1]?.seq ?? 0;
-  if (last >= previousHead) app.events = [...app.events, ...update.events.filter((e) => e.seq > last)].slice(-400);
+  if (last >= previousHead)
+    app.events = [...app.events, ...update.events.filter((e) => e.seq > last)].slice(-400);
   else if (wasLive) void loadEventsAround(update.head, true);
   if (wasLive) {
     app.at = update.head;
@@ -290,26 +376,34 @@ function renderMarks() {
     const pct = Math.round(((m.seq - meta.firstSeq) / span) * 400) / 4;
     if (buckets.get(pct) !== 'failure') buckets.set(pct, m.tone);
   }
-  clear(ui.marks, ...[...buckets].map(([pct, tone]) => {
-    const mark = h('span', { class: `mark ${tone}` });
-    mark.style.left = `${pct}%`;
-    return mark;
-  }));
+  clear(
+    ui.marks,
+    ...[...buckets].map(([pct, tone]) => {
+      const mark = h('span', { class: `mark ${tone}` });
+      mark.style.left = `${pct}%`;
+      return mark;
+    }),
+  );
 }
 
 function pairLabel(p: PairRow): string {
-  return p.kind === 'attachment' ? `${p.volume} @ ${p.node}` : `${p.volume} × ${p.podName ?? p.pod ?? '?'}`;
+  return p.kind === 'attachment'
+    ? `${p.volume} @ ${p.node}`
+    : `${p.volume} × ${p.podName ?? p.pod ?? '?'}`;
 }
 
 function visiblePairs(): PairRow[] {
   const f = app.filters;
-  const has = (text: string | null, needle: string) => needle === '' || (text ?? '').toLowerCase().includes(needle.toLowerCase());
-  return (app.world?.pairs ?? []).filter((p) =>
-    has(p.volume, f.volume) &&
-    (f.pod === '' || (p.kind === 'mount' && (has(p.pod, f.pod) || has(p.podName, f.pod)))) &&
-    has(p.node, f.node) &&
-    (f.state === '' || p.state === f.state || p.state.startsWith(`${f.state}.`)) &&
-    (!f.problems || p.uncertain || p.failing));
+  const has = (text: string | null, needle: string) =>
+    needle === '' || (text ?? '').toLowerCase().includes(needle.toLowerCase());
+  return (app.world?.pairs ?? []).filter(
+    (p) =>
+      has(p.volume, f.volume) &&
+      (f.pod === '' || (p.kind === 'mount' && (has(p.pod, f.pod) || has(p.podName, f.pod)))) &&
+      has(p.node, f.node) &&
+      (f.state === '' || p.state === f.state || p.state.startsWith(`${f.state}.`)) &&
+      (!f.problems || p.uncertain || p.failing),
+  );
 }
 
 function renderStateOptions() {
@@ -317,8 +411,11 @@ function renderStateOptions() {
   for (const p of app.world?.pairs ?? []) states.add(p.state);
   for (const s of knownStates) states.add(s);
   const current = app.filters.state;
-  clear(stateSelect, h('option', { value: '' }, 'any state'),
-    ...[...states].sort().map((s) => h('option', { value: s, selected: s === current }, s)));
+  clear(
+    stateSelect,
+    h('option', { value: '' }, 'any state'),
+    ...[...states].sort().map((s) => h('option', { value: s, selected: s === current }, s)),
+  );
 }
 
 function renderList() {
@@ -326,31 +423,64 @@ function renderList() {
   const all = app.world?.pairs ?? [];
   const uncertain = all.filter((p) => p.uncertain).length;
   const failing = all.filter((p) => p.failing).length;
-  clear(ui.counts,
-    h('span', {}, `${pairs.length === all.length ? all.length : `${pairs.length} of ${all.length}`} pairs`),
+  clear(
+    ui.counts,
+    h(
+      'span',
+      {},
+      `${pairs.length === all.length ? all.length : `${pairs.length} of ${all.length}`} pairs`,
+    ),
     uncertain > 0 ? h('span', { class: 'badge uncertain' }, `${uncertain} uncertain`) : null,
-    failing > 0 ? h('span', { class: 'badge failing' }, `${failing} failing`) : null);
+    failing > 0 ? h('span', { class: 'badge failing' }, `${failing} failing`) : null,
+  );
   if (all.length === 0) {
-    clear(ui.list, h('li', { class: 'empty' }, app.at === 0 ? 'the log is empty' : 'no pairs at this moment'));
+    clear(
+      ui.list,
+      h('li', { class: 'empty' }, app.at === 0 ? 'the log is empty' : 'no pairs at this moment'),
+    );
     return;
   }
-  clear(ui.list, ...pairs.map((p) => {
-    const tone = stateTone(p.state);
-    const li = h('li', {
-      class: `pair ${p.kind}${p.uncertain ? ' is-uncertain' : ''}${p.failing ? ' is-failing' : ''}${p.present ? '' : ' gone'}${p.id === app.selectedPair ? ' selected' : ''}`,
-      'data-pair': p.id, tabindex: 0, role: 'button',
-      onclick: () => void selectPair(p.id),
-      onkeydown: (e: Event) => { if ((e as KeyboardEvent).key === 'Enter') void selectPair(p.id); },
-    },
-    h('span', { class: 'kind', title: p.kind }, p.kind === 'attachment' ? 'A' : 'M'),
-    h('span', { class: 'names' },
-      h('span', { class: 'volume' }, p.volume),
-      h('span', { class: 'sub' }, p.kind === 'attachment' ? `node ${p.node}` : `pod ${p.podName ?? p.pod}${p.outerVolumeSpecName === '' ? '' : ` · ${p.outerVolumeSpecName}`}`)),
-    h('span', { class: 'right-col' },
-      h('span', { class: `state-badge ${tone}`, 'data-testid': 'pair-state' }, p.state),
-      p.failing ? h('span', { class: 'flag failing', title: p.lastError ?? 'backoff' }, 'failing') : null));
-    return li;
-  }));
+  clear(
+    ui.list,
+    ...pairs.map((p) => {
+      const tone = stateTone(p.state);
+      const li = h(
+        'li',
+        {
+          class: `pair ${p.kind}${p.uncertain ? ' is-uncertain' : ''}${p.failing ? ' is-failing' : ''}${p.present ? '' : ' gone'}${p.id === app.selectedPair ? ' selected' : ''}`,
+          'data-pair': p.id,
+          tabindex: 0,
+          role: 'button',
+          onclick: () => void selectPair(p.id),
+          onkeydown: (e: Event) => {
+            if ((e as KeyboardEvent).key === 'Enter') void selectPair(p.id);
+          },
+        },
+        h('span', { class: 'kind', title: p.kind }, p.kind === 'attachment' ? 'A' : 'M'),
+        h(
+          'span',
+          { class: 'names' },
+          h('span', { class: 'volume' }, p.volume),
+          h(
+            'span',
+            { class: 'sub' },
+            p.kind === 'attachment'
+              ? `node ${p.node}`
+              : `pod ${p.podName ?? p.pod}${p.outerVolumeSpecName === '' ? '' : ` · ${p.outerVolumeSpecName}`}`,
+          ),
+        ),
+        h(
+          'span',
+          { class: 'right-col' },
+          h('span', { class: `state-badge ${tone}`, 'data-testid': 'pair-state' }, p.state),
+          p.failing
+            ? h('span', { class: 'flag failing', title: p.lastError ?? 'backoff' }, 'failing')
+            : null,
+        ),
+      );
+      return li;
+    }),
+  );
 }
 
 function renderWorld() {
@@ -361,7 +491,16 @@ function renderWorld() {
 }
 
 function field(name: string, value: Node | string | number | null | undefined) {
-  return [h('dt', {}, name), h('dd', {}, value === null || value === undefined || value === '' ? h('span', { class: 'muted' }, '—') : value)];
+  return [
+    h('dt', {}, name),
+    h(
+      'dd',
+      {},
+      value === null || value === undefined || value === ''
+        ? h('span', { class: 'muted' }, '—')
+        : value,
+    ),
+  ];
 }
 
 let chartToken = 0;
@@ -381,106 +520,297 @@ async function drawChart(kind: PairKind): Promise<DrawnChart> {
 function renderPair() {
   const pair = app.world?.pairs.find((p) => p.id === app.selectedPair);
   if (app.selectedPair === null || pair === undefined) {
-    clear(ui.pairHead, h('h2', { class: 'muted' }, app.selectedPair === null ? 'Select a pair' : 'This pair does not exist yet at this moment'));
-    clear(ui.chart, h('p', { class: 'hint' }, 'Pick an attachment (volume × node) or a mount (volume × pod) on the left to see its statechart, its state at the chosen moment, and its history.'));
+    clear(
+      ui.pairHead,
+      h(
+        'h2',
+        { class: 'muted' },
+        app.selectedPair === null ? 'Select a pair' : 'This pair does not exist yet at this moment',
+      ),
+    );
+    clear(
+      ui.chart,
+      h(
+        'p',
+        { class: 'hint' },
+        'Pick an attachment (volume × node) or a mount (volume × pod) on the left to see its statechart, its state at the chosen moment, and its history.',
+      ),
+    );
     clear(ui.details);
     return;
   }
-  clear(ui.pairHead,
+  clear(
+    ui.pairHead,
     h('span', { class: `kind big ${pair.kind}` }, pair.kind),
     h('h2', {}, pairLabel(pair)),
-    h('span', { class: `state-badge ${stateTone(pair.state)}`, 'data-testid': 'selected-state' }, pair.state),
+    h(
+      'span',
+      { class: `state-badge ${stateTone(pair.state)}`, 'data-testid': 'selected-state' },
+      pair.state,
+    ),
     pair.uncertain ? h('span', { class: 'flag uncertain' }, 'uncertain: may exist') : null,
-    pair.failing ? h('span', { class: 'flag failing' }, 'failing') : null);
+    pair.failing ? h('span', { class: 'flag failing' }, 'failing') : null,
+  );
 
   // The statechart, current state lit.
   const token = ++chartToken;
-  const lastTransition = [...app.history].reverse().find((t) => t.seq <= app.at && app.historyFor === pair.id);
+  const lastTransition = [...app.history]
+    .reverse()
+    .find((t) => t.seq <= app.at && app.historyFor === pair.id);
   const nextEl = h('span', { class: 'muted' }, '…');
-  void drawChart(pair.kind).then((drawn) => {
-    if (token !== chartToken) return;
-    drawn.highlight(pair.state, lastTransition === undefined ? null : { from: lastTransition.from, to: lastTransition.to });
-    if (ui.chart.firstChild !== drawn.svg) clear(ui.chart, drawn.svg);
-    // Each event once, with the states it may lead to (guards in the tooltip).
-    const byEvent = new Map<string, { targets: Set<string>; guards: string[] }>();
-    for (const t of drawn.next(pair.state)) {
-      const entry = byEvent.get(t.event) ?? { targets: new Set(), guards: [] };
-      entry.targets.add(t.target);
-      entry.guards.push(`${t.guard ?? 'otherwise'} → ${t.target}`);
-      byEvent.set(t.event, entry);
-    }
-    nextEl.replaceWith(byEvent.size === 0 ? h('span', { class: 'muted' }, 'nothing') : h('ul', { class: 'next', 'data-testid': 'next' }, ...[...byEvent].map(([event, { targets, guards }]) =>
-      h('li', { title: guards.join('\n') }, h('span', { class: 'event' }, event), '→',
-        ...[...targets].map((target) => h('span', { class: `state-badge small ${stateTone(target)}` }, target.split('.').pop() ?? target))))));
-    renderStateOptions();
-  }, (error: unknown) => clear(ui.chart, h('p', { class: 'error' }, `statechart: ${(error as Error).message}`)));
+  void drawChart(pair.kind).then(
+    (drawn) => {
+      if (token !== chartToken) return;
+      drawn.highlight(
+        pair.state,
+        lastTransition === undefined ? null : { from: lastTransition.from, to: lastTransition.to },
+      );
+      if (ui.chart.firstChild !== drawn.svg) clear(ui.chart, drawn.svg);
+      // Each event once, with the states it may lead to (guards in the tooltip).
+      const byEvent = new Map<string, { targets: Set<string>; guards: string[] }>();
+      for (const t of drawn.next(pair.state)) {
+        const entry = byEvent.get(t.event) ?? { targets: new Set(), guards: [] };
+        entry.targets.add(t.target);
+        entry.guards.push(`${t.guard ?? 'otherwise'} → ${t.target}`);
+        byEvent.set(t.event, entry);
+      }
+      nextEl.replaceWith(
+        byEvent.size === 0
+          ? h('span', { class: 'muted' }, 'nothing')
+          : h(
+              'ul',
+              { class: 'next', 'data-testid': 'next' },
+              ...[...byEvent].map(([event, { targets, guards }]) =>
+                h(
+                  'li',
+                  { title: guards.join('\n') },
+                  h('span', { class: 'event' }, event),
+                  '→',
+                  ...[...targets].map((target) =>
+                    h(
+                      'span',
+                      { class: `state-badge small ${stateTone(target)}` },
+                      target.split('.').pop() ?? target,
+                    ),
+                  ),
+                ),
+              ),
+            ),
+      );
+      renderStateOptions();
+    },
+    (error: unknown) =>
+      clear(ui.chart, h('p', { class: 'error' }, `statechart: ${(error as Error).message}`)),
+  );
 
-  const context = pair.kind === 'attachment'
-    ? [...field('devicePath', pair.devicePath), ...field('deviceMountPath', pair.deviceMountPath)]
-    : [...field('pod', `${pair.podName ?? ''} (${pair.pod ?? ''})`), ...field('outer volume name', pair.outerVolumeSpecName), ...field('remount required', pair.remountRequired ? 'yes' : 'no')];
-  const ops = pair.operations.length === 0 ? 'none' : h('ul', { class: 'plain' }, ...pair.operations.map((o) =>
-    h('li', {}, h('a', { href: '#', onclick: (e: Event) => { e.preventDefault(); void selectEvent(o.startedSeq); } }, o.opId), ` ${o.op}${o.call === null ? '' : ` — in ${o.call}`}`)));
-  const backoffs = pair.backoffs.length === 0 ? 'none' : h('ul', { class: 'plain' }, ...pair.backoffs.map((b) =>
-    h('li', {}, `${b.op}: retry at ${formatTime(b.retryAtMs, app.meta?.firstTsMs ?? 0)} (${b.durationMs} ms)`, b.lastError === null ? null : h('div', { class: 'error' }, b.lastError))));
+  const context =
+    pair.kind === 'attachment'
+      ? [...field('devicePath', pair.devicePath), ...field('deviceMountPath', pair.deviceMountPath)]
+      : [
+          ...field('pod', `${pair.podName ?? ''} (${pair.pod ?? ''})`),
+          ...field('outer volume name', pair.outerVolumeSpecName),
+          ...field('remount required', pair.remountRequired ? 'yes' : 'no'),
+        ];
+  const ops =
+    pair.operations.length === 0
+      ? 'none'
+      : h(
+          'ul',
+          { class: 'plain' },
+          ...pair.operations.map((o) =>
+            h(
+              'li',
+              {},
+              h(
+                'a',
+                {
+                  href: '#',
+                  onclick: (e: Event) => {
+                    e.preventDefault();
+                    void selectEvent(o.startedSeq);
+                  },
+                },
+                o.opId,
+              ),
+              ` ${o.op}${o.call === null ? '' : ` — in ${o.call}`}`,
+            ),
+          ),
+        );
+  const backoffs =
+    pair.backoffs.length === 0
+      ? 'none'
+      : h(
+          'ul',
+          { class: 'plain' },
+          ...pair.backoffs.map((b) =>
+            h(
+              'li',
+              {},
+              `${b.op}: retry at ${formatTime(b.retryAtMs, app.meta?.firstTsMs ?? 0)} (${b.durationMs} ms)`,
+              b.lastError === null ? null : h('div', { class: 'error' }, b.lastError),
+            ),
+          ),
+        );
 
   const transitions = app.historyFor === pair.id ? app.history : [];
-  const list = h('ol', { class: 'transitions', 'data-testid': 'transitions' }, ...transitions.map((t) => {
-    const li = h('li', { class: `${t.seq > app.at ? 'future' : ''}${t === lastTransition ? ' current' : ''}` },
-      h('a', { href: '#', class: 'seq', onclick: (e: Event) => { e.preventDefault(); void selectEvent(t.seq); } }, `#${t.seq}`),
-      h('span', { class: 'tr' }, h('span', { class: `state-badge small ${stateTone(t.from)}` }, t.from), ' → ', h('span', { class: `state-badge small ${stateTone(t.to)}` }, t.to)),
-      h('span', { class: 'because' }, t.because));
-    return li;
-  }));
-  clear(ui.details,
-    h('div', { class: 'card' }, h('h3', {}, 'Now'),
-      h('dl', {}, ...field('state', pair.state), ...context, ...field('operations', ops), ...field('backoff', backoffs),
-        ...field('first seen', `seq ${pair.firstSeq}`), ...field('may take', nextEl))),
-    h('div', { class: 'card grow' }, h('h3', {}, `Transitions${transitions.length === 0 ? '' : ` (${transitions.length})`}`),
-      transitions.length === 0 ? h('p', { class: 'muted' }, app.historyFor === pair.id ? 'none yet' : 'loading…') : list));
+  const list = h(
+    'ol',
+    { class: 'transitions', 'data-testid': 'transitions' },
+    ...transitions.map((t) => {
+      const li = h(
+        'li',
+        { class: `${t.seq > app.at ? 'future' : ''}${t === lastTransition ? ' current' : ''}` },
+        h(
+          'a',
+          {
+            href: '#',
+            class: 'seq',
+            onclick: (e: Event) => {
+              e.preventDefault();
+              void selectEvent(t.seq);
+            },
+          },
+          `#${t.seq}`,
+        ),
+        h(
+          'span',
+          { class: 'tr' },
+          h('span', { class: `state-badge small ${stateTone(t.from)}` }, t.from),
+          ' → ',
+          h('span', { class: `state-badge small ${stateTone(t.to)}` }, t.to),
+        ),
+        h('span', { class: 'because' }, t.because),
+      );
+      return li;
+    }),
+  );
+  clear(
+    ui.details,
+    h(
+      'div',
+      { class: 'card' },
+      h('h3', {}, 'Now'),
+      h(
+        'dl',
+        {},
+        ...field('state', pair.state),
+        ...context,
+        ...field('operations', ops),
+        ...field('backoff', backoffs),
+        ...field('first seen', `seq ${pair.firstSeq}`),
+        ...field('may take', nextEl),
+      ),
+    ),
+    h(
+      'div',
+      { class: 'card grow' },
+      h('h3', {}, `Transitions${transitions.length === 0 ? '' : ` (${transitions.length})`}`),
+      transitions.length === 0
+        ? h('p', { class: 'muted' }, app.historyFor === pair.id ? 'none yet' : 'loading…')
+        : list,
+    ),
+  );
   list.querySelector('.current')?.scrollIntoView({ block: 'nearest' });
 }
 
 function renderEvents() {
   const meta = app.meta;
-  clear(ui.events, h('table', {},
-    h('tbody', {}, ...app.events.map((e) => h('tr', {
-      class: `tone-${e.tone}${e.seq === app.at ? ' at' : ''}${e.seq > app.at ? ' future' : ''}${e.seq === app.selectedEvent ? ' selected' : ''}`,
-      'data-seq': e.seq,
-      onclick: () => void selectEvent(e.seq),
-    },
-    h('td', { class: 'seq' }, `#${e.seq}`),
-    h('td', { class: 'time' }, formatTime(e.tsMs, meta?.firstTsMs ?? 0)),
-    h('td', { class: 'type' }, e.type),
-    h('td', { class: 'what' }, e.what))))));
+  clear(
+    ui.events,
+    h(
+      'table',
+      {},
+      h(
+        'tbody',
+        {},
+        ...app.events.map((e) =>
+          h(
+            'tr',
+            {
+              class: `tone-${e.tone}${e.seq === app.at ? ' at' : ''}${e.seq > app.at ? ' future' : ''}${e.seq === app.selectedEvent ? ' selected' : ''}`,
+              'data-seq': e.seq,
+              onclick: () => void selectEvent(e.seq),
+            },
+            h('td', { class: 'seq' }, `#${e.seq}`),
+            h('td', { class: 'time' }, formatTime(e.tsMs, meta?.firstTsMs ?? 0)),
+            h('td', { class: 'type' }, e.type),
+            h('td', { class: 'what' }, e.what),
+          ),
+        ),
+      ),
+    ),
+  );
   const row = ui.events.querySelector('tr.at');
   if (row !== null) {
     const box = ui.events.getBoundingClientRect();
     const r = row.getBoundingClientRect();
-    if (r.top < box.top || r.bottom > box.bottom) ui.events.scrollTop += r.top - box.top - box.height / 2;
+    if (r.top < box.top || r.bottom > box.bottom)
+      ui.events.scrollTop += r.top - box.top - box.height / 2;
   }
 }
 
 function renderEvent(event: Record<string, unknown>, chain: CauseStep[]) {
   const { seq, tsMs, type, ...payload } = event;
-  clear(ui.event,
-    h('h3', {}, `#${String(seq)} ${String(type)}`, h('span', { class: 'muted' }, `  ${formatTime(Number(tsMs), app.meta?.firstTsMs ?? 0, true)}`)),
-    h('div', { class: 'causes', 'data-testid': 'causes' },
+  clear(
+    ui.event,
+    h(
+      'h3',
+      {},
+      `#${String(seq)} ${String(type)}`,
+      h(
+        'span',
+        { class: 'muted' },
+        `  ${formatTime(Number(tsMs), app.meta?.firstTsMs ?? 0, true)}`,
+      ),
+    ),
+    h(
+      'div',
+      { class: 'causes', 'data-testid': 'causes' },
       h('h4', {}, 'Chain of causes'),
-      h('ol', {}, ...chain.map((stepItem, i) => h('li', {},
-        i === 0
-          ? h('strong', {}, `#${stepItem.seq}`)
-          : h('a', { href: '#', 'data-cause': stepItem.seq, onclick: (e: Event) => { e.preventDefault(); void selectEvent(stepItem.seq); } }, `#${stepItem.seq}`),
-        ` ${stepItem.what}`,
-        stepItem.link === null ? null : h('span', { class: 'link' }, `; ${stepItem.link}`))))),
+      h(
+        'ol',
+        {},
+        ...chain.map((stepItem, i) =>
+          h(
+            'li',
+            {},
+            i === 0
+              ? h('strong', {}, `#${stepItem.seq}`)
+              : h(
+                  'a',
+                  {
+                    href: '#',
+                    'data-cause': stepItem.seq,
+                    onclick: (e: Event) => {
+                      e.preventDefault();
+                      void selectEvent(stepItem.seq);
+                    },
+                  },
+                  `#${stepItem.seq}`,
+                ),
+            ` ${stepItem.what}`,
+            stepItem.link === null ? null : h('span', { class: 'link' }, `; ${stepItem.link}`),
+          ),
+        ),
+      ),
+    ),
     h('h4', {}, 'Payload'),
-    h('pre', { class: 'payload' }, JSON.stringify(payload, null, 2)));
+    h('pre', { class: 'payload' }, JSON.stringify(payload, null, 2)),
+  );
 }
 
 // ---------------------------------------------------------------- start
 
 async function start() {
   renderPair();
-  clear(ui.event, h('p', { class: 'hint' }, 'Click an event to see its payload and the chain of causes that led to it.'));
+  clear(
+    ui.event,
+    h(
+      'p',
+      { class: 'hint' },
+      'Click an event to see its payload and the chain of causes that led to it.',
+    ),
+  );
   try {
     const meta = await getJson<Meta>('/api/meta');
     app.meta = meta;

@@ -27,21 +27,34 @@ export async function makeVolumeDir(root: string, dir: string, mode = 0o750): Pr
  * Unmounts the pod's volume directory and removes it. Never removes a directory that still
  * has a mount below it (a user's `rm -rf` of a pod dir has wiped mounted data before).
  */
-export async function removeVolumeDir(root: string, dir: string, opts: { recursive: boolean }): Promise<void> {
+export async function removeVolumeDir(
+  root: string,
+  dir: string,
+  opts: { recursive: boolean },
+): Promise<void> {
   assertInside(root, dir);
   await ensureUnmounted(dir);
   const below = mountsUnder(await readMountTable(), dir);
   if (below.length > 0) {
-    throw new HostError('uncertain', `${dir} still has mounts below it (${below.map((m) => m.mountPoint).join(', ')}); not removing it`);
+    throw new HostError(
+      'uncertain',
+      `${dir} still has mounts below it (${below.map((m) => m.mountPoint).join(', ')}); not removing it`,
+    );
   }
   const exists = await lstat(dir).catch(() => undefined);
   if (exists === undefined) return pruneEmptyParents(root, dir);
   if (opts.recursive) await rm(dir, { recursive: true, force: true });
-  else if (!exists.isDirectory()) await unlink(dir); // the bind target of a file hostPath
-  else await rmdir(dir).catch(async (error: NodeJS.ErrnoException) => {
-    if (error.code === 'ENOTEMPTY') throw new HostError('uncertain', `${dir} is not empty after unmounting; left in place for inspection`);
-    throw error;
-  });
+  else if (!exists.isDirectory())
+    await unlink(dir); // the bind target of a file hostPath
+  else
+    await rmdir(dir).catch(async (error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOTEMPTY')
+        throw new HostError(
+          'uncertain',
+          `${dir} is not empty after unmounting; left in place for inspection`,
+        );
+      throw error;
+    });
   await pruneEmptyParents(root, dir);
 }
 
@@ -51,7 +64,11 @@ export async function removeVolumeDir(root: string, dir: string, opts: { recursi
  */
 export async function pruneEmptyParents(root: string, dir: string): Promise<void> {
   const stops = new Set([join(root, 'pods'), join(root, 'plugins'), root]);
-  for (let parent = dirname(dir); !stops.has(parent) && parent.startsWith(root); parent = dirname(parent)) {
+  for (
+    let parent = dirname(dir);
+    !stops.has(parent) && parent.startsWith(root);
+    parent = dirname(parent)
+  ) {
     try {
       await rmdir(parent);
     } catch {
@@ -73,7 +90,8 @@ export async function applyFsGroup(dir: string, fsGroup: number | null): Promise
   if (fsGroup === null) return;
   let count = 0;
   const walk = async (path: string): Promise<void> => {
-    if (++count > fsGroupFilesMax) throw new HostError('final', `fsGroup: more than ${fsGroupFilesMax} files under ${dir}`);
+    if (++count > fsGroupFilesMax)
+      throw new HostError('final', `fsGroup: more than ${fsGroupFilesMax} files under ${dir}`);
     const st = await lstat(path);
     if (st.isSymbolicLink()) return;
     await chown(path, st.uid, fsGroup);

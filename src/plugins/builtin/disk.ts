@@ -19,16 +19,31 @@ import { ensureImage, formatAndMount, type FsType, fsSizeBytes, resizeFs } from 
 import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from '../../host/loop.js';
 import { mountRefs, readMountTable } from '../../host/mountinfo.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
-import { diskImagePath, globalMapPath, pluginGlobalMountPath, podVolumeDevicePath } from '../../host/paths.js';
+import {
+  diskImagePath,
+  globalMapPath,
+  pluginGlobalMountPath,
+  podVolumeDevicePath,
+} from '../../host/paths.js';
 import type { ResolvedVolume } from '../../world/types.js';
 import { type BlockMapperOps, caps, type VolumePlugin } from '../types.js';
-import { applyFsGroup, type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
+import {
+  applyFsGroup,
+  type BuiltinOptions,
+  makeVolumeDir,
+  present,
+  removeVolumeDir,
+  volumeDir,
+} from './common.js';
 
 export const diskDriver = 'disk.vole.dev';
 
 function handle(spec: ResolvedVolume): string {
   if (spec.source.kind !== 'csi' || spec.source.volumeHandle === '') {
-    throw new HostError('final', `${diskDriver}: volume ${spec.volume} has no csi.volumeHandle; set one (it names the disk image)`);
+    throw new HostError(
+      'final',
+      `${diskDriver}: volume ${spec.volume} has no csi.volumeHandle; set one (it names the disk image)`,
+    );
   }
   return spec.source.volumeHandle;
 }
@@ -36,27 +51,44 @@ function handle(spec: ResolvedVolume): string {
 function fsTypeOf(spec: ResolvedVolume): FsType {
   const fsType = spec.source.kind === 'csi' ? spec.source.fsType || 'ext4' : 'ext4';
   if (fsType !== 'ext4' && fsType !== 'xfs') {
-    throw new HostError('final', `${diskDriver}: fsType "${fsType}" is not supported; use ext4 or xfs`);
+    throw new HostError(
+      'final',
+      `${diskDriver}: fsType "${fsType}" is not supported; use ext4 or xfs`,
+    );
   }
   return fsType;
 }
 
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
   const image = (spec: ResolvedVolume) => diskImagePath(opts.root, handle(spec));
-  const globalPath = (spec: ResolvedVolume) => pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
+  const globalPath = (spec: ResolvedVolume) =>
+    pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
   const loopOf = async (spec: ResolvedVolume) => {
     const device = await findLoopForImage(image(spec));
-    if (device === undefined) throw new HostError('transient', `${diskDriver}: ${image(spec)} is not attached to a loop device yet`);
+    if (device === undefined)
+      throw new HostError(
+        'transient',
+        `${diskDriver}: ${image(spec)} is not attached to a loop device yet`,
+      );
     return device;
   };
   return {
     name: diskDriver,
-    caps: caps(diskDriver, { attachable: true, deviceMountable: true, blockMappable: true, nodeExpandable: true, requiresFSResize: true }),
+    caps: caps(diskDriver, {
+      attachable: true,
+      deviceMountable: true,
+      blockMappable: true,
+      nodeExpandable: true,
+      requiresFSResize: true,
+    }),
     blockMapper: blockMapper(opts, loopOf),
     attacher: {
       async attach(spec) {
         if (spec.sizeBytes <= 0) {
-          throw new HostError('final', `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`);
+          throw new HostError(
+            'final',
+            `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
+          );
         }
         await ensureImage(image(spec), spec.sizeBytes);
         return (await attachLoop(image(spec))).device;
@@ -64,7 +96,8 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       waitForAttach: (spec) => loopOf(spec),
       async volumesAreAttached(specs) {
         const result = new Map<string, boolean>();
-        for (const spec of specs) result.set(spec.volume, (await findLoopForImage(image(spec))) !== undefined);
+        for (const spec of specs)
+          result.set(spec.volume, (await findLoopForImage(image(spec))) !== undefined);
         return result;
       },
       async detach(spec) {
@@ -92,8 +125,10 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       async nodeExpand(spec, expandOpts) {
         const { grown } = await ensureImage(image(spec), expandOpts.newSizeBytes);
         const device = await loopOf(spec);
-        if (grown || (await stat(image(spec))).size === expandOpts.newSizeBytes) await resizeLoop(device);
-        if (expandOpts.deviceMountPath !== '') await resizeFs({ device, mountPath: expandOpts.deviceMountPath, fsType: fsTypeOf(spec) });
+        if (grown || (await stat(image(spec))).size === expandOpts.newSizeBytes)
+          await resizeLoop(device);
+        if (expandOpts.deviceMountPath !== '')
+          await resizeFs({ device, mountPath: expandOpts.deviceMountPath, fsType: fsTypeOf(spec) });
         return expandOpts.newSizeBytes;
       },
     },
@@ -104,7 +139,11 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
         const dir = volumeDir(opts.root, spec, target.pod!);
         await makeVolumeDir(opts.root, dir);
         const global = setUpOpts.deviceMountPath || globalPath(spec);
-        if (!(await isMountPoint(global))) throw new HostError('transient', `${diskDriver}: ${global} is not mounted; the device must be mounted first`);
+        if (!(await isMountPoint(global)))
+          throw new HostError(
+            'transient',
+            `${diskDriver}: ${global} is not mounted; the device must be mounted first`,
+          );
         if (!(await isMountPoint(dir))) await bindMount(global, dir, { readOnly: spec.readOnly });
         if (!spec.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
       },
@@ -123,9 +162,14 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
  * path (`<root>/pods/<uid>/volumeDevices/disk.vole.dev/<pv>`), which the pod reads and
  * writes as a raw block device.
  */
-function blockMapper(opts: BuiltinOptions, loopOf: (spec: ResolvedVolume) => Promise<string>): BlockMapperOps {
-  const globalMapPathOf = (spec: ResolvedVolume) => globalMapPath(opts.root, diskDriver, handle(spec));
-  const podPath = (spec: ResolvedVolume, uid: string) => podVolumeDevicePath(opts.root, uid, diskDriver, spec.innerVolumeSpecName);
+function blockMapper(
+  opts: BuiltinOptions,
+  loopOf: (spec: ResolvedVolume) => Promise<string>,
+): BlockMapperOps {
+  const globalMapPathOf = (spec: ResolvedVolume) =>
+    globalMapPath(opts.root, diskDriver, handle(spec));
+  const podPath = (spec: ResolvedVolume, uid: string) =>
+    podVolumeDevicePath(opts.root, uid, diskDriver, spec.innerVolumeSpecName);
   return {
     globalMapPath: globalMapPathOf,
     podDevicePath: podPath,
@@ -157,7 +201,9 @@ function blockMapper(opts: BuiltinOptions, loopOf: (spec: ResolvedVolume) => Pro
       const device = await findLoopForImage(diskImagePath(opts.root, handle(spec)));
       if (device === undefined) return [];
       const root = `/${basename(device)}`;
-      return (await readMountTable()).filter((m) => m.root === root && m.mountPoint.startsWith(join(opts.root, 'pods'))).map((m) => m.mountPoint);
+      return (await readMountTable())
+        .filter((m) => m.root === root && m.mountPoint.startsWith(join(opts.root, 'pods')))
+        .map((m) => m.mountPoint);
     },
   };
 }

@@ -8,13 +8,21 @@ import { HostError } from '../../host/exec.js';
 import { bindMount, isMountPoint } from '../../host/mount.js';
 import { builtinPluginNames } from '../../world/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
-import { type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
+import {
+  type BuiltinOptions,
+  makeVolumeDir,
+  present,
+  removeVolumeDir,
+  volumeDir,
+} from './common.js';
 
 /** Returns whether the host path is a file (so the bind target must be a file too). */
 export async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
-  if (!path.startsWith('/')) throw new HostError('final', `hostPath.path "${path}" must be absolute`);
+  if (!path.startsWith('/'))
+    throw new HostError('final', `hostPath.path "${path}" must be absolute`);
   const st = await stat(path).catch(() => undefined);
-  const fail = (what: string) => new HostError('final', `hostPath type check failed: ${path} ${what}`);
+  const fail = (what: string) =>
+    new HostError('final', `hostPath type check failed: ${path} ${what}`);
   switch (type) {
     case 'DirectoryOrCreate':
       if (st === undefined) await mkdir(path, { recursive: true, mode: 0o755 });
@@ -45,11 +53,17 @@ export async function checkHostPathType(path: string, type: string): Promise<{ i
       if (st === undefined) throw fail('does not exist');
       return { isFile: !st.isDirectory() };
     default:
-      throw new HostError('final', `hostPath type "${type}" is not one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`);
+      throw new HostError(
+        'final',
+        `hostPath type "${type}" is not one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`,
+      );
   }
 }
 
-export function hostPathPlugin(opts: BuiltinOptions, pluginName: string = builtinPluginNames.hostPath): VolumePlugin {
+export function hostPathPlugin(
+  opts: BuiltinOptions,
+  pluginName: string = builtinPluginNames.hostPath,
+): VolumePlugin {
   return {
     name: pluginName,
     caps: caps(pluginName),
@@ -58,19 +72,27 @@ export function hostPathPlugin(opts: BuiltinOptions, pluginName: string = builti
       isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, _setUpOpts, target) {
         const source = spec.source;
-        if (source.kind !== 'hostPath' && source.kind !== 'local') throw new HostError('final', `${pluginName} cannot set up a ${source.kind} volume`);
-        const { isFile } = await checkHostPathType(source.path, source.kind === 'hostPath' ? source.type : 'Directory');
+        if (source.kind !== 'hostPath' && source.kind !== 'local')
+          throw new HostError('final', `${pluginName} cannot set up a ${source.kind} volume`);
+        const { isFile } = await checkHostPathType(
+          source.path,
+          source.kind === 'hostPath' ? source.type : 'Directory',
+        );
         const dir = volumeDir(opts.root, spec, target.pod!);
         if (isFile) {
           await makeVolumeDir(opts.root, dirname(dir));
-          if ((await lstat(dir).catch(() => undefined)) === undefined) await (await open(dir, 'a', 0o644)).close();
+          if ((await lstat(dir).catch(() => undefined)) === undefined)
+            await (await open(dir, 'a', 0o644)).close();
         } else {
           await makeVolumeDir(opts.root, dir);
         }
-        if (!(await isMountPoint(dir))) await bindMount(source.path, dir, { readOnly: spec.readOnly });
+        if (!(await isMountPoint(dir)))
+          await bindMount(source.path, dir, { readOnly: spec.readOnly });
       },
       async tearDown(spec, target) {
-        await removeVolumeDir(opts.root, volumeDir(opts.root, spec, target.pod!), { recursive: false });
+        await removeVolumeDir(opts.root, volumeDir(opts.root, spec, target.pod!), {
+          recursive: false,
+        });
       },
     },
   };
