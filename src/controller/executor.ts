@@ -93,7 +93,7 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
   start(op: ControllerOperation): void {
     assert(
       this.capacity() > 0,
-      `controller executor: more than ${operationsInFlightMax} operations in flight`,
+      () => `controller executor: more than ${operationsInFlightMax} operations in flight`,
     );
     const { host } = this;
     const opId = OpId(`op-${host.world().seq + 1}`);

@@ -121,7 +121,7 @@ function index(
 
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const uid = UniquePodName(pod.metadata.uid ?? '');
-  assert(uid !== '', `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
+  assert(uid !== '', () => `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
   if (previous !== undefined) index(world, uid, previous.references, false);
@@ -204,7 +204,7 @@ function step(
   const existing = world.attachments.get(key);
   assert(
     existing !== undefined || spec !== null,
-    `attachment ${key}: no spec to create it (seq ${world.seq})`,
+    () => `attachment ${key}: no spec to create it (seq ${world.seq})`,
   );
   const record: ControllerAttachment = existing ?? {
     volume,
@@ -219,7 +219,7 @@ function step(
   if (next === undefined) {
     assert(
       observation,
-      `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
+      () => `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
     );
     return;
   }
@@ -263,7 +263,7 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
 
 function runningOf(world: ControllerWorld, opId: string): RunningOp {
   const op = world.running.get(OpId(opId));
-  assert(op !== undefined, `operation ${opId} is not running (seq ${world.seq})`);
+  assert(op !== undefined, () => `operation ${opId} is not running (seq ${world.seq})`);
   return op;
 }
 
@@ -273,7 +273,7 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
   assert(
     verdict.kind === 'run',
-    `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
+    () => `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
   );
   const opId = OpId(event.opId);
   setRecords(
@@ -350,7 +350,7 @@ function complete(
   const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
   assert(
     next !== undefined,
-    `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
+    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
   );
   setRecords(world.ops, op.volume, next);
   world.running.delete(op.opId);
@@ -383,7 +383,7 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
   assert(
     event.seq === world.seq + 1,
-    `event seq ${event.seq} after ${world.seq}: the log has a gap`,
+    () => `event seq ${event.seq} after ${world.seq}: the log has a gap`,
   );
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);

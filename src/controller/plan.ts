@@ -187,7 +187,7 @@ export function planController(
   nowMs: number,
   opts: { volumes?: Iterable<UniqueVolumeName> } = {},
 ): ControllerPlan {
-  assert(Number.isFinite(nowMs) && nowMs >= 0, `plan: bad nowMs ${nowMs}`);
+  assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const volumes = new Set(opts.volumes ?? allControllerVolumes(world));
   const claims = new Claims(world, nowMs);
   const events: NewEvent[] = [];
@@ -204,7 +204,7 @@ export function planController(
       const [x, y] = [claims.operations[i]!, claims.operations[j]!];
       assert(
         !keysConflict(x.key, y.key),
-        `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`,
+        () => `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`,
       );
     }
   }

@@ -250,7 +250,7 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */
 export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
-  assert(Number.isFinite(nowMs) && nowMs >= 0, `plan: bad nowMs ${nowMs}`);
+  assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
   const volumes = sorted.slice(0, planOperationsMax);
   const deferred = sorted.slice(planOperationsMax);

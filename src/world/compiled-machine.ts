@@ -45,38 +45,38 @@ function atomicPath(node: AnyStateNode): string {
   let current = node;
   while (current.type === 'compound') {
     const initialTargets = current.initial.target;
-    assert(initialTargets.length === 1, `${current.id}: exactly one initial child expected`);
+    assert(initialTargets.length === 1, () => `${current.id}: exactly one initial child expected`);
     current = initialTargets[0]!;
   }
-  assert(current.type === 'atomic', `${current.id}: only atomic and compound states supported`);
+  assert(current.type === 'atomic', () => `${current.id}: only atomic and compound states supported`);
   return current.path.join('.');
 }
 
 function resolveGuard(machine: AnyStateMachine, guard: unknown, where: string) {
   if (guard === undefined) return undefined;
-  assert(typeof guard === 'string', `${where}: only named guards are supported`);
+  assert(typeof guard === 'string', () => `${where}: only named guards are supported`);
   const fn = (machine.implementations.guards as Record<string, unknown>)[guard];
-  assert(typeof fn === 'function', `${where}: guard ${guard} has no implementation`);
+  assert(typeof fn === 'function', () => `${where}: guard ${guard} has no implementation`);
   return fn as GuardFn;
 }
 
 function resolveAssignment(machine: AnyStateMachine, action: unknown, where: string): Assignment {
-  assert(typeof action === 'string', `${where}: only named actions are supported`);
+  assert(typeof action === 'string', () => `${where}: only named actions are supported`);
   const impl = (machine.implementations.actions as Record<string, { assignment?: unknown }>)[
     action
   ];
-  assert(impl !== undefined && impl.assignment !== undefined, `${where}: ${action} must be assign`);
+  assert(impl !== undefined && impl.assignment !== undefined, () => `${where}: ${action} must be assign`);
   const assignment = impl.assignment;
   if (typeof assignment === 'function') return assignment as Assignment;
   // An object assignment: each key is a value or a function of { context, event }.
   const entries = Object.entries(assignment as Record<string, unknown>);
-  return (args, params) =>
-    Object.fromEntries(
-      entries.map(([key, value]) => [
-        key,
-        typeof value === 'function' ? (value as Assignment)(args, params) : value,
-      ]),
-    );
+  return (args, params) => {
+    const partial: Record<string, unknown> = {};
+    for (const [key, value] of entries) {
+      partial[key] = typeof value === 'function' ? (value as Assignment)(args, params) : value;
+    }
+    return partial;
+  };
 }
 
 function collectNodes(node: AnyStateNode, out: AnyStateNode[]): AnyStateNode[] {
@@ -94,10 +94,10 @@ function compileCandidates(machine: AnyStateMachine, atomic: AnyStateNode) {
       if (!table.has(eventType)) table.set(eventType, list);
       for (const definition of definitions) {
         const where = `${node.id} on ${eventType}`;
-        assert((definition.target?.length ?? 0) <= 1, `${where}: one target at most`);
+        assert((definition.target?.length ?? 0) <= 1, () => `${where}: one target at most`);
         const targetNode = definition.target?.[0];
         // xstate's can() answers false for a transition with neither target nor actions.
-        assert(targetNode !== undefined || definition.actions.length > 0, `${where}: empty`);
+        assert(targetNode !== undefined || definition.actions.length > 0, () => `${where}: empty`);
         list.push({
           guard: resolveGuard(machine, definition.guard, where),
           assignments: definition.actions.map((a: unknown) => resolveAssignment(machine, a, where)),
@@ -114,28 +114,33 @@ export function compileMachine<C extends object, E extends { type: string }>(
 ): CompiledMachine<C, E> {
   const nodes = collectNodes(machine.root, []);
   for (const node of nodes) {
-    assert(node.entry.length === 0 && node.exit.length === 0, `${node.id}: no entry/exit actions`);
-    assert(node.always === undefined, `${node.id}: no eventless transitions`);
-    assert(node.after.length === 0, `${node.id}: no delayed transitions (STYLE.md §2)`);
+    assert(node.entry.length === 0 && node.exit.length === 0, () => `${node.id}: no entry/exit actions`);
+    assert(node.always === undefined, () => `${node.id}: no eventless transitions`);
+    assert(node.after.length === 0, () => `${node.id}: no delayed transitions (STYLE.md §2)`);
   }
   const tables = new Map<string, Map<string, Candidate[]>>();
   for (const node of nodes) {
     if (node.type === 'atomic') tables.set(node.path.join('.'), compileCandidates(machine, node));
   }
   const context = machine.config.context as C;
-  assert(typeof context === 'object' && context !== null, `${machine.id}: static context needed`);
+  assert(typeof context === 'object' && context !== null, () => `${machine.id}: static context needed`);
 
   function transition(state: PairState<C>, event: E): PairState<C> | undefined {
     const table = tables.get(state.value);
-    assert(table !== undefined, `${machine.id}: unknown state ${state.value}`);
+    assert(table !== undefined, () => `${machine.id}: unknown state ${state.value}`);
     const candidates = table.get(event.type);
     if (candidates === undefined) return undefined;
     for (const candidate of candidates) {
       const args = { context: state.context, event };
       if (candidate.guard !== undefined && !candidate.guard(args, undefined)) continue;
+      // One fresh context per transition; assignments apply in order, each seeing the last.
       let next = state.context;
-      for (const assignment of candidate.assignments) {
-        next = { ...next, ...(assignment({ context: next, event }, undefined) as Partial<C>) };
+      if (candidate.assignments.length > 0) {
+        const fresh = { ...state.context } as C;
+        for (const assignment of candidate.assignments) {
+          Object.assign(fresh, assignment({ context: fresh, event }, undefined));
+        }
+        next = fresh;
       }
       return { value: candidate.target ?? state.value, context: next };
     }

@@ -81,7 +81,7 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
 /** The pod's UID (UniquePodName); manifests without one get it from the source. */
 export function podUid(pod: Pod): UniquePodName {
   const uid = pod.metadata.uid;
-  assert(uid !== undefined && uid !== '', `pod ${pod.metadata.name}: no uid (seq)`);
+  assert(uid !== undefined && uid !== '', () => `pod ${pod.metadata.name}: no uid (seq)`);
   return UniquePodName(uid);
 }
 

@@ -13,7 +13,7 @@ import type { RunningOp, World } from './types.js';
 
 function running(world: World, opId: string): RunningOp {
   const op = world.running.get(OpId(opId));
-  assert(op !== undefined, `operation ${opId} is not running (seq ${world.seq})`);
+  assert(op !== undefined, () => `operation ${opId} is not running (seq ${world.seq})`);
   return op;
 }
 
@@ -42,7 +42,7 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
     volume,
     recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
   );
-  assert(!world.running.has(opId), `operation ${opId} started twice (seq ${event.seq})`);
+  assert(!world.running.has(opId), () => `operation ${opId} started twice (seq ${event.seq})`);
   const pod = event.pod === undefined ? null : UniquePodName(event.pod);
   world.running.set(opId, {
     opId,
@@ -65,7 +65,7 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
   const op = running(world, event.opId);
   assert(
     op.call === null,
-    `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`,
+    () => `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`,
   );
   world.running.set(op.opId, { ...op, call: event.call });
   const spec = op.spec ?? undefined;
@@ -94,7 +94,7 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
     case 'mapPodDevice': {
       assert(
         op.pod !== null && spec !== undefined,
-        `setUp of ${op.opId} without a desired pod (seq ${event.seq})`,
+        () => `setUp of ${op.opId} without a desired pod (seq ${event.seq})`,
       );
       stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
         type: 'SETUP_START',
@@ -105,7 +105,7 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
     }
     case 'tearDown':
     case 'unmapPodDevice':
-      assert(op.pod !== null, `tearDown of ${op.opId} without a pod (seq ${event.seq})`);
+      assert(op.pod !== null, () => `tearDown of ${op.opId} without a pod (seq ${event.seq})`);
       stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'TEARDOWN_START' });
       break;
     default:
@@ -118,7 +118,7 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
   const op = running(world, event.opId);
   assert(
     op.call === event.call,
-    `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`,
+    () => `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`,
   );
   world.running.set(op.opId, { ...op, call: null });
   const attachment = () => attachmentOrNew(world, op.volume, op.spec ?? undefined);
@@ -180,7 +180,7 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
   const op = running(world, event.opId);
   assert(
     op.call === event.call,
-    `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`,
+    () => `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`,
   );
   world.running.set(op.opId, { ...op, call: null, lastError: event.error });
   const kind: ErrorKind = event.error.kind;
@@ -246,7 +246,7 @@ function completeRecord(
   const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
   assert(
     next !== undefined,
-    `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
+    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
   );
   setRecords(world.ops, op.volume, next);
 }
@@ -255,7 +255,7 @@ export function foldOperationFinished(world: World, event: EventOf<'OperationFin
   const op = running(world, event.opId);
   assert(
     op.call === null,
-    `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`,
+    () => `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`,
   );
   const failure =
     event.outcome === 'ok'

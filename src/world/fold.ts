@@ -106,9 +106,9 @@ function foldSourcesReady(world: World): void {
 export function fold(world: World, event: VoleEvent): World {
   assert(
     event.seq === world.seq + 1,
-    `event seq ${event.seq} after ${world.seq}: the log has a gap`,
+    () => `event seq ${event.seq} after ${world.seq}: the log has a gap`,
   );
-  assert(event.tsMs >= 0, `event seq ${event.seq}: negative timestamp`);
+  assert(event.tsMs >= 0, () => `event seq ${event.seq}: negative timestamp`);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {

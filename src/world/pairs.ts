@@ -38,7 +38,7 @@ export function attachmentOrNew(
   if (existing !== undefined) return existing;
   assert(
     spec !== undefined,
-    `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`,
+    () => `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`,
   );
   return {
     volume,
@@ -90,7 +90,7 @@ export function mountOrNew(
   if (existing !== undefined) return existing;
   assert(
     spec !== undefined,
-    `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`,
+    () => `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`,
   );
   return {
     volume,

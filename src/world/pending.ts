@@ -77,7 +77,7 @@ export function mayRun(
 /** spec §5.4: the next durationBeforeRetry after a failure. */
 export function nextBackoffMs(current: number): number {
   const next = current === 0 ? backoffMsInitial : Math.min(current * backoffFactor, backoffMsMax);
-  assert(next > 0 && next <= backoffMsMax, `backoff ${next} ms out of range`);
+  assert(next > 0 && next <= backoffMsMax, () => `backoff ${next} ms out of range`);
   return next;
 }
 
