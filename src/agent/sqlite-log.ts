@@ -3,7 +3,8 @@ import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { GroupCommitter } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
 import type { EventSink } from './sink.js';
-import { decodeWorld, encodeWorld, foldAll, initialWorld, snapshotFormat } from '../world/index.js';
+import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../log/world-snapshot.js';
+import { foldAll, initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 
 export interface SqliteLog {
@@ -40,7 +41,7 @@ export function openSqliteLog(
     },
     loadWorld: () => {
       const fromSnapshot =
-        latest === undefined ? undefined : decodeWorld(latest.data.toString('utf8'), latest.format);
+        latest === undefined ? undefined : decodeWorldSnapshot(latest.data, latest.format);
       const world = fromSnapshot ?? initialWorld();
       return foldAll(store.read({ fromSeq: world.seq + 1 }), world);
     },
@@ -49,8 +50,8 @@ export function openSqliteLog(
       store.saveSnapshot({
         seq: world.seq,
         tsMs: world.tsMs,
-        format: snapshotFormat,
-        data: encodeWorld(world),
+        format: worldSnapshotFormat,
+        data: encodeWorldSnapshot(world),
       });
     },
   };

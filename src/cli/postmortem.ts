@@ -21,7 +21,7 @@ import {
   type WorldView,
 } from '../postmortem/index.js';
 import { parseDurationMs } from '../sim/duration.js';
-import { decodeWorld } from '../world/snapshot.js';
+import { decodeWorldSnapshot } from '../log/world-snapshot.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -61,7 +61,7 @@ export function worldAt(store: Store, seq: number): WorldView {
   const start =
     snapshot === undefined
       ? undefined
-      : decodeWorld(snapshot.data.toString('utf8'), snapshot.format);
+      : decodeWorldSnapshot(snapshot.data, snapshot.format);
   const from = (start?.seq ?? 0) + 1;
   const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
     label: 'replaying',

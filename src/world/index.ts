@@ -5,5 +5,4 @@ export * from './pairs.js';
 export * from './pending.js';
 export * from './queries.js';
 export * from './resolve.js';
-export * from './snapshot.js';
 export type * from './types.js';

@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
-import { decodeWorld, encodeWorld, foldAll, snapshotFormat } from '../../src/world/index.js';
+import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../../src/log/world-snapshot.js';
+import { foldAll } from '../../src/world/index.js';
 import { assertSameWorld } from '../support/world-equal.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-snap-'));
@@ -22,7 +23,7 @@ test('snapshot: a world encodes and decodes to an equal world at every seq', asy
   const events = [...log.readAll()];
   for (let seq = 0; seq <= events.length; seq += 7) {
     const world = foldAll(events.slice(0, seq));
-    const decoded = decodeWorld(encodeWorld(world), snapshotFormat);
+    const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), worldSnapshotFormat);
     assert.ok(decoded);
     assertSameWorld(decoded, world, `seq ${seq}`);
     assertSameWorld(
@@ -48,6 +49,6 @@ test('snapshot: loading uses the latest snapshot plus the tail, and ignores an u
   reopened.sink.close();
   const third = openSqliteLog(path);
   assertSameWorld(third.loadWorld(), foldAll(events), 'an unusable snapshot is skipped');
-  assert.equal(decodeWorld('{not json', snapshotFormat), undefined);
+  assert.equal(decodeWorldSnapshot(Buffer.from('{not v8'), worldSnapshotFormat), undefined);
   third.sink.close();
 });
