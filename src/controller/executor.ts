@@ -3,19 +3,15 @@
  * of the node's volumesInUse unless forced. The same appending discipline as the
  * kubelet's executor: OperationStarted and each CallStarted are durable before the call.
  */
-import { assert } from '../assert.js';
-import { operationsInFlightMax } from '../constants.js';
+import type { Runner } from '../agent/engine.js';
 import {
   type ExecutorHost,
   failOperation,
-  OperationAbandoned,
-  OperationFailed,
   type OpContext,
   runCall,
   runningOp,
 } from '../execute/context.js';
-import { OpId } from '../ids.js';
-import type { Runner } from '../agent/engine.js';
+import { OperationTasks } from '../execute/tasks.js';
 import type { ControllerOperation } from './plan.js';
 import { type ControllerWorld, pairKey } from './types.js';
 
@@ -78,29 +74,22 @@ async function detach(ctx: Ctx): Promise<void> {
 }
 
 export class ControllerExecutor implements Runner<ControllerOperation> {
-  private readonly inFlight = new Set<Promise<void>>();
+  private readonly tasks: OperationTasks<ControllerWorld, ControllerOperation>;
 
-  constructor(private readonly host: ExecutorHost<ControllerWorld>) {}
+  constructor(host: ExecutorHost<ControllerWorld>) {
+    this.tasks = new OperationTasks(host);
+  }
 
   get inFlightCount(): number {
-    return this.inFlight.size;
+    return this.tasks.inFlightCount;
   }
 
   capacity(): number {
-    return operationsInFlightMax - this.inFlight.size;
+    return this.tasks.capacity();
   }
 
   start(op: ControllerOperation): void {
-    assert(
-      this.capacity() > 0,
-      () => `controller executor: more than ${operationsInFlightMax} operations in flight`,
-    );
-    const { host } = this;
-    const opId = OpId(`op-${host.world().seq + 1}`);
-    host.append({
-      type: 'OperationStarted',
-      tsMs: host.clock.nowMs(),
-      opId,
+    const fields = {
       op: op.op,
       key: op.key,
       volume: op.volume,
@@ -108,38 +97,13 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
       cause: op.cause,
       ...(op.verifySafeToDetach === undefined ? {} : { verifySafeToDetach: op.verifySafeToDetach }),
       ...(op.forced === undefined ? {} : { forced: op.forced }),
-    });
-    const ctx: Ctx = {
-      host,
-      op,
-      opId,
-      logger: host.logger.child({ opId, op: op.op, volume: op.volume, node: op.node }),
     };
-    const task = this.run(ctx).finally(() => this.inFlight.delete(task));
-    this.inFlight.add(task);
+    this.tasks.start(op, fields, { op: op.op, volume: op.volume, node: op.node }, (ctx: Ctx) =>
+      ctx.op.op === 'attach' ? attach(ctx) : detach(ctx),
+    );
   }
 
-  private async run(ctx: Ctx): Promise<void> {
-    const { host, opId } = ctx;
-    try {
-      await (ctx.op.op === 'attach' ? attach(ctx) : detach(ctx));
-      if (host.alive())
-        host.append({ type: 'OperationFinished', tsMs: host.clock.nowMs(), opId, outcome: 'ok' });
-    } catch (error) {
-      if (error instanceof OperationAbandoned || !host.alive()) return;
-      if (!(error instanceof OperationFailed)) throw error;
-      host.append({
-        type: 'OperationFinished',
-        tsMs: host.clock.nowMs(),
-        opId,
-        outcome: 'failed',
-        error: error.error,
-      });
-      ctx.logger.warn({ error: error.error.message }, 'operation failed');
-    }
-  }
-
-  async drain(): Promise<void> {
-    while (this.inFlight.size > 0) await Promise.race(this.inFlight);
+  drain(): Promise<void> {
+    return this.tasks.drain();
   }
 }

@@ -42,8 +42,8 @@ export const operationKinds = [
 ] as const;
 export type OperationKind = (typeof operationKinds)[number];
 
-/** Plugin calls (SCENARIOS.md call names) plus the executor's own steps. */
-export const callNames = [
+/** The plugin calls, by their SCENARIOS.md names (also the keys of scripted faults). */
+export const pluginCallNames = [
   'attach',
   'waitForAttach',
   'volumesAreAttached',
@@ -57,9 +57,10 @@ export const callNames = [
   'mapPodDevice',
   'unmapPodDevice',
   'tearDownDevice',
-  'verifyControllerAttached',
-  'markDetached',
 ] as const;
+
+/** Plugin calls plus the executor's own steps. */
+export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
 export type CallName = (typeof callNames)[number];
 
 /** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */

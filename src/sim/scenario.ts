@@ -6,6 +6,7 @@
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { clusterObject, pod } from '../events/k8s.js';
+import { pluginCallNames } from '../events/types.js';
 import type { FaultEntry, FaultScript } from '../plugins/fake.js';
 import { parseDurationMs } from './duration.js';
 
@@ -43,21 +44,7 @@ const faultEntry = z
     return { outcome: 'ok', delayMs: entry.delay, times: 1 };
   });
 
-const callName = z.enum([
-  'attach',
-  'waitForAttach',
-  'volumesAreAttached',
-  'detach',
-  'mountDevice',
-  'unmountDevice',
-  'setUp',
-  'tearDown',
-  'nodeExpand',
-  'setUpDevice',
-  'mapPodDevice',
-  'unmapPodDevice',
-  'tearDownDevice',
-]);
+const callName = z.enum(pluginCallNames);
 
 const faultScript = z.partialRecord(
   callName,

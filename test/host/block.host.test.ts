@@ -1,36 +1,18 @@
 /** A Block volume for real: a pod writes raw bytes to its device path; they are on the disk. */
 import assert from 'node:assert/strict';
-import {
-  closeSync,
-  existsSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, existsSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
+
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
-import { detachLoopForImage, listLoops } from '../../src/host/loop.js';
+import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { ensureUnmounted } from '../../src/host/mount.js';
+
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
-import { hostTestSkipReason } from '../support/host.js';
+import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 
 const skip = hostTestSkipReason();
-const base = mkdtempSync(join(tmpdir(), 'vole-block-'));
-const root = join(base, 'root');
-after(async () => {
-  for (const m of mountsUnder(await readMountTable(), base).reverse())
-    await ensureUnmounted(m.mountPoint).catch(() => undefined);
-  for (const loop of await listLoops())
-    if (loop.backFile.startsWith(base))
-      await detachLoopForImage(loop.backFile).catch(() => undefined);
-  rmSync(base, { recursive: true, force: true });
-});
+const { base, root } = hostSandbox('block');
 
 test(
   'host: a pod writes to a raw Block volume; unmapped and detached, the bytes stay on the disk',

@@ -5,37 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statfsSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { statfsSync } from 'node:fs';
+
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
-import { detachLoopForImage, listLoops } from '../../src/host/loop.js';
-import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { ensureUnmounted } from '../../src/host/mount.js';
+
 import { UniqueVolumeName } from '../../src/ids.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
-import { hostTestSkipReason } from '../support/host.js';
+import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
 const skip = hostTestSkipReason();
-const base = mkdtempSync(join(tmpdir(), 'vole-expand-'));
-const root = join(base, 'root');
-after(async () => {
-  for (const m of mountsUnder(await readMountTable(), base).reverse())
-    await ensureUnmounted(m.mountPoint).catch(() => undefined);
-  for (const loop of await listLoops())
-    if (loop.backFile.startsWith(base))
-      await detachLoopForImage(loop.backFile).catch(() => undefined);
-  rmSync(base, { recursive: true, force: true });
-});
-
-async function until(condition: () => boolean, what: string, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
+const { base, root } = hostSandbox('expand');
 
 const MiB = 1024 * 1024;
 

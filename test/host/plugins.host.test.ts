@@ -4,45 +4,18 @@
  * removed, and nothing is left on the host.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
-import { hostTestSkipReason } from '../support/host.js';
+import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
 const skip = hostTestSkipReason();
-const base = mkdtempSync(join(tmpdir(), 'vole-host-'));
-const root = join(base, 'root');
-after(async () => {
-  // Clean up whatever a failed test left: mounts first, then loop devices, then files.
-  for (const m of mountsUnder(await readMountTable(), base).reverse()) {
-    await import('../../src/host/mount.js')
-      .then((h) => h.ensureUnmounted(m.mountPoint))
-      .catch(() => undefined);
-  }
-  for (const loop of await listLoops()) {
-    if (loop.backFile.startsWith(base))
-      await import('../../src/host/loop.js').then((h) => h.detachLoopForImage(loop.backFile));
-  }
-  rmSync(base, { recursive: true, force: true });
-});
-
-async function until(
-  vm: VolumeManager,
-  condition: () => boolean,
-  what: string,
-  timeoutMs = 30_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const { base, root } = hostSandbox('host');
 
 test(
   'host: a pod with disk, tmpfs emptyDir and hostPath volumes: mounted, used, removed, nothing left',
@@ -103,7 +76,6 @@ test(
 
     vm.removePod('uid-web');
     await until(
-      vm,
       () => vm.world.attachments.size === 0 && vm.world.running.size === 0,
       'teardown and detach',
     );
