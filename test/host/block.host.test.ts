@@ -1,13 +1,11 @@
 /** A Block volume for real: a pod writes raw bytes to its device path; they are on the disk. */
 import assert from 'node:assert/strict';
 import { closeSync, existsSync, openSync, readdirSync, readSync, writeSync } from 'node:fs';
-
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 

@@ -6,11 +6,9 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { statfsSync } from 'node:fs';
-
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
-
 import { UniqueVolumeName } from '../../src/ids.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';

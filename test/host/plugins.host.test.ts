@@ -5,7 +5,6 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
