@@ -3,9 +3,10 @@
  * after every change and starts the planned operations. Event-driven, not polled: a tick
  * runs on the next turn of the event loop after any change, and at backoff expiries.
  */
+import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import { assert } from '../assert.js';
-import { callTimeoutMsDefault, waitForAttachTimeoutMs } from '../constants.js';
+import { callTimeoutMsDefault, operationsInFlightMax, waitForAttachTimeoutMs } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
 import type { Clock, TimerHandle } from '../execute/clock.js';
 import type { ExecutorHost } from '../execute/context.js';
@@ -100,6 +101,8 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
 
   constructor(private readonly opts: EngineOptions<W, O>) {
     this.core = opts.core ?? (kubeletCore as unknown as Core<W, O>);
+    // Every running call listens for the stop (src/execute/context.ts): as many as may run.
+    setMaxListeners(operationsInFlightMax + 16, this.stopped.signal);
     this.world = opts.world ?? this.core.initialWorld();
     this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
     const host: ExecutorHost<W> = {

@@ -10,10 +10,29 @@ import { stepMount } from './pairs.js';
 import { resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, World } from './types.js';
 
+/** Volumes the event being folded touched (the fold is synchronous: one set suffices). */
+export const touchedByEvent = new Set<UniqueVolumeName>();
+
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
   world.dirty.add(volume);
   world.causes.set(volume, cause);
+  touchedByEvent.add(volume);
+}
+
+/**
+ * Drops what the world keeps about a volume that is gone from it entirely (not desired,
+ * not attached, not mounted, no operation record), so a long-running agent does not grow
+ * with every volume it ever saw. The log keeps its history.
+ */
+export function forgetGoneVolumes(world: World): void {
+  for (const volume of touchedByEvent) {
+    if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume)) continue;
+    if (world.ops.has(volume)) continue;
+    world.causes.delete(volume);
+    world.lastErrors.delete(volume);
+  }
+  touchedByEvent.clear();
 }
 
 /** Marks a volume for planning without changing the cause its next decision cites. */

@@ -13,6 +13,7 @@ import {
   foldPodRemoved,
   foldPodUpserted,
   foldVolumesReportedInUse,
+  forgetGoneVolumes,
   markDirty,
   touch,
   upsertPod,
@@ -161,6 +162,7 @@ export function fold(world: World, event: VoleEvent): World {
     default:
       unreachable(event, 'event type');
   }
+  forgetGoneVolumes(world);
   return world;
 }
 
