@@ -6,7 +6,11 @@
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
 import { assert } from '../assert.js';
-import { callTimeoutMsDefault, operationsInFlightMax, waitForAttachTimeoutMs } from '../constants.js';
+import {
+  callTimeoutMsDefault,
+  operationsInFlightMax,
+  waitForAttachTimeoutMs,
+} from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
 import type { Clock, TimerHandle } from '../execute/clock.js';
 import type { ExecutorHost } from '../execute/context.js';
@@ -14,7 +18,7 @@ import { Executor } from '../execute/executor.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import { describeOperation, type Operation, plan } from '../plan/index.js';
 import type { PluginManager } from '../plugins/manager.js';
-import { fold, initialWorld } from '../world/index.js';
+import { fold, initialWorld, takeDirty } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { EventSink } from './sink.js';
 
@@ -212,8 +216,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   tick(): void {
     if (!this.running) return;
     this.ticks++;
-    const dirty = this.world.dirty;
-    this.world.dirty = new Set();
+    const dirty = takeDirty(this.world);
     if (dirty.size === 0) return;
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);

@@ -11,7 +11,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import {
   keyString,
   mayRun,
-  recordsAfterFinish,
+  finishRecord,
   recordsAfterStart,
   setRecords,
 } from '../world/pending.js';
@@ -219,7 +219,8 @@ function step(
   if (next === undefined) {
     assert(
       observation,
-      () => `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
+      () =>
+        `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
     );
     return;
   }
@@ -273,7 +274,8 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
   assert(
     verdict.kind === 'run',
-    () => `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
+    () =>
+      `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
   );
   const opId = OpId(event.opId);
   setRecords(
@@ -335,8 +337,6 @@ function foldCall(
       step(world, op.volume, node, op.spec, { type: 'ATTACH_FAIL', uncertain: true });
     if (event.call === 'detach')
       step(world, op.volume, node, null, { type: 'DETACH_FAIL', uncertain: true });
-    if (event.call === 'volumesAreAttached')
-      step(world, op.volume, node, null, { type: 'OBSERVED_DETACHED' }, true);
   }
   touch(world, op.volume);
 }
@@ -347,12 +347,7 @@ function complete(
   failure: CallError | null,
   tsMs: number,
 ): void {
-  const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
-  assert(
-    next !== undefined,
-    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
-  );
-  setRecords(world.ops, op.volume, next);
+  finishRecord(world.ops, op.volume, op, { failure, tsMs, seq: world.seq });
   world.running.delete(op.opId);
   touch(world, op.volume);
 }

@@ -269,5 +269,3 @@ export function simulate(
     ? runWith(scenario, controllerMode, opts)
     : runWith(scenario, kubeletMode, opts);
 }
-
-export { describeState } from './kubelet-mode.js';

@@ -8,7 +8,7 @@ import type { CallError, EventOf } from '../events/index.js';
 import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touch } from './fold-desired.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
-import { keyString, mayRun, recordsAfterFinish, recordsAfterStart, setRecords } from './pending.js';
+import { keyString, mayRun, finishRecord, recordsAfterStart, setRecords } from './pending.js';
 import type { RunningOp, World } from './types.js';
 
 function running(world: World, opId: string): RunningOp {
@@ -243,12 +243,7 @@ function completeRecord(
   failure: CallError | null,
   tsMs: number,
 ): void {
-  const next = recordsAfterFinish(world.ops.get(op.volume) ?? [], op.key, failure, tsMs);
-  assert(
-    next !== undefined,
-    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${world.seq})`,
-  );
-  setRecords(world.ops, op.volume, next);
+  finishRecord(world.ops, op.volume, op, { failure, tsMs, seq: world.seq });
 }
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {

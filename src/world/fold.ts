@@ -173,7 +173,7 @@ export function foldAll(events: Iterable<VoleEvent>, world: World = initialWorld
 }
 
 /** Volumes touched since the last call: what the incremental planner looks at next. */
-export function takeDirty(world: World): Set<import('../ids.js').UniqueVolumeName> {
+export function takeDirty(world: { dirty: Set<UniqueVolumeName> }): Set<UniqueVolumeName> {
   const dirty = world.dirty;
   world.dirty = new Set();
   return dirty;

@@ -146,3 +146,21 @@ export function setRecords<V>(ops: Map<V, OpRecord[]>, volume: V, records: OpRec
   if (records.length === 0) ops.delete(volume);
   else ops.set(volume, records);
 }
+
+/**
+ * spec §5.4 for a fold: the operation's record finished, stored back. A missing record
+ * means a corrupt log or an engine bug: it fails an assertion naming the operation.
+ */
+export function finishRecord<V>(
+  ops: Map<V, OpRecord[]>,
+  volume: V,
+  op: { opId: string; key: OpKey },
+  outcome: { failure: CallError | null; tsMs: number; seq: number },
+): void {
+  const next = recordsAfterFinish(ops.get(volume) ?? [], op.key, outcome.failure, outcome.tsMs);
+  assert(
+    next !== undefined,
+    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${outcome.seq})`,
+  );
+  setRecords(ops, volume, next);
+}

@@ -15,7 +15,7 @@
 import { rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/exec.js';
-import { ensureImage, formatAndMount, type FsType, fsSizeBytes, resizeFs } from '../../host/fs.js';
+import { ensureImage, formatAndMount, type FsType, resizeFs } from '../../host/fs.js';
 import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from '../../host/loop.js';
 import { mountRefs, readMountTable } from '../../host/mountinfo.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
@@ -207,5 +207,3 @@ function blockMapper(
     },
   };
 }
-
-export { fsSizeBytes };
