@@ -12,6 +12,14 @@ export function assert(condition: unknown, message: string | (() => string)): as
   }
 }
 
+/**
+ * The failing branch of an assertion, for hot paths: `if (bad) fail(\`...\`)` builds its
+ * message only when it fails, where `assert(ok, () => ...)` allocates a closure per call.
+ */
+export function fail(message: string): never {
+  throw new InvariantError(message);
+}
+
 /** `maybe(x)` documents that x may legitimately be either true or false (Tiger Style). */
 export function maybe(_condition: unknown): void {}
 

@@ -1,11 +1,20 @@
 /** Shared helpers of the benchmark: timing, statistics, progress, GC, temporary files. */
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
-export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+/** The checkout: the nearest directory above this file with a package.json (the bench runs compiled from dist/scripts/bench). */
+export const repoRoot = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${fileURLToPath(import.meta.url)}`);
+    dir = up;
+  }
+  return dir;
+})();
 export const resultsDir = join(repoRoot, 'bench-results');
 
 /** Progress for people, on stderr (stdout carries only the table). */

@@ -11,7 +11,7 @@
  * single targets, no entry/exit actions, no `always`, no delayed transitions.
  */
 import type { AnyStateMachine, AnyStateNode, StateValue } from 'xstate';
-import { assert } from '../assert.js';
+import { assert, fail } from '../assert.js';
 
 /** A pair's machine state: `value` is the dotted path of its atomic state. */
 export interface PairState<C> {
@@ -48,7 +48,10 @@ function atomicPath(node: AnyStateNode): string {
     assert(initialTargets.length === 1, () => `${current.id}: exactly one initial child expected`);
     current = initialTargets[0]!;
   }
-  assert(current.type === 'atomic', () => `${current.id}: only atomic and compound states supported`);
+  assert(
+    current.type === 'atomic',
+    () => `${current.id}: only atomic and compound states supported`,
+  );
   return current.path.join('.');
 }
 
@@ -65,7 +68,10 @@ function resolveAssignment(machine: AnyStateMachine, action: unknown, where: str
   const impl = (machine.implementations.actions as Record<string, { assignment?: unknown }>)[
     action
   ];
-  assert(impl !== undefined && impl.assignment !== undefined, () => `${where}: ${action} must be assign`);
+  assert(
+    impl !== undefined && impl.assignment !== undefined,
+    () => `${where}: ${action} must be assign`,
+  );
   const assignment = impl.assignment;
   if (typeof assignment === 'function') return assignment as Assignment;
   // An object assignment: each key is a value or a function of { context, event }.
@@ -114,7 +120,10 @@ export function compileMachine<C extends object, E extends { type: string }>(
 ): CompiledMachine<C, E> {
   const nodes = collectNodes(machine.root, []);
   for (const node of nodes) {
-    assert(node.entry.length === 0 && node.exit.length === 0, () => `${node.id}: no entry/exit actions`);
+    assert(
+      node.entry.length === 0 && node.exit.length === 0,
+      () => `${node.id}: no entry/exit actions`,
+    );
     assert(node.always === undefined, () => `${node.id}: no eventless transitions`);
     assert(node.after.length === 0, () => `${node.id}: no delayed transitions (STYLE.md §2)`);
   }
@@ -123,22 +132,26 @@ export function compileMachine<C extends object, E extends { type: string }>(
     if (node.type === 'atomic') tables.set(node.path.join('.'), compileCandidates(machine, node));
   }
   const context = machine.config.context as C;
-  assert(typeof context === 'object' && context !== null, () => `${machine.id}: static context needed`);
+  assert(
+    typeof context === 'object' && context !== null,
+    () => `${machine.id}: static context needed`,
+  );
 
   function transition(state: PairState<C>, event: E): PairState<C> | undefined {
     const table = tables.get(state.value);
-    assert(table !== undefined, () => `${machine.id}: unknown state ${state.value}`);
+    if (table === undefined) fail(`${machine.id}: unknown state ${state.value}`);
     const candidates = table.get(event.type);
     if (candidates === undefined) return undefined;
+    const args = { context: state.context as unknown, event: event as unknown };
     for (const candidate of candidates) {
-      const args = { context: state.context, event };
       if (candidate.guard !== undefined && !candidate.guard(args, undefined)) continue;
       // One fresh context per transition; assignments apply in order, each seeing the last.
       let next = state.context;
       if (candidate.assignments.length > 0) {
         const fresh = { ...state.context } as C;
+        args.context = fresh;
         for (const assignment of candidate.assignments) {
-          Object.assign(fresh, assignment({ context: fresh, event }, undefined));
+          Object.assign(fresh, assignment(args, undefined));
         }
         next = fresh;
       }

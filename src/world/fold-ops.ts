@@ -3,7 +3,7 @@
  * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
  */
 import type { ErrorKind } from '../../machines/index.js';
-import { assert } from '../assert.js';
+import { fail } from '../assert.js';
 import type { CallError, EventOf } from '../events/index.js';
 import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touch } from './fold-desired.js';
@@ -13,7 +13,7 @@ import type { RunningOp, World } from './types.js';
 
 function running(world: World, opId: string): RunningOp {
   const op = world.running.get(OpId(opId));
-  assert(op !== undefined, () => `operation ${opId} is not running (seq ${world.seq})`);
+  if (op === undefined) fail(`operation ${opId} is not running (seq ${world.seq})`);
   return op;
 }
 
@@ -22,7 +22,8 @@ function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName 
   const entry = world.dsw.get(volume);
   if (entry === undefined) return null;
   if (pod !== null) return entry.pods.get(pod)?.resolved ?? null;
-  return entry.pods.values().next().value?.resolved ?? null;
+  for (const first of entry.pods.values()) return first.resolved;
+  return null;
 }
 
 /** spec §5.3 Run: reuse the matching failed record or append one, now pending. */
@@ -30,19 +31,18 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
   const volume = UniqueVolumeName(event.volume);
   const records = world.ops.get(volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
-  assert(
-    verdict.kind === 'run',
-    () =>
+  if (verdict.kind !== 'run')
+    fail(
       `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
-      `(seq ${event.seq}): never two operations on one key`,
-  );
+        `(seq ${event.seq}): never two operations on one key`,
+    );
   const opId = OpId(event.opId);
   setRecords(
     world.ops,
     volume,
     recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
   );
-  assert(!world.running.has(opId), () => `operation ${opId} started twice (seq ${event.seq})`);
+  if (world.running.has(opId)) fail(`operation ${opId} started twice (seq ${event.seq})`);
   const pod = event.pod === undefined ? null : UniquePodName(event.pod);
   world.running.set(opId, {
     opId,
@@ -63,11 +63,9 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
 
 export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): void {
   const op = running(world, event.opId);
-  assert(
-    op.call === null,
-    () => `operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`,
-  );
-  world.running.set(op.opId, { ...op, call: event.call });
+  if (op.call !== null)
+    fail(`operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`);
+  op.call = event.call;
   const spec = op.spec ?? undefined;
   switch (event.call) {
     case 'attach':
@@ -92,10 +90,8 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
       break;
     case 'setUp':
     case 'mapPodDevice': {
-      assert(
-        op.pod !== null && spec !== undefined,
-        () => `setUp of ${op.opId} without a desired pod (seq ${event.seq})`,
-      );
+      if (!(op.pod !== null && spec !== undefined))
+        fail(`setUp of ${op.opId} without a desired pod (seq ${event.seq})`);
       stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
         type: 'SETUP_START',
         outerVolumeSpecName: spec.outerVolumeSpecName,
@@ -105,7 +101,7 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
     }
     case 'tearDown':
     case 'unmapPodDevice':
-      assert(op.pod !== null, () => `tearDown of ${op.opId} without a pod (seq ${event.seq})`);
+      if (op.pod === null) fail(`tearDown of ${op.opId} without a pod (seq ${event.seq})`);
       stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'TEARDOWN_START' });
       break;
     default:
@@ -116,40 +112,41 @@ export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): vo
 
 export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>): void {
   const op = running(world, event.opId);
-  assert(
-    op.call === event.call,
-    () => `operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`,
-  );
-  world.running.set(op.opId, { ...op, call: null });
-  const attachment = () => attachmentOrNew(world, op.volume, op.spec ?? undefined);
+  if (op.call !== event.call)
+    fail(`operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`);
+  op.call = null;
   switch (event.call) {
     case 'attach':
     case 'verifyControllerAttached': {
       const devicePath = event.devicePath ?? '';
       stepAttachment(
         world,
-        attachment(),
+        attachmentOrNew(world, op.volume, op.spec ?? undefined),
         event.call === 'attach'
           ? { type: 'ATTACH_OK', devicePath }
           : { type: 'VERIFY_OK', devicePath },
       );
       const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
       if (claimSizeBytes > 0)
-        stepAttachment(world, attachment(), {
+        stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
           type: 'CLAIM_SIZE_KNOWN',
           sizeBytes: claimSizeBytes,
         });
       break;
     }
     case 'detach':
-      stepAttachment(world, attachment(), { type: 'DETACH_OK' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+        type: 'DETACH_OK',
+      });
       break;
     case 'markDetached':
-      stepAttachment(world, attachment(), { type: 'FORGET' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+        type: 'FORGET',
+      });
       break;
     case 'mountDevice':
     case 'setUpDevice':
-      stepAttachment(world, attachment(), {
+      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
         type: 'MOUNT_DEVICE_OK',
         deviceMountPath: event.deviceMountPath ?? '',
         devicePath: event.devicePath ?? '',
@@ -157,7 +154,9 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
       break;
     case 'unmountDevice':
     case 'tearDownDevice':
-      stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_OK' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+        type: 'UNMOUNT_DEVICE_OK',
+      });
       break;
     case 'setUp':
     case 'mapPodDevice':
@@ -168,7 +167,10 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_OK' });
       break;
     case 'nodeExpand':
-      stepAttachment(world, attachment(), { type: 'RESIZED', sizeBytes: event.sizeBytes ?? 0 });
+      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+        type: 'RESIZED',
+        sizeBytes: event.sizeBytes ?? 0,
+      });
       break;
     default:
       break;
@@ -178,28 +180,37 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
 
 export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void {
   const op = running(world, event.opId);
-  assert(
-    op.call === event.call,
-    () => `operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`,
-  );
-  world.running.set(op.opId, { ...op, call: null, lastError: event.error });
+  if (op.call !== event.call)
+    fail(`operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`);
+  op.call = null;
+  op.lastError = event.error;
   const kind: ErrorKind = event.error.kind;
-  const attachment = () => attachmentOrNew(world, op.volume, undefined);
   switch (event.call) {
     case 'attach':
       // Kubelet attach mode: only an uncertain error may have attached (SCENARIOS.md).
-      stepAttachment(world, attachment(), { type: 'ATTACH_FAIL', uncertain: kind === 'uncertain' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'ATTACH_FAIL',
+        uncertain: kind === 'uncertain',
+      });
       break;
     case 'detach':
-      stepAttachment(world, attachment(), { type: 'DETACH_FAIL', uncertain: kind === 'uncertain' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'DETACH_FAIL',
+        uncertain: kind === 'uncertain',
+      });
       break;
     case 'mountDevice':
     case 'setUpDevice':
-      stepAttachment(world, attachment(), { type: 'MOUNT_DEVICE_FAIL', errorKind: kind });
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'MOUNT_DEVICE_FAIL',
+        errorKind: kind,
+      });
       break;
     case 'unmountDevice':
     case 'tearDownDevice':
-      stepAttachment(world, attachment(), { type: 'UNMOUNT_DEVICE_FAIL' });
+      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+        type: 'UNMOUNT_DEVICE_FAIL',
+      });
       break;
     case 'setUp':
     case 'mapPodDevice':
@@ -214,7 +225,9 @@ export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void
       break;
     case 'nodeExpand':
       if (event.error.failedPrecondition === true) {
-        stepAttachment(world, attachment(), { type: 'EXPANSION_IN_USE_ERROR' });
+        stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
+          type: 'EXPANSION_IN_USE_ERROR',
+        });
       } else if (op.op === 'mount' && op.pod !== null) {
         // §4.7 step 12: mounted, but must not be used until the expansion succeeds.
         stepMount(
@@ -248,10 +261,8 @@ function completeRecord(
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {
   const op = running(world, event.opId);
-  assert(
-    op.call === null,
-    () => `operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`,
-  );
+  if (op.call !== null)
+    fail(`operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`);
   const failure =
     event.outcome === 'ok'
       ? null

@@ -2,7 +2,7 @@
  * fold(world, event) → world: Emmett's `evolve` for the whole engine (STYLE.md §1).
  * Pure and deterministic: no I/O, no clock; the same log always folds to the same world.
  */
-import { assert, unreachable } from '../assert.js';
+import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { stepAttachment, stepMount } from './pairs.js';
@@ -14,6 +14,7 @@ import {
   foldPodUpserted,
   foldVolumesReportedInUse,
   forgetGoneVolumes,
+  startTouching,
   markDirty,
   touch,
   upsertPod,
@@ -105,11 +106,10 @@ function foldSourcesReady(world: World): void {
  * is impossible in the current state (a corrupt log or an engine bug), naming the seq.
  */
 export function fold(world: World, event: VoleEvent): World {
-  assert(
-    event.seq === world.seq + 1,
-    () => `event seq ${event.seq} after ${world.seq}: the log has a gap`,
-  );
-  assert(event.tsMs >= 0, () => `event seq ${event.seq}: negative timestamp`);
+  if (event.seq !== world.seq + 1)
+    fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
+  startTouching();
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {

@@ -10,7 +10,7 @@ import {
   type MountEvent,
   mountMachine,
 } from '../../machines/index.js';
-import { assert } from '../assert.js';
+import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { compileMachine } from './compiled-machine.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
@@ -36,10 +36,10 @@ export function attachmentOrNew(
 ): AttachmentRecord {
   const existing = world.attachments.get(volume);
   if (existing !== undefined) return existing;
-  assert(
-    spec !== undefined,
-    () => `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`,
-  );
+  if (spec === undefined)
+    fail(
+      `attachment ${attachmentName(volume, world.config.node)}: no spec to create it (seq ${world.seq})`,
+    );
   return {
     volume,
     node: world.config.node as NodeName,
@@ -65,12 +65,11 @@ export function stepAttachment(
 ): void {
   const next = attachmentPairs.transition(record.state, event);
   if (next === undefined) {
-    assert(
-      opts.observation,
-      () =>
+    if (!opts.observation)
+      fail(
         `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
-        `state ${record.state.value} (seq ${world.seq})`,
-    );
+          `state ${record.state.value} (seq ${world.seq})`,
+      );
     return;
   }
   if (next.value === 'detached') {
@@ -88,10 +87,8 @@ export function mountOrNew(
 ): MountRecord {
   const existing = world.mounts.get(volume)?.get(pod);
   if (existing !== undefined) return existing;
-  assert(
-    spec !== undefined,
-    () => `mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`,
-  );
+  if (spec === undefined)
+    fail(`mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
   return {
     volume,
     pod,
@@ -111,12 +108,11 @@ export function stepMount(
 ): void {
   const next = mountPairs.transition(record.state, event);
   if (next === undefined) {
-    assert(
-      opts.observation,
-      () =>
+    if (!opts.observation)
+      fail(
         `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
-        `${record.state.value} (seq ${world.seq})`,
-    );
+          `${record.state.value} (seq ${world.seq})`,
+      );
     return;
   }
   let byPod = world.mounts.get(record.volume);

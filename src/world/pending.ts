@@ -3,7 +3,7 @@
  * choice of "the" matching record, and exponential backoff. Pure functions over the
  * world's operation records; the fold changes records, the planner only asks.
  */
-import { assert } from '../assert.js';
+import { fail } from '../assert.js';
 import { backoffFactor, backoffMsInitial, backoffMsMax } from '../constants.js';
 import type { CallError, OperationKind, OpKey } from '../events/index.js';
 import type { OpId } from '../ids.js';
@@ -64,20 +64,23 @@ export function mayRun(
   nowMs: number,
 ): RunVerdict {
   const index = findMatch(records, key);
-  if (index === -1) return { kind: 'run' };
+  if (index === -1) return runVerdict;
   const record = records[index]!;
   if (record.pending) return { kind: 'alreadyExists', record };
   const inBackoff = nowMs < retryAtMs(record);
   if (inBackoff && record.opName === opName) {
     return { kind: 'backoff', record, retryAtMs: retryAtMs(record) };
   }
-  return { kind: 'run' };
+  return runVerdict;
 }
+
+/** The common answer, allocated once (the fold asks on every OperationStarted). */
+const runVerdict: RunVerdict = Object.freeze({ kind: 'run' });
 
 /** spec §5.4: the next durationBeforeRetry after a failure. */
 export function nextBackoffMs(current: number): number {
   const next = current === 0 ? backoffMsInitial : Math.min(current * backoffFactor, backoffMsMax);
-  assert(next > 0 && next <= backoffMsMax, () => `backoff ${next} ms out of range`);
+  if (!(next > 0 && next <= backoffMsMax)) fail(`backoff ${next} ms out of range`);
   return next;
 }
 
@@ -99,11 +102,8 @@ export function recordsAfterStart(
     lastErrorTsMs: 0,
     durationMsBeforeRetry: 0,
   };
+  if (index === -1) return records.length === 0 ? [fresh] : [...records, fresh];
   const next = [...records];
-  if (index === -1) {
-    next.push(fresh);
-    return next;
-  }
   const old = records[index]!;
   const reset = old.opName !== start.opName && start.tsMs < retryAtMs(old);
   next[index] = reset
@@ -123,21 +123,24 @@ export function recordsAfterFinish(
   failure: CallError | null,
   tsMs: number,
 ): OpRecord[] | undefined {
-  const index = records.findIndex((r) => keysEqual(r.key, key));
+  let index = -1;
+  for (let i = 0; i < records.length && index === -1; i++) {
+    if (keysEqual(records[i]!.key, key)) index = i;
+  }
   if (index === -1) return undefined;
   const record = records[index]!;
-  const next = [...records];
-  if (failure === null) next.splice(index, 1);
-  else {
-    next[index] = {
-      ...record,
-      pending: false,
-      opId: null,
-      lastError: failure,
-      lastErrorTsMs: tsMs,
-      durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
-    };
+  if (failure === null) {
+    return records.length === 1 ? [] : records.filter((_, i) => i !== index);
   }
+  const next = [...records];
+  next[index] = {
+    ...record,
+    pending: false,
+    opId: null,
+    lastError: failure,
+    lastErrorTsMs: tsMs,
+    durationMsBeforeRetry: nextBackoffMs(record.durationMsBeforeRetry),
+  };
   return next;
 }
 
@@ -158,9 +161,7 @@ export function finishRecord<V>(
   outcome: { failure: CallError | null; tsMs: number; seq: number },
 ): void {
   const next = recordsAfterFinish(ops.get(volume) ?? [], op.key, outcome.failure, outcome.tsMs);
-  assert(
-    next !== undefined,
-    () => `operation ${op.opId}: no record for ${keyString(op.key)} (seq ${outcome.seq})`,
-  );
+  if (next === undefined)
+    fail(`operation ${op.opId}: no record for ${keyString(op.key)} (seq ${outcome.seq})`);
   setRecords(ops, volume, next);
 }

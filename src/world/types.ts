@@ -115,7 +115,11 @@ export interface OpRecord {
   readonly durationMsBeforeRetry: number;
 }
 
-/** An operation between its OperationStarted and OperationFinished. */
+/**
+ * An operation between its OperationStarted and OperationFinished. Unlike the pair records,
+ * its two call fields change in place (the fold's own scratch: two writes per plugin call
+ * instead of a 12-field copy); nothing keeps an old version of a running operation.
+ */
 export interface RunningOp {
   readonly opId: OpId;
   readonly op: OperationKind;
@@ -133,8 +137,8 @@ export interface RunningOp {
    */
   readonly spec: ResolvedVolume | null;
   /** The plugin call in flight, if any: what a crash leaves uncertain. */
-  readonly call: CallName | null;
-  readonly lastError: CallError | null;
+  call: CallName | null;
+  lastError: CallError | null;
 }
 
 export interface WorldConfig {
