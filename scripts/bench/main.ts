@@ -60,11 +60,14 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--section') args.section = sectionName(value());
     else if (a === '--out') args.out = value();
     else if (a === '--runs') args.runs = Number(value());
+    // The section processes inherit it (emmett.ts reads it).
+    else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart] [--runs N] [--fresh]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
-          '  --fresh  regenerate the replay/restart log even when the cached one is current\n',
+          '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
+          '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
       );
       process.exit(0);
     } else throw new Error(`unknown argument ${a} (try --help)`);
@@ -187,8 +190,8 @@ async function parent(args: Args): Promise<number> {
     const out = join(tmp, `section-${name}.json`);
     rmSync(out, { force: true });
     const childArgs = [
-      '--import',
-      'tsx',
+      // Compiled by `npm run bench` (tsc), as users run it; through tsx only when started so.
+      ...(here.endsWith('.ts') ? ['--import', 'tsx'] : []),
       '--expose-gc',
       '--max-old-space-size=8192',
       here,

@@ -122,7 +122,7 @@ export async function runRestart(opts: RestartOptions): Promise<SectionResult> {
     {
       key: 'behind',
       path: snapshots.behind,
-      label: 'snapshot 49,999 events behind (worst case of the policy)',
+      label: `snapshot ${(snapshotEveryEvents - 1).toLocaleString('en-US')} events behind (worst case of the policy)`,
       runs: opts.runs,
     },
     {

@@ -1,0 +1,286 @@
+/**
+ * The read path's compiled event predicates (src/events/fast-check.ts) against zod, the
+ * definition they are compiled from: every valid event of every covered type takes the
+ * fast lane, and no value the fast lane accepts is one zod rejects or would change.
+ */
+import assert from 'node:assert/strict';
+import { isDeepStrictEqual } from 'node:util';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { z } from 'zod';
+import { compileFastCheck } from '../../src/events/fast-check.js';
+import {
+  eventSchemas,
+  eventTypes,
+  fastCheckedEventTypes,
+  parseEvent,
+  voleEvent,
+} from '../../src/events/index.js';
+
+const caps = {
+  name: 'fake.disk',
+  attachable: true,
+  deviceMountable: true,
+  blockMappable: false,
+  nodeExpandable: false,
+  requiresFSResize: false,
+  requiresRemount: false,
+};
+const base = { seq: 7, tsMs: 1_700_000_000_000 };
+
+/** One valid event of every type the fast lane covers, each optional field used. */
+const samples: Record<string, Record<string, unknown>[]> = {
+  EngineStarted: [
+    {
+      ...base,
+      type: 'EngineStarted',
+      node: 'node-1',
+      controllerAttachDetach: true,
+      plugins: [caps],
+      version: '0.1.0',
+    },
+    {
+      ...base,
+      type: 'EngineStarted',
+      node: 'node-1',
+      controllerAttachDetach: false,
+      plugins: [],
+      version: '0.1.0',
+      mode: 'controller',
+      controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
+    },
+  ],
+  ReportRaised: [
+    {
+      ...base,
+      type: 'ReportRaised',
+      reason: 'FailedAttachVolume',
+      pod: 'default/p',
+      volume: 'v',
+      node: 'n',
+      message: 'Multi-Attach error',
+    },
+  ],
+  SourcesReady: [{ ...base, type: 'SourcesReady' }],
+  PodRemoved: [{ ...base, type: 'PodRemoved', uid: 'uid-1' }],
+  ObjectRemoved: [
+    { ...base, type: 'ObjectRemoved', kind: 'PersistentVolumeClaim', name: 'c', namespace: 'ns' },
+    { ...base, type: 'ObjectRemoved', kind: 'PersistentVolume', name: 'pv' },
+  ],
+  VolumesReportedInUse: [{ ...base, type: 'VolumesReportedInUse', volumes: ['a', 'b'] }],
+  NodeStatusObserved: [
+    {
+      ...base,
+      type: 'NodeStatusObserved',
+      node: 'node-1',
+      volumesAttached: [{ name: 'fake.disk/d', devicePath: '/dev/x' }],
+    },
+  ],
+  HostObserved: [
+    {
+      ...base,
+      type: 'HostObserved',
+      attachments: [{ volume: 'v', attached: false, deviceMounted: false }, { volume: 'w' }],
+      mounts: [{ volume: 'v', pod: 'p', mounted: true }],
+    },
+  ],
+  AttachmentsVerified: [
+    { ...base, type: 'AttachmentsVerified', node: 'n', volumes: [{ name: 'v', attached: true }] },
+  ],
+  OperationStarted: [
+    {
+      ...base,
+      type: 'OperationStarted',
+      opId: 'op-7',
+      op: 'mount',
+      key: { volume: 'v', pod: 'p', node: '' },
+      volume: 'v',
+      pod: 'p',
+      remount: false,
+      cause: 3,
+    },
+    {
+      ...base,
+      type: 'OperationStarted',
+      opId: 'op-8',
+      op: 'detach',
+      key: { volume: 'v', pod: '', node: 'n' },
+      volume: 'v',
+      node: 'n',
+      verifySafeToDetach: false,
+      forced: 'out-of-service',
+      cause: 0,
+    },
+  ],
+  CallStarted: [
+    { ...base, type: 'CallStarted', opId: 'op-7', call: 'mountDevice', deviceMountPath: '/m' },
+  ],
+  CallSucceeded: [
+    {
+      ...base,
+      type: 'CallSucceeded',
+      opId: 'op-7',
+      call: 'nodeExpand',
+      devicePath: '/dev/x',
+      deviceMountPath: '/m',
+      sizeBytes: 1024,
+    },
+  ],
+  CallFailed: [
+    {
+      ...base,
+      type: 'CallFailed',
+      opId: 'op-7',
+      call: 'nodeExpand',
+      error: { kind: 'final', message: 'no', failedPrecondition: true },
+    },
+  ],
+  OperationFinished: [
+    { ...base, type: 'OperationFinished', opId: 'op-7', outcome: 'ok' },
+    {
+      ...base,
+      type: 'OperationFinished',
+      opId: 'op-7',
+      outcome: 'failed',
+      error: { kind: 'transient', message: 'x' },
+    },
+  ],
+};
+
+const checks = new Map(
+  eventTypes.map((type) => [type, compileFastCheck(eventSchemas[type])] as const),
+);
+
+test('fast lane: covers every event type but the two that carry Kubernetes objects', () => {
+  assert.deepEqual(eventTypes.filter((t) => !fastCheckedEventTypes.includes(t)).sort(), [
+    'ObjectUpserted',
+    'PodUpserted',
+  ]);
+  assert.deepEqual(Object.keys(samples).sort(), [...fastCheckedEventTypes].sort());
+});
+
+test('fast lane: every valid sample takes it, and zod agrees it is valid and unchanged', () => {
+  for (const [type, list] of Object.entries(samples)) {
+    for (const sample of list) {
+      const check = checks.get(type as never)!;
+      assert.equal(check(sample), true, `${type}: ${JSON.stringify(sample)}`);
+      const parsed = voleEvent.safeParse(sample);
+      assert.ok(parsed.success, `${type}: zod rejects the sample`);
+      assert.deepEqual(parsed.data, sample);
+      assert.equal(parseEvent(sample), sample, 'the fast lane returns the value itself');
+    }
+  }
+});
+
+/** A JSON value that might break a field: wrong types, edge numbers, long strings. */
+const hostile = fc.oneof(
+  fc.jsonValue(),
+  fc.constantFrom(
+    -1,
+    0,
+    0.5,
+    Number.MAX_SAFE_INTEGER + 2,
+    Number.NaN,
+    Number.POSITIVE_INFINITY,
+    '',
+    'x'.repeat(16_385),
+    null,
+    undefined,
+    [],
+    {},
+    'op-1',
+    'attach',
+    'controller',
+    true,
+  ),
+);
+
+/** Paths to every field of a sample, nested objects and array items included. */
+function paths(value: unknown, prefix: (string | number)[] = []): (string | number)[][] {
+  if (typeof value !== 'object' || value === null) return [prefix];
+  const entries = Array.isArray(value)
+    ? value.map((v, i) => [i, v] as const)
+    : Object.entries(value);
+  return [prefix, ...entries.flatMap(([k, v]) => paths(v, [...prefix, k]))];
+}
+
+function mutate(
+  value: unknown,
+  path: readonly (string | number)[],
+  how: 'set' | 'delete' | 'extra',
+  to: unknown,
+): unknown {
+  const copy = structuredClone(value) as Record<string | number, unknown>;
+  let target: Record<string | number, unknown> = copy;
+  // The innermost plain object on the path: where an extra key goes (JSON cannot put one
+  // on an array).
+  let object: Record<string | number, unknown> = copy;
+  for (const key of path.slice(0, -1)) {
+    target = target[key] as Record<string | number, unknown>;
+    if (!Array.isArray(target)) object = target;
+  }
+  const last = path[path.length - 1];
+  if (how === 'extra') {
+    const holder = last === undefined ? undefined : target[last];
+    const on =
+      typeof holder === 'object' && holder !== null && !Array.isArray(holder)
+        ? (holder as Record<string, unknown>)
+        : object;
+    on.unexpected = to;
+    return copy;
+  }
+  if (last === undefined) return how === 'set' ? to : copy;
+  if (how === 'delete') delete target[last];
+  else target[last] = to;
+  return copy;
+}
+
+test('fast lane: never accepts what zod rejects or would change (mutations of every sample)', () => {
+  const all = Object.entries(samples).flatMap(([type, list]) => list.map((s) => ({ type, s })));
+  let accepted = 0;
+  fc.assert(
+    fc.property(
+      fc.constantFrom(...all),
+      fc.nat(),
+      fc.constantFrom('set', 'delete', 'extra'),
+      hostile,
+      ({ type, s }, pick, how, to) => {
+        const options = paths(s);
+        const mutated = mutate(s, options[pick % options.length]!, how, to);
+        const check = checks.get(type as never)!;
+        if (!check(mutated)) return;
+        accepted++;
+        const parsed = eventSchemas[type as keyof typeof eventSchemas].safeParse(mutated);
+        assert.ok(
+          parsed.success,
+          `fast lane accepted ${JSON.stringify(mutated)}; zod: ${parsed.error}`,
+        );
+        assert.ok(isDeepStrictEqual(parsed.data, mutated), 'zod would change the value');
+      },
+    ),
+    { numRuns: 20_000, seed: 1234 },
+  );
+  // Some mutations stay valid (another allowed value): the property was exercised both ways.
+  assert.ok(accepted > 0);
+});
+
+test("fast lane: a rejected event still gets zod's error naming the field", () => {
+  const bad = { ...samples.CallStarted![0]!, call: 'format' };
+  assert.throws(() => parseEvent(bad), /call/);
+});
+
+test('fast lane: constructs outside the subset compile to undefined, not a wrong check', () => {
+  assert.equal(compileFastCheck(z.string().regex(/^a/)), undefined);
+  assert.equal(compileFastCheck(z.object({ a: z.string() }).catchall(z.number())), undefined);
+  assert.equal(compileFastCheck(z.union([z.string(), z.number()])), undefined);
+  const ok = compileFastCheck(z.object({ n: z.number().int().nonnegative().lt(10) }))!;
+  assert.deepEqual([{ n: 0 }, { n: 9 }, { n: 10 }, { n: -1 }, { n: 1.5 }, { n: '1' }, {}].map(ok), [
+    true,
+    true,
+    false,
+    false,
+    false,
+    false,
+    false,
+  ]);
+});
