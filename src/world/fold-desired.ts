@@ -52,6 +52,10 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
 }
 
+/**
+ * Adds or removes `pod` under each object key it references. A key most often has one pod,
+ * held as the bare name; a Set only when pods share the object (a Set costs ~180 bytes).
+ */
 function indexReferences(
   world: World,
   pod: UniquePodName,
@@ -59,15 +63,25 @@ function indexReferences(
   add: boolean,
 ) {
   for (const key of references) {
-    let pods = world.podsByObject.get(key);
+    const pods = world.podsByObject.get(key);
     if (add) {
-      if (pods === undefined) world.podsByObject.set(key, (pods = new Set()));
-      pods.add(pod);
-    } else {
-      pods?.delete(pod);
-      if (pods?.size === 0) world.podsByObject.delete(key);
+      if (pods === undefined) world.podsByObject.set(key, pod);
+      else if (typeof pods !== 'string') pods.add(pod);
+      else if (pods !== pod) world.podsByObject.set(key, new Set([pods, pod]));
+    } else if (pods === pod) {
+      world.podsByObject.delete(key);
+    } else if (pods !== undefined && typeof pods !== 'string') {
+      pods.delete(pod);
+      if (pods.size === 1) world.podsByObject.set(key, pods.values().next().value!);
     }
   }
+}
+
+/** The pods that reference an object key, in name order. */
+function podsReferencing(world: World, key: string): UniquePodName[] {
+  const pods = world.podsByObject.get(key);
+  if (pods === undefined) return [];
+  return typeof pods === 'string' ? [pods] : [...pods].sort();
 }
 
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
@@ -177,8 +191,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
 
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
 function reresolveDependents(world: World, key: string): void {
-  const dependents = [...(world.podsByObject.get(key) ?? [])].sort();
-  for (const uid of dependents) {
+  for (const uid of podsReferencing(world, key)) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
   }

@@ -26,9 +26,36 @@ function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName 
   return null;
 }
 
+/**
+ * The world's own copy of a volume name equal to `name`, when it has one. Every event read
+ * from the log brings fresh strings; records built from them would each keep their own
+ * copy of the same name (a few dozen bytes a pair, a few hundred a pod).
+ */
+function canonicalVolume(world: World, name: string): UniqueVolumeName {
+  const volume = UniqueVolumeName(name);
+  return (
+    world.dsw.get(volume)?.volume ??
+    world.attachments.get(volume)?.volume ??
+    firstMount(world, volume)?.volume ??
+    volume
+  );
+}
+
+function firstMount(world: World, volume: UniqueVolumeName) {
+  const byPod = world.mounts.get(volume);
+  if (byPod !== undefined) for (const mount of byPod.values()) return mount;
+  return undefined;
+}
+
+/** The world's own copy of a pod UID equal to `uid` (see canonicalVolume). */
+function canonicalPod(world: World, uid: string): UniquePodName {
+  const pod = UniquePodName(uid);
+  return world.pods.get(pod)?.uid ?? pod;
+}
+
 /** spec §5.3 Run: reuse the matching failed record or append one, now pending. */
 export function foldOperationStarted(world: World, event: EventOf<'OperationStarted'>): void {
-  const volume = UniqueVolumeName(event.volume);
+  const volume = canonicalVolume(world, event.volume);
   const records = world.ops.get(volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
   if (verdict.kind !== 'run')
@@ -43,7 +70,7 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
     recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
   );
   if (world.running.has(opId)) fail(`operation ${opId} started twice (seq ${event.seq})`);
-  const pod = event.pod === undefined ? null : UniquePodName(event.pod);
+  const pod = event.pod === undefined ? null : canonicalPod(world, event.pod);
   world.running.set(opId, {
     opId,
     op: event.op,

@@ -216,7 +216,7 @@ function resolveOne(
       ? `${pluginName}/${handle}`
       : `${pluginName}/${uid}-${innerVolumeSpecName}`,
   );
-  const accessModes = pv?.spec.accessModes ?? [];
+  const accessModes = pv?.spec.accessModes ?? noAccessModes;
   return {
     ok: true,
     value: {
@@ -241,6 +241,8 @@ function resolveOne(
     },
   };
 }
+
+const noAccessModes: readonly string[] = Object.freeze([]);
 
 function noPlugin(volumeName: string): string {
   return `failed to get Plugin from volumeSpec for volume "${volumeName}" err=no volume plugin matched`;
@@ -290,5 +292,13 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     if (step.ok && mismatch === undefined) volumes.push(step.value);
     else errors.set(name, step.ok ? mismatch! : step.error);
   }
-  return { expectedVolumes, volumes, errors, references: [...new Set(references)] };
+  return {
+    expectedVolumes,
+    volumes,
+    // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
+    errors: errors.size === 0 ? noErrors : errors,
+    references: [...new Set(references)],
+  };
 }
+
+const noErrors: ReadonlyMap<string, string> = new Map();

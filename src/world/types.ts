@@ -158,8 +158,11 @@ export interface World {
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
   objects: Map<string, ClusterObject>;
-  /** claim key / PV name → pods that reference it, for re-resolution on object changes. */
-  podsByObject: Map<string, Set<UniquePodName>>;
+  /**
+   * claim key / PV name → pods that reference it, for re-resolution on object changes: the
+   * one pod's name, or a Set when several share the object.
+   */
+  podsByObject: Map<string, UniquePodName | Set<UniquePodName>>;
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
   mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
