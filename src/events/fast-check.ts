@@ -5,7 +5,8 @@
  * At load time each zod schema is compiled into a plain predicate, derived from the
  * schema's own definition (never written by hand, as the pair machines' fold tables are):
  * true only when zod would accept the value and return an equal one (so a value with a key
- * the schema does not name is false: zod would strip it). A false answer is no verdict:
+ * the schema does not name is false: zod would strip it), and only for plain objects,
+ * arrays and JSON primitives, whose JSON round trip gives the same value back. A false answer is no verdict:
  * the caller asks zod, which says what is wrong. A schema that uses anything outside the
  * supported subset compiles to undefined, and zod does all the work for it.
  *
@@ -124,7 +125,8 @@ function compile(schema: Schema): FastCheck {
       const element = compile(def.element);
       const ok = all(checks.map(lengthCheck));
       return (v) => {
-        if (!Array.isArray(v) || !ok(v.length)) return false;
+        if (!Array.isArray(v) || Object.getPrototypeOf(v) !== Array.prototype) return false;
+        if (!ok(v.length)) return false;
         for (const item of v) if (!element(item)) return false;
         return true;
       };
@@ -137,7 +139,9 @@ function compile(schema: Schema): FastCheck {
       const fields = keys.map((key) => ({ key, check: compile(shape[key]!) }));
       const known = new Set(keys);
       return (v) => {
-        if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+        // Plain objects only: a class instance may serialize differently (toJSON).
+        if (typeof v !== 'object' || v === null || Object.getPrototypeOf(v) !== Object.prototype)
+          return false;
         const record = v as Record<string, unknown>;
         for (const field of fields) if (!field.check(record[field.key])) return false;
         // A key the schema does not name would be stripped by zod: no verdict here.

@@ -270,4 +270,15 @@ export function parseEvent(raw: unknown): VoleEvent {
   );
 }
 
-export const eventCodec = { parse: parseEvent };
+/**
+ * The fast lane: true when a predicate compiled from the event type's schema accepts the
+ * value exactly as it is (see fast-check.ts); false is no verdict, zod decides.
+ */
+export function acceptsEvent(raw: unknown): boolean {
+  const type =
+    typeof raw === 'object' && raw !== null ? (raw as { type?: unknown }).type : undefined;
+  const fast = typeof type === 'string' ? fastChecks.get(type) : undefined;
+  return fast !== undefined && fast(raw);
+}
+
+export const eventCodec = { parse: parseEvent, accepts: acceptsEvent };

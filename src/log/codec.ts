@@ -18,6 +18,12 @@ export interface EventEnvelope {
  */
 export interface EventCodec<E extends EventEnvelope> {
   parse(raw: unknown): E;
+  /**
+   * Optional fast lane: true only when `raw` (plain objects, arrays and JSON primitives) is
+   * a valid event exactly as it is, so that its JSON round trip reads back as the same
+   * event. False is no verdict: the store then validates the round trip with `parse`.
+   */
+  accepts?(raw: unknown): boolean;
 }
 
 /**
@@ -40,7 +46,11 @@ export function encodeEvent<E extends EventEnvelope>(
     () => `append: event for seq ${seq} has no type`,
   );
   const row: EventRow = [seq, tsMs, type, JSON.stringify(data)];
-  decodeRow(codec, row);
+  // `data` is this function's own copy: it takes the envelope for the fast lane's check.
+  data.seq = seq;
+  data.tsMs = tsMs;
+  data.type = type;
+  if (codec.accepts?.(data) !== true) decodeRow(codec, row);
   return row;
 }
 
@@ -56,5 +66,5 @@ export function decodeRow<E extends EventEnvelope>(codec: EventCodec<E>, row: Ev
   event.seq = seq;
   event.tsMs = tsMs;
   event.type = type;
-  return codec.parse(event);
+  return codec.accepts?.(event) === true ? (event as E) : codec.parse(event);
 }

@@ -10,6 +10,7 @@ import fc from 'fast-check';
 import { z } from 'zod';
 import { compileFastCheck } from '../../src/events/fast-check.js';
 import {
+  acceptsEvent,
   eventSchemas,
   eventTypes,
   fastCheckedEventTypes,
@@ -283,4 +284,23 @@ test('fast lane: constructs outside the subset compile to undefined, not a wrong
     false,
     false,
   ]);
+});
+
+test('fast lane: only plain objects and arrays, whose JSON round trip is the same event', () => {
+  class Finished {
+    type = 'OperationFinished';
+    seq = 1;
+    tsMs = 0;
+    opId = 'op-1';
+    outcome = 'ok';
+    toJSON() {
+      return { outcome: 'failed' };
+    }
+  }
+  assert.equal(acceptsEvent(new Finished()), false);
+  const plain = { type: 'OperationFinished', seq: 1, tsMs: 0, opId: 'op-1', outcome: 'ok' };
+  assert.equal(acceptsEvent(plain), true);
+  class Volumes extends Array<string> {}
+  const event = { ...samples.VolumesReportedInUse![0]!, volumes: Volumes.from(['a']) };
+  assert.equal(acceptsEvent(event), false);
 });
