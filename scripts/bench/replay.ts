@@ -1,13 +1,13 @@
 /**
  * §2 Replay / fold: a log of ~1,000,000 events written by the engine (generate.ts), folded
- * end to end from SQLite (read + JSON.parse + zod + fold) and in memory (fold only),
+ * end to end from SQLite (read + JSON.parse + validation + fold) and in memory (fold only),
  * against the raw scan + JSON.parse ceiling and the hand-written reducer, side by side in
  * every run.
  */
 import Database from 'better-sqlite3';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
-import { fold, foldAll, initialWorld } from '../../src/world/index.js';
+import { fold, initialWorld } from '../../src/world/index.js';
 import { emmettFigures } from './emmett.js';
 import { generateLog } from './generate.js';
 import { compareWithWorld, handFold, handInitial } from './hand-reducer.js';
@@ -47,19 +47,19 @@ function scanParse(path: string): number {
   return n;
 }
 
-/** vole's read path without the fold: scan + JSON.parse + zod (EventStore.read). */
+/** vole's read path without the fold: scan + JSON.parse + validation (EventStore.forEach). */
 function scanParseValidate(path: string): number {
   const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'readonly' });
-  let n = 0;
-  for (const _event of store.read()) n++;
+  const n = store.forEach({}, () => {});
   store.close();
   return n;
 }
 
-/** vole's replay: EventStore.read() folded into a fresh world. */
+/** vole's replay, as the engine's restart does it: EventStore.forEach into a fresh world. */
 function replayVole(path: string): number {
   const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'readonly' });
-  const world = foldAll(store.read(), initialWorld());
+  const world = initialWorld();
+  store.forEach({}, (event) => fold(world, event));
   store.close();
   return world.seq;
 }
@@ -118,8 +118,8 @@ export async function runReplay(opts: ReplayOptions): Promise<SectionResult> {
   for (let run = 0; run < opts.runs; run++) {
     progress(`replay: from SQLite, run ${run + 1}/${opts.runs}`);
     rates.ceiling!.push(timed('scan + JSON.parse (ceiling)', n, () => scanParse(path)));
-    rates.validate!.push(timed('scan + JSON.parse + zod', n, () => scanParseValidate(path)));
-    rates.vole!.push(timed('vole replay (scan + parse + zod + fold)', n, () => replayVole(path)));
+    rates.validate!.push(timed('scan + JSON.parse + validation', n, () => scanParseValidate(path)));
+    rates.vole!.push(timed('vole replay (scan + parse + validation + fold)', n, () => replayVole(path)));
     rates.handSqlite!.push(
       timed('hand reducer from SQLite (scan + parse + hand)', n, () => replayHand(path)),
     );
@@ -191,14 +191,14 @@ export async function runReplay(opts: ReplayOptions): Promise<SectionResult> {
     },
     {
       section: 'replay',
-      name: 'scan + JSON.parse + zod (EventStore.read, no fold)',
+      name: 'scan + JSON.parse + validation (EventStore.forEach, no fold)',
       value: m('validate'),
       unit: 'events/s',
       runs: rates.validate,
     },
     {
       section: 'replay',
-      name: 'replay from SQLite (read + JSON.parse + zod + fold)',
+      name: 'replay from SQLite (read + JSON.parse + validation + fold)',
       value: m('vole'),
       unit: 'events/s',
       runs: rates.vole,

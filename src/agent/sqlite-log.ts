@@ -4,7 +4,7 @@ import { GroupCommitter } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
 import type { EventSink } from './sink.js';
 import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../log/world-snapshot.js';
-import { foldAll, initialWorld } from '../world/index.js';
+import { fold, initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 
 export interface SqliteLog {
@@ -43,7 +43,8 @@ export function openSqliteLog(
       const fromSnapshot =
         latest === undefined ? undefined : decodeWorldSnapshot(latest.data, latest.format);
       const world = fromSnapshot ?? initialWorld();
-      return foldAll(store.read({ fromSeq: world.seq + 1 }), world);
+      store.forEach({ fromSeq: world.seq + 1 }, (event) => fold(world, event));
+      return world;
     },
     saveSnapshot: (world: World) => {
       committer.flush();

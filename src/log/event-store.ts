@@ -143,6 +143,39 @@ export class EventStore<E extends EventEnvelope> {
    * or is closed with `break`/`return()`; it also pins a WAL snapshot, so finish promptly.
    */
   read(opts: ReadOptions = {}): IterableIterator<E> {
+    const { fromSeq, toSeq, limit } = this.range(opts);
+    return this.stream({ fromSeq, toSeq, limit });
+  }
+
+  /**
+   * Calls `visit` with every event read() would yield, in order, and returns how many: the
+   * same read without a generator between the rows and the caller, for replays of a whole
+   * log (resuming a generator per row cost about a sixth of the read path). Read failures
+   * are read()'s; whatever `visit` throws passes through as it is, and ends the read.
+   */
+  forEach(opts: ReadOptions, visit: (event: E) => void): number {
+    const { fromSeq, toSeq, limit } = this.range(opts);
+    let count = 0;
+    let nextSeq = Math.max(fromSeq, 1); // where a read failure happened, for the message
+    let visiting = false;
+    try {
+      for (const row of this.reads.range.iterate(fromSeq, toSeq, limit)) {
+        const event = this.decode(row);
+        nextSeq = row[0] + 1;
+        visiting = true;
+        visit(event);
+        visiting = false;
+        count++;
+      }
+    } catch (error) {
+      if (visiting) throw error;
+      throw toReadError(error, this.path, nextSeq);
+    }
+    return count;
+  }
+
+  /** read()'s options checked, with SQLite's "no limit" (a negative LIMIT) as the default. */
+  private range(opts: ReadOptions): { fromSeq: number; toSeq: number; limit: number } {
     const fromSeq = opts.fromSeq ?? 1;
     const toSeq = opts.toSeq ?? Number.MAX_SAFE_INTEGER;
     assert(Number.isSafeInteger(fromSeq) && Number.isSafeInteger(toSeq), 'read: integer seqs');
@@ -151,8 +184,7 @@ export class EventStore<E extends EventEnvelope> {
       limit === undefined || (Number.isSafeInteger(limit) && limit >= 0),
       () => `read: limit ${limit} is not a count`,
     );
-    // SQLite reads a negative LIMIT as no limit.
-    return this.stream({ fromSeq, toSeq, limit: limit ?? -1 });
+    return { fromSeq, toSeq, limit: limit ?? -1 };
   }
 
   private *stream(opts: { fromSeq: number; toSeq: number; limit: number }): Generator<E> {

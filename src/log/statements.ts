@@ -73,7 +73,7 @@ export function prepareWrites(
   const appendBatch = db.transaction((rows: readonly EventRow[], expectedSeq: number): void => {
     const actualSeq = opts.head.get() ?? 0;
     if (actualSeq !== expectedSeq) opts.onConflict(expectedSeq, actualSeq);
-    for (const row of rows) insert.run(...row);
+    for (const row of rows) insert.run(row[0], row[1], row[2], row[3]);
   });
   return {
     appendBatch,

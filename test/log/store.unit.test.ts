@@ -294,6 +294,47 @@ test('log: read streams: ranges and limits, nothing decoded past what is taken',
   store.close();
 });
 
+test('log: forEach visits what read() yields; read failures and visitor errors stay apart', () => {
+  const path = logWith(pods(50));
+  const store = open(path, { mode: 'readwrite' });
+  const visited = (opts: Parameters<typeof store.read>[0]) => {
+    const seqs: number[] = [];
+    const count = store.forEach(opts, (event) => seqs.push(event.seq));
+    assert.equal(count, seqs.length);
+    assert.deepEqual(
+      seqs,
+      [...store.read(opts)].map((e) => e.seq),
+    );
+    return seqs;
+  };
+  assert.equal(visited({}).length, 50);
+  assert.deepEqual(visited({ fromSeq: 10, limit: 3 }), [10, 11, 12]);
+  assert.deepEqual(visited({ fromSeq: 48, toSeq: 60 }), [48, 49, 50]);
+  // A visitor's own error passes through as it is, and the connection is free afterwards.
+  const boom = new Error('visitor failed');
+  assert.throws(
+    () =>
+      store.forEach({}, (e) => {
+        if (e.seq === 5) throw boom;
+      }),
+    (error: unknown) => error === boom,
+  );
+  store.append([added('after')], { expectedSeq: 50 });
+  store.close();
+  // A row the codec rejects is a LogReadError naming its seq, as with read().
+  const raw = new Database(path);
+  raw.prepare('INSERT INTO events VALUES (52, 2, ?, ?)').run('PodAdded', '{"uid":""}');
+  raw.close();
+  const again = open(path, { mode: 'readonly' });
+  let seen = 0;
+  assert.throws(
+    () => again.forEach({}, () => seen++),
+    (error: unknown) => error instanceof LogReadError && error.seq === 52,
+  );
+  assert.equal(seen, 51);
+  again.close();
+});
+
 test('log: bounds and seqAtOrBeforeTs on a small log', () => {
   const empty = open(newPath());
   assert.deepEqual(empty.bounds(), { firstSeq: 0, lastSeq: 0, firstTsMs: 0, lastTsMs: 0 });
