@@ -58,10 +58,10 @@ function snapshotLogs(
   };
   const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'readonly' });
   const world = initialWorld();
-  for (const event of store.read()) {
+  store.forEach({}, (event) => {
     fold(world, event);
     if (world.seq === behindSeq) save(behind, world);
-  }
+  });
   store.close();
   save(atHead, world);
   const check = openSqliteLog(atHead);
@@ -75,11 +75,11 @@ function restartOnce(path: string): Phases {
   const log = openSqliteLog(path);
   const t1 = nowMs();
   // Which seq loadWorld folds from: right after the snapshot, unless it could not use it.
-  const read = log.store.read.bind(log.store);
+  const forEach = log.store.forEach.bind(log.store);
   let fromSeq = 0;
-  log.store.read = (opts = {}) => {
+  log.store.forEach = (opts, visit) => {
     fromSeq = opts.fromSeq ?? 1;
-    return read(opts);
+    return forEach(opts, visit);
   };
   const world = log.loadWorld();
   const t2 = nowMs();

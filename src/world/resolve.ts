@@ -137,33 +137,36 @@ function sourceOfInline(v: PodVolume): Located | undefined {
   return undefined;
 }
 
+/** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
+function pvcPrefix(namespace: string, claimName: string): string {
+  return `error processing PVC ${namespace}/${claimName}`;
+}
+
 function locateClaim(
   namespace: string,
-  v: PodVolume & { persistentVolumeClaim: { claimName: string } },
+  claimName: string,
   input: ResolveInput,
   references: string[],
 ): Step<Located> {
-  const claimName = v.persistentVolumeClaim.claimName;
   const claimKey = objectKey('PersistentVolumeClaim', claimName, namespace);
   references.push(claimKey);
-  const prefix = `error processing PVC ${namespace}/${claimName}`;
   const pvc = input.objects.get(claimKey);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
     return fail(
-      `${prefix}: failed to fetch PVC from API server: ` +
+      `${pvcPrefix(namespace, claimName)}: failed to fetch PVC from API server: ` +
         `persistentvolumeclaims "${claimName}" not found`,
     );
   }
   if (pvc.metadata.deletionTimestamp !== undefined) {
     return fail(
-      `${prefix}: can't start pod because PVC ${namespace}/${claimName} is being deleted`,
+      `${pvcPrefix(namespace, claimName)}: can't start pod because PVC ${namespace}/${claimName} is being deleted`,
     );
   }
   const pvName = pvc.spec.volumeName ?? '';
   const phase = pvc.status?.phase;
   if (pvName === '' || (phase !== undefined && phase !== 'Bound')) {
     return fail(
-      `${prefix}: PVC ${namespace}/${claimName} has non-bound phase ` +
+      `${pvcPrefix(namespace, claimName)}: PVC ${namespace}/${claimName} has non-bound phase ` +
         `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`,
     );
   }
@@ -172,7 +175,7 @@ function locateClaim(
   const pv = input.objects.get(pvKey);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
     return fail(
-      `${prefix}: failed to fetch PV "${pvName}" from API server: ` +
+      `${pvcPrefix(namespace, claimName)}: failed to fetch PV "${pvName}" from API server: ` +
         `persistentvolumes "${pvName}" not found`,
     );
   }
@@ -197,7 +200,7 @@ function resolveOne(
   const claim = v.persistentVolumeClaim;
   const located: Step<Located> =
     claim !== undefined
-      ? locateClaim(namespace, { ...v, persistentVolumeClaim: claim }, input, references)
+      ? locateClaim(namespace, claim.claimName, input, references)
       : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(
           sourceOfInline(v),
         );

@@ -297,7 +297,7 @@ test('log: read streams: ranges and limits, nothing decoded past what is taken',
 test('log: forEach visits what read() yields; read failures and visitor errors stay apart', () => {
   const path = logWith(pods(50));
   const store = open(path, { mode: 'readwrite' });
-  const visited = (opts: Parameters<typeof store.read>[0]) => {
+  const visited = (opts: Parameters<typeof store.forEach>[0]) => {
     const seqs: number[] = [];
     const count = store.forEach(opts, (event) => seqs.push(event.seq));
     assert.equal(count, seqs.length);
