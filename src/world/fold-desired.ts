@@ -6,45 +6,15 @@ import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
 import { resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, World } from './types.js';
-
-/**
- * Volumes the event being folded touched, in order, duplicates allowed (the fold is
- * synchronous: one buffer suffices). An array with a length kept by hand: a Set cleared
- * after every event reallocated its table each time, a tenth of the fold's time.
- */
-const touchedByEvent: UniqueVolumeName[] = [];
-let touchedCount = 0;
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
   world.dirty.add(volume);
   world.causes.set(volume, cause);
-  touchedByEvent[touchedCount++] = volume;
-}
-
-/**
- * Drops what the world keeps about a volume that is gone from it entirely (not desired,
- * not attached, not mounted, no operation record), so a long-running agent does not grow
- * with every volume it ever saw. The log keeps its history.
- */
-/** Starts an event's touched list afresh (an event that failed an assertion left its own). */
-export function startTouching(): void {
-  touchedCount = 0;
-}
-
-export function forgetGoneVolumes(world: World): void {
-  for (let i = 0; i < touchedCount; i++) {
-    const volume = touchedByEvent[i]!;
-    if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume))
-      continue;
-    if (world.ops.has(volume)) continue;
-    world.causes.delete(volume);
-    world.lastErrors.delete(volume);
-  }
-  touchedCount = 0;
 }
 
 /** Marks a volume for planning without changing the cause its next decision cites. */
@@ -91,8 +61,10 @@ function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
     if (volume === undefined || !volume.pods.has(record.uid)) continue;
     const pods = new Map(volume.pods);
     pods.delete(record.uid);
-    if (pods.size === 0) world.dsw.delete(resolved.volume);
-    else world.dsw.set(resolved.volume, { ...volume, pods });
+    if (pods.size === 0) {
+      world.dsw.delete(resolved.volume);
+      mayBeGone(resolved.volume);
+    } else world.dsw.set(resolved.volume, { ...volume, pods });
     touch(world, resolved.volume, cause);
   }
 }
@@ -231,7 +203,9 @@ export function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusO
     event.volumesAttached.map((v) => [v.name as UniqueVolumeName, v.devicePath]),
   );
   for (const name of new Set([...previous.keys(), ...next.keys()])) {
-    if (previous.get(name) !== next.get(name)) touch(world, name);
+    if (previous.get(name) === next.get(name)) continue;
+    touch(world, name);
+    mayBeGone(name); // the node may report a volume this world never had
   }
   world.volumesAttached = next;
 }

@@ -7,6 +7,7 @@ import { fail } from '../assert.js';
 import type { CallError, EventOf } from '../events/index.js';
 import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touch } from './fold-desired.js';
+import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import { keyString, mayRun, finishRecord, recordsAfterStart, setRecords } from './pending.js';
 import type { RunningOp, World } from './types.js';
@@ -284,6 +285,7 @@ function completeRecord(
   tsMs: number,
 ): void {
   finishRecord(world.ops, op.volume, op, { failure, tsMs, seq: world.seq });
+  if (!world.ops.has(op.volume)) mayBeGone(op.volume);
 }
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {

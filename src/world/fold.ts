@@ -5,6 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { forgetGoneVolumes, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   foldNodeStatusObserved,
@@ -13,8 +14,6 @@ import {
   foldPodRemoved,
   foldPodUpserted,
   foldVolumesReportedInUse,
-  forgetGoneVolumes,
-  startTouching,
   markDirty,
   touch,
   upsertPod,
@@ -109,7 +108,7 @@ export function fold(world: World, event: VoleEvent): World {
   if (event.seq !== world.seq + 1)
     fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
   if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
-  startTouching();
+  startEvent();
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {

@@ -65,6 +65,15 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
         `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms, above ${backoffMsMax}`,
       );
   }
+  // A volume gone from the world leaves nothing behind (gone.ts): no unbounded growth.
+  const gone =
+    !world.dsw.has(volume) &&
+    attachment === undefined &&
+    mounts.length === 0 &&
+    !world.ops.has(volume);
+  if (gone && (world.causes.has(volume) || world.lastErrors.has(volume))) {
+    at('forgotten', `volume ${volume} is gone but the world still keeps its cause or last error`);
+  }
   return out;
 }
 

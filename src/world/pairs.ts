@@ -13,6 +13,7 @@ import {
 import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { compileMachine } from './compiled-machine.js';
+import { mayBeGone } from './gone.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
@@ -74,6 +75,7 @@ export function stepAttachment(
   }
   if (next.value === 'detached') {
     world.attachments.delete(record.volume);
+    mayBeGone(record.volume);
   } else {
     world.attachments.set(record.volume, { ...record, state: next, seq: world.seq as Seq });
   }
@@ -118,7 +120,10 @@ export function stepMount(
   let byPod = world.mounts.get(record.volume);
   if (next.value === 'unmounted') {
     byPod?.delete(record.pod);
-    if (byPod?.size === 0) world.mounts.delete(record.volume);
+    if (byPod?.size === 0) {
+      world.mounts.delete(record.volume);
+      mayBeGone(record.volume);
+    }
     return;
   }
   if (byPod === undefined) {

@@ -1,0 +1,39 @@
+/**
+ * Forgetting volumes that are gone from the world entirely (not desired, not attached, not
+ * mounted, no operation record), so a long-running agent does not grow with every volume
+ * it ever saw; the log keeps their history.
+ *
+ * A volume can only become gone where the fold deletes one of those entries, or where an
+ * observation names a volume the world never had. Those places call mayBeGone(); at the
+ * end of the event forgetGoneVolumes() checks just them. (Checking every touched volume
+ * after every event cost a tenth of the fold: most events touch one and delete nothing.)
+ */
+import type { UniqueVolumeName } from '../ids.js';
+import type { World } from './types.js';
+
+/** Volumes the current event may have left gone; the fold is synchronous, one buffer does. */
+const candidates: UniqueVolumeName[] = [];
+let candidateCount = 0;
+
+/** Notes that `volume` may be gone once the event is folded. */
+export function mayBeGone(volume: UniqueVolumeName): void {
+  candidates[candidateCount++] = volume;
+}
+
+/** Starts an event afresh (an event that failed an assertion may have left candidates). */
+export function startEvent(): void {
+  candidateCount = 0;
+}
+
+/** Drops the causes and last errors of the candidates that are gone at the event's end. */
+export function forgetGoneVolumes(world: World): void {
+  for (let i = 0; i < candidateCount; i++) {
+    const volume = candidates[i]!;
+    if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume))
+      continue;
+    if (world.ops.has(volume)) continue;
+    world.causes.delete(volume);
+    world.lastErrors.delete(volume);
+  }
+  candidateCount = 0;
+}
