@@ -25,7 +25,7 @@ export function startEvent(): void {
   candidateCount = 0;
 }
 
-/** Drops the causes and last errors of the candidates that are gone at the event's end. */
+/** Drops the causes, last errors and dirty marks of the candidates gone at the event's end. */
 export function forgetGoneVolumes(world: World): void {
   for (let i = 0; i < candidateCount; i++) {
     const volume = candidates[i]!;
@@ -34,6 +34,8 @@ export function forgetGoneVolumes(world: World): void {
     if (world.ops.has(volume)) continue;
     world.causes.delete(volume);
     world.lastErrors.delete(volume);
+    // Nothing left to plan for it either: a replay's dirty set stays the size of the world.
+    world.dirty.delete(volume);
   }
   candidateCount = 0;
 }
