@@ -42,7 +42,9 @@ function indexReferences(
       world.podsByObject.delete(key);
     } else if (pods !== undefined && typeof pods !== 'string') {
       pods.delete(pod);
-      if (pods.size === 1) world.podsByObject.set(key, pods.values().next().value!);
+      // (An empty Set only comes from a snapshot written before single names were kept.)
+      if (pods.size === 0) world.podsByObject.delete(key);
+      else if (pods.size === 1) world.podsByObject.set(key, pods.values().next().value!);
     }
   }
 }
