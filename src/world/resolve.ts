@@ -52,7 +52,7 @@ const fail = (error: string): { ok: false; error: string } => ({ ok: false, erro
  */
 export function expectedVolumeNames(pod: Pod): string[] {
   const volumes = pod.spec.volumes ?? [];
-  const containers = [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])];
+  const containers = containersOf(pod);
   if (containers.length === 0) return volumes.map((v) => v.name);
   const used = new Set<string>();
   for (const c of containers) {
@@ -60,6 +60,18 @@ export function expectedVolumeNames(pod: Pod): string[] {
     for (const d of c.volumeDevices ?? []) used.add(d.name);
   }
   return volumes.filter((v) => used.has(v.name)).map((v) => v.name);
+}
+
+type Container = NonNullable<Pod['spec']['containers']>[number];
+const noContainers: readonly Container[] = Object.freeze([]);
+
+/** The pod's containers and init containers (no copy when it has only one kind). */
+function containersOf(pod: Pod): readonly Container[] {
+  const { containers, initContainers } = pod.spec;
+  if (initContainers === undefined || initContainers.length === 0)
+    return containers ?? noContainers;
+  if (containers === undefined || containers.length === 0) return initContainers;
+  return [...containers, ...initContainers];
 }
 
 interface Located {
@@ -256,7 +268,7 @@ function noPlugin(volumeName: string): string {
  * volumeMounts (checked only for pods that list containers).
  */
 function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {
-  const containers = [...(pod.spec.containers ?? []), ...(pod.spec.initContainers ?? [])];
+  const containers = containersOf(pod);
   if (containers.length === 0) return undefined;
   const asDevice = containers.some((c) =>
     (c.volumeDevices ?? []).some((d) => d.name === v.outerVolumeSpecName),
@@ -271,25 +283,31 @@ function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {
   return undefined;
 }
 
+/** The last pod volume of that name (a duplicated name resolves with its last definition). */
+function lastNamed(volumes: readonly PodVolume[], name: string): PodVolume | undefined {
+  for (let i = volumes.length - 1; i >= 0; i--) if (volumes[i]!.name === name) return volumes[i];
+  return undefined;
+}
+
 /** Resolves every expected volume of a pod; never throws for what Kubernetes would accept. */
 export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
   const expectedVolumes = expectedVolumeNames(pod);
-  const byName = new Map((pod.spec.volumes ?? []).map((v) => [v.name, v]));
+  const podVolumes = pod.spec.volumes ?? [];
   const volumes: ResolvedVolume[] = [];
   const errors = new Map<string, string>();
   const references: string[] = [];
-  const seen = new Set<string>();
-  for (const name of expectedVolumes) {
-    const v = byName.get(name);
+  // Pods have a handful of volumes: linear lookups beat building a Map and a Set per pod.
+  for (let i = 0; i < expectedVolumes.length; i++) {
+    const name = expectedVolumes[i]!;
+    const v = lastNamed(podVolumes, name);
     if (v === undefined) continue;
-    if (seen.has(name)) {
+    if (expectedVolumes.indexOf(name) < i) {
       errors.set(
         name,
         `pod volume name "${name}" is used twice in pod.spec.volumes; names must be unique`,
       );
       continue;
     }
-    seen.add(name);
     const step = resolveOne(pod, v, input, references);
     const mismatch = step.ok ? volumeModeMismatch(pod, step.value) : undefined;
     if (step.ok && mismatch === undefined) volumes.push(step.value);
@@ -300,7 +318,7 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     volumes,
     // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
     errors: errors.size === 0 ? noErrors : errors,
-    references: [...new Set(references)],
+    references: references.length < 2 ? references : [...new Set(references)],
   };
 }
 
