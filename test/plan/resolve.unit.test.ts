@@ -1,0 +1,79 @@
+/**
+ * Pod resolution and the object index, as the fold keeps them: duplicated pod volume names,
+ * pods sharing a claim (the index holds a bare name for one pod, a Set for several), and
+ * re-resolution when a shared object changes.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { NewEvent, VoleEvent } from '../../src/events/index.js';
+import { fold, initialWorld } from '../../src/world/index.js';
+import { resolvePod } from '../../src/world/resolve.js';
+import type { World } from '../../src/world/types.js';
+import {
+  claim,
+  diskObjects,
+  emptyDir,
+  engineStarted,
+  pod,
+  podUpserted,
+  sourcesReady,
+} from '../support/builders.js';
+
+function worldOf(events: NewEvent[]): World {
+  const world = initialWorld();
+  for (const event of events) fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
+  return world;
+}
+
+test('resolve: a duplicated pod volume name resolves once, with its last definition', () => {
+  const world = worldOf([engineStarted(), ...diskObjects('d1')]);
+  const duplicated = pod('p1', [emptyDir('data'), claim('d1', 'data')]);
+  const resolution = resolvePod(duplicated, world);
+  assert.deepEqual(
+    resolution.volumes.map((v) => v.volume),
+    ['fake.disk/d1'],
+  );
+  assert.match(resolution.errors.get('data') ?? '', /used twice/);
+  assert.deepEqual(resolution.references, [
+    'PersistentVolumeClaim/default/claim-d1',
+    'PersistentVolume//pv-d1',
+  ]);
+});
+
+test('resolve: the object index holds one pod by name, several in a Set, and re-resolves them all', () => {
+  const world = worldOf([
+    engineStarted(),
+    sourcesReady,
+    ...diskObjects('d1'),
+    podUpserted('a', [claim('d1')]),
+  ]);
+  const key = 'PersistentVolumeClaim/default/claim-d1';
+  assert.equal(world.podsByObject.get(key), 'a');
+  const more = worldOf([
+    engineStarted(),
+    sourcesReady,
+    ...diskObjects('d1'),
+    podUpserted('a', [claim('d1')]),
+    podUpserted('b', [claim('d1')]),
+    podUpserted('c', [claim('d1')]),
+  ]);
+  assert.deepEqual([...(more.podsByObject.get(key) as Set<string>)].sort(), ['a', 'b', 'c']);
+  // The claim is deleted: every pod that used it is resolved again and now has an error.
+  fold(more, {
+    type: 'ObjectRemoved',
+    tsMs: 0,
+    kind: 'PersistentVolumeClaim',
+    name: 'claim-d1',
+    namespace: 'default',
+    seq: more.seq + 1,
+  } as VoleEvent);
+  for (const uid of ['a', 'b', 'c'])
+    assert.match(more.pods.get(uid as never)!.errors.get('data') ?? '', /not found/);
+  assert.equal(more.dsw.size, 0);
+  // Pods leave: the Set shrinks to a bare name, then the key goes.
+  for (const uid of ['b', 'c'])
+    fold(more, { type: 'PodRemoved', tsMs: 0, uid, seq: more.seq + 1 } as VoleEvent);
+  assert.equal(more.podsByObject.get(key), 'a');
+  fold(more, { type: 'PodRemoved', tsMs: 0, uid: 'a', seq: more.seq + 1 } as VoleEvent);
+  assert.equal(more.podsByObject.has(key), false);
+});
