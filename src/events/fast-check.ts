@@ -183,7 +183,13 @@ class Generator {
   build(schema: Schema): FastCheck {
     const top = this.function(schema);
     const source = `'use strict';\n${this.functions.join('\n')}\nreturn ${top};`;
-    return new Function(source)() as FastCheck;
+    try {
+      return new Function(source)() as FastCheck;
+    } catch (error) {
+      // Code generation disallowed (node --disallow-code-generation-from-strings): zod alone.
+      if (error instanceof EvalError) throw new Unsupported('code generation disallowed');
+      throw error;
+    }
   }
 }
 

@@ -4,6 +4,7 @@
  * fast lane, and no value the fast lane accepts is one zod rejects or would change.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { isDeepStrictEqual } from 'node:util';
 import { test } from 'node:test';
 import fc from 'fast-check';
@@ -303,4 +304,25 @@ test('fast lane: only plain objects and arrays, whose JSON round trip is the sam
   class Volumes extends Array<string> {}
   const event = { ...samples.VolumesReportedInUse![0]!, volumes: Volumes.from(['a']) };
   assert.equal(acceptsEvent(event), false);
+});
+
+test('fast lane: where code generation is disallowed, zod alone validates', () => {
+  const script =
+    "const m = await import('./src/events/index.ts');" +
+    "const e = m.parseEvent({ type: 'SourcesReady', seq: 1, tsMs: 0 });" +
+    'console.log(JSON.stringify([m.fastCheckedEventTypes.length, e.type]));';
+  const run = spawnSync(
+    process.execPath,
+    [
+      '--disallow-code-generation-from-strings',
+      '--import',
+      'tsx',
+      '--input-type=module',
+      '-e',
+      script,
+    ],
+    { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname },
+  );
+  assert.equal(run.status, 0, run.stderr);
+  assert.deepEqual(JSON.parse(run.stdout.trim()), [0, 'SourcesReady']);
 });
