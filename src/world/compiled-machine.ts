@@ -76,6 +76,11 @@ function resolveAssignment(machine: AnyStateMachine, action: unknown, where: str
   if (typeof assignment === 'function') return assignment as Assignment;
   // An object assignment: each key is a value or a function of { context, event }.
   const entries = Object.entries(assignment as Record<string, unknown>);
+  if (entries.every(([, value]) => typeof value !== 'function')) {
+    // Constants only (most of them): one frozen partial, merged without a copy per step.
+    const constant = Object.freeze(Object.fromEntries(entries));
+    return () => constant;
+  }
   return (args, params) => {
     const partial: Record<string, unknown> = {};
     for (const [key, value] of entries) {

@@ -294,7 +294,7 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
   const expectedVolumes = expectedVolumeNames(pod);
   const podVolumes = pod.spec.volumes ?? [];
   const volumes: ResolvedVolume[] = [];
-  const errors = new Map<string, string>();
+  let errors: Map<string, string> | undefined; // made on the first error: most pods have none
   const references: string[] = [];
   // Pods have a handful of volumes: linear lookups beat building a Map and a Set per pod.
   for (let i = 0; i < expectedVolumes.length; i++) {
@@ -302,7 +302,7 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     const v = lastNamed(podVolumes, name);
     if (v === undefined) continue;
     if (expectedVolumes.indexOf(name) < i) {
-      errors.set(
+      (errors ??= new Map()).set(
         name,
         `pod volume name "${name}" is used twice in pod.spec.volumes; names must be unique`,
       );
@@ -311,13 +311,13 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     const step = resolveOne(pod, v, input, references);
     const mismatch = step.ok ? volumeModeMismatch(pod, step.value) : undefined;
     if (step.ok && mismatch === undefined) volumes.push(step.value);
-    else errors.set(name, step.ok ? mismatch! : step.error);
+    else (errors ??= new Map()).set(name, step.ok ? mismatch! : step.error);
   }
   return {
     expectedVolumes,
     volumes,
     // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
-    errors: errors.size === 0 ? noErrors : errors,
+    errors: errors ?? noErrors,
     references: references.length < 2 ? references : [...new Set(references)],
   };
 }
