@@ -77,7 +77,17 @@ export function stepAttachment(
     world.attachments.delete(record.volume);
     mayBeGone(record.volume);
   } else {
-    world.attachments.set(record.volume, { ...record, state: next, seq: world.seq as Seq });
+    // A literal of the record's fields, not a spread: every record then shares one shape.
+    world.attachments.set(record.volume, {
+      volume: record.volume,
+      node: record.node,
+      pluginName: record.pluginName,
+      attachable: record.attachable,
+      deviceMountable: record.deviceMountable,
+      spec: record.spec,
+      state: next,
+      seq: world.seq as Seq,
+    });
   }
 }
 
@@ -130,5 +140,12 @@ export function stepMount(
     byPod = new Map();
     world.mounts.set(record.volume, byPod);
   }
-  byPod.set(record.pod, { ...record, state: next, seq: world.seq });
+  byPod.set(record.pod, {
+    volume: record.volume,
+    pod: record.pod,
+    pluginName: record.pluginName,
+    spec: record.spec,
+    state: next,
+    seq: world.seq,
+  });
 }
