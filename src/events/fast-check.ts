@@ -1,16 +1,18 @@
 /**
- * The read path's fast lane through the event schemas (PERF.md: replay must reach half of
- * the scan + JSON.parse ceiling, and zod's parse of every event cost a third of it).
+ * The fast lane through the event schemas, for reading and appending (PERF.md: replay must
+ * reach half of the scan + JSON.parse ceiling, and zod's parse of every event cost a third
+ * of it).
  *
  * At load time each zod schema is compiled into a plain predicate, derived from the
  * schema's own definition (never written by hand, as the pair machines' fold tables are)
  * and generated as source text run through the Function constructor, as zod's own JIT
- * does (a tree of closures with keyed loads cost 0.8 µs an event, more than JSON.parse):
- * true only when zod would accept the value and return an equal one (so a value with a key
- * the schema does not name is false: zod would strip it), and only for plain objects,
- * arrays and JSON primitives, whose JSON round trip gives the same value back. A false answer is no verdict:
- * the caller asks zod, which says what is wrong. A schema that uses anything outside the
- * supported subset compiles to undefined, and zod does all the work for it.
+ * does (a tree of closures with keyed loads cost 0.8 µs an event, more than JSON.parse).
+ * It answers true only when zod would accept the value and return an equal one (so a value
+ * with a key the schema does not name is false: zod would strip it), and only for plain
+ * objects, arrays and JSON primitives, whose JSON round trip gives the same value back. A
+ * false answer is no verdict: the caller asks zod, which says what is wrong. A schema that
+ * uses anything outside the supported subset compiles to undefined, and zod does all the
+ * work for it.
  *
  * test/events/fast-check.unit.test.ts checks, on valid events of every type and on
  * thousands of mutations of them, that true is only ever answered where zod agrees.

@@ -252,11 +252,7 @@ export class EventSchemaError extends Error {
  * cannot read is an error naming its seq and type, never a silently misread event.
  */
 export function parseEvent(raw: unknown): VoleEvent {
-  // The fast lane: a predicate compiled from this type's schema accepts the value as it is.
-  const type =
-    typeof raw === 'object' && raw !== null ? (raw as { type?: unknown }).type : undefined;
-  const fast = typeof type === 'string' ? fastChecks.get(type) : undefined;
-  if (fast !== undefined && fast(raw)) return raw as VoleEvent;
+  if (acceptsEvent(raw)) return raw as VoleEvent;
   const result = voleEvent.safeParse(raw);
   if (result.success) return result.data;
   const r = raw as { seq?: unknown; type?: unknown } | null;

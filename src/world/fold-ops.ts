@@ -143,38 +143,36 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
   if (op.call !== event.call)
     fail(`operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`);
   op.call = null;
+  // An attachment missing here is created from the spec the operation started with.
+  const spec = op.spec ?? undefined;
   switch (event.call) {
     case 'attach':
     case 'verifyControllerAttached': {
       const devicePath = event.devicePath ?? '';
       stepAttachment(
         world,
-        attachmentOrNew(world, op.volume, op.spec ?? undefined),
+        attachmentOrNew(world, op.volume, spec),
         event.call === 'attach'
           ? { type: 'ATTACH_OK', devicePath }
           : { type: 'VERIFY_OK', devicePath },
       );
       const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
       if (claimSizeBytes > 0)
-        stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+        stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
           type: 'CLAIM_SIZE_KNOWN',
           sizeBytes: claimSizeBytes,
         });
       break;
     }
     case 'detach':
-      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
-        type: 'DETACH_OK',
-      });
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'DETACH_OK' });
       break;
     case 'markDetached':
-      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
-        type: 'FORGET',
-      });
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'FORGET' });
       break;
     case 'mountDevice':
     case 'setUpDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
         type: 'MOUNT_DEVICE_OK',
         deviceMountPath: event.deviceMountPath ?? '',
         devicePath: event.devicePath ?? '',
@@ -182,9 +180,7 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
       break;
     case 'unmountDevice':
     case 'tearDownDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
-        type: 'UNMOUNT_DEVICE_OK',
-      });
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'UNMOUNT_DEVICE_OK' });
       break;
     case 'setUp':
     case 'mapPodDevice':
@@ -195,7 +191,7 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
       stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_OK' });
       break;
     case 'nodeExpand':
-      stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+      stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
         type: 'RESIZED',
         sizeBytes: event.sizeBytes ?? 0,
       });
