@@ -26,17 +26,23 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       stopping = true;
       clearInterval(check);
       opts.say(why);
-      await Promise.race([opts.shutdown(), new Promise((r) => setTimeout(r, drainMsMax))]);
+      // The drain's deadline must not outlive the drain: a pending timer holds the process
+      // open after the command has finished (it kept `--once` alive for 10 s).
+      let deadline: NodeJS.Timeout | undefined;
+      await Promise.race([
+        opts.shutdown(),
+        new Promise((r) => (deadline = setTimeout(r, drainMsMax))),
+      ]);
+      clearTimeout(deadline);
+      process.removeListener('SIGINT', onSigint);
+      process.removeListener('SIGTERM', onSigterm);
       resolve(code);
     };
-    process.once(
-      'SIGINT',
-      () => void stop(130, 'SIGINT: finishing running operations, then stopping'),
-    );
-    process.once(
-      'SIGTERM',
-      () => void stop(143, 'SIGTERM: finishing running operations, then stopping'),
-    );
+    const onSigint = () => void stop(130, 'SIGINT: finishing running operations, then stopping');
+    const onSigterm = () =>
+      void stop(143, 'SIGTERM: finishing running operations, then stopping');
+    process.once('SIGINT', onSigint);
+    process.once('SIGTERM', onSigterm);
     const timeoutMs =
       opts.timeout === undefined
         ? Number.POSITIVE_INFINITY
