@@ -22,7 +22,7 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import { progressPrinter, refuseBadManifests, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface ControllerCommandOptions {
@@ -49,6 +49,7 @@ export async function controllerCommand(
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
+  refuseBadManifests(opts.manifests);
   const log = openSqliteLog(db);
   const clock = new RealClock();
   const say = progressPrinter();

@@ -1,3 +1,6 @@
+import { readManifestDir } from '../sources/manifests.js';
+import { UsageError } from './postmortem.js';
+
 /**
  * The life of a long-running command (the agent, the controller): it runs until SIGINT or
  * SIGTERM (running operations finish first, within 10 s), or with --once until settled,
@@ -60,4 +63,25 @@ export function progressPrinter(): (line: string) => void {
   const startedMs = Date.now();
   return (line) =>
     process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
+}
+
+/**
+ * Reads the manifest directory before anything is opened or written: an unreadable
+ * directory, or any file in it with a problem (a missing required key, bad YAML), refuses
+ * the start with every problem named (exit 2). Once running, a file that goes bad is
+ * reported and skipped instead, so an editor's half-written save cannot stop the agent.
+ */
+export function refuseBadManifests(dir: string): void {
+  let problems;
+  try {
+    problems = readManifestDir(dir).problems;
+  } catch (error) {
+    throw new UsageError(`cannot read the manifest directory ${dir}: ${(error as Error).message}`);
+  }
+  if (problems.length === 0) return;
+  const lines = problems.slice(0, 10).map((p) => `  ${p.file}: ${p.message}`);
+  if (problems.length > 10) lines.push(`  … and ${problems.length - 10} more`);
+  throw new UsageError(
+    `the manifest directory ${dir} has ${problems.length} problem(s); fix them and start again:\n${lines.join('\n')}`,
+  );
 }

@@ -12,7 +12,7 @@ import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import { progressPrinter, refuseBadManifests, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface RunOptions {
@@ -37,6 +37,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
   mkdirSync(root, { recursive: true });
+  refuseBadManifests(opts.manifests);
   const say = progressPrinter();
   const vm = VolumeManager.open({
     db,

@@ -140,7 +140,7 @@ export const scenarioSchema = z.strictObject({
   disableForceDetachOnTimeout: z.boolean().optional(),
   plugins: z.array(plugin).default([]),
   objects: z.array(clusterObject).default([]),
-  steps: z.array(step).default([]),
+  steps: z.array(step).min(1, 'a scenario needs at least one step'),
 });
 export type Scenario = z.infer<typeof scenarioSchema>;
 export type ScenarioPlugin = z.infer<typeof plugin>;
@@ -161,6 +161,8 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     if (best !== undefined) return describeIssue({ ...best, path: [...issue.path, ...best.path] });
     return `${path}: not one of the allowed forms`;
   }
+  if (issue.code === 'invalid_type' && / received undefined$/.test(issue.message))
+    return `${path}: missing (a required key)`;
   return `${path}: ${issue.message}`;
 }
 
