@@ -30,7 +30,7 @@ export class UsageError extends Error {
 }
 
 export function openReadonly(path: string) {
-  return openLog(path, { codec: eventCodec, mode: 'readonly' });
+  return openLog(path, { codec: eventCodec, mode: 'readonly', integrityCheck: 'quick' });
 }
 
 type Store = ReturnType<typeof openReadonly>;

@@ -37,8 +37,9 @@ function openMessage(kind: Kind, path: string, detail: string): string {
       );
     case 'locked':
       return (
-        `${path} is locked by another process (${detail}); stop the other writer, ` +
-        `open it read-only, or retry with a longer timeout.`
+        `${path} is locked by another program (${detail}), still after the wait for it; ` +
+        `find it (fuser ${path}) and end its transaction or stop it, then retry. ` +
+        `Readers (vole status, replay) do not need that lock.`
       );
     case 'notFound':
       return `cannot open ${path} (${detail}); check that its directory exists.`;
