@@ -140,7 +140,7 @@ function quickCheck(db: Db, path: string): void {
     message:
       `${path} is damaged (SQLite's quick_check: ${found.join('; ')}); it was not written ` +
       `to. Save what is still readable with \`vole export --salvage --db ${path} --out ` +
-      `FILE\`, then \`vole import FILE --db NEW\`, or restore it from a backup.`,
+      `OUT\`, then \`vole import OUT --db NEW\`, or restore it from a backup.`,
   });
 }
 
