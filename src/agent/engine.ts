@@ -89,6 +89,13 @@ export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
   };
 }
 
+/** The executor's flush: durable now (undefined), or a promise while the log is blocked. */
+function durable(sink: EventSink): Promise<void> | undefined {
+  if (sink.whenDurable !== undefined) return sink.whenDurable();
+  sink.flush();
+  return undefined;
+}
+
 export type EventListener<W = World> = (event: VoleEvent, world: W) => void;
 
 export class Engine<W extends CoreWorld = World, O = Operation> {
@@ -116,7 +123,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       logger: opts.logger.child({ component: 'executor' }),
       world: () => this.world,
       append: (event) => this.append(event),
-      flush: () => opts.sink.flush(),
+      flush: () => durable(opts.sink),
       alive: () => this.running,
       signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
@@ -126,6 +133,8 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       ((h: ExecutorHost<W>) =>
         new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
     this.executor = runner(host);
+    // Ticks skipped while the log was blocked plan what they left dirty.
+    opts.sink.onWritable?.(() => this.scheduleTick());
   }
 
   get isRunning(): boolean {
@@ -214,7 +223,8 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
 
   /** Plans the dirty volumes and starts what the planner returns. */
   tick(): void {
-    if (!this.running) return;
+    // A blocked log (disk full) starts nothing: the dirty volumes wait for onWritable.
+    if (!this.running || this.opts.sink.writable === false) return;
     this.ticks++;
     const dirty = takeDirty(this.world);
     if (dirty.size === 0) return;

@@ -1,6 +1,7 @@
 /** The engine's log on SQLite: the store, its group committer as the engine's sink. */
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
-import { GroupCommitter } from '../log/group-commit.js';
+import { SqliteError } from 'better-sqlite3';
+import { GroupCommitter, type GroupCommitterOptions } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
 import type { EventSink } from './sink.js';
 import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../log/world-snapshot.js';
@@ -21,14 +22,20 @@ export interface SqliteLog {
 
 export function openSqliteLog(
   path: string,
-  opts: { durability?: 'full' | 'normal' } = {},
+  opts: { durability?: 'full' | 'normal'; blocked?: GroupCommitterOptions } = {},
 ): SqliteLog {
-  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...opts });
-  const committer = new GroupCommitter<VoleEvent>(store);
+  const { blocked, ...openOpts } = opts;
+  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...openOpts });
+  const committer = new GroupCommitter<VoleEvent>(store, blocked);
   const sink: EventSink = {
     push: (event: NewEvent) => committer.push(event as Omit<VoleEvent, 'seq'>),
     flush: () => committer.flush(),
-    close: () => committer.close(),
+    close: () => void committer.close(),
+    whenDurable: () => committer.whenDurable(),
+    get writable() {
+      return committer.writable;
+    },
+    onWritable: (listener) => committer.onWritable(listener),
   };
   const latest = store.latestSnapshot();
   return {
@@ -48,12 +55,18 @@ export function openSqliteLog(
     },
     saveSnapshot: (world: World) => {
       committer.flush();
-      store.saveSnapshot({
-        seq: world.seq,
-        tsMs: world.tsMs,
-        format: worldSnapshotFormat,
-        data: encodeWorldSnapshot(world),
-      });
+      // A snapshot is a cache: none while the log is blocked, and a failed one is skipped.
+      if (!committer.writable || committer.pendingCount > 0) return;
+      try {
+        store.saveSnapshot({
+          seq: world.seq,
+          tsMs: world.tsMs,
+          format: worldSnapshotFormat,
+          data: encodeWorldSnapshot(world),
+        });
+      } catch (error) {
+        if (!(error instanceof SqliteError)) throw error;
+      }
     },
   };
 }

@@ -32,6 +32,7 @@ import { Engine, type EventListener } from './engine.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import { type EventSink, MemorySink } from './sink.js';
 import { openSqliteLog } from './sqlite-log.js';
+import type { GroupCommitterOptions } from '../log/group-commit.js';
 
 export interface VolumeManagerOptions {
   /** This node's name. */
@@ -84,12 +85,17 @@ export class VolumeManager {
    * events already there are folded back first (a restart).
    */
   static open(
-    opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' },
+    opts: Omit<VolumeManagerOptions, 'log'> & {
+      db: string;
+      durability?: 'full' | 'normal';
+      /** Told when the log cannot be written (disk full) and when it can again. */
+      logBlocked?: GroupCommitterOptions;
+    },
   ): VolumeManager {
-    const log = openSqliteLog(
-      opts.db,
-      opts.durability === undefined ? {} : { durability: opts.durability },
-    );
+    const log = openSqliteLog(opts.db, {
+      ...(opts.durability === undefined ? {} : { durability: opts.durability }),
+      ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
+    });
     return VolumeManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
@@ -106,7 +112,10 @@ export class VolumeManager {
     const clock = opts.clock ?? new RealClock();
     const plugins =
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
-    const log = opts.log ?? { sink: new MemorySink(), history: [] };
+    const log: NonNullable<VolumeManagerOptions['log']> = opts.log ?? {
+      sink: new MemorySink(),
+      history: [],
+    };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
       node: opts.node,

@@ -22,7 +22,12 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, refuseBadManifests, runUntilStopped } from './lifecycle.js';
+import {
+  logBlockedReporter,
+  progressPrinter,
+  refuseBadManifests,
+  runUntilStopped,
+} from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface ControllerCommandOptions {
@@ -50,9 +55,10 @@ export async function controllerCommand(
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
   refuseBadManifests(opts.manifests);
-  const log = openSqliteLog(db);
-  const clock = new RealClock();
   const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
+  const log = openSqliteLog(db, { blocked: logBlocked });
+  const clock = new RealClock();
   let world: ControllerWorld = controllerCore.initialWorld();
   for (const event of log.readAll()) world = controllerCore.fold(world, event);
   const engine = new Engine<ControllerWorld, ControllerOperation>({
@@ -124,13 +130,17 @@ export async function controllerCommand(
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => settled(engine.world),
+    settled: () => !logBlocked.blocked() && settled(engine.world),
     settledMessage: () =>
       `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
     shutdown: async () => {
       watcher.stop();
       stopVerifier();
       await engine.drainAndStop();
+      log.sink.close();
+    },
+    abandon: () => {
+      engine.stop();
       log.sink.close();
     },
   });

@@ -1,3 +1,4 @@
+import type { GroupCommitterOptions } from '../log/group-commit.js';
 import { readManifestDir } from '../sources/manifests.js';
 import { UsageError } from './postmortem.js';
 
@@ -15,6 +16,8 @@ export interface LifecycleOptions {
   readonly settledMessage: () => string;
   /** Stops watching, lets operations finish, closes the log. */
   readonly shutdown: () => Promise<void>;
+  /** When the shutdown outlives its deadline (a blocked log): stop now, close the log. */
+  readonly abandon?: () => void;
 }
 
 /** How long a clean stop waits for running operations. */
@@ -32,11 +35,15 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       // The drain's deadline must not outlive the drain: a pending timer holds the process
       // open after the command has finished (it kept `--once` alive for 10 s).
       let deadline: NodeJS.Timeout | undefined;
-      await Promise.race([
-        opts.shutdown(),
-        new Promise((r) => (deadline = setTimeout(r, drainMsMax))),
+      const drained = await Promise.race([
+        opts.shutdown().then(() => true),
+        new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainMsMax))),
       ]);
       clearTimeout(deadline);
+      if (!drained) {
+        opts.say(`operations still running after ${drainMsMax / 1000} s: cut off, as in a crash`);
+        opts.abandon?.();
+      }
       process.removeListener('SIGINT', onSigint);
       process.removeListener('SIGTERM', onSigterm);
       resolve(code);
@@ -84,4 +91,40 @@ export function refuseBadManifests(dir: string): void {
   throw new UsageError(
     `the manifest directory ${dir} has ${problems.length} problem(s); fix them and start again:\n${lines.join('\n')}`,
   );
+}
+
+/** How often a blocked log is reported again while it stays blocked. */
+const blockedReportEveryMs = 30_000;
+
+/**
+ * Says when the log cannot be written (the file, SQLite's error, the free space) and when
+ * it can again; `blocked()` tells whether it is blocked now (--once is not settled then).
+ */
+export function logBlockedReporter(say: (line: string) => void): GroupCommitterOptions & {
+  blocked: () => boolean;
+} {
+  let blockedNow = false;
+  let lastReportMs = 0;
+  return {
+    blocked: () => blockedNow,
+    onBlocked: (b) => {
+      blockedNow = true;
+      if (b.attempts > 1 && Date.now() - lastReportMs < blockedReportEveryMs) return;
+      lastReportMs = Date.now();
+      const free = b.freeBytes === undefined ? 'unknown' : `${b.freeBytes} bytes`;
+      say(
+        `log ${b.path} cannot be written (${b.code}: ${b.message}; free space on its ` +
+          `filesystem: ${free}): starting no operations; ${b.pendingCount} event(s) wait; ` +
+          `retrying the append (attempt ${b.attempts}, next in ${b.retryInMs} ms). Free some ` +
+          `space there; vole resumes by itself.`,
+      );
+    },
+    onResumed: (r) => {
+      blockedNow = false;
+      say(
+        `log ${r.path} written again after ${(r.blockedMs / 1000).toFixed(1)} s ` +
+          `(${r.written} event(s)): resuming operations`,
+      );
+    },
+  };
 }

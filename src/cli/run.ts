@@ -12,7 +12,12 @@ import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, refuseBadManifests, runUntilStopped } from './lifecycle.js';
+import {
+  logBlockedReporter,
+  progressPrinter,
+  refuseBadManifests,
+  runUntilStopped,
+} from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface RunOptions {
@@ -39,7 +44,9 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   mkdirSync(root, { recursive: true });
   refuseBadManifests(opts.manifests);
   const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
   const vm = VolumeManager.open({
+    logBlocked,
     db,
     node: opts.node ?? 'node-1',
     plugins: builtinPlugins({ root }),
@@ -79,7 +86,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => settled(vm.world),
+    settled: () => !logBlocked.blocked() && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
@@ -87,5 +94,6 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       await vm.drainAndStop();
       vm.stop();
     },
+    abandon: () => vm.stop(),
   });
 }

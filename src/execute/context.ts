@@ -23,8 +23,11 @@ export interface ExecutorHost<W = World> {
   world(): W;
   /** Folds the event into the world and buffers it for the next group commit. */
   append(event: NewEvent): Seq;
-  /** Makes every appended event durable (one transaction). */
-  flush(): void;
+  /**
+   * Makes every appended event durable (one transaction): undefined when they are, or a
+   * promise that resolves once they are (the log is blocked, e.g. its disk is full).
+   */
+  flush(): Promise<void> | undefined;
   /** False once this engine stopped: a late answer of a cut-off call is dropped. */
   alive(): boolean;
   /** Aborted when the engine stops: calls still running are cut off. */
@@ -122,7 +125,13 @@ export async function runCall<
     call: opts.call,
     ...opts.started,
   });
-  host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
+  // OperationStarted and CallStarted are durable before the host is touched: while the log
+  // is blocked (disk full), the call waits for them.
+  const durable = host.flush();
+  if (durable !== undefined) {
+    await durable;
+    if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
+  }
   const abort = new AbortController();
   // The call is cut off when the engine stops (one listener, removed when the call ends;
   // AbortSignal.any costs more per call than the whole fold of its events).
