@@ -1,0 +1,142 @@
+/**
+ * Trusting the log on a real host, through the CLI: `--once` exits as soon as it settles;
+ * a full disk under the log blocks the agent (nothing touches the host before its
+ * OperationStarted is durable) until space returns; an agent finds and cleans up what its
+ * log does not know (orphans).
+ */
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { ensureUnmounted } from '../../src/host/mount.js';
+import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
+
+const skip = hostTestSkipReason();
+const repo = join(import.meta.dirname, '../..');
+const { base } = skip === false ? hostSandbox('trust') : { base: '' };
+const cli = ['--import', 'tsx', join(repo, 'src/cli/main.ts')];
+const children = new Set<ChildProcess>();
+after(() => {
+  for (const child of children)
+    if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
+});
+
+function vole(...args: string[]) {
+  const r = spawnSync(process.execPath, [...cli, ...args], { cwd: repo, encoding: 'utf8' });
+  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Runs `vole …` to its end, stamping each stdout line with the time it arrived. */
+function timedRun(...args: string[]): Promise<{ code: number | null; lines: [number, string][]; exitMs: number; stderr: string }> {
+  const child = spawn(process.execPath, [...cli, ...args], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  const lines: [number, string][] = [];
+  let stderr = '';
+  let partial = '';
+  child.stdout!.on('data', (chunk: Buffer) => {
+    const parts = (partial + chunk.toString()).split('\n');
+    partial = parts.pop()!;
+    for (const line of parts) lines.push([performance.now(), line]);
+  });
+  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  return new Promise((resolve) =>
+    child.once('exit', (code) => resolve({ code, lines, exitMs: performance.now(), stderr })),
+  );
+}
+
+function emptyDirPods(dir: string, count: number): void {
+  mkdirSync(dir, { recursive: true });
+  for (let i = 1; i <= count; i++) {
+    writeFileSync(
+      join(dir, `p${i}.yaml`),
+      `apiVersion: v1\nkind: Pod\nmetadata: {name: p${i}, namespace: default, uid: uid-p${i}}\n` +
+        'spec:\n  volumes:\n    - {name: scratch, emptyDir: {}}\n',
+    );
+  }
+}
+
+test('host: run --once exits within 1 s of printing "settled"', { skip, timeout: 120_000 }, async () => {
+  const root = join(base, 'once-root');
+  const db = join(base, 'once.db');
+  const manifests = join(repo, 'examples/manifests');
+  const up = await timedRun('run', '--manifests', manifests, '--root', root, '--db', db, '--once', '--timeout', '60');
+  assert.equal(up.code, 0, up.stderr);
+  const settled = up.lines.find(([, line]) => line.includes('settled:'));
+  assert.ok(settled, up.lines.map(([, l]) => l).join('\n'));
+  const lingerMs = up.exitMs - settled[0];
+  assert.ok(lingerMs < 1_000, `exited ${lingerMs.toFixed(0)} ms after "settled"`);
+
+  const empty = join(base, 'no-pods');
+  mkdirSync(empty, { recursive: true });
+  const down = await timedRun('run', '--manifests', empty, '--root', root, '--db', db, '--once', '--timeout', '60');
+  assert.equal(down.code, 0, down.stderr);
+  const gone = down.lines.find(([, line]) => line.includes('settled:'));
+  assert.ok(gone && down.exitMs - gone[0] < 1_000, 'the teardown run exits at once too');
+});
+
+/** Pods whose scratch volume exists on the host, and pods with a durable setUp CallStarted. */
+function setUpOnHost(root: string): Set<string> {
+  const pods = join(root, 'pods');
+  if (!existsSync(pods)) return new Set();
+  return new Set(
+    readdirSync(pods).filter((uid) =>
+      existsSync(join(pods, uid, 'volumes', 'kubernetes.io~empty-dir', 'scratch')),
+    ),
+  );
+}
+
+function setUpStartedInLog(db: string): Set<string> {
+  const r = vole('export', '--db', db);
+  assert.equal(r.status, 0, r.stderr);
+  const podOfOp = new Map<string, string>();
+  const started = new Set<string>();
+  for (const line of r.stdout.trim().split('\n')) {
+    const event = JSON.parse(line) as { type: string; opId?: string; pod?: string; call?: string };
+    if (event.type === 'OperationStarted' && event.pod !== undefined) podOfOp.set(event.opId!, event.pod);
+    if (event.type === 'CallStarted' && event.call === 'setUp') started.add(podOfOp.get(event.opId!)!);
+  }
+  return started;
+}
+
+test('host: a full disk under the log blocks the agent, which says so and resumes when space returns', { skip, timeout: 180_000 }, async () => {
+  const manifests = join(base, 'full-manifests');
+  emptyDirPods(manifests, 300);
+  const logDir = join(base, 'full-log');
+  mkdirSync(logDir);
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', logDir]).status, 0);
+  after(() => ensureUnmounted(logDir).catch(() => undefined));
+  const db = join(logDir, 'vole.db');
+  const root = join(base, 'full-root');
+  const child = spawn(
+    process.execPath,
+    [...cli, 'run', '--manifests', manifests, '--root', root, '--db', db, '--once', '--timeout', '150'],
+    { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  children.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+
+  await until(() => out.includes('cannot be written'), 'the agent to say its log is full', 60_000);
+  assert.match(out, new RegExp(`log ${db} cannot be written \\(SQLITE_FULL: .*free space on its filesystem: \\d+ bytes\\): starting no operations`));
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // While blocked: every volume set up on the host has its setUp call durable in the log.
+  const onHost = setUpOnHost(root);
+  const inLog = setUpStartedInLog(db);
+  for (const uid of onHost) assert.ok(inLog.has(uid), `pod ${uid}'s volume exists but its call is not in the log`);
+  assert.ok(onHost.size < 300, `blocked before the end (${onHost.size} set up)`);
+  assert.equal(child.exitCode, null, 'still running, waiting for space');
+
+  assert.equal(spawnSync('mount', ['-o', 'remount,size=16m', logDir]).status, 0);
+  assert.equal(await exit, 0, out + err);
+  assert.match(out, /written again after [\d.]+ s \(\d+ event\(s\)\): resuming operations/);
+  assert.match(out, /settled: 300 pod\(s\) mounted/);
+  assert.doesNotMatch(err, /\n\s+at /, 'no stack trace');
+  const verify = vole('verify', '--db', db);
+  assert.equal(verify.status, 0, verify.stdout + verify.stderr);
+  assert.equal(setUpOnHost(root).size, 300);
+  assert.ok(readFileSync(db).length > 256 * 1024, 'the log grew past the first size');
+});
