@@ -30,6 +30,7 @@ import {
 import type { World } from '../world/types.js';
 import { Engine, type EventListener } from './engine.js';
 import { checkHost, type HostObservation } from './host-check.js';
+import { cleanUpOrphans } from './orphans.js';
 import { type EventSink, MemorySink } from './sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
@@ -200,6 +201,30 @@ export class VolumeManager {
    */
   markSourcesReady(): void {
     this.append({ type: 'SourcesReady', tsMs: this.clock.nowMs() });
+  }
+
+  /**
+   * Finds what lies under the builtin plugins' `root` that the log does not know (pod
+   * volume directories, device mounts, loop devices: spec §3.7, src/agent/orphans.ts),
+   * records each as a ReportRaised event, durable before it is touched, and cleans it up.
+   * Call it once every pod is known (after markSourcesReady).
+   */
+  cleanUpOrphans(root: string): ReturnType<typeof cleanUpOrphans> {
+    return cleanUpOrphans({
+      root,
+      world: this.world,
+      record: async (report) => {
+        this.append({
+          type: 'ReportRaised',
+          tsMs: this.clock.nowMs(),
+          node: this.world.config.node,
+          ...report,
+        });
+        const durable = this.sink.whenDurable?.();
+        if (durable === undefined) this.sink.flush();
+        else await durable;
+      },
+    });
   }
 
   /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
