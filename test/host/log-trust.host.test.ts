@@ -140,3 +140,81 @@ test('host: a full disk under the log blocks the agent, which says so and resume
   assert.equal(setUpOnHost(root).size, 300);
   assert.ok(readFileSync(db).length > 256 * 1024, 'the log grew past the first size');
 });
+
+interface Report {
+  type: string;
+  reason?: string;
+  pod?: string;
+  volume?: string;
+  message?: string;
+}
+
+function reports(db: string): Report[] {
+  const r = vole('export', '--db', db);
+  assert.equal(r.status, 0, r.stderr);
+  return r.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Report)
+    .filter((e) => e.type === 'ReportRaised' && e.reason?.startsWith('Orphan') === true);
+}
+
+const mountPoints = () =>
+  spawnSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' }).stdout.split('\n');
+const loopsOver = (dir: string) =>
+  spawnSync('losetup', ['-l', '-n', '-O', 'BACK-FILE'], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .filter((line) => line.trim().startsWith(dir));
+
+test('host: an agent on a fresh log finds what its log does not know, records it and cleans it up', { skip, timeout: 120_000 }, async () => {
+  const root = join(base, 'orphan-root');
+  const up = vole('run', '--manifests', join(repo, 'examples/manifests'), '--root', root, '--db', join(base, 'lost.db'), '--once', '--timeout', '60');
+  assert.equal(up.status, 0, up.stderr);
+  // The log is lost; the batch pod is still wanted; a stray pod has a mount below a volume.
+  const manifests = join(base, 'orphan-manifests');
+  mkdirSync(manifests);
+  writeFileSync(join(manifests, 'batch.yaml'), readFileSync(join(repo, 'examples/manifests/batch.yaml')));
+  const nested = join(root, 'pods/uid-stray/volumes/kubernetes.io~empty-dir/data/sub');
+  mkdirSync(nested, { recursive: true });
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', 'tmpfs', nested]).status, 0);
+  writeFileSync(join(root, 'pods/7d3e9b40-batch/volumes/kubernetes.io~empty-dir/scratch/keep'), 'mine');
+  assert.ok(mountPoints().some((m) => m.startsWith(join(root, 'plugins'))), 'a device mount');
+  assert.equal(loopsOver(join(root, 'disks')).length, 1, 'a loop device');
+
+  const db = join(base, 'fresh.db');
+  const r = vole('run', '--manifests', manifests, '--root', root, '--db', db, '--once', '--timeout', '60');
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /orphans: 6 found, 5 removed/);
+
+  const web = join(root, 'pods/5f0c1a2e-web');
+  assert.equal(existsSync(web), false, "the unknown pod's volumes are unmounted and removed");
+  assert.deepEqual(mountPoints().filter((m) => m.startsWith(root)), [nested], 'only the stray mount is left');
+  assert.equal(loopsOver(join(root, 'disks')).length, 0, 'the loop device is detached');
+  assert.ok(existsSync(join(root, 'disks/web-data.img')), 'the disk image (data) is kept');
+  assert.equal(
+    readFileSync(join(root, 'pods/7d3e9b40-batch/volumes/kubernetes.io~empty-dir/scratch/keep'), 'utf8'),
+    'mine',
+    'the pod the agent was told about is untouched',
+  );
+
+  const events = reports(db);
+  const byReason = (reason: string) => events.filter((e) => e.reason === reason).map((e) => e.volume).sort();
+  assert.deepEqual(byReason('OrphanFound'), [
+    'disk.vole.dev/pv-web-data',
+    'disk.vole.dev/web-data',
+    'kubernetes.io/empty-dir/cache',
+    'kubernetes.io/empty-dir/data',
+    'kubernetes.io/host-path/logs',
+    'web-data',
+  ]);
+  assert.deepEqual(byReason('OrphanLeft'), ['kubernetes.io/empty-dir/data']);
+  assert.match(events.find((e) => e.reason === 'OrphanLeft')!.message!, /still has mounts below it/);
+  const firstRemoval = events.findIndex((e) => e.reason !== 'OrphanFound');
+  assert.ok(events.slice(0, firstRemoval).length === 6, 'every orphan is recorded before any is touched');
+  assert.equal(vole('verify', '--db', db).status, 0);
+
+  const again = vole('run', '--manifests', manifests, '--root', root, '--db', db, '--once', '--timeout', '60');
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /orphan left in place: .*uid-stray/);
+  assert.doesNotMatch(again.stdout, /OrphanRemoved|orphans: \d+ found, [1-9]/, 'nothing else to clean');
+});
