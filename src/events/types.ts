@@ -64,6 +64,24 @@ export const pluginCallNames = [
 export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
 export type CallName = (typeof callNames)[number];
 
+/**
+ * The steps of an operation, decided by the planner and recorded in OperationStarted:
+ * the executor runs them in order and decides nothing (spec §4.7, §4.10–4.12).
+ */
+export const operationSteps = [
+  'waitForAttach',
+  'mountDevice',
+  'setUp',
+  'expand',
+  'setUpDevice',
+  'map',
+  'tearDown',
+  'unmap',
+  'unmountDevice',
+  'tearDownDevice',
+] as const;
+export type OperationStep = (typeof operationSteps)[number];
+
 /** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
 export type OpKey = z.infer<typeof opKey>;
@@ -79,8 +97,11 @@ export const eventSchemas = {
     controllerAttachDetach: z.boolean(),
     plugins: z.array(pluginCaps),
     version: z.string(),
-    /** kubelet (default): one node's volume manager; controller: the attach/detach controller. */
-    mode: z.enum(['kubelet', 'controller']).optional(),
+    /**
+     * The core that wrote the log: kubelet (the default) or controller. Any name reads,
+     * so that a reader can refuse a mode it does not know with a clear message.
+     */
+    mode: z.string().min(1).optional(),
     controller: z
       .object({
         maxWaitForUnmountMs: z.number().int().nonnegative(),
@@ -159,6 +180,8 @@ export const eventSchemas = {
     pod: z.string().optional(),
     node: z.string().optional(),
     remount: z.boolean().optional(),
+    /** The steps the planner chose, in order (mount, unmount and unmountDevice). */
+    steps: z.array(z.enum(operationSteps)).optional(),
     /** Controller detach: check the node's volumesInUse first (false when forced). */
     verifySafeToDetach: z.boolean().optional(),
     /** Controller detach forced past the wait for unmount, and why. */
@@ -222,6 +245,11 @@ export const voleEvent = z.discriminatedUnion('type', [
 
 export type VoleEvent = z.infer<typeof voleEvent>;
 export type EventOf<T extends EventType> = Extract<VoleEvent, { type: T }>;
+/**
+ * A decision as the log records it: the fields of OperationStarted the planner chose
+ * (kind, keys, steps, cause). `vole verify` compares whole decisions.
+ */
+export type Decision = Omit<EventOf<'OperationStarted'>, 'type' | 'seq' | 'tsMs' | 'opId'>;
 /** An event before the log gave it a seq. */
 export type NewEvent = VoleEvent extends infer E
   ? E extends { seq: number }

@@ -20,9 +20,7 @@ import {
 } from './fold-desired.js';
 import {
   cutOffRunningOperations,
-  foldCallFailed,
-  foldCallStarted,
-  foldCallSucceeded,
+  foldCall,
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
@@ -147,13 +145,9 @@ export function fold(world: World, event: VoleEvent): World {
       foldOperationStarted(world, event);
       break;
     case 'CallStarted':
-      foldCallStarted(world, event);
-      break;
     case 'CallSucceeded':
-      foldCallSucceeded(world, event);
-      break;
     case 'CallFailed':
-      foldCallFailed(world, event);
+      foldCall(world, event);
       break;
     case 'OperationFinished':
       foldOperationFinished(world, event);

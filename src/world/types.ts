@@ -146,7 +146,29 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
 }
 
-export interface World {
+/**
+ * The operation book (src/engine/book.ts): what both cores keep about operations, kept
+ * by the same code in both folds.
+ */
+export interface OperationBook {
+  /** Operation records by volume (spec §5.1), in insertion order per volume. */
+  ops: Map<UniqueVolumeName, OpRecord[]>;
+  running: Map<OpId, RunningOp>;
+  /** The last error of an operation on each volume, for waits and explanations. */
+  lastErrors: Map<UniqueVolumeName, LastError>;
+  /** Last event that touched each volume: the cause of the next decision about it. */
+  causes: Map<UniqueVolumeName, Seq>;
+  /** Volumes touched since the planner last looked (incremental planning). */
+  dirty: Set<UniqueVolumeName>;
+}
+
+export interface LastError {
+  readonly message: string;
+  readonly seq: Seq;
+  readonly tsMs: number;
+}
+
+export interface World extends OperationBook {
   config: WorldConfig;
   plugins: Map<string, PluginCaps>;
   /** The last event folded; 0 for the empty world. */
@@ -166,15 +188,6 @@ export interface World {
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
   mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
-  /** Operation records by volume (spec §5.1), in insertion order per volume. */
-  ops: Map<UniqueVolumeName, OpRecord[]>;
-  running: Map<OpId, RunningOp>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
-  /** The last error of an operation on each volume, for waits and explanations. */
-  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
-  /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: Map<UniqueVolumeName, Seq>;
-  /** Volumes touched since the planner last looked (incremental planning). */
-  dirty: Set<UniqueVolumeName>;
 }
