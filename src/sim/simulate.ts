@@ -119,6 +119,7 @@ export class Simulation<W extends CoreWorld, O> {
     this.plugins = simulationPlugins(scenario.plugins, {
       clock: this.clock,
       journal: this.journal,
+      node: scenario.node,
       ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
     this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
