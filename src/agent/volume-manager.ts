@@ -28,10 +28,13 @@ import {
   waitErrorMessage,
 } from '../world/index.js';
 import type { World } from '../world/types.js';
-import { Engine, type EventListener } from './engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Engine, type EventListener } from '../engine/engine.js';
+import { Executor } from '../execute/executor.js';
+import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import { cleanUpOrphans } from './orphans.js';
-import { type EventSink, MemorySink } from './sink.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 
@@ -68,11 +71,11 @@ export class WaitForAttachAndMountError extends Error {
 }
 
 export class VolumeManager {
-  private readonly engine: Engine;
+  private readonly engine: Engine<World, Operation>;
   private readonly clock: Clock;
 
   private constructor(
-    engine: Engine,
+    engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
@@ -93,7 +96,7 @@ export class VolumeManager {
       logBlocked?: GroupCommitterOptions;
     },
   ): VolumeManager {
-    const log = openSqliteLog(opts.db, {
+    const log = openSqliteLog(opts.db, kubeletCore, {
       ...(opts.durability === undefined ? {} : { durability: opts.durability }),
       ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
     });
@@ -119,6 +122,8 @@ export class VolumeManager {
     };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
+      core: kubeletCore,
+      runner: (host) => new Executor(host),
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
@@ -268,7 +273,7 @@ export class VolumeManager {
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
-  subscribe(listener: EventListener): () => void {
+  subscribe(listener: EventListener<World>): () => void {
     return this.engine.subscribe(listener);
   }
 
