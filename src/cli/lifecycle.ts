@@ -89,7 +89,8 @@ export function refuseBadManifests(dir: string): void {
   const lines = problems.slice(0, 10).map((p) => `  ${p.file}: ${p.message}`);
   if (problems.length > 10) lines.push(`  … and ${problems.length - 10} more`);
   throw new UsageError(
-    `the manifest directory ${dir} has ${problems.length} problem(s); fix them and start again:\n${lines.join('\n')}`,
+    `the manifest directory ${dir} has ${problems.length} problem(s); ` +
+      `fix them and start again:\n${lines.join('\n')}`,
   );
 }
 

@@ -82,9 +82,9 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   const orphans = await vm.cleanUpOrphans(root);
-  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see vole history)`);
-  if (orphans.found.length > 0)
-    say(`orphans: ${orphans.found.length} found, ${orphans.found.length - orphans.left.length} removed`);
+  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  const { found, left } = orphans;
+  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
   if (opts.once !== true) watcher.start();
   return runUntilStopped({
     say,

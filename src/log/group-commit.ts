@@ -42,13 +42,20 @@ export interface GroupCommitterOptions {
   readonly retryMs?: { first: number; max: number };
 }
 
+interface Blocked {
+  readonly sinceMs: number;
+  readonly attempts: number;
+  readonly delayMs: number;
+  readonly timer: NodeJS.Timeout;
+}
+
 export class GroupCommitter<E extends EventEnvelope> {
   private readonly store: EventStore<E>;
   private buffer: Omit<E, 'seq'>[] = [];
   private durable: Seq;
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
-  private blocked: { sinceMs: number; attempts: number; delayMs: number; timer: NodeJS.Timeout } | undefined;
+  private blocked: Blocked | undefined;
   private waiters: { seq: number; resolve: () => void }[] = [];
   private readonly writableListeners: (() => void)[] = [];
 
@@ -135,7 +142,8 @@ export class GroupCommitter<E extends EventEnvelope> {
     while (this.buffer.length > 0) {
       const batch = this.buffer.slice(0, max);
       const result = this.store.append(batch, { expectedSeq: this.durable });
-      assert(result.lastSeq === this.durable + batch.length, 'flush: append wrote a different count');
+      const expected = this.durable + batch.length;
+      assert(result.lastSeq === expected, 'flush: append wrote a different count');
       this.durable = result.lastSeq;
       this.buffer = this.buffer.length === batch.length ? [] : this.buffer.slice(batch.length);
     }
@@ -149,7 +157,8 @@ export class GroupCommitter<E extends EventEnvelope> {
   private block(error: InstanceType<typeof SqliteError>): void {
     const retry = this.opts.retryMs ?? { first: 100, max: 5_000 };
     const previous = this.blocked;
-    const delayMs = previous === undefined ? retry.first : Math.min(previous.delayMs * 2, retry.max);
+    const delayMs =
+      previous === undefined ? retry.first : Math.min(previous.delayMs * 2, retry.max);
     const state = {
       sinceMs: previous?.sinceMs ?? Date.now(),
       attempts: (previous?.attempts ?? 0) + 1,

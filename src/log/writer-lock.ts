@@ -57,7 +57,8 @@ export class WriterLock {
       const holder = me();
       db.transaction(() => {
         db!.exec(
-          'CREATE TABLE IF NOT EXISTS holder (pid INTEGER, host TEXT, since_ms INTEGER, command TEXT)',
+          'CREATE TABLE IF NOT EXISTS holder ' +
+            '(pid INTEGER, host TEXT, since_ms INTEGER, command TEXT)',
         );
         db!.exec('DELETE FROM holder');
         db!

@@ -60,9 +60,10 @@ function firstLine(child: ChildProcess): Promise<string> {
 }
 
 const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) =>
-    child.exitCode !== null || child.signalCode !== null ? resolve() : child.once('exit', () => resolve()),
-  );
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
 
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 const noStackTrace = (text: string) => assert.doesNotMatch(text, /\n\s+at .+\(.+:\d+:\d+\)/);
@@ -85,7 +86,10 @@ function bigLog(name: string, objects: number): string {
       apiVersion: 'v1',
       kind: 'PersistentVolume',
       metadata: { name: `pv-${i}`, labels: { note: 'x'.repeat(200) } },
-      spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: `d-${i}` } },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        csi: { driver: 'fake.disk', volumeHandle: `d-${i}` },
+      },
     };
     lines.push(JSON.stringify({ seq: i + 2, tsMs: 1_000 + i, type: 'ObjectUpserted', object }));
   }
@@ -97,7 +101,11 @@ function bigLog(name: string, objects: number): string {
   return db;
 }
 
-test('cli: a second writer is refused at once naming the holder; readers work beside it; SIGKILL frees the lock', async () => {
+const oneWriterTitle =
+  'cli: a second writer is refused at once naming the holder; readers work beside it; ' +
+  'SIGKILL frees the lock';
+
+test(oneWriterTitle, async () => {
   const manifests = join(dir, 'empty-manifests');
   mkdirSync(manifests, { recursive: true });
   const db = join(dir, 'one-writer.db');
@@ -128,7 +136,10 @@ test('cli: a second writer is refused at once naming the holder; readers work be
   assert.match(next.stdout, /settled/);
 });
 
-test('cli: a log another program holds a write lock on: a bounded wait, then exit 2 with a message', async () => {
+const foreignTitle =
+  'cli: a log another program holds a write lock on: a bounded wait, then exit 2 with a message';
+
+test(foreignTitle, async () => {
   const db = bigLog('foreign', 10);
   const holder = spawn(
     process.execPath,
@@ -155,7 +166,11 @@ test('cli: a log another program holds a write lock on: a bounded wait, then exi
   assert.ok(waitedMs >= 4_000 && waitedMs < 20_000, `waited ${waitedMs} ms`);
 });
 
-test('cli: a page of random bytes: every reader and the agent refuse, the file is untouched; salvage + import give a sound log', () => {
+const damagedTitle =
+  'cli: a page of random bytes: every reader and the agent refuse, the file is untouched; ' +
+  'salvage + import give a sound log';
+
+test(damagedTitle, () => {
   const db = bigLog('damaged', 3_000);
   const pageBytes = 4096;
   const pages = statSync(db).size / pageBytes;
