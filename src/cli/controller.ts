@@ -93,6 +93,10 @@ export async function controllerCommand(
       watcher.stop();
       await cm.drainAndStop();
     },
-    abandon: () => cm.stop(),
+    abandon: () => {
+      watcher.stop();
+      cm.stop();
+    },
+    logBlocked: logBlocked.blocked,
   });
 }

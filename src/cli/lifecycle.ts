@@ -18,6 +18,8 @@ export interface LifecycleOptions {
   readonly shutdown: () => Promise<void>;
   /** When the shutdown outlives its deadline (a blocked log): stop now, close the log. */
   readonly abandon?: () => void;
+  /** True while the log cannot be written: a stop then abandons at once (nothing can drain). */
+  readonly logBlocked?: () => boolean;
 }
 
 /** How long a clean stop waits for running operations. */
@@ -32,17 +34,14 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       stopping = true;
       clearInterval(check);
       opts.say(why);
-      // The drain's deadline must not outlive the drain: a pending timer holds the process
-      // open after the command has finished (it kept `--once` alive for 10 s).
-      let deadline: NodeJS.Timeout | undefined;
-      const drained = await Promise.race([
-        opts.shutdown().then(() => true),
-        new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainMsMax))),
-      ]);
-      clearTimeout(deadline);
-      if (!drained) {
-        opts.say(`operations still running after ${drainMsMax / 1000} s: cut off, as in a crash`);
-        opts.abandon?.();
+      if (opts.logBlocked?.() === true && opts.abandon !== undefined) {
+        opts.say(
+          'the log cannot be written: stopping now; what it could not take is lost, ' +
+            'as in a crash (the next start resolves it from the host)',
+        );
+        opts.abandon();
+      } else {
+        await drainOrAbandon(opts);
       }
       process.removeListener('SIGINT', onSigint);
       process.removeListener('SIGTERM', onSigterm);
@@ -63,6 +62,22 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
         void stop(1, `timed out after ${opts.timeout} s without settling`);
     }, 50);
   });
+}
+
+/** Lets operations finish, within drainMsMax; past it, cuts them off (opts.abandon). */
+async function drainOrAbandon(opts: LifecycleOptions): Promise<void> {
+  // The drain's deadline must not outlive the drain: a pending timer holds the process
+  // open after the command has finished (it kept `--once` alive for 10 s).
+  let deadline: NodeJS.Timeout | undefined;
+  const drained = await Promise.race([
+    opts.shutdown().then(() => true),
+    new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainMsMax))),
+  ]);
+  clearTimeout(deadline);
+  if (!drained) {
+    opts.say(`operations still running after ${drainMsMax / 1000} s: cut off, as in a crash`);
+    opts.abandon?.();
+  }
 }
 
 /** Progress lines on stdout, stamped with the seconds since the command started. */

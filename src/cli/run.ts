@@ -98,6 +98,10 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       await vm.drainAndStop();
       vm.stop();
     },
-    abandon: () => vm.stop(),
+    abandon: () => {
+      watcher.stop();
+      vm.stop();
+    },
+    logBlocked: logBlocked.blocked,
   });
 }

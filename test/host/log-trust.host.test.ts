@@ -261,3 +261,42 @@ test(orphanTitle, { skip, timeout: 120_000 }, async () => {
   assert.match(again.stdout, /orphan left in place: .*uid-stray/);
   assert.match(again.stdout, /orphans: 1 found, 0 removed/, 'nothing else to clean');
 });
+
+const stopTitle = 'host: stopped while its log is full, the agent exits at once and the log verifies';
+
+test(stopTitle, { skip, timeout: 120_000 }, async () => {
+  const manifests = join(base, 'full-manifests-2');
+  emptyDirPods(manifests, 300);
+  const logDir = join(base, 'full-log-2');
+  mkdirSync(logDir);
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', logDir]).status, 0);
+  after(() => ensureUnmounted(logDir).catch(() => undefined));
+  const db = join(logDir, 'vole.db');
+  const root = join(base, 'full-root-2');
+  const child = spawn(process.execPath, [...cli, ...agent(manifests, root, db)], {
+    cwd: repo,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  children.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  await until(() => out.includes('cannot be written'), 'the agent to say its log is full', 60_000);
+  // Its signal handlers are installed once its start is done (the log full meanwhile).
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const stoppedMs = performance.now();
+  process.kill(child.pid!, 'SIGTERM');
+  assert.equal(await exit, 143, out + err);
+  assert.ok(performance.now() - stoppedMs < 3_000, 'no drain to wait for');
+  assert.match(out, /the log cannot be written: stopping now/);
+  assert.doesNotMatch(err, /\n\s+at /, 'no stack trace');
+  const verify = vole('verify', '--db', db);
+  assert.equal(verify.status, 0, verify.stdout + verify.stderr);
+  assert.equal(spawnSync('mount', ['-o', 'remount,size=16m', logDir]).status, 0);
+  const again = vole(...agent(manifests, root, db, ...once));
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /settled: 300 pod\(s\) mounted/);
+  assert.equal(vole('verify', '--db', db).status, 0);
+});
