@@ -38,7 +38,10 @@ const added = (uid: string): Omit<TestEvent, 'seq'> => ({ type: 'PodAdded', tsMs
 const dir = mkdtempSync(join(tmpdir(), 'vole-blocked-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-test('writer lock: a second writer in the same process is refused naming it; closing frees it', () => {
+const sameProcessTitle =
+  'writer lock: a second writer in the same process is refused naming it; closing frees it';
+
+test(sameProcessTitle, () => {
   const path = join(dir, 'one.db');
   const first = openLog<TestEvent>(path, { codec, mode: 'create' });
   const holder = readHolder(WriterLock.pathFor(path));
