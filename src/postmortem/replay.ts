@@ -74,6 +74,8 @@ export interface WorldView {
     op: string;
     volume: string;
     pod: string | null;
+    /** The node it acts on (attach and detach; null for a pod's mount). */
+    node: string | null;
     call: string | null;
     startedSeq: number;
   }[];
@@ -102,6 +104,7 @@ export function describeBook(world: OperationBook): Pick<WorldView, 'operations'
         op: o.op,
         volume: o.volume,
         pod: o.pod,
+        node: o.node,
         call: o.call,
         startedSeq: o.startedSeq,
       }))
