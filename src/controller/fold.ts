@@ -411,6 +411,8 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':
+    case 'CsiDriverRegistered':
+    case 'CsiDriverDeregistered':
       break; // node-agent events: not the controller's
     default:
       unreachable(event, 'event type');

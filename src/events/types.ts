@@ -19,6 +19,31 @@ export const callError = z.object({
 });
 export type CallError = z.infer<typeof callError>;
 
+/**
+ * A CSI driver's capabilities as the core needs them (from its registration, NodeGetInfo,
+ * NodeGetCapabilities and ControllerGetCapabilities): which RPCs it answers, and how many
+ * of its volumes one node may have attached (0: no limit).
+ */
+export const csiDriverCaps = z.object({
+  publishUnpublish: z.boolean(),
+  stageUnstage: z.boolean(),
+  expand: z.boolean(),
+  singleNodeMultiWriter: z.boolean(),
+  maxVolumesPerNode: z.number().int().nonnegative(),
+});
+export type CsiDriverCaps = z.infer<typeof csiDriverCaps>;
+
+/**
+ * One CSI RPC of a plugin call, as metrics derive csi_operations_seconds from it: the gRPC
+ * method path, the status code's name (`OK`, `DEADLINE_EXCEEDED`, …) and how long it took.
+ */
+export const rpcRecord = z.object({
+  method: z.string().min(1),
+  code: z.string().min(1),
+  durationMs: z.number().nonnegative(),
+});
+export type RpcRecord = z.infer<typeof rpcRecord>;
+
 /** What a plugin can do, decided per plugin (spec §0.4 plugin capabilities). */
 export const pluginCaps = z.object({
   name: z.string().min(1),
@@ -28,6 +53,8 @@ export const pluginCaps = z.object({
   nodeExpandable: z.boolean(),
   requiresFSResize: z.boolean(),
   requiresRemount: z.boolean(),
+  /** Present for a CSI driver: volumes are named `kubernetes.io/csi/<driver>^<handle>`. */
+  csi: csiDriverCaps.optional(),
 });
 export type PluginCaps = z.infer<typeof pluginCaps>;
 
@@ -204,6 +231,7 @@ export const eventSchemas = {
     devicePath: z.string().optional(),
     deviceMountPath: z.string().optional(),
     sizeBytes: z.number().nonnegative().optional(),
+    rpc: rpcRecord.optional(),
   }),
   CallFailed: z.object({
     ...base,
@@ -211,6 +239,32 @@ export const eventSchemas = {
     opId: z.string().min(1),
     call: z.enum(callNames),
     error: callError,
+    rpc: rpcRecord.optional(),
+  }),
+  /**
+   * A CSI driver registered (plugin registration or `--csi`): what it said about itself,
+   * so the fold knows its capabilities and a replay needs no driver.
+   */
+  CsiDriverRegistered: z.object({
+    ...base,
+    type: z.literal('CsiDriverRegistered'),
+    driver: z.string().min(1),
+    endpoint: z.string(),
+    /** How it was found: `registration` (plugins_registry/) or `flag` (`--csi`). */
+    via: z.enum(['registration', 'flag']),
+    vendorVersion: z.string(),
+    nodeId: z.string(),
+    nodeCapabilities: z.array(z.string()),
+    controllerCapabilities: z.array(z.string()),
+    caps: pluginCaps,
+  }),
+  /** A CSI driver went away (its registration socket is gone, or it stopped answering). */
+  CsiDriverDeregistered: z.object({
+    ...base,
+    type: z.literal('CsiDriverDeregistered'),
+    driver: z.string().min(1),
+    endpoint: z.string(),
+    reason: z.string(),
   }),
   OperationFinished: z.object({
     ...base,
@@ -241,6 +295,8 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.CallSucceeded,
   eventSchemas.CallFailed,
   eventSchemas.OperationFinished,
+  eventSchemas.CsiDriverRegistered,
+  eventSchemas.CsiDriverDeregistered,
 ]);
 
 export type VoleEvent = z.infer<typeof voleEvent>;

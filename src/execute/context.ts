@@ -130,6 +130,7 @@ export async function runCall<
       opId,
       call: opts.call,
       ...opts.succeeded?.(outcome.value),
+      ...(target.rpc === undefined ? {} : { rpc: target.rpc }),
     });
     return outcome.value;
   }
@@ -137,6 +138,13 @@ export async function runCall<
   const error = outcome.timedOut
     ? timeoutError(opts.prefix, opts.call, timeoutMs)
     : classify(opts.prefix, outcome.error);
-  host.append({ type: 'CallFailed', tsMs, opId, call: opts.call, error });
+  host.append({
+    type: 'CallFailed',
+    tsMs,
+    opId,
+    call: opts.call,
+    error,
+    ...(target.rpc === undefined ? {} : { rpc: target.rpc }),
+  });
   throw new OperationFailed(error, true);
 }

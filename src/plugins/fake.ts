@@ -11,23 +11,30 @@ import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
 
 export type FakeOutcome = 'ok' | 'transient' | 'uncertain' | 'final' | 'failedPrecondition';
 
-/** One scripted answer, used `times` calls in a row (Infinity: for every later call). */
+/**
+ * One scripted answer, used `times` calls in a row (Infinity: for every later call). A
+ * scripted CSI driver also answers `grpc` (a status `code` by name) and `disconnect`.
+ */
 export interface FaultEntry {
-  readonly outcome: FakeOutcome | 'hang';
+  readonly outcome: FakeOutcome | 'hang' | 'grpc' | 'disconnect';
+  readonly code?: string;
   readonly delayMs: number;
   readonly times: number;
 }
 
-export type FaultScript = Partial<Record<CallName, readonly FaultEntry[]>>;
+/** Scripted answers per call: plugin call names, or a CSI driver's RPC names. */
+export type FaultScript = Partial<Record<string, readonly FaultEntry[]>>;
 
 export interface FakeCallRecord {
   readonly t: number;
   readonly plugin: string;
-  readonly call: CallName;
+  /** A plugin call name, or a CSI RPC name for a scripted CSI driver. */
+  readonly call: string;
   readonly volume: string;
   readonly node: string;
   readonly pod: string | null;
-  readonly outcome: FakeOutcome | 'hang';
+  /** The scripted outcome; a gRPC status name for `{grpc: CODE}`. */
+  readonly outcome: string;
 }
 
 /**
@@ -84,7 +91,7 @@ export interface FakePluginOptions {
 }
 
 /** A queue of scripted entries, consumed one call at a time. */
-class Script {
+export class Script {
   private readonly queues = new Map<string, { entries: FaultEntry[]; used: number }>();
 
   constructor(
@@ -112,7 +119,7 @@ class Script {
     return head;
   }
 
-  next(handle: string, call: CallName): FaultEntry {
+  next(handle: string, call: string): FaultEntry {
     return (
       this.take(`${handle}|${call}`) ??
       this.take(`*|${call}`) ?? { outcome: 'ok', delayMs: 0, times: 1 }
@@ -231,6 +238,10 @@ export class FakePlugin implements VolumePlugin {
         return value;
       case 'failedPrecondition':
         throw new PluginError('final', `fake ${call} of ${spec.volume}: failed precondition`, true);
+      case 'grpc':
+      case 'disconnect':
+        // The scenario parser keeps these to CSI drivers' RPC names.
+        throw new PluginError('final', `fake ${call}: ${entry.outcome} is for CSI drivers only`);
       default:
         throw new PluginError(
           entry.outcome,

@@ -118,6 +118,7 @@ export class Simulation<W extends CoreWorld, O extends CoreOperation> {
     this.plugins = simulationPlugins(scenario.plugins, {
       clock: this.clock,
       journal: this.journal,
+      node: scenario.node,
       ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
     this.checker =

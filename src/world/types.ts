@@ -17,7 +17,20 @@ export type VolumeMode = 'Filesystem' | 'Block';
 
 /** Where a volume comes from, as its plugin needs it (the Spec of seed 001). */
 export type VolumeSource =
-  | { kind: 'csi'; driver: string; volumeHandle: string; fsType: string; inline: boolean }
+  | {
+      kind: 'csi';
+      driver: string;
+      volumeHandle: string;
+      fsType: string;
+      inline: boolean;
+      /** csi.volumeAttributes (CSI volume_context), when the source has any. */
+      volumeAttributes?: Readonly<Record<string, string>>;
+      /** The PV's mountOptions (CSI mount_flags), when it has any. */
+      mountOptions?: readonly string[];
+      /** An inline volume's pod (CSI ephemeral volume_context). */
+      podName?: string;
+      podNamespace?: string;
+    }
   | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
