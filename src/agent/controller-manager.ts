@@ -63,25 +63,34 @@ export class ControllerManager {
     private readonly sink: EventSink,
   ) {}
 
-  /** Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot. */
+  /**
+   * Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot and
+   * folds only the events after it. A snapshot is written every `snapshotEveryEvents`.
+   */
   static open(
     opts: Omit<ControllerManagerOptions, 'log' | 'snapshot'> & {
       db: string;
       durability?: 'full' | 'normal';
+      snapshotEveryEvents?: number;
     },
   ): ControllerManager {
     const durability = opts.durability === undefined ? {} : { durability: opts.durability };
     const log = openSqliteLog(opts.db, controllerCore, durability);
-    return ControllerManager.create({
+    const manager = ControllerManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
       snapshot: {
-        everyEvents: snapshotEveryEvents,
+        everyEvents: opts.snapshotEveryEvents ?? snapshotEveryEvents,
         save: (world) => log.saveSnapshot(world),
         lastSeq: log.lastSnapshotSeq,
       },
     });
+    manager.restoredFromSeq = log.restoredFromSeq;
+    return manager;
   }
+
+  /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
+  restoredFromSeq = 0;
 
   static create(opts: ControllerManagerOptions): ControllerManager {
     const clock = opts.clock ?? new RealClock();
