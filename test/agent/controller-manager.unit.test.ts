@@ -59,6 +59,10 @@ test('controller manager: attaches a scheduled pod\'s volume and publishes volum
   assert.equal(cm.settled(), true);
   cm.removePod('uid-a');
   await settle();
+  // §2.1: a new attachment is assumed mounted until the node reports otherwise.
+  assert.deepEqual(cm.volumesAttached('node-1').map((v) => v.name), ['fake.disk/disk-1']);
+  cm.upsertObject(node('node-1')); // the node's status: nothing in use
+  await settle();
   assert.deepEqual(cm.volumesAttached('node-1'), []);
   assert.equal(journal.at(-1)?.call, 'detach');
   await cm.drainAndStop();
