@@ -201,6 +201,40 @@ export class ControllerManager {
     return true;
   }
 
+  /**
+   * Resolves once the controller is settled (every desired attachment confirmed, nothing
+   * else attached, nothing running), re-checking after each event; rejects after
+   * `timeoutMs` (default 60 s) naming what is still pending.
+   */
+  waitUntilSettled(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const { clock } = this.opts;
+    return new Promise((resolve, reject) => {
+      const check = (timedOut: boolean) => {
+        if (this.settled()) finish(resolve);
+        else if (timedOut)
+          finish(() =>
+            reject(
+              new Error(
+                `controller not settled: ${this.world.running.size} operation(s) running, ` +
+                  `${this.world.dsw.size} desired and ${this.world.attachments.size} known attachment(s): timed out`,
+              ),
+            ),
+          );
+      };
+      const timer = clock.setTimer(clock.nowMs() + (opts.timeoutMs ?? 60_000), () => check(true));
+      const unsubscribe = this.subscribe(() => check(false));
+      let done = false;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        unsubscribe();
+        clock.clearTimer(timer);
+        fn();
+      };
+      check(false);
+    });
+  }
+
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
   subscribe(listener: EventListener<ControllerWorld>): () => void {
     return this.engine.subscribe(listener);
