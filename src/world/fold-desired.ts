@@ -8,7 +8,8 @@ import { objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
-import { resolvePod } from './resolve.js';
+import { anyPersistentVolumeKey } from './binding.js';
+import { type PodResolution, resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
@@ -117,14 +118,18 @@ export function upsertPod(
   const cause = opts.cause ?? world.seq;
   const uid = podUid(pod);
   const previous = world.pods.get(uid);
-  const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
+  const resolution = resolvePod(pod, {
+    objects: world.objects,
+    plugins: world.plugins,
+    bindings: world.bindings,
+  });
   const record: PodRecord = {
     uid,
     name: pod.metadata.name,
     namespace: pod.metadata.namespace ?? 'default',
     pod,
     expectedVolumes: resolution.expectedVolumes,
-    volumes: resolution.volumes,
+    volumes: keptVolumes(previous, resolution),
     errors: resolution.errors,
     references: resolution.references,
     seq: opts.seq,
@@ -137,6 +142,21 @@ export function upsertPod(
   indexReferences(world, uid, resolution.references, true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
+}
+
+/**
+ * spec §2.6: a pod's volumes leave the DSW only when the pod is gone. A volume that resolved
+ * before and fails now (its claim or PV deleted, unbound, unreadable) stays desired with
+ * its last spec; the pod records the error.
+ */
+function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution) {
+  if (previous === undefined || resolution.errors.size === 0) return resolution.volumes;
+  const kept = previous.volumes.filter(
+    (v) =>
+      resolution.errors.has(v.outerVolumeSpecName) &&
+      resolution.expectedVolumes.includes(v.outerVolumeSpecName),
+  );
+  return kept.length === 0 ? resolution.volumes : [...resolution.volumes, ...kept];
 }
 
 /** spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount. */
@@ -163,25 +183,61 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   world.pods.delete(uid);
 }
 
-/** Pods whose resolution read this object are resolved again (late binding, resize). */
-function reresolveDependents(world: World, key: string): void {
+/**
+ * Pods whose resolution read this object are resolved again (late binding, resize).
+ * `reprocessed`: a ConfigMap or Secret changed, so their remount-requiring volumes are set
+ * up again (spec §2.1 MarkRemountRequired: the kubelet's resync brings new content).
+ */
+export function reresolveDependents(world: World, key: string, reprocessed = false): void {
   for (const uid of podsReferencing(world, key)) {
     const record = world.pods.get(uid);
-    if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+    if (record !== undefined) upsertPod(world, record.pod, { reprocessed, seq: record.seq });
   }
+}
+
+/** The world's marker that unbound claims need the planner's look (not a real volume). */
+export const bindingVolume = '' as UniqueVolumeName;
+
+/** A claim or PV changed: the planner looks at unbound claims again. */
+function askForBinding(world: World, kind: string): void {
+  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
+  world.bindingCause = world.seq;
+  world.dirty.add(bindingVolume);
+  if (kind === 'PersistentVolume') reresolveDependents(world, anyPersistentVolumeKey);
+}
+
+function reresolveObject(world: World, kind: string, key: string): void {
+  reresolveDependents(world, key, kind === 'ConfigMap' || kind === 'Secret');
+  askForBinding(world, kind);
 }
 
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   world.objects.set(key, object);
-  reresolveDependents(world, key);
+  reresolveObject(world, object.kind, key);
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
+  if (event.kind === 'PersistentVolumeClaim') world.bindings.delete(key);
+  reresolveObject(world, event.kind, key);
+}
+
+/** The planner's binding decision, recorded: the claim's pods resolve through the PV now. */
+export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void {
+  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
+  world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   reresolveDependents(world, key);
+}
+
+/** A finished expansion raises the claim's capacity, so the next mount does not expand again. */
+export function claimExpanded(world: World, claimKey: string, pvName: string, bytes: number): void {
+  const binding = world.bindings.get(claimKey);
+  if (bytes <= 0 || (binding !== undefined && binding.capacityBytes >= bytes)) return;
+  world.bindings.set(claimKey, { volume: binding?.volume ?? pvName, capacityBytes: bytes });
+  reresolveDependents(world, claimKey);
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */

@@ -6,7 +6,7 @@ import type { ErrorKind } from '../../machines/index.js';
 import { fail } from '../assert.js';
 import type { CallError, EventOf } from '../events/index.js';
 import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { touch } from './fold-desired.js';
+import { claimExpanded, touch } from './fold-desired.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import { keyString, mayRun, finishRecord, recordsAfterStart, setRecords } from './pending.js';
@@ -195,6 +195,8 @@ export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>)
         type: 'RESIZED',
         sizeBytes: event.sizeBytes ?? 0,
       });
+      if (spec?.claim !== undefined)
+        claimExpanded(world, spec.claim, spec.innerVolumeSpecName, event.sizeBytes ?? 0);
       break;
     default:
       break;

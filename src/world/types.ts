@@ -11,6 +11,7 @@ import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from './binding.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -45,6 +46,8 @@ export interface ResolvedVolume {
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
   readonly source: VolumeSource;
+  /** The claim's object key for PVC-backed volumes (its capacity follows expansions). */
+  readonly claim?: string;
 }
 
 export interface PodRecord {
@@ -158,6 +161,10 @@ export interface World {
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
   objects: Map<string, ClusterObject>;
+  /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
+  bindings: Map<string, ClaimBinding>;
+  /** The object change that asks the planner to look at unbound claims (its cause). */
+  bindingCause: Seq;
   /**
    * claim key / PV name → pods that reference it, for re-resolution on object changes: the
    * one pod's name, or a Set when several share the object.
