@@ -21,6 +21,7 @@ import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { ManifestChanges } from '../sources/manifests.js';
+import { toLoggedObject } from '../sources/contents.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
@@ -91,7 +92,7 @@ export async function controllerCommand(
   say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${engine.world.seq})`);
   const apply = (c: ManifestChanges) => {
     const tsMs = clock.nowMs();
-    for (const object of c.upsertObjects) engine.append({ type: 'ObjectUpserted', tsMs, object });
+    for (const object of c.upsertObjects) engine.append({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) });
     for (const pod of c.upsertPods) engine.append({ type: 'PodUpserted', tsMs, pod });
     for (const uid of c.removePods) engine.append({ type: 'PodRemoved', tsMs, uid });
     for (const ref of c.removeObjects) engine.append({ type: 'ObjectRemoved', tsMs, ...ref });

@@ -58,6 +58,10 @@ export function contentHash(data: ObjectData): string {
 /** The object as the log may hold it: ConfigMaps and Secrets lose their data for a hash. */
 export function toLoggedObject(object: ManifestObject): ClusterObject {
   if (object.kind !== 'ConfigMap' && object.kind !== 'Secret') return object;
+  const already = object as { contentHash?: unknown; data?: unknown; stringData?: unknown };
+  if (typeof already.contentHash === 'string' && already.data === undefined && already.stringData === undefined)
+    return object as unknown as ClusterObject; // already the log's form
+
   const { data: _d, binaryData: _b, stringData: _s, ...rest } = object as Record<string, unknown>;
   return { ...rest, contentHash: contentHash(dataOf(object)) } as ClusterObject;
 }
