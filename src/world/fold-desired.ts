@@ -4,13 +4,13 @@
  */
 import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
-import { objectKey, type Pod } from '../events/k8s.js';
+import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
 import { anyPersistentVolumeKey } from './binding.js';
 import { type PodResolution, resolvePod } from './resolve.js';
-import type { DswPod, DswVolume, PodRecord, World } from './types.js';
+import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
@@ -183,15 +183,41 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   world.pods.delete(uid);
 }
 
-/**
- * Pods whose resolution read this object are resolved again (late binding, resize).
- * `reprocessed`: a ConfigMap or Secret changed, so their remount-requiring volumes are set
- * up again (spec §2.1 MarkRemountRequired: the kubelet's resync brings new content).
- */
-export function reresolveDependents(world: World, key: string, reprocessed = false): void {
+/** Pods whose resolution read this object are resolved again (late binding, resize). */
+export function reresolveDependents(world: World, key: string): void {
   for (const uid of podsReferencing(world, key)) {
     const record = world.pods.get(uid);
-    if (record !== undefined) upsertPod(world, record.pod, { reprocessed, seq: record.seq });
+    if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+  }
+}
+
+/** Does this volume read the ConfigMap or Secret of that object key? */
+function readsObject(resolved: ResolvedVolume, key: string): boolean {
+  const s = resolved.source;
+  const parts =
+    s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+  return parts.some(
+    (p) =>
+      p.kind !== 'downwardAPI' &&
+      objectKey(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name, p.namespace) === key,
+  );
+}
+
+/**
+ * A ConfigMap or Secret changed: the mounted volumes that read it are set up again
+ * (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
+ */
+function remountReaders(world: World, key: string): void {
+  for (const uid of podsReferencing(world, key)) {
+    const record = world.pods.get(uid);
+    if (record === undefined) continue;
+    for (const resolved of record.volumes) {
+      if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
+      const mount = world.mounts.get(resolved.volume)?.get(record.uid);
+      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
+      touch(world, resolved.volume);
+    }
   }
 }
 
@@ -207,15 +233,25 @@ function askForBinding(world: World, kind: string): void {
 }
 
 function reresolveObject(world: World, kind: string, key: string): void {
-  reresolveDependents(world, key, kind === 'ConfigMap' || kind === 'Secret');
+  if (kind === 'ConfigMap' || kind === 'Secret') return remountReaders(world, key);
+  reresolveDependents(world, key);
   askForBinding(world, kind);
 }
 
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  const previous = world.objects.get(key);
   world.objects.set(key, object);
+  // The same ConfigMap or Secret content again: nothing to set up again.
+  if (sameContent(previous, object)) return;
   reresolveObject(world, object.kind, key);
+}
+
+function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
+  if (a === undefined || (b.kind !== 'ConfigMap' && b.kind !== 'Secret') || a.kind !== b.kind)
+    return false;
+  return (a as { contentHash: string }).contentHash === b.contentHash;
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {

@@ -23,14 +23,17 @@ import {
   type ClaimBinding,
   findVolumeForClaim,
 } from './binding.js';
+import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
 /** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
 export const builtinPluginNames = {
   emptyDir: 'kubernetes.io/empty-dir',
   hostPath: 'kubernetes.io/host-path',
-  configMap: 'kubernetes.io/configmap',
-  secret: 'kubernetes.io/secret',
+  configMap: contentPluginNames.configMap,
+  secret: contentPluginNames.secret,
+  downwardAPI: contentPluginNames.downwardAPI,
+  projected: contentPluginNames.projected,
   local: 'kubernetes.io/local-volume',
 } as const;
 
@@ -151,15 +154,17 @@ function sourceOfInline(v: PodVolume): Located | undefined {
     };
     return { source, pluginName: builtinPluginNames.hostPath, inline: true };
   }
-  if (v.configMap !== undefined) {
-    const source: VolumeSource = { kind: 'configMap', name: v.configMap.name ?? v.name };
-    return { source, pluginName: builtinPluginNames.configMap, inline: true };
-  }
-  if (v.secret !== undefined) {
-    const source: VolumeSource = { kind: 'secret', name: v.secret.secretName ?? v.name };
-    return { source, pluginName: builtinPluginNames.secret, inline: true };
-  }
   return undefined;
+}
+
+function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Located> {
+  const content = contentSource(pod, v, references);
+  if (content !== undefined) {
+    if (!content.ok) return content;
+    return { ok: true, value: { source: content.source, pluginName: content.pluginName, inline: true } };
+  }
+  const located = sourceOfInline(v);
+  return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
 /** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
@@ -255,9 +260,7 @@ function resolveOne(
   const located: Step<Located> =
     claim !== undefined
       ? locateClaim(namespace, claim.claimName, input, references)
-      : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(
-          sourceOfInline(v),
-        );
+      : locateInline(pod, v, references);
   if (!located.ok) return located;
   const { source, pluginName, inline, pv, claimKey, claimSizeBytes } = located.value;
   const caps = input.plugins.get(pluginName);

@@ -22,8 +22,41 @@ export type VolumeSource =
   | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
-  | { kind: 'configMap'; name: string }
-  | { kind: 'secret'; name: string };
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
+  | {
+      kind: 'projected';
+      namespace: string;
+      sources: readonly ProjectedPart[];
+      defaultMode?: number;
+    };
+
+/** `items` entry of a configMap, secret or projected source: key → file path, mode. */
+export interface KeyToPath {
+  readonly key: string;
+  readonly path: string;
+  readonly mode?: number;
+}
+
+/** What a configMap or secret source (or projection) asks for, in the pod's namespace. */
+export interface ContentOptions {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly items?: readonly KeyToPath[];
+  readonly defaultMode?: number;
+  readonly optional?: boolean;
+}
+
+/** A downward API file, its content taken from the pod object when the pod resolved. */
+export interface DownwardFile {
+  readonly path: string;
+  readonly content: string;
+  readonly mode?: number;
+}
+
+export type ProjectedPart =
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[] };
 
 /** One pod volume resolved to the volume it names (spec §2.6 populator). */
 export interface ResolvedVolume {
