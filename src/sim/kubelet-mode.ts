@@ -2,7 +2,8 @@
 import { podAttachAndMountRetryIntervalMs } from '../constants.js';
 import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
-import { kubeletCore } from '../agent/engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Executor } from '../execute/executor.js';
 import { toLoggedObject } from '../sources/contents.js';
 import {
   claimBindings,
@@ -94,6 +95,7 @@ async function waitForPod(
 
 export const kubeletMode: Mode<World, Operation> = {
   core: kubeletCore,
+  runner: (host) => new Executor(host),
   engineOptions: () => ({}),
   startEvents: (scenario, tsMs) => [
     ...scenario.objects.map(
@@ -121,5 +123,4 @@ export const kubeletMode: Mode<World, Operation> = {
   check: checkExpectation,
   describe: describeState,
   waitForPod,
-  checker: () => new InvariantChecker(),
 };

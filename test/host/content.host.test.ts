@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
 import { isMountPoint } from '../../src/host/mount.js';
-import { MemorySink } from '../../src/agent/sink.js';
+import { MemorySink } from '../../src/engine/sink.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { ObjectContents } from '../../src/sources/contents.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';

@@ -11,6 +11,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
+import { kubeletCore } from '../../src/engine/cores.js';
 import { ensureUnmounted, isMountPoint, tmpfs } from '../../src/host/mount.js';
 import { derivedPodUid } from '../../src/sources/manifests.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
@@ -42,7 +43,7 @@ test('host: the PersistentVolume tutorial mounts /mnt/data into nginx\'s volume'
   assert.equal(readFileSync(join(dir, 'index.html'), 'utf8'), 'Hello from Kubernetes storage\n');
   writeFileSync(join(dir, 'from-pod.txt'), 'written through the pod');
   assert.equal(readFileSync('/mnt/data/from-pod.txt', 'utf8'), 'written through the pod');
-  const log = openSqliteLog(db, {});
+  const log = openSqliteLog(db, kubeletCore);
   try {
     const bound = [...log.readAll()].filter((e) => e.type === 'ClaimBound');
     assert.deepEqual(
