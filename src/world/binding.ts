@@ -143,9 +143,14 @@ export function findVolumeForClaim(
   let best: PersistentVolume | undefined;
   let bestBytes = Infinity;
   let considered = 0;
+  let held = 0;
   let reason = '';
   for (const object of objects.values()) {
-    if (object.kind !== 'PersistentVolume' || !freeFor(object, claim, taken)) continue;
+    if (object.kind !== 'PersistentVolume') continue;
+    if (!freeFor(object, claim, taken)) {
+      held++;
+      continue;
+    }
     considered++;
     const why =
       mismatch(object, pvc) ??
@@ -165,7 +170,10 @@ export function findVolumeForClaim(
     }
   }
   if (best !== undefined) return { ok: true, pv: best, capacityBytes: capacityOf(best, pvc) };
-  if (considered === 0) return { ok: false, reason: 'no Available PersistentVolume exists' };
+  if (considered === 0) {
+    const heldText = held === 0 ? '' : ` (${held} bound or reserved for other claims)`;
+    return { ok: false, reason: `no Available PersistentVolume exists${heldText}` };
+  }
   const others = considered > 1 ? `; ${considered - 1} other(s) do not either` : '';
   return { ok: false, reason: `no Available PersistentVolume satisfies it (${reason}${others})` };
 }
