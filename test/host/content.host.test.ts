@@ -6,6 +6,7 @@
  * symlink) into vole's root or its log directory is refused.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import {
   existsSync,
   lstatSync,
@@ -14,6 +15,7 @@ import {
   readlinkSync,
   statSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,7 +25,8 @@ import { isMountPoint } from '../../src/host/mount.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { ObjectContents } from '../../src/sources/contents.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
+import { derivedPodUid } from '../../src/sources/manifests.js';
+import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
 const skip = hostTestSkipReason();
 const { base, root } = hostSandbox('content');
@@ -159,4 +162,35 @@ test('host: a hostPath leading into vole\'s root or log directory is refused at 
   }
   clearInterval(keepAlive);
   await vm.drainAndStop();
+});
+
+test('host: vole run: a ConfigMap edited in the manifest directory reaches the running pod', { skip, timeout: 120_000 }, async () => {
+  const manifests = join(base, 'manifests');
+  mkdirSync(manifests, { recursive: true });
+  const configMap = (version: string) =>
+    `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site, namespace: default}\ndata: {index.html: "${version}"}\n`;
+  writeFileSync(join(manifests, 'site.yaml'), configMap('version 1'));
+  writeFileSync(
+    join(manifests, 'pod.yaml'),
+    'apiVersion: v1\nkind: Pod\nmetadata: {name: site, namespace: default}\nspec:\n' +
+      '  containers: [{name: web, image: nginx, volumeMounts: [{name: html, mountPath: /usr/share/nginx/html}]}]\n' +
+      '  volumes: [{name: html, configMap: {name: site}}]\n',
+  );
+  const runRoot = join(base, 'run-root');
+  const agentProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(import.meta.dirname, '../../src/cli/main.ts'), 'run', '--manifests', manifests,
+      '--root', runRoot, '--db', join(base, 'run.db')],
+    { stdio: 'ignore' },
+  );
+  try {
+    const file = join(runRoot, 'pods', derivedPodUid('default', 'site'), 'volumes', 'kubernetes.io~configmap', 'html', 'index.html');
+    await until(() => existsSync(file) && readFileSync(file, 'utf8') === 'version 1', 'the first content', 60_000);
+    writeFileSync(join(manifests, 'site.yaml'), configMap('version 2'));
+    await until(() => readFileSync(file, 'utf8') === 'version 2', 'the edit to reach the pod', 30_000);
+    assert.equal(readlinkSync(file.replace(/index\.html$/, 'index.html')), '..data/index.html');
+  } finally {
+    agentProcess.kill('SIGTERM');
+    await new Promise((resolve) => agentProcess.once('exit', resolve));
+  }
 });
