@@ -10,7 +10,8 @@
  * Safety, as the kubelet's: a pod the log knows (desired, or with any mount record) is
  * never touched, nor a volume any desired pod or attachment names; a directory is removed
  * only after its own mount is gone and with no mount below it (removeVolumeDir); a loop
- * device still mounted somewhere is not detached. Runs once, after the sources are ready
+ * device still mounted somewhere is not detached, and none at all when a controller attaches
+ * (controllerAttachDetach: the attachments are the controller's). Runs once, after the sources are ready
  * (every pod known) and before the manifest directory is watched.
  */
 import { readdir, realpath } from 'node:fs/promises';
@@ -118,6 +119,8 @@ export async function findOrphans(root: string, world: World): Promise<Orphan[]>
       }
     }
   }
+  // With a controller attaching (controllerAttachDetach), loop devices are its own.
+  if (world.config.controllerAttachDetach) return found;
   const handles = new Set([...volumes].map((v) => v.slice(v.lastIndexOf('/') + 1)));
   // losetup reports the image's real path.
   const disks = join(await realpath(root).catch(() => root), 'disks');
