@@ -141,6 +141,14 @@ export async function findOrphans(root: string, world: World): Promise<Orphan[]>
 
 const unescape = (plugin: string) => plugin.replaceAll('~', '/');
 
+const scratchPlugins = new Set([
+  'kubernetes.io/empty-dir',
+  'kubernetes.io/configmap',
+  'kubernetes.io/secret',
+  'kubernetes.io/downward-api',
+  'kubernetes.io/projected',
+]);
+
 /** Cleans one orphan up; returns why it was left, or undefined when it is gone. */
 async function cleanUp(root: string, orphan: Orphan): Promise<string | undefined> {
   try {
@@ -151,9 +159,11 @@ async function cleanUp(root: string, orphan: Orphan): Promise<string | undefined
       await detachLoopForImage(orphan.path);
       return undefined;
     }
-    // An emptyDir's content is scratch space, as its TearDown removes it; any other
-    // volume directory must be empty once unmounted.
-    const recursive = orphan.volume.startsWith('kubernetes.io/empty-dir/');
+    // An emptyDir's content is scratch space and a content volume's is written from the
+    // API objects: their TearDown removes it. Any other directory must be empty once
+    // unmounted.
+    const plugin = orphan.volume.slice(0, orphan.volume.lastIndexOf('/'));
+    const recursive = scratchPlugins.has(plugin);
     await removeVolumeDir(root, orphan.path, { recursive });
     return undefined;
   } catch (error) {
