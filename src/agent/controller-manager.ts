@@ -25,7 +25,8 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName } from '../ids.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { ManifestObject, Pod } from '../events/k8s.js';
+import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../execute/clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -156,12 +157,13 @@ export class ControllerManager {
     this.engine.append(event);
   }
 
-  /** A Node, PersistentVolume or claim was added or changed. */
-  upsertObject(object: ClusterObject): void {
-    this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object });
+  /** A Node, PersistentVolume or claim was added or changed (a ConfigMap or Secret: its hash). */
+  upsertObject(object: ManifestObject): void {
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: logged });
   }
 
-  removeObject(ref: { kind: ClusterObject['kind']; name: string; namespace?: string }): void {
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
     this.append({ type: 'ObjectRemoved', tsMs: this.opts.clock.nowMs(), ...ref });
   }
 

@@ -65,6 +65,8 @@ export function describeEvent(event: VoleEvent): string {
       return `${event.object.kind} ${event.object.metadata.name} added or updated`;
     case 'ObjectRemoved':
       return `${event.kind} ${event.name} removed`;
+    case 'ClaimBound':
+      return `claim ${event.namespace}/${event.claim} bound to PersistentVolume ${event.volume} (cause: seq ${event.cause})`;
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
