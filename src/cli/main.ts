@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
+import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
@@ -53,7 +54,8 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
         error instanceof UsageError ||
-        error instanceof ImportError
+        error instanceof ImportError ||
+        error instanceof UnknownModeError
       ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;

@@ -77,4 +77,7 @@ test('cli: a log whose mode this version does not know is refused by readers and
     assert.match(r.stderr, /^vole: .*other\.db: this log was written in mode "scheduler"/, command);
     assert.doesNotMatch(r.stderr, /\n\s+at /, command);
   }
+  const inspect = vole('inspect', '--db', other, '--port', '0');
+  assert.equal(inspect.status, 2);
+  assert.match(inspect.stderr, /^vole: .*other\.db: this log was written in mode "scheduler"/);
 });
