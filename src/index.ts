@@ -6,7 +6,7 @@ export {
 } from './agent/volume-manager.js';
 export { Engine, engineVersion } from './agent/engine.js';
 export { MemorySink, type EventSink } from './agent/sink.js';
-export { RealClock, VirtualClock, type Clock } from './execute/clock.js';
+export { RealClock, VirtualClock, type Clock } from './clock.js';
 export { PluginManager } from './plugins/manager.js';
 export { FakePlugin } from './plugins/fake.js';
 export * from './plugins/types.js';

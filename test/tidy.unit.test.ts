@@ -63,6 +63,7 @@ const layers: [string, number][] = [
   ['src/world/', 1],
   ['src/plan/', 2],
   ['src/execute/', 3],
+  ['src/clock.ts', 3],
   ['src/log/', 3],
   ['src/plugins/', 4],
   ['src/host/', 4],

@@ -15,7 +15,7 @@ import pino from 'pino';
 import { Engine } from '../../src/agent/engine.js';
 import { type EventSink, MemorySink } from '../../src/agent/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
-import { RealClock } from '../../src/execute/clock.js';
+import { RealClock } from '../../src/clock.js';
 import { UniquePodName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podWaitStatus } from '../../src/world/index.js';

@@ -32,7 +32,7 @@ import pino from 'pino';
 import { Engine } from '../../src/agent/engine.js';
 import { MemorySink } from '../../src/agent/sink.js';
 import type { Pod } from '../../src/events/k8s.js';
-import { type Clock, VirtualClock } from '../../src/execute/clock.js';
+import { type Clock, VirtualClock } from '../../src/clock.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';

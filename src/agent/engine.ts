@@ -12,7 +12,7 @@ import {
   waitForAttachTimeoutMs,
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
-import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { ExecutorHost } from '../execute/context.js';
 import { Executor } from '../execute/executor.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';

@@ -11,7 +11,7 @@ import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
-import { type Clock, RealClock } from '../execute/clock.js';
+import { type Clock, RealClock } from '../clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';

@@ -16,7 +16,7 @@ import {
 } from '../controller/index.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
-import { RealClock } from '../execute/clock.js';
+import { RealClock } from '../clock.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';

@@ -20,8 +20,8 @@ import {
   type Transition,
   type WorldView,
 } from '../postmortem/index.js';
+import { openReadonly, type ReadonlyLog, worldAt as worldAtSeq } from '../postmortem/open.js';
 import { parseDurationMs } from '../sim/duration.js';
-import { decodeWorldSnapshot } from '../log/world-snapshot.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -29,11 +29,7 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
-export function openReadonly(path: string) {
-  return openLog(path, { codec: eventCodec, mode: 'readonly' });
-}
-
-type Store = ReturnType<typeof openReadonly>;
+type Store = ReadonlyLog;
 
 /** `--at` as a seq (`812`), an offset from the first event (`+90s`), or an ISO time. */
 export function resolveMoment(store: Store, at: string | undefined): number {
@@ -55,20 +51,11 @@ export function resolveMoment(store: Store, at: string | undefined): number {
   return store.seqAtOrBeforeTs(tsMs);
 }
 
-/** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
-export function worldAt(store: Store, seq: number): WorldView {
-  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
-  const start =
-    snapshot === undefined
-      ? undefined
-      : decodeWorldSnapshot(snapshot.data, snapshot.format);
-  const from = (start?.seq ?? 0) + 1;
-  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
-    label: 'replaying',
-    fromSeq: from,
-    toSeq: seq,
-  });
-  return describeWorld(replayTo(events, {}, start));
+/** The world at `seq`, with a progress bar on a terminal for a long read. */
+function worldAt(store: Store, seq: number): WorldView {
+  return worldAtSeq(store, seq, (events, range) =>
+    withProgress(events, { label: 'replaying', ...range }),
+  );
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {

@@ -9,7 +9,7 @@ import { Engine } from '../agent/engine.js';
 import { type EventSink, MemorySink } from '../agent/sink.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
-import type { Clock } from '../execute/clock.js';
+import type { Clock } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
 import {
   ControllerExecutor,

@@ -19,7 +19,7 @@ import {
   replayTo,
   type WorldView,
 } from '../postmortem/index.js';
-import { worldAt } from '../cli/postmortem.js';
+import { worldAt } from '../postmortem/open.js';
 import { initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type {

@@ -19,7 +19,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LogReadError } from '../log/errors.js';
-import { openReadonly } from '../cli/postmortem.js';
+import { openReadonly } from '../postmortem/open.js';
 import { Tracker } from './api.js';
 import { type Assets, faviconSvg, indexHtml, loadAssets } from './assets.js';
 import { charts } from './chart.js';

@@ -1,5 +1,5 @@
 /** The plugins of a simulation: the built-in fakes plus the scenario's scripted ones. */
-import type { Clock } from '../execute/clock.js';
+import type { Clock } from '../clock.js';
 import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
 import { PluginManager } from '../plugins/manager.js';
 import { caps } from '../plugins/types.js';

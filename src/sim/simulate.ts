@@ -9,7 +9,7 @@ import { assert } from '../assert.js';
 import { type Core, type CoreWorld, Engine, type EngineOptions } from '../agent/engine.js';
 import { type EventSink, MemorySink } from '../agent/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
-import { VirtualClock } from '../execute/clock.js';
+import { VirtualClock } from '../clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VolumeManager, WaitForAttachAndMountError } from '../../src/agent/volume-manager.js';
-import { VirtualClock } from '../../src/execute/clock.js';
+import { VirtualClock } from '../../src/clock.js';
 import { FakePlugin, type FakeCallRecord, type FaultScript } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
