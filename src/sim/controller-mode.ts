@@ -20,7 +20,7 @@ import type { FakeCallRecord } from '../plugins/fake.js';
 import { checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
 import type { Expectation } from './scenario.js';
-import type { Mode } from './simulate.js';
+import type { Mode } from './mode.js';
 
 function nodeObject(name: string): Node {
   return {

@@ -12,7 +12,7 @@ import {
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
 import { checkExpectation } from './expect.js';
-import type { Mode, Simulation, WaitResult } from './simulate.js';
+import type { Mode, SimulationHandle, WaitResult } from './mode.js';
 import type { Step } from './scenario.js';
 
 export function describeState(world: World) {
@@ -62,7 +62,7 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
 }
 
 async function waitForPod(
-  sim: Simulation<World, Operation>,
+  sim: SimulationHandle<World, Operation>,
   pod: string,
   timeoutMs: number,
 ): Promise<WaitResult> {

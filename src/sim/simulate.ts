@@ -6,25 +6,21 @@
  */
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
-import { type Core, type CoreWorld, Engine, type EngineOptions } from '../agent/engine.js';
+import { type CoreWorld, Engine } from '../agent/engine.js';
 import { type EventSink, MemorySink } from '../agent/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
-import type { Violation } from '../world/invariants.js';
 import { controllerMode } from './controller-mode.js';
 import { countCalls, type Failure } from './expect.js';
 import { kubeletMode } from './kubelet-mode.js';
 import { simulationPlugins } from './plugins.js';
-import type { Expectation, Scenario, Step } from './scenario.js';
+import type { Mode, SimulationHandle, WaitResult } from './mode.js';
+import type { Scenario, Step } from './scenario.js';
 
-export interface WaitResult {
-  readonly pod: string;
-  readonly ok: boolean;
-  readonly error?: string;
-}
+export type { WaitResult } from './mode.js';
 
 export interface Report {
   readonly t: number;
@@ -68,37 +64,13 @@ export interface SimulateOptions {
   readonly stats?: { invariantChecks: number };
 }
 
-/** What a simulation mode contributes; everything else is shared. */
-export interface Mode<W extends CoreWorld, O> {
-  readonly core: Core<W, O>;
-  engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
-  /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
-  startEvents(scenario: Scenario, tsMs: number): NewEvent[];
-  /** Events appended after a restart's EngineStarted. */
-  restartEvents(scenario: Scenario, tsMs: number): NewEvent[];
-  /** The events of a step this mode handles; undefined when it is not this mode's step. */
-  stepEvents(step: Step, sim: Simulation<W, O>): NewEvent[] | undefined;
-  check(
-    world: W,
-    journal: readonly FakeCallRecord[],
-    expectation: Expectation,
-    step: number,
-  ): Failure[];
-  describe(world: W): Record<string, unknown>;
-  waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
-  /** Background work tied to an engine's life (the controller's periodic verify). */
-  background?(engine: Engine<W, O>, sim: Simulation<W, O>): () => void;
-  /** The invariant checker run after every event (kubelet mode). */
-  checker?(): { after(world: W): void; readonly violations: Violation[]; readonly checks: number };
-}
-
 function memoryLog(): SimulationLog {
   const sink = new MemorySink();
   return { sink, readAll: () => sink.events };
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-export class Simulation<W extends CoreWorld, O> {
+export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O> {
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];

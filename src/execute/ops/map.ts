@@ -7,7 +7,7 @@ import type { MountOperation, UnmountOperation } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
-import { waitForAttachStep } from './mount.js';
+import { waitForAttachStep } from './wait-for-attach.js';
 
 function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: string) {
   const blockMapper = plugin?.blockMapper;

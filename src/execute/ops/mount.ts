@@ -7,6 +7,7 @@ import type { VolumePlugin } from '../../plugins/types.js';
 import type { ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 import { map } from './map.js';
+import { waitForAttachStep } from './wait-for-attach.js';
 
 function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
   const spec = runningOp(ctx).spec;
@@ -14,27 +15,6 @@ function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
     return false;
   const others = ctx.host.world().mounts.get(op.volume);
   return [...(others?.keys() ?? [])].some((pod) => pod !== op.pod);
-}
-
-/**
- * spec §4.7 step 7 / §4.10 step 3: WaitForAttach for attachable volumes (also when the
- * device is already mounted). Returns the devicePath to use.
- */
-export async function waitForAttachStep(
-  ctx: OpContext,
-  op: MountOperation,
-  spec: ResolvedVolume,
-  plugin: VolumePlugin,
-  prefix: string,
-): Promise<string> {
-  const given = ctx.host.world().attachments.get(op.volume)?.state.context.devicePath ?? '';
-  const attacher = spec.attachable ? plugin.attacher : undefined;
-  if (attacher === undefined) return given;
-  return runCall(
-    ctx,
-    { call: 'waitForAttach', prefix, succeeded: (path: string) => ({ devicePath: path }) },
-    (target) => attacher.waitForAttach(spec, given, target),
-  );
 }
 
 export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
