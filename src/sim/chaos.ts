@@ -10,9 +10,9 @@
  * simulate`, so a failing seed is written out as a file that reproduces it exactly.
  */
 import { stringify } from 'yaml';
-import { parseScenario } from './scenario.js';
+import { parseScenario, type Scenario } from './scenario.js';
 import { FakeHost } from '../plugins/fake.js';
-import { simulate, type SimulationResult } from './simulate.js';
+import { type SimulateOptions, simulate, type SimulationResult } from './simulate.js';
 
 /** A small, fast, seedable PRNG (mulberry32). */
 export function prng(seed: number): () => number {
@@ -281,7 +281,10 @@ export async function chaos(opts: {
   seed: number;
   runs: number;
   onProgress?: (done: number) => void;
+  /** Runs one scenario (default: simulate); a test passes a mutant engine to see it caught. */
+  simulate?: (scenario: Scenario, opts: SimulateOptions) => Promise<SimulationResult>;
 }): Promise<ChaosReport> {
+  const run = opts.simulate ?? simulate;
   const failures: ChaosFailure[] = [];
   let events = 0;
   let calls = 0;
@@ -296,7 +299,7 @@ export async function chaos(opts: {
     let result: SimulationResult;
     const host = new FakeHost();
     try {
-      result = await simulate(scenario, { fakeHost: host, stats });
+      result = await run(scenario, { fakeHost: host, stats });
     } catch (error) {
       failures.push({
         seed,

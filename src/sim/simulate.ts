@@ -200,7 +200,8 @@ export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O
   }
 }
 
-async function runWith<W extends CoreWorld, O>(
+/** Runs one scenario in the given mode (simulate picks the mode the scenario names). */
+export async function simulateWith<W extends CoreWorld, O>(
   scenario: Scenario,
   mode: Mode<W, O>,
   opts: SimulateOptions,
@@ -238,6 +239,6 @@ export function simulate(
   opts: SimulateOptions = {},
 ): Promise<SimulationResult> {
   return scenario.mode === 'controller'
-    ? runWith(scenario, controllerMode, opts)
-    : runWith(scenario, kubeletMode, opts);
+    ? simulateWith(scenario, controllerMode, opts)
+    : simulateWith(scenario, kubeletMode, opts);
 }

@@ -15,6 +15,7 @@ import type {
   Transition,
   WorldPayload,
 } from '../protocol.js';
+import { produce } from 'immer';
 import { type DrawnChart, layoutChart } from './chart.js';
 import { clear, formatTime, getJson, h, stateTone } from './dom.js';
 
@@ -311,12 +312,11 @@ function onHead(update: HeadUpdate) {
   const wasLive = app.live;
   const previousHead = app.head;
   app.head = update.head;
-  app.meta = {
-    ...app.meta,
-    head: update.head,
-    lastTsMs: update.lastTsMs,
-    marks: [...app.meta.marks, ...update.marks],
-  };
+  app.meta = produce(app.meta, (meta) => {
+    meta.head = update.head;
+    meta.lastTsMs = update.lastTsMs;
+    meta.marks.push(...update.marks);
+  });
   ui.range.max = String(app.head);
   renderHeader();
   renderMarks();
