@@ -2,12 +2,12 @@
  * What a simulation mode (kubelet-mode.ts, controller-mode.ts) contributes to the shared
  * loop of simulate.ts, and what of a running simulation a mode may use.
  */
-import type { Core, CoreWorld, Engine, EngineOptions } from '../agent/engine.js';
 import type { VirtualClock } from '../clock.js';
+import type { Core, CoreOperation, CoreWorld, Runner } from '../engine/core.js';
+import type { Engine, EngineOptions, RunnerHost } from '../engine/engine.js';
 import type { NewEvent } from '../events/index.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
-import type { Violation } from '../world/invariants.js';
 import type { Failure } from './expect.js';
 import type { Expectation, Scenario, Step } from './scenario.js';
 
@@ -18,7 +18,7 @@ export interface WaitResult {
 }
 
 /** A running simulation, as its mode sees it. */
-export interface SimulationHandle<W extends CoreWorld, O> {
+export interface SimulationHandle<W extends CoreWorld, O extends CoreOperation> {
   readonly scenario: Scenario;
   readonly clock: VirtualClock;
   readonly plugins: PluginManager;
@@ -32,8 +32,9 @@ export interface SimulationHandle<W extends CoreWorld, O> {
 }
 
 /** What a simulation mode contributes; everything else is shared. */
-export interface Mode<W extends CoreWorld, O> {
+export interface Mode<W extends CoreWorld, O extends CoreOperation> {
   readonly core: Core<W, O>;
+  runner(host: RunnerHost<W>): Runner<O>;
   engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
   /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
   startEvents(scenario: Scenario, tsMs: number): NewEvent[];
@@ -51,6 +52,4 @@ export interface Mode<W extends CoreWorld, O> {
   waitForPod?(sim: SimulationHandle<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
   /** Background work tied to an engine's life (the controller's periodic verify). */
   background?(engine: Engine<W, O>, sim: SimulationHandle<W, O>): () => void;
-  /** The invariant checker run after every event (kubelet mode). */
-  checker?(): { after(world: W): void; readonly violations: Violation[]; readonly checks: number };
 }

@@ -6,8 +6,9 @@
  */
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
-import { type CoreWorld, Engine } from '../agent/engine.js';
-import { type EventSink, MemorySink } from '../agent/sink.js';
+import { type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
+import { Engine } from '../engine/engine.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
@@ -53,7 +54,7 @@ export interface SimulateOptions {
   readonly log?: SimulationLog;
   readonly logger?: Logger;
   /** Called after every fold with the engine's world (invariant checks in tests). */
-  readonly onEvent?: (event: VoleEvent, world: World) => void;
+  onEvent?(event: VoleEvent, world: CoreWorld): void;
   /** Cross-check every incremental plan against a full one (default true: worlds are small). */
   readonly checkIncrementalPlan?: boolean;
   /** Check the safety invariants after every event (default true); violations fail the run. */
@@ -70,14 +71,16 @@ function memoryLog(): SimulationLog {
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O> {
+export class Simulation<W extends CoreWorld, O extends CoreOperation>
+  implements SimulationHandle<W, O>
+{
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];
   readonly waits: WaitResult[] = [];
   readonly reports: Report[] = [];
   readonly plugins: PluginManager;
-  readonly checker: ReturnType<NonNullable<Mode<W, O>['checker']>> | undefined;
+  readonly checker: InvariantChecker<W> | undefined;
   private readonly log: SimulationLog;
   private stopBackground: () => void = () => {};
   engine: Engine<W, O>;
@@ -91,9 +94,11 @@ export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O
     this.plugins = simulationPlugins(scenario.plugins, {
       clock: this.clock,
       journal: this.journal,
+      node: scenario.node,
       ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
-    this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
+    this.checker =
+      opts.checkInvariants === false ? undefined : new InvariantChecker<W>(mode.core.invariants);
     this.engine = this.newEngine(undefined);
   }
 
@@ -107,11 +112,12 @@ export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O
       logger: this.opts.logger ?? pino({ level: 'silent' }),
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
       core: this.mode.core,
+      runner: (host) => this.mode.runner(host),
       ...this.mode.engineOptions(this.scenario),
       ...(world === undefined ? {} : { world }),
     });
     const onEvent = this.opts.onEvent;
-    if (onEvent !== undefined) engine.subscribe(onEvent as unknown as (e: VoleEvent, w: W) => void);
+    if (onEvent !== undefined) engine.subscribe((event, world) => onEvent(event, world));
     const checker = this.checker;
     if (checker !== undefined) engine.subscribe((_event, world) => checker.after(world));
     engine.subscribe((event) => {
@@ -201,7 +207,7 @@ export class Simulation<W extends CoreWorld, O> implements SimulationHandle<W, O
 }
 
 /** Runs one scenario in the given mode (simulate picks the mode the scenario names). */
-export async function simulateWith<W extends CoreWorld, O>(
+export async function simulateWith<W extends CoreWorld, O extends CoreOperation>(
   scenario: Scenario,
   mode: Mode<W, O>,
   opts: SimulateOptions,
