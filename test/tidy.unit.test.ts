@@ -212,10 +212,10 @@ test('tidy: a function counts its lines of code, not its blank lines or comments
 });
 
 /**
- * Dependencies declared for work of this milestone that has not landed yet (CSI, metrics,
- * cluster mode); each leaves this list when its first import does.
+ * Dependencies declared for work of this milestone that has not landed yet (metrics); each
+ * leaves this list when its first import does.
  */
-const awaitedDependencies = new Set(['@grpc/grpc-js', '@grpc/proto-loader', 'prom-client', 'etcd3']);
+const awaitedDependencies = new Set(['prom-client']);
 
 test('tidy: every declared dependency is imported (runtime ones by src/)', () => {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
