@@ -2,6 +2,7 @@
 /** The `vole` command. */
 import { Command, Option } from 'commander';
 import { engineVersion } from '../engine/engine.js';
+import { UnknownModeError } from '../engine/cores.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
@@ -53,7 +54,8 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
         error instanceof UsageError ||
-        error instanceof ImportError
+        error instanceof ImportError ||
+        error instanceof UnknownModeError
       ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;

@@ -87,7 +87,8 @@ function drawDisks(r: Random, diskCount: number): unknown[] {
     objects.push({
       kind: 'PersistentVolumeClaim',
       metadata: { name: `claim-${i}`, namespace: 'default' },
-      spec: { volumeName: `pv-${i}` },
+      // Bound by name; its volumeMode and access modes must match the PV's to bind.
+      spec: { volumeName: `pv-${i}`, volumeMode, accessModes },
     });
   }
   return objects;
