@@ -62,8 +62,8 @@ test('snapshot: loading uses the latest snapshot plus the tail, and ignores an u
 test('snapshot: the node agent writes one once snapshotEveryEvents events have passed', async () => {
   const path = join(dir, 'agent.db');
   const plugin: VolumePlugin = {
-    name: 'example.com/scratch',
-    caps: caps('example.com/scratch'),
+    name: 'scratch.example.com',
+    caps: caps('scratch.example.com'),
     pod: {
       podVolumePath: (spec, podUid) => `/nonexistent/${podUid}/${spec.innerVolumeSpecName}`,
       setUp: async () => {},
@@ -87,7 +87,7 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
     for (const uid of batch) {
       vm.addPod({
         metadata: { name: uid, namespace: 'default', uid },
-        spec: { volumes: [{ name: 'cache', csi: { driver: 'example.com/scratch' } }] },
+        spec: { volumes: [{ name: 'cache', csi: { driver: 'scratch.example.com' } }] },
       });
     }
     for (const uid of batch) await vm.waitForAttachAndMount(uid);
