@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { freeze } from 'immer';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { fold, initialWorld, podCount } from '../../src/world/index.js';
 import { emmettFigures } from './emmett.js';
 import { generateLog } from './generate.js';
 import { compareWithWorld, handFold, handInitial } from './hand-reducer.js';
@@ -164,7 +164,7 @@ export async function runReplay(opts: ReplayOptions): Promise<SectionResult> {
       if (diffs.length > 0)
         throw new Error(`hand reducer differs from the fold at seq ${i + 1}:\n${diffs.join('\n')}`);
       checked +=
-        world.attachments.size + [...world.mounts.values()].reduce((k, m) => k + m.size, 0);
+        world.attachments.size + [...world.mounts.values()].reduce((k, m) => k + podCount(m), 0);
     }
   }
   progress(
