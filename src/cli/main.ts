@@ -3,6 +3,7 @@
 import { Command, Option } from 'commander';
 import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
+import { UnknownModeError } from '../engine/cores.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
@@ -21,7 +22,7 @@ import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
-import { inspectCommand } from '../inspect/command.js';
+import { inspectCommand } from './inspect.js';
 import { registerClusterCommands } from './cluster-commands.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.

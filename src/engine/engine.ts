@@ -15,7 +15,7 @@ import {
   waitForAttachTimeoutMs,
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
-import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { EventSink } from './sink.js';
