@@ -3,7 +3,6 @@
 import { Command, Option } from 'commander';
 import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
-import { UnknownModeError } from '../engine/cores.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
