@@ -198,7 +198,13 @@ program
   .description('write the log as JSON Lines (one event per line)')
   .addOption(dbOption())
   .option('--out <file>', 'write here instead of stdout')
-  .action((opts: { db: string; out?: string }) => run(() => exportCommand(opts.db, opts))());
+  .option(
+    '--salvage',
+    'from a damaged log: every event still readable, up to the first gap (exit 1 if it stops early)',
+  )
+  .action((opts: { db: string; out?: string; salvage?: boolean }) =>
+    run(() => exportCommand(opts.db, opts))(),
+  );
 
 program
   .command('import')
