@@ -21,7 +21,13 @@ import { type ControllerCommandOptions, controllerCommand } from './controller.j
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
-import { registerClusterCommands } from './cluster-commands.js';
+import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
+import {
+  type ClusterAgentCommandOptions,
+  type ClusterControllerCommandOptions,
+  clusterAgentCommand,
+  clusterControllerCommand,
+} from './cluster-run.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -74,16 +80,26 @@ program
     run(() => simulateCommand(file, opts, logger()))(),
   );
 
+/** --manifests or --etcd: one of them says where the cluster is. */
+function withManifests<T extends { manifests?: string }>(opts: T, command: string): T & { manifests: string } {
+  if (opts.manifests === undefined)
+    throw new UsageError(`vole ${command} needs --manifests DIR or --etcd URLS`);
+  return opts as T & { manifests: string };
+}
+
 const dbOption = () =>
   new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
 
 program
   .command('run')
   .description('the node agent: mount the volumes of the pods in a manifest directory, for real')
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)',
   )
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
   .option(
     '--root <dir>',
     "where pods' volumes, global mounts and disk images live",
@@ -97,14 +113,20 @@ program
   )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
-  .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
+  .action((opts: RunOptions & ClusterAgentCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterAgentCommand(opts, logger())
+        : runCommand(withManifests(opts, 'run'), logger()),
+    )(),
+  );
 
 program
   .command('controller')
   .description(
     'the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)',
   )
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)',
   )
@@ -112,7 +134,19 @@ program
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
-  .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
+  .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
+  .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
+  .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
+  .action((opts: ControllerCommandOptions & ClusterControllerCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterControllerCommand(opts, logger())
+        : controllerCommand(withManifests(opts, 'controller'), logger()),
+    )(),
+  );
 
 program
   .command('chaos')
