@@ -28,9 +28,12 @@ import {
   waitErrorMessage,
 } from '../world/index.js';
 import type { World } from '../world/types.js';
-import { Engine, type EventListener } from './engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Engine, type EventListener } from '../engine/engine.js';
+import { Executor } from '../execute/executor.js';
+import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import { type EventSink, MemorySink } from './sink.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
 export interface VolumeManagerOptions {
@@ -66,11 +69,11 @@ export class WaitForAttachAndMountError extends Error {
 }
 
 export class VolumeManager {
-  private readonly engine: Engine;
+  private readonly engine: Engine<World, Operation>;
   private readonly clock: Clock;
 
   private constructor(
-    engine: Engine,
+    engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
@@ -88,6 +91,7 @@ export class VolumeManager {
   ): VolumeManager {
     const log = openSqliteLog(
       opts.db,
+      kubeletCore,
       opts.durability === undefined ? {} : { durability: opts.durability },
     );
     return VolumeManager.create({
@@ -109,6 +113,8 @@ export class VolumeManager {
     const log = opts.log ?? { sink: new MemorySink(), history: [] };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
+      core: kubeletCore,
+      runner: (host) => new Executor(host),
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
@@ -234,7 +240,7 @@ export class VolumeManager {
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
-  subscribe(listener: EventListener): () => void {
+  subscribe(listener: EventListener<World>): () => void {
     return this.engine.subscribe(listener);
   }
 

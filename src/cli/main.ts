@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
-import { engineVersion } from '../agent/engine.js';
+import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
