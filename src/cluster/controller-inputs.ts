@@ -6,10 +6,7 @@
  * holds, so a new leader's first list appends only what changed while nobody led.
  */
 import type { Etcd3, IKeyValue } from 'etcd3';
-import type { Engine } from '../agent/engine.js';
-import type { ControllerOperation } from '../controller/plan.js';
-import type { ControllerWorld } from '../controller/types.js';
-import type { NewEvent } from '../events/index.js';
+import type { ControllerManager } from '../agent/controller-manager.js';
 import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { objectRefOfKey } from './agent.js';
 import { PrefixInformer } from './informer.js';
@@ -17,7 +14,11 @@ import { ClusterKeys } from './keys.js';
 import { decodeObject, decodePod } from './objects.js';
 import { decodeVolumesInUse, parseStatusKey } from './status.js';
 
-type ControllerEngine = Engine<ControllerWorld, ControllerOperation>;
+/** The part of the ControllerManager the inputs drive. */
+type Controller = Pick<
+  ControllerManager,
+  'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod'
+>;
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
@@ -33,15 +34,10 @@ export class ControllerInputs {
   constructor(
     private readonly client: Etcd3,
     private readonly keys: ClusterKeys,
-    private readonly engine: ControllerEngine,
-    private readonly now: () => number,
+    private readonly cm: Controller,
     private readonly say: (line: string) => void,
   ) {
-    for (const [uid, record] of engine.world.pods) this.podUids.set(keys.podOf(record.pod), uid);
-  }
-
-  private append(event: NewEvent): void {
-    if (this.engine.isRunning) this.engine.append(event);
+    for (const [uid, record] of cm.world.pods) this.podUids.set(keys.podOf(record.pod), uid);
   }
 
   async start(): Promise<void> {
@@ -83,7 +79,7 @@ export class ControllerInputs {
 
   private nodeNames(): Set<string> {
     const names = new Set(this.nodeObjects.keys());
-    for (const object of this.engine.world.objects.values())
+    for (const object of this.cm.world.objects.values())
       if (object.kind === 'Node') names.add(object.metadata.name);
     return names;
   }
@@ -145,12 +141,12 @@ export class ControllerInputs {
   private syncNode(name: string): void {
     if (!this.nodesListed) return;
     const node = this.composeNode(name);
-    const held = this.engine.world.objects.get(objectKey('Node', name));
+    const held = this.cm.world.objects.get(objectKey('Node', name));
     if (node === null) {
-      if (held !== undefined) this.append({ type: 'ObjectRemoved', tsMs: this.now(), kind: 'Node', name } as NewEvent);
+      if (held !== undefined && this.cm.isRunning) this.cm.removeObject({ kind: 'Node', name });
       return;
     }
-    if (!same(held, node)) this.append({ type: 'ObjectUpserted', tsMs: this.now(), object: node } as NewEvent);
+    if (!same(held, node) && this.cm.isRunning) this.cm.upsertObject(node);
   }
 
   private resetObjects(kvs: readonly IKeyValue[]): void {
@@ -163,9 +159,9 @@ export class ControllerInputs {
       listed.add(objectKey(object.kind, object.metadata.name, object.metadata.namespace));
       this.useObject(object);
     }
-    for (const [key, object] of [...this.engine.world.objects]) {
+    for (const [key, object] of [...this.cm.world.objects]) {
       if (object.kind === 'Node' || listed.has(key)) continue;
-      this.append({ type: 'ObjectRemoved', tsMs: this.now(), ...refOf(object) } as NewEvent);
+      if (this.cm.isRunning) this.cm.removeObject(refOf(object));
     }
     for (const name of new Set([...nodesBefore, ...this.nodeNames()])) this.syncNode(name);
   }
@@ -183,8 +179,7 @@ export class ControllerInputs {
       return;
     }
     const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-    if (!same(this.engine.world.objects.get(key), object))
-      this.append({ type: 'ObjectUpserted', tsMs: this.now(), object } as NewEvent);
+    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.cm.upsertObject(object);
   }
 
   private putObject(kv: IKeyValue): void {
@@ -201,8 +196,8 @@ export class ControllerInputs {
       this.nodeObjects.delete(ref.name);
       return this.syncNode(ref.name);
     }
-    if (this.engine.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)))
-      this.append({ type: 'ObjectRemoved', tsMs: this.now(), ...ref } as NewEvent);
+    if (this.cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && this.cm.isRunning)
+      this.cm.removeObject(ref);
   }
 
   private resetPods(kvs: readonly IKeyValue[]): void {
@@ -223,8 +218,7 @@ export class ControllerInputs {
     const previous = this.podUids.get(key);
     if (previous !== undefined && previous !== uid) this.deletePod(key);
     this.podUids.set(key, uid);
-    if (!same(this.engine.world.pods.get(uid as never)?.pod, pod))
-      this.append({ type: 'PodUpserted', tsMs: this.now(), pod } as NewEvent);
+    if (!same(this.cm.world.pods.get(uid as never)?.pod, pod) && this.cm.isRunning) this.cm.upsertPod(pod);
     return true;
   }
 
@@ -232,7 +226,7 @@ export class ControllerInputs {
     const uid = this.podUids.get(key);
     if (uid === undefined) return;
     this.podUids.delete(key);
-    if (this.engine.world.pods.has(uid as never)) this.append({ type: 'PodRemoved', tsMs: this.now(), uid } as NewEvent);
+    if (this.cm.world.pods.has(uid as never) && this.cm.isRunning) this.cm.removePod(uid);
   }
 }
 

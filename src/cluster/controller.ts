@@ -9,25 +9,14 @@
  */
 import type { Etcd3 } from 'etcd3';
 import type { Logger } from 'pino';
-import { Engine } from '../agent/engine.js';
-import {
-  ControllerExecutor,
-  controllerCore,
-  maxWaitForUnmountMsDefault,
-  startAttachmentVerifier,
-} from '../controller/index.js';
-import type { ControllerOperation } from '../controller/plan.js';
+import { ControllerManager } from '../agent/controller-manager.js';
+import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import type { ControllerWorld } from '../controller/types.js';
+import { controllerCore } from '../engine/cores.js';
 import { type Clock, RealClock } from '../execute/clock.js';
-import { PluginManager } from '../plugins/manager.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
-import {
-  controllerSnapshotFormat,
-  decodeControllerSnapshot,
-  encodeControllerSnapshot,
-} from './controller-snapshot.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
@@ -59,7 +48,7 @@ export async function loadControllerWorld(
   const fromSnapshot =
     loaded.snapshot === undefined
       ? undefined
-      : decodeControllerSnapshot(loaded.snapshot.data, loaded.snapshot.meta.format);
+      : controllerCore.snapshot.decode(loaded.snapshot.data, loaded.snapshot.meta.format);
   const world = fromSnapshot ?? controllerCore.initialWorld();
   if (world.seq + 1 < loaded.firstSeq)
     throw new ClusterError(
@@ -93,7 +82,7 @@ function fencedPlugins(plugins: readonly VolumePlugin[], log: EtcdEventLog): Vol
 }
 
 export class ClusterController {
-  private engine: Engine<ControllerWorld, ControllerOperation> | null = null;
+  private cm: ControllerManager | null = null;
   private leadership: Leadership | null = null;
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
@@ -108,7 +97,7 @@ export class ClusterController {
   }
 
   get world(): ControllerWorld | undefined {
-    return this.engine?.world;
+    return this.cm?.world;
   }
 
   /** Campaigns, then leads until leadership is lost or `signal` aborts; resolves with why it ended. */
@@ -152,54 +141,46 @@ export class ClusterController {
       onTrouble: (message) => this.say(message),
     });
     this.log = log;
-    const engine = this.newEngine(log, world, lastSnapshotSeq);
-    this.engine = engine;
+    const cm = this.newManager(log, world, lastSnapshotSeq);
+    this.cm = cm;
     if (leadership.isLost) return;
-    engine.start();
-    const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, engine, (line) => this.say(line));
-    const inputs = new ControllerInputs(client, keys, engine, () => this.clock.nowMs(), (line) => this.say(line));
-    const stopVerifier = startAttachmentVerifier(engine, { plugins: new PluginManager([...this.opts.plugins]), clock: this.clock });
-    this.stops.push(stopVerifier, () => inputs.stop(), () => publisher.stop());
+    cm.start();
+    const say = (line: string) => this.say(line);
+    const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say);
+    const inputs = new ControllerInputs(client, keys, cm, say);
+    this.stops.push(() => inputs.stop(), () => publisher.stop());
     await inputs.start();
     await publisher.start();
   }
 
-  private newEngine(log: EtcdEventLog, world: ControllerWorld, lastSnapshotSeq: number) {
+  private newManager(log: EtcdEventLog, world: ControllerWorld, lastSnapshotSeq: number): ControllerManager {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
-    return new Engine<ControllerWorld, ControllerOperation>({
-      node: 'controller',
-      controllerAttachDetach: true,
-      clock: this.clock,
-      logger: this.opts.logger,
-      sink: log,
-      world,
-      plugins: new PluginManager(fencedPlugins(this.opts.plugins, log)),
-      core: controllerCore,
-      runner: (host) => new ControllerExecutor(host),
+    const codec = controllerCore.snapshot;
+    return ControllerManager.create({
+      plugins: fencedPlugins(this.opts.plugins, log),
+      log: { sink: log, history: [], world },
       snapshot: {
         everyEvents,
         lastSeq: lastSnapshotSeq,
         save: (w) => {
-          const snapshot = { seq: w.seq, tsMs: w.tsMs, format: controllerSnapshotFormat, data: encodeControllerSnapshot(w) };
-          void log.saveSnapshot(snapshot, { compact: true }).catch((error: Error) => this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`));
+          const snapshot = { seq: w.seq, tsMs: w.tsMs, format: codec.format, data: codec.encode(w) };
+          void log
+            .saveSnapshot(snapshot, { compact: true })
+            .catch((error: Error) => this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`));
         },
       },
-      startFields: {
-        mode: 'controller',
-        controller: {
-          maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
-          disableForceDetachOnTimeout: false,
-        },
-      },
+      maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+      clock: this.clock,
+      logger: this.opts.logger,
     });
   }
 
   /** Stops acting at once: running calls are cut off, nothing more is appended or published. */
   private async halt(): Promise<void> {
-    const engine = this.engine;
-    if (engine?.isRunning === true) {
+    const cm = this.cm;
+    if (cm?.isRunning === true) {
       try {
-        engine.stop();
+        cm.stop();
       } catch {
         // the final flush of a fenced log fails: nothing more may be written anyway
       }

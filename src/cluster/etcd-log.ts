@@ -16,7 +16,7 @@
  */
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { Range } from 'etcd3';
-import type { EventSink } from '../agent/sink.js';
+import type { EventSink } from '../engine/sink.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
 import { decodeRow, encodeEvent } from '../log/codec.js';

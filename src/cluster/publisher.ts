@@ -4,19 +4,10 @@
  * fenced on the leader's term. A new leader publishes every node it knows at start.
  */
 import type { Etcd3 } from 'etcd3';
-import type { Engine } from '../agent/engine.js';
-import type { ControllerOperation } from '../controller/plan.js';
-import { type ControllerWorld, pairKey } from '../controller/types.js';
+import type { ControllerManager } from '../agent/controller-manager.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
-
-export function volumesAttachedOf(world: ControllerWorld, node: string): { name: string; devicePath: string }[] {
-  return [...(world.reported.get(node as never) ?? [])].sort().map((name) => ({
-    name,
-    devicePath: world.attachments.get(pairKey(name, node))?.state.context.devicePath ?? '',
-  }));
-}
 
 export class VolumesAttachedPublisher {
   private readonly published = new Map<string, string>();
@@ -30,7 +21,7 @@ export class VolumesAttachedPublisher {
     private readonly keys: ClusterKeys,
     private readonly leadership: Leadership,
     private readonly log: EtcdEventLog,
-    private readonly engine: Engine<ControllerWorld, ControllerOperation>,
+    private readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>,
     private readonly say: (line: string) => void,
   ) {}
 
@@ -39,12 +30,12 @@ export class VolumesAttachedPublisher {
     const existing = await this.client.getAll().prefix(this.keys.status).strings();
     for (const [key, value] of Object.entries(existing))
       if (key.endsWith('/volumesAttached')) this.published.set(key, value);
-    this.unsubscribe = this.engine.subscribe(() => this.schedule());
+    this.unsubscribe = this.cm.subscribe(() => this.schedule());
     this.schedule();
   }
 
   private nodes(): Set<string> {
-    const world = this.engine.world;
+    const world = this.cm.world;
     const names = new Set<string>([...world.nodes.keys(), ...world.reported.keys()]);
     for (const key of this.published.keys()) names.add(key.slice(this.keys.status.length).split('/')[0]!);
     return names;
@@ -58,7 +49,7 @@ export class VolumesAttachedPublisher {
       const changes = new Map<string, string>();
       for (const node of this.nodes()) {
         const key = this.keys.volumesAttached(node);
-        const value = JSON.stringify({ volumesAttached: volumesAttachedOf(this.engine.world, node) });
+        const value = JSON.stringify({ volumesAttached: this.cm.volumesAttached(node) });
         if (this.published.get(key) !== value) changes.set(key, value);
       }
       if (changes.size > 0) this.running = this.running.then(() => this.write(changes));
