@@ -22,6 +22,7 @@ import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
 import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
+import { exportEtcdCommand } from './cluster.js';
 import {
   type ClusterAgentCommandOptions,
   type ClusterControllerCommandOptions,
@@ -228,9 +229,17 @@ program
 program
   .command('export')
   .description('write the log as JSON Lines (one event per line)')
-  .addOption(dbOption())
+  .option('--db <file>', 'the vole log (SQLite file)')
+  .addOption(etcdOption().conflicts('db'))
+  .addOption(prefixOption())
   .option('--out <file>', 'write here instead of stdout')
-  .action((opts: { db: string; out?: string }) => run(() => exportCommand(opts.db, opts))());
+  .action((opts: { db?: string; etcd?: string; prefix?: string; out?: string }) =>
+    run(() => {
+      if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
+      if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
+      return exportCommand(opts.db, opts);
+    })(),
+  );
 
 program
   .command('import')
