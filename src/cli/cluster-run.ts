@@ -24,6 +24,7 @@ export interface ClusterAgentCommandOptions {
   readonly node?: string;
   readonly root?: string;
   readonly db?: string;
+  readonly disksRoot?: string;
   readonly heartbeatTtl?: string;
   readonly once?: boolean;
   readonly timeout?: string;
@@ -64,7 +65,7 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     node: opts.node,
     db,
-    plugins: builtinPlugins({ root }),
+    plugins: builtinPlugins({ root, ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }) }),
     logger,
     heartbeatTtlS: seconds(opts.heartbeatTtl, heartbeatTtlSDefault, '--heartbeat-ttl'),
     say,
@@ -94,6 +95,7 @@ export interface ClusterControllerCommandOptions {
   readonly etcd: string;
   readonly prefix?: string;
   readonly root?: string;
+  readonly disksRoot?: string;
   readonly identity?: string;
   readonly leaseTtl?: string;
   readonly maxWaitForUnmount?: string;
@@ -113,7 +115,7 @@ export async function clusterControllerCommand(opts: ClusterControllerCommandOpt
     client,
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     identity,
-    plugins: builtinPlugins({ root }),
+    plugins: builtinPlugins({ root, ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }) }),
     logger,
     leaseTtlS: seconds(opts.leaseTtl, leaseTtlSDefault, '--lease-ttl'),
     maxWaitForUnmountMs: durationMs(opts.maxWaitForUnmount, maxWaitForUnmountMsDefault, '--max-wait-for-unmount'),

@@ -101,6 +101,7 @@ program
   .addOption(etcdOption().conflicts('manifests'))
   .addOption(prefixOption())
   .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
   .option(
     '--root <dir>',
     "where pods' volumes, global mounts and disk images live",
@@ -138,6 +139,7 @@ program
   .addOption(etcdOption().conflicts('manifests'))
   .addOption(prefixOption())
   .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
   .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
   .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
   .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')

@@ -10,6 +10,12 @@ import type { ResolvedVolume } from '../../world/types.js';
 export interface BuiltinOptions {
   /** vole's root directory (default /var/lib/vole). */
   readonly root: string;
+  /**
+   * The root whose `disks/` holds the disk plugin's images (default: root). Cluster-mode
+   * processes on one machine — a controller and several node agents — share it, as nodes
+   * share a SAN, while each keeps its own root for mounts.
+   */
+  readonly disksRoot?: string;
 }
 
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {

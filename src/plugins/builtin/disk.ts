@@ -60,7 +60,7 @@ function fsTypeOf(spec: ResolvedVolume): FsType {
 }
 
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
-  const image = (spec: ResolvedVolume) => diskImagePath(opts.root, handle(spec));
+  const image = (spec: ResolvedVolume) => diskImagePath(opts.disksRoot ?? opts.root, handle(spec));
   const globalPath = (spec: ResolvedVolume) =>
     pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
   const loopOf = async (spec: ResolvedVolume) => {
