@@ -7,7 +7,10 @@ import { emptyDirPlugin } from './empty-dir.js';
 import { hostPathPlugin, localVolumePlugin } from './host-path.js';
 
 export function builtinPlugins(opts: Partial<BuiltinOptions> = {}): VolumePlugin[] {
-  const o: BuiltinOptions = { root: opts.root ?? defaultRoot };
+  const o: BuiltinOptions = {
+    root: opts.root ?? defaultRoot,
+    ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
+  };
   return [emptyDirPlugin(o), hostPathPlugin(o), localVolumePlugin(o), diskPlugin(o)];
 }
 
