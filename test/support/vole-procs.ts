@@ -58,6 +58,11 @@ export class VoleProcess {
     if (opts.restart === true) this.child = this.spawn();
   }
 
+  /** Starts the process again if it is not running (after a kill without restart). */
+  start(): void {
+    if (!this.alive) this.child = this.spawn();
+  }
+
   pause(): void {
     process.kill(this.pid, 'SIGSTOP');
   }
