@@ -8,7 +8,9 @@
  */
 import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
-import type { OperationKind, OpKey } from '../events/index.js';
+import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
+import { bindingVolume } from '../world/fold-desired.js';
+import { planBindings } from './bind.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
@@ -33,6 +35,8 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
+  /** Decisions that are events themselves: claim bindings. */
+  readonly events?: NewEvent[];
 }
 
 export interface PlanOptions {
@@ -315,7 +319,14 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
     }
   }
   assertNoConflicts(world, claims.operations);
-  return { operations: claims.operations, retries: claims.retries, deferred };
+  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
+  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  return {
+    operations: claims.operations,
+    retries: claims.retries,
+    deferred,
+    ...(events.length === 0 ? {} : { events }),
+  };
 }
 
 export type { OperationKind };

@@ -16,6 +16,11 @@ export interface BuiltinOptions {
    * share a SAN, while each keeps its own root for mounts.
    */
   readonly disksRoot?: string;
+  /**
+   * Directories no hostPath may reach, after symlinks, at mount time: besides the root,
+   * the directory of the agent's log (a pod must never read other pods' volumes or the log).
+   */
+  readonly forbiddenHostPaths?: readonly string[];
 }
 
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {
