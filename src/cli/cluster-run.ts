@@ -4,7 +4,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { settled } from '../agent/progress.js';
 import { ClusterAgent, heartbeatTtlSDefault } from '../cluster/agent.js';
@@ -15,6 +15,7 @@ import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { parseDurationMs } from '../sim/duration.js';
+import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
@@ -60,12 +61,19 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
   const db = opts.db ?? join(root, 'vole.db');
   const say = progressPrinter();
   const client = clientFor(opts.etcd);
+  const contents = new ObjectContents();
   const agent = new ClusterAgent({
     client,
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     node: opts.node,
     db,
-    plugins: builtinPlugins({ root, ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }) }),
+    plugins: builtinPlugins({
+      root,
+      contents,
+      forbiddenHostPaths: [dirname(db)],
+      ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
+    }),
+    contents,
     logger,
     heartbeatTtlS: seconds(opts.heartbeatTtl, heartbeatTtlSDefault, '--heartbeat-ttl'),
     say,

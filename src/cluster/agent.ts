@@ -11,6 +11,7 @@ import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
 import { managedAnnotation } from '../controller/index.js';
 import type { VolumePlugin } from '../plugins/types.js';
+import type { ObjectContents } from '../sources/contents.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys, isNamespaced, none } from './keys.js';
 import { decodeObject, decodePod } from './objects.js';
@@ -22,6 +23,8 @@ export interface ClusterAgentOptions {
   readonly node: string;
   readonly db: string;
   readonly plugins: readonly VolumePlugin[];
+  /** ConfigMap and Secret data for the content plugins (the same store they were built with). */
+  readonly contents?: ObjectContents;
   readonly logger: Logger;
   /** The heartbeat lease's TTL: the controller sees the node not Ready this long after it stops. */
   readonly heartbeatTtlS?: number;
@@ -59,6 +62,7 @@ export class ClusterAgent {
       db: opts.db,
       node: opts.node,
       plugins: opts.plugins,
+      ...(opts.contents === undefined ? {} : { contents: opts.contents }),
       controllerAttachDetach: true,
       logger: opts.logger,
     });

@@ -12,6 +12,7 @@ import { objectRefOfKey } from './agent.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import { decodeObject, decodePod } from './objects.js';
+import { toLoggedObject } from '../sources/contents.js';
 import { decodeVolumesInUse, parseStatusKey } from './status.js';
 
 /** The part of the ControllerManager the inputs drive. */
@@ -166,9 +167,10 @@ export class ControllerInputs {
     for (const name of new Set([...nodesBefore, ...this.nodeNames()])) this.syncNode(name);
   }
 
+  /** The object as the controller's log holds it (ConfigMaps and Secrets: a content hash). */
   private decode(kv: IKeyValue): ClusterObject | undefined {
     const decoded = decodeObject(kv);
-    if (decoded.ok) return decoded.value;
+    if (decoded.ok) return toLoggedObject(decoded.value);
     this.say(`skipped ${decoded.message}`);
     return undefined;
   }

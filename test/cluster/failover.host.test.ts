@@ -44,6 +44,8 @@ const published = new Map<string, string[]>();
 const violations: string[] = [];
 const logEvents: VoleEvent[] = [];
 let watchers: Watcher[] = [];
+/** Called on every committed log event as soon as the watch delivers it (for timed kills). */
+let onLogEvent: ((event: VoleEvent) => void) | null = null;
 
 function vole(...args: string[]) {
   return spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args], { encoding: 'utf8' });
@@ -61,7 +63,10 @@ spec:
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data, namespace: default}
-spec: {volumeName: pv-data}
+spec:
+  volumeName: pv-data
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 16Mi}}
 `;
 }
 
@@ -135,7 +140,9 @@ async function watchEtcd(): Promise<void> {
   const log = await client.watch().prefix(keys.logEntries).create();
   log.on('put', (kv) => {
     const [seq, tsMs, type, data] = JSON.parse(kv.value.toString()) as [number, number, string, string];
-    logEvents.push({ ...(JSON.parse(data) as object), seq, tsMs, type } as VoleEvent);
+    const event = { ...(JSON.parse(data) as object), seq, tsMs, type } as VoleEvent;
+    logEvents.push(event);
+    onLogEvent?.(event);
   });
   watchers = [status, log];
 }
@@ -176,7 +183,13 @@ test('cluster: the leading controller SIGKILLed in the middle of an attach; the 
   const leader = await leaderProcess();
   const from = logEvents.length;
   applyPod('db-2', 'node-2');
-  // The moment the leader durably starts attaching to node-2, it dies.
+  // The moment the leader's attach to node-2 is durable (the call starts right after), it dies.
+  const pid = leader.pid;
+  onLogEvent = (e) => {
+    if (e.type !== 'CallStarted' || e.call !== 'attach') return;
+    onLogEvent = null;
+    process.kill(pid, 'SIGKILL');
+  };
   await eventually(
     () => logEvents.slice(from).some((e) => e.type === 'CallStarted' && e.call === 'attach'),
     'the leader to start the attach to node-2',
@@ -197,8 +210,9 @@ test('cluster: the leading controller SIGKILLed in the middle of an attach; the 
   assert.ok(!(await podMounted('db-1')), 'node-1 unmounted the old pod');
   // The new leader's log: EngineStarted; if the old leader's attach was cut off (no
   // outcome before it), the new leader made it uncertain and attached again.
-  const restarted = logEvents.findIndex((e, i) => i > from && e.type === 'EngineStarted');
-  assert.ok(restarted > from, 'a new EngineStarted after the kill');
+  const engineStarted = () => logEvents.findIndex((e, i) => i > from && e.type === 'EngineStarted');
+  await eventually(() => engineStarted() > from, 'the new leader to start its engine on the log', 10_000, outputs);
+  const restarted = engineStarted();
   const before = logEvents.slice(from, restarted);
   const cutOff = !before.some((e) => e.type === 'CallSucceeded' && e.call === 'attach');
   t.diagnostic(cutOff ? 'the attach was cut off by the kill' : 'the attach finished just before the kill');
