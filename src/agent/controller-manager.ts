@@ -27,7 +27,7 @@ import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { type Clock, RealClock } from '../execute/clock.js';
+import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import type { ManifestChanges } from '../sources/manifests.js';

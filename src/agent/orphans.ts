@@ -20,6 +20,7 @@ import { detachLoopForImage, listLoops } from '../host/loop.js';
 import { readMountTable } from '../host/mountinfo.js';
 import { removeVolumeDir } from '../plugins/builtin/common.js';
 import type { World } from '../world/types.js';
+import { podEntries } from '../world/by-pod.js';
 
 export type OrphanKind = 'podVolume' | 'globalMount' | 'loopDevice';
 
@@ -85,7 +86,7 @@ function known(world: World): { pods: Set<string>; volumes: Set<string> } {
   const volumes = new Set<string>([...world.attachments.keys(), ...world.dsw.keys()]);
   for (const [volume, byPod] of world.mounts) {
     volumes.add(volume);
-    for (const pod of byPod.keys()) pods.add(pod);
+    for (const record of podEntries(byPod)) pods.add(record.pod);
   }
   for (const record of world.pods.values()) for (const v of record.volumes) volumes.add(v.volume);
   return { pods, volumes };

@@ -7,7 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
-import { RealClock } from '../execute/clock.js';
+import { RealClock } from '../clock.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { ManifestWatcher } from '../sources/watch.js';

@@ -21,6 +21,7 @@ import {
   worldOfLogAt,
 } from '../postmortem/index.js';
 import { coreOfMode, UnknownModeError } from '../engine/cores.js';
+import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { type SalvageReport, salvageEvents } from '../log/salvage.js';
 import { withProgress } from './progress.js';
@@ -30,23 +31,7 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
-/**
- * Opens a log for reading, and refuses one whose EngineStarted names a mode this version
- * does not know (every reader folds with the core the log names).
- */
-export function openReadonly(path: string) {
-  const store = openLog(path, { codec: eventCodec, mode: 'readonly', integrityCheck: 'quick' });
-  try {
-    coreOfStore(store);
-  } catch (error) {
-    store.close();
-    if (error instanceof UnknownModeError) throw new UsageError(`${path}: ${error.message}`);
-    throw error;
-  }
-  return store;
-}
-
-type Store = ReturnType<typeof openReadonly>;
+type Store = ReadonlyLog;
 
 /** `--at` as a seq (`812`), an offset from the first event (`+90s`), or an ISO time. */
 export function resolveMoment(store: Store, at: string | undefined): number {

@@ -2,6 +2,9 @@
  * The engine: one writer that appends events, folds them into the world at once, plans
  * after every change and starts the planned operations. Event-driven, not polled: a tick
  * runs on the next turn of the event loop after any change, and at backoff expiries.
+ *
+ * It knows no core of its own: it is given one (src/engine/cores.ts: the kubelet's or the
+ * controller's), whose mode it records in EngineStarted, and a runner for its operations.
  */
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
@@ -12,7 +15,7 @@ import {
   waitForAttachTimeoutMs,
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
-import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { EventSink } from './sink.js';

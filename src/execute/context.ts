@@ -10,7 +10,7 @@ import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
 import type { CallTarget } from '../plugins/types.js';
 import type { RunningOp, World } from '../world/types.js';
-import { type Clock } from './clock.js';
+import { type Clock } from '../clock.js';
 import { classify, timeoutError } from './errors.js';
 
 /** The engine as the executor sees it. */
