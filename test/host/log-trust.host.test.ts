@@ -263,7 +263,8 @@ test(orphanTitle, { skip, timeout: 120_000 }, async () => {
 });
 
 const stopTitle =
-  'host: stopped while its log is full, the agent exits at once, its log verifies, a restart settles';
+  'host: stopped while its log is full, the agent exits at once, its log verifies, ' +
+  'a restart settles';
 
 test(stopTitle, { skip, timeout: 120_000 }, async () => {
   const manifests = join(base, 'full-manifests-2');
