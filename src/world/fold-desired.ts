@@ -60,14 +60,7 @@ function podsReferencing(world: World, key: string): UniquePodName[] {
 
 /** The DSW record `volume` with other pods (a literal: one shape for every record). */
 function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
-  return {
-    volume: volume.volume,
-    pluginName: volume.pluginName,
-    attachable: volume.attachable,
-    deviceMountable: volume.deviceMountable,
-    reportedInUse: volume.reportedInUse,
-    pods,
-  };
+  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
 }
 
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
@@ -99,14 +92,7 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
     world.dsw.set(
       resolved.volume,
       existing === undefined
-        ? {
-            volume: resolved.volume,
-            pluginName: resolved.pluginName,
-            attachable: resolved.attachable,
-            deviceMountable: resolved.deviceMountable,
-            reportedInUse: false,
-            pods,
-          }
+        ? { volume: resolved.volume, reportedInUse: false, pods }
         : dswVolume(existing, pods),
     );
     touch(world, resolved.volume, cause);
@@ -179,7 +165,7 @@ function markRemountRequired(world: World, record: PodRecord): void {
   for (const resolved of record.volumes) {
     if (!resolved.requiresRemount) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-    if (mount === undefined || mount.state.value !== 'mounted') continue;
+    if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
@@ -229,7 +215,7 @@ function remountReaders(world: World, key: string): void {
     for (const resolved of record.volumes) {
       if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
       const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
       touch(world, resolved.volume);
     }
