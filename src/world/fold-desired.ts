@@ -77,6 +77,15 @@ function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   }
 }
 
+/**
+ * `[name]`: the pod's own list of expected volumes when that is just this name (a pod with
+ * one volume), so the two equal read-only lists are one array in the heap.
+ */
+function onlyName(record: PodRecord, name: string): readonly string[] {
+  const expected = record.expectedVolumes;
+  return expected.length === 1 && expected[0] === name ? expected : [name];
+}
+
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
@@ -85,7 +94,7 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
     const outerVolumeSpecNames =
       previous === undefined || previous.seq !== record.seq
-        ? [resolved.outerVolumeSpecName]
+        ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
     const pods = setPodEntry(copyByPod(existing?.pods), entry);
