@@ -106,7 +106,13 @@ export async function runCall<
     call: opts.call,
     ...opts.started,
   });
-  host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
+  // OperationStarted and CallStarted are durable before the host is touched: while the log
+  // is blocked (disk full), the call waits for them.
+  const durable = host.flush();
+  if (durable !== undefined) {
+    await durable;
+    if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
+  }
   const abort = new AbortController();
   // The call is cut off when the engine stops (one listener, removed when the call ends;
   // AbortSignal.any costs more per call than the whole fold of its events).

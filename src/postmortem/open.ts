@@ -10,7 +10,7 @@ import { coreOfStore } from './log-world.js';
 
 /** The log at `path`, read-only: never appended to, never migrated. */
 export function openReadonly(path: string) {
-  const store = openLog(path, { codec: eventCodec, mode: 'readonly' });
+  const store = openLog(path, { codec: eventCodec, mode: 'readonly', integrityCheck: 'quick' });
   try {
     coreOfStore(store);
   } catch (error) {
