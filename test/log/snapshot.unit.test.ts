@@ -111,7 +111,7 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
 });
 
 test('snapshot: a kubelet snapshot of an older format (2: a Map per volume) is ignored', async () => {
-  const log = openSqliteLog(join(dir, 'old-format.db'));
+  const log = openSqliteLog(join(dir, 'old-format.db'), kubeletCore);
   await simulate(scenario, { log });
   const world = foldAll([...log.readAll()]);
   log.sink.close();
