@@ -315,7 +315,7 @@ export class VolumeManager {
     const pod = UniquePodName(uid);
     const mountedNames = () =>
       getPossiblyMountedVolumesForPod(this.world, pod)
-        .filter((m) => m.state.value !== 'mountUncertain')
+        .filter((m) => m.value !== 'mountUncertain')
         .map((m) => m.volume); // in-flight calls count
     return this.waitUntil(() => {
       const names = mountedNames();

@@ -89,7 +89,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
-  if (!volume.attachable) {
+  if (!entry.resolved.attachable) {
     claims.tryRun({
       op: 'verifyControllerAttached',
       volume: volume.volume,
@@ -128,7 +128,7 @@ function firstDesired(volume: DswVolume): ResolvedVolume {
 /** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
 function expansionDuringMount(world: World, spec: ResolvedVolume) {
   const caps = world.plugins.get(spec.pluginName);
-  const current = world.attachments.get(spec.volume)?.state.context;
+  const current = world.attachments.get(spec.volume)?.context;
   if (caps === undefined || !caps.nodeExpandable || !caps.requiresFSResize) return undefined;
   if (spec.source.kind === 'csi' && spec.source.inline) return undefined;
   if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return undefined;
@@ -139,7 +139,7 @@ function expansionDuringMount(world: World, spec: ResolvedVolume) {
 
 /** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
 function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
-  const deviceMounted = world.attachments.get(spec.volume)?.state.value === 'attached.deviceMounted';
+  const deviceMounted = world.attachments.get(spec.volume)?.value === 'attached.deviceMounted';
   const steps: MountStep[] = spec.attachable ? ['waitForAttach'] : [];
   if (spec.volumeMode === 'Block') {
     if (!deviceMounted) steps.push('setUpDevice');
@@ -173,7 +173,7 @@ function mountOperation(
   base: Pick<MountOperation, 'key' | 'cause' | 'remount'>,
 ): MountOperation {
   const spec = entry.resolved;
-  const context = world.attachments.get(spec.volume)?.state.context;
+  const context = world.attachments.get(spec.volume)?.context;
   const refusal = rwopRefusal(world, entry);
   const expansion = spec.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
   return {
@@ -193,7 +193,7 @@ function mountOperation(
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
 function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.sizeBytes);
-  const shared = volume.attachable || volume.deviceMountable;
+  const shared = entry.resolved.attachable || entry.resolved.deviceMountable;
   const cause = causeOf(world, volume.volume);
   switch (state.kind) {
     case 'volumeNotAttached':
@@ -207,7 +207,7 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
       return;
     }
     case 'fsResizeRequired': {
-      const context = world.attachments.get(volume.volume)!.state.context;
+      const context = world.attachments.get(volume.volume)!.context;
       claims.tryRun({
         op: 'expand',
         volume: volume.volume,
@@ -239,7 +239,7 @@ function planUnmountDeviceOrDetach(
     return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
-  const value = attachment.state.value;
+  const value = attachment.value;
   if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
     const block = attachment.spec.volumeMode === 'Block';
     const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
@@ -247,7 +247,7 @@ function planUnmountDeviceOrDetach(
     return;
   }
   if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
-  const forget = controllerAttachDetach || !attachment.attachable;
+  const forget = controllerAttachDetach || !attachment.spec.attachable;
   assertSafeToDetach(world, attachment);
   if (forget) {
     claims.tryRun({ op: 'markDetached', volume, node, key: key(volume), cause });
@@ -268,10 +268,10 @@ function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
       `(${[...podEntries(mounts)].map((m) => mountName(attachment.volume, m.pod)).join(', ')}) (seq ${world.seq})`,
   );
   assert(
-    !attachment.state.value.startsWith('attached.device') ||
-      attachment.state.value === 'attached.deviceUnmounted',
+    !attachment.value.startsWith('attached.device') ||
+      attachment.value === 'attached.deviceUnmounted',
     () =>
-      `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`,
+      `attachment ${name}: detach planned while the device is ${attachment.value} (seq ${world.seq})`,
   );
 }
 
