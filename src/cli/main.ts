@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
+import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
@@ -20,7 +21,7 @@ import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
-import { inspectCommand } from '../inspect/command.js';
+import { inspectCommand } from './inspect.js';
 import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
 import { exportEtcdCommand } from './cluster.js';
 import {
@@ -60,7 +61,8 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
         error instanceof UsageError ||
-        error instanceof ImportError
+        error instanceof ImportError ||
+        error instanceof UnknownModeError
       ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;
@@ -235,12 +237,17 @@ program
   .addOption(etcdOption().conflicts('db'))
   .addOption(prefixOption())
   .option('--out <file>', 'write here instead of stdout')
-  .action((opts: { db?: string; etcd?: string; prefix?: string; out?: string }) =>
-    run(() => {
-      if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
-      if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
-      return exportCommand(opts.db, opts);
-    })(),
+  .option(
+    '--salvage',
+    'from a damaged log: every event still readable, up to the first gap (exit 1 if it stops early)',
+  )
+  .action(
+    (opts: { db?: string; etcd?: string; prefix?: string; out?: string; salvage?: boolean }) =>
+      run(() => {
+        if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
+        if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
+        return exportCommand(opts.db, opts);
+      })(),
   );
 
 program

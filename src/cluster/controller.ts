@@ -13,7 +13,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
-import { type Clock, RealClock } from '../execute/clock.js';
+import { type Clock, RealClock } from '../clock.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';

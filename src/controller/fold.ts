@@ -19,6 +19,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
   type ControllerAttachment,
+  type ControllerPod,
   type ControllerWorld,
   type NodeRecord,
   pairKey,
@@ -147,10 +148,22 @@ function index(
   add: boolean,
 ): void {
   for (const key of keys) {
-    let set = world.podsByObject.get(key);
-    if (add) (set ?? world.podsByObject.set(key, (set = new Set())).get(key)!).add(uid);
-    else set?.delete(uid);
+    if (add) addToIndex(world.podsByObject, key, uid);
+    else removeFromIndex(world.podsByObject, key, uid);
   }
+}
+
+/** The object keys a pod's record is indexed under: what it references, and its node. */
+function indexKeys(record: ControllerPod): string[] {
+  return [...record.references, `Node//${record.node ?? ''}`];
+}
+
+/** PodRemoved: the pod leaves the desired state and every index. */
+function removePod(world: ControllerWorld, uid: UniquePodName): void {
+  const record = world.pods.get(uid);
+  removePodFromDsw(world, uid);
+  if (record !== undefined) index(world, uid, indexKeys(record), false);
+  world.pods.delete(uid);
 }
 
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
@@ -158,7 +171,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   assert(uid !== '', () => `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
-  if (previous !== undefined) index(world, uid, previous.references, false);
+  if (previous !== undefined) index(world, uid, indexKeys(previous), false);
   const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
   const nodeName = pod.spec.nodeName;
   world.pods.set(uid, {
@@ -296,6 +309,18 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
   }
 }
 
+/**
+ * A volume no pod wants, attached nowhere and with no operation record is gone: its cause,
+ * last error and dirty mark are dropped, so a long-running controller does not grow with every
+ * volume it ever saw (the log keeps their history).
+ */
+function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
+  if (world.nodesByVolume.has(volume) || world.ops.has(volume)) return;
+  world.causes.delete(volume);
+  world.lastErrors.delete(volume);
+  world.dirty.delete(volume); // nothing to plan: a replay's dirty set stays the world's size
+}
+
 // --- operations (spec §3.8, §3.9): the operation book and the call table ----------------
 
 function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
@@ -369,8 +394,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       upsertPod(world, event.pod, event.seq as Seq);
       break;
     case 'PodRemoved':
-      removePodFromDsw(world, UniquePodName(event.uid));
-      world.pods.delete(UniquePodName(event.uid));
+      removePod(world, UniquePodName(event.uid));
       break;
     case 'ObjectUpserted':
       foldObjectUpserted(world, event);
@@ -418,7 +442,10 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     default:
       unreachable(event, 'event type');
   }
-  for (const v of world.touched) updateTimers(world, v, event.tsMs);
+  for (const v of world.touched) {
+    updateTimers(world, v, event.tsMs);
+    forgetIfGone(world, v);
+  }
   world.touched.clear();
   return world;
 }
