@@ -20,7 +20,7 @@ import { readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { applyManifestSet, readManifestPaths } from '../../src/cluster/objects.js';
 import type { VoleEvent } from '../../src/events/index.js';
-import { RealClock } from '../../src/execute/clock.js';
+import { RealClock } from '../../src/clock.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
