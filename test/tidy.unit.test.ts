@@ -68,6 +68,7 @@ const layers: [string, number][] = [
   ['src/host/', 4],
   ['src/sources/', 4],
   ['src/postmortem/', 4],
+  ['src/metrics/', 5],
   ['src/agent/', 5],
   ['src/controller/', 5],
   ['src/sim/', 6],

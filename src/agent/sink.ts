@@ -4,6 +4,7 @@
  */
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
+import type { VoleMetrics } from '../metrics/index.js';
 
 export interface EventSink {
   /** Buffers the event and returns the seq it gets. */
@@ -30,4 +31,23 @@ export class MemorySink implements EventSink {
   flush(): void {}
 
   close(): void {}
+}
+
+/** The sink, with each flush that made events durable timed for vole_append_latency_seconds. */
+export function timedSink(sink: EventSink, metrics: VoleMetrics): EventSink {
+  let pending = 0;
+  return {
+    push: (event) => {
+      pending++;
+      return sink.push(event);
+    },
+    flush: () => {
+      if (pending === 0) return sink.flush();
+      const startedNs = process.hrtime.bigint();
+      sink.flush();
+      pending = 0;
+      metrics.observeAppend(Number(process.hrtime.bigint() - startedNs) / 1e9);
+    },
+    close: () => sink.close(),
+  };
 }

@@ -13,6 +13,7 @@ import type { NewEvent, VoleEvent } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import { type Clock, RealClock } from '../execute/clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
+import { claimVolumes, measureVolumes, VoleMetrics } from '../metrics/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import {
@@ -30,7 +31,7 @@ import {
 import type { World } from '../world/types.js';
 import { Engine, type EventListener } from './engine.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import { type EventSink, MemorySink } from './sink.js';
+import { type EventSink, MemorySink, timedSink } from './sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
 export interface VolumeManagerOptions {
@@ -69,14 +70,24 @@ export class VolumeManager {
   private readonly engine: Engine;
   private readonly clock: Clock;
 
+  /**
+   * The metrics of this volume manager, in a prom-client Registry of its own
+   * (`vm.metrics.registry`): derived from the events it appends, the world, and statfs
+   * of mounted claim volumes.
+   */
+  readonly metrics: VoleMetrics;
+
   private constructor(
     engine: Engine,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
+    metrics: VoleMetrics,
   ) {
     this.engine = engine;
     this.clock = clock;
+    this.metrics = metrics;
+    engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
   /**
@@ -108,17 +119,24 @@ export class VolumeManager {
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
     const log = opts.log ?? { sink: new MemorySink(), history: [] };
     const world = foldAll(log.history, log.world);
+    let current: () => World = () => world;
+    const metrics = new VoleMetrics({
+      source: { mode: 'kubelet', world: () => current() },
+      volumeStats: () => measureVolumes(claimVolumes(current(), plugins)),
+      appendLatency: true,
+    });
     const engine = new Engine({
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
       clock,
-      sink: log.sink,
+      sink: timedSink(log.sink, metrics),
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
-    return new VolumeManager(engine, clock, log.sink, plugins);
+    current = () => engine.world;
+    return new VolumeManager(engine, clock, log.sink, plugins, metrics);
   }
 
   /** The current world (read-only by contract: change it only through events). */

@@ -7,7 +7,9 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { Engine } from '../agent/engine.js';
+import { timedSink } from '../agent/sink.js';
 import { openSqliteLog } from '../agent/sqlite-log.js';
+import { type MetricsServer, serveMetrics, VoleMetrics } from '../metrics/index.js';
 import {
   ControllerExecutor,
   controllerCore,
@@ -24,6 +26,7 @@ import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { metricsAddressOf } from './run.js';
 
 export interface ControllerCommandOptions {
   readonly manifests: string;
@@ -31,6 +34,7 @@ export interface ControllerCommandOptions {
   readonly root?: string;
   readonly once?: boolean;
   readonly timeout?: string;
+  readonly metricsAddress?: string;
 }
 
 /** Every desired attachment confirmed, nothing else attached, nothing running. */
@@ -49,17 +53,23 @@ export async function controllerCommand(
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
   const log = openSqliteLog(db);
   const clock = new RealClock();
   const say = progressPrinter();
   let world: ControllerWorld = controllerCore.initialWorld();
   for (const event of log.readAll()) world = controllerCore.fold(world, event);
+  let current = () => world;
+  const metrics = new VoleMetrics({
+    source: { mode: 'controller', world: () => current() },
+    appendLatency: true,
+  });
   const engine = new Engine<ControllerWorld, ControllerOperation>({
     node: 'controller',
     controllerAttachDetach: true,
     clock,
     logger,
-    sink: log.sink,
+    sink: timedSink(log.sink, metrics),
     world,
     plugins: new PluginManager(builtinPlugins({ root })),
     core: controllerCore,
@@ -72,6 +82,8 @@ export async function controllerCommand(
       },
     },
   });
+  current = () => engine.world;
+  engine.subscribe((event, w) => metrics.observe(event, w));
   const shown = new Map<string, string>();
   engine.subscribe((event, w) => {
     if (event.type === 'ReportRaised') say(`${event.reason} pod ${event.pod}: ${event.message}`);
@@ -119,6 +131,21 @@ export async function controllerCommand(
     );
   }
   if (opts.once !== true) watcher.start();
+  let server: MetricsServer | undefined;
+  if (metricsAt !== undefined) {
+    try {
+      server = await serveMetrics({ registry: metrics.registry, ...metricsAt, ready: () => engine.isRunning });
+    } catch (error) {
+      watcher.stop();
+      stopVerifier();
+      await engine.drainAndStop();
+      log.sink.close();
+      throw new UsageError(
+        `cannot serve metrics on ${metricsAt.host}:${metricsAt.port}: ${(error as Error).message} (choose another --metrics-address)`,
+      );
+    }
+    say(`metrics on ${server.url}/metrics (and /healthz, /readyz)`);
+  }
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -127,6 +154,7 @@ export async function controllerCommand(
     settledMessage: () =>
       `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
     shutdown: async () => {
+      await server?.close();
       watcher.stop();
       stopVerifier();
       await engine.drainAndStop();

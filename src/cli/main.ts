@@ -21,6 +21,7 @@ import { type ControllerCommandOptions, controllerCommand } from './controller.j
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
+import { metricsCommand } from './metrics.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -96,6 +97,7 @@ program
   )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option('--metrics-address <host:port>', 'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)')
   .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
 
 program
@@ -111,6 +113,7 @@ program
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option('--metrics-address <host:port>', 'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9103)')
   .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
 
 program
@@ -189,6 +192,16 @@ program
   .action((a: string, b: string, opts: { db: string; json?: boolean }) =>
     run(() => diffCommand(opts.db, a, b, opts))(),
   );
+
+program
+  .command('metrics')
+  .description('the Prometheus metrics of a log at a moment, as a live scrape showed them')
+  .addOption(dbOption())
+  .option(
+    '--at <seq|+offset|time>',
+    'a seq, an offset from the first event (+90s) or an ISO time; default: the end',
+  )
+  .action((opts: { db: string; at?: string }) => run(() => metricsCommand(opts.db, opts))());
 
 program
   .command('export')

@@ -22,6 +22,7 @@ import {
 } from '../postmortem/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { decodeWorldSnapshot } from '../log/world-snapshot.js';
+import type { World } from '../world/types.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -57,6 +58,11 @@ export function resolveMoment(store: Store, at: string | undefined): number {
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
 export function worldAt(store: Store, seq: number): WorldView {
+  return describeWorld(rawWorldAt(store, seq));
+}
+
+/** worldAt, as the folded world itself (for readers that need more than its description). */
+export function rawWorldAt(store: Store, seq: number): World {
   const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
   const start =
     snapshot === undefined
@@ -68,7 +74,7 @@ export function worldAt(store: Store, seq: number): WorldView {
     fromSeq: from,
     toSeq: seq,
   });
-  return describeWorld(replayTo(events, {}, start));
+  return replayTo(events, {}, start);
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {

@@ -10,6 +10,7 @@ import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
+import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
@@ -24,6 +25,8 @@ export interface RunOptions {
   /** Exit 0 once settled (every pod mounted, nothing else attached), 1 at the timeout. */
   readonly once?: boolean;
   readonly timeout?: string;
+  /** HOST:PORT to serve /metrics, /healthz and /readyz on. */
+  readonly metricsAddress?: string;
 }
 
 function apply(vm: VolumeManager, changes: ManifestChanges): void {
@@ -36,6 +39,7 @@ function apply(vm: VolumeManager, changes: ManifestChanges): void {
 export async function runCommand(opts: RunOptions, logger: Logger): Promise<number> {
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
   mkdirSync(root, { recursive: true });
   const say = progressPrinter();
   const vm = VolumeManager.open({
@@ -74,6 +78,11 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   if (opts.once !== true) watcher.start();
+  let metrics: MetricsServer | undefined;
+  if (metricsAt !== undefined) {
+    metrics = await serveMetricsOrStop(metricsAt, vm, watcher);
+    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
+  }
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -82,9 +91,38 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
+      await metrics?.close();
       watcher.stop();
       await vm.drainAndStop();
       vm.stop();
     },
   });
+}
+
+/** The --metrics-address, checked before anything starts. */
+export function metricsAddressOf(text: string | undefined): { host: string; port: number } | undefined {
+  if (text === undefined) return undefined;
+  const parsed = parseMetricsAddress(text);
+  if (typeof parsed === 'string') throw new UsageError(parsed);
+  return parsed;
+}
+
+async function serveMetricsOrStop(
+  at: { host: string; port: number },
+  vm: VolumeManager,
+  watcher: ManifestWatcher,
+): Promise<MetricsServer> {
+  try {
+    return await serveMetrics({
+      registry: vm.metrics.registry,
+      ...at,
+      ready: () => vm.reconcilerStatesHasBeenSynced(),
+    });
+  } catch (error) {
+    watcher.stop();
+    await vm.drainAndStop();
+    throw new UsageError(
+      `cannot serve metrics on ${at.host}:${at.port}: ${(error as Error).message} (choose another --metrics-address)`,
+    );
+  }
 }

@@ -70,6 +70,14 @@ export type OpKey = z.infer<typeof opKey>;
 
 const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
 
+/** A gRPC call a CSI plugin made for a step: its full method, status code and duration. */
+export const rpcCall = z.object({
+  method: z.string().min(1),
+  code: z.string().min(1),
+  durationMs: z.number().nonnegative(),
+});
+export type RpcCall = z.infer<typeof rpcCall>;
+
 export const eventSchemas = {
   /** A new engine process took over the log: calls in flight were cut off (crash rule). */
   EngineStarted: z.object({
@@ -181,6 +189,7 @@ export const eventSchemas = {
     devicePath: z.string().optional(),
     deviceMountPath: z.string().optional(),
     sizeBytes: z.number().nonnegative().optional(),
+    rpc: rpcCall.optional(),
   }),
   CallFailed: z.object({
     ...base,
@@ -188,6 +197,7 @@ export const eventSchemas = {
     opId: z.string().min(1),
     call: z.enum(callNames),
     error: callError,
+    rpc: rpcCall.optional(),
   }),
   OperationFinished: z.object({
     ...base,
