@@ -15,6 +15,7 @@ import { type Clock, RealClock } from '../execute/clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimVolumes, measureVolumes, VoleMetrics } from '../metrics/index.js';
 import { PluginManager } from '../plugins/manager.js';
+import { why as whyAnswer, whyText } from '../postmortem/why.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import {
   foldAll,
@@ -337,7 +338,9 @@ export class VolumeManager {
         }
         const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
         if (why === null) return false;
-        finish(() => reject(new WaitForAttachAndMountError(waitErrorMessage(status, why), status)));
+        const explained = whyAnswer(this.world, pod);
+        const message = `${waitErrorMessage(status, why)}${explained === undefined ? '' : `\n${whyText(explained)}`}`;
+        finish(() => reject(new WaitForAttachAndMountError(message, status)));
         return true;
       };
       const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () =>

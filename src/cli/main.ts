@@ -22,6 +22,7 @@ import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
 import { metricsCommand } from './metrics.js';
+import { whyCommand } from './why.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -191,6 +192,19 @@ program
   .option('--json', 'JSON output')
   .action((a: string, b: string, opts: { db: string; json?: boolean }) =>
     run(() => diffCommand(opts.db, a, b, opts))(),
+  );
+
+program
+  .command('why')
+  .description(
+    "why a pod's volumes are not ready: the step each waits on, since when, its last error, next retry and cause",
+  )
+  .argument('<pod-or-volume>', 'a pod UID, namespace/name or name, or a UniqueVolumeName')
+  .addOption(dbOption())
+  .option('--at <seq|+offset|time>', 'at this moment of the log (default: the end)')
+  .option('--json', 'JSON output')
+  .action((subject: string, opts: { db: string; at?: string; json?: boolean }) =>
+    run(() => whyCommand(opts.db, subject, opts))(),
   );
 
 program

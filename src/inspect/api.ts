@@ -17,9 +17,12 @@ import {
   explain,
   history,
   replayTo,
+  volumeWhyText,
+  why,
+  whyText,
   type WorldView,
 } from '../postmortem/index.js';
-import { worldAt } from '../cli/postmortem.js';
+import { rawWorldAt } from '../cli/postmortem.js';
 import { initialWorld } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type {
@@ -280,12 +283,17 @@ export class Tracker {
   /** The world at `seq` (clamped to the tracked head) with the pair list. */
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
-    const view = at === this.trackedSeq ? describeWorld(this.world) : worldAt(this.store, at);
+    const world = at === this.trackedSeq ? this.world : rawWorldAt(this.store, at);
+    const view = describeWorld(world);
+    const originMs = this.store.bounds().firstTsMs;
     return {
       seq: at,
       head: this.trackedSeq,
       view,
-      pairs: pairRows(view, this.known.values(), this.podNames),
+      pairs: pairRows(view, this.known.values(), this.podNames).map((pair) => ({
+        ...pair,
+        why: pairWhy(world, pair, originMs),
+      })),
     };
   }
 
@@ -335,4 +343,14 @@ export class Tracker {
     }
     return out.slice(-pairHistoryMax);
   }
+}
+
+/** `vole why` for one pair: a mount's volume of its pod, an attachment's volume. */
+function pairWhy(world: World, pair: PairRow, originMs: number): string | null {
+  if (pair.kind === 'mount' && pair.pod !== null) {
+    const entry = why(world, pair.pod)?.volumes.find((v) => v.volume === pair.volume);
+    return entry === undefined ? null : volumeWhyText(entry, { originMs }).join('\n');
+  }
+  const answer = why(world, pair.volume);
+  return answer === undefined ? null : whyText(answer, { originMs });
 }

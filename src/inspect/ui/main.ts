@@ -697,6 +697,7 @@ function renderPair() {
         ...context,
         ...field('operations', ops),
         ...field('backoff', backoffs),
+        ...field('why', h('pre', { class: 'why', 'data-testid': 'why' }, pair.why ?? 'not held')),
         ...field('first seen', `seq ${pair.firstSeq}`),
         ...field('may take', nextEl),
       ),
