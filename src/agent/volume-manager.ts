@@ -32,6 +32,13 @@ import {
 import type { World } from '../world/types.js';
 import { Engine, type EventListener } from './engine.js';
 import { checkHost, type HostObservation } from './host-check.js';
+import {
+  type OperatorReply,
+  type OperatorRequest,
+  operatorRequestSchema,
+  resolveOperatorRequest,
+  serveOperatorSocket,
+} from './operator.js';
 import { type EventSink, MemorySink, timedSink } from './sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
@@ -224,6 +231,73 @@ export class VolumeManager {
       tsMs: this.clock.nowMs(),
       node: this.engine.world.config.node,
       volumesAttached: [...volumesAttached],
+    });
+  }
+
+  /**
+   * Records an operator's request (detach a volume, release a pod's volume, retry now)
+   * and resolves with the planner's verdict. The action itself runs through the machines.
+   */
+  requestOperatorAction(
+    request: OperatorRequest,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ requestSeq: number; decisionSeq: number; verdict: 'accepted' | 'refused'; message: string }> {
+    if (!this.engine.isRunning) return Promise.reject(new Error('the volume manager is not running'));
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs: this.clock.nowMs(), ...request });
+    return this.awaitDecision(requestSeq, ['accepted', 'refused'], opts.timeoutMs ?? 10_000).then(
+      ({ seq, verdict, message }) => ({
+        requestSeq,
+        decisionSeq: seq,
+        verdict: verdict as 'accepted' | 'refused',
+        message,
+      }),
+    );
+  }
+
+  /** Resolves once an accepted detach or release completed. */
+  operatorActionDone(requestSeq: number, opts: { timeoutMs?: number } = {}): Promise<{ seq: number; message: string }> {
+    return this.awaitDecision(requestSeq, ['done'], opts.timeoutMs ?? podAttachAndMountTimeoutMs);
+  }
+
+  private awaitDecision(
+    requestSeq: number,
+    verdicts: readonly string[],
+    timeoutMs: number,
+  ): Promise<{ seq: number; verdict: string; message: string }> {
+    return new Promise((resolve, reject) => {
+      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => {
+        unsubscribe();
+        reject(new Error(`operator request seq ${requestSeq}: no ${verdicts.join(' or ')} within ${timeoutMs} ms (vole history shows what happened)`));
+      });
+      const unsubscribe = this.subscribe((event) => {
+        if (event.type !== 'OperatorRequestDecided' || event.requestSeq !== requestSeq) return;
+        if (!verdicts.includes(event.verdict)) return;
+        unsubscribe();
+        this.clock.clearTimer(timer);
+        resolve({ seq: event.seq, verdict: event.verdict, message: event.message });
+      });
+    });
+  }
+
+  /**
+   * Serves `vole detach / release / retry` on a unix socket (0600) at `path`: each request
+   * is recorded, decided by the planner, and answered; with `wait`, also when done.
+   */
+  serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
+    return serveOperatorSocket(path, async (raw, reply) => {
+      const parsed = operatorRequestSchema.safeParse(raw);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        reply({ kind: 'error', message: `bad request: ${issue?.path.join('.') || 'request'}: ${issue?.message}` });
+        return;
+      }
+      const request = resolveOperatorRequest(this.world, parsed.data);
+      if (typeof request === 'string') return reply({ kind: 'error', message: request });
+      const decided = await this.requestOperatorAction(request);
+      reply({ kind: 'decided', ...decided } satisfies OperatorReply);
+      if (!parsed.data.wait || decided.verdict !== 'accepted' || request.action === 'retry') return;
+      const done = await this.operatorActionDone(decided.requestSeq);
+      reply({ kind: 'done', ...done });
     });
   }
 

@@ -23,6 +23,7 @@ import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
 import { metricsCommand } from './metrics.js';
 import { whyCommand } from './why.js';
+import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -193,6 +194,53 @@ program
   .action((a: string, b: string, opts: { db: string; json?: boolean }) =>
     run(() => diffCommand(opts.db, a, b, opts))(),
   );
+
+/** The options every operator request takes: why, and which agent. */
+function operatorOptions(command: Command, what: { force: boolean }): Command {
+  command
+    .requiredOption('--reason <text>', 'why (recorded in the log with the request)')
+    .option('--root <dir>', "the agent's root: its socket is <root>/vole.sock", '/var/lib/vole')
+    .option('--socket <path>', "the agent's socket (default: <root>/vole.sock)");
+  if (what.force)
+    command
+      .option('--force', 'even while a pod mount may exist (the override is recorded)')
+      .option('--wait', 'wait until the action completed, not only until it was accepted');
+  return command;
+}
+
+operatorOptions(
+  program
+    .command('detach')
+    .description('ask the running agent to detach a volume from its node (through its machines and log)')
+    .argument('<volume>', 'the UniqueVolumeName (vole status lists them)')
+    .requiredOption('--node <name>', 'the node to detach it from (the agent checks it is its own)'),
+  { force: true },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'detach', volume }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('release')
+    .alias('unmount')
+    .description("ask the running agent to unmount a pod's volume (a stuck one; through its machines and log)")
+    .argument('<pod>', 'the pod: UID, namespace/name or name')
+    .argument('<volume>', "the volume's name in the pod, or its UniqueVolumeName"),
+  { force: true },
+).action((pod: string, volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'release', volume, pod }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('retry')
+    .description("ask the running agent to retry a volume's failed operation now, clearing its backoff")
+    .argument('<volume>', 'the UniqueVolumeName, or with --pod the volume\'s name in the pod')
+    .option('--pod <pod>', 'only this pod (UID, namespace/name or name)'),
+  { force: false },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'retry', volume }, opts))(),
+);
 
 program
   .command('why')

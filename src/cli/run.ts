@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
+import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
@@ -78,6 +79,8 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   if (opts.once !== true) watcher.start();
+  const operator = await serveOperatorOrStop(join(root, operatorSocketName), vm, watcher);
+  say(`operator requests (vole detach / release / retry) on ${operator.path}`);
   let metrics: MetricsServer | undefined;
   if (metricsAt !== undefined) {
     metrics = await serveMetricsOrStop(metricsAt, vm, watcher);
@@ -92,11 +95,30 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
       await metrics?.close();
+      await operator.close();
       watcher.stop();
       await vm.drainAndStop();
       vm.stop();
     },
   });
+}
+
+/** The agent's operator socket, under its root. */
+export const operatorSocketName = 'vole.sock';
+
+async function serveOperatorOrStop(
+  path: string,
+  vm: VolumeManager,
+  watcher: ManifestWatcher,
+): Promise<{ readonly path: string; close(): Promise<void> }> {
+  try {
+    return await vm.serveOperatorRequests(path);
+  } catch (error) {
+    watcher.stop();
+    await vm.drainAndStop();
+    if (error instanceof OperatorSocketError) throw new UsageError(error.message);
+    throw new UsageError(`cannot listen on ${path}: ${(error as Error).message}`);
+  }
 }
 
 /** The --metrics-address, checked before anything starts. */

@@ -440,6 +440,8 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':
+    case 'OperatorRequested':
+    case 'OperatorRequestDecided':
       break; // node-agent events: not the controller's
     default:
       unreachable(event, 'event type');

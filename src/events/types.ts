@@ -64,6 +64,10 @@ export const pluginCallNames = [
 export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
 export type CallName = (typeof callNames)[number];
 
+/** What an operator may ask a running agent to do (vole detach / release / retry). */
+export const operatorActions = ['detach', 'release', 'retry'] as const;
+export type OperatorAction = (typeof operatorActions)[number];
+
 /** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
 export type OpKey = z.infer<typeof opKey>;
@@ -206,6 +210,34 @@ export const eventSchemas = {
     outcome: z.enum(['ok', 'failed']),
     error: callError.optional(),
   }),
+  /**
+   * An operator asked the running agent (over its root-only socket) to act on a volume:
+   * detach it from this node, release (unmount) one pod's volume, or retry now, clearing
+   * a backoff. Recorded before anything is decided; the planner decides.
+   */
+  OperatorRequested: z.object({
+    ...base,
+    type: z.literal('OperatorRequested'),
+    action: z.enum(operatorActions),
+    volume: z.string().min(1),
+    pod: z.string().min(1).optional(),
+    node: z.string().min(1).optional(),
+    /** Past the refusal while a pod mount may exist (the override is recorded here). */
+    force: z.boolean(),
+    reason: z.string().min(1).max(4_096),
+  }),
+  /**
+   * The planner's verdict on an OperatorRequested (its seq): accepted (the action runs
+   * through the machines), refused (why), or done (the accepted action completed).
+   */
+  OperatorRequestDecided: z.object({
+    ...base,
+    type: z.literal('OperatorRequestDecided'),
+    requestSeq: z.number().int().positive(),
+    volume: z.string().min(1),
+    verdict: z.enum(['accepted', 'refused', 'done']),
+    message: z.string(),
+  }),
 } as const;
 
 export type EventType = keyof typeof eventSchemas;
@@ -228,6 +260,8 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.CallSucceeded,
   eventSchemas.CallFailed,
   eventSchemas.OperationFinished,
+  eventSchemas.OperatorRequested,
+  eventSchemas.OperatorRequestDecided,
 ]);
 
 export type VoleEvent = z.infer<typeof voleEvent>;

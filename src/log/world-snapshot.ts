@@ -28,7 +28,9 @@ export function decodeWorldSnapshot(data: Buffer, format: number): World | undef
   try {
     const envelope = deserialize(data) as Envelope;
     if (envelope.v8 !== process.versions.v8 || !(envelope.world.pods instanceof Map)) return undefined;
-    return { ...envelope.world, dirty: new Set() } as World;
+    // Snapshots from before operator requests existed hold none.
+    const operator = envelope.world.operator ?? { pending: new Map(), holds: new Map() };
+    return { ...envelope.world, operator, dirty: new Set() } as World;
   } catch {
     return undefined;
   }

@@ -8,10 +8,11 @@
  */
 import { assert } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
-import type { OperationKind, OpKey } from '../events/index.js';
+import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
+  detachHeld,
   hasNoMountRecords,
   keysConflict,
   mayBeMounted,
@@ -22,8 +23,10 @@ import {
   type DswVolume,
   type OpRecord,
   podExistsInVolume,
+  releaseHeld,
   type World,
 } from '../world/index.js';
+import { planOperatorRequests } from './operator.js';
 import type { Operation } from './operations.js';
 
 export interface PlanResult {
@@ -32,6 +35,8 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
+  /** Decisions that are events themselves: verdicts on operator requests (plan/operator.ts). */
+  readonly events?: NewEvent[];
 }
 
 export interface PlanOptions {
@@ -41,7 +46,13 @@ export interface PlanOptions {
 
 /** Every volume the world knows: in DSW, attached, or mounted. */
 export function allVolumes(world: World): Set<UniqueVolumeName> {
-  return new Set([...world.dsw.keys(), ...world.attachments.keys(), ...world.mounts.keys()]);
+  return new Set([
+    ...world.dsw.keys(),
+    ...world.attachments.keys(),
+    ...world.mounts.keys(),
+    ...world.operator.pending.keys(),
+    ...world.operator.holds.keys(),
+  ]);
 }
 
 /** Operation records plus the ones this plan already claimed, per volume. */
@@ -104,7 +115,8 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
   const desired = world.dsw.get(volume)?.pods;
   for (const pod of [...byPod.keys()].sort()) {
     const record = byPod.get(pod)!;
-    if (!mayBeMounted(record) || desired?.has(pod) === true) continue;
+    const wanted = desired?.has(pod) === true && !releaseHeld(world, volume, pod);
+    if (!mayBeMounted(record) || wanted) continue;
     claims.tryRun({
       op: 'unmount',
       volume,
@@ -190,8 +202,8 @@ function planUnmountDeviceOrDetach(
   attachment: AttachmentRecord,
 ): void {
   const { volume } = attachment;
-  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume))
-    return;
+  const wanted = world.dsw.has(volume) && !detachHeld(world, volume);
+  if (!hasNoMountRecords(world, volume) || wanted || claims.anyPending(volume)) return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
   const value = attachment.state.value;
@@ -252,28 +264,36 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
 export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
-  const volumes = sorted.slice(0, planOperationsMax);
+  let volumes = sorted.slice(0, planOperationsMax);
   const deferred = sorted.slice(planOperationsMax);
-  const claims = new Claims(world, nowMs);
-  const readyToUnmount = world.sourcesReady;
-  if (readyToUnmount) {
-    for (const volume of volumes) planUnmounts(world, claims, volume); // Pass A
+  // Operator verdicts first; their volumes are planned again once the verdicts are folded.
+  const operator = planOperatorRequests(world, volumes, nowMs);
+  if (operator.decided.length > 0) {
+    const decided = new Set(operator.decided);
+    volumes = volumes.filter((v) => !decided.has(v));
+    deferred.push(...operator.decided);
   }
+  const claims = new Claims(world, nowMs);
+  // An operator's accepted detach or release acts before the sources are ready, too.
+  const mayTearDown = (volume: UniqueVolumeName) =>
+    world.sourcesReady || world.operator.holds.has(volume);
+  for (const volume of volumes) if (mayTearDown(volume)) planUnmounts(world, claims, volume); // Pass A
   for (const volume of volumes) {
     const desired = world.dsw.get(volume);
     if (desired === undefined) continue;
     for (const pod of [...desired.pods.keys()].sort()) {
+      if (releaseHeld(world, volume, pod)) continue; // taken down by the operator's request
       planMountOrAttach(world, claims, desired, desired.pods.get(pod as UniquePodName)!); // Pass B
     }
   }
-  if (readyToUnmount) {
-    for (const volume of volumes) {
-      const attachment = world.attachments.get(volume);
-      if (attachment !== undefined) planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
-    }
+  for (const volume of volumes) {
+    const attachment = world.attachments.get(volume);
+    if (attachment !== undefined && mayTearDown(volume))
+      planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
-  return { operations: claims.operations, retries: claims.retries, deferred };
+  const result = { operations: claims.operations, retries: claims.retries, deferred };
+  return operator.events.length === 0 ? result : { ...result, events: operator.events };
 }
 
 export type { OperationKind };

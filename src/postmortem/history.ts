@@ -86,6 +86,10 @@ export function describeEvent(event: VoleEvent): string {
       return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}`;
     case 'OperationFinished':
       return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
+    case 'OperatorRequested':
+      return `operator asked to ${event.action} ${event.volume}${event.pod === undefined ? '' : ` of pod ${event.pod}`}${event.node === undefined ? '' : ` on ${event.node}`}${event.force ? ' (forced)' : ''}: ${event.reason}`;
+    case 'OperatorRequestDecided':
+      return `operator request seq ${event.requestSeq} ${event.verdict}: ${event.message}`;
   }
 }
 

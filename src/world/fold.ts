@@ -26,6 +26,7 @@ import {
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import type { World } from './types.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
@@ -49,6 +50,7 @@ export function initialWorld(): World {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -157,6 +159,12 @@ export function fold(world: World, event: VoleEvent): World {
       break;
     case 'OperationFinished':
       foldOperationFinished(world, event);
+      break;
+    case 'OperatorRequested':
+      foldOperatorRequested(world, event);
+      break;
+    case 'OperatorRequestDecided':
+      foldOperatorRequestDecided(world, event);
       break;
     default:
       unreachable(event, 'event type');

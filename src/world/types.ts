@@ -8,7 +8,14 @@
  * touches (PERF.md), never a copy of the world.
  */
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
-import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
+import type {
+  CallError,
+  CallName,
+  OperationKind,
+  OperatorAction,
+  OpKey,
+  PluginCaps,
+} from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { PairState } from './compiled-machine.js';
@@ -141,6 +148,23 @@ export interface RunningOp {
   lastError: CallError | null;
 }
 
+/** An operator's request (OperatorRequested), as the planner sees it. */
+export interface OperatorRequestRecord {
+  readonly seq: Seq;
+  readonly action: OperatorAction;
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName | null;
+  readonly node: string | null;
+  readonly force: boolean;
+  readonly reason: string;
+}
+
+/** Operator requests: undecided ones, and accepted detach/release ones still under way. */
+export interface OperatorState {
+  readonly pending: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+  readonly holds: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+}
+
 export interface WorldConfig {
   readonly node: NodeName;
   readonly controllerAttachDetach: boolean;
@@ -177,4 +201,6 @@ export interface World {
   causes: Map<UniqueVolumeName, Seq>;
   /** Volumes touched since the planner last looked (incremental planning). */
   dirty: Set<UniqueVolumeName>;
+  /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
+  operator: OperatorState;
 }
