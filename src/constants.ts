@@ -24,6 +24,13 @@ export const waitForAttachTimeoutMs = 10 * 60_000;
  */
 export const callTimeoutMsDefault = 2 * 60_000;
 
+/**
+ * The deadline of one CSI RPC. The kubelet gives node calls two minutes; vole's is a little
+ * shorter than its own call timeout, so a driver that does not answer shows as the gRPC
+ * DEADLINE_EXCEEDED it is (uncertain), recorded with its RPC, not as a bare timeout.
+ */
+export const csiRpcDeadlineMs = 110_000;
+
 /** spec §2.3 maxPodErrors: a pod keeps at most this many distinct errors (+1, as upstream). */
 export const podErrorsMax = 10;
 
@@ -54,4 +61,5 @@ assert(
   podAttachAndMountRetryIntervalMs < podAttachAndMountTimeoutMs,
   'the retry interval must be shorter than the timeout',
 );
+assert(csiRpcDeadlineMs < callTimeoutMsDefault, 'a CSI deadline must end before the call timeout');
 assert(planOperationsMax <= operationsInFlightMax, 'a tick must not plan more than can run');

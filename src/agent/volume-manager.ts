@@ -30,7 +30,10 @@ import {
   waitErrorMessage,
 } from '../world/index.js';
 import type { World } from '../world/types.js';
-import { Engine, type EventListener } from './engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Engine, type EventListener } from '../engine/engine.js';
+import { Executor } from '../execute/executor.js';
+import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import {
   type OperatorReply,
@@ -39,7 +42,7 @@ import {
   resolveOperatorRequest,
   serveOperatorSocket,
 } from './operator.js';
-import { type EventSink, MemorySink, timedSink } from './sink.js';
+import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
 export interface VolumeManagerOptions {
@@ -75,7 +78,7 @@ export class WaitForAttachAndMountError extends Error {
 }
 
 export class VolumeManager {
-  private readonly engine: Engine;
+  private readonly engine: Engine<World, Operation>;
   private readonly clock: Clock;
 
   /**
@@ -86,7 +89,7 @@ export class VolumeManager {
   readonly metrics: VoleMetrics;
 
   private constructor(
-    engine: Engine,
+    engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
@@ -107,6 +110,7 @@ export class VolumeManager {
   ): VolumeManager {
     const log = openSqliteLog(
       opts.db,
+      kubeletCore,
       opts.durability === undefined ? {} : { durability: opts.durability },
     );
     return VolumeManager.create({
@@ -134,11 +138,13 @@ export class VolumeManager {
       appendLatency: true,
     });
     const engine = new Engine({
+      core: kubeletCore,
+      runner: (host) => new Executor(host),
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
       clock,
-      sink: timedSink(log.sink, metrics),
+      sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
@@ -327,7 +333,7 @@ export class VolumeManager {
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
-  subscribe(listener: EventListener): () => void {
+  subscribe(listener: EventListener<World>): () => void {
     return this.engine.subscribe(listener);
   }
 

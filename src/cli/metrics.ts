@@ -4,7 +4,7 @@
  * at or before T; the gauges are read from the world at T. kubelet_volume_stats_* and the
  * append latency measure the live host and process, so a log does not have them.
  */
-import { controllerCore } from '../controller/index.js';
+import { controllerCore, coreOfLog } from '../engine/cores.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { VoleMetrics } from '../metrics/index.js';
 import { fold } from '../world/index.js';
@@ -14,9 +14,7 @@ type Store = ReturnType<typeof openReadonly>;
 
 /** The mode of the log: the first engine start says which core wrote it. */
 function modeOf(store: Store): 'kubelet' | 'controller' {
-  for (const event of store.read({ fromSeq: 1, toSeq: 64 }))
-    if (event.type === 'EngineStarted') return event.mode ?? 'kubelet';
-  return 'kubelet';
+  return coreOfLog(store.read({ fromSeq: 1, toSeq: 16 })).mode;
 }
 
 function controllerMetrics(store: Store, seq: number): VoleMetrics {

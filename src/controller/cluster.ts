@@ -5,15 +5,15 @@
  * side acts only on what the other published. For tests, demos and simulations.
  */
 import pino, { type Logger } from 'pino';
-import { Engine } from '../agent/engine.js';
-import { type EventSink, MemorySink } from '../agent/sink.js';
+import { Engine } from '../engine/engine.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
 import type { Clock } from '../execute/clock.js';
 import type { PluginManager } from '../plugins/manager.js';
+import { controllerCore } from '../engine/cores.js';
 import {
   ControllerExecutor,
-  controllerCore,
   managedAnnotation,
   maxWaitForUnmountMsDefault,
 } from './index.js';
@@ -49,12 +49,9 @@ export class Cluster {
       logger,
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
-      startFields: {
-        mode: 'controller',
-        controller: {
-          maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
-          disableForceDetachOnTimeout: false,
-        },
+      controller: {
+        maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+        disableForceDetachOnTimeout: false,
       },
     });
     for (const node of opts.nodes) {

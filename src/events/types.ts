@@ -19,6 +19,31 @@ export const callError = z.object({
 });
 export type CallError = z.infer<typeof callError>;
 
+/**
+ * A CSI driver's capabilities as the core needs them (from its registration, NodeGetInfo,
+ * NodeGetCapabilities and ControllerGetCapabilities): which RPCs it answers, and how many
+ * of its volumes one node may have attached (0: no limit).
+ */
+export const csiDriverCaps = z.object({
+  publishUnpublish: z.boolean(),
+  stageUnstage: z.boolean(),
+  expand: z.boolean(),
+  singleNodeMultiWriter: z.boolean(),
+  maxVolumesPerNode: z.number().int().nonnegative(),
+});
+export type CsiDriverCaps = z.infer<typeof csiDriverCaps>;
+
+/**
+ * One CSI RPC of a plugin call, as metrics derive csi_operations_seconds from it: the gRPC
+ * method path, the status code's name (`OK`, `DEADLINE_EXCEEDED`, …) and how long it took.
+ */
+export const rpcRecord = z.object({
+  method: z.string().min(1),
+  code: z.string().min(1),
+  durationMs: z.number().nonnegative(),
+});
+export type RpcRecord = z.infer<typeof rpcRecord>;
+
 /** What a plugin can do, decided per plugin (spec §0.4 plugin capabilities). */
 export const pluginCaps = z.object({
   name: z.string().min(1),
@@ -28,6 +53,8 @@ export const pluginCaps = z.object({
   nodeExpandable: z.boolean(),
   requiresFSResize: z.boolean(),
   requiresRemount: z.boolean(),
+  /** Present for a CSI driver: volumes are named `kubernetes.io/csi/<driver>^<handle>`. */
+  csi: csiDriverCaps.optional(),
 });
 export type PluginCaps = z.infer<typeof pluginCaps>;
 
@@ -67,6 +94,23 @@ export type CallName = (typeof callNames)[number];
 /** What an operator may ask a running agent to do (vole detach / release / retry). */
 export const operatorActions = ['detach', 'release', 'retry'] as const;
 export type OperatorAction = (typeof operatorActions)[number];
+/**
+ * The steps of an operation, decided by the planner and recorded in OperationStarted:
+ * the executor runs them in order and decides nothing (spec §4.7, §4.10–4.12).
+ */
+export const operationSteps = [
+  'waitForAttach',
+  'mountDevice',
+  'setUp',
+  'expand',
+  'setUpDevice',
+  'map',
+  'tearDown',
+  'unmap',
+  'unmountDevice',
+  'tearDownDevice',
+] as const;
+export type OperationStep = (typeof operationSteps)[number];
 
 /** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
@@ -74,13 +118,6 @@ export type OpKey = z.infer<typeof opKey>;
 
 const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
 
-/** A gRPC call a CSI plugin made for a step: its full method, status code and duration. */
-export const rpcCall = z.object({
-  method: z.string().min(1),
-  code: z.string().min(1),
-  durationMs: z.number().nonnegative(),
-});
-export type RpcCall = z.infer<typeof rpcCall>;
 
 export const eventSchemas = {
   /** A new engine process took over the log: calls in flight were cut off (crash rule). */
@@ -91,8 +128,11 @@ export const eventSchemas = {
     controllerAttachDetach: z.boolean(),
     plugins: z.array(pluginCaps),
     version: z.string(),
-    /** kubelet (default): one node's volume manager; controller: the attach/detach controller. */
-    mode: z.enum(['kubelet', 'controller']).optional(),
+    /**
+     * The core that wrote the log: kubelet (the default) or controller. Any name reads,
+     * so that a reader can refuse a mode it does not know with a clear message.
+     */
+    mode: z.string().min(1).optional(),
     controller: z
       .object({
         maxWaitForUnmountMs: z.number().int().nonnegative(),
@@ -171,6 +211,8 @@ export const eventSchemas = {
     pod: z.string().optional(),
     node: z.string().optional(),
     remount: z.boolean().optional(),
+    /** The steps the planner chose, in order (mount, unmount and unmountDevice). */
+    steps: z.array(z.enum(operationSteps)).optional(),
     /** Controller detach: check the node's volumesInUse first (false when forced). */
     verifySafeToDetach: z.boolean().optional(),
     /** Controller detach forced past the wait for unmount, and why. */
@@ -193,7 +235,7 @@ export const eventSchemas = {
     devicePath: z.string().optional(),
     deviceMountPath: z.string().optional(),
     sizeBytes: z.number().nonnegative().optional(),
-    rpc: rpcCall.optional(),
+    rpc: rpcRecord.optional(),
   }),
   CallFailed: z.object({
     ...base,
@@ -201,7 +243,32 @@ export const eventSchemas = {
     opId: z.string().min(1),
     call: z.enum(callNames),
     error: callError,
-    rpc: rpcCall.optional(),
+    rpc: rpcRecord.optional(),
+  }),
+  /**
+   * A CSI driver registered (plugin registration or `--csi`): what it said about itself,
+   * so the fold knows its capabilities and a replay needs no driver.
+   */
+  CsiDriverRegistered: z.object({
+    ...base,
+    type: z.literal('CsiDriverRegistered'),
+    driver: z.string().min(1),
+    endpoint: z.string(),
+    /** How it was found: `registration` (plugins_registry/) or `flag` (`--csi`). */
+    via: z.enum(['registration', 'flag']),
+    vendorVersion: z.string(),
+    nodeId: z.string(),
+    nodeCapabilities: z.array(z.string()),
+    controllerCapabilities: z.array(z.string()),
+    caps: pluginCaps,
+  }),
+  /** A CSI driver went away (its registration socket is gone, or it stopped answering). */
+  CsiDriverDeregistered: z.object({
+    ...base,
+    type: z.literal('CsiDriverDeregistered'),
+    driver: z.string().min(1),
+    endpoint: z.string(),
+    reason: z.string(),
   }),
   OperationFinished: z.object({
     ...base,
@@ -262,10 +329,17 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.OperationFinished,
   eventSchemas.OperatorRequested,
   eventSchemas.OperatorRequestDecided,
+  eventSchemas.CsiDriverRegistered,
+  eventSchemas.CsiDriverDeregistered,
 ]);
 
 export type VoleEvent = z.infer<typeof voleEvent>;
 export type EventOf<T extends EventType> = Extract<VoleEvent, { type: T }>;
+/**
+ * A decision as the log records it: the fields of OperationStarted the planner chose
+ * (kind, keys, steps, cause). `vole verify` compares whole decisions.
+ */
+export type Decision = Omit<EventOf<'OperationStarted'>, 'type' | 'seq' | 'tsMs' | 'opId'>;
 /** An event before the log gave it a seq. */
 export type NewEvent = VoleEvent extends infer E
   ? E extends { seq: number }

@@ -4,29 +4,37 @@
  * records every call with its virtual time for `calls` and `counts`.
  */
 import { type Clock, sleep } from '../execute/clock.js';
+import { callEffects, type HostMark } from '../engine/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
 
 export type FakeOutcome = 'ok' | 'transient' | 'uncertain' | 'final' | 'failedPrecondition';
 
-/** One scripted answer, used `times` calls in a row (Infinity: for every later call). */
+/**
+ * One scripted answer, used `times` calls in a row (Infinity: for every later call). A
+ * scripted CSI driver also answers `grpc` (a status `code` by name) and `disconnect`.
+ */
 export interface FaultEntry {
-  readonly outcome: FakeOutcome | 'hang';
+  readonly outcome: FakeOutcome | 'hang' | 'grpc' | 'disconnect';
+  readonly code?: string;
   readonly delayMs: number;
   readonly times: number;
 }
 
-export type FaultScript = Partial<Record<CallName, readonly FaultEntry[]>>;
+/** Scripted answers per call: plugin call names, or a CSI driver's RPC names. */
+export type FaultScript = Partial<Record<string, readonly FaultEntry[]>>;
 
 export interface FakeCallRecord {
   readonly t: number;
   readonly plugin: string;
-  readonly call: CallName;
+  /** A plugin call name, or a CSI RPC name for a scripted CSI driver. */
+  readonly call: string;
   readonly volume: string;
   readonly node: string;
   readonly pod: string | null;
-  readonly outcome: FakeOutcome | 'hang';
+  /** The scripted outcome; a gRPC status name for `{grpc: CODE}`. */
+  readonly outcome: string;
 }
 
 /**
@@ -45,58 +53,26 @@ export class FakeHost {
    * that answers final after a partial success must have rolled it back.
    */
   rollBack(call: CallName, volume: string, pod: string | null): void {
-    switch (call) {
-      case 'attach':
-        this.attached.delete(volume);
-        break;
-      case 'mountDevice':
-      case 'setUpDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'setUp':
-      case 'mapPodDevice':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      default:
-        break;
-    }
+    const mark = callEffects(call).host;
+    if (mark?.ok === 'add') this.marks(mark).delete(this.entry(mark, volume, pod));
   }
 
+  /** What a call that succeeded leaves on the host (the call table's host marks). */
   apply(call: CallName, volume: string, pod: string | null): void {
-    switch (call) {
-      case 'attach':
-        this.attached.add(volume);
-        break;
-      case 'detach':
-        this.attached.delete(volume);
-        break;
-      case 'mountDevice':
-        this.devicesMounted.add(volume);
-        break;
-      case 'unmountDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'setUp':
-        this.setUp.add(`${volume}|${pod}`);
-        break;
-      case 'tearDown':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      case 'setUpDevice':
-        this.devicesMounted.add(volume);
-        break;
-      case 'tearDownDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'mapPodDevice':
-        this.setUp.add(`${volume}|${pod}`);
-        break;
-      case 'unmapPodDevice':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      default:
-        break;
-    }
+    const mark = callEffects(call).host;
+    if (mark === null) return;
+    const set = this.marks(mark);
+    const entry = this.entry(mark, volume, pod);
+    if (mark.ok === 'add') set.add(entry);
+    else set.delete(entry);
+  }
+
+  private marks(mark: HostMark): Set<string> {
+    return this[mark.set];
+  }
+
+  private entry(mark: HostMark, volume: string, pod: string | null): string {
+    return mark.set === 'setUp' ? `${volume}|${pod}` : volume;
   }
 }
 
@@ -115,7 +91,7 @@ export interface FakePluginOptions {
 }
 
 /** A queue of scripted entries, consumed one call at a time. */
-class Script {
+export class Script {
   private readonly queues = new Map<string, { entries: FaultEntry[]; used: number }>();
 
   constructor(
@@ -143,7 +119,7 @@ class Script {
     return head;
   }
 
-  next(handle: string, call: CallName): FaultEntry {
+  next(handle: string, call: string): FaultEntry {
     return (
       this.take(`${handle}|${call}`) ??
       this.take(`*|${call}`) ?? { outcome: 'ok', delayMs: 0, times: 1 }
@@ -262,6 +238,10 @@ export class FakePlugin implements VolumePlugin {
         return value;
       case 'failedPrecondition':
         throw new PluginError('final', `fake ${call} of ${spec.volume}: failed precondition`, true);
+      case 'grpc':
+      case 'disconnect':
+        // The scenario parser keeps these to CSI drivers' RPC names.
+        throw new PluginError('final', `fake ${call}: ${entry.outcome} is for CSI drivers only`);
       default:
         throw new PluginError(
           entry.outcome,

@@ -7,7 +7,7 @@
  * retries after uncertain outcomes and crashes.
  */
 import type { ErrorKind } from '../../machines/index.js';
-import type { PluginCaps } from '../events/index.js';
+import type { PluginCaps, RpcRecord } from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 
 /** What a plugin call knows about where it runs. */
@@ -16,6 +16,11 @@ export interface CallTarget {
   /** The pod UID for pod-level calls (setUp, tearDown), else null. */
   readonly pod: string | null;
   readonly signal: AbortSignal;
+  /**
+   * A plugin that speaks gRPC (CSI) sets this to the RPC the call made (the last one, when
+   * it made several), so the call's outcome event carries it for metrics.
+   */
+  rpc?: RpcRecord;
 }
 
 export interface SetUpOptions {

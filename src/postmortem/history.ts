@@ -47,6 +47,10 @@ export function eventVolume(world: World, event: VoleEvent): UniqueVolumeName | 
   }
 }
 
+function rpcNote(rpc: { method: string; code: string; durationMs: number } | undefined): string {
+  return rpc === undefined ? '' : ` [${rpc.method} ${rpc.code} ${rpc.durationMs.toFixed(1)} ms]`;
+}
+
 export function describeEvent(event: VoleEvent): string {
   switch (event.type) {
     case 'EngineStarted':
@@ -81,9 +85,13 @@ export function describeEvent(event: VoleEvent): string {
     case 'CallStarted':
       return `${event.call} called (${event.opId})`;
     case 'CallSucceeded':
-      return `${event.call} succeeded (${event.opId})`;
+      return `${event.call} succeeded (${event.opId})${rpcNote(event.rpc)}`;
     case 'CallFailed':
-      return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}`;
+      return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}${rpcNote(event.rpc)}`;
+    case 'CsiDriverRegistered':
+      return `CSI driver ${event.driver} registered at ${event.endpoint} (node ${event.nodeId}; node: ${event.nodeCapabilities.join(' ') || 'none'}; controller: ${event.controllerCapabilities.join(' ') || 'none'})`;
+    case 'CsiDriverDeregistered':
+      return `CSI driver ${event.driver} gone from ${event.endpoint}: ${event.reason}`;
     case 'OperationFinished':
       return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
     case 'OperatorRequested':

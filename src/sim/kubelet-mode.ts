@@ -2,7 +2,8 @@
 import { podAttachAndMountRetryIntervalMs } from '../constants.js';
 import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
-import { kubeletCore } from '../agent/engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Executor } from '../execute/executor.js';
 import {
   getVolumesInUse,
   InvariantChecker,
@@ -89,6 +90,7 @@ async function waitForPod(
 
 export const kubeletMode: Mode<World, Operation> = {
   core: kubeletCore,
+  runner: (host) => new Executor(host),
   engineOptions: () => ({}),
   startEvents: (scenario, tsMs) => [
     ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
@@ -114,5 +116,4 @@ export const kubeletMode: Mode<World, Operation> = {
   check: checkExpectation,
   describe: describeState,
   waitForPod,
-  checker: () => new InvariantChecker(),
 };

@@ -1,8 +1,11 @@
 /** The plugins of a simulation: the built-in fakes plus the scenario's scripted ones. */
+import { FakeCsiDriver } from '../csi/fake.js';
+import { noCsiHost } from '../csi/host.js';
+import { csiPlugin } from '../csi/plugin.js';
 import type { Clock } from '../execute/clock.js';
 import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
 import { PluginManager } from '../plugins/manager.js';
-import { caps } from '../plugins/types.js';
+import { caps, type VolumePlugin } from '../plugins/types.js';
 import { builtinPluginNames } from '../world/resolve.js';
 import type { ScenarioPlugin } from './scenario.js';
 
@@ -15,31 +18,67 @@ const builtins: ScenarioPlugin[] = [
   { name: builtinPluginNames.local },
 ];
 
+interface SimulationPluginOptions {
+  clock: Clock;
+  journal: FakeCallRecord[];
+  host?: FakeHost;
+  /** The node's name (a CSI driver's node_id). */
+  node?: string;
+}
+
+/** vole's own CSI plugin in front of a scripted driver at the gRPC boundary. */
+function scriptedCsiDriver(
+  p: Extract<ScenarioPlugin, { csi: object }>,
+  opts: SimulationPluginOptions,
+): VolumePlugin {
+  const transport = new FakeCsiDriver({
+    name: p.name,
+    ...(p.faults === undefined ? {} : { faults: p.faults }),
+    ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
+    clock: opts.clock,
+    journal: opts.journal,
+    ...(opts.host === undefined ? {} : { host: opts.host }),
+  });
+  const driverCaps = {
+    publishUnpublish: p.csi.publishUnpublish ?? false,
+    stageUnstage: p.csi.stageUnstage ?? false,
+    expand: p.csi.expand ?? false,
+    singleNodeMultiWriter: false,
+    maxVolumesPerNode: p.csi.maxVolumesPerNode ?? 0,
+  };
+  return csiPlugin(
+    { name: p.name, transport, caps: driverCaps, nodeId: opts.node ?? 'node-1' },
+    { root: '/var/lib/vole', host: noCsiHost, nowMs: () => opts.clock.nowMs() },
+  );
+}
+
+function scriptedPlugin(p: Exclude<ScenarioPlugin, { csi: object }>, opts: SimulationPluginOptions) {
+  return new FakePlugin({
+    caps: caps(p.name, {
+      attachable: p.attachable ?? false,
+      deviceMountable: p.deviceMountable ?? p.attachable ?? false,
+      blockMappable: p.blockMappable ?? false,
+      nodeExpandable: p.nodeExpandable ?? false,
+      requiresFSResize: p.requiresFSResize ?? true,
+      requiresRemount: p.requiresRemount ?? false,
+    }),
+    ...(p.faults === undefined ? {} : { faults: p.faults }),
+    ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
+    clock: opts.clock,
+    journal: opts.journal,
+    ...(opts.host === undefined ? {} : { host: opts.host }),
+  });
+}
+
 export function simulationPlugins(
   scenarioPlugins: readonly ScenarioPlugin[],
-  opts: { clock: Clock; journal: FakeCallRecord[]; host?: FakeHost },
+  opts: SimulationPluginOptions,
 ): PluginManager {
   const byName = new Map<string, ScenarioPlugin>();
   for (const p of [...builtins, ...scenarioPlugins]) byName.set(p.name, p);
   const manager = new PluginManager();
   for (const p of byName.values()) {
-    manager.register(
-      new FakePlugin({
-        caps: caps(p.name, {
-          attachable: p.attachable ?? false,
-          deviceMountable: p.deviceMountable ?? p.attachable ?? false,
-          blockMappable: p.blockMappable ?? false,
-          nodeExpandable: p.nodeExpandable ?? false,
-          requiresFSResize: p.requiresFSResize ?? true,
-          requiresRemount: p.requiresRemount ?? false,
-        }),
-        ...(p.faults === undefined ? {} : { faults: p.faults }),
-        ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
-        clock: opts.clock,
-        journal: opts.journal,
-        ...(opts.host === undefined ? {} : { host: opts.host }),
-      }),
-    );
+    manager.register('csi' in p ? scriptedCsiDriver(p, opts) : scriptedPlugin(p, opts));
   }
   return manager;
 }

@@ -51,17 +51,86 @@ const faultScript = z.partialRecord(
   z.array(faultEntry),
 ) as unknown as z.ZodType<FaultScript>;
 
-const plugin = z.strictObject({
-  name: z.string().min(1),
+/** The RPCs a scripted CSI driver answers (its fault keys and `counts` names). */
+export const csiScriptedRpcs = [
+  'ControllerPublishVolume',
+  'ControllerUnpublishVolume',
+  'NodeStageVolume',
+  'NodeUnstageVolume',
+  'NodePublishVolume',
+  'NodeUnpublishVolume',
+  'NodeExpandVolume',
+] as const;
+
+/** A gRPC status by name (`DEADLINE_EXCEEDED`); OK is `ok`. */
+const grpcCodeName = z.enum([
+  'CANCELLED',
+  'UNKNOWN',
+  'INVALID_ARGUMENT',
+  'DEADLINE_EXCEEDED',
+  'NOT_FOUND',
+  'ALREADY_EXISTS',
+  'PERMISSION_DENIED',
+  'RESOURCE_EXHAUSTED',
+  'FAILED_PRECONDITION',
+  'ABORTED',
+  'OUT_OF_RANGE',
+  'UNIMPLEMENTED',
+  'INTERNAL',
+  'UNAVAILABLE',
+  'DATA_LOSS',
+  'UNAUTHENTICATED',
+]);
+
+const csiFaultEntry = z
+  .union([
+    z.literal('ok'),
+    z.strictObject({ delay: duration }),
+    z.strictObject({ hang: z.literal(true) }),
+    z.strictObject({ grpc: grpcCodeName }),
+    z.strictObject({ disconnect: z.literal(true) }),
+  ])
+  .transform((entry): FaultEntry => {
+    if (entry === 'ok') return { outcome: 'ok', delayMs: 0, times: 1 };
+    if ('hang' in entry) return { outcome: 'hang', delayMs: 0, times: 1 };
+    if ('grpc' in entry) return { outcome: 'grpc', code: entry.grpc, delayMs: 0, times: 1 };
+    if ('disconnect' in entry) return { outcome: 'disconnect', delayMs: 0, times: 1 };
+    return { outcome: 'ok', delayMs: entry.delay, times: 1 };
+  });
+
+const csiFaultScript = z.partialRecord(
+  z.enum(csiScriptedRpcs),
+  z.array(csiFaultEntry),
+) as unknown as z.ZodType<FaultScript>;
+
+/** A scripted CSI driver's capabilities (SCENARIOS.md). */
+const csiDriver = z.strictObject({
+  publishUnpublish: z.boolean().optional(),
+  stageUnstage: z.boolean().optional(),
+  expand: z.boolean().optional(),
+  maxVolumesPerNode: z.number().int().nonnegative().optional(),
+});
+
+/** A scripted plugin, or with `csi:` a scripted CSI driver whose faults are keyed by RPC. */
+const plugin = z.union([
+  z.strictObject({
+    name: z.string().min(1),
+    csi: csiDriver,
+    faults: csiFaultScript.optional(),
+    volumeFaults: z.record(z.string(), csiFaultScript).optional(),
+  }),
+  z.strictObject({
+    name: z.string().min(1),
   attachable: z.boolean().optional(),
   deviceMountable: z.boolean().optional(),
   blockMappable: z.boolean().optional(),
   nodeExpandable: z.boolean().optional(),
   requiresFSResize: z.boolean().optional(),
   requiresRemount: z.boolean().optional(),
-  faults: faultScript.optional(),
-  volumeFaults: z.record(z.string(), faultScript).optional(),
-});
+    faults: faultScript.optional(),
+    volumeFaults: z.record(z.string(), faultScript).optional(),
+  }),
+]);
 
 const expectation = z.strictObject({
   counts: z.record(z.string(), z.record(z.string(), z.number().int().nonnegative())).optional(),

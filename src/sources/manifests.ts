@@ -88,45 +88,47 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
   set.objects.set(objectKey(object.kind, object.metadata.name, object.metadata.namespace), object);
 }
 
+/** Adds one manifest file's documents to `set` (bad content becomes problems; never throws). */
+export function readManifestFile(set: ManifestSet, file: string): void {
+  try {
+    const stat = statSync(file);
+    if (!stat.isFile()) return;
+    if (stat.size > manifestBytesMax) {
+      set.problems.push({
+        file,
+        message: `file is ${stat.size} bytes; manifests over ${manifestBytesMax} bytes are refused`,
+      });
+      return;
+    }
+    const text = readFileSync(file, 'utf8');
+    if (text.includes('\uFFFD')) {
+      set.problems.push({ file, message: 'file is not valid UTF-8' });
+      return;
+    }
+    const docs = parseAllDocuments(text, { uniqueKeys: true });
+    const list = Array.isArray(docs) ? docs : [docs];
+    list.forEach((doc, index) => {
+      if (doc.errors.length > 0) {
+        set.problems.push({
+          file,
+          message: `not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`,
+        });
+        return;
+      }
+      addDocument(set, file, index, doc.toJS({ maxAliasCount: 100 }));
+    });
+  } catch (error) {
+    set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
+  }
+}
+
 /** Reads the whole directory now. Never throws for bad content; throws if `dir` is unreadable. */
 export function readManifestDir(dir: string): ManifestSet {
   const set: ManifestSet = { pods: new Map(), objects: new Map(), problems: [] };
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();
-  for (const name of names.slice(0, manifestFilesMax)) {
-    const file = join(dir, name);
-    try {
-      const stat = statSync(file);
-      if (!stat.isFile()) continue;
-      if (stat.size > manifestBytesMax) {
-        set.problems.push({
-          file,
-          message: `file is ${stat.size} bytes; manifests over ${manifestBytesMax} bytes are refused`,
-        });
-        continue;
-      }
-      const text = readFileSync(file, 'utf8');
-      if (text.includes('\uFFFD')) {
-        set.problems.push({ file, message: 'file is not valid UTF-8' });
-        continue;
-      }
-      const docs = parseAllDocuments(text, { uniqueKeys: true });
-      const list = Array.isArray(docs) ? docs : [docs];
-      list.forEach((doc, index) => {
-        if (doc.errors.length > 0) {
-          set.problems.push({
-            file,
-            message: `not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`,
-          });
-          return;
-        }
-        addDocument(set, file, index, doc.toJS({ maxAliasCount: 100 }));
-      });
-    } catch (error) {
-      set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
-    }
-  }
+  for (const name of names.slice(0, manifestFilesMax)) readManifestFile(set, join(dir, name));
   if (names.length > manifestFilesMax) {
     set.problems.push({
       file: dir,

@@ -20,9 +20,7 @@ import {
 } from './fold-desired.js';
 import {
   cutOffRunningOperations,
-  foldCallFailed,
-  foldCallStarted,
-  foldCallSucceeded,
+  foldCall,
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
@@ -60,13 +58,31 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     node: NodeName(event.node),
     controllerAttachDetach: event.controllerAttachDetach,
   };
-  world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  const plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  // CSI drivers registered before keep their capabilities until they register again, so
+  // their volumes stay known (and can be torn down) while the driver is away.
+  for (const [name, caps] of world.plugins)
+    if (caps.csi !== undefined && !plugins.has(name)) plugins.set(name, caps);
+  world.plugins = plugins;
   world.engineStartedSeq = event.seq as Seq;
   // spec §3.2: no unmount or detach until the sources have reported every pod again.
   world.sourcesReady = false;
   // The plugin set may have changed: resolve every pod again (once per start).
   for (const record of [...world.pods.values()]) {
     upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: record.seq });
+  }
+}
+
+/**
+ * A CSI driver registered: its capabilities are the plugin's from now on. When they
+ * changed, every pod resolves again (a pod waiting for the driver can now go on).
+ */
+function foldCsiDriverRegistered(world: World, event: EventOf<'CsiDriverRegistered'>): void {
+  const before = world.plugins.get(event.caps.name);
+  if (before !== undefined && JSON.stringify(before) === JSON.stringify(event.caps)) return;
+  world.plugins = new Map(world.plugins).set(event.caps.name, event.caps);
+  for (const record of [...world.pods.values()]) {
+    upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: event.seq as Seq });
   }
 }
 
@@ -145,17 +161,18 @@ export function fold(world: World, event: VoleEvent): World {
       break; // for people; the kubelet's decisions do not read it
     case 'AttachmentsVerified':
       break; // the controller's observation
+    case 'CsiDriverRegistered':
+      foldCsiDriverRegistered(world, event);
+      break;
+    case 'CsiDriverDeregistered':
+      break; // its calls fail (uncertain) until it comes back; its volumes stay known
     case 'OperationStarted':
       foldOperationStarted(world, event);
       break;
     case 'CallStarted':
-      foldCallStarted(world, event);
-      break;
     case 'CallSucceeded':
-      foldCallSucceeded(world, event);
-      break;
     case 'CallFailed':
-      foldCallFailed(world, event);
+      foldCall(world, event);
       break;
     case 'OperationFinished':
       foldOperationFinished(world, event);

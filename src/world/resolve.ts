@@ -91,6 +91,8 @@ function sourceOfPv(pv: PersistentVolume): Located | undefined {
       volumeHandle: csi.volumeHandle ?? '',
       fsType: csi.fsType ?? '',
       inline: false,
+      ...(csi.volumeAttributes === undefined ? {} : { volumeAttributes: csi.volumeAttributes }),
+      ...(pv.spec.mountOptions === undefined ? {} : { mountOptions: pv.spec.mountOptions }),
     };
     return { source, pluginName: csi.driver, inline: false, pv };
   }
@@ -118,6 +120,7 @@ function sourceOfInline(v: PodVolume): Located | undefined {
       volumeHandle: handle,
       fsType: v.csi.fsType ?? '',
       inline: true,
+      ...(v.csi.volumeAttributes === undefined ? {} : { volumeAttributes: v.csi.volumeAttributes }),
     };
     return { source, pluginName: v.csi.driver, inline: true };
   }
@@ -217,7 +220,12 @@ function resolveOne(
           sourceOfInline(v),
         );
   if (!located.ok) return located;
-  const { source, pluginName, inline, pv, pvc } = located.value;
+  const { pluginName, inline, pv, pvc } = located.value;
+  // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
+  const source: VolumeSource =
+    inline && located.value.source.kind === 'csi'
+      ? { ...located.value.source, podName: pod.metadata.name, podNamespace: namespace }
+      : located.value.source;
   const caps = input.plugins.get(pluginName);
   if (caps === undefined) return fail(noPlugin(v.name));
   // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
@@ -225,11 +233,8 @@ function resolveOne(
   const deviceMountable = caps.deviceMountable && !inline;
   const innerVolumeSpecName = pv?.metadata.name ?? v.name;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
-  // spec §1.1: node-wide name for attachable or device-mountable volumes, per pod otherwise.
   const volume = UniqueVolumeName(
-    attachable || deviceMountable
-      ? `${pluginName}/${handle}`
-      : `${pluginName}/${uid}-${innerVolumeSpecName}`,
+    uniqueVolumeName({ caps, handle, shared: attachable || deviceMountable, uid, innerVolumeSpecName }),
   );
   const accessModes = pv?.spec.accessModes ?? noAccessModes;
   return {
@@ -250,11 +255,34 @@ function resolveOne(
       sizeBytes: parseQuantityBytes(pv?.spec.capacity?.storage) ?? 0,
       claimSizeBytes: parseQuantityBytes(pvc?.status?.capacity?.storage) ?? 0,
       volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
-      readOnly: claim?.readOnly ?? v.csi?.readOnly ?? false,
+      readOnly: (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true,
       accessModes,
       source,
     },
   };
+}
+
+/** The plugin name of every CSI driver's volumes, as in Kubernetes. */
+export const csiPluginName = 'kubernetes.io/csi';
+
+/**
+ * spec §1.1: node-wide name for attachable or device-mountable volumes, per pod otherwise.
+ * A CSI driver's volumes are `kubernetes.io/csi/<driver>^<volumeHandle>` (per pod:
+ * `kubernetes.io/csi/<podUID>-<name>`), as Kubernetes names them.
+ */
+function uniqueVolumeName(v: {
+  caps: PluginCaps;
+  handle: string;
+  shared: boolean;
+  uid: string;
+  innerVolumeSpecName: string;
+}): string {
+  if (v.caps.csi !== undefined) {
+    return v.shared
+      ? `${csiPluginName}/${v.caps.name}^${v.handle}`
+      : `${csiPluginName}/${v.uid}-${v.innerVolumeSpecName}`;
+  }
+  return v.shared ? `${v.caps.name}/${v.handle}` : `${v.caps.name}/${v.uid}-${v.innerVolumeSpecName}`;
 }
 
 const noAccessModes: readonly string[] = Object.freeze([]);

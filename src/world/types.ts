@@ -24,7 +24,20 @@ export type VolumeMode = 'Filesystem' | 'Block';
 
 /** Where a volume comes from, as its plugin needs it (the Spec of seed 001). */
 export type VolumeSource =
-  | { kind: 'csi'; driver: string; volumeHandle: string; fsType: string; inline: boolean }
+  | {
+      kind: 'csi';
+      driver: string;
+      volumeHandle: string;
+      fsType: string;
+      inline: boolean;
+      /** csi.volumeAttributes (CSI volume_context), when the source has any. */
+      volumeAttributes?: Readonly<Record<string, string>>;
+      /** The PV's mountOptions (CSI mount_flags), when it has any. */
+      mountOptions?: readonly string[];
+      /** An inline volume's pod (CSI ephemeral volume_context). */
+      podName?: string;
+      podNamespace?: string;
+    }
   | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
@@ -170,7 +183,29 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
 }
 
-export interface World {
+/**
+ * The operation book (src/engine/book.ts): what both cores keep about operations, kept
+ * by the same code in both folds.
+ */
+export interface OperationBook {
+  /** Operation records by volume (spec §5.1), in insertion order per volume. */
+  ops: Map<UniqueVolumeName, OpRecord[]>;
+  running: Map<OpId, RunningOp>;
+  /** The last error of an operation on each volume, for waits and explanations. */
+  lastErrors: Map<UniqueVolumeName, LastError>;
+  /** Last event that touched each volume: the cause of the next decision about it. */
+  causes: Map<UniqueVolumeName, Seq>;
+  /** Volumes touched since the planner last looked (incremental planning). */
+  dirty: Set<UniqueVolumeName>;
+}
+
+export interface LastError {
+  readonly message: string;
+  readonly seq: Seq;
+  readonly tsMs: number;
+}
+
+export interface World extends OperationBook {
   config: WorldConfig;
   plugins: Map<string, PluginCaps>;
   /** The last event folded; 0 for the empty world. */
@@ -190,17 +225,8 @@ export interface World {
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
   mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
-  /** Operation records by volume (spec §5.1), in insertion order per volume. */
-  ops: Map<UniqueVolumeName, OpRecord[]>;
-  running: Map<OpId, RunningOp>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
-  /** The last error of an operation on each volume, for waits and explanations. */
-  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
-  /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: Map<UniqueVolumeName, Seq>;
-  /** Volumes touched since the planner last looked (incremental planning). */
-  dirty: Set<UniqueVolumeName>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
   operator: OperatorState;
 }

@@ -5,6 +5,7 @@
  * from here, as an agent would), that writes are refused, and saves a screenshot to
  * test-artifacts/inspector.png. Skips the browser part, saying why, without Chromium.
  */
+import { kubeletCore } from '../../src/engine/cores.js';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
@@ -37,7 +38,7 @@ before(async () => {
     readFileSync(join(root, 'test/scenarios/kubelet-attach-mount.yaml'), 'utf8'),
     'kubelet-attach-mount.yaml',
   );
-  const log = openSqliteLog(db, { durability: 'normal' });
+  const log = openSqliteLog(db, kubeletCore, { durability: 'normal' });
   try {
     const result = await simulate(scenario, { log });
     assert.ok(result.ok, JSON.stringify(result.failures));

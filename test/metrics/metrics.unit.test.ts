@@ -30,8 +30,9 @@ async function simulated(scenario: string): Promise<string> {
   const db = join(dir, `${scenario}.db`);
   simulatedDbs.set(scenario, db);
   const text = readFileSync(join(import.meta.dirname, '../scenarios', `${scenario}.yaml`), 'utf8');
-  const log = openSimulationLog(db);
-  const result = await simulate(parseScenario(text, scenario), { log });
+  const parsed = parseScenario(text, scenario);
+  const log = openSimulationLog(db, parsed.mode === 'controller' ? 'controller' : 'kubelet');
+  const result = await simulate(parsed, { log });
   log.sink.close();
   assert.ok(result.ok, JSON.stringify(result.failures));
   return db;

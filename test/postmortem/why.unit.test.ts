@@ -27,7 +27,7 @@ const db = join(dir, 'why.db');
 
 async function failingLog(): Promise<VoleEvent[]> {
   const text = readFileSync(join(import.meta.dirname, 'why-setup-keeps-failing.yaml'), 'utf8');
-  const log = openSimulationLog(db);
+  const log = openSimulationLog(db, 'kubelet');
   await simulate(parseScenario(text, 'why'), { log });
   const events = [...log.readAll()];
   log.sink.close();

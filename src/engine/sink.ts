@@ -4,7 +4,6 @@
  */
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
-import type { VoleMetrics } from '../metrics/index.js';
 
 export interface EventSink {
   /** Buffers the event and returns the seq it gets. */
@@ -33,8 +32,8 @@ export class MemorySink implements EventSink {
   close(): void {}
 }
 
-/** The sink, with each flush that made events durable timed for vole_append_latency_seconds. */
-export function timedSink(sink: EventSink, metrics: VoleMetrics): EventSink {
+/** The sink, with each flush that made events durable timed (vole_append_latency_seconds). */
+export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
   let pending = 0;
   return {
     push: (event) => {
@@ -46,7 +45,7 @@ export function timedSink(sink: EventSink, metrics: VoleMetrics): EventSink {
       const startedNs = process.hrtime.bigint();
       sink.flush();
       pending = 0;
-      metrics.observeAppend(Number(process.hrtime.bigint() - startedNs) / 1e9);
+      observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
     },
     close: () => sink.close(),
   };

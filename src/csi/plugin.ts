@@ -1,0 +1,322 @@
+/**
+ * The kubelet's `kubernetes.io/csi` plugin: every call of a volume served by a CSI driver
+ * is the RPC CSI.md gives (attach → ControllerPublishVolume, mountDevice →
+ * NodeStageVolume, setUp → NodePublishVolume, and back; Block volumes; NodeExpandVolume),
+ * each with a deadline. A failed RPC is a PluginError of the class CSI.md gives its code:
+ * `uncertain` when the operation may still be in progress, `final` when it did not happen.
+ * Each call leaves its RPC (method, code, duration) on the call target for the log.
+ */
+import { dirname } from 'node:path';
+import { csiRpcDeadlineMs } from '../constants.js';
+import type { CsiDriverCaps, PluginCaps } from '../events/index.js';
+import {
+  type AttacherOps,
+  type BlockMapperOps,
+  type CallTarget,
+  caps,
+  type DeviceMounterOps,
+  type ExpanderOps,
+  type PodVolumeOps,
+  PluginError,
+  type VolumePlugin,
+} from '../plugins/types.js';
+import type { ResolvedVolume } from '../world/types.js';
+import type { CsiHostOps } from './host.js';
+import {
+  csiBlockPublishDir,
+  csiBlockPublishPath,
+  csiBlockStagingPath,
+  csiPodDevicePath,
+  csiPublishPath,
+  csiStagingPath,
+} from './paths.js';
+import { type CsiRpc, fullMethod } from './proto.js';
+import {
+  csiSourceOf,
+  decodePublishContext,
+  encodePublishContext,
+  volumeCapabilityOf,
+  volumeContextOf,
+  volumeIdOf,
+} from './requests.js';
+import { type CsiTransport, CsiRpcError, errorClassOf } from './transport.js';
+
+/** A driver as the plugin sees it: its connection (absent while it is away) and what it can do. */
+export interface CsiDriverHandle {
+  readonly name: string;
+  transport: CsiTransport | undefined;
+  readonly caps: CsiDriverCaps;
+  /** NodeGetInfo's node_id: what ControllerPublishVolume names the node by. */
+  readonly nodeId: string;
+}
+
+export interface CsiPluginOptions {
+  readonly root: string;
+  readonly host: CsiHostOps;
+  /** A clock for RPC durations (the virtual clock in a simulation). */
+  readonly nowMs: () => number;
+  readonly deadlineMs?: number;
+}
+
+/** The plugin capabilities of a CSI driver (recorded in the log like any plugin's). */
+export function csiPluginCaps(driver: string, csi: CsiDriverCaps): PluginCaps {
+  return {
+    ...caps(driver, {
+      attachable: csi.publishUnpublish,
+      deviceMountable: true,
+      blockMappable: true,
+      nodeExpandable: csi.expand,
+      requiresFSResize: true,
+    }),
+    csi,
+  };
+}
+
+/** One RPC with its deadline, recorded on the target, its failure classified. */
+class CsiClient {
+  constructor(
+    readonly driver: CsiDriverHandle,
+    readonly opts: CsiPluginOptions,
+  ) {}
+
+  async rpc<Res>(rpc: CsiRpc, request: object, spec: ResolvedVolume, target: CallTarget): Promise<Res> {
+    const method = fullMethod(rpc);
+    const transport = this.driver.transport;
+    const startMs = this.opts.nowMs();
+    const info = {
+      volume: spec.volume,
+      node: target.node,
+      pod: target.pod,
+      handle: csiSourceOf(spec).volumeHandle,
+      signal: target.signal,
+    };
+    try {
+      if (transport === undefined) {
+        throw new CsiRpcError(
+          null,
+          `CSI driver ${this.driver.name} is not registered (its socket is gone); ` +
+            'start the driver again, vole retries until it answers',
+        );
+      }
+      const deadlineMs = this.opts.deadlineMs ?? csiRpcDeadlineMs;
+      const response = await transport.call<Res>(rpc, request, { deadlineMs, info });
+      target.rpc = { method, code: 'OK', durationMs: this.opts.nowMs() - startMs };
+      return response;
+    } catch (error) {
+      const code = error instanceof CsiRpcError ? error.code : null;
+      target.rpc = { method, code: code ?? 'UNAVAILABLE', durationMs: this.opts.nowMs() - startMs };
+      const message = error instanceof Error ? error.message : String(error);
+      throw new PluginError(
+        errorClassOf(code),
+        `${rpc} of ${spec.volume} by ${this.driver.name}: ${message}`,
+        rpc === 'NodeExpandVolume' && code === 'FAILED_PRECONDITION',
+      );
+    }
+  }
+
+  stages(): boolean {
+    return this.driver.caps.stageUnstage;
+  }
+}
+
+/** A VolumePlugin for one CSI driver. */
+export function csiPlugin(driver: CsiDriverHandle, opts: CsiPluginOptions): VolumePlugin {
+  const client = new CsiClient(driver, opts);
+  return {
+    name: driver.name,
+    caps: csiPluginCaps(driver.name, driver.caps),
+    pod: podOps(client),
+    ...(driver.caps.publishUnpublish ? { attacher: attacherOps(client) } : {}),
+    deviceMounter: deviceMounterOps(client),
+    blockMapper: blockMapperOps(client),
+    ...(driver.caps.expand ? { expander: expanderOps(client) } : {}),
+  };
+}
+
+/** attach → ControllerPublishVolume; its publish_context becomes the devicePath. */
+function attacherOps(client: CsiClient): AttacherOps {
+  return {
+    async attach(spec, target) {
+      const response = await client.rpc<{ publish_context: Record<string, string> }>(
+        'ControllerPublishVolume',
+        {
+          volume_id: volumeIdOf(spec, null),
+          node_id: client.driver.nodeId,
+          volume_capability: volumeCapabilityOf(spec, client.driver.caps),
+          readonly: spec.readOnly,
+          volume_context: volumeContextOf(spec, null),
+        },
+        spec,
+        target,
+      );
+      return encodePublishContext(response.publish_context ?? {});
+    },
+    // CSI.md: no RPC; the attachment's publish_context is what there is to wait for.
+    waitForAttach: async (_spec, devicePath) => devicePath,
+    volumesAreAttached: async (specs) => new Map(specs.map((s) => [s.volume, true])),
+    async detach(spec, target) {
+      await client.rpc(
+        'ControllerUnpublishVolume',
+        { volume_id: volumeIdOf(spec, null), node_id: client.driver.nodeId },
+        spec,
+        target,
+      );
+    },
+  };
+}
+
+/** mountDevice → NodeStageVolume, unmountDevice → NodeUnstageVolume (no-ops without STAGE_UNSTAGE). */
+function deviceMounterOps(client: CsiClient): DeviceMounterOps {
+  const { root, host } = client.opts;
+  return {
+    deviceMountPath: (spec) => csiStagingPath(root, client.driver.name, csiSourceOf(spec).volumeHandle),
+    async mountDevice(spec, devicePath, deviceMountPath, target) {
+      if (!client.stages()) return;
+      await host.makeDir(deviceMountPath);
+      await client.rpc('NodeStageVolume', stageRequest(client, spec, devicePath, deviceMountPath), spec, target);
+    },
+    async unmountDevice(spec, deviceMountPath, target) {
+      if (client.stages()) {
+        const request = { volume_id: volumeIdOf(spec, null), staging_target_path: deviceMountPath };
+        await client.rpc('NodeUnstageVolume', request, spec, target);
+      }
+      await host.removeDir(deviceMountPath);
+    },
+    deviceMountRefs: (deviceMountPath) => host.mountRefs(deviceMountPath),
+  };
+}
+
+function stageRequest(
+  client: CsiClient,
+  spec: ResolvedVolume,
+  devicePath: string,
+  stagingTargetPath: string,
+): object {
+  return {
+    volume_id: volumeIdOf(spec, null),
+    publish_context: decodePublishContext(devicePath),
+    staging_target_path: stagingTargetPath,
+    volume_capability: volumeCapabilityOf(spec, client.driver.caps),
+    volume_context: volumeContextOf(spec, null),
+  };
+}
+
+function publishRequest(
+  client: CsiClient,
+  spec: ResolvedVolume,
+  paths: { devicePath: string; stagingTargetPath: string; targetPath: string; podUid: string },
+): object {
+  const inline = csiSourceOf(spec).inline;
+  return {
+    volume_id: volumeIdOf(spec, inline ? paths.podUid : null),
+    publish_context: decodePublishContext(paths.devicePath),
+    staging_target_path: client.stages() && !inline ? paths.stagingTargetPath : '',
+    target_path: paths.targetPath,
+    volume_capability: volumeCapabilityOf(spec, client.driver.caps),
+    readonly: spec.readOnly,
+    volume_context: volumeContextOf(spec, paths.podUid),
+  };
+}
+
+/** setUp → NodePublishVolume, tearDown → NodeUnpublishVolume; vole makes the target's parent. */
+function podOps(client: CsiClient): PodVolumeOps {
+  const { root, host } = client.opts;
+  const targetOf = (spec: ResolvedVolume, uid: string) => csiPublishPath(root, uid, spec.outerVolumeSpecName);
+  return {
+    podVolumePath: (spec, uid) => targetOf(spec, uid),
+    async setUp(spec, setUpOpts, target) {
+      const podUid = target.pod!;
+      const targetPath = targetOf(spec, podUid);
+      const stagingTargetPath =
+        setUpOpts.deviceMountPath || csiStagingPath(root, client.driver.name, csiSourceOf(spec).volumeHandle);
+      await host.makeDir(dirname(targetPath));
+      const request = publishRequest(client, spec, {
+        devicePath: setUpOpts.devicePath,
+        stagingTargetPath,
+        targetPath,
+        podUid,
+      });
+      await client.rpc('NodePublishVolume', request, spec, target);
+    },
+    async tearDown(spec, target) {
+      const podUid = target.pod!;
+      const targetPath = targetOf(spec, podUid);
+      const inline = csiSourceOf(spec).inline;
+      const request = { volume_id: volumeIdOf(spec, inline ? podUid : null), target_path: targetPath };
+      await client.rpc('NodeUnpublishVolume', request, spec, target);
+      await host.removeDir(targetPath);
+      await host.removeDir(dirname(targetPath));
+    },
+  };
+}
+
+/** NodeExpandVolume (EXPAND_VOLUME); FAILED_PRECONDITION is the in-use expansion error. */
+function expanderOps(client: CsiClient): ExpanderOps {
+  return {
+    async nodeExpand(spec, expandOpts, target) {
+      const stagingTargetPath = client.stages() ? expandOpts.deviceMountPath : '';
+      const response = await client.rpc<{ capacity_bytes: string }>(
+        'NodeExpandVolume',
+        {
+          volume_id: volumeIdOf(spec, null),
+          volume_path: expandOpts.deviceMountPath,
+          capacity_range: { required_bytes: String(expandOpts.newSizeBytes), limit_bytes: '0' },
+          staging_target_path: stagingTargetPath,
+          volume_capability: volumeCapabilityOf(spec, client.driver.caps),
+        },
+        spec,
+        target,
+      );
+      const capacityBytes = Number(response.capacity_bytes ?? 0);
+      return capacityBytes > 0 ? capacityBytes : expandOpts.newSizeBytes;
+    },
+  };
+}
+
+/**
+ * Block (CSI.md): NodeStageVolume at the block staging path, NodePublishVolume to a file
+ * under `volumeDevices/publish/<pv>/<podUID>`, which vole then binds onto the pod's
+ * device path; back in the reverse order.
+ */
+function blockMapperOps(client: CsiClient): BlockMapperOps {
+  const { root, host } = client.opts;
+  const pvOf = (spec: ResolvedVolume) => spec.innerVolumeSpecName;
+  return {
+    globalMapPath: (spec) => csiBlockStagingPath(root, pvOf(spec)),
+    podDevicePath: (spec, uid) => csiPodDevicePath(root, uid, pvOf(spec)),
+    async setUpDevice(spec, devicePath, globalMapPath, target) {
+      if (!client.stages()) return;
+      await host.makeDir(globalMapPath);
+      await client.rpc('NodeStageVolume', stageRequest(client, spec, devicePath, globalMapPath), spec, target);
+    },
+    async mapPodDevice(spec, devicePath, globalMapPath, target) {
+      const podUid = target.pod!;
+      const targetPath = csiBlockPublishPath(root, pvOf(spec), podUid);
+      await host.makeDir(dirname(targetPath));
+      const request = publishRequest(client, spec, {
+        devicePath,
+        stagingTargetPath: globalMapPath,
+        targetPath,
+        podUid,
+      });
+      await client.rpc('NodePublishVolume', request, spec, target);
+      await host.bindDevice(targetPath, csiPodDevicePath(root, podUid, pvOf(spec)));
+    },
+    async unmapPodDevice(spec, target) {
+      const podUid = target.pod!;
+      const targetPath = csiBlockPublishPath(root, pvOf(spec), podUid);
+      await host.unbindDevice(csiPodDevicePath(root, podUid, pvOf(spec)));
+      const request = { volume_id: volumeIdOf(spec, null), target_path: targetPath };
+      await client.rpc('NodeUnpublishVolume', request, spec, target);
+      await host.removeDir(targetPath);
+    },
+    async tearDownDevice(spec, globalMapPath, target) {
+      if (client.stages()) {
+        const request = { volume_id: volumeIdOf(spec, null), staging_target_path: globalMapPath };
+        await client.rpc('NodeUnstageVolume', request, spec, target);
+      }
+      await host.removeDir(globalMapPath);
+    },
+    deviceMapRefs: (spec) => host.listDir(csiBlockPublishDir(root, pvOf(spec))),
+  };
+}
