@@ -26,7 +26,8 @@ import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName } from '../ids.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { ManifestObject, Pod } from '../events/k8s.js';
+import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../execute/clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -71,25 +72,34 @@ export class ControllerManager {
     engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
-  /** Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot. */
+  /**
+   * Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot and
+   * folds only the events after it. A snapshot is written every `snapshotEveryEvents`.
+   */
   static open(
     opts: Omit<ControllerManagerOptions, 'log' | 'snapshot'> & {
       db: string;
       durability?: 'full' | 'normal';
+      snapshotEveryEvents?: number;
     },
   ): ControllerManager {
     const durability = opts.durability === undefined ? {} : { durability: opts.durability };
     const log = openSqliteLog(opts.db, controllerCore, durability);
-    return ControllerManager.create({
+    const manager = ControllerManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
       snapshot: {
-        everyEvents: snapshotEveryEvents,
+        everyEvents: opts.snapshotEveryEvents ?? snapshotEveryEvents,
         save: (world) => log.saveSnapshot(world),
         lastSeq: log.lastSnapshotSeq,
       },
     });
+    manager.restoredFromSeq = log.restoredFromSeq;
+    return manager;
   }
+
+  /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
+  restoredFromSeq = 0;
 
   static create(opts: ControllerManagerOptions): ControllerManager {
     const clock = opts.clock ?? new RealClock();
@@ -161,12 +171,13 @@ export class ControllerManager {
     this.engine.append(event);
   }
 
-  /** A Node, PersistentVolume or claim was added or changed. */
-  upsertObject(object: ClusterObject): void {
-    this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object });
+  /** A Node, PersistentVolume or claim was added or changed (a ConfigMap or Secret: its hash). */
+  upsertObject(object: ManifestObject): void {
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: logged });
   }
 
-  removeObject(ref: { kind: ClusterObject['kind']; name: string; namespace?: string }): void {
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
     this.append({ type: 'ObjectRemoved', tsMs: this.opts.clock.nowMs(), ...ref });
   }
 
@@ -204,6 +215,40 @@ export class ControllerManager {
       if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
     for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
     return true;
+  }
+
+  /**
+   * Resolves once the controller is settled (every desired attachment confirmed, nothing
+   * else attached, nothing running), re-checking after each event; rejects after
+   * `timeoutMs` (default 60 s) naming what is still pending.
+   */
+  waitUntilSettled(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const { clock } = this.opts;
+    return new Promise((resolve, reject) => {
+      const check = (timedOut: boolean) => {
+        if (this.settled()) finish(resolve);
+        else if (timedOut)
+          finish(() =>
+            reject(
+              new Error(
+                `controller not settled: ${this.world.running.size} operation(s) running, ` +
+                  `${this.world.dsw.size} desired and ${this.world.attachments.size} known attachment(s): timed out`,
+              ),
+            ),
+          );
+      };
+      const timer = clock.setTimer(clock.nowMs() + (opts.timeoutMs ?? 60_000), () => check(true));
+      const unsubscribe = this.subscribe(() => check(false));
+      let done = false;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        unsubscribe();
+        clock.clearTimer(timer);
+        fn();
+      };
+      check(false);
+    });
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */

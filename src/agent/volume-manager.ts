@@ -10,7 +10,9 @@
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { ManifestObject, Pod } from '../events/k8s.js';
+import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
+import { describeInvalid, validate } from '../sources/validate.js';
 import { type Clock, RealClock } from '../execute/clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimVolumes, measureVolumes, VoleMetrics } from '../metrics/index.js';
@@ -64,6 +66,16 @@ export interface VolumeManagerOptions {
   readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
   readonly clock?: Clock;
   readonly logger?: Logger;
+  /**
+   * Where ConfigMap and Secret data goes (the one the configMap, secret and projected
+   * plugins read: builtinPlugins({ contents })). The log gets a content hash only.
+   */
+  readonly contents?: ObjectContents;
+}
+
+/** addPod was given a pod the API server would refuse: nothing of it was used. */
+export class InvalidPodError extends Error {
+  override name = 'InvalidPodError';
 }
 
 /** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
@@ -93,6 +105,7 @@ export class VolumeManager {
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
+    private readonly contents: ObjectContents | undefined,
     metrics: VoleMetrics,
   ) {
     this.engine = engine;
@@ -150,7 +163,7 @@ export class VolumeManager {
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     current = () => engine.world;
-    return new VolumeManager(engine, clock, log.sink, plugins, metrics);
+    return new VolumeManager(engine, clock, log.sink, plugins, opts.contents, metrics);
   }
 
   /** The current world (read-only by contract: change it only through events). */
@@ -194,7 +207,18 @@ export class VolumeManager {
     this.engine.append(event);
   }
 
+  /**
+   * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
+   * InvalidPodError naming the pod and the fields, and nothing of it is used.
+   */
   addPod(pod: Pod): void {
+    const errors = validate({ kind: 'Pod', ...pod });
+    if (errors.length > 0) {
+      const { name, namespace } = pod.metadata ?? {};
+      throw new InvalidPodError(
+        `${describeInvalid(errors, { kind: 'Pod', name, namespace: namespace ?? 'default' })}; the pod was not added`,
+      );
+    }
     this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
   }
 
@@ -208,12 +232,18 @@ export class VolumeManager {
     this.append({ type: 'PodRemoved', tsMs: this.clock.nowMs(), uid });
   }
 
-  upsertObject(object: ClusterObject): void {
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object });
+  /**
+   * A PV, claim, ConfigMap, Secret or Node appears or changes. A ConfigMap's or Secret's
+   * data goes to the contents store the plugins read; the log records its hash only.
+   */
+  upsertObject(object: ManifestObject): void {
+    this.contents?.set(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: toLoggedObject(object) });
   }
 
-  removeObject(ref: { kind: ClusterObject['kind']; name: string; namespace?: string }): void {
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
     this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
+    this.contents?.delete(ref.kind, ref.name, ref.namespace);
   }
 
   /**
@@ -397,9 +427,11 @@ export class VolumeManager {
     const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
     // spec §2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
     const known = this.world.pods.get(pod);
-    if (known !== undefined && this.engine.isRunning) this.addPod(known.pod);
+    if (known !== undefined && this.engine.isRunning)
+      this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod: known.pod });
     return new Promise((resolve, reject) => {
-      const check = (cause: string | null): boolean => {
+      let recheckScheduled = false;
+      const check = (cause: string | null, afterTick = false): boolean => {
         const status = podWaitStatus(this.world, pod);
         if (!status.known) {
           finish(() =>
@@ -415,6 +447,18 @@ export class VolumeManager {
         if (status.ready) {
           finish(resolve);
           return true;
+        }
+        if (status.errors.length > 0 && cause === null && !(afterTick && this.engine.idle)) {
+          // The planner may not have looked yet (a claim about to bind): ask again once its
+          // tick is over and nothing is left to plan.
+          if (!recheckScheduled) {
+            recheckScheduled = true;
+            setImmediate(() => {
+              recheckScheduled = false;
+              if (!done) check(null, true);
+            });
+          }
+          return false;
         }
         const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
         if (why === null) return false;

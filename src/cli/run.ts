@@ -4,7 +4,7 @@
  * SQLite log at --db, which a restarted agent resumes from.
  */
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { OperatorSocketError } from '../agent/operator.js';
@@ -12,6 +12,7 @@ import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
+import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
@@ -30,7 +31,9 @@ export interface RunOptions {
   readonly metricsAddress?: string;
 }
 
-function apply(vm: VolumeManager, changes: ManifestChanges): void {
+function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
+  // Every ConfigMap's and Secret's data, first: the plugins read it at setUp time.
+  for (const object of changes.contents) contents.set(object);
   for (const object of changes.upsertObjects) vm.upsertObject(object);
   for (const pod of changes.upsertPods) vm.addPod(pod);
   for (const uid of changes.removePods) vm.removePod(uid);
@@ -43,10 +46,12 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   mkdirSync(root, { recursive: true });
   const say = progressPrinter();
+  const contents = new ObjectContents();
   const vm = VolumeManager.open({
     db,
     node: opts.node ?? 'node-1',
-    plugins: builtinPlugins({ root }),
+    plugins: builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+    contents,
     controllerAttachDetach: opts.controllerAttachDetach ?? false,
     logger,
   });
@@ -64,7 +69,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
-    onChanges: (changes) => apply(vm, changes),
+    onChanges: (changes) => apply(vm, contents, changes),
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },

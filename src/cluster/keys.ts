@@ -36,7 +36,7 @@ export class ClusterKeys {
     return `${this.objects}${kind}/${ns}/${name}`;
   }
 
-  objectOf(object: ClusterObject): string {
+  objectOf(object: Pick<ClusterObject, 'kind' | 'metadata'>): string {
     return this.object(object.kind, object.metadata.name, object.metadata.namespace);
   }
 

@@ -7,10 +7,12 @@ import { statSync, readdirSync } from 'node:fs';
 import type { Etcd3, IKeyValue } from 'etcd3';
 import {
   type ClusterObject,
-  clusterObject,
+  type ManifestObject,
+  manifestObject,
   type Pod,
   pod as podSchema,
 } from '../events/k8s.js';
+import { toLoggedObject } from '../sources/contents.js';
 import {
   type ManifestSet,
   manifestFilesMax,
@@ -62,9 +64,10 @@ function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T
 /** An object read back from etcd, validated again (etcdctl can write anything). */
 export function decodeObject(kv: IKeyValue): Decoded<ClusterObject> {
   try {
-    const parsed = clusterObject.safeParse(JSON.parse(kv.value.toString()));
+    const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
-    return { ok: true, value: withVersion(parsed.data, kv) };
+    // A ConfigMap or Secret reaches the log as its content hash, never its data.
+    return { ok: true, value: withVersion(toLoggedObject(parsed.data), kv) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
   }
@@ -87,7 +90,7 @@ export interface ApplyResult {
   readonly unchanged: string[];
 }
 
-function describeObject(object: ClusterObject | Pod): string {
+function describeObject(object: ManifestObject | Pod): string {
   const kind = object.kind ?? 'Pod';
   const ns = object.metadata.namespace;
   return `${kind.toLowerCase()}/${ns !== undefined && kind !== 'PersistentVolume' && kind !== 'Node' ? `${ns}/` : ''}${object.metadata.name}`;

@@ -408,6 +408,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       }
       break;
     case 'SourcesReady':
+    case 'ClaimBound':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':

@@ -158,9 +158,24 @@ export const eventSchemas = {
   ObjectRemoved: z.object({
     ...base,
     type: z.literal('ObjectRemoved'),
-    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node']),
+    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
     name: z.string().min(1),
     namespace: z.string().optional(),
+  }),
+  /**
+   * The planner bound a claim to a PersistentVolume, as the persistent-volume controller
+   * binds static volumes; `capacityBytes` is the claim's capacity from then on (the PV's
+   * size, as claim.status.capacity holds it), raised later by finished expansions.
+   */
+  ClaimBound: z.object({
+    ...base,
+    type: z.literal('ClaimBound'),
+    namespace: z.string().min(1),
+    claim: z.string().min(1),
+    volume: z.string().min(1),
+    capacityBytes: z.number().nonnegative(),
+    /** The seq of the object change that led the planner to bind. */
+    cause: z.number().int().nonnegative(),
   }),
   /** MarkVolumesAsReportedInUse: node.status.volumesInUse as the node last published it. */
   VolumesReportedInUse: z.object({
@@ -318,6 +333,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.PodRemoved,
   eventSchemas.ObjectUpserted,
   eventSchemas.ObjectRemoved,
+  eventSchemas.ClaimBound,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
   eventSchemas.HostObserved,

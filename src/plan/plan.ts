@@ -9,6 +9,8 @@
 import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
+import { bindingVolume } from '../world/fold-desired.js';
+import { planBindings } from './bind.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
@@ -36,7 +38,7 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
-  /** Decisions that are events themselves: verdicts on operator requests (plan/operator.ts). */
+  /** Decisions that are events themselves: claim bindings, verdicts on operator requests. */
   readonly events?: NewEvent[];
 }
 
@@ -334,8 +336,14 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
       planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
-  const result = { operations: claims.operations, retries: claims.retries, deferred };
-  return operator.events.length === 0 ? result : { ...result, events: operator.events };
+  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
+  const events = [...operator.events, ...(lookAtClaims ? planBindings(world, nowMs) : [])];
+  return {
+    operations: claims.operations,
+    retries: claims.retries,
+    deferred,
+    ...(events.length === 0 ? {} : { events }),
+  };
 }
 
 export type { OperationKind };

@@ -4,3 +4,4 @@ export * from './jsonl.js';
 export * from './replay.js';
 export * from './verify.js';
 export * from './why.js';
+export * from './log-world.js';

@@ -7,6 +7,7 @@ import type { NewEvent } from '../events/index.js';
 import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
 import { controllerCore } from '../engine/cores.js';
+import { toLoggedObject } from '../sources/contents.js';
 import {
   ControllerExecutor,
   managedAnnotation,
@@ -94,7 +95,9 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
       tsMs,
       object: nodeObject(name),
     })),
-    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+    ...scenario.objects.map(
+      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
+    ),
   ],
   restartEvents: () => [],
   stepEvents(step, sim) {

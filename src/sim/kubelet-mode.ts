@@ -4,7 +4,9 @@ import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Executor } from '../execute/executor.js';
+import { toLoggedObject } from '../sources/contents.js';
 import {
+  claimBindings,
   getVolumesInUse,
   InvariantChecker,
   podWaitStatus,
@@ -37,7 +39,8 @@ export function describeState(world: World) {
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
-  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending };
+  const bindings = claimBindings(world);
+  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending, bindings };
 }
 
 /** Events of the steps shared by both modes (pods and cluster objects). */
@@ -45,8 +48,10 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
   if ('addPod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.addPod }];
   if ('updatePod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.updatePod }];
   if ('removePod' in step) return [{ type: 'PodRemoved', tsMs, uid: step.removePod }];
-  if ('addObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.addObject }];
-  if ('updateObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.updateObject }];
+  if ('addObject' in step)
+    return [{ type: 'ObjectUpserted', tsMs, object: toLoggedObject(step.addObject) }];
+  if ('updateObject' in step)
+    return [{ type: 'ObjectUpserted', tsMs, object: toLoggedObject(step.updateObject) }];
   if ('removeObject' in step) {
     const { kind, name, namespace } = step.removeObject;
     return [
@@ -93,7 +98,9 @@ export const kubeletMode: Mode<World, Operation> = {
   runner: (host) => new Executor(host),
   engineOptions: () => ({}),
   startEvents: (scenario, tsMs) => [
-    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+    ...scenario.objects.map(
+      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
+    ),
     // The scenario is the pod source, and it is complete from the start (spec §3.2).
     { type: 'SourcesReady', tsMs },
   ],

@@ -12,7 +12,7 @@ import {
 import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
 import type { EventOf } from '../events/index.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { touch } from './fold-desired.js';
+import { claimExpanded, touch } from './fold-desired.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import type { RunningOp, World } from './types.js';
@@ -101,6 +101,9 @@ export function foldCall(
       sizeBytes: claimSizeBytes,
     });
   }
+  // A finished expansion raises the claim's capacity (its status, as Kubernetes records it).
+  if (event.type === 'CallSucceeded' && event.call === 'nodeExpand' && op.spec?.claim !== undefined)
+    claimExpanded(world, op.spec.claim, op.spec.innerVolumeSpecName, event.sizeBytes ?? 0);
   touch(world, op.volume);
 }
 

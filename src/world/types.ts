@@ -18,6 +18,7 @@ import type {
 } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from './binding.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -41,8 +42,41 @@ export type VolumeSource =
   | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
-  | { kind: 'configMap'; name: string }
-  | { kind: 'secret'; name: string };
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
+  | {
+      kind: 'projected';
+      namespace: string;
+      sources: readonly ProjectedPart[];
+      defaultMode?: number;
+    };
+
+/** `items` entry of a configMap, secret or projected source: key → file path, mode. */
+export interface KeyToPath {
+  readonly key: string;
+  readonly path: string;
+  readonly mode?: number;
+}
+
+/** What a configMap or secret source (or projection) asks for, in the pod's namespace. */
+export interface ContentOptions {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly items?: readonly KeyToPath[];
+  readonly defaultMode?: number;
+  readonly optional?: boolean;
+}
+
+/** A downward API file, its content taken from the pod object when the pod resolved. */
+export interface DownwardFile {
+  readonly path: string;
+  readonly content: string;
+  readonly mode?: number;
+}
+
+export type ProjectedPart =
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[] };
 
 /** One pod volume resolved to the volume it names (spec §2.6 populator). */
 export interface ResolvedVolume {
@@ -65,6 +99,8 @@ export interface ResolvedVolume {
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
   readonly source: VolumeSource;
+  /** The claim's object key for PVC-backed volumes (its capacity follows expansions). */
+  readonly claim?: string;
 }
 
 export interface PodRecord {
@@ -217,6 +253,10 @@ export interface World extends OperationBook {
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
   objects: Map<string, ClusterObject>;
+  /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
+  bindings: Map<string, ClaimBinding>;
+  /** The object change that asks the planner to look at unbound claims (its cause). */
+  bindingCause: Seq;
   /**
    * claim key / PV name → pods that reference it, for re-resolution on object changes: the
    * one pod's name, or a Set when several share the object.
