@@ -10,7 +10,8 @@
 import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { z } from 'zod';
-import { operatorActions, type OperatorAction } from '../events/index.js';
+import { operatorActions, type OperatorAction, type VoleEvent } from '../events/index.js';
+import type { Clock } from '../execute/clock.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { findPod } from '../postmortem/why.js';
 import type { World } from '../world/types.js';
@@ -168,5 +169,68 @@ function serveConnection(
         socket.end();
       },
     );
+  });
+}
+
+export interface OperatorDecided {
+  readonly requestSeq: number;
+  readonly decisionSeq: number;
+  readonly verdict: 'accepted' | 'refused';
+  readonly message: string;
+}
+
+/** What the socket serves requests through: a VolumeManager or a ControllerManager. */
+export interface OperatorTarget {
+  resolve(input: OperatorRequestInput): OperatorRequest | string;
+  requestOperatorAction(request: OperatorRequest): Promise<OperatorDecided>;
+  operatorActionDone(requestSeq: number): Promise<{ seq: number; message: string }>;
+}
+
+/** The socket's request handler: validate, resolve names, record, answer the verdict. */
+export function operatorHandler(
+  target: OperatorTarget,
+): (raw: unknown, reply: (message: OperatorReply) => void) => Promise<void> {
+  return async (raw, reply) => {
+    const parsed = operatorRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue?.path.join('.') || 'request';
+      reply({ kind: 'error', message: `bad request: ${where}: ${issue?.message}` });
+      return;
+    }
+    const request = target.resolve(parsed.data);
+    if (typeof request === 'string') return reply({ kind: 'error', message: request });
+    const decided = await target.requestOperatorAction(request);
+    reply({ kind: 'decided', ...decided });
+    if (!parsed.data.wait || decided.verdict !== 'accepted' || request.action === 'retry') return;
+    reply({ kind: 'done', ...(await target.operatorActionDone(decided.requestSeq)) });
+  };
+}
+
+/** Resolves with the OperatorRequestDecided for `requestSeq` whose verdict is one of `verdicts`. */
+export function awaitOperatorDecision(
+  subscribe: (listener: (event: VoleEvent) => void) => () => void,
+  clock: Clock,
+  requestSeq: number,
+  verdicts: readonly string[],
+  timeoutMs: number,
+): Promise<{ seq: number; verdict: string; message: string }> {
+  return new Promise((resolve, reject) => {
+    const timer = clock.setTimer(clock.nowMs() + timeoutMs, () => {
+      unsubscribe();
+      reject(
+        new Error(
+          `operator request seq ${requestSeq}: no ${verdicts.join(' or ')} within ${timeoutMs} ms ` +
+            '(vole history shows what happened)',
+        ),
+      );
+    });
+    const unsubscribe = subscribe((event) => {
+      if (event.type !== 'OperatorRequestDecided' || event.requestSeq !== requestSeq) return;
+      if (!verdicts.includes(event.verdict)) return;
+      unsubscribe();
+      clock.clearTimer(timer);
+      resolve({ seq: event.seq, verdict: event.verdict, message: event.message });
+    });
   });
 }

@@ -38,9 +38,10 @@ import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import {
-  type OperatorReply,
+  awaitOperatorDecision,
+  type OperatorDecided,
   type OperatorRequest,
-  operatorRequestSchema,
+  operatorHandler,
   resolveOperatorRequest,
   serveOperatorSocket,
 } from './operator.js';
@@ -277,42 +278,33 @@ export class VolumeManager {
   requestOperatorAction(
     request: OperatorRequest,
     opts: { timeoutMs?: number } = {},
-  ): Promise<{ requestSeq: number; decisionSeq: number; verdict: 'accepted' | 'refused'; message: string }> {
+  ): Promise<OperatorDecided> {
     if (!this.engine.isRunning) return Promise.reject(new Error('the volume manager is not running'));
-    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs: this.clock.nowMs(), ...request });
-    return this.awaitDecision(requestSeq, ['accepted', 'refused'], opts.timeoutMs ?? 10_000).then(
-      ({ seq, verdict, message }) => ({
-        requestSeq,
-        decisionSeq: seq,
-        verdict: verdict as 'accepted' | 'refused',
-        message,
-      }),
-    );
+    const tsMs = this.clock.nowMs();
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
+    const verdicts = ['accepted', 'refused'];
+    return awaitOperatorDecision(
+      (l) => this.subscribe(l),
+      this.clock,
+      requestSeq,
+      verdicts,
+      opts.timeoutMs ?? 10_000,
+    ).then(({ seq, verdict, message }) => ({
+      requestSeq,
+      decisionSeq: seq,
+      verdict: verdict as 'accepted' | 'refused',
+      message,
+    }));
   }
 
   /** Resolves once an accepted detach or release completed. */
-  operatorActionDone(requestSeq: number, opts: { timeoutMs?: number } = {}): Promise<{ seq: number; message: string }> {
-    return this.awaitDecision(requestSeq, ['done'], opts.timeoutMs ?? podAttachAndMountTimeoutMs);
-  }
-
-  private awaitDecision(
+  operatorActionDone(
     requestSeq: number,
-    verdicts: readonly string[],
-    timeoutMs: number,
-  ): Promise<{ seq: number; verdict: string; message: string }> {
-    return new Promise((resolve, reject) => {
-      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => {
-        unsubscribe();
-        reject(new Error(`operator request seq ${requestSeq}: no ${verdicts.join(' or ')} within ${timeoutMs} ms (vole history shows what happened)`));
-      });
-      const unsubscribe = this.subscribe((event) => {
-        if (event.type !== 'OperatorRequestDecided' || event.requestSeq !== requestSeq) return;
-        if (!verdicts.includes(event.verdict)) return;
-        unsubscribe();
-        this.clock.clearTimer(timer);
-        resolve({ seq: event.seq, verdict: event.verdict, message: event.message });
-      });
-    });
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ seq: number; message: string }> {
+    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
+    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
   }
 
   /**
@@ -320,21 +312,14 @@ export class VolumeManager {
    * is recorded, decided by the planner, and answered; with `wait`, also when done.
    */
   serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
-    return serveOperatorSocket(path, async (raw, reply) => {
-      const parsed = operatorRequestSchema.safeParse(raw);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        reply({ kind: 'error', message: `bad request: ${issue?.path.join('.') || 'request'}: ${issue?.message}` });
-        return;
-      }
-      const request = resolveOperatorRequest(this.world, parsed.data);
-      if (typeof request === 'string') return reply({ kind: 'error', message: request });
-      const decided = await this.requestOperatorAction(request);
-      reply({ kind: 'decided', ...decided } satisfies OperatorReply);
-      if (!parsed.data.wait || decided.verdict !== 'accepted' || request.action === 'retry') return;
-      const done = await this.operatorActionDone(decided.requestSeq);
-      reply({ kind: 'done', ...done });
-    });
+    return serveOperatorSocket(
+      path,
+      operatorHandler({
+        resolve: (input) => resolveOperatorRequest(this.world, input),
+        requestOperatorAction: (request) => this.requestOperatorAction(request),
+        operatorActionDone: (seq) => this.operatorActionDone(seq),
+      }),
+    );
   }
 
   /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */

@@ -15,6 +15,10 @@ import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 import { type MetricsServer, serveMetrics } from '../metrics/index.js';
 import { metricsAddressOf } from './run.js';
+import { OperatorSocketError } from '../agent/operator.js';
+
+/** The controller's operator socket, under its root. */
+export const controllerSocketName = 'controller.sock';
 
 export interface ControllerCommandOptions {
   readonly manifests: string;
@@ -78,6 +82,13 @@ export async function controllerCommand(
     throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${why}`);
   }
   if (opts.once !== true) watcher.start();
+  const socketPath = join(root, controllerSocketName);
+  const operator = await cm.serveOperatorRequests(socketPath).catch(async (error: Error) => {
+    watcher.stop();
+    await cm.drainAndStop();
+    throw new UsageError(error instanceof OperatorSocketError ? error.message : `cannot listen on ${socketPath}: ${error.message}`);
+  });
+  say(`operator requests (vole detach / retry --controller) on ${operator.path}`);
   let metrics: MetricsServer | undefined;
   if (metricsAt !== undefined) {
     try {
@@ -105,6 +116,7 @@ export async function controllerCommand(
       `settled: ${cm.world.attachments.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {
       await metrics?.close();
+      await operator.close();
       watcher.stop();
       await cm.drainAndStop();
     },

@@ -201,7 +201,8 @@ function operatorOptions(command: Command, what: { force: boolean }): Command {
   command
     .requiredOption('--reason <text>', 'why (recorded in the log with the request)')
     .option('--root <dir>', "the agent's root: its socket is <root>/vole.sock", '/var/lib/vole')
-    .option('--socket <path>', "the agent's socket (default: <root>/vole.sock)");
+    .option('--socket <path>', "the agent's socket (default: <root>/vole.sock)")
+    .option('--controller', 'send it to the attach/detach controller (<root>/controller.sock)');
   if (what.force)
     command
       .option('--force', 'even while a pod mount may exist (the override is recorded)')

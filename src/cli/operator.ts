@@ -10,6 +10,7 @@ import type { OperatorReply } from '../agent/operator.js';
 import type { OperatorAction } from '../events/index.js';
 import { defaultRoot } from '../host/paths.js';
 import { UsageError } from './postmortem.js';
+import { controllerSocketName } from './controller.js';
 import { operatorSocketName } from './run.js';
 
 export interface OperatorCliOptions {
@@ -20,6 +21,8 @@ export interface OperatorCliOptions {
   readonly wait?: boolean;
   readonly node?: string;
   readonly pod?: string;
+  /** Send it to the attach/detach controller (<root>/controller.sock) instead of the agent. */
+  readonly controller?: boolean;
 }
 
 function socketError(path: string, root: string, error: NodeJS.ErrnoException): UsageError {
@@ -70,7 +73,8 @@ export async function operatorCommand(
   opts: OperatorCliOptions,
 ): Promise<number> {
   const root = opts.root ?? defaultRoot;
-  const path = opts.socket ?? join(root, operatorSocketName);
+  const path =
+    opts.socket ?? join(root, opts.controller === true ? controllerSocketName : operatorSocketName);
   let code = 2;
   const body = {
     ...request,

@@ -15,6 +15,7 @@ import { callTable, type FailureReading } from '../engine/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
@@ -51,6 +52,7 @@ export function initialControllerWorld(): ControllerWorld {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -407,13 +409,17 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
         touch(world, a.volume);
       }
       break;
+    case 'OperatorRequested':
+      foldOperatorRequested(world, event, { touch: (volume) => touch(world, volume) });
+      break;
+    case 'OperatorRequestDecided':
+      foldOperatorRequestDecided(world, event, { touch: (volume) => touch(world, volume) });
+      break;
     case 'SourcesReady':
     case 'ClaimBound':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':
-    case 'OperatorRequested':
-    case 'OperatorRequestDecided':
     case 'CsiDriverRegistered':
     case 'CsiDriverDeregistered':
       break; // node-agent events: not the controller's

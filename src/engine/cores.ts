@@ -52,7 +52,14 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map ? { ...world, dirty: new Set() } : undefined,
+    world.reported instanceof Map
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          dirty: new Set(),
+        }
+      : undefined,
   ),
 };
 

@@ -8,12 +8,13 @@ import type { NewEvent } from '../events/index.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { OperatorRequestRecord, World } from '../world/index.js';
 
-type Verdict = { verdict: 'accepted' | 'refused'; message: string };
+export type Verdict = { verdict: 'accepted' | 'refused'; message: string };
 
-const refused = (message: string): Verdict => ({ verdict: 'refused', message });
-const accepted = (message: string): Verdict => ({ verdict: 'accepted', message });
+export const refused = (message: string): Verdict => ({ verdict: 'refused', message });
+export const accepted = (message: string): Verdict => ({ verdict: 'accepted', message });
 
-function decideRetry(world: World, r: OperatorRequestRecord): Verdict {
+/** `vole retry`, for either core: accepted when a failed operation of the volume waits. */
+export function decideRetry(world: Pick<World, 'ops'>, r: OperatorRequestRecord): Verdict {
   const failed = (world.ops.get(r.volume) ?? []).filter(
     (rec) =>
       !rec.pending &&

@@ -6,10 +6,17 @@
 import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { touch } from './fold-desired.js';
-import { mayBeGone } from './gone.js';
 import { setRecords } from './pending.js';
-import type { OperatorRequestRecord, World } from './types.js';
+import type { OperationBook, OperatorRequestRecord, OperatorState } from './types.js';
+
+/** What both cores' worlds have that operator requests need. */
+export type OperatorWorld = OperationBook & { seq: Seq; operator: OperatorState };
+
+/** What a fold does with a volume an operator event changed: plan it (and maybe forget it). */
+export interface OperatorFoldHooks {
+  touch(volume: UniqueVolumeName): void;
+  mayBeGone?(volume: UniqueVolumeName): void;
+}
 
 function push(
   map: Map<UniqueVolumeName, OperatorRequestRecord[]>,
@@ -34,7 +41,11 @@ function take(
   return found;
 }
 
-export function foldOperatorRequested(world: World, event: EventOf<'OperatorRequested'>): void {
+export function foldOperatorRequested(
+  world: OperatorWorld,
+  event: EventOf<'OperatorRequested'>,
+  hooks: OperatorFoldHooks,
+): void {
   const volume = UniqueVolumeName(event.volume);
   push(world.operator.pending, volume, {
     seq: event.seq as Seq,
@@ -45,50 +56,68 @@ export function foldOperatorRequested(world: World, event: EventOf<'OperatorRequ
     force: event.force,
     reason: event.reason,
   });
-  touch(world, volume);
+  hooks.touch(volume);
 }
 
 /** The failed operation records (in backoff) of a volume, for one pod or all, dropped. */
-function clearBackoff(world: World, volume: UniqueVolumeName, pod: UniquePodName | null): void {
+function clearBackoff(
+  world: OperatorWorld,
+  volume: UniqueVolumeName,
+  pod: UniquePodName | null,
+  hooks: OperatorFoldHooks,
+): void {
   const records = world.ops.get(volume);
   if (records === undefined) return;
   const kept = records.filter(
     (r) => r.pending || r.lastError === null || (pod !== null && r.key.pod !== '' && r.key.pod !== pod),
   );
   setRecords(world.ops, volume, kept);
-  if (kept.length === 0) mayBeGone(volume);
+  if (kept.length === 0) hooks.mayBeGone?.(volume);
 }
 
 export function foldOperatorRequestDecided(
-  world: World,
+  world: OperatorWorld,
   event: EventOf<'OperatorRequestDecided'>,
+  hooks: OperatorFoldHooks,
 ): void {
   const volume = UniqueVolumeName(event.volume);
   if (event.verdict === 'done') {
     if (take(world.operator.holds, volume, event.requestSeq) === undefined)
       fail(`operator request seq ${event.requestSeq} done but not held (seq ${event.seq})`);
-    mayBeGone(volume);
-    touch(world, volume);
+    hooks.mayBeGone?.(volume);
+    hooks.touch(volume);
     return;
   }
   const request = take(world.operator.pending, volume, event.requestSeq);
   if (request === undefined)
     fail(`operator request seq ${event.requestSeq} decided twice or never made (seq ${event.seq})`);
   if (event.verdict === 'accepted') {
-    clearBackoff(world, volume, request.pod);
+    clearBackoff(world, volume, request.pod, hooks);
     if (request.action !== 'retry') push(world.operator.holds, volume, request);
   }
-  mayBeGone(volume);
-  touch(world, volume);
+  hooks.mayBeGone?.(volume);
+  hooks.touch(volume);
 }
 
 /** An accepted `vole detach` is under way for the volume. */
-export function detachHeld(world: World, volume: UniqueVolumeName): boolean {
-  return world.operator.holds.get(volume)?.some((r) => r.action === 'detach') === true;
+export function detachHeld(
+  world: { operator: OperatorState },
+  volume: UniqueVolumeName,
+  node?: string,
+): boolean {
+  return (
+    world.operator.holds
+      .get(volume)
+      ?.some((r) => r.action === 'detach' && (node === undefined || r.node === node)) === true
+  );
 }
 
 /** An accepted release (or detach) takes this pod's volume down. */
-export function releaseHeld(world: World, volume: UniqueVolumeName, pod: UniquePodName): boolean {
+export function releaseHeld(
+  world: { operator: OperatorState },
+  volume: UniqueVolumeName,
+  pod: UniquePodName,
+): boolean {
   return (
     world.operator.holds
       .get(volume)

@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, startEvent } from './gone.js';
+import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -187,16 +187,20 @@ export function fold(world: World, event: VoleEvent): World {
       foldOperationFinished(world, event);
       break;
     case 'OperatorRequested':
-      foldOperatorRequested(world, event);
+      foldOperatorRequested(world, event, operatorHooks(world));
       break;
     case 'OperatorRequestDecided':
-      foldOperatorRequestDecided(world, event);
+      foldOperatorRequestDecided(world, event, operatorHooks(world));
       break;
     default:
       unreachable(event, 'event type');
   }
   forgetGoneVolumes(world);
   return world;
+}
+
+function operatorHooks(world: World) {
+  return { touch: (volume: UniqueVolumeName) => touch(world, volume), mayBeGone };
 }
 
 /** Folds a sequence of events onto a world (initialWorld() by default). */

@@ -153,3 +153,48 @@ test('host: operator requests through the running agent, its planner and its log
   const divergences = report.divergences.filter((d) => d.kind !== 'decision' || d.seq >= firstRequest);
   assert.deepEqual(divergences, [], verify.stdout);
 });
+
+test('host: the controller serves metrics and decides an operator detach of an attached disk', { skip, timeout: 120_000 }, async (t) => {
+  const controllerRoot = join(base, 'controller-root');
+  const manifests = join(base, 'controller-manifests');
+  const db = join(base, 'controller.db');
+  mkdirSync(manifests, { recursive: true });
+  cpSync(join(repo, 'examples/controller/cluster.yaml'), join(manifests, 'cluster.yaml'));
+  const controller = startVole([
+    'controller', '--manifests', manifests, '--root', controllerRoot, '--db', db,
+    '--metrics-address', '127.0.0.1:0',
+  ]);
+  t.after(() => controller.stop());
+  const url = (await controller.line(/metrics on (http:\/\/[0-9.:]+)\/metrics/))[1]!;
+  await controller.line(/node node-1: volumesAttached \[disk\.vole\.dev\/shared-data\]/);
+  const text = await (await fetch(`${url}/metrics`)).text();
+  assert.match(text, /attachdetach_controller_total_volumes\{plugin_name="kubernetes\.io\/csi:disk\.vole\.dev",state="actual_state_of_world"\} 1/);
+  assert.match(text, /storage_count_attachable_volumes_in_use\{node="node-1",volume_plugin="kubernetes\.io\/csi:disk\.vole\.dev"\} 1/);
+  assert.match(text, /# TYPE attach_detach_controller_attachdetach_controller_forced_detaches counter/);
+  assert.equal((await fetch(`${url}/readyz`)).status, 200);
+
+  const req = (...args: string[]) => vole(...args, '--controller', '--root', controllerRoot);
+  const volume = 'disk.vole.dev/shared-data';
+  const refused = req('detach', volume, '--node', 'node-1', '--reason', 'maintenance');
+  assert.equal(refused.status, 1, refused.stdout + refused.stderr);
+  assert.match(refused.stdout, /^refused .*pods scheduled there want it: default\/api; use --force/);
+  const elsewhere = req('detach', volume, '--node', 'node-2', '--reason', 'r');
+  assert.equal(elsewhere.status, 1);
+  assert.match(elsewhere.stdout, /is not attached to node node-2/);
+  const release = req('release', 'api', 'data', '--reason', 'r');
+  assert.equal(release.status, 2, 'the controller knows no pod volumes by name');
+  const forced = req('detach', volume, '--node', 'node-1', '--reason', 'move the disk', '--force', '--wait');
+  assert.equal(forced.status, 0, forced.stdout + forced.stderr);
+  assert.match(forced.stdout, /^accepted .*forced, without the in-use check: detaching/m);
+  assert.match(forced.stdout, /^done .*detached from node-1$/m);
+  // The pod still wants it: attached again once the operator's detach is done.
+  await controller.line(/node node-1: volumesAttached \[\]/);
+  const again = controller.lines.length;
+  await controller.line(/node node-1: volumesAttached \[disk\.vole\.dev\/shared-data\]/);
+  assert.ok(controller.lines.length >= again);
+  const log = events(db);
+  const request = log.find((e) => e.type === 'OperatorRequested' && e.force);
+  assert.ok(request?.type === 'OperatorRequested' && request.reason === 'move the disk' && request.node === 'node-1');
+  const detach = log.find((e) => e.type === 'OperationStarted' && e.op === 'detach' && e.seq > request.seq);
+  assert.ok(detach?.type === 'OperationStarted' && detach.verifySafeToDetach === false, 'forced past the in-use check');
+});
