@@ -44,6 +44,38 @@ function specOf(world: AnyWorld, event: EventOf<'OperationStarted'>): ResolvedVo
   return undefined;
 }
 
+function histogram<L extends string>(
+  name: string,
+  help: string,
+  labelNames: L[],
+  registers: Registry[],
+): Histogram<L> {
+  return new Histogram({ name, help, labelNames, buckets: [...kubernetesSecondsBuckets], registers });
+}
+
+/** The kubelet's reconstruction counters (spec: volumes found on the host at a restart). */
+function reconstructionCounters(registers: Registry[]): [Counter, Counter, Counter, Counter] {
+  const counter = (name: string, help: string) => new Counter({ name, help, registers });
+  return [
+    counter(
+      'reconstruct_volume_operations_total',
+      'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+    ),
+    counter(
+      'reconstruct_volume_operations_errors_total',
+      'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
+    ),
+    counter(
+      'force_cleaned_failed_volume_operations_total',
+      'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
+    ),
+    counter(
+      'force_cleaned_failed_volume_operation_errors_total',
+      'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
+    ),
+  ];
+}
+
 export class EventMetrics {
   private readonly inFlight = new Map<string, InFlight>();
   /** When each operation key first tried since its last success (end-to-end latency). */
@@ -65,54 +97,34 @@ export class EventMetrics {
     registry: Registry,
     private readonly mode: 'kubelet' | 'controller',
   ) {
-    const buckets = [...kubernetesSecondsBuckets];
     const registers = [registry];
     const nodeOnly = mode === 'kubelet' ? registers : [];
-    this.storageOperationDuration = new Histogram({
-      name: 'storage_operation_duration_seconds',
-      help: 'Storage operation duration',
-      labelNames: ['volume_plugin', 'operation_name', 'status', 'migrated'],
-      buckets,
+    this.storageOperationDuration = histogram(
+      'storage_operation_duration_seconds',
+      'Storage operation duration',
+      ['volume_plugin', 'operation_name', 'status', 'migrated'],
       registers,
-    });
-    this.operationTotalSeconds = new Histogram({
-      name: 'volume_operation_total_seconds',
-      help: 'Storage operation end to end duration in seconds',
-      labelNames: ['plugin_name', 'operation_name'],
-      buckets,
+    );
+    this.operationTotalSeconds = histogram(
+      'volume_operation_total_seconds',
+      'Storage operation end to end duration in seconds',
+      ['plugin_name', 'operation_name'],
       registers,
-    });
+    );
     this.operationTotalErrors = new Counter({
       name: 'volume_operation_total_errors',
       help: 'Total volume operation errors',
       labelNames: ['plugin_name', 'operation_name'],
       registers,
     });
-    this.csiOperations = new Histogram({
-      name: 'csi_operations_seconds',
-      help: 'Container Storage Interface operation duration with gRPC error code status total',
-      labelNames: ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
-      buckets,
-      registers: nodeOnly,
-    });
-    const plain = (name: string, help: string) =>
-      new Counter({ name, help, registers: nodeOnly });
-    this.reconstructTotal = plain(
-      'reconstruct_volume_operations_total',
-      'The number of volumes that were attempted to be reconstructed from the operating system during kubelet startup. This includes both successful and failed reconstruction.',
+    this.csiOperations = histogram(
+      'csi_operations_seconds',
+      'Container Storage Interface operation duration with gRPC error code status total',
+      ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
+      nodeOnly,
     );
-    this.reconstructErrors = plain(
-      'reconstruct_volume_operations_errors_total',
-      'The number of volumes that failed reconstruction from the operating system during kubelet startup.',
-    );
-    this.forceCleanedTotal = plain(
-      'force_cleaned_failed_volume_operations_total',
-      'The number of volumes that were force cleaned after their reconstruction failed during kubelet startup. This includes both successful and failed cleanups.',
-    );
-    this.forceCleanedErrors = plain(
-      'force_cleaned_failed_volume_operation_errors_total',
-      'The number of volumes that failed force cleanup after their reconstruction failed during kubelet startup.',
-    );
+    [this.reconstructTotal, this.reconstructErrors, this.forceCleanedTotal, this.forceCleanedErrors] =
+      reconstructionCounters(nodeOnly);
     this.forcedDetaches = new Counter({
       name: 'attach_detach_controller_attachdetach_controller_forced_detaches',
       help: 'Number of times the A/D Controller performed a forced detach',
