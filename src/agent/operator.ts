@@ -11,9 +11,10 @@ import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { z } from 'zod';
 import { operatorActions, type OperatorAction, type VoleEvent } from '../events/index.js';
-import type { Clock } from '../execute/clock.js';
+import type { Clock } from '../clock.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { findPod } from '../postmortem/why.js';
+import { podEntry } from '../world/by-pod.js';
 import type { World } from '../world/types.js';
 
 export const operatorRequestSchema = z.strictObject({
@@ -60,7 +61,7 @@ export function resolveOperatorRequest(world: World, input: OperatorRequestInput
     volume =
       world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === input.volume)?.volume ??
       [...world.mounts.values()]
-        .map((byPod) => byPod.get(pod))
+        .map((byPod) => podEntry(byPod, pod))
         .find((m) => m?.spec.outerVolumeSpecName === input.volume)?.volume;
   }
   if (volume === undefined)

@@ -8,7 +8,8 @@ import { controllerCore, coreOfLog } from '../engine/cores.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { VoleMetrics } from '../metrics/index.js';
 import { fold } from '../world/index.js';
-import { openReadonly, rawWorldAt, resolveMoment } from './postmortem.js';
+import { openReadonly } from '../postmortem/open.js';
+import { rawWorldAt, resolveMoment } from './postmortem.js';
 
 type Store = ReturnType<typeof openReadonly>;
 

@@ -15,7 +15,12 @@ import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metric
 import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import {
+  logBlockedReporter,
+  progressPrinter,
+  refuseBadManifests,
+  runUntilStopped,
+} from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface RunOptions {
@@ -45,9 +50,12 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   mkdirSync(root, { recursive: true });
+  refuseBadManifests(opts.manifests);
   const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
   const vm = VolumeManager.open({
+    logBlocked,
     db,
     node: opts.node ?? 'node-1',
     plugins: builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
@@ -83,29 +91,63 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     );
   }
   vm.markSourcesReady();
+  await cleanUpOrphans(vm, root, say);
   if (opts.once !== true) watcher.start();
-  const operator = await serveOperatorOrStop(join(root, operatorSocketName), vm, watcher);
-  say(`operator requests (vole detach / release / retry) on ${operator.path}`);
-  let metrics: MetricsServer | undefined;
-  if (metricsAt !== undefined) {
-    metrics = await serveMetricsOrStop(metricsAt, vm, watcher);
-    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
-  }
+  const endpoints = await serveEndpoints({ root, metricsAt, vm, watcher, say });
   return runUntilStopped({
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => settled(vm.world),
+    settled: () => !logBlocked.blocked() && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
-      await metrics?.close();
-      await operator.close();
+      await endpoints.close();
       watcher.stop();
       await vm.drainAndStop();
       vm.stop();
     },
+    abandon: () => {
+      watcher.stop();
+      vm.stop();
+    },
+    logBlocked: logBlocked.blocked,
   });
+}
+
+/** What the log does not know under the root, recorded and cleaned up (spec §3.7). */
+async function cleanUpOrphans(vm: VolumeManager, root: string, say: (line: string) => void) {
+  const orphans = await vm.cleanUpOrphans(root);
+  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  const { found, left } = orphans;
+  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
+}
+
+/** The operator socket, and the metrics endpoint when asked for; closed together. */
+async function serveEndpoints(opts: {
+  root: string;
+  metricsAt: { host: string; port: number } | undefined;
+  vm: VolumeManager;
+  watcher: ManifestWatcher;
+  say: (line: string) => void;
+}): Promise<{ close(): Promise<void> }> {
+  const { vm, watcher, say } = opts;
+  const operator = await serveOperatorOrStop(join(opts.root, operatorSocketName), vm, watcher);
+  say(`operator requests (vole detach / release / retry) on ${operator.path}`);
+  let metrics: MetricsServer | undefined;
+  if (opts.metricsAt !== undefined) {
+    metrics = await serveMetricsOrStop(opts.metricsAt, vm, watcher).catch(async (error: Error) => {
+      await operator.close();
+      throw error;
+    });
+    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
+  }
+  return {
+    close: async () => {
+      await metrics?.close();
+      await operator.close();
+    },
+  };
 }
 
 /** The agent's operator socket, under its root. */

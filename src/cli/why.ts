@@ -1,6 +1,7 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
 import { describeEvent, why, whyText } from '../postmortem/index.js';
-import { openReadonly, rawWorldAt, resolveMoment, UsageError } from './postmortem.js';
+import { openReadonly } from '../postmortem/open.js';
+import { rawWorldAt, resolveMoment, UsageError } from './postmortem.js';
 
 export function whyCommand(
   db: string,

@@ -7,6 +7,7 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventOf, OperationKind, VoleEvent } from '../events/index.js';
 import type { ControllerWorld } from '../controller/types.js';
+import { podEntries, podEntry } from '../world/by-pod.js';
 import type { ResolvedVolume, World } from '../world/types.js';
 import {
   driverLabel,
@@ -37,10 +38,10 @@ function specOf(world: AnyWorld, event: EventOf<'OperationStarted'>): ResolvedVo
   const attachment = world.attachments.get(volume);
   if (attachment !== undefined) return attachment.spec;
   const byPod = world.mounts.get(volume);
-  const mount = event.pod === undefined ? undefined : byPod?.get(event.pod as never);
+  const mount = event.pod === undefined ? undefined : podEntry(byPod, event.pod as never);
   if (mount !== undefined) return mount.spec;
-  for (const any of byPod?.values() ?? []) return any.spec;
-  for (const entry of world.dsw.get(volume)?.pods.values() ?? []) return entry.resolved;
+  for (const any of podEntries(byPod)) return any.spec;
+  for (const entry of podEntries(world.dsw.get(volume)?.pods)) return entry.resolved;
   return undefined;
 }
 

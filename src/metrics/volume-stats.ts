@@ -6,6 +6,7 @@
 import { statfs } from 'node:fs/promises';
 import { Gauge, type Registry } from 'prom-client';
 import type { PluginManager } from '../plugins/manager.js';
+import { podEntries } from '../world/by-pod.js';
 import type { World } from '../world/types.js';
 
 export interface PodVolumeStats {
@@ -29,7 +30,7 @@ interface ClaimVolume {
 export function claimVolumes(world: World, plugins: PluginManager): ClaimVolume[] {
   const found: ClaimVolume[] = [];
   for (const byPod of world.mounts.values()) {
-    for (const mount of byPod.values()) {
+    for (const mount of podEntries(byPod)) {
       if (mount.state.value !== 'mounted' || mount.spec.volumeMode === 'Block') continue;
       const pod = world.pods.get(mount.pod);
       const claim = pod?.pod.spec.volumes?.find(

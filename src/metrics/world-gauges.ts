@@ -5,6 +5,7 @@
  */
 import { Gauge, type Registry } from 'prom-client';
 import type { ControllerWorld } from '../controller/types.js';
+import { podEntries } from '../world/by-pod.js';
 import type { World } from '../world/types.js';
 import { pluginLabel } from './names.js';
 
@@ -23,9 +24,9 @@ function kubeletVolumeCounts(world: World): { desired: Counts; actual: Counts } 
   const desired: Counts = new Map();
   const actual: Counts = new Map();
   for (const volume of world.dsw.values())
-    for (const entry of volume.pods.values()) add(desired, pluginLabel(entry.resolved));
+    for (const entry of podEntries(volume.pods)) add(desired, pluginLabel(entry.resolved));
   for (const byPod of world.mounts.values())
-    for (const mount of byPod.values())
+    for (const mount of podEntries(byPod))
       if (mount.state.value === 'mounted') add(actual, pluginLabel(mount.spec));
   return { desired, actual };
 }
@@ -49,7 +50,7 @@ function uncertainPairs(source: WorldSource): { attachment: number; mount: numbe
       attachment++;
   if (source.mode === 'kubelet') {
     for (const byPod of source.world().mounts.values())
-      for (const m of byPod.values()) if (m.state.value === 'mountUncertain') mount++;
+      for (const m of podEntries(byPod)) if (m.state.value === 'mountUncertain') mount++;
   }
   return { attachment, mount };
 }

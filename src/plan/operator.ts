@@ -6,7 +6,7 @@
  */
 import type { NewEvent } from '../events/index.js';
 import type { UniqueVolumeName } from '../ids.js';
-import type { OperatorRequestRecord, World } from '../world/index.js';
+import { podEntries, podEntry, type OperatorRequestRecord, type World } from '../world/index.js';
 
 export type Verdict = { verdict: 'accepted' | 'refused'; message: string };
 
@@ -28,11 +28,11 @@ export function decideRetry(world: Pick<World, 'ops'>, r: OperatorRequestRecord)
 
 function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
   if (r.pod === null) return refused('a release names the pod whose volume it unmounts');
-  const mount = world.mounts.get(r.volume)?.get(r.pod);
+  const mount = podEntry(world.mounts.get(r.volume), r.pod);
   if (mount === undefined)
     return refused(`pod ${r.pod} has nothing of ${r.volume} mounted on ${world.config.node}`);
   const state = mount.state.value;
-  if (world.dsw.get(r.volume)?.pods.has(r.pod) === true) {
+  if (podEntry(world.dsw.get(r.volume)?.pods, r.pod) !== undefined) {
     if (!r.force)
       return refused(
         `pod ${r.pod} still uses ${r.volume} (mount ${state}): remove the pod first, or use --force ` +
@@ -54,10 +54,10 @@ function decideDetach(world: World, r: OperatorRequestRecord): Verdict {
   const attachment = world.attachments.get(r.volume);
   if (attachment === undefined || !attachment.attachable)
     return refused(`${r.volume} is not an attached volume of node ${node}`);
-  const mounted = [...(world.mounts.get(r.volume)?.values() ?? [])].map(
+  const mounted = [...podEntries(world.mounts.get(r.volume))].map(
     (m) => `pod ${m.pod} (${m.state.value})`,
   );
-  const wanted = [...(world.dsw.get(r.volume)?.pods.keys() ?? [])].map((p) => `pod ${p}`);
+  const wanted = [...podEntries(world.dsw.get(r.volume)?.pods)].map((p) => `pod ${p.pod}`);
   if (mounted.length + wanted.length > 0 && !r.force) {
     const why = [
       ...(mounted.length > 0 ? [`a pod mount may exist: ${mounted.join(', ')}`] : []),
@@ -87,7 +87,7 @@ function decide(world: World, request: OperatorRequestRecord): Verdict {
 function holdDone(world: World, hold: OperatorRequestRecord): string | undefined {
   if (hold.action === 'detach')
     return world.attachments.has(hold.volume) ? undefined : `${hold.volume} detached`;
-  if (hold.pod !== null && world.mounts.get(hold.volume)?.has(hold.pod) !== true)
+  if (hold.pod !== null && podEntry(world.mounts.get(hold.volume), hold.pod) === undefined)
     return `${hold.volume} unmounted from pod ${hold.pod}`;
   return undefined;
 }

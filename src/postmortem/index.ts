@@ -5,3 +5,4 @@ export * from './replay.js';
 export * from './verify.js';
 export * from './why.js';
 export * from './log-world.js';
+export * from './open.js';

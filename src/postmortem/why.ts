@@ -5,7 +5,7 @@
  * function of the folded world (the same answer live, in a replay, in the inspector).
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
-import { isAttached, retryAtMs } from '../world/index.js';
+import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
 import type { OpRecord, ResolvedVolume, World } from '../world/types.js';
 
 export interface VolumeWhy {
@@ -43,7 +43,8 @@ export function findPod(world: World, text: string): UniquePodName | undefined {
     (p) => `${p.namespace}/${p.name}` === text || p.name === text,
   );
   if (matches.length === 1) return matches[0]!.uid;
-  for (const byPod of world.mounts.values()) if (byPod.has(text as UniquePodName)) return text as UniquePodName;
+  for (const byPod of world.mounts.values())
+    if (podEntry(byPod, text as UniquePodName) !== undefined) return text as UniquePodName;
   return undefined;
 }
 
@@ -102,7 +103,7 @@ function desiredStep(world: World, pod: UniquePodName, spec: ResolvedVolume, ent
     };
   const attachment = world.attachments.get(spec.volume);
   if (!isAttached(attachment)) return attachStep(world, spec, entrySeq);
-  const mount = world.mounts.get(spec.volume)?.get(pod);
+  const mount = podEntry(world.mounts.get(spec.volume), pod);
   if (mount?.state.value === 'mounted' && !mount.state.context.remountRequired)
     return { status: 'mounted', step: 'none', detail: 'mounted', sinceSeq: mount.seq };
   const device = attachment.state.value;
@@ -140,8 +141,8 @@ function entryFor(world: World, pod: UniquePodName, spec: ResolvedVolume, step: 
 function teardownEntries(world: World, pod: UniquePodName): VolumeWhy[] {
   const found: VolumeWhy[] = [];
   for (const [volume, byPod] of world.mounts) {
-    const mount = byPod.get(pod);
-    if (mount === undefined || world.dsw.get(volume)?.pods.has(pod) === true) continue;
+    const mount = podEntry(byPod, pod);
+    if (mount === undefined || podEntry(world.dsw.get(volume)?.pods, pod) !== undefined) continue;
     const running = [...world.running.values()].find((op) => op.volume === volume && op.pod === pod);
     const step: Step = {
       status: running === undefined ? 'tearingDown' : 'running',
@@ -160,7 +161,7 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
   const record = world.pods.get(pod);
   const volumes: VolumeWhy[] = [];
   for (const spec of record?.volumes ?? []) {
-    const entrySeq = world.dsw.get(spec.volume)?.pods.get(pod)?.seq ?? record!.seq;
+    const entrySeq = podEntry(world.dsw.get(spec.volume)?.pods, pod)?.seq ?? record!.seq;
     volumes.push(entryFor(world, pod, spec, desiredStep(world, pod, spec, entrySeq)));
   }
   for (const [outer, message] of record?.errors ?? [])
@@ -190,8 +191,8 @@ export function why(world: World, subject: string): WhyAnswer | undefined {
   if (pod !== undefined) return podAnswer(world, pod);
   const volume = subject as UniqueVolumeName;
   const pods = new Set<UniquePodName>([
-    ...(world.dsw.get(volume)?.pods.keys() ?? []),
-    ...(world.mounts.get(volume)?.keys() ?? []),
+    ...[...podEntries(world.dsw.get(volume)?.pods)].map((e) => e.pod),
+    ...[...podEntries(world.mounts.get(volume))].map((m) => m.pod),
   ]);
   if (pods.size === 0 && !world.attachments.has(volume)) return undefined;
   const volumes = [...pods]

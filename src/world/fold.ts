@@ -28,6 +28,7 @@ import {
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import type { World } from './types.js';
+import { podEntry } from './by-pod.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
@@ -49,6 +50,7 @@ export function initialWorld(): World {
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
+    maybeGone: [],
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
@@ -107,9 +109,10 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     touch(world, volume);
   }
   for (const seen of event.mounts) {
-    const record = world.mounts
-      .get(seen.volume as UniqueVolumeName)
-      ?.get(seen.pod as UniquePodName);
+    const record = podEntry(
+      world.mounts.get(seen.volume as UniqueVolumeName),
+      seen.pod as UniquePodName,
+    );
     if (record === undefined || seen.mounted) continue;
     stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
     touch(world, record.volume);
@@ -132,7 +135,7 @@ export function fold(world: World, event: VoleEvent): World {
   if (event.seq !== world.seq + 1)
     fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
   if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
-  startEvent();
+  startEvent(world);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {
@@ -200,7 +203,10 @@ export function fold(world: World, event: VoleEvent): World {
 }
 
 function operatorHooks(world: World) {
-  return { touch: (volume: UniqueVolumeName) => touch(world, volume), mayBeGone };
+  return {
+    touch: (volume: UniqueVolumeName) => touch(world, volume),
+    mayBeGone: (volume: UniqueVolumeName) => mayBeGone(world, volume),
+  };
 }
 
 /** Folds a sequence of events onto a world (initialWorld() by default). */

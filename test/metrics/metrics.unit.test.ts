@@ -111,7 +111,7 @@ test('csi_operations_seconds comes from the rpc field of call outcomes', async (
   const db = await simulated('kubelet-attach-mount');
   const metrics = new VoleMetrics({ source: { mode: 'kubelet', world: () => world } });
   const world = initialWorld();
-  const { openReadonly } = await import('../../src/cli/postmortem.js');
+  const { openReadonly } = await import('../../src/postmortem/open.js');
   const store = openReadonly(db);
   for (const event of store.read({})) {
     const withRpc: VoleEvent =

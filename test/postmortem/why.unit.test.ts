@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { VolumeManager, WaitForAttachAndMountError } from '../../src/agent/volume-manager.js';
 import { openSimulationLog } from '../../src/cli/sqlite-sink.js';
-import { VirtualClock } from '../../src/execute/clock.js';
+import { VirtualClock } from '../../src/clock.js';
 import { FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { why } from '../../src/postmortem/index.js';
@@ -110,7 +110,7 @@ test("waitForAttachAndMount's timeout error carries the same text", async () => 
 
 test("the inspector's pair view carries the same answer", async () => {
   const { Tracker } = await import('../../src/inspect/api.js');
-  const { openReadonly } = await import('../../src/cli/postmortem.js');
+  const { openReadonly } = await import('../../src/postmortem/open.js');
   const store = openReadonly(db);
   try {
     const tracker = new Tracker(store);
