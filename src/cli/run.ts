@@ -93,7 +93,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   vm.markSourcesReady();
   await cleanUpOrphans(vm, root, say);
   if (opts.once !== true) watcher.start();
-  const endpoints = await serveEndpoints({ root, metricsAt, vm, watcher, say });
+  const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -124,14 +124,15 @@ async function cleanUpOrphans(vm: VolumeManager, root: string, say: (line: strin
 }
 
 /** The operator socket, and the metrics endpoint when asked for; closed together. */
-async function serveEndpoints(opts: {
+export async function serveEndpoints(opts: {
   root: string;
   metricsAt: { host: string; port: number } | undefined;
   vm: VolumeManager;
-  watcher: ManifestWatcher;
   say: (line: string) => void;
+  /** Stops what feeds the agent (its sources) when an endpoint cannot be served. */
+  stop: () => void;
 }): Promise<{ close(): Promise<void> }> {
-  const { vm, watcher, say } = opts;
+  const { vm, stop: watcher, say } = opts;
   const operator = await serveOperatorOrStop(join(opts.root, operatorSocketName), vm, watcher);
   say(`operator requests (vole detach / release / retry) on ${operator.path}`);
   let metrics: MetricsServer | undefined;
@@ -156,12 +157,12 @@ export const operatorSocketName = 'vole.sock';
 async function serveOperatorOrStop(
   path: string,
   vm: VolumeManager,
-  watcher: ManifestWatcher,
+  stopSources: () => void,
 ): Promise<{ readonly path: string; close(): Promise<void> }> {
   try {
     return await vm.serveOperatorRequests(path);
   } catch (error) {
-    watcher.stop();
+    stopSources();
     await vm.drainAndStop();
     if (error instanceof OperatorSocketError) throw new UsageError(error.message);
     throw new UsageError(`cannot listen on ${path}: ${(error as Error).message}`);
@@ -179,7 +180,7 @@ export function metricsAddressOf(text: string | undefined): { host: string; port
 async function serveMetricsOrStop(
   at: { host: string; port: number },
   vm: VolumeManager,
-  watcher: ManifestWatcher,
+  stopSources: () => void,
 ): Promise<MetricsServer> {
   try {
     return await serveMetrics({
@@ -188,7 +189,7 @@ async function serveMetricsOrStop(
       ready: () => vm.reconcilerStatesHasBeenSynced(),
     });
   } catch (error) {
-    watcher.stop();
+    stopSources();
     await vm.drainAndStop();
     throw new UsageError(
       `cannot serve metrics on ${at.host}:${at.port}: ${(error as Error).message} (choose another --metrics-address)`,
