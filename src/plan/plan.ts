@@ -14,6 +14,7 @@ import { planBindings } from './bind.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
+  detachHeld,
   hasNoMountRecords,
   keysConflict,
   mayBeMounted,
@@ -28,9 +29,11 @@ import {
   type DswVolume,
   type ResolvedVolume,
   podExistsInVolume,
+  releaseHeld,
   type World,
 } from '../world/index.js';
 import { Claims as BookClaims } from '../engine/book.js';
+import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
 
 export interface PlanResult {
@@ -39,7 +42,7 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
-  /** Decisions that are events themselves: claim bindings. */
+  /** Decisions that are events themselves: claim bindings, verdicts on operator requests. */
   readonly events?: NewEvent[];
 }
 
@@ -50,7 +53,13 @@ export interface PlanOptions {
 
 /** Every volume the world knows: in DSW, attached, or mounted. */
 export function allVolumes(world: World): Set<UniqueVolumeName> {
-  return new Set([...world.dsw.keys(), ...world.attachments.keys(), ...world.mounts.keys()]);
+  return new Set([
+    ...world.dsw.keys(),
+    ...world.attachments.keys(),
+    ...world.mounts.keys(),
+    ...world.operator.pending.keys(),
+    ...world.operator.holds.keys(),
+  ]);
 }
 
 type Claims = BookClaims<Operation>;
@@ -73,7 +82,8 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
   const desired = world.dsw.get(volume)?.pods;
   for (const record of podEntriesByName(world.mounts.get(volume))) {
     const pod = record.pod;
-    if (!mayBeMounted(record) || podEntry(desired, pod) !== undefined) continue;
+    const wanted = podEntry(desired, pod) !== undefined && !releaseHeld(world, volume, pod);
+    if (!mayBeMounted(record) || wanted) continue;
     claims.tryRun({
       op: 'unmount',
       volume,
@@ -235,8 +245,8 @@ function planUnmountDeviceOrDetach(
   attachment: AttachmentRecord,
 ): void {
   const { volume } = attachment;
-  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume))
-    return;
+  const wanted = world.dsw.has(volume) && !detachHeld(world, volume);
+  if (!hasNoMountRecords(world, volume) || wanted || claims.anyPending(volume)) return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
   const value = attachment.value;
@@ -299,29 +309,36 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
 export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
-  const volumes = sorted.slice(0, planOperationsMax);
+  let volumes = sorted.slice(0, planOperationsMax);
   const deferred = sorted.slice(planOperationsMax);
-  const claims: Claims = new BookClaims(world, nowMs);
-  const readyToUnmount = world.sourcesReady;
-  if (readyToUnmount) {
-    for (const volume of volumes) planUnmounts(world, claims, volume); // Pass A
+  // Operator verdicts first; their volumes are planned again once the verdicts are folded.
+  const operator = planOperatorRequests(world, volumes, nowMs);
+  if (operator.decided.length > 0) {
+    const decided = new Set(operator.decided);
+    volumes = volumes.filter((v) => !decided.has(v));
+    deferred.push(...operator.decided);
   }
+  const claims: Claims = new BookClaims(world, nowMs);
+  // An operator's accepted detach or release acts before the sources are ready, too.
+  const mayTearDown = (volume: UniqueVolumeName) =>
+    world.sourcesReady || world.operator.holds.has(volume);
+  for (const volume of volumes) if (mayTearDown(volume)) planUnmounts(world, claims, volume); // Pass A
   for (const volume of volumes) {
     const desired = world.dsw.get(volume);
     if (desired === undefined) continue;
     for (const entry of podEntriesByName(desired.pods)) {
+      if (releaseHeld(world, volume, entry.pod)) continue; // taken down by the operator's request
       planMountOrAttach(world, claims, desired, entry); // Pass B
     }
   }
-  if (readyToUnmount) {
-    for (const volume of volumes) {
-      const attachment = world.attachments.get(volume);
-      if (attachment !== undefined) planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
-    }
+  for (const volume of volumes) {
+    const attachment = world.attachments.get(volume);
+    if (attachment !== undefined && mayTearDown(volume))
+      planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
   const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
-  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  const events = [...operator.events, ...(lookAtClaims ? planBindings(world, nowMs) : [])];
   return {
     operations: claims.operations,
     retries: claims.retries,

@@ -27,6 +27,8 @@ export interface LogWorld {
   readonly tsMs: number;
   /** The node a kubelet log is about ('controller' for the controller's). */
   readonly node: string;
+  /** The folded kubelet world itself (undefined for the controller's): `vole why` reads it. */
+  readonly kubelet: World | undefined;
   fold(event: VoleEvent): void;
   describe(): WorldView;
   /** The volume an event is about, if it names one (operation events through their opId). */
@@ -72,6 +74,7 @@ function kubeletLogWorld(world: World): LogWorld {
     get node() {
       return world.config.node;
     },
+    kubelet: world,
     fold: (event) => void kubeletCore.fold(world, event),
     describe: () => describeWorld(world),
     eventVolume: (event) => opVolume(world, event),
@@ -150,6 +153,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
       return world.tsMs;
     },
     node: 'controller',
+    kubelet: undefined,
     fold: (event) => void controllerCore.fold(world, event),
     describe: () => describeControllerWorld(world),
     eventVolume: (event) => opVolume(world, event),

@@ -8,7 +8,14 @@
  * touches (PERF.md), never a copy of the world.
  */
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
-import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
+import type {
+  CallError,
+  CallName,
+  OperationKind,
+  OperatorAction,
+  OpKey,
+  PluginCaps,
+} from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
@@ -190,6 +197,23 @@ export interface RunningOp {
   lastError: CallError | null;
 }
 
+/** An operator's request (OperatorRequested), as the planner sees it. */
+export interface OperatorRequestRecord {
+  readonly seq: Seq;
+  readonly action: OperatorAction;
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName | null;
+  readonly node: string | null;
+  readonly force: boolean;
+  readonly reason: string;
+}
+
+/** Operator requests: undecided ones, and accepted detach/release ones still under way. */
+export interface OperatorState {
+  readonly pending: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+  readonly holds: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+}
+
 export interface WorldConfig {
   readonly node: NodeName;
   readonly controllerAttachDetach: boolean;
@@ -244,6 +268,8 @@ export interface World extends OperationBook {
   mounts: Map<UniqueVolumeName, ByPod<MountRecord>>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
+  /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
+  operator: OperatorState;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.
