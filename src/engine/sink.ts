@@ -53,21 +53,36 @@ export class MemorySink implements EventSink {
   close(): void {}
 }
 
-/** The sink, with each flush that made events durable timed (vole_append_latency_seconds). */
+/**
+ * The sink, with each flush that made events durable timed (vole_append_latency_seconds).
+ * Everything else is the wrapped sink's own, the blocked-log members included: a wrapper
+ * that dropped whenDurable would let a call touch the host while its log is full.
+ */
 export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
   let pending = 0;
-  return {
+  const timed = (flush: () => Promise<void> | undefined): Promise<void> | undefined => {
+    if (pending === 0) return flush();
+    const startedNs = process.hrtime.bigint();
+    const waiting = flush();
+    // Blocked (the log is full): nothing was written, and the retry's wait is no latency.
+    if (waiting !== undefined || sink.writable === false) return waiting;
+    pending = 0;
+    observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
+    return undefined;
+  };
+  const wrapped: EventSink = {
     push: (event) => {
       pending++;
       return sink.push(event);
     },
-    flush: () => {
-      if (pending === 0) return sink.flush();
-      const startedNs = process.hrtime.bigint();
-      sink.flush();
-      pending = 0;
-      observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
-    },
+    flush: () => void timed(() => void sink.flush()),
     close: () => sink.close(),
+    get writable() {
+      return sink.writable;
+    },
   };
+  const { whenDurable, onWritable } = sink;
+  if (whenDurable !== undefined) wrapped.whenDurable = () => timed(() => whenDurable.call(sink));
+  if (onWritable !== undefined) wrapped.onWritable = (listener) => onWritable.call(sink, listener);
+  return wrapped;
 }

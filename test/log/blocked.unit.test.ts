@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { z } from 'zod';
+import { type EventSink, timedSink } from '../../src/engine/sink.js';
 import { type LogBlockage, GroupCommitter } from '../../src/log/group-commit.js';
 import {
   type EventCodec,
@@ -129,4 +130,40 @@ test('group commit: closing a blocked committer drops its buffer, as a crash wou
   const reader = openLog<TestEvent>(path, { codec, mode: 'readonly' });
   assert.deepEqual([...reader.read()].map((e) => e.uid), ['a']);
   reader.close();
+});
+
+test('timed sink: a blocked log is still waited for through the metrics wrapper', async () => {
+  const path = join(dir, 'timed.db');
+  const store = openLog<TestEvent>(path, { codec, mode: 'create', timeoutMs: 10 });
+  const committer = new GroupCommitter(store, { retryMs: { first: 20, max: 20 } });
+  const inner: EventSink = {
+    push: (event) => committer.push(event as unknown as Omit<TestEvent, 'seq'>),
+    flush: () => committer.flush(),
+    close: () => void committer.close(),
+    whenDurable: () => committer.whenDurable(),
+    get writable() {
+      return committer.writable;
+    },
+    onWritable: (listener) => committer.onWritable(listener),
+  };
+  const latencies: number[] = [];
+  const sink = timedSink(inner, (seconds) => latencies.push(seconds));
+  let resumed = 0;
+  sink.onWritable?.(() => resumed++);
+  const other = new Database(path, { timeout: 0 });
+  other.exec('BEGIN IMMEDIATE');
+  sink.push(added('a') as never);
+  const waiting = sink.whenDurable?.();
+  assert.ok(waiting !== undefined, 'the wrapper passes the wait on');
+  assert.equal(sink.writable, false);
+  assert.deepEqual(latencies, [], 'no latency for a write that did not happen');
+  other.exec('ROLLBACK');
+  other.close();
+  await waiting;
+  assert.equal(sink.writable, true);
+  assert.equal(resumed, 1);
+  sink.push(added('b') as never);
+  assert.equal(sink.whenDurable?.(), undefined);
+  assert.equal(latencies.length, 1, 'a write that happened is timed');
+  sink.close();
 });
