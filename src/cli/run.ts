@@ -108,6 +108,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       vm.stop();
     },
     abandon: () => {
+      void endpoints.close();
       watcher.stop();
       vm.stop();
     },

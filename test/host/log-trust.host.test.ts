@@ -286,8 +286,10 @@ test(stopTitle, { skip, timeout: 120_000 }, async () => {
   child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
   const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
   await until(() => out.includes('cannot be written'), 'the agent to say its log is full', 60_000);
-  // Its signal handlers are installed once its start is done (the log full meanwhile).
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // Its signal handlers are installed once its start is done (the log full meanwhile): the
+  // operator socket's line is the last thing it says before.
+  await until(() => out.includes('operator requests'), 'the agent to finish starting', 60_000);
+  await new Promise((resolve) => setTimeout(resolve, 200));
   const stoppedMs = performance.now();
   process.kill(child.pid!, 'SIGTERM');
   assert.equal(await exit, 143, out + err);
