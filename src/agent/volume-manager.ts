@@ -189,9 +189,8 @@ export class VolumeManager {
     const errors = validate({ kind: 'Pod', ...pod });
     if (errors.length > 0) {
       const { name, namespace } = pod.metadata ?? {};
-      throw new InvalidPodError(
-        `${describeInvalid(errors, { kind: 'Pod', name, namespace: namespace ?? 'default' })}; the pod was not added`,
-      );
+      const what = { kind: 'Pod', name, namespace: namespace ?? 'default' };
+      throw new InvalidPodError(`${describeInvalid(errors, what)}; the pod was not added`);
     }
     this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
   }
@@ -212,7 +211,8 @@ export class VolumeManager {
    */
   upsertObject(object: ManifestObject): void {
     this.contents?.set(object);
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: toLoggedObject(object) });
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
   }
 
   removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {

@@ -108,7 +108,8 @@ export async function writeAtomically(
     throw new HostError('final', `${payload.size} files in one volume; at most ${payloadFilesMax}`);
   for (const path of payload.keys()) {
     const problem = payloadPathProblem(path);
-    if (problem !== undefined) throw new HostError('final', `file path ${JSON.stringify(path)} ${problem}`);
+    if (problem !== undefined)
+      throw new HostError('final', `file path ${JSON.stringify(path)} ${problem}`);
   }
   const oldTarget = await readlink(join(dir, dataDirName)).catch(() => undefined);
   const oldDir = oldTarget === undefined ? undefined : join(dir, oldTarget);
@@ -130,8 +131,10 @@ export async function writeAtomically(
   }
   const names = visibleNames(payload);
   for (const name of names) await ensureUserLink(dir, name);
-  if (oldDir !== undefined && oldTarget !== tsName) await rm(oldDir, { recursive: true, force: true });
-  for (const name of oldNames) if (!names.has(name)) await unlink(join(dir, name)).catch(() => undefined);
+  if (oldDir !== undefined && oldTarget !== tsName)
+    await rm(oldDir, { recursive: true, force: true });
+  for (const name of oldNames)
+    if (!names.has(name)) await unlink(join(dir, name)).catch(() => undefined);
   return true;
 }
 
@@ -147,7 +150,10 @@ async function ensureUserLink(dir: string, name: string): Promise<void> {
   if (st !== undefined) {
     if (st.isSymbolicLink() && (await readlink(path)) === join(dataDirName, name)) return;
     if (!st.isSymbolicLink())
-      throw new HostError('final', `${path} exists and is not the volume's symlink; not replacing it`);
+      throw new HostError(
+        'final',
+        `${path} exists and is not the volume's symlink; not replacing it`,
+      );
     await unlink(path);
   }
   await symlink(join(dataDirName, name), path);

@@ -103,7 +103,9 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
     const what = typeof d.kind === 'string' ? `kind ${d.kind}` : 'a document without a kind';
     set.problems.push({
       file: where,
-      message: `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ConfigMap, Secret or Node`,
+      message:
+        `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ` +
+        'ConfigMap, Secret or Node',
     });
     return false;
   }
@@ -112,7 +114,11 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
   const message = describeInvalid(errors, {
     kind: String(d.kind),
     ...(typeof name === 'string' ? { name } : {}),
-    ...(typeof namespace === 'string' ? { namespace } : d.kind === 'Pod' ? { namespace: 'default' } : {}),
+    ...(typeof namespace === 'string'
+      ? { namespace }
+      : d.kind === 'Pod'
+        ? { namespace: 'default' }
+        : {}),
   });
   set.problems.push({ file: where, message: `${message}; refused whole, nothing of it is used` });
   return false;

@@ -164,7 +164,8 @@ function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Locate
   const content = contentSource(pod, v, references);
   if (content !== undefined) {
     if (!content.ok) return content;
-    return { ok: true, value: { source: content.source, pluginName: content.pluginName, inline: true } };
+    const { source, pluginName } = content;
+    return { ok: true, value: { source, pluginName, inline: true } };
   }
   const located = sourceOfInline(v);
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
@@ -244,7 +245,8 @@ function boundVolumeOf(
   }
   // Waiting for the planner to bind it: any PV change may change the answer.
   references.push(anyPersistentVolumeKey);
-  const verdict = findVolumeForClaim(pvc, input.objects, boundVolumes(input.objects, input.bindings));
+  const taken = boundVolumes(input.objects, input.bindings);
+  const verdict = findVolumeForClaim(pvc, input.objects, taken);
   const why = verdict.ok
     ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
     : `it cannot bind: ${verdict.reason}`;
