@@ -64,25 +64,34 @@ export class ControllerManager {
     private readonly sink: EventSink,
   ) {}
 
-  /** Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot. */
+  /**
+   * Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot and
+   * folds only the events after it. A snapshot is written every `snapshotEveryEvents`.
+   */
   static open(
     opts: Omit<ControllerManagerOptions, 'log' | 'snapshot'> & {
       db: string;
       durability?: 'full' | 'normal';
+      snapshotEveryEvents?: number;
     },
   ): ControllerManager {
     const durability = opts.durability === undefined ? {} : { durability: opts.durability };
     const log = openSqliteLog(opts.db, controllerCore, durability);
-    return ControllerManager.create({
+    const manager = ControllerManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
       snapshot: {
-        everyEvents: snapshotEveryEvents,
+        everyEvents: opts.snapshotEveryEvents ?? snapshotEveryEvents,
         save: (world) => log.saveSnapshot(world),
         lastSeq: log.lastSnapshotSeq,
       },
     });
+    manager.restoredFromSeq = log.restoredFromSeq;
+    return manager;
   }
+
+  /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
+  restoredFromSeq = 0;
 
   static create(opts: ControllerManagerOptions): ControllerManager {
     const clock = opts.clock ?? new RealClock();
@@ -192,6 +201,40 @@ export class ControllerManager {
       if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
     for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
     return true;
+  }
+
+  /**
+   * Resolves once the controller is settled (every desired attachment confirmed, nothing
+   * else attached, nothing running), re-checking after each event; rejects after
+   * `timeoutMs` (default 60 s) naming what is still pending.
+   */
+  waitUntilSettled(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const { clock } = this.opts;
+    return new Promise((resolve, reject) => {
+      const check = (timedOut: boolean) => {
+        if (this.settled()) finish(resolve);
+        else if (timedOut)
+          finish(() =>
+            reject(
+              new Error(
+                `controller not settled: ${this.world.running.size} operation(s) running, ` +
+                  `${this.world.dsw.size} desired and ${this.world.attachments.size} known attachment(s): timed out`,
+              ),
+            ),
+          );
+      };
+      const timer = clock.setTimer(clock.nowMs() + (opts.timeoutMs ?? 60_000), () => check(true));
+      const unsubscribe = this.subscribe(() => check(false));
+      let done = false;
+      const finish = (fn: () => void) => {
+        if (done) return;
+        done = true;
+        unsubscribe();
+        clock.clearTimer(timer);
+        fn();
+      };
+      check(false);
+    });
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */

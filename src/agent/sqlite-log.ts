@@ -21,6 +21,8 @@ export interface SqliteLog<W> {
   /** Stores a snapshot of the world (flushes first, so it never runs ahead of the log). */
   saveSnapshot(world: W): void;
   readonly lastSnapshotSeq: number;
+  /** The seq of the snapshot loadWorld started from (0: it folded the log from the start). */
+  readonly restoredFromSeq: number;
 }
 
 export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
@@ -45,10 +47,14 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
     close: () => committer.close(),
   };
   const latest = store.latestSnapshot();
+  let restoredFromSeq = 0;
   return {
     store,
     sink,
     lastSnapshotSeq: latest?.seq ?? 0,
+    get restoredFromSeq() {
+      return restoredFromSeq;
+    },
     readAll: () => {
       committer.flush();
       return store.read();
@@ -57,6 +63,7 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
       const fromSnapshot =
         latest === undefined ? undefined : core.snapshot.decode(latest.data, latest.format);
       const world = fromSnapshot ?? core.initialWorld();
+      restoredFromSeq = fromSnapshot?.seq ?? 0;
       store.forEach({ fromSeq: world.seq + 1 }, (event) => core.fold(world, event));
       return world;
     },
