@@ -52,6 +52,17 @@ const samples: Record<string, Record<string, unknown>[]> = {
       controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
     },
   ],
+  ClaimBound: [
+    {
+      ...base,
+      type: 'ClaimBound',
+      namespace: 'default',
+      claim: 'task-pv-claim',
+      volume: 'task-pv-volume',
+      capacityBytes: 10 * 2 ** 30,
+      cause: 3,
+    },
+  ],
   ReportRaised: [
     {
       ...base,
