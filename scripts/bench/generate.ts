@@ -100,6 +100,8 @@ export function podEvents(
         kind: 'PersistentVolumeClaim',
         metadata: { name: `claim-${prefix}-${i}`, namespace: 'default' },
         spec: { volumeName: `pv-${prefix}-${i}` },
+        // Bound by the API server: the fold benches resolve it without a ClaimBound.
+        status: { phase: 'Bound' },
       },
     },
     { type: 'PodUpserted', tsMs, pod },

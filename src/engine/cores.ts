@@ -31,7 +31,7 @@ export const kubeletCore: Core<World, Operation> = {
   invariants: checkVolume,
   // Format 2 (format 1 was JSON with tagged Maps and Sets).
   snapshot: structuredCloneCodec<World>(2, (world) =>
-    world.mounts instanceof Map && world.bindings instanceof Map
+    world.mounts instanceof Map && world.unboundClaims instanceof Set
       ? { ...world, dirty: new Set() }
       : undefined,
   ),

@@ -47,6 +47,8 @@ export interface ResolveInput {
    * volumeName and no status counts as bound, as before binding existed (the controller).
    */
   readonly bindings?: ReadonlyMap<string, ClaimBinding>;
+  /** PV name → the claim holding it (boundVolumes), computed once for many resolutions. */
+  readonly taken?: () => ReadonlyMap<string, string>;
 }
 
 export interface PodResolution {
@@ -245,7 +247,7 @@ function boundVolumeOf(
   }
   // Waiting for the planner to bind it: any PV change may change the answer.
   references.push(anyPersistentVolumeKey);
-  const taken = boundVolumes(input.objects, input.bindings);
+  const taken = input.taken?.() ?? boundVolumes(input.objects, input.bindings);
   const verdict = findVolumeForClaim(pvc, input.objects, taken);
   const why = verdict.ok
     ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
