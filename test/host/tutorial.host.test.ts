@@ -24,7 +24,8 @@ after(async () => {
   if (skip === false) await ensureUnmounted('/mnt').catch(() => undefined);
 });
 
-test('host: the PersistentVolume tutorial mounts /mnt/data into nginx\'s volume', { skip, timeout: 120_000 }, async () => {
+const title = "host: the PersistentVolume tutorial mounts /mnt/data into nginx's volume";
+test(title, { skip, timeout: 120_000 }, async () => {
   assert.equal(await isMountPoint('/mnt'), false, '/mnt is free in this namespace');
   await tmpfs('/mnt');
   mkdirSync('/mnt/data');
@@ -32,8 +33,11 @@ test('host: the PersistentVolume tutorial mounts /mnt/data into nginx\'s volume'
   const db = join(base, 'vole.db');
   const run = spawnSync(
     process.execPath,
-    ['--import', 'tsx', join(repo, 'src/cli/main.ts'), 'run', '--manifests', join(repo, 'examples/tutorial-pv'),
-      '--root', root, '--db', db, '--once', '--timeout', '60s'],
+    [
+      ...['--import', 'tsx', join(repo, 'src/cli/main.ts'), 'run'],
+      ...['--manifests', join(repo, 'examples/tutorial-pv'), '--root', root, '--db', db],
+      ...['--once', '--timeout', '60s'],
+    ],
     { encoding: 'utf8' },
   );
   assert.equal(run.status, 0, run.stdout + run.stderr);
@@ -47,7 +51,9 @@ test('host: the PersistentVolume tutorial mounts /mnt/data into nginx\'s volume'
   try {
     const bound = [...log.readAll()].filter((e) => e.type === 'ClaimBound');
     assert.deepEqual(
-      bound.map((e) => e.type === 'ClaimBound' && [e.namespace, e.claim, e.volume, e.capacityBytes]),
+      bound.map(
+        (e) => e.type === 'ClaimBound' && [e.namespace, e.claim, e.volume, e.capacityBytes],
+      ),
       [['default', 'task-pv-claim', 'task-pv-volume', 10 * 2 ** 30]],
     );
   } finally {
