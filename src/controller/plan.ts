@@ -9,6 +9,8 @@ import { Claims as BookClaims } from '../engine/book.js';
 import type { Decision, NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../world/pending.js';
+import { planBindings } from '../plan/bind.js';
+import { bindingVolume } from '../world/binding.js';
 import { attachmentsOf } from './fold.js';
 import {
   type ControllerAttachment,
@@ -159,12 +161,29 @@ export function planController(
   nowMs: number,
   opts: { volumes?: Iterable<UniqueVolumeName> } = {},
 ): ControllerPlan {
+  // Claims are bound first, as in the kubelet's planner: operations wait for the bindings.
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const bound =
+    volumes === undefined || volumes.includes(bindingVolume) ? planBindings(world, nowMs) : [];
+  if (bound.length > 0) {
+    const asked = volumes ?? [...allControllerVolumes(world)];
+    const deferred = asked.filter((v) => v !== bindingVolume);
+    return { operations: [], retries: [], deferred, events: bound };
+  }
+  return planAttachments(world, nowMs, volumes);
+}
+
+function planAttachments(
+  world: ControllerWorld,
+  nowMs: number,
+  volumes: Iterable<UniqueVolumeName> | undefined,
+): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const claims: Claims = new BookClaims(world, nowMs);
   const events: NewEvent[] = [];
   const attachments: ControllerAttachment[] = [];
   const desired: DesiredAttachment[] = [];
-  for (const volume of opts.volumes ?? allControllerVolumes(world)) {
+  for (const volume of volumes ?? allControllerVolumes(world)) {
     for (const node of world.nodesByVolume.get(volume) ?? []) {
       const key = pairKey(volume, node);
       const a = world.attachments.get(key);

@@ -47,7 +47,9 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map ? { ...world, dirty: new Set() } : undefined,
+    world.reported instanceof Map && world.unboundClaims instanceof Set
+      ? { ...world, dirty: new Set() }
+      : undefined,
   ),
 };
 

@@ -14,11 +14,35 @@ import {
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
 
 /** A binding the log recorded: the claim's PV and its capacity (claim.status.capacity). */
 export interface ClaimBinding {
   readonly volume: string;
   readonly capacityBytes: number;
+}
+
+/** The world's marker that unbound claims need the planner's look (not a real volume). */
+export const bindingVolume = '' as UniqueVolumeName;
+
+/** What binding needs of a world, kubelet's or controller's (both bind claims). */
+export interface BindingWorld {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: Map<string, ClaimBinding>;
+  readonly unboundClaims: Set<string>;
+  bindingCause: number;
+}
+
+/** A claim appeared or changed: it waits for the binder unless it is bound already. */
+export function trackClaim(world: BindingWorld, key: string, pvc: PersistentVolumeClaim): void {
+  if (isClaimBound(pvc, world.bindings)) world.unboundClaims.delete(key);
+  else world.unboundClaims.add(key);
+}
+
+/** A claim is gone: its binding goes with it. */
+export function forgetClaim(world: BindingWorld, key: string): void {
+  world.bindings.delete(key);
+  world.unboundClaims.delete(key);
 }
 
 /** The object key pods waiting on any binding reference: every PV change re-resolves them. */

@@ -8,7 +8,15 @@ import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
-import { anyPersistentVolumeKey, boundVolumes, isClaimBound } from './binding.js';
+import {
+  anyPersistentVolumeKey,
+  bindingVolume,
+  boundVolumes,
+  forgetClaim,
+  trackClaim,
+} from './binding.js';
+
+export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
@@ -232,8 +240,6 @@ function remountReaders(world: World, key: string): void {
   }
 }
 
-/** The world's marker that unbound claims need the planner's look (not a real volume). */
-export const bindingVolume = '' as UniqueVolumeName;
 
 /** A claim or PV changed: the planner looks at unbound claims again. */
 function askForBinding(world: World, kind: string): void {
@@ -252,10 +258,7 @@ function reresolveObject(world: World, kind: string, key: string): void {
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-  if (object.kind === 'PersistentVolumeClaim') {
-    if (isClaimBound(object, world.bindings)) world.unboundClaims.delete(key);
-    else world.unboundClaims.add(key);
-  }
+  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
   const previous = world.objects.get(key);
   world.objects.set(key, object);
   // The same ConfigMap or Secret content again: nothing to set up again.
@@ -272,10 +275,7 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') {
-    world.bindings.delete(key);
-    world.unboundClaims.delete(key);
-  }
+  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
   reresolveObject(world, event.kind, key);
 }
 
