@@ -13,7 +13,7 @@ export type { Core, CoreWorld, EngineMode, Runner } from './engine/core.js';
 export { controllerCore, coreOfLog, coreOfMode, kubeletCore } from './engine/cores.js';
 export { callTable } from './engine/calls.js';
 export { MemorySink, type EventSink } from './engine/sink.js';
-export { RealClock, VirtualClock, type Clock } from './execute/clock.js';
+export { RealClock, VirtualClock, type Clock } from './clock.js';
 export { PluginManager } from './plugins/manager.js';
 export { FakePlugin } from './plugins/fake.js';
 export * from './plugins/types.js';

@@ -28,11 +28,12 @@ import { NodeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { planBindings } from '../plan/bind.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { type Clock, RealClock } from '../execute/clock.js';
+import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { openSqliteLog } from './sqlite-log.js';
+import type { GroupCommitterOptions } from '../log/group-commit.js';
 
 export interface ControllerManagerOptions {
   /** The plugins that attach and detach, or a manager holding them. */
@@ -74,10 +75,14 @@ export class ControllerManager {
       db: string;
       durability?: 'full' | 'normal';
       snapshotEveryEvents?: number;
+      /** Told when the log cannot be written (disk full) and when it can again. */
+      logBlocked?: GroupCommitterOptions;
     },
   ): ControllerManager {
-    const durability = opts.durability === undefined ? {} : { durability: opts.durability };
-    const log = openSqliteLog(opts.db, controllerCore, durability);
+    const log = openSqliteLog(opts.db, controllerCore, {
+      ...(opts.durability === undefined ? {} : { durability: opts.durability }),
+      ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
+    });
     const manager = ControllerManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
@@ -98,7 +103,10 @@ export class ControllerManager {
     const clock = opts.clock ?? new RealClock();
     const plugins =
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
-    const log = opts.log ?? { sink: new MemorySink(), history: [] };
+    const log: NonNullable<ControllerManagerOptions['log']> = opts.log ?? {
+      sink: new MemorySink(),
+      history: [],
+    };
     const world = log.world ?? controllerCore.initialWorld();
     for (const event of log.history) if (event.seq > world.seq) controllerCore.fold(world, event);
     const engine = new Engine({

@@ -6,6 +6,7 @@
 import type { EventOf } from '../events/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
+import { podEntries } from '../world/by-pod.js';
 
 export type HostObservation = Pick<EventOf<'HostObserved'>, 'attachments' | 'mounts'>;
 
@@ -32,7 +33,7 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
     if (entry.attached !== undefined || entry.deviceMounted !== undefined) attachments.push(entry);
   }
   for (const byPod of world.mounts.values()) {
-    for (const record of byPod.values()) {
+    for (const record of podEntries(byPod)) {
       const isSetUp = plugins.find(record.pluginName)?.pod.isSetUp;
       if (!unsettled.test(record.state.value) || isSetUp === undefined) continue;
       mounts.push({

@@ -13,7 +13,7 @@ import type { NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { describeInvalid, validate } from '../sources/validate.js';
-import { type Clock, RealClock } from '../execute/clock.js';
+import { type Clock, RealClock } from '../clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -35,8 +35,10 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
+import { cleanUpOrphans } from './orphans.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
+import type { GroupCommitterOptions } from '../log/group-commit.js';
 
 export interface VolumeManagerOptions {
   /** This node's name. */
@@ -100,13 +102,17 @@ export class VolumeManager {
    * events already there are folded back first (a restart).
    */
   static open(
-    opts: Omit<VolumeManagerOptions, 'log'> & { db: string; durability?: 'full' | 'normal' },
+    opts: Omit<VolumeManagerOptions, 'log'> & {
+      db: string;
+      durability?: 'full' | 'normal';
+      /** Told when the log cannot be written (disk full) and when it can again. */
+      logBlocked?: GroupCommitterOptions;
+    },
   ): VolumeManager {
-    const log = openSqliteLog(
-      opts.db,
-      kubeletCore,
-      opts.durability === undefined ? {} : { durability: opts.durability },
-    );
+    const log = openSqliteLog(opts.db, kubeletCore, {
+      ...(opts.durability === undefined ? {} : { durability: opts.durability }),
+      ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
+    });
     return VolumeManager.create({
       ...opts,
       log: { sink: log.sink, history: [], world: log.loadWorld() },
@@ -123,7 +129,10 @@ export class VolumeManager {
     const clock = opts.clock ?? new RealClock();
     const plugins =
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
-    const log = opts.log ?? { sink: new MemorySink(), history: [] };
+    const log: NonNullable<VolumeManagerOptions['log']> = opts.log ?? {
+      sink: new MemorySink(),
+      history: [],
+    };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
       core: kubeletCore,
@@ -227,6 +236,30 @@ export class VolumeManager {
    */
   markSourcesReady(): void {
     this.append({ type: 'SourcesReady', tsMs: this.clock.nowMs() });
+  }
+
+  /**
+   * Finds what lies under the builtin plugins' `root` that the log does not know (pod
+   * volume directories, device mounts, loop devices: spec §3.7, src/agent/orphans.ts),
+   * records each as a ReportRaised event, durable before it is touched, and cleans it up.
+   * Call it once every pod is known (after markSourcesReady).
+   */
+  cleanUpOrphans(root: string): ReturnType<typeof cleanUpOrphans> {
+    return cleanUpOrphans({
+      root,
+      world: this.world,
+      record: async (report) => {
+        this.append({
+          type: 'ReportRaised',
+          tsMs: this.clock.nowMs(),
+          node: this.world.config.node,
+          ...report,
+        });
+        const durable = this.sink.whenDurable?.();
+        if (durable === undefined) this.sink.flush();
+        else await durable;
+      },
+    });
   }
 
   /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */

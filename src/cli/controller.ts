@@ -7,11 +7,16 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
-import { RealClock } from '../execute/clock.js';
+import { RealClock } from '../clock.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import {
+  logBlockedReporter,
+  progressPrinter,
+  refuseBadManifests,
+  runUntilStopped,
+} from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface ControllerCommandOptions {
@@ -43,8 +48,11 @@ export async function controllerCommand(
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
+  refuseBadManifests(opts.manifests);
   const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
   const cm = ControllerManager.open({
+    logBlocked,
     db,
     plugins: builtinPlugins({ root }),
     clock: new RealClock(),
@@ -78,12 +86,17 @@ export async function controllerCommand(
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => cm.settled(),
+    settled: () => !logBlocked.blocked() && cm.settled(),
     settledMessage: () =>
       `settled: ${cm.world.attachments.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {
       watcher.stop();
       await cm.drainAndStop();
     },
+    abandon: () => {
+      watcher.stop();
+      cm.stop();
+    },
+    logBlocked: logBlocked.blocked,
   });
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
+import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
@@ -20,8 +21,15 @@ import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
-import { inspectCommand } from '../inspect/command.js';
-import { registerClusterCommands } from './cluster-commands.js';
+import { inspectCommand } from './inspect.js';
+import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
+import { exportEtcdCommand } from './cluster.js';
+import {
+  type ClusterAgentCommandOptions,
+  type ClusterControllerCommandOptions,
+  clusterAgentCommand,
+  clusterControllerCommand,
+} from './cluster-run.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -53,7 +61,8 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
         error instanceof UsageError ||
-        error instanceof ImportError
+        error instanceof ImportError ||
+        error instanceof UnknownModeError
       ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;
@@ -74,16 +83,27 @@ program
     run(() => simulateCommand(file, opts, logger()))(),
   );
 
+/** --manifests or --etcd: one of them says where the cluster is. */
+function withManifests<T extends { manifests?: string }>(opts: T, command: string): T & { manifests: string } {
+  if (opts.manifests === undefined)
+    throw new UsageError(`vole ${command} needs --manifests DIR or --etcd URLS`);
+  return opts as T & { manifests: string };
+}
+
 const dbOption = () =>
   new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
 
 program
   .command('run')
   .description('the node agent: mount the volumes of the pods in a manifest directory, for real')
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)',
   )
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
   .option(
     '--root <dir>',
     "where pods' volumes, global mounts and disk images live",
@@ -97,14 +117,20 @@ program
   )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
-  .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
+  .action((opts: RunOptions & ClusterAgentCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterAgentCommand(opts, logger())
+        : runCommand(withManifests(opts, 'run'), logger()),
+    )(),
+  );
 
 program
   .command('controller')
   .description(
     'the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)',
   )
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)',
   )
@@ -112,7 +138,20 @@ program
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
-  .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
+  .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
+  .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
+  .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
+  .action((opts: ControllerCommandOptions & ClusterControllerCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterControllerCommand(opts, logger())
+        : controllerCommand(withManifests(opts, 'controller'), logger()),
+    )(),
+  );
 
 program
   .command('chaos')
@@ -194,9 +233,22 @@ program
 program
   .command('export')
   .description('write the log as JSON Lines (one event per line)')
-  .addOption(dbOption())
+  .option('--db <file>', 'the vole log (SQLite file)')
+  .addOption(etcdOption().conflicts('db'))
+  .addOption(prefixOption())
   .option('--out <file>', 'write here instead of stdout')
-  .action((opts: { db: string; out?: string }) => run(() => exportCommand(opts.db, opts))());
+  .option(
+    '--salvage',
+    'from a damaged log: every event still readable, up to the first gap (exit 1 if it stops early)',
+  )
+  .action(
+    (opts: { db?: string; etcd?: string; prefix?: string; out?: string; salvage?: boolean }) =>
+      run(() => {
+        if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
+        if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
+        return exportCommand(opts.db, opts);
+      })(),
+  );
 
 program
   .command('import')

@@ -13,7 +13,12 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
-import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import {
+  logBlockedReporter,
+  progressPrinter,
+  refuseBadManifests,
+  runUntilStopped,
+} from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface RunOptions {
@@ -40,9 +45,12 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
   mkdirSync(root, { recursive: true });
+  refuseBadManifests(opts.manifests);
   const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
   const vm = VolumeManager.open({
+    logBlocked,
     db,
     node: opts.node ?? 'node-1',
     plugins: builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
@@ -78,12 +86,16 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     );
   }
   vm.markSourcesReady();
+  const orphans = await vm.cleanUpOrphans(root);
+  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  const { found, left } = orphans;
+  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
   if (opts.once !== true) watcher.start();
   return runUntilStopped({
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => settled(vm.world),
+    settled: () => !logBlocked.blocked() && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
@@ -91,5 +103,10 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       await vm.drainAndStop();
       vm.stop();
     },
+    abandon: () => {
+      watcher.stop();
+      vm.stop();
+    },
+    logBlocked: logBlocked.blocked,
   });
 }

@@ -25,6 +25,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
   type ControllerAttachment,
+  type ControllerPod,
   type ControllerWorld,
   type NodeRecord,
   pairKey,
@@ -156,10 +157,22 @@ function index(
   add: boolean,
 ): void {
   for (const key of keys) {
-    let set = world.podsByObject.get(key);
-    if (add) (set ?? world.podsByObject.set(key, (set = new Set())).get(key)!).add(uid);
-    else set?.delete(uid);
+    if (add) addToIndex(world.podsByObject, key, uid);
+    else removeFromIndex(world.podsByObject, key, uid);
   }
+}
+
+/** The object keys a pod's record is indexed under: what it references, and its node. */
+function indexKeys(record: ControllerPod): string[] {
+  return [...record.references, `Node//${record.node ?? ''}`];
+}
+
+/** PodRemoved: the pod leaves the desired state and every index. */
+function removePod(world: ControllerWorld, uid: UniquePodName): void {
+  const record = world.pods.get(uid);
+  removePodFromDsw(world, uid);
+  if (record !== undefined) index(world, uid, indexKeys(record), false);
+  world.pods.delete(uid);
 }
 
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
@@ -167,7 +180,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   assert(uid !== '', () => `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
-  if (previous !== undefined) index(world, uid, previous.references, false);
+  if (previous !== undefined) index(world, uid, indexKeys(previous), false);
   const resolution = resolvePod(pod, {
     objects: world.objects,
     plugins: world.plugins,
@@ -329,6 +342,18 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
   }
 }
 
+/**
+ * A volume no pod wants, attached nowhere and with no operation record is gone: its cause,
+ * last error and dirty mark are dropped, so a long-running controller does not grow with every
+ * volume it ever saw (the log keeps their history).
+ */
+function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
+  if (world.nodesByVolume.has(volume) || world.ops.has(volume)) return;
+  world.causes.delete(volume);
+  world.lastErrors.delete(volume);
+  world.dirty.delete(volume); // nothing to plan: a replay's dirty set stays the world's size
+}
+
 // --- operations (spec §3.8, §3.9): the operation book and the call table ----------------
 
 function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
@@ -388,6 +413,13 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
+/** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
+function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>): void {
+  const entry = world.dsw.get(pairKey(event.volume, event.node));
+  if (entry !== undefined)
+    world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
+}
+
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
   assert(
     event.seq === world.seq + 1,
@@ -404,8 +436,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       upsertPod(world, event.pod, event.seq as Seq);
       break;
     case 'PodRemoved':
-      removePodFromDsw(world, UniquePodName(event.uid));
-      world.pods.delete(UniquePodName(event.uid));
+      removePod(world, UniquePodName(event.uid));
       break;
     case 'ObjectUpserted':
       foldObjectUpserted(world, event);
@@ -424,15 +455,9 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'OperationFinished':
       touch(world, finishOperation(world, event).volume);
       break;
-    case 'ReportRaised': {
-      const entry = world.dsw.get(pairKey(event.volume, event.node));
-      if (entry !== undefined)
-        world.dsw.set(pairKey(event.volume, event.node), {
-          ...entry,
-          multiAttachErrorReported: true,
-        });
+    case 'ReportRaised':
+      foldReportRaised(world, event);
       break;
-    }
     case 'AttachmentsVerified':
       // §3.7: confirmed attachments storage reports gone are dropped (and unreported).
       for (const v of event.volumes) {
@@ -455,7 +480,10 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     default:
       unreachable(event, 'event type');
   }
-  for (const v of world.touched) updateTimers(world, v, event.tsMs);
+  for (const v of world.touched) {
+    updateTimers(world, v, event.tsMs);
+    forgetIfGone(world, v);
+  }
   world.touched.clear();
   return world;
 }

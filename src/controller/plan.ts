@@ -148,6 +148,21 @@ export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeNa
   return new Set(world.nodesByVolume.keys());
 }
 
+/** §0.3: no two operations of one plan conflict (keys only meet within a volume). */
+function assertNoConflicts(world: ControllerWorld, operations: readonly ControllerOperation[]) {
+  const byVolume = new Map<UniqueVolumeName, ControllerOperation[]>();
+  for (const op of operations) {
+    const same = byVolume.get(op.volume) ?? [];
+    for (const other of same)
+      assert(
+        !keysConflict(op.key, other.key),
+        () => `controller plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`,
+      );
+    same.push(op);
+    byVolume.set(op.volume, same);
+  }
+}
+
 const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
   x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
 
@@ -194,15 +209,7 @@ function planAttachments(
   }
   for (const a of attachments.sort(byKey)) planDetach(world, claims, a);
   for (const entry of desired.sort(byKey)) planAttach(world, claims, entry, events);
-  for (let i = 0; i < claims.operations.length; i++) {
-    for (let j = i + 1; j < claims.operations.length; j++) {
-      const [x, y] = [claims.operations[i]!, claims.operations[j]!];
-      assert(
-        !keysConflict(x.key, y.key),
-        () => `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`,
-      );
-    }
-  }
+  assertNoConflicts(world, claims.operations);
   return { operations: claims.operations, retries: claims.retries, deferred: [], events };
 }
 

@@ -29,10 +29,11 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 2 (format 1 was JSON with tagged Maps and Sets).
-  snapshot: structuredCloneCodec<World>(2, (world) =>
+  // Format 4: one pod's mount record and desired-state entry kept bare (format 2 held a
+  // Map per volume; format 1 was JSON with tagged Maps and Sets).
+  snapshot: structuredCloneCodec<World>(4, (world) =>
     world.mounts instanceof Map && world.unboundClaims instanceof Set
-      ? { ...world, dirty: new Set() }
+      ? { ...world, maybeGone: [], dirty: new Set() }
       : undefined,
   ),
 };

@@ -22,6 +22,16 @@ export interface EventSink {
   /** Makes every pushed event durable (one transaction for the whole buffer). */
   flush(): void;
   close(): void;
+  /**
+   * For a log that can be blocked (disk full): undefined when every pushed event is durable
+   * (after a flush), else a promise that resolves once they are. Without it, flush() is
+   * taken to make them durable or throw.
+   */
+  whenDurable?(): Promise<void> | undefined;
+  /** False while the log cannot be written: the engine starts no operation meanwhile. */
+  readonly writable?: boolean;
+  /** Called each time a blocked log is written again. */
+  onWritable?(listener: () => void): void;
 }
 
 /** An in-memory log: what `vole simulate` uses without `--db`. */

@@ -113,6 +113,18 @@ const deviceCalls = new Set([
 ]);
 const podOps = new Set(['mount', 'unmount']);
 
+/** Whether an operation in flight acts on the pair (an attachment: on its node only). */
+function operationOfPair(
+  o: WorldView['operations'][number],
+  pair: Omit<KnownPair, 'firstSeq'>,
+): boolean {
+  if (o.volume !== pair.volume) return false;
+  if (pair.kind === 'mount')
+    return o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call));
+  if (o.node !== null && o.node !== pair.node) return false;
+  return o.pod === null || (o.call !== null && deviceCalls.has(o.call));
+}
+
 /** The pair list at one moment: every known pair, in the state `view` gives it. */
 export function pairRows(
   view: WorldView,
@@ -134,14 +146,7 @@ export function pairRows(
     const a = pair.kind === 'attachment' ? attachments.get(id) : undefined;
     const m = pair.kind === 'mount' ? mounts.get(id) : undefined;
     const state = a?.state ?? m?.state ?? (pair.kind === 'attachment' ? 'detached' : 'unmounted');
-    const operations = view.operations.filter(
-      (o) =>
-        o.volume === pair.volume &&
-        (pair.kind === 'mount' || o.node === null || o.node === pair.node) &&
-        (pair.kind === 'mount'
-          ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
-          : o.pod === null || (o.call !== null && deviceCalls.has(o.call))),
-    );
+    const operations = view.operations.filter((o) => operationOfPair(o, pair));
     const backoffs = view.backoffs.filter(
       (b) =>
         b.volume === pair.volume &&

@@ -19,6 +19,10 @@ import {
   mayBeMounted,
   mayRun,
   mountName,
+  podCount,
+  podEntries,
+  podEntriesByName,
+  podEntry,
   type AttachmentRecord,
   type DswPod,
   type DswVolume,
@@ -66,12 +70,10 @@ function causeOf(world: World, volume: UniqueVolumeName): Seq {
 
 /** spec §3.3 Pass A — unmountVolumes: pods' mounts (mounted or uncertain) not desired. */
 function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): void {
-  const byPod = world.mounts.get(volume);
-  if (byPod === undefined) return;
   const desired = world.dsw.get(volume)?.pods;
-  for (const pod of [...byPod.keys()].sort()) {
-    const record = byPod.get(pod)!;
-    if (!mayBeMounted(record) || desired?.has(pod) === true) continue;
+  for (const record of podEntriesByName(world.mounts.get(volume))) {
+    const pod = record.pod;
+    if (!mayBeMounted(record) || podEntry(desired, pod) !== undefined) continue;
     claims.tryRun({
       op: 'unmount',
       volume,
@@ -119,7 +121,7 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
 
 /** The spec the expansion acts on: the first desiring pod's (as the fold captures it). */
 function firstDesired(volume: DswVolume): ResolvedVolume {
-  for (const entry of volume.pods.values()) return entry.resolved;
+  for (const entry of podEntries(volume.pods)) return entry.resolved;
   return fail(`volume ${volume.volume}: desired without a pod`);
 }
 
@@ -154,9 +156,8 @@ function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountS
 function rwopRefusal(world: World, entry: DswPod): string | undefined {
   const modes = entry.resolved.accessModes;
   if (modes.length !== 1 || modes[0] !== 'ReadWriteOncePod') return undefined;
-  const others = world.mounts.get(entry.resolved.volume);
-  for (const pod of others?.keys() ?? []) {
-    if (pod !== entry.pod)
+  for (const other of podEntries(world.mounts.get(entry.resolved.volume))) {
+    if (other.pod !== entry.pod)
       return (
         'MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
         'already in use by another pod'
@@ -261,10 +262,10 @@ function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
   const name = attachmentName(attachment.volume, attachment.node);
   const mounts = world.mounts.get(attachment.volume);
   assert(
-    mounts === undefined || mounts.size === 0,
+    podCount(mounts) === 0,
     () =>
-      `attachment ${name}: detach planned while ${mounts?.size} pod mount(s) may exist ` +
-      `(${[...(mounts?.keys() ?? [])].map((p) => mountName(attachment.volume, p)).join(', ')}) (seq ${world.seq})`,
+      `attachment ${name}: detach planned while ${podCount(mounts)} pod mount(s) may exist ` +
+      `(${[...podEntries(mounts)].map((m) => mountName(attachment.volume, m.pod)).join(', ')}) (seq ${world.seq})`,
   );
   assert(
     !attachment.state.value.startsWith('attached.device') ||
@@ -308,8 +309,8 @@ function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanRes
   for (const volume of volumes) {
     const desired = world.dsw.get(volume);
     if (desired === undefined) continue;
-    for (const pod of [...desired.pods.keys()].sort()) {
-      planMountOrAttach(world, claims, desired, desired.pods.get(pod as UniquePodName)!); // Pass B
+    for (const entry of podEntriesByName(desired.pods)) {
+      planMountOrAttach(world, claims, desired, entry); // Pass B
     }
   }
   if (readyToUnmount) {

@@ -4,3 +4,4 @@ export * from './jsonl.js';
 export * from './replay.js';
 export * from './verify.js';
 export * from './log-world.js';
+export * from './open.js';

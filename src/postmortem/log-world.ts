@@ -10,6 +10,7 @@ import type { VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
+import { podEntries } from '../world/by-pod.js';
 
 /** One pair's state: an attachment (volume × node) or a mount (volume × pod). */
 export interface PairState {
@@ -79,7 +80,7 @@ function kubeletLogWorld(world: World): LogWorld {
       const out = new Map<string, PairState>();
       const a = world.attachments.get(UniqueVolumeName(volume));
       if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
-      for (const m of world.mounts.get(UniqueVolumeName(volume))?.values() ?? []) {
+      for (const m of podEntries(world.mounts.get(UniqueVolumeName(volume)))) {
         const state = m.state.value;
         out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
       }

@@ -5,6 +5,7 @@
 import type { VoleEvent } from '../events/index.js';
 import { fold, getVolumesInUse, initialWorld } from '../world/index.js';
 import type { OperationBook, World } from '../world/types.js';
+import { podEntries } from '../world/by-pod.js';
 
 export interface Moment {
   /** Replay up to and including this seq. */
@@ -153,7 +154,7 @@ export function describeWorld(world: World): WorldView {
       }))
       .sort(byVolume),
     mounts: [...world.mounts.values()]
-      .flatMap((m) => [...m.values()])
+      .flatMap((m) => [...podEntries(m)])
       .map((m) => ({
         volume: m.volume,
         pod: m.pod,

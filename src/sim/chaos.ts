@@ -10,9 +10,9 @@
  * simulate`, so a failing seed is written out as a file that reproduces it exactly.
  */
 import { stringify } from 'yaml';
-import { parseScenario } from './scenario.js';
+import { parseScenario, type Scenario } from './scenario.js';
 import { FakeHost } from '../plugins/fake.js';
-import { simulate, type SimulationResult } from './simulate.js';
+import { type SimulateOptions, simulate, type SimulationResult } from './simulate.js';
 
 /** A small, fast, seedable PRNG (mulberry32). */
 export function prng(seed: number): () => number {
@@ -68,15 +68,8 @@ interface PodPlan {
   volumes: unknown[];
 }
 
-/** Draws one scenario (as the raw document a file would hold) from a seed. */
-export function generateScenario(seed: number): {
-  document: Record<string, unknown>;
-  present: string[];
-  removed: string[];
-} {
-  const r = prng(seed);
-  const controllerAttachDetach = r() < 0.3;
-  const diskCount = int(r, 1, 3);
+/** Disks as PersistentVolumes (access and volume modes drawn) with a claim each. */
+function drawDisks(r: Random, diskCount: number): unknown[] {
   const objects: unknown[] = [];
   for (let i = 0; i < diskCount; i++) {
     const accessModes = r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany'];
@@ -98,49 +91,58 @@ export function generateScenario(seed: number): {
       spec: { volumeName: `pv-${i}`, volumeMode, accessModes },
     });
   }
-  const podCount = int(r, 2, 5);
-  const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => {
-    const volumes: unknown[] = [];
-    const n = int(r, 1, 3);
-    for (let v = 0; v < n; v++) {
-      const kind = r();
-      if (kind < 0.5)
-        volumes.push({
-          name: `data-${v}`,
-          persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
-        });
-      else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
-      else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
-      else
-        volumes.push({
-          name: `inline-${v}`,
-          csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` },
-        });
+  return objects;
+}
+
+/** Pod `p`'s volumes: claims of the disks, emptyDirs, configMaps, inline CSI volumes. */
+function drawPodVolumes(r: Random, p: number, diskCount: number): unknown[] {
+  const volumes: unknown[] = [];
+  const n = int(r, 1, 3);
+  for (let v = 0; v < n; v++) {
+    const kind = r();
+    if (kind < 0.5)
+      volumes.push({
+        name: `data-${v}`,
+        persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
+      });
+    else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
+    else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
+    else
+      volumes.push({
+        name: `inline-${v}`,
+        csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` },
+      });
+  }
+  return volumes;
+}
+
+const podObject = (p: PodPlan) => ({
+  metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
+  spec: { volumes: p.volumes },
+});
+
+/** The disks the present pods claim, as the node reports them in use. */
+function disksInUse(pods: readonly PodPlan[], present: ReadonlySet<string>): string[] {
+  const handles = new Set<string>();
+  for (const p of pods) {
+    if (!present.has(p.uid)) continue;
+    for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
+      if (v.persistentVolumeClaim)
+        handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
     }
-    return { uid: `uid-${p}`, volumes };
-  });
-  const podObject = (p: PodPlan) => ({
-    metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
-    spec: { volumes: p.volumes },
-  });
+  }
+  return [...handles].sort();
+}
+
+/** The steps: pods added, removed and updated, restarts, time passing; then a long wait. */
+function drawSteps(r: Random, pods: readonly PodPlan[], controllerAttachDetach: boolean) {
   const present = new Set<string>();
   const everAdded = new Set<string>();
   const steps: unknown[] = [];
-  const inUse = () => {
-    const handles = new Set<string>();
-    for (const p of pods) {
-      if (!present.has(p.uid)) continue;
-      for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
-        if (v.persistentVolumeClaim)
-          handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
-      }
-    }
-    return [...handles].sort();
-  };
   const report = () => {
     if (!controllerAttachDetach) return;
-    steps.push({ reportInUse: inUse() });
-    steps.push({ controllerAttach: inUse() });
+    steps.push({ reportInUse: disksInUse(pods, present) });
+    steps.push({ controllerAttach: disksInUse(pods, present) });
   };
   const stepCount = int(r, 5, 20);
   for (let s = 0; s < stepCount; s++) {
@@ -169,18 +171,42 @@ export function generateScenario(seed: number): {
   // Liveness: the fault scripts are finite; give every backoff and timeout time to pass.
   report();
   steps.push({ advance: '6h' });
-  const presentList = [...present].sort();
   const removed = [...everAdded].filter((uid) => !present.has(uid)).sort();
+  return { steps, present: [...present].sort(), removed };
+}
+
+/** Convergence: every present pod ready, every volume of the removed ones unmounted. */
+function convergence(pods: readonly PodPlan[], present: string[], removed: string[]) {
   const mounts: Record<string, string> = {};
   for (const uid of removed)
     for (const v of pods.find((p) => p.uid === uid)!.volumes as { name: string }[])
       mounts[`${uid}/${v.name}`] = 'unmounted';
   const expectation: Record<string, unknown> = {
-    ...(presentList.length > 0 ? { podReady: presentList } : {}),
+    ...(present.length > 0 ? { podReady: present } : {}),
     ...(Object.keys(mounts).length > 0 ? { mounts } : {}),
   };
-  if (presentList.length === 0) expectation.volumesInUse = [];
-  steps.push({ expect: expectation });
+  if (present.length === 0) expectation.volumesInUse = [];
+  return expectation;
+}
+
+/** Draws one scenario (as the raw document a file would hold) from a seed. */
+export function generateScenario(seed: number): {
+  document: Record<string, unknown>;
+  present: string[];
+  removed: string[];
+} {
+  // The order of the draws is the seed's meaning: keep it, or old seeds stop reproducing.
+  const r = prng(seed);
+  const controllerAttachDetach = r() < 0.3;
+  const diskCount = int(r, 1, 3);
+  const objects = drawDisks(r, diskCount);
+  const podCount = int(r, 2, 5);
+  const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => ({
+    uid: `uid-${p}`,
+    volumes: drawPodVolumes(r, p, diskCount),
+  }));
+  const { steps, present, removed } = drawSteps(r, pods, controllerAttachDetach);
+  steps.push({ expect: convergence(pods, present, removed) });
   const document = {
     name: `chaos seed ${seed}`,
     controllerAttachDetach,
@@ -192,7 +218,7 @@ export function generateScenario(seed: number): {
     objects,
     steps,
   };
-  return { document, present: presentList, removed };
+  return { document, present, removed };
 }
 
 export interface ChaosFailure {
@@ -256,7 +282,10 @@ export async function chaos(opts: {
   seed: number;
   runs: number;
   onProgress?: (done: number) => void;
+  /** Runs one scenario (default: simulate); a test passes a mutant engine to see it caught. */
+  simulate?: (scenario: Scenario, opts: SimulateOptions) => Promise<SimulationResult>;
 }): Promise<ChaosReport> {
+  const run = opts.simulate ?? simulate;
   const failures: ChaosFailure[] = [];
   let events = 0;
   let calls = 0;
@@ -271,7 +300,7 @@ export async function chaos(opts: {
     let result: SimulationResult;
     const host = new FakeHost();
     try {
-      result = await simulate(scenario, { fakeHost: host, stats });
+      result = await run(scenario, { fakeHost: host, stats });
     } catch (error) {
       failures.push({
         seed,

@@ -4,6 +4,7 @@ import type { FakeCallRecord } from '../plugins/fake.js';
 import { claimBindings, getVolumesInUse, podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
+import { podEntry } from '../world/by-pod.js';
 
 export interface Failure {
   readonly step: number;
@@ -36,9 +37,9 @@ export function mountState(world: World, podSlashOuter: string): string {
   const outer = podSlashOuter.slice(slash + 1);
   const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
   if (resolved !== undefined)
-    return world.mounts.get(resolved.volume)?.get(pod)?.state.value ?? 'unmounted';
+    return podEntry(world.mounts.get(resolved.volume), pod)?.state.value ?? 'unmounted';
   for (const byPod of world.mounts.values()) {
-    const record = byPod.get(pod);
+    const record = podEntry(byPod, pod);
     if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
   }
   return 'unmounted';

@@ -27,6 +27,7 @@ import {
   foldOperationStarted,
 } from './fold-ops.js';
 import type { World } from './types.js';
+import { podEntry } from './by-pod.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
@@ -49,6 +50,7 @@ export function initialWorld(): World {
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
+    maybeGone: [],
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
@@ -106,9 +108,10 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     touch(world, volume);
   }
   for (const seen of event.mounts) {
-    const record = world.mounts
-      .get(seen.volume as UniqueVolumeName)
-      ?.get(seen.pod as UniquePodName);
+    const record = podEntry(
+      world.mounts.get(seen.volume as UniqueVolumeName),
+      seen.pod as UniquePodName,
+    );
     if (record === undefined || seen.mounted) continue;
     stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
     touch(world, record.volume);
@@ -131,7 +134,7 @@ export function fold(world: World, event: VoleEvent): World {
   if (event.seq !== world.seq + 1)
     fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
   if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
-  startEvent();
+  startEvent(world);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {

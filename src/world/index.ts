@@ -1,3 +1,4 @@
+export * from './by-pod.js';
 export * from './compiled-machine.js';
 export * from './fold.js';
 export * from './invariants.js';

@@ -8,6 +8,7 @@ import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { keysConflict } from './pending.js';
 import type { World } from './types.js';
+import { podEntries } from './by-pod.js';
 
 export interface Violation {
   readonly seq: number;
@@ -21,7 +22,7 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
   const at = (invariant: string, message: string) =>
     out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachment = world.attachments.get(volume);
-  const mounts = [...(world.mounts.get(volume)?.values() ?? [])];
+  const mounts = [...podEntries(world.mounts.get(volume))];
   const state = attachment?.state.value;
   // S1/S2: no detach and no device unmount while a pod mount may exist.
   if ((state === 'detaching' || state === 'attached.deviceUnmounting') && mounts.length > 0) {

@@ -12,6 +12,7 @@ import {
 } from '../../machines/index.js';
 import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { compileMachine } from './compiled-machine.js';
 import { mayBeGone } from './gone.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
@@ -75,7 +76,7 @@ export function stepAttachment(
   }
   if (next.value === 'detached') {
     world.attachments.delete(record.volume);
-    mayBeGone(record.volume);
+    mayBeGone(world, record.volume);
   } else {
     // A literal of the record's fields, not a spread: every record then shares one shape.
     world.attachments.set(record.volume, {
@@ -97,7 +98,7 @@ export function mountOrNew(
   pod: UniquePodName,
   spec: ResolvedVolume | undefined,
 ): MountRecord {
-  const existing = world.mounts.get(volume)?.get(pod);
+  const existing = podEntry(world.mounts.get(volume), pod);
   if (existing !== undefined) return existing;
   if (spec === undefined)
     fail(`mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
@@ -127,20 +128,18 @@ export function stepMount(
       );
     return;
   }
-  let byPod = world.mounts.get(record.volume);
+  const byPod = world.mounts.get(record.volume);
   if (next.value === 'unmounted') {
-    byPod?.delete(record.pod);
-    if (byPod?.size === 0) {
+    const left = deletePodEntry(byPod, record.pod);
+    if (left === byPod) return;
+    if (left !== undefined) world.mounts.set(record.volume, left);
+    else {
       world.mounts.delete(record.volume);
-      mayBeGone(record.volume);
+      mayBeGone(world, record.volume);
     }
     return;
   }
-  if (byPod === undefined) {
-    byPod = new Map();
-    world.mounts.set(record.volume, byPod);
-  }
-  byPod.set(record.pod, {
+  const kept = setPodEntry(byPod, {
     volume: record.volume,
     pod: record.pod,
     pluginName: record.pluginName,
@@ -148,4 +147,5 @@ export function stepMount(
     state: next,
     seq: world.seq,
   });
+  if (kept !== byPod) world.mounts.set(record.volume, kept);
 }

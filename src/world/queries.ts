@@ -5,6 +5,7 @@
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { AttachmentRecord, MountRecord, World } from './types.js';
 import { boundVolumes } from './binding.js';
+import { podCount, podEntry } from './by-pod.js';
 
 /** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
 export type PodInVolume =
@@ -32,7 +33,7 @@ export function podExistsInVolume(
   const attachment = world.attachments.get(volume);
   if (!isAttached(attachment)) return { kind: 'volumeNotAttached' };
   const devicePath = attachment.state.context.devicePath;
-  const mount = world.mounts.get(volume)?.get(pod);
+  const mount = podEntry(world.mounts.get(volume), pod);
   if (mount === undefined || mount.state.value !== 'mounted')
     return { kind: 'notMounted', devicePath };
   if (mount.state.context.remountRequired) return { kind: 'remountRequired', devicePath };
@@ -85,7 +86,7 @@ export function getMountedVolumesForPod(
   const result = new Map<string, MountedVolumeView>();
   const record = world.pods.get(pod);
   for (const resolved of record?.volumes ?? []) {
-    const mount = world.mounts.get(resolved.volume)?.get(pod);
+    const mount = podEntry(world.mounts.get(resolved.volume), pod);
     if (mount?.state.value !== 'mounted') continue;
     result.set(resolved.outerVolumeSpecName, {
       outerVolumeSpecName: resolved.outerVolumeSpecName,
@@ -103,7 +104,7 @@ export function getMountedVolumesForPod(
 export function getPossiblyMountedVolumesForPod(world: World, pod: UniquePodName): MountRecord[] {
   const result: MountRecord[] = [];
   for (const byPod of world.mounts.values()) {
-    const record = byPod.get(pod);
+    const record = podEntry(byPod, pod);
     if (record !== undefined && mayBeMounted(record)) result.push(record);
   }
   return result.sort((a, b) => a.volume.localeCompare(b.volume));
@@ -215,7 +216,7 @@ export function waitErrorMessage(status: PodWaitStatus, cause: string): string {
 
 /** Attachments with no pod record at all (spec §2.2 GetUnmountedVolumes). */
 export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boolean {
-  return (world.mounts.get(volume)?.size ?? 0) === 0;
+  return podCount(world.mounts.get(volume)) === 0;
 }
 
 /**

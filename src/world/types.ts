@@ -12,6 +12,7 @@ import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../e
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
+import type { ByPod } from './by-pod.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -126,7 +127,8 @@ export interface DswVolume {
   readonly attachable: boolean;
   readonly deviceMountable: boolean;
   readonly reportedInUse: boolean;
-  readonly pods: ReadonlyMap<UniquePodName, DswPod>;
+  /** The pods that want it: the one DswPod bare, a Map from two on (by-pod.ts). */
+  readonly pods: ByPod<DswPod>;
 }
 
 export interface AttachmentRecord {
@@ -242,7 +244,13 @@ export interface World extends OperationBook {
   podsByObject: Map<string, UniquePodName | Set<UniquePodName>>;
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
-  mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
+  /** Mount records by volume: the one pod's record bare, a Map from two pods on (by-pod.ts). */
+  mounts: Map<UniqueVolumeName, ByPod<MountRecord>>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
+  /**
+   * The fold's scratch while it folds one event: volumes the event may have left gone
+   * (src/world/gone.ts). Empty between events.
+   */
+  maybeGone: UniqueVolumeName[];
 }

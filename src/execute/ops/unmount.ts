@@ -2,9 +2,10 @@
 import type { UnmountDeviceOperation, UnmountOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 import { tearDownDevice, unmap } from './map.js';
+import { podEntry } from '../../world/by-pod.js';
 
 export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<void> {
-  const record = ctx.host.world().mounts.get(op.volume)?.get(op.pod);
+  const record = podEntry(ctx.host.world().mounts.get(op.volume), op.pod);
   if (record === undefined)
     failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
   const plugin = ctx.host.plugins.find(record.pluginName);

@@ -9,10 +9,15 @@
  *   setUp         bind the global path into the pod's volume directory (+ fsGroup)
  *   tearDown, unmountDevice, detach undo them; deviceMountRefs come from the mount table.
  *
+ * Like shared storage, the disk knows which node holds it (`<image>.attached-to`, written
+ * on attach, removed on detach) and refuses to attach a ReadWriteOnce disk to a second
+ * node while the first still holds it: the storage side of RWO exclusivity, on which the
+ * controller relies when an attachment elsewhere is uncertain (spec §3.4).
+ *
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/exec.js';
 import { ensureImage, formatAndMount, type FsType, resizeFs } from '../../host/fs.js';
@@ -59,8 +64,22 @@ function fsTypeOf(spec: ResolvedVolume): FsType {
   return fsType;
 }
 
+const holderFile = (imagePath: string) => `${imagePath}.attached-to`;
+
+/** A ReadWriteOnce disk still attached (a loop device exists) for another node is refused. */
+async function refuseSecondNode(spec: ResolvedVolume, imagePath: string, node: string): Promise<void> {
+  if (spec.multiAttachAllowed) return;
+  const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
+  if (holder === undefined || holder === node) return;
+  if ((await findLoopForImage(imagePath)) === undefined) return; // detached behind our back
+  throw new HostError(
+    'transient',
+    `${diskDriver}: ${basename(imagePath)} is attached to node ${holder}; a ReadWriteOnce disk is attached to one node at a time (detach it from ${holder} first)`,
+  );
+}
+
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
-  const image = (spec: ResolvedVolume) => diskImagePath(opts.root, handle(spec));
+  const image = (spec: ResolvedVolume) => diskImagePath(opts.disksRoot ?? opts.root, handle(spec));
   const globalPath = (spec: ResolvedVolume) =>
     pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
   const loopOf = async (spec: ResolvedVolume) => {
@@ -83,15 +102,18 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
     }),
     blockMapper: blockMapper(opts, loopOf),
     attacher: {
-      async attach(spec) {
+      async attach(spec, target) {
         if (spec.sizeBytes <= 0) {
           throw new HostError(
             'final',
             `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
           );
         }
+        await refuseSecondNode(spec, image(spec), target.node);
         await ensureImage(image(spec), spec.sizeBytes);
-        return (await attachLoop(image(spec))).device;
+        const { device } = await attachLoop(image(spec));
+        await writeFile(holderFile(image(spec)), target.node);
+        return device;
       },
       waitForAttach: (spec) => loopOf(spec),
       async volumesAreAttached(specs) {
@@ -102,6 +124,7 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       },
       async detach(spec) {
         await detachLoopForImage(image(spec));
+        await rm(holderFile(image(spec)), { force: true });
       },
       isAttached: async (spec) => (await findLoopForImage(image(spec))) !== undefined,
     },

@@ -16,6 +16,7 @@ export function builtinPlugins(
     ...(opts.forbiddenHostPaths === undefined
       ? {}
       : { forbiddenHostPaths: opts.forbiddenHostPaths }),
+    ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
   };
   return [
     emptyDirPlugin(o),
