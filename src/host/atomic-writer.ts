@@ -56,11 +56,13 @@ function timestampedName(nowMs: number): string {
 }
 
 /** Does the directory hold exactly this payload already (same files, bytes and modes)? */
-async function sameContent(dir: string, payload: Payload): Promise<boolean> {
+async function sameContent(dir: string, payload: Payload, fsGroup: number | null) {
   for (const [path, file] of payload) {
     const full = join(dir, path);
     const st = await stat(full).catch(() => undefined);
-    if (st === undefined || !st.isFile() || (st.mode & 0o777) !== file.mode) return false;
+    const mode = fsGroup === null ? file.mode : file.mode | 0o040;
+    if (st === undefined || !st.isFile() || (st.mode & 0o777) !== mode) return false;
+    if (fsGroup !== null && st.gid !== fsGroup) return false;
     if (!(await readFile(full)).equals(file.data)) return false;
   }
   return (await listFiles(dir)).length === payload.size;
@@ -114,7 +116,7 @@ export async function writeAtomically(
   const oldTarget = await readlink(join(dir, dataDirName)).catch(() => undefined);
   const oldDir = oldTarget === undefined ? undefined : join(dir, oldTarget);
   const oldNames = oldDir === undefined ? new Set<string>() : await currentNames(oldDir);
-  if (oldDir !== undefined && (await sameContent(oldDir, payload))) return false;
+  if (oldDir !== undefined && (await sameContent(oldDir, payload, opts.fsGroup))) return false;
   const tsName = timestampedName(opts.nowMs);
   const tsDir = join(dir, tsName);
   await mkdir(tsDir, { mode: 0o755 });
