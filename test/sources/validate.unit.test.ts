@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { InvalidPodError, VolumeManager } from '../../src/agent/volume-manager.js';
-import { readManifestDir } from '../../src/sources/manifests.js';
+import { type ManifestChanges, readManifestDir } from '../../src/sources/manifests.js';
+import { ManifestWatcher } from '../../src/sources/watch.js';
 import { validate } from '../../src/sources/validate.js';
 
 const pod = (metadata: Record<string, unknown>, volumes: unknown[], extra = {}) => ({
@@ -167,4 +168,34 @@ test('addPod: an invalid pod throws InvalidPodError naming pod and field; nothin
   assert.equal(vm.world.seq, before);
   assert.equal(vm.world.pods.size, 0);
   vm.stop();
+});
+
+test('watch: a running pod whose manifest turns invalid is kept as it was, not torn down', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-validate-'));
+  try {
+    const good = 'kind: Pod\nmetadata: {name: web}\nspec: {volumes: [{name: a, emptyDir: {}}]}\n';
+    writeFileSync(join(dir, 'web.yaml'), good);
+    const changes: ManifestChanges[] = [];
+    const problems: string[] = [];
+    const watcher = new ManifestWatcher({
+      dir,
+      onChanges: (c) => changes.push(c),
+      onProblems: (p) => problems.push(...p.map((x) => x.message)),
+    });
+    watcher.sync();
+    assert.deepEqual(changes.map((c) => c.upsertPods.length), [1]);
+    writeFileSync(join(dir, 'web.yaml'), good.replace('{name: a, emptyDir: {}}', '{name: a}'));
+    watcher.sync();
+    assert.match(problems.join('\n'), /Pod "default\/web" is invalid: spec\.volumes\[0\]/);
+    assert.equal(changes.length, 1, 'no change: the pod stays as it was');
+    writeFileSync(join(dir, 'web.yaml'), good.replace('emptyDir: {}', 'emptyDir: {medium: Memory}'));
+    watcher.sync();
+    assert.equal(changes.length, 2);
+    assert.equal(changes[1]!.upsertPods[0]!.spec.volumes?.[0]?.emptyDir?.medium, 'Memory');
+    rmSync(join(dir, 'web.yaml'));
+    watcher.sync();
+    assert.equal(changes[2]!.removePods.length, 1, 'a deleted file still removes its pod');
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });
