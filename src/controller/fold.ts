@@ -21,6 +21,7 @@ import {
   forgetClaim,
   trackClaim,
 } from '../world/binding.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
@@ -61,6 +62,7 @@ export function initialControllerWorld(): ControllerWorld {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -420,6 +422,26 @@ function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>
     world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
 }
 
+/** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
+function foldAttachmentsVerified(world: ControllerWorld, event: EventOf<'AttachmentsVerified'>): void {
+  for (const v of event.volumes) {
+    const a = world.attachments.get(pairKey(v.name, event.node));
+    if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
+    step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
+    touch(world, a.volume);
+  }
+}
+
+/** `vole detach --controller`: the request, and the planner's verdict on it. */
+function foldOperatorEvent(
+  world: ControllerWorld,
+  event: EventOf<'OperatorRequested'> | EventOf<'OperatorRequestDecided'>,
+): void {
+  const hooks = { touch: (volume: UniqueVolumeName) => touch(world, volume) };
+  if (event.type === 'OperatorRequested') foldOperatorRequested(world, event, hooks);
+  else foldOperatorRequestDecided(world, event, hooks);
+}
+
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
   assert(
     event.seq === world.seq + 1,
@@ -459,13 +481,11 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldReportRaised(world, event);
       break;
     case 'AttachmentsVerified':
-      // §3.7: confirmed attachments storage reports gone are dropped (and unreported).
-      for (const v of event.volumes) {
-        const a = world.attachments.get(pairKey(v.name, event.node));
-        if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
-        step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
-        touch(world, a.volume);
-      }
+      foldAttachmentsVerified(world, event);
+      break;
+    case 'OperatorRequested':
+    case 'OperatorRequestDecided':
+      foldOperatorEvent(world, event);
       break;
     case 'ClaimBound':
       foldClaimBound(world, event);

@@ -33,7 +33,13 @@ export const kubeletCore: Core<World, Operation> = {
   // Map per volume; format 1 was JSON with tagged Maps and Sets).
   snapshot: structuredCloneCodec<World>(4, (world) =>
     world.mounts instanceof Map && world.unboundClaims instanceof Set
-      ? { ...world, maybeGone: [], dirty: new Set() }
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          maybeGone: [],
+          dirty: new Set(),
+        }
       : undefined,
   ),
 };
@@ -49,7 +55,12 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
     world.reported instanceof Map && world.unboundClaims instanceof Set
-      ? { ...world, dirty: new Set() }
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          dirty: new Set(),
+        }
       : undefined,
   ),
 };
