@@ -22,3 +22,6 @@ export * from './world/index.js';
 export { plan, type Operation, type PlanResult } from './plan/index.js';
 export { parseScenario } from './sim/scenario.js';
 export { simulate, type SimulationResult } from './sim/simulate.js';
+export { VoleMetrics, serveMetrics, type MetricsServer, type WorldSource } from './metrics/index.js';
+export { why, whyText, volumeWhyText, type WhyAnswer, type VolumeWhy } from './postmortem/why.js';
+export type { OperatorRequest, OperatorDecided, OperatorReply } from './agent/operator.js';

@@ -32,6 +32,7 @@ const pure = [
   'src/plan',
   'src/controller/fold.ts',
   'src/controller/plan.ts',
+  'src/controller/operator.ts',
   'src/controller/types.ts',
   'src/controller/invariants.ts',
   'src/engine/book.ts',
@@ -79,6 +80,7 @@ const layers: [string, number][] = [
   ['src/controller/invariants.ts', 1],
   ['src/plan/', 2],
   ['src/controller/plan.ts', 2],
+  ['src/controller/operator.ts', 2],
   // The engine (Engine, Core, the cores by mode) sits on the cores, under the executors.
   ['src/engine/', 2.5],
   ['src/execute/', 3],
@@ -88,6 +90,7 @@ const layers: [string, number][] = [
   ['src/host/', 4],
   ['src/sources/', 4],
   ['src/postmortem/', 4],
+  ['src/metrics/', 5],
   ['src/agent/', 5],
   ['src/controller/', 5],
   ['src/sim/', 6],

@@ -15,6 +15,7 @@ import { callTable, type FailureReading } from '../engine/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
@@ -52,6 +53,7 @@ export function initialControllerWorld(): ControllerWorld {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -378,6 +380,26 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
+/** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
+function foldAttachmentsVerified(world: ControllerWorld, event: EventOf<'AttachmentsVerified'>): void {
+  for (const v of event.volumes) {
+    const a = world.attachments.get(pairKey(v.name, event.node));
+    if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
+    step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
+    touch(world, a.volume);
+  }
+}
+
+/** `vole detach --controller`: the request, and the planner's verdict on it. */
+function foldOperatorEvent(
+  world: ControllerWorld,
+  event: EventOf<'OperatorRequested'> | EventOf<'OperatorRequestDecided'>,
+): void {
+  const hooks = { touch: (volume: UniqueVolumeName) => touch(world, volume) };
+  if (event.type === 'OperatorRequested') foldOperatorRequested(world, event, hooks);
+  else foldOperatorRequestDecided(world, event, hooks);
+}
+
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
   assert(
     event.seq === world.seq + 1,
@@ -423,13 +445,11 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       break;
     }
     case 'AttachmentsVerified':
-      // §3.7: confirmed attachments storage reports gone are dropped (and unreported).
-      for (const v of event.volumes) {
-        const a = world.attachments.get(pairKey(v.name, event.node));
-        if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
-        step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
-        touch(world, a.volume);
-      }
+      foldAttachmentsVerified(world, event);
+      break;
+    case 'OperatorRequested':
+    case 'OperatorRequestDecided':
+      foldOperatorEvent(world, event);
       break;
     case 'SourcesReady':
     case 'ClaimBound':

@@ -27,7 +27,7 @@ export function countCalls(
 
 /** The attachment state of a volume as a dotted path; `detached` when there is none. */
 export function attachmentState(world: World, volume: string): string {
-  return world.attachments.get(volume as UniqueVolumeName)?.state.value ?? 'detached';
+  return world.attachments.get(volume as UniqueVolumeName)?.value ?? 'detached';
 }
 
 /** `POD_UID/OUTER_VOLUME_NAME` → the mount state; `unmounted` when there is none. */
@@ -37,10 +37,10 @@ export function mountState(world: World, podSlashOuter: string): string {
   const outer = podSlashOuter.slice(slash + 1);
   const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
   if (resolved !== undefined)
-    return podEntry(world.mounts.get(resolved.volume), pod)?.state.value ?? 'unmounted';
+    return podEntry(world.mounts.get(resolved.volume), pod)?.value ?? 'unmounted';
   for (const byPod of world.mounts.values()) {
     const record = podEntry(byPod, pod);
-    if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
+    if (record?.context.outerVolumeSpecName === outer) return record.value;
   }
   return 'unmounted';
 }

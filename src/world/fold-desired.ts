@@ -60,14 +60,7 @@ function podsReferencing(world: World, key: string): UniquePodName[] {
 
 /** The DSW record `volume` with other pods (a literal: one shape for every record). */
 function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
-  return {
-    volume: volume.volume,
-    pluginName: volume.pluginName,
-    attachable: volume.attachable,
-    deviceMountable: volume.deviceMountable,
-    reportedInUse: volume.reportedInUse,
-    pods,
-  };
+  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
 }
 
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
@@ -84,6 +77,15 @@ function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   }
 }
 
+/**
+ * `[name]`: the pod's own list of expected volumes when that is just this name (a pod with
+ * one volume), so the two equal read-only lists are one array in the heap.
+ */
+function onlyName(record: PodRecord, name: string): readonly string[] {
+  const expected = record.expectedVolumes;
+  return expected.length === 1 && expected[0] === name ? expected : [name];
+}
+
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
@@ -92,21 +94,14 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
     const outerVolumeSpecNames =
       previous === undefined || previous.seq !== record.seq
-        ? [resolved.outerVolumeSpecName]
+        ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
     const pods = setPodEntry(copyByPod(existing?.pods), entry);
     world.dsw.set(
       resolved.volume,
       existing === undefined
-        ? {
-            volume: resolved.volume,
-            pluginName: resolved.pluginName,
-            attachable: resolved.attachable,
-            deviceMountable: resolved.deviceMountable,
-            reportedInUse: false,
-            pods,
-          }
+        ? { volume: resolved.volume, reportedInUse: false, pods }
         : dswVolume(existing, pods),
     );
     touch(world, resolved.volume, cause);
@@ -179,7 +174,7 @@ function markRemountRequired(world: World, record: PodRecord): void {
   for (const resolved of record.volumes) {
     if (!resolved.requiresRemount) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-    if (mount === undefined || mount.state.value !== 'mounted') continue;
+    if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
@@ -229,7 +224,7 @@ function remountReaders(world: World, key: string): void {
     for (const resolved of record.volumes) {
       if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
       const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
       touch(world, resolved.volume);
     }
