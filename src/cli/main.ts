@@ -97,6 +97,12 @@ program
   )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option(
+    '--csi <name=unix:///path.sock>',
+    'a CSI driver and its socket (repeatable); drivers in <root>/plugins_registry register themselves',
+    (value: string, previous: string[]) => [...previous, value],
+    [] as string[],
+  )
   .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
 
 program
