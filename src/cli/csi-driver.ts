@@ -4,6 +4,7 @@
  * --registration-dir it also registers itself the kubelet's way.
  */
 import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Logger } from 'pino';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
 import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
@@ -29,6 +30,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   if (!Number.isSafeInteger(maxVolumesPerNode) || maxVolumesPerNode < 0)
     throw new UsageError(`--max-volumes-per-node ${opts.maxVolumesPerNode}: give a whole number ≥ 0`);
   mkdirSync(opts.stateDir, { recursive: true });
+  mkdirSync(dirname(socketPath), { recursive: true });
   if (opts.registrationDir !== undefined) mkdirSync(opts.registrationDir, { recursive: true });
   const holdIn = process.env.VOLE_CSI_DRIVER_HOLD;
   const handlers = diskDriverHandlers({

@@ -63,6 +63,33 @@ function faults(r: Random, calls: readonly string[]): Record<string, unknown[]> 
   return out;
 }
 
+const csiDriverName = 'fake.csi.vole.dev';
+const csiRpcs = [
+  'ControllerPublishVolume',
+  'ControllerUnpublishVolume',
+  'NodeStageVolume',
+  'NodeUnstageVolume',
+  'NodePublishVolume',
+  'NodeUnpublishVolume',
+];
+const grpcCodes = ['DEADLINE_EXCEEDED', 'UNAVAILABLE', 'ABORTED', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARGUMENT'];
+
+/** A scripted CSI driver's answer: a status code, a broken connection, a delay or a hang. */
+function csiFaultEntry(r: Random): unknown {
+  const roll = r();
+  if (roll < 0.6) return { grpc: pick(r, grpcCodes) };
+  if (roll < 0.75) return { disconnect: true };
+  if (roll < 0.95) return { delay: `${int(r, 1, 8)}s` };
+  return { hang: true };
+}
+
+function csiFaults(r: Random): Record<string, unknown[]> {
+  const out: Record<string, unknown[]> = {};
+  for (const rpc of csiRpcs)
+    if (r() < 0.5) out[rpc] = Array.from({ length: int(r, 1, 3) }, () => csiFaultEntry(r));
+  return out;
+}
+
 interface PodPlan {
   uid: string;
   volumes: unknown[];
@@ -97,6 +124,25 @@ export function generateScenario(seed: number): {
       spec: { volumeName: `pv-${i}` },
     });
   }
+  // Volumes of a scripted CSI driver, at the gRPC boundary.
+  const csiCount = int(r, 0, 2);
+  for (let i = 0; i < csiCount; i++) {
+    objects.push({
+      kind: 'PersistentVolume',
+      metadata: { name: `csi-pv-${i}` },
+      spec: {
+        accessModes: ['ReadWriteOnce'],
+        volumeMode: r() < 0.25 ? 'Block' : 'Filesystem',
+        capacity: { storage: '1Gi' },
+        csi: { driver: csiDriverName, volumeHandle: `csi-${i}` },
+      },
+    });
+    objects.push({
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: `csiclaim-${i}`, namespace: 'default' },
+      spec: { volumeName: `csi-pv-${i}` },
+    });
+  }
   const podCount = int(r, 2, 5);
   const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => {
     const volumes: unknown[] = [];
@@ -109,6 +155,11 @@ export function generateScenario(seed: number): {
           persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
         });
       else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
+      else if (kind < 0.6 && csiCount > 0)
+        volumes.push({
+          name: `csi-${v}`,
+          persistentVolumeClaim: { claimName: `csiclaim-${int(r, 0, csiCount - 1)}` },
+        });
       else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
       else
         volumes.push({
@@ -122,6 +173,12 @@ export function generateScenario(seed: number): {
     metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
     spec: { volumes: p.volumes },
   });
+  const csiAttachable = r() < 0.7;
+  const csiPlugin = {
+    name: csiDriverName,
+    csi: { publishUnpublish: csiAttachable, stageUnstage: r() < 0.7 },
+    faults: csiFaults(r),
+  };
   const present = new Set<string>();
   const everAdded = new Set<string>();
   const steps: unknown[] = [];
@@ -130,8 +187,11 @@ export function generateScenario(seed: number): {
     for (const p of pods) {
       if (!present.has(p.uid)) continue;
       for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
-        if (v.persistentVolumeClaim)
-          handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
+        const claim = v.persistentVolumeClaim?.claimName;
+        if (claim?.startsWith('csiclaim-') === true && csiAttachable)
+          handles.add(`kubernetes.io/csi/${csiDriverName}^csi-${claim.split('-')[1]}`);
+        else if (claim?.startsWith('claim-') === true)
+          handles.add(`fake.disk/disk-${claim.split('-')[1]}`);
       }
     }
     return [...handles].sort();
@@ -187,6 +247,7 @@ export function generateScenario(seed: number): {
       { name: 'fake.disk', attachable: true, blockMappable: true, faults: faults(r, diskCalls) },
       { name: 'kubernetes.io/empty-dir', faults: faults(r, podCalls) },
       { name: 'kubernetes.io/configmap', requiresRemount: true, faults: faults(r, podCalls) },
+      ...(csiCount > 0 ? [csiPlugin] : []),
     ],
     objects,
     steps,
