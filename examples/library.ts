@@ -9,8 +9,8 @@ import { caps, VolumeManager, type VolumePlugin } from '../src/index.js';
 // what it was asked; vole's built-in plugins mount real filesystems.
 const mounted = new Set<string>();
 const scratch: VolumePlugin = {
-  name: 'example.com/scratch',
-  caps: caps('example.com/scratch'),
+  name: 'scratch.example.com',
+  caps: caps('scratch.example.com'),
   pod: {
     podVolumePath: (spec, podUid) => `/tmp/example/${podUid}/${spec.innerVolumeSpecName}`,
     setUp: async (spec, _opts, target) => void mounted.add(`${target.pod}/${spec.outerVolumeSpecName}`),
@@ -22,7 +22,7 @@ const vm = VolumeManager.create({ node: 'node-1', plugins: [scratch] });
 vm.start();
 vm.addPod({
   metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
-  spec: { volumes: [{ name: 'cache', csi: { driver: 'example.com/scratch' } }] },
+  spec: { volumes: [{ name: 'cache', csi: { driver: 'scratch.example.com' } }] },
 });
 vm.markSourcesReady(); // every pod is known: unmounts and detaches may start from now on
 

@@ -7,7 +7,7 @@ import { readdirSync, readlinkSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
-const tiers = (process.env.VOLE_TEST_TIERS ?? 'unit,scenario,host,browser').split(',');
+const tiers = (process.env.VOLE_TEST_TIERS ?? 'unit,scenario,cluster,host,browser').split(',');
 
 function collect(dir, out = []) {
   for (const name of readdirSync(dir)) {

@@ -20,6 +20,14 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
     || echo "chromium could not be installed: the browser tests will skip"
 fi
+# Cluster tests (test/cluster/*.cluster.test.ts, *.host.test.ts there) start a real 3-member
+# etcd (Debian etcd-server 3.4) and check it with etcdctl; without them they skip.
+if { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; } && [ "$(id -u)" = 0 ] \
+   && command -v apt-get >/dev/null; then
+  echo "== installing etcd-server and etcd-client (for the cluster tests)"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server etcd-client; } \
+    || echo "etcd could not be installed: the cluster tests will skip"
+fi
 echo "== type check"
 npx --no-install tsc --noEmit -p .
 echo "== tests"

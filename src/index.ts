@@ -4,8 +4,15 @@ export {
   WaitForAttachAndMountError,
   type VolumeManagerOptions,
 } from './agent/volume-manager.js';
-export { Engine, engineVersion } from './agent/engine.js';
-export { MemorySink, type EventSink } from './agent/sink.js';
+export {
+  ControllerManager,
+  type ControllerManagerOptions,
+} from './agent/controller-manager.js';
+export { Engine, engineVersion, type EngineOptions, type RunnerHost } from './engine/engine.js';
+export type { Core, CoreWorld, EngineMode, Runner } from './engine/core.js';
+export { controllerCore, coreOfLog, coreOfMode, kubeletCore } from './engine/cores.js';
+export { callTable } from './engine/calls.js';
+export { MemorySink, type EventSink } from './engine/sink.js';
 export { RealClock, VirtualClock, type Clock } from './execute/clock.js';
 export { PluginManager } from './plugins/manager.js';
 export { FakePlugin } from './plugins/fake.js';

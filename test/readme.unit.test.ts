@@ -44,3 +44,20 @@ test('readme: the simulate example prints what the README shows', () => {
   assert.ok(shown);
   assert.equal(out, shown[1]);
 });
+
+test('readme: the controller example is the region of examples/controller-library.ts and runs', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const block =
+    /<!-- #region controller-library[^>]*-->\n```ts\n([\s\S]*?)```\n<!-- #endregion controller-library -->/.exec(
+      readme,
+    );
+  assert.ok(block, 'controller-library region in the README');
+  const example = readFileSync(join(root, 'examples/controller-library.ts'), 'utf8');
+  assert.equal(block[1]!.trim(), region(example, 'controller-library'));
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/controller-library.ts'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  assert.match(out, /name: 'example\.com\/disk\/disk-1'/);
+  assert.match(out, /attached: \[\]/);
+});

@@ -1,8 +1,8 @@
 /**
  * A ratchet on the rules DESIGN.md states (in the spirit of TigerBeetle's tidy.zig): the
  * pure core does no I/O, reads no clock and draws no randomness, and modules import only
- * downward (machines, events → world → plan → execute → plugins/host → agent/controller
- * → cli/inspect).
+ * downward (machines, events → world and the controller's core (with the operation book
+ * and call table) → plan → engine → execute → plugins/host → agent/controller → cli/inspect).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -28,6 +28,8 @@ const pure = [
   'src/controller/plan.ts',
   'src/controller/types.ts',
   'src/controller/invariants.ts',
+  'src/engine/book.ts',
+  'src/engine/calls.ts',
 ];
 const pureFiles = pure.flatMap((p) => (p.endsWith('.ts') ? [p] : files(p)));
 
@@ -61,7 +63,16 @@ const layers: [string, number][] = [
   ['src/constants.ts', 0],
   ['src/events/', 0],
   ['src/world/', 1],
+  // The operation book and the call table both folds share, and the controller's core.
+  ['src/engine/book.ts', 1],
+  ['src/engine/calls.ts', 1],
+  ['src/controller/types.ts', 1],
+  ['src/controller/fold.ts', 1],
+  ['src/controller/invariants.ts', 1],
   ['src/plan/', 2],
+  ['src/controller/plan.ts', 2],
+  // The engine (Engine, Core, the cores by mode) sits on the cores, under the executors.
+  ['src/engine/', 2.5],
   ['src/execute/', 3],
   ['src/log/', 3],
   ['src/plugins/', 4],

@@ -9,8 +9,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
-import { Engine } from '../../src/agent/engine.js';
-import { MemorySink } from '../../src/agent/sink.js';
+import { kubeletCore } from '../../src/engine/cores.js';
+import { Engine } from '../../src/engine/engine.js';
+import { MemorySink } from '../../src/engine/sink.js';
+import { Executor } from '../../src/execute/executor.js';
 import { noCsiHost } from '../../src/csi/host.js';
 import { csiPlugin } from '../../src/csi/plugin.js';
 import { GrpcTransport } from '../../src/csi/transport.js';
@@ -51,7 +53,16 @@ async function runOnce(variant: Variant, pods: number, transport: GrpcTransport)
   const journal: FakeCallRecord[] = [];
   const sink = new MemorySink();
   const plugins = variant === 'csi' ? csiPlugins(clock, journal, transport) : benchPlugins(clock, journal);
-  const engine = new Engine({ node: 'node-1', controllerAttachDetach: false, plugins, clock, sink, logger: pino({ level: 'silent' }) });
+  const engine = new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
+    node: 'node-1',
+    controllerAttachDetach: false,
+    plugins,
+    clock,
+    sink,
+    logger: pino({ level: 'silent' }),
+  });
   engine.start();
   engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
   const prefix = `${variant}${Date.now() % 100_000}`;

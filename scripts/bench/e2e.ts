@@ -10,10 +10,14 @@
  * MemorySink, the same with the SQLite log (durability full, group commit), and the same
  * engine driven by a 100 ms polling loop (polling.ts, the kubelet's design).
  */
+import { kubeletCore } from '../../src/engine/cores.js';
 import { join } from 'node:path';
 import pino from 'pino';
-import { Engine } from '../../src/agent/engine.js';
-import { type EventSink, MemorySink } from '../../src/agent/sink.js';
+import { Engine } from '../../src/engine/engine.js';
+import { Executor } from '../../src/execute/executor.js';
+import type { Operation } from '../../src/plan/index.js';
+import type { World } from '../../src/world/types.js';
+import { type EventSink, MemorySink } from '../../src/engine/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { RealClock } from '../../src/execute/clock.js';
 import { UniquePodName } from '../../src/ids.js';
@@ -50,11 +54,13 @@ async function runOnce(variant: Variant, pods: number, dir: string): Promise<num
   if (variant === 'sqlite') {
     const path = join(dir, 'e2e.db');
     removeDb(path);
-    sink = openSqliteLog(path, { durability: 'full' }).sink;
+    sink = openSqliteLog(path, kubeletCore, { durability: 'full' }).sink;
   } else {
     sink = new MemorySink();
   }
   const engine = new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
     node: 'node-1',
     controllerAttachDetach: false,
     plugins: benchPlugins(clock, journal),

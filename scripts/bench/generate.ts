@@ -29,8 +29,12 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
-import { Engine } from '../../src/agent/engine.js';
-import { MemorySink } from '../../src/agent/sink.js';
+import { kubeletCore } from '../../src/engine/cores.js';
+import { Engine } from '../../src/engine/engine.js';
+import { Executor } from '../../src/execute/executor.js';
+import type { Operation } from '../../src/plan/index.js';
+import type { World } from '../../src/world/types.js';
+import { MemorySink } from '../../src/engine/sink.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { type Clock, VirtualClock } from '../../src/execute/clock.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
@@ -118,7 +122,7 @@ export function podRemovedEvents(i: number, tsMs: number, prefix = 'p'): NewEven
 }
 
 /** Runs the engine until nothing is left to plan and no event came for two turns. */
-export async function settle(engine: Engine): Promise<void> {
+export async function settle(engine: Engine<World, Operation>): Promise<void> {
   let quiet = 0;
   for (let i = 0; i < 1_000_000; i++) {
     const before = engine.world.seq;
@@ -238,6 +242,8 @@ export async function runEngine(opts: {
   const clock = new VirtualClock(1_700_000_000_000);
   const journal: FakeCallRecord[] = [];
   const engine = new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
     node: 'node-1',
     controllerAttachDetach: false,
     plugins: benchPlugins(clock, journal),

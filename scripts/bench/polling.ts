@@ -8,7 +8,9 @@
  * after every append and after a tick that left work) is replaced on this one instance by
  * a no-op. The check below fails loudly if the engine's internals move.
  */
-import type { Engine } from '../../src/agent/engine.js';
+import type { Engine } from '../../src/engine/engine.js';
+import type { Operation } from '../../src/plan/index.js';
+import type { World } from '../../src/world/types.js';
 import { allVolumes } from '../../src/plan/index.js';
 
 export interface PollingDriver {
@@ -17,11 +19,11 @@ export interface PollingDriver {
 }
 
 /** Turns `engine` (not yet started) into a polling engine; call `stop()` when done. */
-export function pollEvery(engine: Engine, periodMs: number): PollingDriver {
+export function pollEvery(engine: Engine<World, Operation>, periodMs: number): PollingDriver {
   const proto = Object.getPrototypeOf(engine) as Record<string, unknown>;
   if (typeof proto.scheduleTick !== 'function') {
     throw new Error(
-      'polling driver: Engine has no scheduleTick any more; it needs an opt-in option in src/agent/engine.ts',
+      'polling driver: Engine has no scheduleTick any more; it needs an opt-in option in src/engine/engine.ts',
     );
   }
   Object.defineProperty(engine, 'scheduleTick', { value: () => {}, configurable: true });

@@ -13,6 +13,7 @@
  * snapshot rather than folding the whole log.
  */
 
+import { kubeletCore } from '../../src/engine/cores.js';
 import { copyFileSync } from 'node:fs';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { snapshotEveryEvents } from '../../src/constants.js';
@@ -52,7 +53,7 @@ function snapshotLogs(
   const save = (copy: string, world: World) => {
     removeDb(copy);
     copyFileSync(path, copy);
-    const log = openSqliteLog(copy, { durability: 'normal' });
+    const log = openSqliteLog(copy, kubeletCore, { durability: 'normal' });
     log.saveSnapshot(world);
     log.sink.close();
   };
@@ -64,7 +65,7 @@ function snapshotLogs(
   });
   store.close();
   save(atHead, world);
-  const check = openSqliteLog(atHead);
+  const check = openSqliteLog(atHead, kubeletCore);
   const bytes = check.store.latestSnapshot()?.data.length ?? 0;
   check.store.close();
   return { atHead, behind, behindSeq, bytes };
@@ -72,7 +73,7 @@ function snapshotLogs(
 
 function restartOnce(path: string): Phases {
   const t0 = nowMs();
-  const log = openSqliteLog(path);
+  const log = openSqliteLog(path, kubeletCore);
   const t1 = nowMs();
   // Which seq loadWorld folds from: right after the snapshot, unless it could not use it.
   const forEach = log.store.forEach.bind(log.store);

@@ -1,58 +1,79 @@
-/** The engine's log on SQLite: the store, its group committer as the engine's sink. */
+/**
+ * An engine's log on SQLite: the store, its group committer as the engine's sink, and the
+ * core's snapshots. The log belongs to one core: a log whose EngineStarted names another
+ * mode is refused, so a node agent never folds a controller's log or the other way round.
+ */
+import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
+import { coreOfLog } from '../engine/cores.js';
+import type { EventSink } from '../engine/sink.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
+import { LogOpenError } from '../log/errors.js';
 import { GroupCommitter } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
-import type { EventSink } from './sink.js';
-import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../log/world-snapshot.js';
-import { fold, initialWorld } from '../world/index.js';
-import type { World } from '../world/types.js';
 
-export interface SqliteLog {
+export interface SqliteLog<W> {
   readonly store: EventStore<VoleEvent>;
   readonly sink: EventSink;
   /** Every event in the log, streamed (flushes what is buffered first). */
   readAll(): Iterable<VoleEvent>;
   /** The world at the end of the log: the latest usable snapshot plus the events after it. */
-  loadWorld(): World;
+  loadWorld(): W;
   /** Stores a snapshot of the world (flushes first, so it never runs ahead of the log). */
-  saveSnapshot(world: World): void;
+  saveSnapshot(world: W): void;
   readonly lastSnapshotSeq: number;
+  /** The seq of the snapshot loadWorld started from (0: it folded the log from the start). */
+  readonly restoredFromSeq: number;
 }
 
-export function openSqliteLog(
+export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
   path: string,
+  core: Core<W, O>,
   opts: { durability?: 'full' | 'normal' } = {},
-): SqliteLog {
+): SqliteLog<W> {
   const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...opts });
+  const written = coreOfLog(store.read({ limit: 16 })).mode;
+  if (store.head().seq > 0 && written !== core.mode) {
+    store.close();
+    throw new LogOpenError({
+      code: 'otherMode',
+      path,
+      message: `${path} is a ${written} log; a ${core.mode} cannot write to it (give another --db path)`,
+    });
+  }
   const committer = new GroupCommitter<VoleEvent>(store);
   const sink: EventSink = {
-    push: (event: NewEvent) => committer.push(event as Omit<VoleEvent, 'seq'>),
+    push: (event: NewEvent) => committer.push(event),
     flush: () => committer.flush(),
     close: () => committer.close(),
   };
   const latest = store.latestSnapshot();
+  let restoredFromSeq = 0;
   return {
     store,
     sink,
     lastSnapshotSeq: latest?.seq ?? 0,
+    get restoredFromSeq() {
+      return restoredFromSeq;
+    },
     readAll: () => {
       committer.flush();
       return store.read();
     },
     loadWorld: () => {
       const fromSnapshot =
-        latest === undefined ? undefined : decodeWorldSnapshot(latest.data, latest.format);
-      const world = fromSnapshot ?? initialWorld();
-      store.forEach({ fromSeq: world.seq + 1 }, (event) => fold(world, event));
+        latest === undefined ? undefined : core.snapshot.decode(latest.data, latest.format);
+      const world = fromSnapshot ?? core.initialWorld();
+      restoredFromSeq = fromSnapshot?.seq ?? 0;
+      store.forEach({ fromSeq: world.seq + 1 }, (event) => core.fold(world, event));
       return world;
     },
-    saveSnapshot: (world: World) => {
+    saveSnapshot: (world: W) => {
       committer.flush();
       store.saveSnapshot({
         seq: world.seq,
         tsMs: world.tsMs,
-        format: worldSnapshotFormat,
-        data: encodeWorldSnapshot(world),
+        format: core.snapshot.format,
+        data: core.snapshot.encode(world),
       });
     },
   };

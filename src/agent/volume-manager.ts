@@ -10,7 +10,9 @@
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
 import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { ManifestObject, Pod } from '../events/k8s.js';
+import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
+import { describeInvalid, validate } from '../sources/validate.js';
 import { type Clock, RealClock } from '../execute/clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { PluginManager } from '../plugins/manager.js';
@@ -28,9 +30,12 @@ import {
   waitErrorMessage,
 } from '../world/index.js';
 import type { World } from '../world/types.js';
-import { Engine, type EventListener } from './engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Engine, type EventListener } from '../engine/engine.js';
+import { Executor } from '../execute/executor.js';
+import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import { type EventSink, MemorySink } from './sink.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 
 export interface VolumeManagerOptions {
@@ -52,6 +57,16 @@ export interface VolumeManagerOptions {
   readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
   readonly clock?: Clock;
   readonly logger?: Logger;
+  /**
+   * Where ConfigMap and Secret data goes (the one the configMap, secret and projected
+   * plugins read: builtinPlugins({ contents })). The log gets a content hash only.
+   */
+  readonly contents?: ObjectContents;
+}
+
+/** addPod was given a pod the API server would refuse: nothing of it was used. */
+export class InvalidPodError extends Error {
+  override name = 'InvalidPodError';
 }
 
 /** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
@@ -66,14 +81,15 @@ export class WaitForAttachAndMountError extends Error {
 }
 
 export class VolumeManager {
-  private readonly engine: Engine;
+  private readonly engine: Engine<World, Operation>;
   private readonly clock: Clock;
 
   private constructor(
-    engine: Engine,
+    engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
+    private readonly contents: ObjectContents | undefined,
   ) {
     this.engine = engine;
     this.clock = clock;
@@ -88,6 +104,7 @@ export class VolumeManager {
   ): VolumeManager {
     const log = openSqliteLog(
       opts.db,
+      kubeletCore,
       opts.durability === undefined ? {} : { durability: opts.durability },
     );
     return VolumeManager.create({
@@ -109,6 +126,8 @@ export class VolumeManager {
     const log = opts.log ?? { sink: new MemorySink(), history: [] };
     const world = foldAll(log.history, log.world);
     const engine = new Engine({
+      core: kubeletCore,
+      runner: (host) => new Executor(host),
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
@@ -118,7 +137,7 @@ export class VolumeManager {
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
-    return new VolumeManager(engine, clock, log.sink, plugins);
+    return new VolumeManager(engine, clock, log.sink, plugins, opts.contents);
   }
 
   /** The current world (read-only by contract: change it only through events). */
@@ -174,7 +193,18 @@ export class VolumeManager {
     this.append({ ...event, tsMs: this.clock.nowMs() } as NewEvent);
   }
 
+  /**
+   * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
+   * InvalidPodError naming the pod and the fields, and nothing of it is used.
+   */
   addPod(pod: Pod): void {
+    const errors = validate({ kind: 'Pod', ...pod });
+    if (errors.length > 0) {
+      const { name, namespace } = pod.metadata ?? {};
+      throw new InvalidPodError(
+        `${describeInvalid(errors, { kind: 'Pod', name, namespace: namespace ?? 'default' })}; the pod was not added`,
+      );
+    }
     this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
   }
 
@@ -188,12 +218,18 @@ export class VolumeManager {
     this.append({ type: 'PodRemoved', tsMs: this.clock.nowMs(), uid });
   }
 
-  upsertObject(object: ClusterObject): void {
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object });
+  /**
+   * A PV, claim, ConfigMap, Secret or Node appears or changes. A ConfigMap's or Secret's
+   * data goes to the contents store the plugins read; the log records its hash only.
+   */
+  upsertObject(object: ManifestObject): void {
+    this.contents?.set(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: toLoggedObject(object) });
   }
 
-  removeObject(ref: { kind: ClusterObject['kind']; name: string; namespace?: string }): void {
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
     this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
+    this.contents?.delete(ref.kind, ref.name, ref.namespace);
   }
 
   /**
@@ -246,7 +282,7 @@ export class VolumeManager {
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
-  subscribe(listener: EventListener): () => void {
+  subscribe(listener: EventListener<World>): () => void {
     return this.engine.subscribe(listener);
   }
 
@@ -310,9 +346,11 @@ export class VolumeManager {
     const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
     // spec §2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
     const known = this.world.pods.get(pod);
-    if (known !== undefined && this.engine.isRunning) this.addPod(known.pod);
+    if (known !== undefined && this.engine.isRunning)
+      this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod: known.pod });
     return new Promise((resolve, reject) => {
-      const check = (cause: string | null): boolean => {
+      let recheckScheduled = false;
+      const check = (cause: string | null, afterTick = false): boolean => {
         const status = podWaitStatus(this.world, pod);
         if (!status.known) {
           finish(() =>
@@ -328,6 +366,18 @@ export class VolumeManager {
         if (status.ready) {
           finish(resolve);
           return true;
+        }
+        if (status.errors.length > 0 && cause === null && !(afterTick && this.engine.idle)) {
+          // The planner may not have looked yet (a claim about to bind): ask again once its
+          // tick is over and nothing is left to plan.
+          if (!recheckScheduled) {
+            recheckScheduled = true;
+            setImmediate(() => {
+              recheckScheduled = false;
+              if (!done) check(null, true);
+            });
+          }
+          return false;
         }
         const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
         if (why === null) return false;

@@ -1,26 +1,15 @@
 /**
- * `vole controller`: the attach/detach controller against a manifest directory (Nodes,
- * Pods with spec.nodeName, PersistentVolumes, claims), with the real disk plugin's attach
- * and detach (loop devices) — the cluster side, demonstrated on one machine.
+ * `vole controller`: the attach/detach controller (a ControllerManager) against a
+ * manifest directory (Nodes, Pods with spec.nodeName, PersistentVolumes, claims), with the
+ * real disk plugin's attach and detach (loop devices) — the cluster side, on one machine.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import { Engine } from '../agent/engine.js';
-import { openSqliteLog } from '../agent/sqlite-log.js';
-import {
-  ControllerExecutor,
-  controllerCore,
-  maxWaitForUnmountMsDefault,
-  startAttachmentVerifier,
-} from '../controller/index.js';
-import type { ControllerOperation } from '../controller/plan.js';
-import type { ControllerWorld } from '../controller/types.js';
+import { ControllerManager } from '../agent/controller-manager.js';
 import { RealClock } from '../execute/clock.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
-import { PluginManager } from '../plugins/manager.js';
-import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
@@ -33,13 +22,18 @@ export interface ControllerCommandOptions {
   readonly timeout?: string;
 }
 
-/** Every desired attachment confirmed, nothing else attached, nothing running. */
-function settled(world: ControllerWorld): boolean {
-  if (world.running.size > 0) return false;
-  for (const key of world.dsw.keys())
-    if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
-  for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
-  return true;
+/** Prints each Multi-Attach report and each change of a node's volumesAttached. */
+function showProgress(cm: ControllerManager, say: (line: string) => void): void {
+  const shown = new Map<string, string>();
+  cm.subscribe((event, world) => {
+    if (event.type === 'ReportRaised') say(`${event.reason} pod ${event.pod}: ${event.message}`);
+    for (const [node, volumes] of world.reported) {
+      const text = [...volumes].sort().join(' ');
+      if (shown.get(node) === text) continue;
+      shown.set(node, text);
+      say(`node ${node}: volumesAttached [${text}]`);
+    }
+  });
 }
 
 export async function controllerCommand(
@@ -49,62 +43,25 @@ export async function controllerCommand(
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
-  const log = openSqliteLog(db);
-  const clock = new RealClock();
   const say = progressPrinter();
-  let world: ControllerWorld = controllerCore.initialWorld();
-  for (const event of log.readAll()) world = controllerCore.fold(world, event);
-  const engine = new Engine<ControllerWorld, ControllerOperation>({
-    node: 'controller',
-    controllerAttachDetach: true,
-    clock,
+  const cm = ControllerManager.open({
+    db,
+    plugins: builtinPlugins({ root }),
+    clock: new RealClock(),
     logger,
-    sink: log.sink,
-    world,
-    plugins: new PluginManager(builtinPlugins({ root })),
-    core: controllerCore,
-    runner: (host) => new ControllerExecutor(host),
-    startFields: {
-      mode: 'controller',
-      controller: {
-        maxWaitForUnmountMs: maxWaitForUnmountMsDefault,
-        disableForceDetachOnTimeout: false,
-      },
-    },
   });
-  const shown = new Map<string, string>();
-  engine.subscribe((event, w) => {
-    if (event.type === 'ReportRaised') say(`${event.reason} pod ${event.pod}: ${event.message}`);
-    for (const [node, volumes] of w.reported) {
-      const text = [...volumes].sort().join(' ');
-      if (shown.get(node) !== text) {
-        shown.set(node, text);
-        say(`node ${node}: volumesAttached [${text}]`);
-      }
-    }
-  });
-  engine.start();
-  const stopVerifier = startAttachmentVerifier(engine, {
-    plugins: new PluginManager(builtinPlugins({ root })),
-    clock,
-  });
-  say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${engine.world.seq})`);
-  const apply = (c: ManifestChanges) => {
-    const tsMs = clock.nowMs();
-    for (const object of c.upsertObjects) engine.append({ type: 'ObjectUpserted', tsMs, object });
-    for (const pod of c.upsertPods) engine.append({ type: 'PodUpserted', tsMs, pod });
-    for (const uid of c.removePods) engine.append({ type: 'PodRemoved', tsMs, uid });
-    for (const ref of c.removeObjects) engine.append({ type: 'ObjectRemoved', tsMs, ...ref });
-  };
+  showProgress(cm, say);
+  cm.start();
+  say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${cm.world.seq})`);
   const known = {
-    pods: new Map([...engine.world.pods].map(([uid, r]) => [uid as string, r.pod])),
-    objects: new Map(engine.world.objects),
+    pods: new Map([...cm.world.pods].map(([uid, r]) => [uid as string, r.pod])),
+    objects: new Map(cm.world.objects),
     problems: [],
   };
   const watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
-    onChanges: apply,
+    onChanges: (changes) => cm.apply(changes),
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },
@@ -112,25 +69,21 @@ export async function controllerCommand(
   try {
     watcher.sync();
   } catch (error) {
-    engine.stop();
-    log.sink.close();
-    throw new UsageError(
-      `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
-    );
+    cm.stop();
+    const why = (error as Error).message;
+    throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${why}`);
   }
   if (opts.once !== true) watcher.start();
   return runUntilStopped({
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => settled(engine.world),
+    settled: () => cm.settled(),
     settledMessage: () =>
-      `settled: ${engine.world.attachments.size} attachment(s), log at seq ${engine.world.seq}`,
+      `settled: ${cm.world.attachments.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {
       watcher.stop();
-      stopVerifier();
-      await engine.drainAndStop();
-      log.sink.close();
+      await cm.drainAndStop();
     },
   });
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
-import { engineVersion } from '../agent/engine.js';
+import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
@@ -22,6 +22,7 @@ import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from '../inspect/command.js';
+import { registerClusterCommands } from './cluster-commands.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -234,6 +235,8 @@ program
     '127.0.0.1',
   )
   .action((opts: { db: string; port: string; host: string }) => run(() => inspectCommand(opts))());
+
+registerClusterCommands(program, run, logger);
 
 program.exitOverride((error) => {
   process.exit(error.exitCode === 0 ? 0 : 2);

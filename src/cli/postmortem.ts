@@ -8,20 +8,20 @@ import type { VoleEvent } from '../events/index.js';
 import { eventCodec } from '../events/index.js';
 import { openLog } from '../log/store.js';
 import {
-  describeWorld,
+  coreOfStore,
   diffWorlds,
   explain,
   explainText,
   fromJsonLines,
   history,
-  replayTo,
   toJsonLines,
   verify,
   type Transition,
   type WorldView,
+  worldOfLogAt,
 } from '../postmortem/index.js';
+import { coreOfMode, UnknownModeError } from '../engine/cores.js';
 import { parseDurationMs } from '../sim/duration.js';
-import { decodeWorldSnapshot } from '../log/world-snapshot.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -29,8 +29,20 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
+/**
+ * Opens a log for reading, and refuses one whose EngineStarted names a mode this version
+ * does not know (every reader folds with the core the log names).
+ */
 export function openReadonly(path: string) {
-  return openLog(path, { codec: eventCodec, mode: 'readonly' });
+  const store = openLog(path, { codec: eventCodec, mode: 'readonly' });
+  try {
+    coreOfStore(store);
+  } catch (error) {
+    store.close();
+    if (error instanceof UnknownModeError) throw new UsageError(`${path}: ${error.message}`);
+    throw error;
+  }
+  return store;
 }
 
 type Store = ReturnType<typeof openReadonly>;
@@ -57,25 +69,39 @@ export function resolveMoment(store: Store, at: string | undefined): number {
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
 export function worldAt(store: Store, seq: number): WorldView {
-  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
-  const start =
-    snapshot === undefined
-      ? undefined
-      : decodeWorldSnapshot(snapshot.data, snapshot.format);
-  const from = (start?.seq ?? 0) + 1;
-  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
-    label: 'replaying',
-    fromSeq: from,
-    toSeq: seq,
-  });
-  return describeWorld(replayTo(events, {}, start));
+  return worldOfLogAt(store, seq, (events, fromSeq) =>
+    withProgress(events, { label: 'replaying', fromSeq, toSeq: seq }),
+  ).describe();
+}
+
+function printHeader(view: WorldView, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  const head = s.bold(`world at seq ${view.seq}`);
+  if (view.mode === 'controller') {
+    out.write(`${head} (+${view.tsMs} ms)  the attach/detach controller\n`);
+    return;
+  }
+  out.write(
+    `${head} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
+  );
+}
+
+/** The controller's view of each node: health, what it reports in use, what is published. */
+function printNodes(view: WorldView, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  out.write(`${s.bold('nodes')}\n`);
+  for (const n of view.nodes) {
+    const health = `${n.exists ? '' : 'deleted, '}${n.ready ? 'ready' : 'not ready'}${n.outOfService ? ', out of service' : ''}`;
+    const attached = n.volumesAttached.map((v) => v.name).join(' ');
+    out.write(
+      `  ${n.node}  ${health}  volumesAttached [${attached}]  volumesInUse [${n.volumesInUse.join(' ')}]\n`,
+    );
+  }
 }
 
 function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
   const s = style(out);
-  out.write(
-    `${s.bold(`world at seq ${view.seq}`)} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
-  );
+  printHeader(view, out);
   out.write(`${s.bold('pods')}\n`);
   for (const p of view.pods)
     out.write(
@@ -86,7 +112,8 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
     out.write(
       `  ${a.volume}@${a.node}  ${s.state(a.state)}${a.devicePath ? `  ${a.devicePath}` : ''}\n`,
     );
-  out.write(`${s.bold('mounts')}\n`);
+  if (view.mode === 'controller') printNodes(view, out);
+  else out.write(`${s.bold('mounts')}\n`);
   for (const m of view.mounts)
     out.write(
       `  ${m.volume} × pod ${m.pod} (${m.outerVolumeSpecName})  ${s.state(m.state)}${m.remountRequired ? '  remount required' : ''}\n`,
@@ -101,7 +128,7 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
     out.write(
       `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
-  out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
+  if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
 }
 
 export function replayCommand(db: string, opts: { at?: string; json?: boolean }): number {
@@ -267,6 +294,16 @@ export async function exportCommand(db: string, opts: { out?: string }): Promise
   }
 }
 
+/** Refuses a mode this version does not know, as a usage error naming the file. */
+function knownMode(mode: string | undefined, file: string): void {
+  try {
+    coreOfMode(mode);
+  } catch (error) {
+    if (error instanceof UnknownModeError) throw new UsageError(`${file}: ${error.message}`);
+    throw error;
+  }
+}
+
 export async function importCommand(file: string, db: string): Promise<number> {
   if (existsSync(db))
     throw new UsageError(`${db} exists; import writes a new log only (choose another --db path)`);
@@ -277,6 +314,7 @@ export async function importCommand(file: string, db: string): Promise<number> {
     const collected: string[] = [];
     for await (const line of lines) collected.push(line);
     for (const event of fromJsonLines(collected)) {
+      if (event.type === 'EngineStarted') knownMode(event.mode, file);
       batch.push(event);
       if (batch.length >= 4096) flush();
     }

@@ -4,7 +4,7 @@
  * SQLite log at --db, which a restarted agent resumes from.
  */
 import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
@@ -13,6 +13,7 @@ import { CsiDriverRegistry } from '../csi/registry.js';
 import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
+import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
@@ -78,7 +79,9 @@ async function startCsi(
   };
 }
 
-function apply(vm: VolumeManager, changes: ManifestChanges): void {
+function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
+  // Every ConfigMap's and Secret's data, first: the plugins read it at setUp time.
+  for (const object of changes.contents) contents.set(object);
   for (const object of changes.upsertObjects) vm.upsertObject(object);
   for (const pod of changes.upsertPods) vm.addPod(pod);
   for (const uid of changes.removePods) vm.removePod(uid);
@@ -90,12 +93,16 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const db = opts.db ?? join(root, 'vole.db');
   mkdirSync(root, { recursive: true });
   const say = progressPrinter();
-  const plugins = new PluginManager(builtinPlugins({ root }));
+  const contents = new ObjectContents();
+  const plugins = new PluginManager(
+    builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+  );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const vm = VolumeManager.open({
     db,
     node: opts.node ?? 'node-1',
     plugins,
+    contents,
     controllerAttachDetach: opts.controllerAttachDetach ?? false,
     logger,
   });
@@ -114,7 +121,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
-    onChanges: (changes) => apply(vm, changes),
+    onChanges: (changes) => apply(vm, contents, changes),
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },

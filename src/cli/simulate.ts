@@ -53,7 +53,7 @@ export async function simulateCommand(
     process.stderr.write(`vole simulate: ${error.message}\n`);
     return 2;
   }
-  const log = opts.db === undefined ? undefined : openSimulationLog(opts.db);
+  const log = opts.db === undefined ? undefined : openSimulationLog(opts.db, scenario.mode);
   try {
     const result = await simulate(scenario, { logger, ...(log === undefined ? {} : { log }) });
     if (opts.json === true) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);

@@ -5,20 +5,13 @@
  * side acts only on what the other published. For tests, demos and simulations.
  */
 import pino, { type Logger } from 'pino';
-import { Engine } from '../agent/engine.js';
-import { type EventSink, MemorySink } from '../agent/sink.js';
+import { ControllerManager } from '../agent/controller-manager.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
 import type { Clock } from '../execute/clock.js';
 import type { PluginManager } from '../plugins/manager.js';
-import {
-  ControllerExecutor,
-  controllerCore,
-  managedAnnotation,
-  maxWaitForUnmountMsDefault,
-} from './index.js';
-import type { ControllerOperation } from './plan.js';
-import type { ControllerWorld } from './types.js';
+import { managedAnnotation } from './fold.js';
 
 export interface ClusterOptions {
   readonly nodes: readonly string[];
@@ -32,7 +25,7 @@ export interface ClusterOptions {
 }
 
 export class Cluster {
-  readonly controller: Engine<ControllerWorld, ControllerOperation>;
+  readonly controller: ControllerManager;
   readonly agents = new Map<string, VolumeManager>();
   private readonly published = new Map<string, string>();
   private readonly inUse = new Map<string, string>();
@@ -40,22 +33,15 @@ export class Cluster {
 
   constructor(private readonly opts: ClusterOptions) {
     const logger = opts.logger ?? pino({ level: 'silent' });
-    this.controller = new Engine<ControllerWorld, ControllerOperation>({
-      node: 'controller',
-      controllerAttachDetach: true,
+    this.controller = ControllerManager.create({
       plugins: opts.controllerPlugins,
       clock: opts.clock,
-      sink: opts.sinks?.controller ?? new MemorySink(),
+      log: { sink: opts.sinks?.controller ?? new MemorySink(), history: [] },
       logger,
-      core: controllerCore,
-      runner: (host) => new ControllerExecutor(host),
-      startFields: {
-        mode: 'controller',
-        controller: {
-          maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
-          disableForceDetachOnTimeout: false,
-        },
-      },
+      verifyAttachments: false,
+      ...(opts.maxWaitForUnmountMs === undefined
+        ? {}
+        : { maxWaitForUnmountMs: opts.maxWaitForUnmountMs }),
     });
     for (const node of opts.nodes) {
       const sink = opts.sinks?.node?.(node) ?? new MemorySink();
@@ -77,12 +63,7 @@ export class Cluster {
 
   start(): void {
     this.controller.start();
-    for (const node of this.opts.nodes)
-      this.controller.append({
-        type: 'ObjectUpserted',
-        tsMs: this.opts.clock.nowMs(),
-        object: this.nodeObject(node, []),
-      });
+    for (const node of this.opts.nodes) this.controller.upsertObject(this.nodeObject(node, []));
     for (const agent of this.agents.values()) {
       agent.start();
       agent.markSourcesReady();
@@ -105,20 +86,20 @@ export class Cluster {
 
   /** A pod scheduled to a node: the controller and that node's agent both see it. */
   addPod(pod: Pod): void {
-    this.controller.append({ type: 'PodUpserted', tsMs: this.opts.clock.nowMs(), pod });
+    this.controller.upsertPod(pod);
     const node = pod.spec.nodeName;
     if (node !== undefined) this.agents.get(node)?.addPod(pod);
   }
 
   removePod(pod: Pod): void {
     const uid = pod.metadata.uid ?? '';
-    this.controller.append({ type: 'PodRemoved', tsMs: this.opts.clock.nowMs(), uid });
+    this.controller.removePod(uid);
     const node = pod.spec.nodeName;
     if (node !== undefined) this.agents.get(node)?.removePod(uid);
   }
 
   upsertObject(object: ClusterObject): void {
-    this.controller.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object });
+    this.controller.upsertObject(object);
     for (const agent of this.agents.values()) agent.upsertObject(object);
   }
 
@@ -138,25 +119,15 @@ export class Cluster {
    */
   sync(): void {
     if (!this.controller.isRunning) return;
-    const tsMs = this.opts.clock.nowMs();
     for (const [node, agent] of this.agents) {
       const inUse = agent.getVolumesInUse();
       const key = inUse.join(' ');
       if (this.inUse.get(node) !== key) {
         this.inUse.set(node, key);
-        this.controller.append({
-          type: 'ObjectUpserted',
-          tsMs,
-          object: this.nodeObject(node, inUse),
-        });
+        this.controller.upsertObject(this.nodeObject(node, inUse));
         agent.markVolumesAsReportedInUse(inUse);
       }
-      const reported = [...(this.controller.world.reported.get(node as never) ?? [])].sort();
-      const list = reported.map((name) => ({
-        name,
-        devicePath:
-          this.controller.world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
-      }));
+      const list = this.controller.volumesAttached(node);
       const published = JSON.stringify(list);
       if (this.published.get(node) !== published) {
         this.published.set(node, published);

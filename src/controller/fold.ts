@@ -3,20 +3,20 @@
  * the reports it raised. Pure and deterministic, like the kubelet's (DESIGN.md rule 2).
  */
 import type { AttachmentEvent } from '../../machines/index.js';
-import { assert, unreachable } from '../assert.js';
-import type { CallError, EventOf, VoleEvent } from '../events/index.js';
-import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
-import { NodeName, OpId, type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { attachmentPairs } from '../world/pairs.js';
+import { assert, fail, unreachable } from '../assert.js';
 import {
-  keyString,
-  mayRun,
-  finishRecord,
-  recordsAfterStart,
-  setRecords,
-} from '../world/pending.js';
+  bookCall,
+  cutOffOperations,
+  finishOperation,
+  startOperation,
+  touchVolume,
+} from '../engine/book.js';
+import { callTable, type FailureReading } from '../engine/calls.js';
+import type { EventOf, VoleEvent } from '../events/index.js';
+import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
+import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
-import type { RunningOp } from '../world/types.js';
 import {
   type ControllerAttachment,
   type ControllerWorld,
@@ -42,7 +42,10 @@ export function initialControllerWorld(): ControllerWorld {
     nodes: new Map(),
     dsw: new Map(),
     attachments: new Map(),
+    nodesByVolume: new Map(),
+    volumesByNode: new Map(),
     reported: new Map(),
+    touched: new Set(),
     ops: new Map(),
     running: new Map(),
     lastErrors: new Map(),
@@ -51,13 +54,42 @@ export function initialControllerWorld(): ControllerWorld {
   };
 }
 
-/** Volumes the event being folded touched (the fold is synchronous, so one set suffices). */
-let touchedNow = new Set<UniqueVolumeName>();
-
 function touch(world: ControllerWorld, volume: UniqueVolumeName): void {
-  world.dirty.add(volume);
-  world.causes.set(volume, world.seq);
-  touchedNow.add(volume);
+  touchVolume(world, volume, world.seq);
+  world.touched.add(volume);
+}
+
+function addToIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
+  const set = index.get(key);
+  if (set === undefined) index.set(key, new Set([value]));
+  else set.add(value);
+}
+
+function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(value);
+  if (set.size === 0) index.delete(key);
+}
+
+/** Keeps nodesByVolume in step after a (volume, node) entry came or went. */
+function reindexPair(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
+  const key = pairKey(volume, node);
+  if (world.dsw.has(key) || world.attachments.has(key))
+    addToIndex(world.nodesByVolume, volume, node);
+  else removeFromIndex(world.nodesByVolume, volume, node);
+  if (world.attachments.has(key)) addToIndex(world.volumesByNode, node, volume);
+  else removeFromIndex(world.volumesByNode, node, volume);
+}
+
+/** The attachments of one volume (any state), by node. */
+export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) {
+  const out: ControllerAttachment[] = [];
+  for (const node of world.nodesByVolume.get(volume) ?? []) {
+    const a = world.attachments.get(pairKey(volume, node));
+    if (a !== undefined) out.push(a);
+  }
+  return out;
 }
 
 /** §4.5 terminated: phase Succeeded or Failed (deleted pods are removed outright). */
@@ -78,6 +110,7 @@ function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
     if (pods.size === 0)
       world.dsw.delete(key); // the multi-attach flag goes with it
     else world.dsw.set(key, { ...entry, pods });
+    reindexPair(world, v.volume, record.node);
     touch(world, v.volume);
   }
 }
@@ -102,6 +135,7 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
       name: record.pod.metadata.name,
     });
     world.dsw.set(key, { ...entry, pods });
+    reindexPair(world, v.volume, record.node);
     touch(world, v.volume);
   }
 }
@@ -167,8 +201,8 @@ function setNode(world: ControllerWorld, next: NodeRecord): void {
   const previous = world.nodes.get(next.name);
   world.nodes.set(next.name, next);
   const changed = new Set([...(previous?.volumesInUse ?? []), ...next.volumesInUse]);
-  for (const a of world.attachments.values()) if (a.node === next.name) changed.add(a.volume);
-  for (const v of changed) touch(world, v as UniqueVolumeName);
+  for (const v of changed) touch(world, UniqueVolumeName(v));
+  for (const v of world.volumesByNode.get(next.name) ?? []) touch(world, v);
   if (previous?.managed !== true && next.managed) reresolve(world, `Node//${next.name}`);
 }
 
@@ -228,10 +262,12 @@ function step(
     existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.state.value);
   if (next.value === 'detached') {
     world.attachments.delete(key);
+    reindexPair(world, volume, node);
     world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
     return;
   }
   world.attachments.set(key, { ...record, state: next, seq: world.seq });
+  if (existing === undefined) reindexPair(world, volume, node);
   // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
   if (created && /^(attached|attachUncertain)/.test(next.value)) {
     const n = world.nodes.get(node);
@@ -250,8 +286,8 @@ function step(
  * first seen undesired and resets only when it is desired and confirmed attached.
  */
 function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: number): void {
-  for (const [key, a] of world.attachments) {
-    if (a.volume !== volume) continue;
+  for (const a of attachmentsOf(world, volume)) {
+    const key = pairKey(a.volume, a.node);
     const desired = world.dsw.has(key);
     let at = a.detachRequestedAtMs;
     if (desired && a.state.value.startsWith('attached')) at = null;
@@ -260,108 +296,50 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
   }
 }
 
-// --- operations (spec §3.8, §3.9) --------------------------------------------------------
-
-function runningOf(world: ControllerWorld, opId: string): RunningOp {
-  const op = world.running.get(OpId(opId));
-  assert(op !== undefined, () => `operation ${opId} is not running (seq ${world.seq})`);
-  return op;
-}
+// --- operations (spec §3.8, §3.9): the operation book and the call table ----------------
 
 function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
-  const volume = event.volume as UniqueVolumeName;
-  const records = world.ops.get(volume) ?? [];
-  const verdict = mayRun(records, event.key, event.op, event.tsMs);
-  assert(
-    verdict.kind === 'run',
-    () =>
-      `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} (seq ${event.seq}): never two operations on one key`,
-  );
-  const opId = OpId(event.opId);
-  setRecords(
-    world.ops,
-    volume,
-    recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
-  );
+  const volume = UniqueVolumeName(event.volume);
   const node = NodeName(event.node ?? '');
-  const spec =
-    world.dsw.get(pairKey(volume, node))?.spec ??
-    world.attachments.get(pairKey(volume, node))?.spec ??
-    null;
-  world.running.set(opId, {
-    opId,
-    op: event.op,
-    key: event.key,
-    volume,
-    pod: null,
-    node,
-    spec,
-    startedSeq: event.seq as Seq,
-    startedTsMs: event.tsMs,
-    cause: event.cause as Seq,
-    call: null,
-    lastError: null,
-  });
+  const key = pairKey(volume, node);
+  const spec = world.dsw.get(key)?.spec ?? world.attachments.get(key)?.spec ?? null;
+  startOperation(world, event, { volume, pod: null, node, spec });
   // §3.3 step 11: the volume leaves the node's report before its detach starts.
   if (event.op === 'detach') world.reported.get(node)?.delete(volume);
   touch(world, volume);
 }
 
+/** §3.8: any failed attach or detach may have taken effect: the entry is uncertain. */
+const controllerReading: FailureReading = { uncertainOnAnyFailure: true };
+
 function foldCall(
   world: ControllerWorld,
   event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
 ): void {
-  const op = runningOf(world, event.opId);
-  const node = op.node!;
-  if (event.type === 'CallStarted') {
-    world.running.set(op.opId, { ...op, call: event.call });
-    if (event.call === 'attach') step(world, op.volume, node, op.spec, { type: 'ATTACH_START' });
-    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_START' });
-  } else if (event.type === 'CallSucceeded') {
-    world.running.set(op.opId, { ...op, call: null });
-    if (event.call === 'attach')
-      step(world, op.volume, node, op.spec, {
-        type: 'ATTACH_OK',
-        devicePath: event.devicePath ?? '',
-      });
-    if (event.call === 'detach') step(world, op.volume, node, null, { type: 'DETACH_OK' });
-  } else {
-    world.running.set(op.opId, { ...op, call: null, lastError: event.error });
-    world.lastErrors.set(op.volume, {
-      message: event.error.message,
-      seq: event.seq as Seq,
-      tsMs: event.tsMs,
-    });
-    // §3.8: any failed attach or detach may have taken effect: the entry is uncertain.
-    if (event.call === 'attach')
-      step(world, op.volume, node, op.spec, { type: 'ATTACH_FAIL', uncertain: true });
-    if (event.call === 'detach')
-      step(world, op.volume, node, null, { type: 'DETACH_FAIL', uncertain: true });
+  const op = bookCall(world, event);
+  const effects = callTable[event.call];
+  const pairStep =
+    event.type === 'CallStarted'
+      ? effects.started?.(event, op, controllerReading)
+      : event.type === 'CallSucceeded'
+        ? effects.succeeded?.(event, op, controllerReading)
+        : effects.failed?.(event, op, controllerReading);
+  if (pairStep !== undefined && pairStep !== null) {
+    if (pairStep.pair !== 'attachment')
+      fail(`controller: ${event.call} is a node agent's call (seq ${event.seq})`);
+    const spec = pairStep.create ? op.spec : null;
+    step(world, op.volume, NodeName(op.node ?? ''), spec, pairStep.event, pairStep.observation);
   }
-  touch(world, op.volume);
-}
-
-function complete(
-  world: ControllerWorld,
-  op: RunningOp,
-  failure: CallError | null,
-  tsMs: number,
-): void {
-  finishRecord(world.ops, op.volume, op, { failure, tsMs, seq: world.seq });
-  world.running.delete(op.opId);
   touch(world, op.volume);
 }
 
 function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted'>): void {
-  const cut: CallError = {
-    kind: 'uncertain',
-    message: 'operation cut off: the controller stopped while it ran',
-  };
-  for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
+  const at = { seq: event.seq as Seq, tsMs: event.tsMs };
+  const cut = cutOffOperations(world, at, 'controller', (op) => {
     const a = world.attachments.get(pairKey(op.volume, op.node ?? ''));
-    if (a !== undefined) step(world, op.volume, op.node!, null, { type: 'CRASH' }, true);
-    complete(world, op, cut, event.tsMs);
-  }
+    if (a !== undefined) step(world, op.volume, a.node, null, { type: 'CRASH' }, true);
+  });
+  for (const op of cut) world.touched.add(op.volume);
   world.engineStartedSeq = event.seq as Seq;
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // §4.2 populateActualStateOfWorld: each node's reported volumesInUse replaces the
@@ -382,7 +360,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
   );
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
-  touchedNow = new Set();
+  world.touched.clear();
   switch (event.type) {
     case 'EngineStarted':
       foldEngineStarted(world, event);
@@ -408,16 +386,9 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'CallFailed':
       foldCall(world, event);
       break;
-    case 'OperationFinished': {
-      const op = runningOf(world, event.opId);
-      const failure =
-        event.outcome === 'ok'
-          ? null
-          : (event.error ??
-            op.lastError ?? { kind: 'final' as const, message: 'operation failed' });
-      complete(world, op, failure, event.tsMs);
+    case 'OperationFinished':
+      touch(world, finishOperation(world, event).volume);
       break;
-    }
     case 'ReportRaised': {
       const entry = world.dsw.get(pairKey(event.volume, event.node));
       if (entry !== undefined)
@@ -437,6 +408,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       }
       break;
     case 'SourcesReady':
+    case 'ClaimBound':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':
@@ -446,6 +418,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     default:
       unreachable(event, 'event type');
   }
-  for (const v of touchedNow) updateTimers(world, v, event.tsMs);
+  for (const v of world.touched) updateTimers(world, v, event.tsMs);
+  world.touched.clear();
   return world;
 }

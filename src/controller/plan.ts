@@ -5,10 +5,11 @@
  * as retry times, so a forced detach happens on time without polling.
  */
 import { assert } from '../assert.js';
-import type { NewEvent, OpKey } from '../events/index.js';
+import { Claims as BookClaims } from '../engine/book.js';
+import type { Decision, NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
-import { keysConflict, mayRun } from '../world/pending.js';
-import type { OpRecord } from '../world/types.js';
+import { keysConflict } from '../world/pending.js';
+import { attachmentsOf } from './fold.js';
 import {
   type ControllerAttachment,
   type ControllerWorld,
@@ -42,41 +43,7 @@ function confirmedOn(a: ControllerAttachment): boolean {
   return a.state.value.startsWith('attached') || a.state.value === 'detaching';
 }
 
-class Claims {
-  private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
-  readonly operations: ControllerOperation[] = [];
-  readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
-  constructor(
-    private readonly world: ControllerWorld,
-    readonly nowMs: number,
-  ) {}
-  records(volume: UniqueVolumeName): readonly OpRecord[] {
-    return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
-  }
-  verdict(op: ControllerOperation) {
-    return mayRun(this.records(op.volume), op.key, op.op, this.nowMs);
-  }
-  tryRun(op: ControllerOperation): void {
-    const verdict = this.verdict(op);
-    if (verdict.kind === 'backoff')
-      this.retries.push({ volume: op.volume, atMs: verdict.retryAtMs });
-    if (verdict.kind !== 'run') return;
-    const records = this.records(op.volume);
-    this.claimed.set(op.volume, [
-      ...records,
-      {
-        key: op.key,
-        opName: op.op,
-        pending: true,
-        opId: null,
-        lastError: null,
-        lastErrorTsMs: 0,
-        durationMsBeforeRetry: 0,
-      },
-    ]);
-    this.operations.push(op);
-  }
-}
+type Claims = BookClaims<ControllerOperation>;
 
 /** §3.3 the detach pass for one attachment no pod wants on its node. */
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
@@ -151,8 +118,8 @@ function planAttach(
   };
   if (claims.verdict(op).kind === 'alreadyExists') return;
   if (!entry.spec.multiAttachAllowed) {
-    const otherNodes = [...world.attachments.values()]
-      .filter((o) => o.volume === entry.volume && o.node !== entry.node && confirmedOn(o))
+    const otherNodes = attachmentsOf(world, entry.volume)
+      .filter((o) => o.node !== entry.node && confirmedOn(o))
       .map((o) => o.node)
       .sort();
     if (otherNodes.length > 0) {
@@ -176,29 +143,38 @@ function planAttach(
 }
 
 export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
-  const volumes = new Set<UniqueVolumeName>();
-  for (const e of world.dsw.values()) volumes.add(e.volume);
-  for (const a of world.attachments.values()) volumes.add(a.volume);
-  return volumes;
+  return new Set(world.nodesByVolume.keys());
 }
 
+const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
+  x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
+
+/**
+ * The reconciler's passes over the given volumes (the dirty set; all when absent): the
+ * detach pass, then the attach pass (§3.3 before §3.4). Each volume is looked up through
+ * nodesByVolume, so a plan after one event costs the same at any number of attachments.
+ */
 export function planController(
   world: ControllerWorld,
   nowMs: number,
   opts: { volumes?: Iterable<UniqueVolumeName> } = {},
 ): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
-  const volumes = new Set(opts.volumes ?? allControllerVolumes(world));
-  const claims = new Claims(world, nowMs);
+  const claims: Claims = new BookClaims(world, nowMs);
   const events: NewEvent[] = [];
-  const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
-    x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
-  const attachments = [...world.attachments.values()]
-    .filter((a) => volumes.has(a.volume))
-    .sort(byKey);
-  for (const a of attachments) planDetach(world, claims, a); // §3.3 before §3.4
-  const desired = [...world.dsw.values()].filter((e) => volumes.has(e.volume)).sort(byKey);
-  for (const entry of desired) planAttach(world, claims, entry, events);
+  const attachments: ControllerAttachment[] = [];
+  const desired: DesiredAttachment[] = [];
+  for (const volume of opts.volumes ?? allControllerVolumes(world)) {
+    for (const node of world.nodesByVolume.get(volume) ?? []) {
+      const key = pairKey(volume, node);
+      const a = world.attachments.get(key);
+      if (a !== undefined) attachments.push(a);
+      const entry = world.dsw.get(key);
+      if (entry !== undefined) desired.push(entry);
+    }
+  }
+  for (const a of attachments.sort(byKey)) planDetach(world, claims, a);
+  for (const entry of desired.sort(byKey)) planAttach(world, claims, entry, events);
   for (let i = 0; i < claims.operations.length; i++) {
     for (let j = i + 1; j < claims.operations.length; j++) {
       const [x, y] = [claims.operations[i]!, claims.operations[j]!];
@@ -209,6 +185,19 @@ export function planController(
     }
   }
   return { operations: claims.operations, retries: claims.retries, deferred: [], events };
+}
+
+/** What OperationStarted records of a controller operation. */
+export function controllerDecision(op: ControllerOperation): Decision {
+  return {
+    op: op.op,
+    key: op.key,
+    volume: op.volume,
+    node: op.node,
+    cause: op.cause,
+    ...(op.verifySafeToDetach === undefined ? {} : { verifySafeToDetach: op.verifySafeToDetach }),
+    ...(op.forced === undefined ? {} : { forced: op.forced }),
+  };
 }
 
 export function describeControllerOperation(op: ControllerOperation): string {

@@ -8,9 +8,9 @@
 import type { AttachmentContext } from '../../machines/index.js';
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
-import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { PairState } from '../world/compiled-machine.js';
-import type { OpRecord, ResolvedVolume, RunningOp } from '../world/types.js';
+import type { OperationBook, ResolvedVolume } from '../world/types.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -63,7 +63,7 @@ export interface ControllerAttachment {
   readonly seq: Seq;
 }
 
-export interface ControllerWorld {
+export interface ControllerWorld extends OperationBook {
   config: ControllerConfig;
   plugins: Map<string, PluginCaps>;
   seq: Seq;
@@ -76,13 +76,17 @@ export interface ControllerWorld {
   /** Keyed `volume@node`. */
   dsw: Map<string, DesiredAttachment>;
   attachments: Map<string, ControllerAttachment>;
+  /**
+   * The nodes each volume is desired on or attached to: what planning one volume and
+   * its detach timers read, so an event costs O(change), not O(attachments).
+   */
+  nodesByVolume: Map<UniqueVolumeName, Set<NodeName>>;
+  /** The volumes attached (in any state) to each node: what a Node update touches. */
+  volumesByNode: Map<NodeName, Set<UniqueVolumeName>>;
   /** volumesToReportAsAttached per node (§1.2): what node.status.volumesAttached shows. */
   reported: Map<NodeName, Set<UniqueVolumeName>>;
-  ops: Map<UniqueVolumeName, OpRecord[]>;
-  running: Map<OpId, RunningOp>;
-  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
-  causes: Map<UniqueVolumeName, Seq>;
-  dirty: Set<UniqueVolumeName>;
+  /** The volumes the event being folded touched (the fold's scratch; empty between events). */
+  touched: Set<UniqueVolumeName>;
 }
 
 export function pairKey(volume: string, node: string): string {

@@ -4,7 +4,7 @@
  * exist, and record the answer as an AttachmentsVerified observation (the fold drops the
  * ones reported gone). A plugin error skips that plugin this round, as upstream.
  */
-import type { Engine } from '../agent/engine.js';
+import type { Engine } from '../engine/engine.js';
 import type { Clock, TimerHandle } from '../execute/clock.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { ControllerOperation } from './plan.js';

@@ -12,6 +12,7 @@ export const objectMeta = z.looseObject({
   namespace: z.string().min(1).max(63).optional(),
   uid: z.string().min(1).max(253).optional(),
   annotations: z.record(z.string(), z.string()).optional(),
+  labels: z.record(z.string(), z.string()).optional(),
   deletionTimestamp: z.string().optional(),
 });
 
@@ -21,6 +22,44 @@ const csiSource = z.looseObject({
   fsType: z.string().optional(),
   readOnly: z.boolean().optional(),
   volumeAttributes: z.record(z.string(), z.string()).optional(),
+});
+
+/** `items` of a configMap or secret volume: which keys, to which paths, with which mode. */
+const keyItems = z.array(
+  z.looseObject({ key: z.string(), path: z.string(), mode: z.number().int().optional() }),
+);
+
+/** `items` of a downwardAPI volume (fieldRef only: vole has no containers' resources). */
+const downwardItems = z.array(
+  z.looseObject({
+    path: z.string(),
+    fieldRef: z
+      .looseObject({ fieldPath: z.string(), apiVersion: z.string().optional() })
+      .optional(),
+    resourceFieldRef: z.looseObject({ resource: z.string() }).optional(),
+    mode: z.number().int().optional(),
+  }),
+);
+
+const projectedSource = z.looseObject({
+  configMap: z
+    .looseObject({
+      name: z.string().optional(),
+      items: keyItems.optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
+  secret: z
+    .looseObject({
+      name: z.string().optional(),
+      items: keyItems.optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
+  downwardAPI: z.looseObject({ items: downwardItems.optional() }).optional(),
+  serviceAccountToken: z
+    .looseObject({ path: z.string(), audience: z.string().optional() })
+    .optional(),
 });
 
 export const podVolume = z.looseObject({
@@ -36,8 +75,31 @@ export const podVolume = z.looseObject({
     })
     .optional(),
   hostPath: z.looseObject({ path: z.string().min(1), type: z.string().optional() }).optional(),
-  configMap: z.looseObject({ name: z.string().optional() }).optional(),
-  secret: z.looseObject({ secretName: z.string().optional() }).optional(),
+  configMap: z
+    .looseObject({
+      name: z.string().optional(),
+      items: keyItems.optional(),
+      defaultMode: z.number().int().optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
+  secret: z
+    .looseObject({
+      secretName: z.string().optional(),
+      items: keyItems.optional(),
+      defaultMode: z.number().int().optional(),
+      optional: z.boolean().optional(),
+    })
+    .optional(),
+  downwardAPI: z
+    .looseObject({ items: downwardItems.optional(), defaultMode: z.number().int().optional() })
+    .optional(),
+  projected: z
+    .looseObject({
+      sources: z.array(projectedSource).optional(),
+      defaultMode: z.number().int().optional(),
+    })
+    .optional(),
 });
 export type PodVolume = z.infer<typeof podVolume>;
 
@@ -53,6 +115,7 @@ export const pod = z.looseObject({
   metadata: objectMeta,
   spec: z.looseObject({
     nodeName: z.string().optional(),
+    serviceAccountName: z.string().optional(),
     volumes: z.array(podVolume).optional(),
     containers: z.array(container).optional(),
     initContainers: z.array(container).optional(),
@@ -84,9 +147,26 @@ export const persistentVolume = z.looseObject({
       .looseObject({ name: z.string().optional(), namespace: z.string().optional() })
       .optional(),
     mountOptions: z.array(z.string()).optional(),
+    storageClassName: z.string().optional(),
   }),
+  status: z.looseObject({ phase: z.string().optional() }).optional(),
 });
 export type PersistentVolume = z.infer<typeof persistentVolume>;
+
+/** metav1.LabelSelector: matchLabels and matchExpressions, ANDed. */
+export const labelSelector = z.looseObject({
+  matchLabels: z.record(z.string(), z.string()).optional(),
+  matchExpressions: z
+    .array(
+      z.looseObject({
+        key: z.string(),
+        operator: z.string(),
+        values: z.array(z.string()).optional(),
+      }),
+    )
+    .optional(),
+});
+export type LabelSelector = z.infer<typeof labelSelector>;
 
 export const persistentVolumeClaim = z.looseObject({
   apiVersion: z.string().optional(),
@@ -96,6 +176,13 @@ export const persistentVolumeClaim = z.looseObject({
     volumeName: z.string().optional(),
     accessModes: z.array(z.string()).optional(),
     volumeMode: z.enum(['Filesystem', 'Block']).optional(),
+    storageClassName: z.string().optional(),
+    resources: z
+      .looseObject({
+        requests: z.looseObject({ storage: quantity.optional() }).optional(),
+      })
+      .optional(),
+    selector: labelSelector.optional(),
   }),
   status: z
     .looseObject({
@@ -135,17 +222,76 @@ export const node = z.looseObject({
 });
 export type Node = z.infer<typeof node>;
 
+/**
+ * A ConfigMap or Secret as the log holds it: its identity and a hash of its content, never
+ * the content (DESIGN.md "Secrets stay out of the log"). A data field here is refused.
+ */
+const contentObject = <K extends 'ConfigMap' | 'Secret'>(kind: K) =>
+  z.looseObject({
+    apiVersion: z.string().optional(),
+    kind: z.literal(kind),
+    metadata: objectMeta,
+    /** `sha256:<hex>` of the keys and values (see sources/contents.ts). */
+    contentHash: z.string().min(1),
+    data: z.never().optional(),
+    binaryData: z.never().optional(),
+    stringData: z.never().optional(),
+  });
+export const configMapRecord = contentObject('ConfigMap');
+export const secretRecord = contentObject('Secret');
+export type ContentObjectRecord =
+  | z.infer<typeof configMapRecord>
+  | z.infer<typeof secretRecord>;
+
+/** A ConfigMap or Secret as a manifest or a library call gives it (data included). */
+export const configMapManifest = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('ConfigMap'),
+  metadata: objectMeta,
+  data: z.record(z.string(), z.string()).optional(),
+  binaryData: z.record(z.string(), z.string()).optional(),
+});
+export const secretManifest = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('Secret'),
+  metadata: objectMeta,
+  type: z.string().optional(),
+  data: z.record(z.string(), z.string()).optional(),
+  stringData: z.record(z.string(), z.string()).optional(),
+});
+export type ConfigMapManifest = z.infer<typeof configMapManifest>;
+export type SecretManifest = z.infer<typeof secretManifest>;
+
 export const clusterObject = z.discriminatedUnion('kind', [
   persistentVolume,
   persistentVolumeClaim,
   node,
+  configMapRecord,
+  secretRecord,
 ]);
 export type ClusterObject = z.infer<typeof clusterObject>;
 export type ObjectKind = ClusterObject['kind'];
 
+/** What sources read: cluster objects, with ConfigMaps and Secrets holding their data. */
+export const manifestObject = z.discriminatedUnion('kind', [
+  persistentVolume,
+  persistentVolumeClaim,
+  node,
+  configMapManifest,
+  secretManifest,
+]);
+export type ManifestObject = z.infer<typeof manifestObject>;
+
+/** Kinds whose objects live in a namespace (their keys name it). */
+const namespacedKinds: ReadonlySet<string> = new Set([
+  'PersistentVolumeClaim',
+  'ConfigMap',
+  'Secret',
+]);
+
 /** `PersistentVolume//pv-1`, `PersistentVolumeClaim/default/claim-1`: the object index key. */
 export function objectKey(kind: string, name: string, namespace?: string): string {
-  return `${kind}/${kind === 'PersistentVolumeClaim' ? (namespace ?? 'default') : ''}/${name}`;
+  return `${kind}/${namespacedKinds.has(kind) ? (namespace ?? 'default') : ''}/${name}`;
 }
 
 const quantitySuffixes: Record<string, number> = {

@@ -91,6 +91,24 @@ export const pluginCallNames = [
 export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
 export type CallName = (typeof callNames)[number];
 
+/**
+ * The steps of an operation, decided by the planner and recorded in OperationStarted:
+ * the executor runs them in order and decides nothing (spec §4.7, §4.10–4.12).
+ */
+export const operationSteps = [
+  'waitForAttach',
+  'mountDevice',
+  'setUp',
+  'expand',
+  'setUpDevice',
+  'map',
+  'tearDown',
+  'unmap',
+  'unmountDevice',
+  'tearDownDevice',
+] as const;
+export type OperationStep = (typeof operationSteps)[number];
+
 /** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
 export type OpKey = z.infer<typeof opKey>;
@@ -106,8 +124,11 @@ export const eventSchemas = {
     controllerAttachDetach: z.boolean(),
     plugins: z.array(pluginCaps),
     version: z.string(),
-    /** kubelet (default): one node's volume manager; controller: the attach/detach controller. */
-    mode: z.enum(['kubelet', 'controller']).optional(),
+    /**
+     * The core that wrote the log: kubelet (the default) or controller. Any name reads,
+     * so that a reader can refuse a mode it does not know with a clear message.
+     */
+    mode: z.string().min(1).optional(),
     controller: z
       .object({
         maxWaitForUnmountMs: z.number().int().nonnegative(),
@@ -133,9 +154,24 @@ export const eventSchemas = {
   ObjectRemoved: z.object({
     ...base,
     type: z.literal('ObjectRemoved'),
-    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node']),
+    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
     name: z.string().min(1),
     namespace: z.string().optional(),
+  }),
+  /**
+   * The planner bound a claim to a PersistentVolume, as the persistent-volume controller
+   * binds static volumes; `capacityBytes` is the claim's capacity from then on (the PV's
+   * size, as claim.status.capacity holds it), raised later by finished expansions.
+   */
+  ClaimBound: z.object({
+    ...base,
+    type: z.literal('ClaimBound'),
+    namespace: z.string().min(1),
+    claim: z.string().min(1),
+    volume: z.string().min(1),
+    capacityBytes: z.number().nonnegative(),
+    /** The seq of the object change that led the planner to bind. */
+    cause: z.number().int().nonnegative(),
   }),
   /** MarkVolumesAsReportedInUse: node.status.volumesInUse as the node last published it. */
   VolumesReportedInUse: z.object({
@@ -186,6 +222,8 @@ export const eventSchemas = {
     pod: z.string().optional(),
     node: z.string().optional(),
     remount: z.boolean().optional(),
+    /** The steps the planner chose, in order (mount, unmount and unmountDevice). */
+    steps: z.array(z.enum(operationSteps)).optional(),
     /** Controller detach: check the node's volumesInUse first (false when forced). */
     verifySafeToDetach: z.boolean().optional(),
     /** Controller detach forced past the wait for unmount, and why. */
@@ -263,6 +301,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.PodRemoved,
   eventSchemas.ObjectUpserted,
   eventSchemas.ObjectRemoved,
+  eventSchemas.ClaimBound,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
   eventSchemas.HostObserved,
@@ -278,6 +317,11 @@ export const voleEvent = z.discriminatedUnion('type', [
 
 export type VoleEvent = z.infer<typeof voleEvent>;
 export type EventOf<T extends EventType> = Extract<VoleEvent, { type: T }>;
+/**
+ * A decision as the log records it: the fields of OperationStarted the planner chose
+ * (kind, keys, steps, cause). `vole verify` compares whole decisions.
+ */
+export type Decision = Omit<EventOf<'OperationStarted'>, 'type' | 'seq' | 'tsMs' | 'opId'>;
 /** An event before the log gave it a seq. */
 export type NewEvent = VoleEvent extends infer E
   ? E extends { seq: number }

@@ -4,33 +4,17 @@
  * the call by a timeout, classifies the outcome and appends it (DESIGN.md executor).
  */
 import type { Logger } from 'pino';
-import type { CallError, CallName, NewEvent } from '../events/index.js';
-import type { OpId, Seq } from '../ids.js';
+import type { RunnerHost } from '../engine/engine.js';
+import type { CallError, CallName } from '../events/index.js';
+import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
 import type { CallTarget } from '../plugins/types.js';
-import type { PluginManager } from '../plugins/manager.js';
 import type { RunningOp, World } from '../world/types.js';
 import { type Clock } from './clock.js';
 import { classify, timeoutError } from './errors.js';
 
 /** The engine as the executor sees it. */
-export interface ExecutorHost<W = World> {
-  /** This engine's node: the default target of calls. */
-  readonly node: string;
-  readonly clock: Clock;
-  readonly plugins: PluginManager;
-  readonly logger: Logger;
-  world(): W;
-  /** Folds the event into the world and buffers it for the next group commit. */
-  append(event: NewEvent): Seq;
-  /** Makes every appended event durable (one transaction). */
-  flush(): void;
-  /** False once this engine stopped: a late answer of a cut-off call is dropped. */
-  alive(): boolean;
-  /** Aborted when the engine stops: calls still running are cut off. */
-  readonly signal: AbortSignal;
-  callTimeoutMs(call: CallName): number;
-}
+export type ExecutorHost<W = World> = RunnerHost<W>;
 
 export interface OpContext<W extends { running: Map<OpId, RunningOp> } = World, O = Operation> {
   readonly host: ExecutorHost<W>;

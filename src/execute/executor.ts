@@ -5,7 +5,7 @@
  * asserts it again when OperationStarted is folded.
  */
 import { unreachable } from '../assert.js';
-import { type Operation, operationPod } from '../plan/index.js';
+import { kubeletDecision, type Operation, operationPod } from '../plan/index.js';
 import type { World } from '../world/types.js';
 import type { ExecutorHost, OpContext } from './context.js';
 import { attach, verifyControllerAttached } from './ops/attach.js';
@@ -21,7 +21,7 @@ function runSteps(ctx: OpContext): Promise<void> {
     case 'attach':
       return attach(ctx);
     case 'verifyControllerAttached':
-      return verifyControllerAttached(ctx);
+      return verifyControllerAttached(ctx, op);
     case 'detach':
       return detach(ctx);
     case 'markDetached':
@@ -31,9 +31,9 @@ function runSteps(ctx: OpContext): Promise<void> {
     case 'unmount':
       return unmount(ctx, op);
     case 'unmountDevice':
-      return unmountDevice(ctx);
+      return unmountDevice(ctx, op);
     case 'expand':
-      return expand(ctx);
+      return expand(ctx, op);
     default:
       return unreachable(op, 'operation');
   }
@@ -55,19 +55,11 @@ export class Executor {
     return this.tasks.capacity();
   }
 
-  /** Appends OperationStarted and runs the operation in the background. */
+  /** Appends OperationStarted (the planner's decision) and runs the operation. */
   start(op: Operation): void {
     const pod = operationPod(op);
-    const fields = {
-      op: op.op,
-      key: op.key,
-      volume: op.volume,
-      ...(pod === null ? {} : { pod }),
-      ...('node' in op ? { node: op.node } : {}),
-      ...(op.op === 'mount' ? { remount: op.remount } : {}),
-      cause: op.cause,
-    };
-    this.tasks.start(op, fields, { op: op.op, volume: op.volume, pod: pod ?? undefined }, runSteps);
+    const bindings = { op: op.op, volume: op.volume, pod: pod ?? undefined };
+    this.tasks.start(op, kubeletDecision(op), bindings, runSteps);
   }
 
   drain(): Promise<void> {

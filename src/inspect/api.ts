@@ -11,17 +11,15 @@ import { basename } from 'node:path';
 import { eventCodec, type VoleEvent } from '../events/index.js';
 import type { EventStore } from '../log/store.js';
 import {
+  coreOfStore,
   describeEvent,
-  describeWorld,
-  eventVolume,
   explain,
   history,
-  replayTo,
+  type LogWorld,
+  logWorld,
   type WorldView,
+  worldOfLogAt,
 } from '../postmortem/index.js';
-import { worldAt } from '../cli/postmortem.js';
-import { initialWorld } from '../world/index.js';
-import type { World } from '../world/types.js';
 import type {
   CauseStep,
   EventSummary,
@@ -29,6 +27,7 @@ import type {
   Meta,
   PairKind,
   PairRow,
+  Report,
   Transition,
   WorldPayload,
 } from './protocol.js';
@@ -42,6 +41,8 @@ export const marksMax = 20_000;
 export const eventsPageMax = 500;
 /** Transitions the pair history returns at most (the latest ones). */
 export const pairHistoryMax = 500;
+/** Reports (ReportRaised) kept for the page (the latest ones). */
+export const reportsMax = 500;
 
 interface KnownPair {
   readonly kind: PairKind;
@@ -136,6 +137,7 @@ export function pairRows(
     const operations = view.operations.filter(
       (o) =>
         o.volume === pair.volume &&
+        (pair.kind === 'mount' || o.node === null || o.node === pair.node) &&
         (pair.kind === 'mount'
           ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
           : o.pod === null || (o.call !== null && deviceCalls.has(o.call))),
@@ -186,14 +188,17 @@ export function pairRows(
 
 /** Follows a log: the world at its head, the pairs seen, the notable events. */
 export class Tracker {
-  private world: World = initialWorld();
+  /** The log's world, folded with the core its EngineStarted names (once it has events). */
+  private world: LogWorld;
   private trackedSeq = 0;
+  private reports: Report[] = [];
   private readonly known = new Map<string, KnownPair>();
   private readonly podNames = new Map<string, string>();
   private marks: Meta['marks'] = [];
   private version = '';
 
   constructor(readonly store: Store) {
+    this.world = logWorld(coreOfStore(store));
     this.catchUp();
   }
 
@@ -207,10 +212,12 @@ export class Tracker {
    */
   catchUp(): EventSummary[] {
     if (this.store.head().seq <= this.trackedSeq) return [];
+    // A log that was empty when the tracker opened it: its first events name the core.
+    if (this.trackedSeq === 0) this.world = logWorld(coreOfStore(this.store));
     const fresh: EventSummary[] = [];
     for (const event of this.store.read({ fromSeq: this.trackedSeq + 1 })) {
-      const volume = eventVolume(this.world, event);
-      replayTo([event], {}, this.world);
+      const volume = this.world.eventVolume(event);
+      this.world.fold(event);
       this.trackedSeq = event.seq;
       this.observe(event, volume);
       fresh.push(summarize(event));
@@ -226,32 +233,25 @@ export class Tracker {
         this.podNames.set(meta.uid, `${meta.namespace ?? 'default'}/${meta.name}`);
     }
     if (event.type === 'EngineStarted') this.version = event.version;
+    if (event.type === 'ReportRaised') {
+      const { seq, tsMs, reason, pod, volume: v, node, message } = event;
+      this.reports.push({ seq, tsMs, reason, pod, volume: v, node, message });
+      if (this.reports.length > 2 * reportsMax) this.reports = this.reports.slice(-reportsMax);
+    }
     const tone = toneOf(event);
     if (tone === 'failure' || tone === 'engine') {
       this.marks.push({ seq: event.seq, tone });
       if (this.marks.length > 2 * marksMax) this.marks = this.marks.slice(-marksMax);
     }
     const world = this.world;
-    const volumes =
-      volume === undefined
-        ? new Set([...world.attachments.keys(), ...world.mounts.keys()])
-        : [volume];
+    const volumes = volume === undefined ? world.volumes() : [volume];
     for (const v of volumes) {
-      const a = world.attachments.get(v as never);
-      if (a !== undefined)
+      for (const pair of world.pairs(v).values()) {
         this.register({
-          kind: 'attachment',
-          volume: a.volume,
-          node: a.node,
-          pod: null,
-          firstSeq: event.seq,
-        });
-      for (const m of world.mounts.get(v as never)?.values() ?? []) {
-        this.register({
-          kind: 'mount',
-          volume: m.volume,
-          node: world.config.node,
-          pod: m.pod,
+          kind: pair.pair,
+          volume: pair.volume,
+          node: pair.node,
+          pod: pair.pod,
           firstSeq: event.seq,
         });
       }
@@ -271,7 +271,7 @@ export class Tracker {
       firstSeq: bounds.firstSeq,
       firstTsMs: bounds.firstTsMs,
       lastTsMs: this.world.tsMs,
-      node: this.world.config.node,
+      node: this.world.node,
       version: this.version,
       marks: this.marks.slice(-marksMax),
     };
@@ -280,12 +280,14 @@ export class Tracker {
   /** The world at `seq` (clamped to the tracked head) with the pair list. */
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
-    const view = at === this.trackedSeq ? describeWorld(this.world) : worldAt(this.store, at);
+    const view =
+      at === this.trackedSeq ? this.world.describe() : worldOfLogAt(this.store, at).describe();
     return {
       seq: at,
       head: this.trackedSeq,
       view,
       pairs: pairRows(view, this.known.values(), this.podNames),
+      reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
     };
   }
 

@@ -39,12 +39,25 @@ export interface PairRow {
   readonly backoffs: WorldView['backoffs'];
 }
 
+/** A ReportRaised event (the controller's Multi-Attach refusals), for people. */
+export interface Report {
+  readonly seq: number;
+  readonly tsMs: number;
+  readonly reason: string;
+  readonly pod: string;
+  readonly volume: string;
+  readonly node: string;
+  readonly message: string;
+}
+
 /** The world at one seq: the full description plus the pair list. */
 export interface WorldPayload {
   readonly seq: number;
   readonly head: number;
   readonly view: WorldView;
   readonly pairs: PairRow[];
+  /** The reports raised up to this seq (the latest ones). */
+  readonly reports: Report[];
 }
 
 /** One event as the timeline lists it. */

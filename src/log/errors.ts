@@ -13,6 +13,7 @@ export type LogOpenErrorCode =
   | 'locked' // another process holds the lock for longer than the timeout
   | 'corrupt' // SQLite reports the file damaged (truncated, overwritten)
   | 'notWritable' // a writer was asked for but the file or directory is read-only
+  | 'otherMode' // a log another core (EngineStarted.mode) wrote
   | 'io'; // anything else SQLite reports (disk full, I/O error), with its message
 
 export class LogOpenError extends Error {

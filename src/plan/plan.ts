@@ -6,9 +6,11 @@
  * Incremental: given the volumes touched since the last plan, it looks only at them, so
  * planning after one event costs the same in a world of 1,000 or 100,000 pairs.
  */
-import { assert } from '../assert.js';
+import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
-import type { OperationKind, OpKey } from '../events/index.js';
+import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
+import { bindingVolume } from '../world/fold-desired.js';
+import { planBindings } from './bind.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
@@ -20,11 +22,12 @@ import {
   type AttachmentRecord,
   type DswPod,
   type DswVolume,
-  type OpRecord,
+  type ResolvedVolume,
   podExistsInVolume,
   type World,
 } from '../world/index.js';
-import type { Operation } from './operations.js';
+import { Claims as BookClaims } from '../engine/book.js';
+import type { MountOperation, MountStep, Operation } from './operations.js';
 
 export interface PlanResult {
   readonly operations: Operation[];
@@ -32,6 +35,8 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
+  /** Decisions that are events themselves: claim bindings. */
+  readonly events?: NewEvent[];
 }
 
 export interface PlanOptions {
@@ -44,45 +49,7 @@ export function allVolumes(world: World): Set<UniqueVolumeName> {
   return new Set([...world.dsw.keys(), ...world.attachments.keys(), ...world.mounts.keys()]);
 }
 
-/** Operation records plus the ones this plan already claimed, per volume. */
-class Claims {
-  private readonly claimed = new Map<UniqueVolumeName, OpRecord[]>();
-  readonly operations: Operation[] = [];
-  readonly retries: { volume: UniqueVolumeName; atMs: number }[] = [];
-  constructor(
-    private readonly world: World,
-    private readonly nowMs: number,
-  ) {}
-
-  records(volume: UniqueVolumeName): readonly OpRecord[] {
-    return this.claimed.get(volume) ?? this.world.ops.get(volume) ?? [];
-  }
-
-  /** spec §5.6 IsOperationPending(v, "", ""): any pending operation on the volume. */
-  anyPending(volume: UniqueVolumeName): boolean {
-    return this.records(volume).some((r) => r.pending);
-  }
-
-  /** spec §5.3 Run: start it unless a conflicting operation runs or it is in backoff. */
-  tryRun(operation: Operation): void {
-    const records = this.records(operation.volume);
-    const verdict = mayRun(records, operation.key, operation.op, this.nowMs);
-    if (verdict.kind === 'backoff')
-      this.retries.push({ volume: operation.volume, atMs: verdict.retryAtMs });
-    if (verdict.kind !== 'run') return;
-    const pending: OpRecord = {
-      key: operation.key,
-      opName: operation.op,
-      pending: true,
-      opId: null,
-      lastError: null,
-      lastErrorTsMs: 0,
-      durationMsBeforeRetry: 0,
-    };
-    this.claimed.set(operation.volume, [...records, pending]);
-    this.operations.push(operation);
-  }
-}
+type Claims = BookClaims<Operation>;
 
 function key(volume: string, opts: { pod?: string; node?: string } = {}): OpKey {
   return { volume, pod: opts.pod ?? '', node: opts.node ?? '' };
@@ -111,6 +78,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
       pod,
       key: key(volume, { pod }),
       cause: causeOf(world, volume),
+      steps: record.spec.volumeMode === 'Block' ? ['unmap'] : ['tearDown'],
     });
   }
 }
@@ -126,6 +94,7 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
       node,
       key: key(volume.volume),
       cause,
+      devicePath: '',
     });
     return;
   }
@@ -136,14 +105,88 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
   }
   // Controller mode: wait (no operation, no backoff) until the node reported the volume
   // in use and the controller lists it attached (spec §3.5, §4.6 MountPreConditionFailed).
-  if (!volume.reportedInUse || !world.volumesAttached.has(volume.volume)) return;
+  const devicePath = world.volumesAttached.get(volume.volume);
+  if (!volume.reportedInUse || devicePath === undefined) return;
   claims.tryRun({
     op: 'verifyControllerAttached',
     volume: volume.volume,
     node,
     key: key(volume.volume),
     cause,
+    devicePath,
   });
+}
+
+/** The spec the expansion acts on: the first desiring pod's (as the fold captures it). */
+function firstDesired(volume: DswVolume): ResolvedVolume {
+  for (const entry of volume.pods.values()) return entry.resolved;
+  return fail(`volume ${volume.volume}: desired without a pod`);
+}
+
+/** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
+function expansionDuringMount(world: World, spec: ResolvedVolume) {
+  const caps = world.plugins.get(spec.pluginName);
+  const current = world.attachments.get(spec.volume)?.state.context;
+  if (caps === undefined || !caps.nodeExpandable || !caps.requiresFSResize) return undefined;
+  if (spec.source.kind === 'csi' && spec.source.inline) return undefined;
+  if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return undefined;
+  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes)
+    return undefined;
+  return { oldSizeBytes: current.sizeBytes || spec.claimSizeBytes, newSizeBytes: spec.sizeBytes };
+}
+
+/** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
+function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
+  const deviceMounted = world.attachments.get(spec.volume)?.state.value === 'attached.deviceMounted';
+  const steps: MountStep[] = spec.attachable ? ['waitForAttach'] : [];
+  if (spec.volumeMode === 'Block') {
+    if (!deviceMounted) steps.push('setUpDevice');
+    steps.push('map');
+    return steps;
+  }
+  if (spec.deviceMountable && !deviceMounted) steps.push('mountDevice');
+  steps.push('setUp');
+  if (expand) steps.push('expand');
+  return steps;
+}
+
+/** A ReadWriteOncePod volume mounted for another pod refuses the mount (no call made). */
+function rwopRefusal(world: World, entry: DswPod): string | undefined {
+  const modes = entry.resolved.accessModes;
+  if (modes.length !== 1 || modes[0] !== 'ReadWriteOncePod') return undefined;
+  const others = world.mounts.get(entry.resolved.volume);
+  for (const pod of others?.keys() ?? []) {
+    if (pod !== entry.pod)
+      return (
+        'MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
+        'already in use by another pod'
+      );
+  }
+  return undefined;
+}
+
+/** The mount (or map) operation for one desired (volume, pod): every choice made here. */
+function mountOperation(
+  world: World,
+  entry: DswPod,
+  base: Pick<MountOperation, 'key' | 'cause' | 'remount'>,
+): MountOperation {
+  const spec = entry.resolved;
+  const context = world.attachments.get(spec.volume)?.state.context;
+  const refusal = rwopRefusal(world, entry);
+  const expansion = spec.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
+  return {
+    op: 'mount',
+    volume: spec.volume,
+    pod: entry.pod,
+    ...base,
+    steps: refusal === undefined ? mountSteps(world, spec, expansion !== undefined) : [],
+    devicePath: context?.devicePath ?? '',
+    deviceMountPath: context?.deviceMountPath ?? '',
+    fsGroup: world.pods.get(entry.pod)?.pod.spec.securityContext?.fsGroup ?? null,
+    ...(expansion === undefined ? {} : { expansion }),
+    ...(refusal === undefined ? {} : { refusal }),
+  };
 }
 
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
@@ -159,25 +202,26 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
     case 'remountRequired': {
       const opKey = shared ? key(volume.volume) : key(volume.volume, { pod: entry.pod });
       const remount = state.kind === 'remountRequired';
-      claims.tryRun({
-        op: 'mount',
-        volume: volume.volume,
-        pod: entry.pod,
-        remount,
-        key: opKey,
-        cause,
-      });
+      claims.tryRun(mountOperation(world, entry, { key: opKey, cause, remount }));
       return;
     }
-    case 'fsResizeRequired':
+    case 'fsResizeRequired': {
+      const context = world.attachments.get(volume.volume)!.state.context;
       claims.tryRun({
         op: 'expand',
         volume: volume.volume,
         node: world.config.node,
         key: key(volume.volume),
         cause,
+        expansion: {
+          oldSizeBytes: context.sizeBytes,
+          newSizeBytes: firstDesired(volume).sizeBytes,
+          devicePath: context.devicePath,
+          deviceMountPath: context.deviceMountPath,
+        },
       });
       return;
+    }
     case 'mounted':
       return;
   }
@@ -196,7 +240,9 @@ function planUnmountDeviceOrDetach(
   const cause = causeOf(world, volume);
   const value = attachment.state.value;
   if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
-    claims.tryRun({ op: 'unmountDevice', volume, node, key: key(volume), cause });
+    const block = attachment.spec.volumeMode === 'Block';
+    const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
+    claims.tryRun({ op: 'unmountDevice', volume, node, key: key(volume), cause, steps });
     return;
   }
   if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
@@ -254,7 +300,7 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
   const volumes = sorted.slice(0, planOperationsMax);
   const deferred = sorted.slice(planOperationsMax);
-  const claims = new Claims(world, nowMs);
+  const claims: Claims = new BookClaims(world, nowMs);
   const readyToUnmount = world.sourcesReady;
   if (readyToUnmount) {
     for (const volume of volumes) planUnmounts(world, claims, volume); // Pass A
@@ -273,7 +319,14 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
     }
   }
   assertNoConflicts(world, claims.operations);
-  return { operations: claims.operations, retries: claims.retries, deferred };
+  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
+  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  return {
+    operations: claims.operations,
+    retries: claims.retries,
+    deferred,
+    ...(events.length === 0 ? {} : { events }),
+  };
 }
 
 export type { OperationKind };

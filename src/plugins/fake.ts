@@ -4,6 +4,7 @@
  * records every call with its virtual time for `calls` and `counts`.
  */
 import { type Clock, sleep } from '../execute/clock.js';
+import { callEffects, type HostMark } from '../engine/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
@@ -52,58 +53,26 @@ export class FakeHost {
    * that answers final after a partial success must have rolled it back.
    */
   rollBack(call: CallName, volume: string, pod: string | null): void {
-    switch (call) {
-      case 'attach':
-        this.attached.delete(volume);
-        break;
-      case 'mountDevice':
-      case 'setUpDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'setUp':
-      case 'mapPodDevice':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      default:
-        break;
-    }
+    const mark = callEffects(call).host;
+    if (mark?.ok === 'add') this.marks(mark).delete(this.entry(mark, volume, pod));
   }
 
+  /** What a call that succeeded leaves on the host (the call table's host marks). */
   apply(call: CallName, volume: string, pod: string | null): void {
-    switch (call) {
-      case 'attach':
-        this.attached.add(volume);
-        break;
-      case 'detach':
-        this.attached.delete(volume);
-        break;
-      case 'mountDevice':
-        this.devicesMounted.add(volume);
-        break;
-      case 'unmountDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'setUp':
-        this.setUp.add(`${volume}|${pod}`);
-        break;
-      case 'tearDown':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      case 'setUpDevice':
-        this.devicesMounted.add(volume);
-        break;
-      case 'tearDownDevice':
-        this.devicesMounted.delete(volume);
-        break;
-      case 'mapPodDevice':
-        this.setUp.add(`${volume}|${pod}`);
-        break;
-      case 'unmapPodDevice':
-        this.setUp.delete(`${volume}|${pod}`);
-        break;
-      default:
-        break;
-    }
+    const mark = callEffects(call).host;
+    if (mark === null) return;
+    const set = this.marks(mark);
+    const entry = this.entry(mark, volume, pod);
+    if (mark.ok === 'add') set.add(entry);
+    else set.delete(entry);
+  }
+
+  private marks(mark: HostMark): Set<string> {
+    return this[mark.set];
+  }
+
+  private entry(mark: HostMark, volume: string, pod: string | null): string {
+    return mark.set === 'setUp' ? `${volume}|${pod}` : volume;
   }
 }
 

@@ -4,9 +4,9 @@
  * states the engine had.
  */
 import type { VoleEvent } from '../events/index.js';
-import type { UniqueVolumeName } from '../ids.js';
-import { fold, initialWorld } from '../world/index.js';
+import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
+import { logWorld, peekCore } from './log-world.js';
 
 export interface Transition {
   readonly seq: number;
@@ -36,12 +36,12 @@ export interface HistoryFilter {
 export function eventVolume(world: World, event: VoleEvent): UniqueVolumeName | undefined {
   switch (event.type) {
     case 'OperationStarted':
-      return event.volume as UniqueVolumeName;
+      return UniqueVolumeName(event.volume);
     case 'CallStarted':
     case 'CallSucceeded':
     case 'CallFailed':
     case 'OperationFinished':
-      return world.running.get(event.opId as never)?.volume;
+      return world.running.get(OpId(event.opId))?.volume;
     default:
       return undefined;
   }
@@ -65,6 +65,8 @@ export function describeEvent(event: VoleEvent): string {
       return `${event.object.kind} ${event.object.metadata.name} added or updated`;
     case 'ObjectRemoved':
       return `${event.kind} ${event.name} removed`;
+    case 'ClaimBound':
+      return `claim ${event.namespace}/${event.claim} bound to PersistentVolume ${event.volume} (cause: seq ${event.cause})`;
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
@@ -97,20 +99,6 @@ export function describeEvent(event: VoleEvent): string {
   }
 }
 
-interface PairStates {
-  attachment: string;
-  mounts: Map<string, string>;
-}
-
-function statesOf(world: World, volume: UniqueVolumeName): PairStates {
-  return {
-    attachment: world.attachments.get(volume)?.state.value ?? 'detached',
-    mounts: new Map(
-      [...(world.mounts.get(volume) ?? new Map()).values()].map((m) => [m.pod, m.state.value]),
-    ),
-  };
-}
-
 function matches(t: Transition, filter: HistoryFilter): boolean {
   if (filter.volume !== undefined && t.volume !== filter.volume) return false;
   if (filter.pod !== undefined && t.pod !== filter.pod) return false;
@@ -120,48 +108,45 @@ function matches(t: Transition, filter: HistoryFilter): boolean {
   return true;
 }
 
-/** Every pair transition in the log that passes the filter, in log order. */
+/** Every pair transition in the log that passes the filter, in log order (either core). */
 export function* history(
   events: Iterable<VoleEvent>,
   filter: HistoryFilter = {},
 ): Generator<Transition> {
-  const world = initialWorld();
-  for (const event of events) {
-    const volumeBefore = eventVolume(world, event);
-    const touched = new Set<UniqueVolumeName>(volumeBefore === undefined ? [] : [volumeBefore]);
+  const peeked = peekCore(events);
+  const world = logWorld(peeked.logCore);
+  for (const event of peeked.events) {
+    const volumeBefore = world.eventVolume(event);
     // Desired-state events and restarts can touch any pair: watch the ones that may move.
-    if (volumeBefore === undefined) for (const v of world.attachments.keys()) touched.add(v);
-    if (volumeBefore === undefined) for (const v of world.mounts.keys()) touched.add(v);
-    const before = new Map([...touched].map((v) => [v, statesOf(world, v)]));
+    const touched = volumeBefore === undefined ? new Set(world.volumes()) : [volumeBefore];
+    const before = new Map([...touched].map((v) => [v, world.pairs(v)]));
     const opId = 'opId' in event ? event.opId : null;
-    fold(world, event);
+    world.fold(event);
     const error = event.type === 'CallFailed' ? event.error.message : null;
+    const because = describeEvent(event);
     for (const [volume, old] of before) {
-      const now = statesOf(world, volume);
-      const base = {
-        seq: event.seq,
-        tsMs: event.tsMs,
-        volume,
-        node: world.config.node,
-        because: describeEvent(event),
-        opId,
-        error,
-      };
-      if (old.attachment !== now.attachment) {
-        const t: Transition = {
-          ...base,
-          pair: 'attachment',
-          pod: null,
-          from: old.attachment,
-          to: now.attachment,
-        };
-        if (matches(t, filter)) yield t;
-      }
-      for (const pod of new Set([...old.mounts.keys(), ...now.mounts.keys()])) {
-        const from = old.mounts.get(pod) ?? 'unmounted';
-        const to = now.mounts.get(pod) ?? 'unmounted';
+      const now = world.pairs(volume);
+      for (const id of new Set([...old.keys(), ...now.keys()])) {
+        const was = old.get(id);
+        const is = now.get(id);
+        const pair = (was ?? is)!;
+        const initial = pair.pair === 'attachment' ? 'detached' : 'unmounted';
+        const from = was?.state ?? initial;
+        const to = is?.state ?? initial;
         if (from === to) continue;
-        const t: Transition = { ...base, pair: 'mount', pod, from, to };
+        const t: Transition = {
+          seq: event.seq,
+          tsMs: event.tsMs,
+          pair: pair.pair,
+          volume,
+          node: pair.node,
+          pod: pair.pod,
+          from,
+          to,
+          because,
+          opId,
+          error,
+        };
         if (matches(t, filter)) yield t;
       }
     }

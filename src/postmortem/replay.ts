@@ -4,7 +4,7 @@
  */
 import type { VoleEvent } from '../events/index.js';
 import { fold, getVolumesInUse, initialWorld } from '../world/index.js';
-import type { World } from '../world/types.js';
+import type { OperationBook, World } from '../world/types.js';
 
 export interface Moment {
   /** Replay up to and including this seq. */
@@ -28,7 +28,21 @@ export function replayTo(
   return world;
 }
 
+/** What a node's status says, as the controller's world holds it (controller logs). */
+export interface NodeView {
+  readonly node: string;
+  readonly exists: boolean;
+  readonly ready: boolean;
+  readonly outOfService: boolean;
+  /** node.status.volumesInUse as the node reported it. */
+  readonly volumesInUse: string[];
+  /** node.status.volumesAttached as the controller publishes it. */
+  readonly volumesAttached: { name: string; devicePath: string }[];
+}
+
 export interface WorldView {
+  /** The core that wrote the log: a kubelet's world, or the controller's. */
+  readonly mode: 'kubelet' | 'controller';
   readonly seq: number;
   readonly tsMs: number;
   readonly node: string;
@@ -60,6 +74,8 @@ export interface WorldView {
     op: string;
     volume: string;
     pod: string | null;
+    /** The node it acts on (attach and detach; null for a pod's mount). */
+    node: string | null;
     call: string | null;
     startedSeq: number;
   }[];
@@ -73,12 +89,46 @@ export interface WorldView {
     lastError: string | null;
   }[];
   readonly volumesInUse: string[];
+  /** Each node's status (controller logs; empty for a kubelet's). */
+  readonly nodes: NodeView[];
 }
 
-/** A plain, sorted, JSON-ready description of a world. */
-export function describeWorld(world: World): WorldView {
-  const byVolume = <T extends { volume: string }>(a: T, b: T) => a.volume.localeCompare(b.volume);
+const byVolume = <T extends { volume: string }>(a: T, b: T) => a.volume.localeCompare(b.volume);
+
+/** The operations in flight and the backoffs of an operation book. */
+export function describeBook(world: OperationBook): Pick<WorldView, 'operations' | 'backoffs'> {
   return {
+    operations: [...world.running.values()]
+      .map((o) => ({
+        opId: o.opId,
+        op: o.op,
+        volume: o.volume,
+        pod: o.pod,
+        node: o.node,
+        call: o.call,
+        startedSeq: o.startedSeq,
+      }))
+      .sort((a, b) => a.startedSeq - b.startedSeq),
+    backoffs: [...world.ops.values()]
+      .flat()
+      .filter((r) => !r.pending)
+      .map((r) => ({
+        volume: r.key.volume,
+        op: r.opName,
+        pod: r.key.pod,
+        node: r.key.node,
+        retryAtMs: r.lastErrorTsMs + r.durationMsBeforeRetry,
+        durationMs: r.durationMsBeforeRetry,
+        lastError: r.lastError?.message ?? null,
+      }))
+      .sort(byVolume),
+  };
+}
+
+/** A plain, sorted, JSON-ready description of a kubelet's world. */
+export function describeWorld(world: World): WorldView {
+  return {
+    mode: 'kubelet',
     seq: world.seq,
     tsMs: world.tsMs,
     node: world.config.node,
@@ -112,30 +162,9 @@ export function describeWorld(world: World): WorldView {
         remountRequired: m.state.context.remountRequired,
       }))
       .sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
-    operations: [...world.running.values()]
-      .map((o) => ({
-        opId: o.opId,
-        op: o.op,
-        volume: o.volume,
-        pod: o.pod,
-        call: o.call,
-        startedSeq: o.startedSeq,
-      }))
-      .sort((a, b) => a.startedSeq - b.startedSeq),
-    backoffs: [...world.ops.values()]
-      .flat()
-      .filter((r) => !r.pending)
-      .map((r) => ({
-        volume: r.key.volume,
-        op: r.opName,
-        pod: r.key.pod,
-        node: r.key.node,
-        retryAtMs: r.lastErrorTsMs + r.durationMsBeforeRetry,
-        durationMs: r.durationMsBeforeRetry,
-        lastError: r.lastError?.message ?? null,
-      }))
-      .sort(byVolume),
+    ...describeBook(world),
     volumesInUse: getVolumesInUse(world),
+    nodes: [],
   };
 }
 
@@ -164,7 +193,12 @@ function entries(view: WorldView): Map<string, string> {
       `backoff ${b.op} ${b.volume}${b.pod === '' ? '' : ` pod ${b.pod}`}`,
       `until ${b.retryAtMs} ms (${b.durationMs} ms)`,
     );
-  map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
+  if (view.mode === 'kubelet') map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
+  for (const n of view.nodes) {
+    map.set(`node ${n.node} volumesInUse`, `[${n.volumesInUse.join(' ')}]`);
+    map.set(`node ${n.node} volumesAttached`, `[${n.volumesAttached.map((v) => v.name).join(' ')}]`);
+    map.set(`node ${n.node}`, `${n.exists ? '' : 'deleted, '}${n.ready ? 'ready' : 'not ready'}${n.outOfService ? ', out of service' : ''}`);
+  }
   return map;
 }
 

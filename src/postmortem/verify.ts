@@ -1,14 +1,16 @@
 /**
- * Verify: re-fold a log with this version's code and re-run the planner at every
- * decision point. Reports each operation the current planner would not have started
- * there (a determinism check across versions), each event the current schema cannot
- * read, and each event the fold refuses (an invariant violation, naming pair and seq).
+ * Verify: re-fold a log with this version's code, with the core its EngineStarted names,
+ * and re-run the planner at every decision point. Reports each decision the current
+ * planner would not have made there — compared whole: kind, keys, steps, cause and the
+ * controller's detach safety — (a determinism check across versions), each event the
+ * current schema cannot read, and each event the fold refuses or that breaks an invariant
+ * (naming pair and seq).
  */
 import { InvariantError } from '../assert.js';
-import type { VoleEvent } from '../events/index.js';
-import { describeOperation, plan } from '../plan/index.js';
-import { fold, initialWorld, InvariantChecker } from '../world/index.js';
-import type { UniqueVolumeName } from '../ids.js';
+import { type Core, type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
+import { coreOfLog } from '../engine/cores.js';
+import type { Decision, EventOf, VoleEvent } from '../events/index.js';
+import { UniqueVolumeName } from '../ids.js';
 
 export interface Divergence {
   readonly seq: number;
@@ -17,6 +19,7 @@ export interface Divergence {
 }
 
 export interface VerifyReport {
+  readonly mode: string;
   readonly events: number;
   readonly decisions: number;
   readonly invariantChecks: number;
@@ -27,73 +30,206 @@ export interface VerifyReport {
 /** Stops after this many divergences: one bug usually explains the rest. */
 export const divergencesMax = 100;
 
-export function verify(
-  events: Iterable<VoleEvent>,
-  opts: { onProgress?: (seq: number) => void } = {},
+/** The decision an OperationStarted records (older logs have no steps: not compared). */
+export function loggedDecision(event: EventOf<'OperationStarted'>): Decision {
+  const { type: _type, seq: _seq, tsMs: _tsMs, opId: _opId, ...decision } = event;
+  return decision;
+}
+
+/** A decision as a canonical string: the same fields in the same order. */
+function canonical(d: Decision, withSteps: boolean): string {
+  return JSON.stringify({
+    op: d.op,
+    volume: d.volume,
+    key: [d.key.volume, d.key.pod, d.key.node],
+    pod: d.pod ?? null,
+    node: d.node ?? null,
+    remount: d.remount ?? null,
+    steps: withSteps ? (d.steps ?? null) : null,
+    verifySafeToDetach: d.verifySafeToDetach ?? null,
+    forced: d.forced ?? null,
+    cause: d.cause,
+  });
+}
+
+function name(d: Decision, mode: string): string {
+  const where = mode === 'controller' ? `@${d.node ?? ''}` : '';
+  return `${d.op} ${d.volume}${where}${d.pod === undefined ? '' : ` for pod ${d.pod}`}`;
+}
+
+function details(d: Decision): string {
+  const parts = [
+    `key {${d.key.volume} ${d.key.pod} ${d.key.node}}`,
+    ...(d.steps === undefined ? [] : [`steps [${d.steps.join(' ')}]`]),
+    ...(d.remount === undefined ? [] : [`remount ${d.remount}`]),
+    ...(d.verifySafeToDetach === undefined ? [] : [`verifySafeToDetach ${d.verifySafeToDetach}`]),
+    ...(d.forced === undefined ? [] : [`forced ${d.forced}`]),
+    `cause seq ${d.cause}`,
+  ];
+  return parts.join(', ');
+}
+
+/** Why the logged decision is not among the planned ones, in words; undefined if it is. */
+export function decisionDivergence(
+  logged: Decision,
+  planned: readonly Decision[],
+  mode: string,
+): string | undefined {
+  const withSteps = logged.steps !== undefined;
+  const wanted = canonical(logged, withSteps);
+  if (planned.some((p) => canonical(p, withSteps) === wanted)) return undefined;
+  const head = `the log started ${name(logged, mode)}`;
+  const same = planned.find((p) => name(p, mode) === name(logged, mode));
+  if (same !== undefined)
+    return `${head} with ${details(logged)}; this version would start it with ${details(same)}`;
+  const would = planned.length === 0 ? 'nothing' : planned.map((p) => name(p, mode)).join(', ');
+  return `${head}; this version would start ${would}`;
+}
+
+/**
+ * The events an engine appends in one turn after a plan: each OperationStarted, with the
+ * CallStarted its operation makes at once. Their decisions were made on the world before
+ * the first of them, so they are re-planned together on that world.
+ */
+function isGroupEvent(event: VoleEvent, group: readonly VoleEvent[]): boolean {
+  if (event.type === 'OperationStarted') return true;
+  if (event.type !== 'CallStarted') return false;
+  return group.some((e) => e.type === 'OperationStarted' && e.opId === event.opId);
+}
+
+class Verifier<W extends CoreWorld, O extends CoreOperation> {
+  readonly world: W;
+  readonly divergences: Divergence[] = [];
+  readonly checker: InvariantChecker<W>;
+  decisions = 0;
+  private broken = false;
+
+  constructor(private readonly core: Core<W, O>) {
+    this.world = core.initialWorld();
+    this.checker = new InvariantChecker<W>(core.invariants);
+  }
+
+  get done(): boolean {
+    return this.broken || this.divergences.length >= divergencesMax;
+  }
+
+  /** Re-plans a group's volumes on the world before it, then folds the group. */
+  group(events: readonly VoleEvent[]): void {
+    const starts = events.filter(
+      (e): e is EventOf<'OperationStarted'> => e.type === 'OperationStarted',
+    );
+    if (starts.length > 0) {
+      const volumes = [...new Set(starts.map((e) => UniqueVolumeName(e.volume)))];
+      const planned = this.core
+        .plan(this.world, starts[0]!.tsMs, { volumes })
+        .operations.map((op) => this.core.decision(op));
+      for (const start of starts) {
+        this.decisions++;
+        const why = decisionDivergence(loggedDecision(start), planned, this.core.mode);
+        if (why !== undefined) this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
+      }
+    }
+    for (const event of events) if (!this.done) this.fold(event);
+  }
+
+  private fold(event: VoleEvent): void {
+    try {
+      this.core.fold(this.world, event);
+      this.checker.after(this.world);
+      this.world.dirty.clear();
+      for (const v of this.checker.violations.splice(0))
+        this.divergences.push({ seq: v.seq, kind: 'invariant', message: `${v.invariant}: ${v.message}` });
+    } catch (error) {
+      if (!(error instanceof InvariantError)) throw error;
+      this.divergences.push({ seq: event.seq, kind: 'invariant', message: error.message });
+      this.broken = true; // The world is no longer trustworthy after a refused event.
+    }
+  }
+}
+
+function run<W extends CoreWorld, O extends CoreOperation>(
+  core: Core<W, O>,
+  iterator: Iterator<VoleEvent>,
+  first: VoleEvent[],
+  opts: { onProgress?: (seq: number) => void },
 ): VerifyReport {
-  const world = initialWorld();
-  const divergences: Divergence[] = [];
-  const checker = new InvariantChecker();
-  let decisions = 0;
+  const verifier = new Verifier(core);
   let count = 0;
-  const iterator = events[Symbol.iterator]();
-  for (;;) {
+  let group: VoleEvent[] = [];
+  const flush = () => {
+    if (group.length > 0) verifier.group(group);
+    group = [];
+  };
+  const next = (): IteratorResult<VoleEvent> => {
+    const buffered = first.shift();
+    return buffered === undefined ? iterator.next() : { done: false, value: buffered };
+  };
+  while (!verifier.done) {
     let step: IteratorResult<VoleEvent>;
     try {
-      step = iterator.next();
+      step = next();
     } catch (error) {
-      divergences.push({
-        seq: world.seq + 1,
-        kind: 'unreadable',
-        message: (error as Error).message,
-      });
+      flush();
+      const seq = verifier.world.seq + group.length + 1;
+      verifier.divergences.push({ seq, kind: 'unreadable', message: (error as Error).message });
       break;
     }
     if (step.done === true) break;
     const event = step.value;
-    count++;
-    if (count % 65_536 === 0) opts.onProgress?.(event.seq);
-    if (event.type === 'OperationStarted') {
-      decisions++;
-      const planned = plan(world, event.tsMs, {
-        volumes: [event.volume as UniqueVolumeName],
-      }).operations;
-      const same = planned.some(
-        (o) => o.op === event.op && ('pod' in o ? o.pod : undefined) === event.pod,
-      );
-      if (!same) {
-        const would = planned.length === 0 ? 'nothing' : planned.map(describeOperation).join(', ');
-        divergences.push({
-          seq: event.seq,
-          kind: 'decision',
-          message: `the log started ${event.op} ${event.volume}${event.pod === undefined ? '' : ` for pod ${event.pod}`}; this version would start ${would}`,
-        });
-      }
+    if (++count % 65_536 === 0) opts.onProgress?.(event.seq);
+    if (isGroupEvent(event, group)) {
+      group.push(event);
+    } else {
+      flush();
+      verifier.group([event]);
     }
-    try {
-      fold(world, event);
-      checker.after(world);
-      world.dirty.clear();
-      if (checker.violations.length > 0) {
-        for (const v of checker.violations.splice(0))
-          divergences.push({
-            seq: v.seq,
-            kind: 'invariant',
-            message: `${v.invariant}: ${v.message}`,
-          });
-      }
-    } catch (error) {
-      if (!(error instanceof InvariantError)) throw error;
-      divergences.push({ seq: event.seq, kind: 'invariant', message: error.message });
-      break; // The world is no longer trustworthy after a refused event.
-    }
-    if (divergences.length >= divergencesMax) break;
   }
+  flush();
+  const divergences = verifier.divergences.slice(0, divergencesMax);
   return {
+    mode: core.mode,
     events: count,
-    decisions,
-    invariantChecks: checker.checks,
+    decisions: verifier.decisions,
+    invariantChecks: verifier.checker.checks,
     divergences,
     ok: divergences.length === 0,
+  };
+}
+
+/**
+ * Verifies a log. The core comes from the mode of its first EngineStarted; a mode this
+ * version does not know throws UnknownModeError (a clear message, not a divergence).
+ */
+export function verify(
+  events: Iterable<VoleEvent>,
+  opts: { onProgress?: (seq: number) => void } = {},
+): VerifyReport {
+  const iterator = events[Symbol.iterator]();
+  const first: VoleEvent[] = [];
+  let unreadable: string | undefined;
+  try {
+    for (let i = 0; i < 16; i++) {
+      const step = iterator.next();
+      if (step.done === true) break;
+      first.push(step.value);
+      if (step.value.type === 'EngineStarted') break;
+    }
+  } catch (error) {
+    unreadable = (error as Error).message;
+  }
+  const chosen = coreOfLog(first);
+  const rest: Iterator<VoleEvent> =
+    unreadable === undefined ? iterator : failingAfter(unreadable);
+  return chosen.mode === 'controller'
+    ? run(chosen.core, rest, first, opts)
+    : run(chosen.core, rest, first, opts);
+}
+
+/** An iterator that throws `message` (the read error met while looking for the mode). */
+function failingAfter(message: string): Iterator<VoleEvent> {
+  return {
+    next: () => {
+      throw new Error(message);
+    },
   };
 }

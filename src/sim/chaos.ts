@@ -121,7 +121,8 @@ export function generateScenario(seed: number): {
     objects.push({
       kind: 'PersistentVolumeClaim',
       metadata: { name: `claim-${i}`, namespace: 'default' },
-      spec: { volumeName: `pv-${i}` },
+      // Bound by name; its volumeMode and access modes must match the PV's to bind.
+      spec: { volumeName: `pv-${i}`, volumeMode, accessModes },
     });
   }
   // Volumes of a scripted CSI driver, at the gRPC boundary.

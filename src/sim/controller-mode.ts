@@ -6,14 +6,14 @@
 import type { NewEvent } from '../events/index.js';
 import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
+import { controllerCore } from '../engine/cores.js';
+import { toLoggedObject } from '../sources/contents.js';
 import {
   ControllerExecutor,
-  controllerCore,
   managedAnnotation,
   maxWaitForUnmountMsDefault,
   startAttachmentVerifier,
 } from '../controller/index.js';
-import { ControllerInvariantChecker } from '../controller/invariants.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
@@ -82,14 +82,11 @@ function check(
 
 export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   core: controllerCore,
+  runner: (host) => new ControllerExecutor(host),
   engineOptions: (scenario) => ({
-    runner: (host) => new ControllerExecutor(host),
-    startFields: {
-      mode: 'controller',
-      controller: {
-        maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
-        disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,
-      },
+    controller: {
+      maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
+      disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,
     },
   }),
   startEvents: (scenario, tsMs) => [
@@ -98,7 +95,9 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
       tsMs,
       object: nodeObject(name),
     })),
-    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+    ...scenario.objects.map(
+      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
+    ),
   ],
   restartEvents: () => [],
   stepEvents(step, sim) {
@@ -152,5 +151,4 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   describe,
   background: (engine, sim) =>
     startAttachmentVerifier(engine, { plugins: sim.plugins, clock: sim.clock }),
-  checker: () => new ControllerInvariantChecker(),
 };

@@ -1,7 +1,7 @@
 /** Checking a scenario's `expect` step against the world (SCENARIOS.md expectation keys). */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { getVolumesInUse, podWaitStatus } from '../world/queries.js';
+import { claimBindings, getVolumesInUse, podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
 
@@ -99,6 +99,13 @@ export function checkExpectation(
     const actual = getVolumesInUse(world);
     const expected = [...expectation.volumesInUse].sort();
     if (JSON.stringify(actual) !== JSON.stringify(expected)) miss('volumesInUse', expected, actual);
+  }
+  if (expectation.bindings !== undefined) {
+    const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
+    for (const [claim, expected] of Object.entries(expectation.bindings)) {
+      const actual = bound.get(claim) ?? null;
+      if (actual !== expected) miss(`bindings.${claim}`, expected, actual);
+    }
   }
   const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
   for (const pod of ready) {

@@ -2,8 +2,11 @@
 import { podAttachAndMountRetryIntervalMs } from '../constants.js';
 import type { NewEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
-import { kubeletCore } from '../agent/engine.js';
+import { kubeletCore } from '../engine/cores.js';
+import { Executor } from '../execute/executor.js';
+import { toLoggedObject } from '../sources/contents.js';
 import {
+  claimBindings,
   getVolumesInUse,
   InvariantChecker,
   podWaitStatus,
@@ -36,7 +39,8 @@ export function describeState(world: World) {
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
-  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending };
+  const bindings = claimBindings(world);
+  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending, bindings };
 }
 
 /** Events of the steps shared by both modes (pods and cluster objects). */
@@ -44,8 +48,10 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
   if ('addPod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.addPod }];
   if ('updatePod' in step) return [{ type: 'PodUpserted', tsMs, pod: step.updatePod }];
   if ('removePod' in step) return [{ type: 'PodRemoved', tsMs, uid: step.removePod }];
-  if ('addObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.addObject }];
-  if ('updateObject' in step) return [{ type: 'ObjectUpserted', tsMs, object: step.updateObject }];
+  if ('addObject' in step)
+    return [{ type: 'ObjectUpserted', tsMs, object: toLoggedObject(step.addObject) }];
+  if ('updateObject' in step)
+    return [{ type: 'ObjectUpserted', tsMs, object: toLoggedObject(step.updateObject) }];
   if ('removeObject' in step) {
     const { kind, name, namespace } = step.removeObject;
     return [
@@ -89,9 +95,12 @@ async function waitForPod(
 
 export const kubeletMode: Mode<World, Operation> = {
   core: kubeletCore,
+  runner: (host) => new Executor(host),
   engineOptions: () => ({}),
   startEvents: (scenario, tsMs) => [
-    ...scenario.objects.map((object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object })),
+    ...scenario.objects.map(
+      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
+    ),
     // The scenario is the pod source, and it is complete from the start (spec §3.2).
     { type: 'SourcesReady', tsMs },
   ],
@@ -114,5 +123,4 @@ export const kubeletMode: Mode<World, Operation> = {
   check: checkExpectation,
   describe: describeState,
   waitForPod,
-  checker: () => new InvariantChecker(),
 };

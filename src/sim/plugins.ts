@@ -15,6 +15,8 @@ const builtins: ScenarioPlugin[] = [
   { name: builtinPluginNames.hostPath },
   { name: builtinPluginNames.configMap, requiresRemount: true },
   { name: builtinPluginNames.secret, requiresRemount: true },
+  { name: builtinPluginNames.downwardAPI, requiresRemount: true },
+  { name: builtinPluginNames.projected, requiresRemount: true },
   { name: builtinPluginNames.local },
 ];
 

@@ -5,7 +5,7 @@
  */
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { clusterObject, pod } from '../events/k8s.js';
+import { manifestObject, pod } from '../events/k8s.js';
 import { pluginCallNames } from '../events/types.js';
 import type { FaultEntry, FaultScript } from '../plugins/fake.js';
 import { parseDurationMs } from './duration.js';
@@ -150,11 +150,13 @@ const expectation = z.strictObject({
   mounts: z.record(z.string(), z.string()).optional(),
   volumesInUse: z.array(z.string()).optional(),
   podReady: z.union([z.string(), z.array(z.string())]).optional(),
+  /** `NAMESPACE/CLAIM` → the PV it is bound to, or null: not bound. */
+  bindings: z.record(z.string(), z.string().nullable()).optional(),
 });
 export type Expectation = z.infer<typeof expectation>;
 
 const objectRef = z.strictObject({
-  kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node']),
+  kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
   name: z.string().min(1),
   namespace: z.string().optional(),
 });
@@ -164,8 +166,8 @@ const stepSchemas = {
   updatePod: pod,
   removePod: z.string().min(1),
   advance: duration,
-  addObject: clusterObject,
-  updateObject: clusterObject,
+  addObject: manifestObject,
+  updateObject: manifestObject,
   removeObject: objectRef,
   reportInUse: z.array(z.string()),
   controllerAttach: z.array(z.string()),
@@ -220,7 +222,7 @@ export const scenarioSchema = z.strictObject({
   maxWaitForUnmount: duration.optional(),
   disableForceDetachOnTimeout: z.boolean().optional(),
   plugins: z.array(plugin).default([]),
-  objects: z.array(clusterObject).default([]),
+  objects: z.array(manifestObject).default([]),
   steps: z.array(step).default([]),
 });
 export type Scenario = z.infer<typeof scenarioSchema>;

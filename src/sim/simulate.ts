@@ -6,14 +6,14 @@
  */
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
-import { type Core, type CoreWorld, Engine, type EngineOptions } from '../agent/engine.js';
-import { type EventSink, MemorySink } from '../agent/sink.js';
+import { type Core, type CoreOperation, type CoreWorld, InvariantChecker, type Runner } from '../engine/core.js';
+import { Engine, type EngineOptions, type RunnerHost } from '../engine/engine.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../execute/clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
-import type { Violation } from '../world/invariants.js';
 import { controllerMode } from './controller-mode.js';
 import { countCalls, type Failure } from './expect.js';
 import { kubeletMode } from './kubelet-mode.js';
@@ -57,7 +57,7 @@ export interface SimulateOptions {
   readonly log?: SimulationLog;
   readonly logger?: Logger;
   /** Called after every fold with the engine's world (invariant checks in tests). */
-  readonly onEvent?: (event: VoleEvent, world: World) => void;
+  onEvent?(event: VoleEvent, world: CoreWorld): void;
   /** Cross-check every incremental plan against a full one (default true: worlds are small). */
   readonly checkIncrementalPlan?: boolean;
   /** Check the safety invariants after every event (default true); violations fail the run. */
@@ -69,8 +69,9 @@ export interface SimulateOptions {
 }
 
 /** What a simulation mode contributes; everything else is shared. */
-export interface Mode<W extends CoreWorld, O> {
+export interface Mode<W extends CoreWorld, O extends CoreOperation> {
   readonly core: Core<W, O>;
+  runner(host: RunnerHost<W>): Runner<O>;
   engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
   /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
   startEvents(scenario: Scenario, tsMs: number): NewEvent[];
@@ -88,8 +89,6 @@ export interface Mode<W extends CoreWorld, O> {
   waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
   /** Background work tied to an engine's life (the controller's periodic verify). */
   background?(engine: Engine<W, O>, sim: Simulation<W, O>): () => void;
-  /** The invariant checker run after every event (kubelet mode). */
-  checker?(): { after(world: W): void; readonly violations: Violation[]; readonly checks: number };
 }
 
 function memoryLog(): SimulationLog {
@@ -98,14 +97,14 @@ function memoryLog(): SimulationLog {
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-export class Simulation<W extends CoreWorld, O> {
+export class Simulation<W extends CoreWorld, O extends CoreOperation> {
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];
   readonly waits: WaitResult[] = [];
   readonly reports: Report[] = [];
   readonly plugins: PluginManager;
-  readonly checker: ReturnType<NonNullable<Mode<W, O>['checker']>> | undefined;
+  readonly checker: InvariantChecker<W> | undefined;
   private readonly log: SimulationLog;
   private stopBackground: () => void = () => {};
   engine: Engine<W, O>;
@@ -122,7 +121,8 @@ export class Simulation<W extends CoreWorld, O> {
       node: scenario.node,
       ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
-    this.checker = opts.checkInvariants === false ? undefined : mode.checker?.();
+    this.checker =
+      opts.checkInvariants === false ? undefined : new InvariantChecker<W>(mode.core.invariants);
     this.engine = this.newEngine(undefined);
   }
 
@@ -136,11 +136,12 @@ export class Simulation<W extends CoreWorld, O> {
       logger: this.opts.logger ?? pino({ level: 'silent' }),
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
       core: this.mode.core,
+      runner: (host) => this.mode.runner(host),
       ...this.mode.engineOptions(this.scenario),
       ...(world === undefined ? {} : { world }),
     });
     const onEvent = this.opts.onEvent;
-    if (onEvent !== undefined) engine.subscribe(onEvent as unknown as (e: VoleEvent, w: W) => void);
+    if (onEvent !== undefined) engine.subscribe((event, world) => onEvent(event, world));
     const checker = this.checker;
     if (checker !== undefined) engine.subscribe((_event, world) => checker.after(world));
     engine.subscribe((event) => {
@@ -229,7 +230,7 @@ export class Simulation<W extends CoreWorld, O> {
   }
 }
 
-async function runWith<W extends CoreWorld, O>(
+async function runWith<W extends CoreWorld, O extends CoreOperation>(
   scenario: Scenario,
   mode: Mode<W, O>,
   opts: SimulateOptions,

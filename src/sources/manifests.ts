@@ -1,8 +1,9 @@
 /**
  * The manifest directory source (like the kubelet's static pod path): every `*.yaml`,
  * `*.yml` and `*.json` file, each holding one or more Kubernetes documents (Pods,
- * PersistentVolumes, PersistentVolumeClaims, Nodes). A bad file or document is reported
- * with its file and field and skipped; the others are used.
+ * PersistentVolumes, PersistentVolumeClaims, ConfigMaps, Secrets, Nodes). Each document is
+ * validated as the API server would (validate.ts); an invalid one is refused whole, reported
+ * with its file, its name and the fields at fault, and the others are used.
  */
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -10,12 +11,14 @@ import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import type { z } from 'zod';
 import {
-  type ClusterObject,
-  clusterObject,
+  type ManifestObject,
+  manifestObject,
   objectKey,
   type Pod,
   pod as podSchema,
 } from '../events/k8s.js';
+import { toLoggedObject } from './contents.js';
+import { describeInvalid, validate } from './validate.js';
 
 /** The files a manifest directory may hold at most, and their size (a limit on everything). */
 export const manifestFilesMax = 10_000;
@@ -29,8 +32,8 @@ export interface ManifestProblem {
 export interface ManifestSet {
   /** Pods by UID. */
   readonly pods: Map<string, Pod>;
-  /** PVs, PVCs and Nodes by object key. */
-  readonly objects: Map<string, ClusterObject>;
+  /** PVs, PVCs, ConfigMaps, Secrets and Nodes by object key (ConfigMaps and Secrets with data). */
+  readonly objects: Map<string, ManifestObject>;
   readonly problems: ManifestProblem[];
 }
 
@@ -52,6 +55,7 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
   const where = `${file}${index > 0 ? ` (document ${index + 1})` : ''}`;
   const kind = (doc as { kind?: unknown } | null)?.kind;
   if (doc === null || doc === undefined) return;
+  if (!refuseInvalid(set, where, doc)) return;
   if (kind === 'Pod') {
     const parsed = podSchema.safeParse(doc);
     if (!parsed.success)
@@ -76,16 +80,76 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
     set.pods.set(uid, { ...p, metadata: { ...p.metadata, namespace, uid } });
     return;
   }
-  const parsed = clusterObject.safeParse(doc);
+  const parsed = manifestObject.safeParse(doc);
   if (!parsed.success) {
-    const what = typeof kind === 'string' ? `kind ${kind}` : 'a document without a kind';
     return void set.problems.push({
       file: where,
-      message: `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim or Node${typeof kind === 'string' && ['PersistentVolume', 'PersistentVolumeClaim', 'Node'].includes(kind) ? ` (${describe(parsed.error)})` : ''}`,
+      message: `invalid ${String(kind)}: ${describe(parsed.error)}`,
     });
   }
   const object = parsed.data;
   set.objects.set(objectKey(object.kind, object.metadata.name, object.metadata.namespace), object);
+}
+
+/**
+ * Refuses an object the API server would refuse (reported with file, name and fields);
+ * true when it is valid. A kind vole does not use is reported as such.
+ */
+function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
+  const errors = validate(doc);
+  if (errors.length === 0) return true;
+  const d = doc as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } };
+  if (errors[0]!.field === 'kind') {
+    const what = typeof d.kind === 'string' ? `kind ${d.kind}` : 'a document without a kind';
+    set.problems.push({
+      file: where,
+      message: `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ConfigMap, Secret or Node`,
+    });
+    return false;
+  }
+  const name = d.metadata?.name;
+  const namespace = d.metadata?.namespace;
+  const message = describeInvalid(errors, {
+    kind: String(d.kind),
+    ...(typeof name === 'string' ? { name } : {}),
+    ...(typeof namespace === 'string' ? { namespace } : d.kind === 'Pod' ? { namespace: 'default' } : {}),
+  });
+  set.problems.push({ file: where, message: `${message}; refused whole, nothing of it is used` });
+  return false;
+}
+
+/** Adds one manifest file's documents to `set` (bad content becomes problems; never throws). */
+export function readManifestFile(set: ManifestSet, file: string): void {
+  try {
+    const stat = statSync(file);
+    if (!stat.isFile()) return;
+    if (stat.size > manifestBytesMax) {
+      set.problems.push({
+        file,
+        message: `file is ${stat.size} bytes; manifests over ${manifestBytesMax} bytes are refused`,
+      });
+      return;
+    }
+    const text = readFileSync(file, 'utf8');
+    if (text.includes('\uFFFD')) {
+      set.problems.push({ file, message: 'file is not valid UTF-8' });
+      return;
+    }
+    const docs = parseAllDocuments(text, { uniqueKeys: true });
+    const list = Array.isArray(docs) ? docs : [docs];
+    list.forEach((doc, index) => {
+      if (doc.errors.length > 0) {
+        set.problems.push({
+          file,
+          message: `not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`,
+        });
+        return;
+      }
+      addDocument(set, file, index, doc.toJS({ maxAliasCount: 100 }));
+    });
+  } catch (error) {
+    set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
+  }
 }
 
 /** Reads the whole directory now. Never throws for bad content; throws if `dir` is unreadable. */
@@ -94,39 +158,7 @@ export function readManifestDir(dir: string): ManifestSet {
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();
-  for (const name of names.slice(0, manifestFilesMax)) {
-    const file = join(dir, name);
-    try {
-      const stat = statSync(file);
-      if (!stat.isFile()) continue;
-      if (stat.size > manifestBytesMax) {
-        set.problems.push({
-          file,
-          message: `file is ${stat.size} bytes; manifests over ${manifestBytesMax} bytes are refused`,
-        });
-        continue;
-      }
-      const text = readFileSync(file, 'utf8');
-      if (text.includes('\uFFFD')) {
-        set.problems.push({ file, message: 'file is not valid UTF-8' });
-        continue;
-      }
-      const docs = parseAllDocuments(text, { uniqueKeys: true });
-      const list = Array.isArray(docs) ? docs : [docs];
-      list.forEach((doc, index) => {
-        if (doc.errors.length > 0) {
-          set.problems.push({
-            file,
-            message: `not valid YAML: ${doc.errors[0]!.message.split('\n')[0]}`,
-          });
-          return;
-        }
-        addDocument(set, file, index, doc.toJS({ maxAliasCount: 100 }));
-      });
-    } catch (error) {
-      set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
-    }
-  }
+  for (const name of names.slice(0, manifestFilesMax)) readManifestFile(set, join(dir, name));
   if (names.length > manifestFilesMax) {
     set.problems.push({
       file: dir,
@@ -137,10 +169,12 @@ export function readManifestDir(dir: string): ManifestSet {
 }
 
 export interface ManifestChanges {
-  readonly upsertObjects: ClusterObject[];
-  readonly removeObjects: { kind: ClusterObject['kind']; name: string; namespace?: string }[];
+  readonly upsertObjects: ManifestObject[];
+  readonly removeObjects: { kind: ManifestObject['kind']; name: string; namespace?: string }[];
   readonly upsertPods: Pod[];
   readonly removePods: string[];
+  /** Every ConfigMap and Secret of the directory, with data (for the plugins, not the log). */
+  readonly contents: ManifestObject[];
 }
 
 /** What changed between two reads: objects first (so pods resolve), then pods. */
@@ -149,9 +183,14 @@ export function diffManifests(
   after: ManifestSet,
 ): ManifestChanges {
   const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+  // Objects compare as the log holds them: a ConfigMap or Secret by its content hash.
+  const logged = (o: ManifestObject | undefined) => (o === undefined ? o : toLoggedObject(o));
   const upsertObjects = [...after.objects]
-    .filter(([k, o]) => !same(before?.objects.get(k), o))
+    .filter(([k, o]) => !same(logged(before?.objects.get(k)), logged(o)))
     .map(([, o]) => o);
+  const contents = [...after.objects.values()].filter(
+    (o) => o.kind === 'ConfigMap' || o.kind === 'Secret',
+  );
   const removeObjects = [...(before?.objects ?? [])]
     .filter(([k]) => !after.objects.has(k))
     .map(([, o]) => ({
@@ -163,5 +202,5 @@ export function diffManifests(
     .filter(([uid, p]) => !same(before?.pods.get(uid), p))
     .map(([, p]) => p);
   const removePods = [...(before?.pods.keys() ?? [])].filter((uid) => !after.pods.has(uid));
-  return { upsertObjects, removeObjects, upsertPods, removePods };
+  return { upsertObjects, removeObjects, upsertPods, removePods, contents };
 }

@@ -51,7 +51,9 @@ export class ManifestWatcher {
       changes.removeObjects.length +
       changes.upsertPods.length +
       changes.removePods.length;
-    if (any > 0) this.opts.onChanges(changes);
+    // ConfigMap and Secret data is handed over on every read: after a restart the log has
+    // their hashes only, and the plugins need the data.
+    if (any > 0 || changes.contents.length > 0) this.opts.onChanges(changes);
   }
 
   start(): void {

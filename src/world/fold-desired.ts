@@ -4,12 +4,13 @@
  */
 import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
-import { objectKey, type Pod } from '../events/k8s.js';
+import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
-import { resolvePod } from './resolve.js';
-import type { DswPod, DswVolume, PodRecord, World } from './types.js';
+import { anyPersistentVolumeKey } from './binding.js';
+import { type PodResolution, resolvePod } from './resolve.js';
+import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
@@ -117,14 +118,18 @@ export function upsertPod(
   const cause = opts.cause ?? world.seq;
   const uid = podUid(pod);
   const previous = world.pods.get(uid);
-  const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
+  const resolution = resolvePod(pod, {
+    objects: world.objects,
+    plugins: world.plugins,
+    bindings: world.bindings,
+  });
   const record: PodRecord = {
     uid,
     name: pod.metadata.name,
     namespace: pod.metadata.namespace ?? 'default',
     pod,
     expectedVolumes: resolution.expectedVolumes,
-    volumes: resolution.volumes,
+    volumes: keptVolumes(previous, resolution),
     errors: resolution.errors,
     references: resolution.references,
     seq: opts.seq,
@@ -137,6 +142,21 @@ export function upsertPod(
   indexReferences(world, uid, resolution.references, true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
+}
+
+/**
+ * spec §2.6: a pod's volumes leave the DSW only when the pod is gone. A volume that resolved
+ * before and fails now (its claim or PV deleted, unbound, unreadable) stays desired with
+ * its last spec; the pod records the error.
+ */
+function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution) {
+  if (previous === undefined || resolution.errors.size === 0) return resolution.volumes;
+  const kept = previous.volumes.filter(
+    (v) =>
+      resolution.errors.has(v.outerVolumeSpecName) &&
+      resolution.expectedVolumes.includes(v.outerVolumeSpecName),
+  );
+  return kept.length === 0 ? resolution.volumes : [...resolution.volumes, ...kept];
 }
 
 /** spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount. */
@@ -164,24 +184,96 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
 }
 
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
-function reresolveDependents(world: World, key: string): void {
+export function reresolveDependents(world: World, key: string): void {
   for (const uid of podsReferencing(world, key)) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
   }
 }
 
+/** Does this volume read the ConfigMap or Secret of that object key? */
+function readsObject(resolved: ResolvedVolume, key: string): boolean {
+  const s = resolved.source;
+  const parts =
+    s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+  return parts.some(
+    (p) =>
+      p.kind !== 'downwardAPI' &&
+      objectKey(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name, p.namespace) === key,
+  );
+}
+
+/**
+ * A ConfigMap or Secret changed: the mounted volumes that read it are set up again
+ * (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
+ */
+function remountReaders(world: World, key: string): void {
+  for (const uid of podsReferencing(world, key)) {
+    const record = world.pods.get(uid);
+    if (record === undefined) continue;
+    for (const resolved of record.volumes) {
+      if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
+      const mount = world.mounts.get(resolved.volume)?.get(record.uid);
+      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
+      touch(world, resolved.volume);
+    }
+  }
+}
+
+/** The world's marker that unbound claims need the planner's look (not a real volume). */
+export const bindingVolume = '' as UniqueVolumeName;
+
+/** A claim or PV changed: the planner looks at unbound claims again. */
+function askForBinding(world: World, kind: string): void {
+  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
+  world.bindingCause = world.seq;
+  world.dirty.add(bindingVolume);
+  if (kind === 'PersistentVolume') reresolveDependents(world, anyPersistentVolumeKey);
+}
+
+function reresolveObject(world: World, kind: string, key: string): void {
+  if (kind === 'ConfigMap' || kind === 'Secret') return remountReaders(world, key);
+  reresolveDependents(world, key);
+  askForBinding(world, kind);
+}
+
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  const previous = world.objects.get(key);
   world.objects.set(key, object);
-  reresolveDependents(world, key);
+  // The same ConfigMap or Secret content again: nothing to set up again.
+  if (sameContent(previous, object)) return;
+  reresolveObject(world, object.kind, key);
+}
+
+function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
+  if (a === undefined || (b.kind !== 'ConfigMap' && b.kind !== 'Secret') || a.kind !== b.kind)
+    return false;
+  return (a as { contentHash: string }).contentHash === b.contentHash;
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
+  if (event.kind === 'PersistentVolumeClaim') world.bindings.delete(key);
+  reresolveObject(world, event.kind, key);
+}
+
+/** The planner's binding decision, recorded: the claim's pods resolve through the PV now. */
+export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void {
+  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
+  world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   reresolveDependents(world, key);
+}
+
+/** A finished expansion raises the claim's capacity, so the next mount does not expand again. */
+export function claimExpanded(world: World, claimKey: string, pvName: string, bytes: number): void {
+  const binding = world.bindings.get(claimKey);
+  if (bytes <= 0 || (binding !== undefined && binding.capacityBytes >= bytes)) return;
+  world.bindings.set(claimKey, { volume: binding?.volume ?? pvName, capacityBytes: bytes });
+  reresolveDependents(world, claimKey);
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */

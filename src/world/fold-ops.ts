@@ -2,21 +2,20 @@
  * Folding operation events: OperationStarted, each plugin call's start and outcome, and
  * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
  */
-import type { ErrorKind } from '../../machines/index.js';
 import { fail } from '../assert.js';
-import type { CallError, EventOf } from '../events/index.js';
-import { NodeName, OpId, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { touch } from './fold-desired.js';
+import {
+  bookCall,
+  cutOffOperations,
+  finishOperation,
+  startOperation,
+} from '../engine/book.js';
+import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
+import type { EventOf } from '../events/index.js';
+import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { claimExpanded, touch } from './fold-desired.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
-import { keyString, mayRun, finishRecord, recordsAfterStart, setRecords } from './pending.js';
 import type { RunningOp, World } from './types.js';
-
-function running(world: World, opId: string): RunningOp {
-  const op = world.running.get(OpId(opId));
-  if (op === undefined) fail(`operation ${opId} is not running (seq ${world.seq})`);
-  return op;
-}
 
 /** The desired spec of an operation's volume: the pod's entry, else any desiring pod's. */
 function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName | null) {
@@ -54,274 +53,77 @@ function canonicalPod(world: World, uid: string): UniquePodName {
   return world.pods.get(pod)?.uid ?? pod;
 }
 
-/** spec §5.3 Run: reuse the matching failed record or append one, now pending. */
+/** spec §5.3 Run: the book records the start; the operation captures the desired spec. */
 export function foldOperationStarted(world: World, event: EventOf<'OperationStarted'>): void {
   const volume = canonicalVolume(world, event.volume);
-  const records = world.ops.get(volume) ?? [];
-  const verdict = mayRun(records, event.key, event.op, event.tsMs);
-  if (verdict.kind !== 'run')
-    fail(
-      `operation ${event.op} on ${keyString(event.key)} started while ${verdict.kind} ` +
-        `(seq ${event.seq}): never two operations on one key`,
-    );
-  const opId = OpId(event.opId);
-  setRecords(
-    world.ops,
-    volume,
-    recordsAfterStart(records, { key: event.key, opName: event.op, opId, tsMs: event.tsMs }),
-  );
-  if (world.running.has(opId)) fail(`operation ${opId} started twice (seq ${event.seq})`);
   const pod = event.pod === undefined ? null : canonicalPod(world, event.pod);
-  world.running.set(opId, {
-    opId,
-    op: event.op,
-    key: event.key,
+  startOperation(world, event, {
     volume,
     pod,
     spec: desiredSpec(world, volume, pod),
     node: event.node === undefined ? null : NodeName(event.node),
-    startedSeq: event.seq as Seq,
-    startedTsMs: event.tsMs,
-    cause: event.cause as Seq,
-    call: null,
-    lastError: null,
   });
   touch(world, volume);
 }
 
-export function foldCallStarted(world: World, event: EventOf<'CallStarted'>): void {
-  const op = running(world, event.opId);
-  if (op.call !== null)
-    fail(`operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`);
-  op.call = event.call;
-  const spec = op.spec ?? undefined;
-  switch (event.call) {
-    case 'attach':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'ATTACH_START' });
-      break;
-    case 'detach':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), { type: 'DETACH_START' });
-      break;
-    // spec §4.10/§4.12: a Block volume's device set-up and tear-down are its device mount.
-    case 'mountDevice':
-    case 'setUpDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'MOUNT_DEVICE_START',
-        deviceMountPath: event.deviceMountPath ?? '',
-      });
-      break;
-    case 'unmountDevice':
-    case 'tearDownDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'UNMOUNT_DEVICE_START',
-      });
-      break;
-    case 'setUp':
-    case 'mapPodDevice': {
-      if (!(op.pod !== null && spec !== undefined))
-        fail(`setUp of ${op.opId} without a desired pod (seq ${event.seq})`);
-      stepMount(world, mountOrNew(world, op.volume, op.pod, spec), {
-        type: 'SETUP_START',
-        outerVolumeSpecName: spec.outerVolumeSpecName,
-        volumeGidValue: spec.volumeGidValue,
-      });
-      break;
-    }
-    case 'tearDown':
-    case 'unmapPodDevice':
-      if (op.pod === null) fail(`tearDown of ${op.opId} without a pod (seq ${event.seq})`);
-      stepMount(world, mountOrNew(world, op.volume, op.pod, undefined), { type: 'TEARDOWN_START' });
-      break;
-    default:
-      break; // Read-only calls and the executor's own steps change no pair when they start.
+/** The kubelet trusts a final error: nothing took effect (spec §0.5). */
+const kubeletReading: FailureReading = { uncertainOnAnyFailure: false };
+
+/** Applies one pair step the call table names to the operation's pair. */
+function applyStep(world: World, op: RunningOp, step: PairStep, seq: number): void {
+  const spec = step.create ? (op.spec ?? undefined) : undefined;
+  const opts = { observation: step.observation };
+  if (step.pair === 'attachment') {
+    stepAttachment(world, attachmentOrNew(world, op.volume, spec), step.event, opts);
+    return;
   }
-  touch(world, op.volume);
+  if (op.pod === null) fail(`${step.event.type} of ${op.opId} without a pod (seq ${seq})`);
+  stepMount(world, mountOrNew(world, op.volume, op.pod, spec), step.event, opts);
 }
 
-export function foldCallSucceeded(world: World, event: EventOf<'CallSucceeded'>): void {
-  const op = running(world, event.opId);
-  if (op.call !== event.call)
-    fail(`operation ${op.opId}: ${event.call} answered while ${op.call} ran (seq ${event.seq})`);
-  op.call = null;
-  // An attachment missing here is created from the spec the operation started with.
-  const spec = op.spec ?? undefined;
-  switch (event.call) {
-    case 'attach':
-    case 'verifyControllerAttached': {
-      const devicePath = event.devicePath ?? '';
-      stepAttachment(
-        world,
-        attachmentOrNew(world, op.volume, spec),
-        event.call === 'attach'
-          ? { type: 'ATTACH_OK', devicePath }
-          : { type: 'VERIFY_OK', devicePath },
-      );
-      const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
-      if (claimSizeBytes > 0)
-        stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
-          type: 'CLAIM_SIZE_KNOWN',
-          sizeBytes: claimSizeBytes,
-        });
-      break;
-    }
-    case 'detach':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'DETACH_OK' });
-      break;
-    case 'markDetached':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'FORGET' });
-      break;
-    case 'mountDevice':
-    case 'setUpDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
-        type: 'MOUNT_DEVICE_OK',
-        deviceMountPath: event.deviceMountPath ?? '',
-        devicePath: event.devicePath ?? '',
-      });
-      break;
-    case 'unmountDevice':
-    case 'tearDownDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), { type: 'UNMOUNT_DEVICE_OK' });
-      break;
-    case 'setUp':
-    case 'mapPodDevice':
-      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'SETUP_OK' });
-      break;
-    case 'tearDown':
-    case 'unmapPodDevice':
-      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_OK' });
-      break;
-    case 'nodeExpand':
-      stepAttachment(world, attachmentOrNew(world, op.volume, spec), {
-        type: 'RESIZED',
-        sizeBytes: event.sizeBytes ?? 0,
-      });
-      break;
-    default:
-      break;
-  }
-  touch(world, op.volume);
-}
-
-export function foldCallFailed(world: World, event: EventOf<'CallFailed'>): void {
-  const op = running(world, event.opId);
-  if (op.call !== event.call)
-    fail(`operation ${op.opId}: ${event.call} failed while ${op.call} ran (seq ${event.seq})`);
-  op.call = null;
-  op.lastError = event.error;
-  const kind: ErrorKind = event.error.kind;
-  switch (event.call) {
-    case 'attach':
-      // Kubelet attach mode: only an uncertain error may have attached (SCENARIOS.md).
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'ATTACH_FAIL',
-        uncertain: kind === 'uncertain',
-      });
-      break;
-    case 'detach':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'DETACH_FAIL',
-        uncertain: kind === 'uncertain',
-      });
-      break;
-    case 'mountDevice':
-    case 'setUpDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'MOUNT_DEVICE_FAIL',
-        errorKind: kind,
-      });
-      break;
-    case 'unmountDevice':
-    case 'tearDownDevice':
-      stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-        type: 'UNMOUNT_DEVICE_FAIL',
-      });
-      break;
-    case 'setUp':
-    case 'mapPodDevice':
-      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), {
-        type: 'SETUP_FAIL',
-        errorKind: kind,
-      });
-      break;
-    case 'tearDown':
-    case 'unmapPodDevice':
-      stepMount(world, mountOrNew(world, op.volume, op.pod!, undefined), { type: 'TEARDOWN_FAIL' });
-      break;
-    case 'nodeExpand':
-      if (event.error.failedPrecondition === true) {
-        stepAttachment(world, attachmentOrNew(world, op.volume, undefined), {
-          type: 'EXPANSION_IN_USE_ERROR',
-        });
-      } else if (op.op === 'mount' && op.pod !== null) {
-        // §4.7 step 12: mounted, but must not be used until the expansion succeeds.
-        stepMount(
-          world,
-          mountOrNew(world, op.volume, op.pod, undefined),
-          { type: 'EXPAND_IN_MOUNT_FAIL' },
-          { observation: true },
-        );
-      }
-      break;
-    default:
-      break; // waitForAttach and the other read-only calls change no pair (spec §4.7 step 7).
-  }
-  recordError(world, op, event.error, event.seq as Seq, event.tsMs);
-  touch(world, op.volume);
-}
-
-function recordError(world: World, op: RunningOp, error: CallError, seq: Seq, tsMs: number): void {
-  world.lastErrors.set(op.volume, { message: error.message, seq, tsMs });
-}
-
-/** spec §5.4 completion: success deletes the exact record; failure escalates its backoff. */
-function completeRecord(
+export function foldCall(
   world: World,
-  op: RunningOp,
-  failure: CallError | null,
-  tsMs: number,
+  event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
 ): void {
-  finishRecord(world.ops, op.volume, op, { failure, tsMs, seq: world.seq });
-  if (!world.ops.has(op.volume)) mayBeGone(op.volume);
+  const op = bookCall(world, event);
+  const effects = callTable[event.call];
+  const step =
+    event.type === 'CallStarted'
+      ? effects.started?.(event, op, kubeletReading)
+      : event.type === 'CallSucceeded'
+        ? effects.succeeded?.(event, op, kubeletReading)
+        : effects.failed?.(event, op, kubeletReading);
+  if (step !== undefined && step !== null) applyStep(world, op, step, event.seq);
+  const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
+  if (event.type === 'CallSucceeded' && effects.claimSizeAfterSuccess && claimSizeBytes > 0) {
+    stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
+      type: 'CLAIM_SIZE_KNOWN',
+      sizeBytes: claimSizeBytes,
+    });
+  }
+  // A finished expansion raises the claim's capacity (its status, as Kubernetes records it).
+  if (event.type === 'CallSucceeded' && event.call === 'nodeExpand' && op.spec?.claim !== undefined)
+    claimExpanded(world, op.spec.claim, op.spec.innerVolumeSpecName, event.sizeBytes ?? 0);
+  touch(world, op.volume);
 }
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {
-  const op = running(world, event.opId);
-  if (op.call !== null)
-    fail(`operation ${op.opId} finished during its ${op.call} call (seq ${event.seq})`);
-  const failure =
-    event.outcome === 'ok'
-      ? null
-      : (event.error ??
-        op.lastError ?? {
-          kind: 'final' as const,
-          message: 'operation failed',
-        });
-  if (failure !== null && op.lastError === null)
-    recordError(world, op, failure, event.seq as Seq, event.tsMs);
-  completeRecord(world, op, failure, event.tsMs);
-  world.running.delete(op.opId);
+  const op = finishOperation(world, event);
+  if (!world.ops.has(op.volume)) mayBeGone(op.volume);
   touch(world, op.volume);
 }
 
 /**
  * DESIGN.md crash rule, for EngineStarted: every call in flight is cut off. Its pair goes
- * uncertain and its operation counts as a failed attempt, so the call that killed the
- * engine is not retried in a tight crash loop.
+ * uncertain and its operation counts as a failed attempt (the book's cut-off).
  */
 export function cutOffRunningOperations(world: World, tsMs: number): void {
-  const cutOff: CallError = {
-    kind: 'uncertain',
-    message: 'operation cut off: the engine stopped while it ran',
-  };
-  for (const op of [...world.running.values()].sort((a, b) => a.startedSeq - b.startedSeq)) {
+  const ops = cutOffOperations(world, { seq: world.seq, tsMs }, 'engine', (op) => {
     const attachment = world.attachments.get(op.volume);
     if (attachment !== undefined)
       stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
     const mount = op.pod === null ? undefined : world.mounts.get(op.volume)?.get(op.pod);
     if (mount !== undefined) stepMount(world, mount, { type: 'CRASH' }, { observation: true });
-    recordError(world, op, cutOff, world.seq, tsMs);
-    completeRecord(world, op, cutOff, tsMs);
-    world.running.delete(op.opId);
-    touch(world, op.volume);
-  }
+  });
+  for (const op of ops) if (!world.ops.has(op.volume)) mayBeGone(op.volume);
 }

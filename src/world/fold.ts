@@ -8,6 +8,8 @@ import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids
 import { forgetGoneVolumes, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
+  bindingVolume,
+  foldClaimBound,
   foldNodeStatusObserved,
   foldObjectRemoved,
   foldObjectUpserted,
@@ -20,9 +22,7 @@ import {
 } from './fold-desired.js';
 import {
   cutOffRunningOperations,
-  foldCallFailed,
-  foldCallStarted,
-  foldCallSucceeded,
+  foldCall,
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
@@ -39,6 +39,8 @@ export function initialWorld(): World {
     sourcesReady: false,
     pods: new Map(),
     objects: new Map(),
+    bindings: new Map(),
+    bindingCause: Seq(0),
     podsByObject: new Map(),
     dsw: new Map(),
     attachments: new Map(),
@@ -67,6 +69,8 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   world.engineStartedSeq = event.seq as Seq;
   // spec §3.2: no unmount or detach until the sources have reported every pod again.
   world.sourcesReady = false;
+  world.bindingCause = event.seq as Seq;
+  world.dirty.add(bindingVolume); // claims left unbound before the restart
   // The plugin set may have changed: resolve every pod again (once per start).
   for (const record of [...world.pods.values()]) {
     upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: record.seq });
@@ -148,6 +152,9 @@ export function fold(world: World, event: VoleEvent): World {
     case 'ObjectRemoved':
       foldObjectRemoved(world, event);
       break;
+    case 'ClaimBound':
+      foldClaimBound(world, event);
+      break;
     case 'VolumesReportedInUse':
       foldVolumesReportedInUse(world, event);
       break;
@@ -170,13 +177,9 @@ export function fold(world: World, event: VoleEvent): World {
       foldOperationStarted(world, event);
       break;
     case 'CallStarted':
-      foldCallStarted(world, event);
-      break;
     case 'CallSucceeded':
-      foldCallSucceeded(world, event);
-      break;
     case 'CallFailed':
-      foldCallFailed(world, event);
+      foldCall(world, event);
       break;
     case 'OperationFinished':
       foldOperationFinished(world, event);

@@ -4,6 +4,7 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { AttachmentRecord, MountRecord, World } from './types.js';
+import { boundVolumes } from './binding.js';
 
 /** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
 export type PodInVolume =
@@ -215,4 +216,15 @@ export function waitErrorMessage(status: PodWaitStatus, cause: string): string {
 /** Attachments with no pod record at all (spec §2.2 GetUnmountedVolumes). */
 export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boolean {
   return (world.mounts.get(volume)?.size ?? 0) === 0;
+}
+
+/**
+ * Every bound claim (`namespace/name`) and its PV, by claim: the planner's bindings and the
+ * claims whose status says Bound (SCENARIOS.md state.bindings).
+ */
+export function claimBindings(world: World): { claim: string; volume: string }[] {
+  const taken = boundVolumes(world.objects, world.bindings);
+  return [...taken]
+    .map(([volume, claim]) => ({ claim, volume }))
+    .sort((a, b) => (a.claim < b.claim ? -1 : a.claim > b.claim ? 1 : 0));
 }

@@ -17,14 +17,23 @@ import {
   type PodVolume,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
+import {
+  anyPersistentVolumeKey,
+  boundVolumes,
+  type ClaimBinding,
+  findVolumeForClaim,
+} from './binding.js';
+import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
 /** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
 export const builtinPluginNames = {
   emptyDir: 'kubernetes.io/empty-dir',
   hostPath: 'kubernetes.io/host-path',
-  configMap: 'kubernetes.io/configmap',
-  secret: 'kubernetes.io/secret',
+  configMap: contentPluginNames.configMap,
+  secret: contentPluginNames.secret,
+  downwardAPI: contentPluginNames.downwardAPI,
+  projected: contentPluginNames.projected,
   local: 'kubernetes.io/local-volume',
 } as const;
 
@@ -33,6 +42,11 @@ const volumeGidAnnotation = 'pv.beta.kubernetes.io/gid';
 export interface ResolveInput {
   readonly objects: ReadonlyMap<string, ClusterObject>;
   readonly plugins: ReadonlyMap<string, PluginCaps>;
+  /**
+   * The bindings the log recorded (the kubelet core binds claims). Absent: a claim with
+   * volumeName and no status counts as bound, as before binding existed (the controller).
+   */
+  readonly bindings?: ReadonlyMap<string, ClaimBinding>;
 }
 
 export interface PodResolution {
@@ -80,6 +94,8 @@ interface Located {
   inline: boolean;
   pv?: PersistentVolume;
   pvc?: PersistentVolumeClaim;
+  claimKey?: string;
+  claimSizeBytes?: number;
 }
 
 function sourceOfPv(pv: PersistentVolume): Located | undefined {
@@ -141,15 +157,17 @@ function sourceOfInline(v: PodVolume): Located | undefined {
     };
     return { source, pluginName: builtinPluginNames.hostPath, inline: true };
   }
-  if (v.configMap !== undefined) {
-    const source: VolumeSource = { kind: 'configMap', name: v.configMap.name ?? v.name };
-    return { source, pluginName: builtinPluginNames.configMap, inline: true };
-  }
-  if (v.secret !== undefined) {
-    const source: VolumeSource = { kind: 'secret', name: v.secret.secretName ?? v.name };
-    return { source, pluginName: builtinPluginNames.secret, inline: true };
-  }
   return undefined;
+}
+
+function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Located> {
+  const content = contentSource(pod, v, references);
+  if (content !== undefined) {
+    if (!content.ok) return content;
+    return { ok: true, value: { source: content.source, pluginName: content.pluginName, inline: true } };
+  }
+  const located = sourceOfInline(v);
+  return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
 /** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
@@ -177,14 +195,9 @@ function locateClaim(
       `${pvcPrefix(namespace, claimName)}: can't start pod because PVC ${namespace}/${claimName} is being deleted`,
     );
   }
-  const pvName = pvc.spec.volumeName ?? '';
-  const phase = pvc.status?.phase;
-  if (pvName === '' || (phase !== undefined && phase !== 'Bound')) {
-    return fail(
-      `${pvcPrefix(namespace, claimName)}: PVC ${namespace}/${claimName} has non-bound phase ` +
-        `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`,
-    );
-  }
+  const bound = boundVolumeOf(pvc, claimKey, input, references);
+  if (!bound.ok) return bound;
+  const { pvName, claimSizeBytes } = bound.value;
   const pvKey = objectKey('PersistentVolume', pvName);
   references.push(pvKey);
   const pv = input.objects.get(pvKey);
@@ -201,7 +214,41 @@ function locateClaim(
         `err=no volume plugin matched`,
     );
   }
-  return { ok: true, value: { ...located, pvc } };
+  return { ok: true, value: { ...located, pvc, claimKey, claimSizeBytes } };
+}
+
+/**
+ * The PV a claim is bound to, and the claim's capacity: the log's binding, else the claim's
+ * status (the API server's record). An unbound claim fails with why it cannot bind yet.
+ */
+function boundVolumeOf(
+  pvc: PersistentVolumeClaim,
+  claimKey: string,
+  input: ResolveInput,
+  references: string[],
+): Step<{ pvName: string; claimSizeBytes: number }> {
+  const { namespace = 'default', name } = pvc.metadata;
+  const binding = input.bindings?.get(claimKey);
+  if (binding !== undefined)
+    return { ok: true, value: { pvName: binding.volume, claimSizeBytes: binding.capacityBytes } };
+  const pvName = pvc.spec.volumeName ?? '';
+  const phase = pvc.status?.phase;
+  const statusBytes = parseQuantityBytes(pvc.status?.capacity?.storage) ?? 0;
+  if (pvName !== '' && (phase === 'Bound' || (input.bindings === undefined && phase === undefined)))
+    return { ok: true, value: { pvName, claimSizeBytes: statusBytes } };
+  if (input.bindings === undefined || (phase !== undefined && phase !== 'Pending')) {
+    return fail(
+      `${pvcPrefix(namespace, name)}: PVC ${namespace}/${name} has non-bound phase ` +
+        `("${phase ?? 'Pending'}") or empty pvc.Spec.VolumeName ("${pvName}")`,
+    );
+  }
+  // Waiting for the planner to bind it: any PV change may change the answer.
+  references.push(anyPersistentVolumeKey);
+  const verdict = findVolumeForClaim(pvc, input.objects, boundVolumes(input.objects, input.bindings));
+  const why = verdict.ok
+    ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
+    : `it cannot bind: ${verdict.reason}`;
+  return fail(`${pvcPrefix(namespace, name)}: PVC ${namespace}/${name} is not bound (${why})`);
 }
 
 function resolveOne(
@@ -216,11 +263,9 @@ function resolveOne(
   const located: Step<Located> =
     claim !== undefined
       ? locateClaim(namespace, claim.claimName, input, references)
-      : ((l) => (l === undefined ? fail(noPlugin(v.name)) : { ok: true as const, value: l }))(
-          sourceOfInline(v),
-        );
+      : locateInline(pod, v, references);
   if (!located.ok) return located;
-  const { pluginName, inline, pv, pvc } = located.value;
+  const { pluginName, inline, pv, claimKey, claimSizeBytes } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
   const source: VolumeSource =
     inline && located.value.source.kind === 'csi'
@@ -253,11 +298,12 @@ function resolveOne(
         !accessModes.includes('ReadWriteOncePod'),
       volumeMode: pv?.spec.volumeMode ?? 'Filesystem',
       sizeBytes: parseQuantityBytes(pv?.spec.capacity?.storage) ?? 0,
-      claimSizeBytes: parseQuantityBytes(pvc?.status?.capacity?.storage) ?? 0,
+      claimSizeBytes: claimSizeBytes ?? 0,
       volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
       readOnly: (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true,
       accessModes,
       source,
+      ...(claimKey === undefined ? {} : { claim: claimKey }),
     },
   };
 }

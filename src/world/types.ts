@@ -11,6 +11,7 @@ import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from './binding.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -34,8 +35,41 @@ export type VolumeSource =
   | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
-  | { kind: 'configMap'; name: string }
-  | { kind: 'secret'; name: string };
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
+  | {
+      kind: 'projected';
+      namespace: string;
+      sources: readonly ProjectedPart[];
+      defaultMode?: number;
+    };
+
+/** `items` entry of a configMap, secret or projected source: key → file path, mode. */
+export interface KeyToPath {
+  readonly key: string;
+  readonly path: string;
+  readonly mode?: number;
+}
+
+/** What a configMap or secret source (or projection) asks for, in the pod's namespace. */
+export interface ContentOptions {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly items?: readonly KeyToPath[];
+  readonly defaultMode?: number;
+  readonly optional?: boolean;
+}
+
+/** A downward API file, its content taken from the pod object when the pod resolved. */
+export interface DownwardFile {
+  readonly path: string;
+  readonly content: string;
+  readonly mode?: number;
+}
+
+export type ProjectedPart =
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[] };
 
 /** One pod volume resolved to the volume it names (spec §2.6 populator). */
 export interface ResolvedVolume {
@@ -58,6 +92,8 @@ export interface ResolvedVolume {
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
   readonly source: VolumeSource;
+  /** The claim's object key for PVC-backed volumes (its capacity follows expansions). */
+  readonly claim?: string;
 }
 
 export interface PodRecord {
@@ -159,7 +195,29 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
 }
 
-export interface World {
+/**
+ * The operation book (src/engine/book.ts): what both cores keep about operations, kept
+ * by the same code in both folds.
+ */
+export interface OperationBook {
+  /** Operation records by volume (spec §5.1), in insertion order per volume. */
+  ops: Map<UniqueVolumeName, OpRecord[]>;
+  running: Map<OpId, RunningOp>;
+  /** The last error of an operation on each volume, for waits and explanations. */
+  lastErrors: Map<UniqueVolumeName, LastError>;
+  /** Last event that touched each volume: the cause of the next decision about it. */
+  causes: Map<UniqueVolumeName, Seq>;
+  /** Volumes touched since the planner last looked (incremental planning). */
+  dirty: Set<UniqueVolumeName>;
+}
+
+export interface LastError {
+  readonly message: string;
+  readonly seq: Seq;
+  readonly tsMs: number;
+}
+
+export interface World extends OperationBook {
   config: WorldConfig;
   plugins: Map<string, PluginCaps>;
   /** The last event folded; 0 for the empty world. */
@@ -171,6 +229,10 @@ export interface World {
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
   objects: Map<string, ClusterObject>;
+  /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
+  bindings: Map<string, ClaimBinding>;
+  /** The object change that asks the planner to look at unbound claims (its cause). */
+  bindingCause: Seq;
   /**
    * claim key / PV name → pods that reference it, for re-resolution on object changes: the
    * one pod's name, or a Set when several share the object.
@@ -179,15 +241,6 @@ export interface World {
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
   mounts: Map<UniqueVolumeName, Map<UniquePodName, MountRecord>>;
-  /** Operation records by volume (spec §5.1), in insertion order per volume. */
-  ops: Map<UniqueVolumeName, OpRecord[]>;
-  running: Map<OpId, RunningOp>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
-  /** The last error of an operation on each volume, for waits and explanations. */
-  lastErrors: Map<UniqueVolumeName, { message: string; seq: Seq; tsMs: number }>;
-  /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: Map<UniqueVolumeName, Seq>;
-  /** Volumes touched since the planner last looked (incremental planning). */
-  dirty: Set<UniqueVolumeName>;
 }

@@ -5,6 +5,7 @@
  * from here, as an agent would), that writes are refused, and saves a screenshot to
  * test-artifacts/inspector.png. Skips the browser part, saying why, without Chromium.
  */
+import { controllerCore, kubeletCore } from '../../src/engine/cores.js';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
@@ -37,7 +38,7 @@ before(async () => {
     readFileSync(join(root, 'test/scenarios/kubelet-attach-mount.yaml'), 'utf8'),
     'kubelet-attach-mount.yaml',
   );
-  const log = openSqliteLog(db, { durability: 'normal' });
+  const log = openSqliteLog(db, kubeletCore, { durability: 'normal' });
   try {
     const result = await simulate(scenario, { log });
     assert.ok(result.ok, JSON.stringify(result.failures));
@@ -334,5 +335,48 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       'the page was not reloaded',
     );
     assert.deepEqual(problems, []);
+  });
+
+  test('opens a controller log: attachments per node, each node\'s volumesAttached, the reports', async () => {
+    const controllerDb = join(dir, 'controller.db');
+    const scenario = parseScenario(
+      readFileSync(join(root, 'test/scenarios/controller-multi-attach.yaml'), 'utf8'),
+      'controller-multi-attach.yaml',
+    );
+    const log = openSqliteLog(controllerDb, controllerCore, { durability: 'normal' });
+    try {
+      assert.ok((await simulate(scenario, { log })).ok);
+    } finally {
+      log.sink.close();
+    }
+    const second = await startInspector({ db: controllerDb, port: 0, pollMs: 100 });
+    const other = await context.newPage();
+    try {
+      other.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+      await other.goto(second.url);
+      const moved = 'attachment|fake.disk/disk-1|node-2';
+      await other.locator(`li[data-pair="${moved}"]`).waitFor();
+      const ids = await other
+        .locator('li[data-pair]')
+        .evaluateAll((els) => els.map((e) => e.getAttribute('data-pair')));
+      assert.deepEqual(ids, ['attachment|fake.disk/disk-1|node-1', moved]);
+      assert.equal(
+        await other.locator(`li[data-pair="${moved}"] [data-testid=pair-state]`).textContent(),
+        'attached.deviceUnmounted',
+      );
+      const attached = (node: string) =>
+        other.locator(`li[data-node="${node}"] [data-testid=volumes-attached]`).textContent();
+      assert.equal(await attached('node-1'), 'volumesAttached []');
+      assert.equal(await attached('node-2'), 'volumesAttached [fake.disk/disk-1]');
+      assert.match(
+        (await other.locator('[data-testid=reports]').textContent()) ?? '',
+        /FailedAttachVolume.*Multi-Attach error for volume/,
+      );
+      assert.match((await other.locator('.node').first().textContent()) ?? '', /node-1/);
+      assert.deepEqual(problems, []);
+    } finally {
+      await other.close();
+      await second.close();
+    }
   });
 });

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { MemorySink } from '../../src/agent/sink.js';
+import { MemorySink } from '../../src/engine/sink.js';
 import { logApplicationId } from '../../src/constants.js';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';

@@ -1,3 +1,4 @@
+import { kubeletCore } from '../../src/engine/cores.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ const scenario = parseScenario(
 );
 
 test('snapshot: a world encodes and decodes to an equal world at every seq', async () => {
-  const log = openSqliteLog(join(dir, 'a.db'));
+  const log = openSqliteLog(join(dir, 'a.db'), kubeletCore);
   await simulate(scenario, { log });
   const events = [...log.readAll()];
   for (let seq = 0; seq <= events.length; seq += 7) {
@@ -37,17 +38,17 @@ test('snapshot: a world encodes and decodes to an equal world at every seq', asy
 
 test('snapshot: loading uses the latest snapshot plus the tail, and ignores an unknown format', async () => {
   const path = join(dir, 'b.db');
-  const log = openSqliteLog(path);
+  const log = openSqliteLog(path, kubeletCore);
   await simulate(scenario, { log });
   const events = [...log.readAll()];
   log.saveSnapshot(foldAll(events.slice(0, 20)));
   log.sink.close();
-  const reopened = openSqliteLog(path);
+  const reopened = openSqliteLog(path, kubeletCore);
   assert.equal(reopened.lastSnapshotSeq, 20);
   assertSameWorld(reopened.loadWorld(), foldAll(events), 'snapshot + tail = full fold');
   reopened.store.saveSnapshot({ seq: 30, tsMs: 0, format: 999, data: 'garbage' });
   reopened.sink.close();
-  const third = openSqliteLog(path);
+  const third = openSqliteLog(path, kubeletCore);
   assertSameWorld(third.loadWorld(), foldAll(events), 'an unusable snapshot is skipped');
   assert.equal(decodeWorldSnapshot(Buffer.from('{not v8'), worldSnapshotFormat), undefined);
   third.sink.close();

@@ -58,7 +58,8 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     podUpserted('c', [claim('d1')]),
   ]);
   assert.deepEqual([...(more.podsByObject.get(key) as Set<string>)].sort(), ['a', 'b', 'c']);
-  // The claim is deleted: every pod that used it is resolved again and now has an error.
+  // The claim is deleted: every pod that used it is resolved again and now has an error,
+  // and keeps its volume desired while it exists (spec §2.6).
   fold(more, {
     type: 'ObjectRemoved',
     tsMs: 0,
@@ -69,11 +70,12 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
   } as VoleEvent);
   for (const uid of ['a', 'b', 'c'])
     assert.match(more.pods.get(uid as never)!.errors.get('data') ?? '', /not found/);
-  assert.equal(more.dsw.size, 0);
+  assert.equal(more.dsw.size, 1);
   // Pods leave: the Set shrinks to a bare name, then the key goes.
   for (const uid of ['b', 'c'])
     fold(more, { type: 'PodRemoved', tsMs: 0, uid, seq: more.seq + 1 } as VoleEvent);
   assert.equal(more.podsByObject.get(key), 'a');
   fold(more, { type: 'PodRemoved', tsMs: 0, uid: 'a', seq: more.seq + 1 } as VoleEvent);
   assert.equal(more.podsByObject.has(key), false);
+  assert.equal(more.dsw.size, 0);
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { MemorySink } from '../../src/agent/sink.js';
+import { MemorySink } from '../../src/engine/sink.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import {
   describeWorld,
@@ -26,7 +26,7 @@ async function simulatedLog(yaml: string) {
   await simulate(parseScenario(yaml), {
     log: { sink, readAll: () => sink.events },
     onEvent: (_e, w) => {
-      live = w;
+      live = w as World;
     },
   });
   return { events: sink.events, live: live! };

@@ -21,12 +21,16 @@ spec:
 
 test('sources: manifests: pods, PVs and claims from multi-document files', () => {
   const dir = dirWith({
-    'a.yaml': `${podYaml('web')}---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-1}\nspec: {csi: {driver: disk.vole.dev, volumeHandle: d1}}\n`,
+    'a.yaml': `${podYaml('web')}---\napiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-1}\nspec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOnce], csi: {driver: disk.vole.dev, volumeHandle: d1}}\n`,
     'b.json': JSON.stringify({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'c', namespace: 'default' },
-      spec: { volumeName: 'pv-1' },
+      spec: {
+        volumeName: 'pv-1',
+        accessModes: ['ReadWriteOnce'],
+        resources: { requests: { storage: '1Gi' } },
+      },
     }),
     'ignored.txt': 'not a manifest',
   });
@@ -63,7 +67,7 @@ test('sources: manifests: a bad file is reported by name and field, the others a
         .join(' | ');
     assert.match(byFile('broken.yaml'), /not valid YAML/);
     assert.match(byFile('nokind.yaml'), /without a kind/);
-    assert.match(byFile('badfield.yaml'), /invalid Pod: spec\.volumes\.0\.name/);
+    assert.match(byFile('badfield.yaml'), /Pod "default\/y" is invalid: spec\.volumes\[0\]\.name/);
     assert.match(byFile('hostile.yaml'), /metadata\.uid "\.\.\/\.\.\/etc" must be/);
     assert.match(byFile('dup.yaml'), /pod UID same is used twice/);
     assert.match(byFile('latin1.yaml'), /not valid UTF-8/);

@@ -48,6 +48,8 @@ export function diskObjects(handle: string, opts: { accessModes?: string[] } = {
         kind: 'PersistentVolumeClaim',
         metadata: { name: `claim-${handle}`, namespace: 'default' },
         spec: { volumeName: `pv-${handle}` },
+        // Bound by the API server already: these events need no ClaimBound of the planner.
+        status: { phase: 'Bound' },
       },
     },
   ];

@@ -8,7 +8,7 @@
  * (controller and node are one host here) and answers its path as publish_context.
  */
 import { rm, stat, writeFile } from 'node:fs/promises';
-import { engineVersion } from '../../agent/engine.js';
+import { engineVersion } from '../../engine/engine.js';
 import { parseQuantityBytes } from '../../events/k8s.js';
 import { HostError } from '../../host/exec.js';
 import { ensureImage } from '../../host/fs.js';

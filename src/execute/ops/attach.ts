@@ -1,4 +1,5 @@
 /** spec §4.3 AttachVolume (kubelet attach mode) and §4.6 VerifyControllerAttachedVolume. */
+import type { VolumeOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 
 export async function attach(ctx: OpContext): Promise<void> {
@@ -53,12 +54,11 @@ function volumeLimitReached(ctx: OpContext, pluginName: string): string | undefi
 
 /**
  * Non-attachable volumes are "attached" at once; attachable ones when the controller
- * lists them in node.status.volumesAttached (the planner only plans it then).
+ * lists them in node.status.volumesAttached (the planner only plans it then, and gives
+ * the devicePath listed there).
  */
-export async function verifyControllerAttached(ctx: OpContext): Promise<void> {
-  const world = ctx.host.world();
-  const spec = runningOp(ctx).spec;
-  const devicePath = spec?.attachable === true ? world.volumesAttached.get(ctx.op.volume) : '';
+export async function verifyControllerAttached(ctx: OpContext, op: VolumeOperation): Promise<void> {
+  const devicePath = op.devicePath;
   await runCall(
     ctx,
     {

@@ -1,25 +1,23 @@
-/** spec §4.13 online expansion ("volume_fs_resize"). */
-import { type OpContext, failOperation, OperationFailed, runCall } from '../context.js';
+/** spec §4.13 online expansion ("volume_fs_resize"): the sizes and paths the planner read. */
+import type { VolumeOperation } from '../../plan/index.js';
+import { type OpContext, failOperation, OperationFailed, runCall, runningOp } from '../context.js';
 
-export async function expand(ctx: OpContext): Promise<void> {
-  const world = ctx.host.world();
-  const attachment = world.attachments.get(ctx.op.volume);
-  const desired = world.dsw.get(ctx.op.volume)?.pods.values().next().value?.resolved;
-  if (attachment === undefined || desired === undefined)
-    failOperation(`NodeExpandVolume failed: ${ctx.op.volume} is not in use`);
-  const oldSizeBytes = attachment.state.context.sizeBytes;
-  const newSizeBytes = desired.sizeBytes;
+export async function expand(ctx: OpContext, op: VolumeOperation): Promise<void> {
+  const spec = runningOp(ctx).spec;
+  const expansion = op.expansion;
+  if (spec === null || expansion === undefined)
+    failOperation(`NodeExpandVolume failed: ${op.volume} is not in use`);
+  const { oldSizeBytes, newSizeBytes } = expansion;
   if (oldSizeBytes === 0 || newSizeBytes === 0) {
     failOperation(
       'NodeExpandvolume.expansion failed: current or new size of the volume is not set',
     );
   }
-  const expander = ctx.host.plugins.find(attachment.pluginName)?.expander;
+  const expander = ctx.host.plugins.find(spec.pluginName)?.expander;
   if (expander === undefined)
     failOperation(
-      `NodeExpandVolume.NodeExpandVolume failed: plugin "${attachment.pluginName}" cannot expand`,
+      `NodeExpandVolume.NodeExpandVolume failed: plugin "${spec.pluginName}" cannot expand`,
     );
-  const { devicePath, deviceMountPath } = attachment.state.context;
   try {
     await runCall(
       ctx,
@@ -28,12 +26,7 @@ export async function expand(ctx: OpContext): Promise<void> {
         prefix: 'NodeExpandVolume.NodeExpandVolume failed',
         succeeded: (sizeBytes: number) => ({ sizeBytes }),
       },
-      (target) =>
-        expander.nodeExpand(
-          desired,
-          { devicePath, deviceMountPath, newSizeBytes, oldSizeBytes },
-          target,
-        ),
+      (target) => expander.nodeExpand(spec, expansion, target),
     );
   } catch (error) {
     // FailedPrecondition: recorded, never retried on this node, and the operation is done.

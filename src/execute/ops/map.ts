@@ -7,9 +7,14 @@ import type { MountOperation, UnmountOperation } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
-import { waitForAttachStep } from './mount.js';
 
-function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: string) {
+/** What a mount's steps pass on to the next: the devicePath and the device's mount path. */
+export interface MountPaths {
+  devicePath: string;
+  deviceMountPath: string;
+}
+
+export function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: string) {
   const blockMapper = plugin?.blockMapper;
   if (blockMapper === undefined) {
     failOperation(
@@ -20,39 +25,44 @@ function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, prefix: 
   return blockMapper;
 }
 
-export async function map(
+/** spec §4.10 SetUpDevice: the device at the global map path, once per volume. */
+export async function setUpDevice(
+  ctx: OpContext,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  paths: MountPaths,
+): Promise<void> {
+  const blockMapper = mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
+  const globalMapPath = blockMapper.globalMapPath(spec);
+  const { devicePath } = paths;
+  await runCall(
+    ctx,
+    {
+      call: 'setUpDevice',
+      prefix: 'MapVolume.SetUpDevice failed',
+      started: { deviceMountPath: globalMapPath },
+      succeeded: () => ({ deviceMountPath: globalMapPath, devicePath }),
+    },
+    (target) => blockMapper.setUpDevice(spec, devicePath, globalMapPath, target),
+  );
+  paths.deviceMountPath = globalMapPath;
+}
+
+/** spec §4.10 MapPodDevice: the device into the pod's device path. */
+export async function mapPodDevice(
   ctx: OpContext,
   op: MountOperation,
   spec: ResolvedVolume,
   plugin: VolumePlugin,
+  paths: MountPaths,
 ): Promise<void> {
   const blockMapper = mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
-  const world = () => ctx.host.world();
-  const devicePath = await waitForAttachStep(
-    ctx,
-    op,
-    spec,
-    plugin,
-    'MapVolume.WaitForAttach failed',
-  );
   const globalMapPath = blockMapper.globalMapPath(spec);
-  const path = devicePath;
-  if (world().attachments.get(op.volume)?.state.value !== 'attached.deviceMounted') {
-    await runCall(
-      ctx,
-      {
-        call: 'setUpDevice',
-        prefix: 'MapVolume.SetUpDevice failed',
-        started: { deviceMountPath: globalMapPath },
-        succeeded: () => ({ deviceMountPath: globalMapPath, devicePath: path }),
-      },
-      (target) => blockMapper.setUpDevice(spec, path, globalMapPath, target),
-    );
-  }
+  const { devicePath } = paths;
   await runCall(
     ctx,
     { call: 'mapPodDevice', prefix: 'MapVolume.MapPodDevice failed', pod: op.pod },
-    (target) => blockMapper.mapPodDevice(spec, path, globalMapPath, target),
+    (target) => blockMapper.mapPodDevice(spec, devicePath, globalMapPath, target),
   );
 }
 

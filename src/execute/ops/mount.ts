@@ -1,40 +1,117 @@
 /**
- * spec §4.7 MountVolume (filesystem): WaitForAttach when attachable, MountDevice unless
- * the device is already globally mounted, then SetUp — one operation, several calls.
+ * spec §4.7 MountVolume (filesystem) and §4.10 MapVolume (Block): the steps the planner
+ * chose, run in order — WaitForAttach, MountDevice or SetUpDevice, SetUp or Map, and the
+ * expansion during mount. The executor reads nothing of the world to decide.
  */
-import type { MountOperation } from '../../plan/index.js';
+import type { MountOperation, MountStep } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
 import type { ResolvedVolume } from '../../world/types.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
-import { map } from './map.js';
+import { mapPodDevice, mapper, type MountPaths, setUpDevice } from './map.js';
 
-function rwopConflict(ctx: OpContext, op: MountOperation): boolean {
-  const spec = runningOp(ctx).spec;
-  if (spec === null || spec.accessModes.length !== 1 || spec.accessModes[0] !== 'ReadWriteOncePod')
-    return false;
-  const others = ctx.host.world().mounts.get(op.volume);
-  return [...(others?.keys() ?? [])].some((pod) => pod !== op.pod);
+function lacking(spec: ResolvedVolume, what: string): never {
+  return failOperation(
+    `MountVolume failed for volume "${spec.outerVolumeSpecName}" (UniqueName: "${spec.volume}"): ` +
+      `plugin "${spec.pluginName}" has no ${what}; register a plugin that has one`,
+  );
 }
 
-/**
- * spec §4.7 step 7 / §4.10 step 3: WaitForAttach for attachable volumes (also when the
- * device is already mounted). Returns the devicePath to use.
- */
-export async function waitForAttachStep(
+/** spec §4.7 step 7 / §4.10 step 3: WaitForAttach; returns the devicePath to use. */
+async function waitForAttach(
   ctx: OpContext,
-  op: MountOperation,
   spec: ResolvedVolume,
   plugin: VolumePlugin,
+  paths: MountPaths,
   prefix: string,
-): Promise<string> {
-  const given = ctx.host.world().attachments.get(op.volume)?.state.context.devicePath ?? '';
-  const attacher = spec.attachable ? plugin.attacher : undefined;
-  if (attacher === undefined) return given;
-  return runCall(
+): Promise<void> {
+  const attacher = plugin.attacher ?? lacking(spec, 'attacher');
+  const given = paths.devicePath;
+  paths.devicePath = await runCall(
     ctx,
     { call: 'waitForAttach', prefix, succeeded: (path: string) => ({ devicePath: path }) },
     (target) => attacher.waitForAttach(spec, given, target),
   );
+}
+
+async function mountDevice(
+  ctx: OpContext,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  paths: MountPaths,
+): Promise<void> {
+  const deviceMounter = plugin.deviceMounter ?? lacking(spec, 'device mounter');
+  const deviceMountPath = deviceMounter.deviceMountPath(spec);
+  const { devicePath } = paths;
+  await runCall(
+    ctx,
+    {
+      call: 'mountDevice',
+      prefix: 'MountVolume.MountDevice failed',
+      started: { deviceMountPath },
+      succeeded: () => ({ deviceMountPath, devicePath }),
+    },
+    (target) => deviceMounter.mountDevice(spec, devicePath, deviceMountPath, target),
+  );
+  paths.deviceMountPath = deviceMountPath;
+}
+
+/**
+ * spec §4.7 step 12, §4.13 "Expansion during mount": a failure leaves the pod's mount
+ * uncertain (the fold does it) and fails the operation, to be retried.
+ */
+async function expand(
+  ctx: OpContext,
+  op: MountOperation,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  paths: MountPaths,
+): Promise<void> {
+  const expander = plugin.expander ?? lacking(spec, 'expander');
+  const sizes = op.expansion ?? failOperation(`mount of ${op.volume}: an expand step without sizes`);
+  await runCall(
+    ctx,
+    {
+      call: 'nodeExpand',
+      prefix: 'MountVolume.Setup failed while expanding volume',
+      succeeded: (sizeBytes: number) => ({ sizeBytes }),
+    },
+    (target) => expander.nodeExpand(spec, { ...paths, ...sizes }, target),
+  );
+}
+
+async function runStep(
+  ctx: OpContext,
+  step: MountStep,
+  op: MountOperation,
+  spec: ResolvedVolume,
+  plugin: VolumePlugin,
+  paths: MountPaths,
+): Promise<void> {
+  const block = spec.volumeMode === 'Block';
+  switch (step) {
+    case 'waitForAttach': {
+      const prefix = block ? 'MapVolume.WaitForAttach failed' : 'MountVolume.WaitForAttach failed';
+      return waitForAttach(ctx, spec, plugin, paths, prefix);
+    }
+    case 'mountDevice':
+      return mountDevice(ctx, spec, plugin, paths);
+    case 'setUp': {
+      const { fsGroup } = op;
+      const given = { ...paths, fsGroup };
+      await runCall(
+        ctx,
+        { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod },
+        (target) => plugin.pod.setUp(spec, given, target),
+      );
+      return;
+    }
+    case 'expand':
+      return expand(ctx, op, spec, plugin, paths);
+    case 'setUpDevice':
+      return setUpDevice(ctx, spec, plugin, paths);
+    case 'map':
+      return mapPodDevice(ctx, op, spec, plugin, paths);
+  }
 }
 
 export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
@@ -50,73 +127,8 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
         `(UniqueName: "${op.volume}"): no plugin "${spec.pluginName}" is registered`,
     );
   }
-  if (rwopConflict(ctx, op)) {
-    failOperation(
-      'MountVolume.SetUp failed: volume uses the ReadWriteOncePod access mode and is ' +
-        'already in use by another pod',
-    );
-  }
-  if (spec.volumeMode === 'Block') return map(ctx, op, spec, plugin);
-  const world = () => ctx.host.world();
-  const devicePath = await waitForAttachStep(
-    ctx,
-    op,
-    spec,
-    plugin,
-    'MountVolume.WaitForAttach failed',
-  );
-  const deviceMounter = spec.deviceMountable ? plugin.deviceMounter : undefined;
-  const deviceState = world().attachments.get(op.volume)?.state.value;
-  if (deviceMounter !== undefined && deviceState !== 'attached.deviceMounted') {
-    const deviceMountPath = deviceMounter.deviceMountPath(spec);
-    const path = devicePath;
-    await runCall(
-      ctx,
-      {
-        call: 'mountDevice',
-        prefix: 'MountVolume.MountDevice failed',
-        started: { deviceMountPath },
-        succeeded: () => ({ deviceMountPath, devicePath: path }),
-      },
-      (target) => deviceMounter.mountDevice(spec, path, deviceMountPath, target),
-    );
-  }
-  const deviceMountPath = world().attachments.get(op.volume)?.state.context.deviceMountPath ?? '';
-  const fsGroup = world().pods.get(op.pod)?.pod.spec.securityContext?.fsGroup ?? null;
-  await runCall(ctx, { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod }, (target) =>
-    plugin.pod.setUp(spec, { devicePath, deviceMountPath, fsGroup }, target),
-  );
-  await expandDuringMount(ctx, spec, plugin, { devicePath, deviceMountPath });
-}
-
-/**
- * spec §4.7 step 12, §4.13 "Expansion during mount": a PV-backed volume whose claim's
- * status capacity is below the PV's is expanded before the mount counts; a failure leaves
- * the pod's mount uncertain (the fold does it) and fails the operation, to be retried.
- */
-async function expandDuringMount(
-  ctx: OpContext,
-  spec: ResolvedVolume,
-  plugin: VolumePlugin,
-  paths: { devicePath: string; deviceMountPath: string },
-): Promise<void> {
-  const expander = plugin.expander;
-  const current = ctx.host.world().attachments.get(spec.volume)?.state.context;
-  if (expander === undefined || !plugin.caps.nodeExpandable || !plugin.caps.requiresFSResize)
-    return;
-  if (spec.source.kind === 'csi' && spec.source.inline) return;
-  if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return;
-  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes)
-    return;
-  const oldSizeBytes = current.sizeBytes || spec.claimSizeBytes;
-  await runCall(
-    ctx,
-    {
-      call: 'nodeExpand',
-      prefix: 'MountVolume.Setup failed while expanding volume',
-      succeeded: (sizeBytes: number) => ({ sizeBytes }),
-    },
-    (target) =>
-      expander.nodeExpand(spec, { ...paths, newSizeBytes: spec.sizeBytes, oldSizeBytes }, target),
-  );
+  if (op.refusal !== undefined) failOperation(op.refusal);
+  if (spec.volumeMode === 'Block') mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
+  const paths: MountPaths = { devicePath: op.devicePath, deviceMountPath: op.deviceMountPath };
+  for (const step of op.steps) await runStep(ctx, step, op, spec, plugin, paths);
 }

@@ -1,5 +1,5 @@
 /** spec §4.11 UnmountVolume and §4.12 UnmountDevice (filesystem). */
-import type { UnmountOperation } from '../../plan/index.js';
+import type { UnmountDeviceOperation, UnmountOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 import { tearDownDevice, unmap } from './map.js';
 
@@ -8,7 +8,7 @@ export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<voi
   if (record === undefined)
     failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
   const plugin = ctx.host.plugins.find(record.pluginName);
-  if (record.spec.volumeMode === 'Block') return unmap(ctx, op, record, plugin);
+  if (op.steps[0] === 'unmap') return unmap(ctx, op, record, plugin);
   if (plugin === undefined) {
     failOperation(
       `UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
@@ -22,12 +22,12 @@ export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<voi
   );
 }
 
-export async function unmountDevice(ctx: OpContext): Promise<void> {
+export async function unmountDevice(ctx: OpContext, op: UnmountDeviceOperation): Promise<void> {
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
   if (attachment === undefined)
     failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
   const plugin = ctx.host.plugins.find(attachment.pluginName);
-  if (attachment.spec.volumeMode === 'Block') return tearDownDevice(ctx, attachment, plugin);
+  if (op.steps[0] === 'tearDownDevice') return tearDownDevice(ctx, attachment, plugin);
   const deviceMounter = plugin?.deviceMounter;
   if (deviceMounter === undefined) {
     failOperation(

@@ -17,6 +17,7 @@ import type {
 } from '../protocol.js';
 import { type DrawnChart, layoutChart } from './chart.js';
 import { clear, formatTime, getJson, h, stateTone } from './dom.js';
+import { renderNodes } from './nodes.js';
 
 interface Filters {
   volume: string;
@@ -54,6 +55,7 @@ const ui = {
   headInfo: h('span', { class: 'muted', 'data-testid': 'head' }),
   counts: h('div', { class: 'counts' }),
   list: h('ul', { class: 'pairs', 'data-testid': 'pairs' }),
+  nodes: h('div', { class: 'controller-side', 'data-testid': 'controller-side', hidden: true }),
   pairHead: h('div', { class: 'pair-head' }),
   chart: h('div', { class: 'chart-box', 'data-testid': 'chart' }),
   details: h('div', { class: 'details' }),
@@ -145,6 +147,7 @@ document.body.append(
       ),
       ui.counts,
       ui.list,
+      ui.nodes,
     ),
     h('section', { class: 'right' }, ui.pairHead, ui.chart, ui.details),
   ),
@@ -487,6 +490,7 @@ function renderWorld() {
   renderMoment();
   renderStateOptions();
   renderList();
+  renderNodes(ui.nodes, app.world);
   renderPair();
 }
 

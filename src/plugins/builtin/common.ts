@@ -10,6 +10,11 @@ import type { ResolvedVolume } from '../../world/types.js';
 export interface BuiltinOptions {
   /** vole's root directory (default /var/lib/vole). */
   readonly root: string;
+  /**
+   * Directories no hostPath may reach, after symlinks, at mount time: besides the root,
+   * the directory of the agent's log (a pod must never read other pods' volumes or the log).
+   */
+  readonly forbiddenHostPaths?: readonly string[];
 }
 
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {

@@ -2,10 +2,11 @@
  * kubernetes.io/host-path: checks the path's type as Kubernetes does, then binds it into
  * the pod's volume directory (vole has no container runtime; the bind is the pod's view).
  */
-import { lstat, mkdir, open, stat } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { lstat, mkdir, open, realpath, stat } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { HostError } from '../../host/exec.js';
 import { bindMount, isMountPoint } from '../../host/mount.js';
+import { isInside } from '../../host/paths.js';
 import { builtinPluginNames } from '../../world/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
 import {
@@ -60,6 +61,27 @@ export async function checkHostPathType(path: string, type: string): Promise<{ i
   }
 }
 
+/**
+ * Refuses a host path that resolves, through symlinks and now (at mount time), into vole's
+ * root or the directory of its log — or that holds one of them: a pod must never reach
+ * other pods' volumes or the log.
+ */
+export async function refuseAgentPaths(path: string, opts: BuiltinOptions): Promise<void> {
+  if (path.split('/').includes('..'))
+    throw new HostError('final', `hostPath.path "${path}" must not contain '..'`);
+  const real = await realpath(path);
+  for (const dir of [opts.root, ...(opts.forbiddenHostPaths ?? [])]) {
+    const forbidden = await realpath(dir).catch(() => resolve(dir));
+    const inside = isInside(forbidden, real);
+    if (!inside && !isInside(real, forbidden)) continue;
+    throw new HostError(
+      'final',
+      `hostPath ${path} resolves to ${real}, which ${inside ? 'is inside' : 'holds'} vole's own ` +
+        `directory ${forbidden} (pods' volumes, the log); refused: use a path outside it`,
+    );
+  }
+}
+
 export function hostPathPlugin(
   opts: BuiltinOptions,
   pluginName: string = builtinPluginNames.hostPath,
@@ -78,6 +100,7 @@ export function hostPathPlugin(
           source.path,
           source.kind === 'hostPath' ? source.type : 'Directory',
         );
+        await refuseAgentPaths(source.path, opts);
         const dir = volumeDir(opts.root, spec, target.pod!);
         if (isFile) {
           await makeVolumeDir(opts.root, dirname(dir));

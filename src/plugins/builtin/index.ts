@@ -1,14 +1,27 @@
 /** The built-in plugins that act on the host, under one root directory. */
 import { defaultRoot } from '../../host/paths.js';
 import type { VolumePlugin } from '../types.js';
+import { ObjectContents } from '../../sources/contents.js';
 import { type BuiltinOptions } from './common.js';
+import { contentPlugins } from './content.js';
 import { diskPlugin } from './disk.js';
 import { emptyDirPlugin } from './empty-dir.js';
 import { hostPathPlugin, localVolumePlugin } from './host-path.js';
 
-export function builtinPlugins(opts: Partial<BuiltinOptions> = {}): VolumePlugin[] {
-  const o: BuiltinOptions = { root: opts.root ?? defaultRoot };
-  return [emptyDirPlugin(o), hostPathPlugin(o), localVolumePlugin(o), diskPlugin(o)];
+export function builtinPlugins(
+  opts: Partial<BuiltinOptions> & { contents?: ObjectContents } = {},
+): VolumePlugin[] {
+  const o: BuiltinOptions = {
+    root: opts.root ?? defaultRoot,
+    ...(opts.forbiddenHostPaths === undefined ? {} : { forbiddenHostPaths: opts.forbiddenHostPaths }),
+  };
+  return [
+    emptyDirPlugin(o),
+    hostPathPlugin(o),
+    localVolumePlugin(o),
+    diskPlugin(o),
+    ...contentPlugins({ ...o, contents: opts.contents ?? new ObjectContents() }),
+  ];
 }
 
 export { diskDriver } from './disk.js';

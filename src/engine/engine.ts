@@ -13,59 +13,36 @@ import {
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
 import type { Clock, TimerHandle } from '../execute/clock.js';
-import type { ExecutorHost } from '../execute/context.js';
-import { Executor } from '../execute/executor.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
-import { describeOperation, type Operation, plan } from '../plan/index.js';
 import type { PluginManager } from '../plugins/manager.js';
-import { fold, initialWorld, takeDirty } from '../world/index.js';
-import type { World } from '../world/types.js';
 import type { EventSink } from './sink.js';
+import type { Core, CoreOperation, CoreWorld, Runner } from './core.js';
 
 export const engineVersion = '0.1.0';
 
-/** What every world has that the engine loop needs. */
-export interface CoreWorld {
-  seq: Seq;
-  dirty: Set<UniqueVolumeName>;
+/** The engine as a runner (an executor) sees it. */
+export interface RunnerHost<W> {
+  /** This engine's node: the default target of calls. */
+  readonly node: string;
+  readonly clock: Clock;
+  readonly plugins: PluginManager;
+  readonly logger: Logger;
+  world(): W;
+  /** Folds the event into the world and buffers it for the next group commit. */
+  append(event: NewEvent): Seq;
+  /** Makes every appended event durable (one transaction). */
+  flush(): void;
+  /** False once this engine stopped: a late answer of a cut-off call is dropped. */
+  alive(): boolean;
+  /** Aborted when the engine stops: calls still running are cut off. */
+  readonly signal: AbortSignal;
+  callTimeoutMs(call: CallName): number;
 }
 
-export interface CorePlan<O> {
-  readonly operations: O[];
-  readonly retries: { volume: UniqueVolumeName; atMs: number }[];
-  readonly deferred: UniqueVolumeName[];
-  /** Decisions that are events themselves (the controller's reports, its timers). */
-  readonly events?: NewEvent[];
-}
-
-/** The pure part an engine drives: the kubelet's (default) or the controller's. */
-export interface Core<W extends CoreWorld, O> {
-  initialWorld(): W;
-  fold(world: W, event: VoleEvent): W;
-  plan(world: W, nowMs: number, opts: { volumes?: Iterable<UniqueVolumeName> }): CorePlan<O>;
-  describe(op: O): string;
-  volumeOf(op: O): UniqueVolumeName;
-}
-
-export interface Runner<O> {
-  start(op: O): void;
-  capacity(): number;
-  readonly inFlightCount: number;
-  drain(): Promise<void>;
-}
-
-export const kubeletCore: Core<World, Operation> = {
-  initialWorld,
-  fold,
-  plan,
-  describe: describeOperation,
-  volumeOf: (op) => op.volume,
-};
-
-export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
-  /** The pure core (default: the kubelet's) and its runner (default: the executor). */
-  readonly core?: Core<W, O>;
-  readonly runner?: (host: ExecutorHost<W>) => Runner<O>;
+export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
+  /** The pure core (no default: the log's mode names it) and what runs its operations. */
+  readonly core: Core<W, O>;
+  readonly runner: (host: RunnerHost<W>) => Runner<O>;
   readonly node: string;
   readonly controllerAttachDetach: boolean;
   readonly plugins: PluginManager;
@@ -82,16 +59,13 @@ export interface EngineOptions<W extends CoreWorld = World, O = Operation> {
   readonly checkIncrementalPlan?: boolean;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
-  /** Extra fields of EngineStarted (the controller's mode and configuration). */
-  readonly startFields?: {
-    mode?: 'kubelet' | 'controller';
-    controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
-  };
+  /** The controller's configuration, recorded in EngineStarted. */
+  readonly controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
 }
 
-export type EventListener<W = World> = (event: VoleEvent, world: W) => void;
+export type EventListener<W> = (event: VoleEvent, world: W) => void;
 
-export class Engine<W extends CoreWorld = World, O = Operation> {
+export class Engine<W extends CoreWorld, O extends CoreOperation> {
   readonly world: W;
   private readonly core: Core<W, O>;
   private readonly executor: Runner<O>;
@@ -104,12 +78,12 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   private lastSnapshotSeq: number;
 
   constructor(private readonly opts: EngineOptions<W, O>) {
-    this.core = opts.core ?? (kubeletCore as unknown as Core<W, O>);
+    this.core = opts.core;
     // Every running call listens for the stop (src/execute/context.ts): as many as may run.
     setMaxListeners(operationsInFlightMax + 16, this.stopped.signal);
     this.world = opts.world ?? this.core.initialWorld();
     this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
-    const host: ExecutorHost<W> = {
+    const host: RunnerHost<W> = {
       node: opts.node,
       clock: opts.clock,
       plugins: opts.plugins,
@@ -121,11 +95,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
     };
-    const runner =
-      opts.runner ??
-      ((h: ExecutorHost<W>) =>
-        new Executor(h as unknown as ExecutorHost<World>) as unknown as Runner<O>);
-    this.executor = runner(host);
+    this.executor = opts.runner(host);
   }
 
   get isRunning(): boolean {
@@ -162,7 +132,8 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
       controllerAttachDetach: this.opts.controllerAttachDetach,
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
-      ...this.opts.startFields,
+      mode: this.core.mode,
+      ...(this.opts.controller === undefined ? {} : { controller: this.opts.controller }),
     });
     this.opts.sink.flush();
   }
@@ -196,7 +167,7 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
     assert(this.running, `engine stopped: cannot append ${event.type}`);
     const seq = this.opts.sink.push(event);
     assert(seq === this.world.seq + 1, `sink gave seq ${seq} after ${this.world.seq}`);
-    const full = { ...event, seq } as VoleEvent;
+    const full = { ...event, seq } as VoleEvent; // NewEvent plus its seq is a VoleEvent
     this.core.fold(this.world, full);
     for (const listener of this.listeners) listener(full, this.world);
     this.scheduleTick();
@@ -216,14 +187,15 @@ export class Engine<W extends CoreWorld = World, O = Operation> {
   tick(): void {
     if (!this.running) return;
     this.ticks++;
-    const dirty = takeDirty(this.world);
+    const dirty = this.world.dirty;
+    this.world.dirty = new Set();
     if (dirty.size === 0) return;
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
     for (const event of result.events ?? []) this.append(event);
     for (const op of result.operations) {
       if (this.executor.capacity() > 0) this.executor.start(op);
-      else this.world.dirty.add(this.core.volumeOf(op)); // backpressure: plan it again next tick
+      else this.world.dirty.add(op.volume); // backpressure: plan it again next tick
     }
     for (const volume of result.deferred) this.world.dirty.add(volume);
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);

@@ -1,0 +1,39 @@
+/** The cluster-mode commands on the `vole` program: apply, delete, get (etcd). */
+import { type Command, Option } from 'commander';
+import { applyCommand, deleteCommand, type EtcdOptions, getCommand, getKinds } from './cluster.js';
+
+type Run = (action: () => number | Promise<number>) => () => Promise<void>;
+
+export const etcdOption = () =>
+  new Option('--etcd <urls>', 'etcd client URLs, comma-separated (http://127.0.0.1:2379,…)');
+export const prefixOption = () =>
+  new Option('--prefix <key>', 'the key prefix of this cluster in etcd').default('/vole/');
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+export function registerClusterCommands(program: Command, run: Run, _logger: unknown): void {
+  program
+    .command('apply')
+    .description('write Pods, PersistentVolumes, claims and Nodes from manifests into the cluster (etcd)')
+    .addOption(etcdOption().makeOptionMandatory())
+    .addOption(prefixOption())
+    .option('-f, --filename <file|dir>', 'a manifest file or directory (repeatable)', collect, [])
+    .action((opts: EtcdOptions & { filename: string[] }) => run(() => applyCommand(opts))());
+  program
+    .command('delete')
+    .description('delete the objects named in manifests from the cluster (etcd)')
+    .addOption(etcdOption().makeOptionMandatory())
+    .addOption(prefixOption())
+    .option('-f, --filename <file|dir>', 'a manifest file or directory (repeatable)', collect, [])
+    .action((opts: EtcdOptions & { filename: string[] }) => run(() => deleteCommand(opts))());
+  program
+    .command('get')
+    .description(`list the cluster's ${getKinds.join(', ')} (etcd)`)
+    .argument('<kind>', getKinds.join('|'))
+    .addOption(etcdOption().makeOptionMandatory())
+    .addOption(prefixOption())
+    .option('--json', 'JSON output')
+    .action((kind: string, opts: EtcdOptions & { json?: boolean }) =>
+      run(() => getCommand(kind, opts))(),
+    );
+}

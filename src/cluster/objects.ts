@@ -1,0 +1,202 @@
+/**
+ * Cluster state in etcd: Pods, PersistentVolumes, claims and Nodes (and every other kind
+ * the manifest source accepts), validated by the manifest source's own parser, written
+ * under the cluster prefix. An object's resourceVersion is its etcd mod revision.
+ */
+import { statSync, readdirSync } from 'node:fs';
+import type { Etcd3, IKeyValue } from 'etcd3';
+import {
+  type ClusterObject,
+  type ManifestObject,
+  manifestObject,
+  type Pod,
+  pod as podSchema,
+} from '../events/k8s.js';
+import { toLoggedObject } from '../sources/contents.js';
+import {
+  type ManifestSet,
+  manifestFilesMax,
+  readManifestDir,
+  readManifestFile,
+} from '../sources/manifests.js';
+import { ClusterError } from './client.js';
+import { ClusterKeys } from './keys.js';
+
+/** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
+export function readManifestPaths(paths: readonly string[]): ManifestSet {
+  const set: ManifestSet = { pods: new Map(), objects: new Map(), problems: [] };
+  for (const path of paths) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(path).isDirectory();
+    } catch (error) {
+      throw new ClusterError(`-f ${path}: ${(error as Error).message}`);
+    }
+    if (!isDir) {
+      readManifestFile(set, path);
+      continue;
+    }
+    const read = readManifestDir(path);
+    for (const [uid, p] of read.pods) {
+      if (set.pods.has(uid))
+        set.problems.push({ file: path, message: `pod UID ${uid} is used twice; podUidMustBeUnique` });
+      set.pods.set(uid, p);
+    }
+    for (const [k, o] of read.objects) set.objects.set(k, o);
+    set.problems.push(...read.problems);
+    if (readdirSync(path).length > manifestFilesMax) break;
+  }
+  return set;
+}
+
+/** What an object holds in etcd: the object without its resourceVersion (etcd keeps that). */
+export function storedForm<T extends { metadata: Record<string, unknown> }>(object: T): T {
+  const { resourceVersion: _rv, ...metadata } = object.metadata;
+  return { ...object, metadata } as T;
+}
+
+export type Decoded<T> = { ok: true; value: T } | { ok: false; message: string };
+
+function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T {
+  return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.mod_revision) } };
+}
+
+/** An object read back from etcd, validated again (etcdctl can write anything). */
+export function decodeObject(kv: IKeyValue): Decoded<ClusterObject> {
+  try {
+    const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
+    if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
+    // A ConfigMap or Secret reaches the log as its content hash, never its data.
+    return { ok: true, value: withVersion(toLoggedObject(parsed.data), kv) };
+  } catch (error) {
+    return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
+  }
+}
+
+export function decodePod(kv: IKeyValue): Decoded<Pod> {
+  try {
+    const parsed = podSchema.safeParse(JSON.parse(kv.value.toString()));
+    if (!parsed.success || parsed.data.metadata.uid === undefined)
+      return { ok: false, message: `${kv.key.toString()}: not a pod with metadata.uid` };
+    return { ok: true, value: withVersion(parsed.data, kv) };
+  } catch (error) {
+    return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
+  }
+}
+
+export interface ApplyResult {
+  readonly created: string[];
+  readonly configured: string[];
+  readonly unchanged: string[];
+}
+
+function describeObject(object: ManifestObject | Pod): string {
+  const kind = object.kind ?? 'Pod';
+  const ns = object.metadata.namespace;
+  return `${kind.toLowerCase()}/${ns !== undefined && kind !== 'PersistentVolume' && kind !== 'Node' ? `${ns}/` : ''}${object.metadata.name}`;
+}
+
+/** The keys of pods named namespace/name under any node (a pod that moved is deleted). */
+async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<string, string[]>> {
+  const all = await client.getAll().prefix(keys.pods).keys();
+  const byName = new Map<string, string[]>();
+  for (const key of all) {
+    const [, namespace, name] = ClusterKeys.rest(key, keys.pods).split('/');
+    const id = `${namespace}/${name}`;
+    byName.set(id, [...(byName.get(id) ?? []), key]);
+  }
+  return byName;
+}
+
+async function putIfChanged(
+  client: Etcd3,
+  key: string,
+  value: string,
+  stale: readonly string[],
+  result: ApplyResult,
+  what: string,
+): Promise<void> {
+  const existing = await client.get(key).string();
+  if (existing === value && stale.length === 0) return void result.unchanged.push(what);
+  if (stale.length === 0) await client.put(key).value(value);
+  else
+    await client
+      .if(key, 'Mod', '>', -1) // always true: one transaction moves the pod
+      .then(client.put(key).value(value), ...stale.map((old) => client.delete().key(old)))
+      .commit();
+  (existing === null ? result.created : result.configured).push(what);
+}
+
+/** Writes every object and pod of `set` (objects first, so pods find their claims). */
+export async function applyManifestSet(
+  client: Etcd3,
+  keys: ClusterKeys,
+  set: ManifestSet,
+): Promise<ApplyResult> {
+  const result: ApplyResult = { created: [], configured: [], unchanged: [] };
+  for (const object of set.objects.values()) {
+    const value = JSON.stringify(storedForm(object));
+    await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
+  }
+  const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
+  for (const pod of set.pods.values()) {
+    const key = keys.podOf(pod);
+    const ns = pod.metadata.namespace ?? 'default';
+    const stale = (byName.get(`${ns}/${pod.metadata.name}`) ?? []).filter((k: string) => k !== key);
+    await putIfChanged(client, key, JSON.stringify(storedForm(pod)), stale, result, describeObject(pod));
+  }
+  return result;
+}
+
+/** Deletes every object and pod named in `set`; returns what was deleted and what was absent. */
+export async function deleteManifestSet(
+  client: Etcd3,
+  keys: ClusterKeys,
+  set: ManifestSet,
+): Promise<{ deleted: string[]; absent: string[] }> {
+  const deleted: string[] = [];
+  const absent: string[] = [];
+  const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
+  for (const pod of set.pods.values()) {
+    const found: string[] = byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
+    for (const key of found) await client.delete().key(key);
+    (found.length > 0 ? deleted : absent).push(describeObject(pod));
+  }
+  for (const object of set.objects.values()) {
+    const response = await client.delete().key(keys.objectOf(object));
+    (Number(response.deleted) > 0 ? deleted : absent).push(describeObject(object));
+  }
+  return { deleted, absent };
+}
+
+export interface ListedState {
+  readonly revision: number;
+  readonly pods: Pod[];
+  readonly objects: ClusterObject[];
+  readonly problems: string[];
+}
+
+/** Every pod (or those of one node) and every object, at one revision. */
+export async function listState(
+  client: Etcd3,
+  keys: ClusterKeys,
+  opts: { node?: string } = {},
+): Promise<ListedState> {
+  const objects = await client.getAll().prefix(keys.objects).exec();
+  const revision = Number(objects.header.revision);
+  const podPrefix = opts.node === undefined ? keys.pods : keys.podsOn(opts.node);
+  const pods = await client.getAll().prefix(podPrefix).revision(String(revision)).exec();
+  const state: ListedState = { revision, pods: [], objects: [], problems: [] };
+  for (const kv of objects.kvs) {
+    const decoded = decodeObject(kv);
+    if (decoded.ok) state.objects.push(decoded.value);
+    else state.problems.push(decoded.message);
+  }
+  for (const kv of pods.kvs) {
+    const decoded = decodePod(kv);
+    if (decoded.ok) state.pods.push(decoded.value);
+    else state.problems.push(decoded.message);
+  }
+  return state;
+}
+

@@ -1,0 +1,60 @@
+/**
+ * Node status in etcd, split by writer: a node agent writes its volumesInUse, the leading
+ * controller its volumesAttached, each under status/<node>/ (KEP-free: one key, one writer).
+ */
+import type { Etcd3, IKeyValue } from 'etcd3';
+import { z } from 'zod';
+import { ClusterKeys } from './keys.js';
+
+export const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
+export const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
+export type AttachedVolume = z.infer<typeof attachedVolume>;
+export const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
+
+/** The node and field of a status key, or undefined for a key that is not one. */
+export function parseStatusKey(
+  keys: ClusterKeys,
+  key: string,
+): { node: string; field: 'volumesInUse' | 'volumesAttached' } | undefined {
+  const [node, field, ...more] = ClusterKeys.rest(key, keys.status).split('/');
+  if (node === undefined || node === '' || more.length > 0) return undefined;
+  if (field !== 'volumesInUse' && field !== 'volumesAttached') return undefined;
+  return { node, field };
+}
+
+export function decodeVolumesInUse(kv: IKeyValue): string[] | undefined {
+  try {
+    const parsed = volumesInUseValue.safeParse(JSON.parse(kv.value.toString()));
+    return parsed.success ? parsed.data.volumesInUse : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function decodeVolumesAttached(kv: IKeyValue): AttachedVolume[] | undefined {
+  try {
+    const parsed = volumesAttachedValue.safeParse(JSON.parse(kv.value.toString()));
+    return parsed.success ? parsed.data.volumesAttached : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Every node's published volumesAttached (what `vole get attachments` shows). */
+export async function readVolumesAttached(
+  client: Etcd3,
+  keys: ClusterKeys,
+): Promise<{ node: string; volumes: AttachedVolume[]; revision: number }[]> {
+  const response = await client.getAll().prefix(keys.status).exec();
+  const out: { node: string; volumes: AttachedVolume[]; revision: number }[] = [];
+  for (const kv of response.kvs) {
+    const parsed = parseStatusKey(keys, kv.key.toString());
+    if (parsed?.field !== 'volumesAttached') continue;
+    out.push({
+      node: parsed.node,
+      volumes: decodeVolumesAttached(kv) ?? [],
+      revision: Number(kv.mod_revision),
+    });
+  }
+  return out.sort((a, b) => a.node.localeCompare(b.node));
+}

@@ -1,0 +1,93 @@
+/**
+ * The Core interface: the pure part an Engine drives. A core is a world type, its fold,
+ * its planner, its invariants and its snapshot codec, named by a mode; EngineStarted
+ * records the mode, and every reader of a log picks the core from it (src/engine/cores.ts).
+ * Two cores exist: the kubelet's (src/world + src/plan) and the attach/detach
+ * controller's (src/controller).
+ */
+import type { Decision, NewEvent, VoleEvent } from '../events/index.js';
+import type { Seq, UniqueVolumeName } from '../ids.js';
+import type { OperationBook } from './book.js';
+
+/** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
+export const engineModes = ['kubelet', 'controller'] as const;
+export type EngineMode = (typeof engineModes)[number];
+
+/** What every world has that the engine loop needs: its head and the operation book. */
+export interface CoreWorld extends OperationBook {
+  seq: Seq;
+  tsMs: number;
+}
+
+
+export interface CorePlan<O> {
+  readonly operations: O[];
+  readonly retries: { volume: UniqueVolumeName; atMs: number }[];
+  readonly deferred: UniqueVolumeName[];
+  /** Decisions that are events themselves (the controller's reports). */
+  readonly events?: NewEvent[];
+}
+
+export interface PlanOptions {
+  /** Only these volumes (the dirty set); every volume of the world when absent. */
+  readonly volumes?: Iterable<UniqueVolumeName>;
+}
+
+/** A broken safety rule, naming the pair and the seq. */
+export interface Violation {
+  readonly seq: number;
+  readonly invariant: string;
+  readonly message: string;
+}
+
+/** How a core's world is kept in the log's snapshots (a cache: undefined = replay). */
+export interface SnapshotCodec<W> {
+  readonly format: number;
+  encode(world: W): Buffer;
+  decode(data: Buffer, format: number): W | undefined;
+}
+
+/** What every operation names: the volume it acts on (backpressure re-plans it). */
+export interface CoreOperation {
+  readonly volume: UniqueVolumeName;
+}
+
+export interface Core<W extends CoreWorld, O extends CoreOperation> {
+  readonly mode: EngineMode;
+  initialWorld(): W;
+  /** Applies one event in place and returns the world (DESIGN.md rule 2: pure). */
+  fold(world: W, event: VoleEvent): W;
+  plan(world: W, nowMs: number, opts: PlanOptions): CorePlan<O>;
+  /** What OperationStarted records for the operation. */
+  decision(op: O): Decision;
+  describe(op: O): string;
+  /** The safety invariants that concern one volume, checked over the touched ones. */
+  invariants(world: W, volume: UniqueVolumeName): Violation[];
+  readonly snapshot: SnapshotCodec<W>;
+}
+
+/** What runs a core's operations: an executor (src/execute, src/controller/executor.ts). */
+export interface Runner<O extends CoreOperation> {
+  start(op: O): void;
+  capacity(): number;
+  readonly inFlightCount: number;
+  drain(): Promise<void>;
+}
+
+/**
+ * Checks a core's invariants after each fold, over the volumes touched since the planner
+ * last drained them (world.dirty, which always holds the ones the event touched): O(change).
+ */
+export class InvariantChecker<W extends CoreWorld> {
+  checks = 0;
+  readonly violations: Violation[] = [];
+
+  constructor(private readonly invariants: (world: W, volume: UniqueVolumeName) => Violation[]) {}
+
+  after(world: W): void {
+    for (const volume of world.dirty) {
+      this.checks++;
+      this.violations.push(...this.invariants(world, volume));
+    }
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The two cores, and the choice of one by a log's mode: EngineStarted records the mode
+ * its engine ran (absent = kubelet, the logs older versions wrote), and every reader —
+ * status, replay, history, explain, verify, diff, export/import, the inspector — folds a
+ * log with the core it names. A mode this version does not know is refused.
+ */
+import { checkControllerVolume } from '../controller/invariants.js';
+import { foldController, initialControllerWorld } from '../controller/fold.js';
+import {
+  type ControllerOperation,
+  controllerDecision,
+  describeControllerOperation,
+  planController,
+} from '../controller/plan.js';
+import type { ControllerWorld } from '../controller/types.js';
+import type { VoleEvent } from '../events/index.js';
+import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
+import { checkVolume, fold, initialWorld } from '../world/index.js';
+import type { World } from '../world/types.js';
+import { type Core, type EngineMode, engineModes } from './core.js';
+import { structuredCloneCodec } from './snapshot.js';
+
+/** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
+export const kubeletCore: Core<World, Operation> = {
+  mode: 'kubelet',
+  initialWorld,
+  fold,
+  plan,
+  decision: kubeletDecision,
+  describe: describeOperation,
+  invariants: checkVolume,
+  // Format 2 (format 1 was JSON with tagged Maps and Sets).
+  snapshot: structuredCloneCodec<World>(2, (world) =>
+    world.mounts instanceof Map && world.bindings instanceof Map
+      ? { ...world, dirty: new Set() }
+      : undefined,
+  ),
+};
+
+/** The attach/detach controller (spec/attach-detach-controller.md). */
+export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
+  mode: 'controller',
+  initialWorld: initialControllerWorld,
+  fold: foldController,
+  plan: planController,
+  decision: controllerDecision,
+  describe: describeControllerOperation,
+  invariants: checkControllerVolume,
+  snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
+    world.reported instanceof Map ? { ...world, dirty: new Set() } : undefined,
+  ),
+};
+
+/** A core with its mode, for readers that work with either. */
+export type LogCore =
+  | { readonly mode: 'kubelet'; readonly core: typeof kubeletCore }
+  | { readonly mode: 'controller'; readonly core: typeof controllerCore };
+
+export class UnknownModeError extends Error {
+  override name = 'UnknownModeError';
+}
+
+function isMode(mode: string): mode is EngineMode {
+  return (engineModes as readonly string[]).includes(mode);
+}
+
+/** The core of a mode; throws UnknownModeError for a mode this version does not know. */
+export function coreOfMode(mode: string | undefined): LogCore {
+  const name = mode ?? 'kubelet';
+  if (!isMode(name))
+    throw new UnknownModeError(
+      `this log was written in mode "${name}", which this version of vole does not know ` +
+        `(it reads ${engineModes.join(' and ')} logs); read it with the vole that wrote it, or upgrade`,
+    );
+  return name === 'controller'
+    ? { mode: 'controller', core: controllerCore }
+    : { mode: 'kubelet', core: kubeletCore };
+}
+
+/**
+ * The core a log names: the mode of its first EngineStarted among the first events
+ * (kubelet for a log without one, such as an empty log).
+ */
+export function coreOfLog(first: Iterable<VoleEvent>): LogCore {
+  let looked = 0;
+  for (const event of first) {
+    if (event.type === 'EngineStarted') return coreOfMode(event.mode);
+    if (++looked >= 16) break;
+  }
+  return coreOfMode(undefined);
+}

@@ -1,0 +1,44 @@
+/**
+ * Where the engine's events go: the whole contract a log backend implements for the
+ * writer. The SQLite log (src/agent/sqlite-log.ts: its group committer) in production,
+ * an in-memory list in simulations and tests, etcd for the controller in cluster mode.
+ *
+ * - `push` assigns the next seq (1, 2, 3 … with no gap) and buffers the event; the engine
+ *   folds it at once, so the seq it returns must be the world's head + 1.
+ * - `flush` makes every pushed event durable, in order, all or nothing; the engine calls
+ *   it before any plugin call and after every plan, so a call never runs ahead of its log.
+ *   A backend that cannot (lost leadership, a full disk) throws: the engine stops.
+ * - `close` flushes and releases the log.
+ *
+ * Readers need even less (src/postmortem/log-world.ts `ReadableLog`): `read` by seq range
+ * and `latestSnapshot`.
+ */
+import type { NewEvent, VoleEvent } from '../events/index.js';
+import { Seq } from '../ids.js';
+
+export interface EventSink {
+  /** Buffers the event and returns the seq it gets. */
+  push(event: NewEvent): Seq;
+  /** Makes every pushed event durable (one transaction for the whole buffer). */
+  flush(): void;
+  close(): void;
+}
+
+/** An in-memory log: what `vole simulate` uses without `--db`. */
+export class MemorySink implements EventSink {
+  readonly events: VoleEvent[] = [];
+
+  constructor(initial: readonly VoleEvent[] = []) {
+    this.events.push(...initial);
+  }
+
+  push(event: NewEvent): Seq {
+    const seq = Seq(this.events.length + 1);
+    this.events.push({ ...event, seq } as VoleEvent);
+    return seq;
+  }
+
+  flush(): void {}
+
+  close(): void {}
+}

@@ -1,0 +1,154 @@
+/**
+ * The kubelet's AtomicWriter (pkg/volume/util/atomic_writer.go), rebuilt: a volume's files
+ * live in a timestamped directory `..<time>` reached through the `..data` symlink, and
+ * each top-level name the user sees is a symlink through `..data`. An update writes a new
+ * timestamped directory, then swaps `..data` with one rename(2) — atomic — so a reader sees
+ * the old set of files or the new one, never half of each. The old directory and the
+ * names no longer in the payload are removed after the swap.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  chmod,
+  chown,
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  stat,
+  symlink,
+  unlink,
+  writeFile,
+} from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { HostError } from './errors.js';
+
+/** One file of the payload: its bytes and mode (defaultMode or the item's mode). */
+export interface PayloadFile {
+  readonly data: Buffer;
+  readonly mode: number;
+}
+
+/** Relative path (`key`, `dir/key`) → file. */
+export type Payload = ReadonlyMap<string, PayloadFile>;
+
+const dataDirName = '..data';
+const newDataDirName = '..data_tmp';
+/** Files one payload may hold at most (a limit on everything). */
+export const payloadFilesMax = 10_000;
+
+/** validatePath: relative, no `..` segment, no leading `..`, not empty, ≤ 4096 bytes. */
+export function payloadPathProblem(path: string): string | undefined {
+  if (path === '') return 'is empty';
+  if (Buffer.byteLength(path) > 4096) return 'is longer than 4096 bytes';
+  if (path.startsWith('/')) return 'is absolute';
+  if (path.startsWith('..')) return "starts with '..'";
+  if (path.split('/').some((s) => s === '..' || s === '' || s === '.'))
+    return "has an empty, '.' or '..' segment";
+  return undefined;
+}
+
+function timestampedName(nowMs: number): string {
+  const iso = new Date(nowMs).toISOString().replace(/[-:T]/g, '_').replace('Z', '');
+  return `..${iso}.${randomBytes(4).toString('hex')}`;
+}
+
+/** Does the directory hold exactly this payload already (same files, bytes and modes)? */
+async function sameContent(dir: string, payload: Payload): Promise<boolean> {
+  for (const [path, file] of payload) {
+    const full = join(dir, path);
+    const st = await stat(full).catch(() => undefined);
+    if (st === undefined || !st.isFile() || (st.mode & 0o777) !== file.mode) return false;
+    if (!(await readFile(full)).equals(file.data)) return false;
+  }
+  return (await listFiles(dir)).length === payload.size;
+}
+
+async function listFiles(dir: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix === '' ? entry.name : `${prefix}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
+    else out.push(rel);
+  }
+  return out;
+}
+
+async function writePayload(dir: string, payload: Payload, fsGroup: number | null) {
+  for (const [path, file] of payload) {
+    const full = join(dir, path);
+    await mkdir(dirname(full), { recursive: true, mode: 0o755 });
+    await writeFile(full, file.data, { mode: file.mode, flag: 'wx' });
+    await chmod(full, file.mode); // the umask must not narrow the mode asked for
+    if (fsGroup !== null) {
+      await chown(full, -1, fsGroup);
+      await chmod(full, file.mode | 0o040); // SetVolumeOwnership, read-only volume: g+r
+    }
+  }
+  if (fsGroup !== null) await chown(dir, -1, fsGroup);
+}
+
+/** The first segment of each payload path: the names users see in the volume directory. */
+function visibleNames(payload: Payload): Set<string> {
+  return new Set([...payload.keys()].map((p) => p.split('/')[0]!));
+}
+
+/**
+ * Writes `payload` into `dir` atomically. Returns false when the volume already held
+ * exactly that payload (nothing was written), true after a swap.
+ */
+export async function writeAtomically(
+  dir: string,
+  payload: Payload,
+  opts: { nowMs: number; fsGroup: number | null },
+): Promise<boolean> {
+  if (payload.size > payloadFilesMax)
+    throw new HostError('final', `${payload.size} files in one volume; at most ${payloadFilesMax}`);
+  for (const path of payload.keys()) {
+    const problem = payloadPathProblem(path);
+    if (problem !== undefined) throw new HostError('final', `file path ${JSON.stringify(path)} ${problem}`);
+  }
+  const oldTarget = await readlink(join(dir, dataDirName)).catch(() => undefined);
+  const oldDir = oldTarget === undefined ? undefined : join(dir, oldTarget);
+  const oldNames = oldDir === undefined ? new Set<string>() : await currentNames(oldDir);
+  if (oldDir !== undefined && (await sameContent(oldDir, payload))) return false;
+  const tsName = timestampedName(opts.nowMs);
+  const tsDir = join(dir, tsName);
+  await mkdir(tsDir, { mode: 0o755 });
+  try {
+    await writePayload(tsDir, payload, opts.fsGroup);
+    await chmod(tsDir, 0o755);
+    const tmpLink = join(dir, newDataDirName);
+    await rm(tmpLink, { force: true });
+    await symlink(tsName, tmpLink);
+    await rename(tmpLink, join(dir, dataDirName)); // the atomic swap
+  } catch (error) {
+    await rm(tsDir, { recursive: true, force: true });
+    throw error;
+  }
+  const names = visibleNames(payload);
+  for (const name of names) await ensureUserLink(dir, name);
+  if (oldDir !== undefined && oldTarget !== tsName) await rm(oldDir, { recursive: true, force: true });
+  for (const name of oldNames) if (!names.has(name)) await unlink(join(dir, name)).catch(() => undefined);
+  return true;
+}
+
+async function currentNames(oldDir: string): Promise<Set<string>> {
+  const entries = await readdir(oldDir).catch(() => [] as string[]);
+  return new Set(entries);
+}
+
+/** `name → ..data/name`, made once; a non-symlink in its place is an error, not replaced. */
+async function ensureUserLink(dir: string, name: string): Promise<void> {
+  const path = join(dir, name);
+  const st = await lstat(path).catch(() => undefined);
+  if (st !== undefined) {
+    if (st.isSymbolicLink() && (await readlink(path)) === join(dataDirName, name)) return;
+    if (!st.isSymbolicLink())
+      throw new HostError('final', `${path} exists and is not the volume's symlink; not replacing it`);
+    await unlink(path);
+  }
+  await symlink(join(dataDirName, name), path);
+}

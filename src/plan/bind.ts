@@ -1,0 +1,40 @@
+/**
+ * The planner's binding decisions (DESIGN.md "Decisions are planned, effects are events"):
+ * each unbound claim that some PV satisfies gets a ClaimBound event, in claim-key order,
+ * a PV bound once per plan. No host call: the event is the whole effect.
+ */
+import type { NewEvent } from '../events/index.js';
+import type { PersistentVolumeClaim } from '../events/k8s.js';
+import { boundVolumes, claimName, findVolumeForClaim, isClaimBound } from '../world/binding.js';
+import type { World } from '../world/types.js';
+
+export function planBindings(world: World, nowMs: number): NewEvent[] {
+  const unbound: [string, PersistentVolumeClaim][] = [];
+  for (const [key, object] of world.objects) {
+    if (object.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) continue;
+    if (object.metadata.deletionTimestamp !== undefined) continue;
+    const phase = object.status?.phase;
+    if (phase !== undefined && phase !== 'Pending') continue; // Lost: the controller's call
+    unbound.push([key, object]);
+  }
+  if (unbound.length === 0) return [];
+  unbound.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const taken = boundVolumes(world.objects, world.bindings);
+  const events: NewEvent[] = [];
+  for (const [, pvc] of unbound) {
+    const verdict = findVolumeForClaim(pvc, world.objects, taken);
+    if (!verdict.ok) continue;
+    const volume = verdict.pv.metadata.name;
+    taken.set(volume, claimName(pvc));
+    events.push({
+      type: 'ClaimBound',
+      tsMs: nowMs,
+      namespace: pvc.metadata.namespace ?? 'default',
+      claim: pvc.metadata.name,
+      volume,
+      capacityBytes: verdict.capacityBytes,
+      cause: world.bindingCause,
+    });
+  }
+  return events;
+}

@@ -1,0 +1,125 @@
+/**
+ * The kubelet's atomic-writer volumes: kubernetes.io/configmap, kubernetes.io/secret (on a
+ * tmpfs, never on disk), kubernetes.io/downward-api and kubernetes.io/projected (on a
+ * tmpfs: it may hold secrets). setUp builds the payload — ConfigMap and Secret data read
+ * now from the agent's contents store, never from the log — and writes it through the
+ * AtomicWriter; setUp again (the remount) swaps in the new content without unmounting.
+ */
+import { type Payload, type PayloadFile, writeAtomically } from '../../host/atomic-writer.js';
+import { HostError } from '../../host/errors.js';
+import { isMountPoint, tmpfs } from '../../host/mount.js';
+import type { ObjectContents } from '../../sources/contents.js';
+import { contentPluginNames } from '../../world/resolve-content.js';
+import type { ContentOptions, DownwardFile, ResolvedVolume } from '../../world/types.js';
+import { caps, type VolumePlugin } from '../types.js';
+import { type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
+
+/** Kubernetes' default file mode of these volumes (0644). */
+export const defaultContentModeBits = 0o644;
+
+type ContentKind = 'configMap' | 'secret';
+
+function addFile(payload: Map<string, PayloadFile>, path: string, file: PayloadFile): void {
+  if (payload.has(path))
+    throw new HostError('final', `two sources of the volume write the file "${path}"`);
+  payload.set(path, file);
+}
+
+/** A configMap's or secret's files: all keys, or the `items` asked for, with their modes. */
+function addContent(
+  payload: Map<string, PayloadFile>,
+  contents: ObjectContents,
+  kind: ContentKind,
+  source: ContentOptions,
+  defaultMode: number,
+): void {
+  const what = `${kind === 'configMap' ? 'configmap' : 'secret'} "${source.namespace ?? 'default'}/${source.name}"`;
+  const data = contents.get(
+    kind === 'configMap' ? 'ConfigMap' : 'Secret',
+    source.namespace ?? 'default',
+    source.name,
+  );
+  if (data === undefined) {
+    if (source.optional === true) return;
+    throw new HostError('transient', `${what} not found; add it to the manifest directory (or mark the volume optional)`);
+  }
+  if (source.items === undefined) {
+    for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
+    return;
+  }
+  for (const item of source.items) {
+    const bytes = data.get(item.key);
+    if (bytes === undefined) {
+      if (source.optional === true) continue;
+      throw new HostError('final', `${what} has no key "${item.key}" (asked for by items)`);
+    }
+    addFile(payload, item.path, { data: bytes, mode: item.mode ?? defaultMode });
+  }
+}
+
+function addDownward(payload: Map<string, PayloadFile>, files: readonly DownwardFile[], mode: number) {
+  for (const f of files) addFile(payload, f.path, { data: Buffer.from(f.content), mode: f.mode ?? mode });
+}
+
+/** The files the volume must hold now. */
+export function buildPayload(spec: ResolvedVolume, contents: ObjectContents): Payload {
+  const s = spec.source;
+  const payload = new Map<string, PayloadFile>();
+  switch (s.kind) {
+    case 'configMap':
+    case 'secret':
+      addContent(payload, contents, s.kind, s, s.defaultMode ?? defaultContentModeBits);
+      return payload;
+    case 'downwardAPI':
+      addDownward(payload, s.files, s.defaultMode ?? defaultContentModeBits);
+      return payload;
+    case 'projected': {
+      const mode = s.defaultMode ?? defaultContentModeBits;
+      for (const part of s.sources) {
+        if (part.kind === 'downwardAPI') addDownward(payload, part.files, mode);
+        else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
+      }
+      return payload;
+    }
+    default:
+      throw new HostError('final', `${spec.pluginName} cannot set up a ${s.kind} volume`);
+  }
+}
+
+function contentPlugin(
+  name: string,
+  opts: BuiltinOptions & { contents: ObjectContents },
+  onTmpfs: boolean,
+): VolumePlugin {
+  return {
+    name,
+    caps: caps(name, { requiresRemount: true }),
+    pod: {
+      podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+      isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
+      async setUp(spec, setUpOpts, target) {
+        const payload = buildPayload(spec, opts.contents); // before touching the host
+        const dir = volumeDir(opts.root, spec, target.pod!);
+        await makeVolumeDir(opts.root, dir, 0o755);
+        // Secrets never touch a disk: the volume is a tmpfs of its own.
+        if (onTmpfs && !(await isMountPoint(dir))) await tmpfs(dir);
+        await writeAtomically(dir, payload, { nowMs: Date.now(), fsGroup: setUpOpts.fsGroup });
+      },
+      async tearDown(spec, target) {
+        await removeVolumeDir(opts.root, volumeDir(opts.root, spec, target.pod!), {
+          recursive: true,
+        });
+      },
+    },
+  };
+}
+
+/** The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`. */
+export function contentPlugins(opts: BuiltinOptions & { contents: ObjectContents }): VolumePlugin[] {
+  return [
+    contentPlugin(contentPluginNames.configMap, opts, false),
+    contentPlugin(contentPluginNames.secret, opts, true),
+    contentPlugin(contentPluginNames.downwardAPI, opts, false),
+    contentPlugin(contentPluginNames.projected, opts, true),
+  ];
+}

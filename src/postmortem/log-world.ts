@@ -1,0 +1,242 @@
+/**
+ * A log's world for readers, whatever core wrote it: the core comes from the log's
+ * EngineStarted.mode (src/engine/cores.ts), and every reader — status, replay, diff,
+ * history, the inspector — folds and describes through this one interface.
+ */
+import type { ControllerWorld } from '../controller/types.js';
+import type { CoreWorld } from '../engine/core.js';
+import { controllerCore, coreOfLog, kubeletCore, type LogCore } from '../engine/cores.js';
+import type { VoleEvent } from '../events/index.js';
+import { NodeName, UniqueVolumeName } from '../ids.js';
+import type { World } from '../world/types.js';
+import { describeBook, describeWorld, type WorldView } from './replay.js';
+
+/** One pair's state: an attachment (volume × node) or a mount (volume × pod). */
+export interface PairState {
+  readonly pair: 'attachment' | 'mount';
+  readonly volume: string;
+  readonly node: string;
+  readonly pod: string | null;
+  readonly state: string;
+}
+
+export interface LogWorld {
+  readonly mode: 'kubelet' | 'controller';
+  readonly seq: number;
+  readonly tsMs: number;
+  /** The node a kubelet log is about ('controller' for the controller's). */
+  readonly node: string;
+  fold(event: VoleEvent): void;
+  describe(): WorldView;
+  /** The volume an event is about, if it names one (operation events through their opId). */
+  eventVolume(event: VoleEvent): string | undefined;
+  /** Every volume that has a pair. */
+  volumes(): Iterable<string>;
+  /** The pairs of one volume that are not in their initial state, by pair id. */
+  pairs(volume: string): Map<string, PairState>;
+}
+
+function opVolume(world: CoreWorld, event: VoleEvent): string | undefined {
+  switch (event.type) {
+    case 'OperationStarted':
+      return event.volume;
+    case 'CallStarted':
+    case 'CallSucceeded':
+    case 'CallFailed':
+    case 'OperationFinished':
+      for (const op of world.running.values()) if (op.opId === event.opId) return op.volume;
+      return undefined;
+    default:
+      return undefined;
+  }
+}
+
+function attachmentState(a: {
+  volume: string;
+  node: string;
+  state: { value: string };
+}): PairState {
+  return { pair: 'attachment', volume: a.volume, node: a.node, pod: null, state: a.state.value };
+}
+
+function kubeletLogWorld(world: World): LogWorld {
+  return {
+    mode: 'kubelet',
+    get seq() {
+      return world.seq;
+    },
+    get tsMs() {
+      return world.tsMs;
+    },
+    get node() {
+      return world.config.node;
+    },
+    fold: (event) => void kubeletCore.fold(world, event),
+    describe: () => describeWorld(world),
+    eventVolume: (event) => opVolume(world, event),
+    volumes: () => new Set([...world.attachments.keys(), ...world.mounts.keys()]),
+    pairs(volume) {
+      const out = new Map<string, PairState>();
+      const a = world.attachments.get(UniqueVolumeName(volume));
+      if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
+      for (const m of world.mounts.get(UniqueVolumeName(volume))?.values() ?? []) {
+        const state = m.state.value;
+        out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
+      }
+      return out;
+    },
+  };
+}
+
+/** A plain, sorted, JSON-ready description of the controller's world. */
+export function describeControllerWorld(world: ControllerWorld): WorldView {
+  const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
+    x.volume.localeCompare(y.volume) || x.node.localeCompare(y.node);
+  return {
+    mode: 'controller',
+    seq: world.seq,
+    tsMs: world.tsMs,
+    node: 'controller',
+    controllerAttachDetach: true,
+    sourcesReady: true,
+    pods: [...world.pods.values()]
+      .sort((a, b) => a.uid.localeCompare(b.uid))
+      .map((p) => ({
+        uid: p.uid,
+        name: p.pod.metadata.name,
+        namespace: p.pod.metadata.namespace ?? 'default',
+        volumes: p.volumes.map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
+        errors: p.node === null ? ['not scheduled to a node'] : [],
+      })),
+    attachments: [...world.attachments.values()]
+      .map((a) => ({
+        volume: a.volume,
+        node: a.node,
+        state: a.state.value,
+        devicePath: a.state.context.devicePath,
+        deviceMountPath: '',
+      }))
+      .sort(byKey),
+    mounts: [],
+    ...describeBook(world),
+    volumesInUse: [],
+    nodes: [...world.nodes.values()]
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((n) => ({
+        node: n.name,
+        exists: n.exists,
+        ready: n.ready,
+        outOfService: n.outOfService,
+        volumesInUse: [...n.volumesInUse].sort(),
+        volumesAttached: [...(world.reported.get(n.name) ?? [])].sort().map((name) => ({
+          name,
+          devicePath: world.attachments.get(`${name}@${n.name}`)?.state.context.devicePath ?? '',
+        })),
+      })),
+  };
+}
+
+function controllerLogWorld(world: ControllerWorld): LogWorld {
+  return {
+    mode: 'controller',
+    get seq() {
+      return world.seq;
+    },
+    get tsMs() {
+      return world.tsMs;
+    },
+    node: 'controller',
+    fold: (event) => void controllerCore.fold(world, event),
+    describe: () => describeControllerWorld(world),
+    eventVolume: (event) => opVolume(world, event),
+    volumes: () => world.nodesByVolume.keys(),
+    pairs(volume) {
+      const out = new Map<string, PairState>();
+      for (const node of world.nodesByVolume.get(UniqueVolumeName(volume)) ?? []) {
+        const a = world.attachments.get(`${volume}@${NodeName(node)}`);
+        if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
+      }
+      return out;
+    },
+  };
+}
+
+/**
+ * The world of a log written by `logCore`, from a snapshot when one decodes (a snapshot
+ * of another core, or of another V8, does not: the log is replayed from the start).
+ */
+export function logWorld(
+  logCore: LogCore,
+  snapshot?: { data: Buffer; format: number },
+): LogWorld {
+  if (logCore.mode === 'controller') {
+    const start = snapshot && logCore.core.snapshot.decode(snapshot.data, snapshot.format);
+    return controllerLogWorld(start ?? logCore.core.initialWorld());
+  }
+  const start = snapshot && logCore.core.snapshot.decode(snapshot.data, snapshot.format);
+  return kubeletLogWorld(start ?? logCore.core.initialWorld());
+}
+
+/** Folds `events` up to the moment into `world` (events it already holds are skipped). */
+export function replayInto(
+  world: LogWorld,
+  events: Iterable<VoleEvent>,
+  moment: { atSeq?: number; atTsMs?: number } = {},
+): LogWorld {
+  for (const event of events) {
+    if (moment.atSeq !== undefined && event.seq > moment.atSeq) break;
+    if (moment.atTsMs !== undefined && event.tsMs > moment.atTsMs) break;
+    if (event.seq <= world.seq) continue;
+    world.fold(event);
+  }
+  return world;
+}
+
+/**
+ * The core a stream of events names, and the same stream from its start (the events read
+ * to find the mode are handed out again first).
+ */
+export function peekCore(events: Iterable<VoleEvent>): {
+  logCore: LogCore;
+  events: Iterable<VoleEvent>;
+} {
+  const iterator = events[Symbol.iterator]();
+  const first: VoleEvent[] = [];
+  for (let i = 0; i < 16; i++) {
+    const step = iterator.next();
+    if (step.done === true) break;
+    first.push(step.value);
+    if (step.value.type === 'EngineStarted') break;
+  }
+  const logCore = coreOfLog(first);
+  function* all(): Generator<VoleEvent> {
+    yield* first;
+    for (let step = iterator.next(); step.done !== true; step = iterator.next()) yield step.value;
+  }
+  return { logCore, events: all() };
+}
+
+/** What the readers need of a log store (src/log's EventStore has it). */
+export interface ReadableLog {
+  read(opts?: { fromSeq?: number; toSeq?: number; limit?: number }): Iterable<VoleEvent>;
+  latestSnapshot(opts?: { atOrBeforeSeq?: number }): { data: Buffer; format: number } | undefined;
+}
+
+/** The core the log's first EngineStarted names (UnknownModeError for an unknown mode). */
+export function coreOfStore(store: ReadableLog): LogCore {
+  return coreOfLog(store.read({ limit: 16 }));
+}
+
+/**
+ * The world of the log at `seq`: from the latest usable snapshot at or before it, plus
+ * the events after. `wrap` may watch the events read (a progress line).
+ */
+export function worldOfLogAt(
+  store: ReadableLog,
+  seq: number,
+  wrap: (events: Iterable<VoleEvent>, fromSeq: number) => Iterable<VoleEvent> = (e) => e,
+): LogWorld {
+  const world = logWorld(coreOfStore(store), store.latestSnapshot({ atOrBeforeSeq: seq }));
+  const from = world.seq + 1;
+  return replayInto(world, wrap(store.read({ fromSeq: from, toSeq: seq }), from));
+}

@@ -1,0 +1,179 @@
+/**
+ * Claim binding as Kubernetes' persistent-volume controller does it for static volumes
+ * (pkg/controller/volume/persistentvolume): a claim without volumeName gets the smallest
+ * Available PV that satisfies it; a claim with volumeName gets that PV only; a PV whose
+ * claimRef names another claim is nobody else's. Pure: the planner decides a binding from
+ * these answers and the log records it (ClaimBound); resolution reuses them to say why a
+ * claim waits.
+ */
+import {
+  type ClusterObject,
+  type LabelSelector,
+  objectKey,
+  parseQuantityBytes,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+} from '../events/k8s.js';
+
+/** A binding the log recorded: the claim's PV and its capacity (claim.status.capacity). */
+export interface ClaimBinding {
+  readonly volume: string;
+  readonly capacityBytes: number;
+}
+
+/** The object key pods waiting on any binding reference: every PV change re-resolves them. */
+export const anyPersistentVolumeKey = 'PersistentVolume//*';
+
+export type BindingVerdict =
+  | { readonly ok: true; readonly pv: PersistentVolume; readonly capacityBytes: number }
+  | { readonly ok: false; readonly reason: string };
+
+/** `namespace/name` of a claim. */
+export function claimName(pvc: PersistentVolumeClaim): string {
+  return `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
+}
+
+/** A claim is bound when the log recorded it, or when its status says so (the API's record). */
+export function isClaimBound(
+  pvc: PersistentVolumeClaim,
+  bindings: ReadonlyMap<string, ClaimBinding>,
+): boolean {
+  const key = objectKey('PersistentVolumeClaim', pvc.metadata.name, pvc.metadata.namespace);
+  if (bindings.has(key)) return true;
+  return pvc.status?.phase === 'Bound' && (pvc.spec.volumeName ?? '') !== '';
+}
+
+/** PV name → the claim (`namespace/name`) bound to it, from the log and from claims' status. */
+export function boundVolumes(
+  objects: ReadonlyMap<string, ClusterObject>,
+  bindings: ReadonlyMap<string, ClaimBinding>,
+): Map<string, string> {
+  const taken = new Map<string, string>();
+  for (const [key, binding] of bindings) taken.set(binding.volume, key.slice(key.indexOf('/') + 1));
+  for (const object of objects.values()) {
+    if (object.kind !== 'PersistentVolumeClaim' || !isClaimBound(object, bindings)) continue;
+    const key = objectKey('PersistentVolumeClaim', object.metadata.name, object.metadata.namespace);
+    if (!bindings.has(key)) taken.set(object.spec.volumeName!, claimName(object));
+  }
+  return taken;
+}
+
+function selectorMatches(selector: LabelSelector | undefined, labels: Record<string, string>) {
+  if (selector === undefined) return true;
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const e of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, e.key);
+    const values = e.values ?? [];
+    if (e.operator === 'In' && !(has && values.includes(labels[e.key]!))) return false;
+    if (e.operator === 'NotIn' && has && values.includes(labels[e.key]!)) return false;
+    if (e.operator === 'Exists' && !has) return false;
+    if (e.operator === 'DoesNotExist' && has) return false;
+    if (!['In', 'NotIn', 'Exists', 'DoesNotExist'].includes(e.operator)) return false;
+  }
+  return true;
+}
+
+/** checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can. */
+export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): string | undefined {
+  if (pv.metadata.deletionTimestamp !== undefined) return 'it is being deleted';
+  const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
+  const capacity = parseQuantityBytes(pv.spec.capacity?.storage) ?? 0;
+  if (capacity < requested)
+    return `its capacity ${String(pv.spec.capacity?.storage ?? 0)} is less than the ${String(pvc.spec.resources?.requests?.storage)} requested`;
+  const wantedClass = pvc.spec.storageClassName ?? '';
+  if ((pv.spec.storageClassName ?? '') !== wantedClass)
+    return `its storageClassName "${pv.spec.storageClassName ?? ''}" is not "${wantedClass}"`;
+  if ((pv.spec.volumeMode ?? 'Filesystem') !== (pvc.spec.volumeMode ?? 'Filesystem'))
+    return `its volumeMode ${pv.spec.volumeMode ?? 'Filesystem'} is not ${pvc.spec.volumeMode ?? 'Filesystem'}`;
+  const modes = pv.spec.accessModes ?? [];
+  const missing = (pvc.spec.accessModes ?? []).filter((m) => !modes.includes(m));
+  if (missing.length > 0) return `it lacks access mode ${missing.join(', ')}`;
+  return undefined;
+}
+
+/** Is the PV free for this claim: no claimRef, or one naming this claim, and not taken? */
+function freeFor(pv: PersistentVolume, claim: string, taken: ReadonlyMap<string, string>) {
+  const holder = taken.get(pv.metadata.name);
+  if (holder !== undefined) return holder === claim;
+  const ref = pv.spec.claimRef;
+  if (ref?.name !== undefined) return `${ref.namespace ?? 'default'}/${ref.name}` === claim;
+  const phase = pv.status?.phase;
+  return phase === undefined || phase === 'Available' || phase === 'Pending';
+}
+
+function capacityOf(pv: PersistentVolume, pvc: PersistentVolumeClaim): number {
+  return (
+    parseQuantityBytes(pvc.status?.capacity?.storage) ??
+    parseQuantityBytes(pv.spec.capacity?.storage) ??
+    0
+  );
+}
+
+/** A claim with spec.volumeName: that PV, if it is free for the claim and satisfies it. */
+function preBound(
+  pvc: PersistentVolumeClaim,
+  objects: ReadonlyMap<string, ClusterObject>,
+  taken: ReadonlyMap<string, string>,
+): BindingVerdict {
+  const name = pvc.spec.volumeName!;
+  const pv = objects.get(objectKey('PersistentVolume', name));
+  if (pv === undefined || pv.kind !== 'PersistentVolume')
+    return { ok: false, reason: `its volumeName PersistentVolume "${name}" does not exist` };
+  if (!freeFor(pv, claimName(pvc), taken))
+    return {
+      ok: false,
+      reason: `PersistentVolume "${name}" is bound to another claim (${taken.get(name) ?? pv.spec.claimRef?.name})`,
+    };
+  const why = mismatch(pv, pvc);
+  if (why !== undefined) return { ok: false, reason: `PersistentVolume "${name}" cannot serve it: ${why}` };
+  return { ok: true, pv, capacityBytes: capacityOf(pv, pvc) };
+}
+
+/**
+ * The PV this claim binds to now, or why none: findMatchingVolume's rules (a PV pre-bound
+ * to the claim by claimRef first, then the smallest satisfying Available one; ties by name).
+ */
+export function findVolumeForClaim(
+  pvc: PersistentVolumeClaim,
+  objects: ReadonlyMap<string, ClusterObject>,
+  taken: ReadonlyMap<string, string>,
+): BindingVerdict {
+  if ((pvc.spec.volumeName ?? '') !== '') return preBound(pvc, objects, taken);
+  const claim = claimName(pvc);
+  let best: PersistentVolume | undefined;
+  let bestBytes = Infinity;
+  let considered = 0;
+  let held = 0;
+  let reason = '';
+  for (const object of objects.values()) {
+    if (object.kind !== 'PersistentVolume') continue;
+    if (!freeFor(object, claim, taken)) {
+      held++;
+      continue;
+    }
+    considered++;
+    const why =
+      mismatch(object, pvc) ??
+      (selectorMatches(pvc.spec.selector, object.metadata.labels ?? {})
+        ? undefined
+        : 'its labels do not match the claim selector');
+    if (why !== undefined) {
+      reason ||= `PersistentVolume "${object.metadata.name}": ${why}`;
+      continue;
+    }
+    const ref = object.spec.claimRef;
+    if (ref?.name !== undefined) return { ok: true, pv: object, capacityBytes: capacityOf(object, pvc) };
+    const bytes = parseQuantityBytes(object.spec.capacity?.storage) ?? 0;
+    if (bytes < bestBytes || (bytes === bestBytes && object.metadata.name < best!.metadata.name)) {
+      best = object;
+      bestBytes = bytes;
+    }
+  }
+  if (best !== undefined) return { ok: true, pv: best, capacityBytes: capacityOf(best, pvc) };
+  if (considered === 0) {
+    const heldText = held === 0 ? '' : ` (${held} bound or reserved for other claims)`;
+    return { ok: false, reason: `no Available PersistentVolume exists${heldText}` };
+  }
+  const others = considered > 1 ? `; ${considered - 1} other(s) do not either` : '';
+  return { ok: false, reason: `no Available PersistentVolume satisfies it (${reason}${others})` };
+}

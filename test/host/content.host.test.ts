@@ -1,0 +1,196 @@
+/**
+ * Real atomic-writer volumes, as root in a private mount namespace: configMap, secret (on
+ * tmpfs), downwardAPI and projected files with their modes and fsGroup; a ConfigMap edit
+ * reaches the running pod's files through one `..data` swap, while a reader never sees
+ * half an update; the Secret's bytes never reach the log; a hostPath leading (through a
+ * symlink) into vole's root or its log directory is refused.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import { isMountPoint } from '../../src/host/mount.js';
+import { MemorySink } from '../../src/engine/sink.js';
+import { builtinPlugins } from '../../src/plugins/builtin/index.js';
+import { ObjectContents } from '../../src/sources/contents.js';
+import { derivedPodUid } from '../../src/sources/manifests.js';
+import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
+
+const skip = hostTestSkipReason();
+const { base, root } = hostSandbox('content');
+const big = (c: string) => c.repeat(512 * 1024);
+
+function agent(opts: { forbidden?: string[] } = {}) {
+  const contents = new ObjectContents();
+  const sink = new MemorySink();
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins: builtinPlugins({
+      root,
+      contents,
+      ...(opts.forbidden === undefined ? {} : { forbiddenHostPaths: opts.forbidden }),
+    }),
+    controllerAttachDetach: false,
+    contents,
+    log: { sink, history: [] },
+  });
+  vm.start();
+  return { vm, sink };
+}
+
+const vol = (uid: string, plugin: string, name: string) =>
+  join(root, 'pods', uid, 'volumes', plugin.replace('/', '~'), name);
+
+test('host: configMap, secret, downwardAPI and projected files; an edit swaps ..data atomically', { skip }, async () => {
+  const { vm, sink } = agent();
+  vm.upsertObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web', namespace: 'shop' },
+    data: { 'index.html': big('a'), 'old.conf': 'gone after the edit' } });
+  vm.upsertObject({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: 'shop' },
+    data: { token: Buffer.from('s3cr3t-value').toString('base64') } });
+  vm.addPod({
+    metadata: { name: 'web', namespace: 'shop', uid: 'uid-web', labels: { app: 'web' } },
+    spec: {
+      securityContext: { fsGroup: 3000 },
+      volumes: [
+        { name: 'html', configMap: { name: 'web' } },
+        { name: 'token', secret: { secretName: 'creds', defaultMode: 0o400 } },
+        { name: 'info', downwardAPI: { items: [{ path: 'meta/labels', fieldRef: { fieldPath: 'metadata.labels' } }] } },
+        { name: 'all', projected: { sources: [
+          { configMap: { name: 'web', items: [{ key: 'old.conf', path: 'conf/old.conf', mode: 0o600 }] } },
+          { secret: { name: 'creds' } },
+          { downwardAPI: { items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }] } },
+        ] } },
+      ],
+    },
+  });
+  vm.markSourcesReady();
+  await vm.waitForAttachAndMount('uid-web', { timeoutMs: 30_000 });
+
+  const html = vol('uid-web', 'kubernetes.io/configmap', 'html');
+  assert.equal(readFileSync(join(html, 'index.html'), 'utf8'), big('a'));
+  assert.equal(readlinkSync(join(html, 'index.html')), '..data/index.html');
+  const firstData = readlinkSync(join(html, '..data'));
+  assert.match(firstData, /^\.\.\d{4}_/);
+  assert.equal(statSync(join(html, 'index.html')).mode & 0o777, 0o644 | 0o040);
+  assert.equal(statSync(join(html, 'index.html')).gid, 3000);
+
+  const token = vol('uid-web', 'kubernetes.io/secret', 'token');
+  assert.equal(readFileSync(join(token, 'token'), 'utf8'), 's3cr3t-value');
+  assert.ok(await isMountPoint(token), 'the secret volume is a tmpfs of its own');
+  assert.equal(statSync(join(token, 'token')).mode & 0o777, 0o440);
+
+  const info = vol('uid-web', 'kubernetes.io/downward-api', 'info');
+  assert.equal(readFileSync(join(info, 'meta/labels'), 'utf8'), 'app="web"');
+  const all = vol('uid-web', 'kubernetes.io/projected', 'all');
+  assert.equal(readFileSync(join(all, 'conf/old.conf'), 'utf8'), 'gone after the edit');
+  assert.equal(readFileSync(join(all, 'token'), 'utf8'), 's3cr3t-value');
+  assert.equal(readFileSync(join(all, 'name'), 'utf8'), 'web');
+  assert.ok(await isMountPoint(all));
+
+  // The edit: a reader loops on the file while the volume is set up again.
+  let reading = true;
+  const seen = new Set<string>();
+  const reader = (async () => {
+    while (reading) {
+      const text = await readFile(join(html, 'index.html'), 'utf8');
+      seen.add(`${text.slice(0, 1)}${text.length}`);
+    }
+  })();
+  vm.upsertObject({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'web', namespace: 'shop' },
+    data: { 'index.html': big('b'), 'new.conf': 'new' } });
+  const deadline = Date.now() + 20_000;
+  while (readFileSync(join(html, 'index.html'), 'utf8') !== big('b') && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 10));
+  await new Promise((r) => setTimeout(r, 50));
+  reading = false;
+  await reader;
+  assert.equal(readFileSync(join(html, 'index.html'), 'utf8'), big('b'));
+  assert.ok(seen.size > 0, 'the reader read during the update');
+  for (const s of seen) assert.ok(s === `a${big('a').length}` || s === `b${big('b').length}`, `a reader saw ${s}`);
+  assert.notEqual(readlinkSync(join(html, '..data')), firstData, '..data points to a new directory');
+  assert.equal(existsSync(join(html, firstData)), false, 'the old directory is gone');
+  assert.equal(existsSync(join(html, 'old.conf')), false, 'a key no longer there is removed');
+  assert.equal(readFileSync(join(html, 'new.conf'), 'utf8'), 'new');
+  assert.ok(lstatSync(html).isDirectory());
+  const ops = sink.events.filter((e) => e.type === 'CallStarted' && e.call === 'tearDown');
+  assert.equal(ops.length, 0, 'no tearDown for the update');
+
+  // Secrets stay out of the log: neither the bytes nor their base64 appear in any event.
+  const log = JSON.stringify(sink.events);
+  assert.equal(log.includes('s3cr3t-value'), false);
+  assert.equal(log.includes(Buffer.from('s3cr3t-value').toString('base64')), false);
+  assert.match(log, /"contentHash":"sha256:[0-9a-f]{64}"/);
+
+  vm.removePod('uid-web');
+  await vm.waitForUnmount('uid-web');
+  assert.equal(existsSync(join(root, 'pods', 'uid-web')), false);
+  assert.equal(await isMountPoint(token), false);
+  await vm.drainAndStop();
+});
+
+test('host: a hostPath leading into vole\'s root or log directory is refused at mount time', { skip }, async () => {
+  const logDir = join(base, 'log');
+  mkdirSync(logDir, { recursive: true });
+  mkdirSync(join(root, 'pods'), { recursive: true });
+  const innocent = join(base, 'innocent');
+  symlinkSync(join(root, 'pods'), innocent);
+  const toLog = join(base, 'to-log');
+  symlinkSync(logDir, toLog);
+  const { vm } = agent({ forbidden: [logDir] });
+  for (const [uid, path] of [['uid-root', innocent], ['uid-log', toLog], ['uid-parent', base]] as const) {
+    vm.addPod({ metadata: { name: uid, namespace: 'default', uid },
+      spec: { volumes: [{ name: 'h', hostPath: { path, type: 'Directory' } }] } });
+  }
+  vm.markSourcesReady();
+  const keepAlive = setInterval(() => undefined, 1000); // the agent's timers do not hold the loop
+  for (const uid of ['uid-root', 'uid-log', 'uid-parent']) {
+    await assert.rejects(vm.waitForAttachAndMount(uid, { timeoutMs: 1_000 }), (error: Error) =>
+      /resolves to .* vole's own directory/.test(error.message));
+    assert.equal(await isMountPoint(vol(uid, 'kubernetes.io/host-path', 'h')), false);
+  }
+  clearInterval(keepAlive);
+  await vm.drainAndStop();
+});
+
+test('host: vole run: a ConfigMap edited in the manifest directory reaches the running pod', { skip, timeout: 120_000 }, async () => {
+  const manifests = join(base, 'manifests');
+  mkdirSync(manifests, { recursive: true });
+  const configMap = (version: string) =>
+    `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: site, namespace: default}\ndata: {index.html: "${version}"}\n`;
+  writeFileSync(join(manifests, 'site.yaml'), configMap('version 1'));
+  writeFileSync(
+    join(manifests, 'pod.yaml'),
+    'apiVersion: v1\nkind: Pod\nmetadata: {name: site, namespace: default}\nspec:\n' +
+      '  containers: [{name: web, image: nginx, volumeMounts: [{name: html, mountPath: /usr/share/nginx/html}]}]\n' +
+      '  volumes: [{name: html, configMap: {name: site}}]\n',
+  );
+  const runRoot = join(base, 'run-root');
+  const agentProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx', join(import.meta.dirname, '../../src/cli/main.ts'), 'run', '--manifests', manifests,
+      '--root', runRoot, '--db', join(base, 'run.db')],
+    { stdio: 'ignore' },
+  );
+  try {
+    const file = join(runRoot, 'pods', derivedPodUid('default', 'site'), 'volumes', 'kubernetes.io~configmap', 'html', 'index.html');
+    await until(() => existsSync(file) && readFileSync(file, 'utf8') === 'version 1', 'the first content', 60_000);
+    writeFileSync(join(manifests, 'site.yaml'), configMap('version 2'));
+    await until(() => readFileSync(file, 'utf8') === 'version 2', 'the edit to reach the pod', 30_000);
+    assert.equal(readlinkSync(file.replace(/index\.html$/, 'index.html')), '..data/index.html');
+  } finally {
+    agentProcess.kill('SIGTERM');
+    await new Promise((resolve) => agentProcess.once('exit', resolve));
+  }
+});
