@@ -110,7 +110,11 @@ spec:
 apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: ${opts.name}, namespace: default}
-spec: {volumeName: pv-${opts.name}}
+spec:
+  volumeName: pv-${opts.name}
+  accessModes: [ReadWriteOnce]
+  volumeMode: ${opts.block === true ? 'Block' : 'Filesystem'}
+  resources: {requests: {storage: ${opts.claimSize ?? opts.size}}}
 status: {phase: Bound, capacity: {storage: ${opts.claimSize ?? opts.size}}}
 `;
 }
