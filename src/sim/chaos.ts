@@ -95,112 +95,84 @@ interface PodPlan {
   volumes: unknown[];
 }
 
-/** Draws one scenario (as the raw document a file would hold) from a seed. */
-export function generateScenario(seed: number): {
-  document: Record<string, unknown>;
-  present: string[];
-  removed: string[];
-} {
-  const r = prng(seed);
-  const controllerAttachDetach = r() < 0.3;
+/** PVs and bound claims: 1–3 of the scripted disk, 0–2 of the scripted CSI driver. */
+function drawObjects(r: Random): { objects: unknown[]; diskCount: number; csiCount: number } {
   const diskCount = int(r, 1, 3);
+  const csiCount = int(r, 0, 2);
   const objects: unknown[] = [];
-  for (let i = 0; i < diskCount; i++) {
-    const accessModes = r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany'];
+  const volume = (name: string, driver: string, handle: string, accessModes: string[]) => {
     const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
     objects.push({
       kind: 'PersistentVolume',
-      metadata: { name: `pv-${i}` },
-      spec: {
-        accessModes,
-        volumeMode,
-        capacity: { storage: '1Gi' },
-        csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` },
-      },
+      metadata: { name: `pv-${name}` },
+      spec: { accessModes, volumeMode, capacity: { storage: '1Gi' }, csi: { driver, volumeHandle: handle } },
     });
     objects.push({
       kind: 'PersistentVolumeClaim',
-      metadata: { name: `claim-${i}`, namespace: 'default' },
+      metadata: { name: `claim-${name}`, namespace: 'default' },
       // Bound by name; its volumeMode and access modes must match the PV's to bind.
-      spec: { volumeName: `pv-${i}`, volumeMode, accessModes },
+      spec: { volumeName: `pv-${name}`, volumeMode, accessModes },
     });
-  }
+  };
+  for (let i = 0; i < diskCount; i++)
+    volume(`${i}`, 'fake.disk', `disk-${i}`, r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany']);
   // Volumes of a scripted CSI driver, at the gRPC boundary.
-  const csiCount = int(r, 0, 2);
-  for (let i = 0; i < csiCount; i++) {
-    objects.push({
-      kind: 'PersistentVolume',
-      metadata: { name: `csi-pv-${i}` },
-      spec: {
-        accessModes: ['ReadWriteOnce'],
-        volumeMode: r() < 0.25 ? 'Block' : 'Filesystem',
-        capacity: { storage: '1Gi' },
-        csi: { driver: csiDriverName, volumeHandle: `csi-${i}` },
-      },
-    });
-    objects.push({
-      kind: 'PersistentVolumeClaim',
-      metadata: { name: `csiclaim-${i}`, namespace: 'default' },
-      spec: { volumeName: `csi-pv-${i}` },
-    });
-  }
-  const podCount = int(r, 2, 5);
-  const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => {
+  for (let i = 0; i < csiCount; i++) volume(`csi${i}`, csiDriverName, `csi-${i}`, ['ReadWriteOnce']);
+  return { objects, diskCount, csiCount };
+}
+
+function drawPods(r: Random, counts: { diskCount: number; csiCount: number }): PodPlan[] {
+  return Array.from({ length: int(r, 2, 5) }, (_, p) => {
     const volumes: unknown[] = [];
     const n = int(r, 1, 3);
     for (let v = 0; v < n; v++) {
       const kind = r();
+      const claim = (claimName: string) => ({ claimName });
       if (kind < 0.5)
-        volumes.push({
-          name: `data-${v}`,
-          persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
-        });
+        volumes.push({ name: `data-${v}`, persistentVolumeClaim: claim(`claim-${int(r, 0, counts.diskCount - 1)}`) });
+      else if (kind < 0.6 && counts.csiCount > 0)
+        volumes.push({ name: `csi-${v}`, persistentVolumeClaim: claim(`claim-csi${int(r, 0, counts.csiCount - 1)}`) });
       else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
-      else if (kind < 0.6 && csiCount > 0)
-        volumes.push({
-          name: `csi-${v}`,
-          persistentVolumeClaim: { claimName: `csiclaim-${int(r, 0, csiCount - 1)}` },
-        });
       else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
-      else
-        volumes.push({
-          name: `inline-${v}`,
-          csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` },
-        });
+      else volumes.push({ name: `inline-${v}`, csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` } });
     }
     return { uid: `uid-${p}`, volumes };
   });
+}
+
+/** The attachable volumes the present pods use (what the node reports in controller mode). */
+function volumesInUse(pods: readonly PodPlan[], present: ReadonlySet<string>, csiAttachable: boolean): string[] {
+  const handles = new Set<string>();
+  for (const p of pods) {
+    if (!present.has(p.uid)) continue;
+    for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
+      const claim = v.persistentVolumeClaim?.claimName;
+      if (claim === undefined) continue;
+      const id = claim.slice('claim-'.length);
+      if (!id.startsWith('csi')) handles.add(`fake.disk/disk-${id}`);
+      else if (csiAttachable) handles.add(`kubernetes.io/csi/${csiDriverName}^csi-${id.slice(3)}`);
+    }
+  }
+  return [...handles].sort();
+}
+
+/** Pods coming and going, updates, restarts and time passing; then the liveness phase. */
+function drawSteps(
+  r: Random,
+  pods: readonly PodPlan[],
+  opts: { controllerAttachDetach: boolean; csiAttachable: boolean },
+): { steps: unknown[]; present: Set<string>; everAdded: Set<string> } {
   const podObject = (p: PodPlan) => ({
     metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
     spec: { volumes: p.volumes },
   });
-  const csiAttachable = r() < 0.7;
-  const csiPlugin = {
-    name: csiDriverName,
-    csi: { publishUnpublish: csiAttachable, stageUnstage: r() < 0.7 },
-    faults: csiFaults(r),
-  };
   const present = new Set<string>();
   const everAdded = new Set<string>();
   const steps: unknown[] = [];
-  const inUse = () => {
-    const handles = new Set<string>();
-    for (const p of pods) {
-      if (!present.has(p.uid)) continue;
-      for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
-        const claim = v.persistentVolumeClaim?.claimName;
-        if (claim?.startsWith('csiclaim-') === true && csiAttachable)
-          handles.add(`kubernetes.io/csi/${csiDriverName}^csi-${claim.split('-')[1]}`);
-        else if (claim?.startsWith('claim-') === true)
-          handles.add(`fake.disk/disk-${claim.split('-')[1]}`);
-      }
-    }
-    return [...handles].sort();
-  };
   const report = () => {
-    if (!controllerAttachDetach) return;
-    steps.push({ reportInUse: inUse() });
-    steps.push({ controllerAttach: inUse() });
+    if (!opts.controllerAttachDetach) return;
+    steps.push({ reportInUse: volumesInUse(pods, present, opts.csiAttachable) });
+    steps.push({ controllerAttach: volumesInUse(pods, present, opts.csiAttachable) });
   };
   const stepCount = int(r, 5, 20);
   for (let s = 0; s < stepCount; s++) {
@@ -229,6 +201,26 @@ export function generateScenario(seed: number): {
   // Liveness: the fault scripts are finite; give every backoff and timeout time to pass.
   report();
   steps.push({ advance: '6h' });
+  return { steps, present, everAdded };
+}
+
+/** Draws one scenario (as the raw document a file would hold) from a seed. */
+export function generateScenario(seed: number): {
+  document: Record<string, unknown>;
+  present: string[];
+  removed: string[];
+} {
+  const r = prng(seed);
+  const controllerAttachDetach = r() < 0.3;
+  const { objects, diskCount, csiCount } = drawObjects(r);
+  const pods = drawPods(r, { diskCount, csiCount });
+  const csiAttachable = r() < 0.7;
+  const csiPlugin = {
+    name: csiDriverName,
+    csi: { publishUnpublish: csiAttachable, stageUnstage: r() < 0.7 },
+    faults: csiFaults(r),
+  };
+  const { steps, present, everAdded } = drawSteps(r, pods, { controllerAttachDetach, csiAttachable });
   const presentList = [...present].sort();
   const removed = [...everAdded].filter((uid) => !present.has(uid)).sort();
   const mounts: Record<string, string> = {};
