@@ -4,7 +4,7 @@
  * plugin registration service on `<dir>/<driver>-reg.sock` so an agent watching that
  * directory finds it (CSI.md driver discovery).
  */
-import { rmSync, statSync } from 'node:fs';
+import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
@@ -115,6 +115,7 @@ async function serveRegistration(opts: {
   registrationDir?: string;
   logger: Logger;
 }): Promise<{ server: grpc.Server; path: string }> {
+  mkdirSync(opts.registrationDir!, { recursive: true });
   const path = join(opts.registrationDir!, `${opts.name}-reg.sock`);
   const server = new grpc.Server();
   server.addService(registrationService().service, {
