@@ -21,7 +21,7 @@ if [ -z "${VOLE_DEMO_NS:-}" ]; then
 fi
 DB=${VOLE_DEMO_DB:-$PWD/vole-demo.db}
 ROOT=${VOLE_DEMO_ROOT:-/tmp/vole-demo-root}
-rm -f "$DB" "$DB-wal" "$DB-shm"
+rm -f "$DB" "$DB-wal" "$DB-shm" "$DB-lock"
 vole() { node dist/src/cli/main.js "$@"; }
 EMPTY=$(mktemp -d)
 MANIFESTS=$(mktemp -d)

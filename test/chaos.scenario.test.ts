@@ -7,7 +7,12 @@ import { test } from 'node:test';
 import { stringify } from 'yaml';
 import { chaos, generateScenario } from '../src/sim/chaos.js';
 import { parseScenario } from '../src/sim/scenario.js';
-import { simulate } from '../src/sim/simulate.js';
+import type { Core } from '../src/engine/core.js';
+import { kubeletCore } from '../src/engine/cores.js';
+import { kubeletMode } from '../src/sim/kubelet-mode.js';
+import { simulate, simulateWith } from '../src/sim/simulate.js';
+import type { Operation } from '../src/plan/index.js';
+import type { World } from '../src/world/types.js';
 
 const runs = Number(process.env.VOLE_CHAOS_RUNS ?? 2000);
 const seed = Number(process.env.VOLE_CHAOS_SEED ?? 20_261_124);
@@ -40,4 +45,35 @@ test('chaos: a seed always generates the same scenario, and its file reproduces 
   const first = await simulate(parseScenario(a));
   const again = await simulate(parseScenario(b));
   assert.equal(JSON.stringify(first), JSON.stringify(again));
+});
+
+/**
+ * The README's "checks bite": a kubelet core that forgets the uncertain state after an
+ * uncertain setUp (it folds the failure as a transient one, so the mount counts as not
+ * there) must be caught by the same seeds the real core passes: the pod volume the fake
+ * plugin did set up is never torn down, and the convergence check finds it leaked.
+ */
+test('chaos: a core that forgets an uncertain setUp is caught as leaked pod volumes', async () => {
+  const forgetful: Core<World, Operation> = {
+    ...kubeletCore,
+    fold: (world, event) =>
+      kubeletCore.fold(
+        world,
+        event.type === 'CallFailed' && event.call === 'setUp' && event.error.kind === 'uncertain'
+          ? { ...event, error: { ...event.error, kind: 'transient' } }
+          : event,
+      ),
+  };
+  const seeds = { seed, runs: 300 };
+  const real = await chaos(seeds);
+  assert.deepEqual(real.failures, [], 'the real core passes these seeds');
+  const mutant = await chaos({
+    ...seeds,
+    simulate: (scenario, opts) => simulateWith(scenario, { ...kubeletMode, core: forgetful }, opts),
+  });
+  const leaked = mutant.failures.filter((f) =>
+    f.messages.some((m) => m.startsWith('leaked on the host: pod volume')),
+  );
+  process.stdout.write(`# the forgetful core: caught in ${mutant.failures.length} of 300 seeds\n`);
+  assert.ok(leaked.length >= 5, `caught as leaked pod volumes in ${leaked.length} of 300 seeds`);
 });

@@ -4,6 +4,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { snapshotEveryEvents } from '../src/constants.js';
 
 const root = join(import.meta.dirname, '..');
 
@@ -43,6 +44,19 @@ test('readme: the simulate example prints what the README shows', () => {
   const shown = /```\n(ok  mount an attachable volume[\s\S]*?)```/.exec(readme);
   assert.ok(shown);
   assert.equal(out, shown[1]);
+});
+
+test('readme: the snapshot interval is stated once, and it is the one the agent uses', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const stated = [...readme.matchAll(/([0-9][0-9,]*) events\s+\(`snapshotEveryEvents`\)/g)];
+  assert.equal(stated.length, 1, 'the README names snapshotEveryEvents with its value once');
+  assert.equal(Number(stated[0]![1]!.replaceAll(',', '')), snapshotEveryEvents);
+  const others = [...readme.matchAll(/snapshots?[^.|]*?every [0-9][0-9,]* events/gi)];
+  assert.deepEqual(
+    others.map((m) => m[0]),
+    [],
+    'no other sentence gives snapshots an interval',
+  );
 });
 
 test('readme: the controller example is the region of examples/controller-library.ts and runs', () => {

@@ -16,7 +16,7 @@ import { Executor } from '../../src/execute/executor.js';
 import { noCsiHost } from '../../src/csi/host.js';
 import { csiPlugin } from '../../src/csi/plugin.js';
 import { GrpcTransport } from '../../src/csi/transport.js';
-import { RealClock } from '../../src/execute/clock.js';
+import { RealClock } from '../../src/clock.js';
 import { UniquePodName } from '../../src/ids.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';

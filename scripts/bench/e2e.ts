@@ -19,7 +19,7 @@ import type { Operation } from '../../src/plan/index.js';
 import type { World } from '../../src/world/types.js';
 import { type EventSink, MemorySink } from '../../src/engine/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
-import { RealClock } from '../../src/execute/clock.js';
+import { RealClock } from '../../src/clock.js';
 import { UniquePodName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podWaitStatus } from '../../src/world/index.js';

@@ -36,13 +36,13 @@ import type { Operation } from '../../src/plan/index.js';
 import type { World } from '../../src/world/types.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import type { Pod } from '../../src/events/k8s.js';
-import { type Clock, VirtualClock } from '../../src/execute/clock.js';
+import { type Clock, VirtualClock } from '../../src/clock.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
-import { builtinPluginNames } from '../../src/world/index.js';
+import { builtinPluginNames, podCount } from '../../src/world/index.js';
 import { progress, repoRoot, resultsDir, turn } from './util.js';
 
 export const diskPlugin = 'fake.disk';
@@ -100,6 +100,8 @@ export function podEvents(
         kind: 'PersistentVolumeClaim',
         metadata: { name: `claim-${prefix}-${i}`, namespace: 'default' },
         spec: { volumeName: `pv-${prefix}-${i}` },
+        // Bound already, as the API server records it: the node binds no claim here.
+        status: { phase: 'Bound' },
       },
     },
     { type: 'PodUpserted', tsMs, pod },
@@ -280,7 +282,7 @@ export async function runEngine(opts: {
   }
   await engine.drainAndStop();
   const w = engine.world;
-  const mounts = [...w.mounts.values()].reduce((n, m) => n + m.size, 0);
+  const mounts = [...w.mounts.values()].reduce((n, m) => n + podCount(m), 0);
   return {
     events: sink.events,
     world: { livePods: w.pods.size, attachments: w.attachments.size, mounts },

@@ -16,6 +16,7 @@ import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import { attachmentInitialContext, mountInitialContext } from '../../machines/index.js';
 import type { CallError, VoleEvent } from '../../src/events/index.js';
 import type { World } from '../../src/world/types.js';
+import { podEntries } from '../../src/world/by-pod.js';
 
 export interface HandPair<C> {
   readonly value: string;
@@ -671,17 +672,18 @@ export function compareWithWorld(h: HandState, world: World, limit = 5): string[
     add(`attachments: ${h.attachments.size} vs ${world.attachments.size}`);
   for (const [volume, record] of world.attachments) {
     const mine = h.attachments.get(volume);
-    if (!isDeepStrictEqual(mine, { value: record.state.value, context: record.state.context })) {
-      add(`attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify(record.state)}`);
+    if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
+      add(`attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
     }
   }
   let mounts = 0;
   for (const [volume, byPod] of world.mounts) {
-    for (const [pod, record] of byPod) {
+    for (const record of podEntries(byPod)) {
+      const pod = record.pod;
       mounts++;
       const mine = h.mounts.get(volume)?.get(pod);
-      if (!isDeepStrictEqual(mine, { value: record.state.value, context: record.state.context })) {
-        add(`mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify(record.state)}`);
+      if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
+        add(`mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
       }
     }
   }

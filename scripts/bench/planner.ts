@@ -17,7 +17,7 @@
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { eventCodec } from '../../src/events/index.js';
 import { plan } from '../../src/plan/index.js';
-import { fold, initialWorld, takeDirty } from '../../src/world/index.js';
+import { fold, initialWorld, podCount, takeDirty } from '../../src/world/index.js';
 import type { World } from '../../src/world/types.js';
 import { diskPlugin, podEvents } from './generate.js';
 import { caps } from '../../src/plugins/types.js';
@@ -123,7 +123,7 @@ export function buildWorld(pairs: number): World {
     for (const event of mountedPodEvents(i, world.seq + 1)) apply(world, event, i === 0);
   }
   takeDirty(world);
-  const mounts = [...world.mounts.values()].reduce((n, m) => n + m.size, 0);
+  const mounts = [...world.mounts.values()].reduce((n, m) => n + podCount(m), 0);
   if (world.attachments.size + mounts !== pairs || world.running.size !== 0) {
     throw new Error(
       `planner: built ${world.attachments.size} attachments and ${mounts} mounts, wanted ${pairs} pairs`,

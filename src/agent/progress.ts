@@ -7,6 +7,7 @@ import type { UniquePodName } from '../ids.js';
 import { eventVolume } from '../postmortem/history.js';
 import { podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
+import { podEntries, podEntry } from '../world/by-pod.js';
 
 export class PodProgress {
   private readonly last = new Map<string, string>();
@@ -20,8 +21,8 @@ export class PodProgress {
     const volume =
       eventVolume(world, event) ?? (event.type === 'OperationStarted' ? event.volume : undefined);
     if (volume === undefined) return [];
-    const desired = [...(world.dsw.get(volume as never)?.pods.keys() ?? [])];
-    const mounted = [...(world.mounts.get(volume as never)?.keys() ?? [])];
+    const desired = [...podEntries(world.dsw.get(volume as never)?.pods)].map((e) => e.pod);
+    const mounted = [...podEntries(world.mounts.get(volume as never))].map((m) => m.pod);
     return [...new Set([...desired, ...mounted])];
   }
 
@@ -37,7 +38,7 @@ export class PodProgress {
   summary(world: World, uid: UniquePodName): string | undefined {
     const record = world.pods.get(uid);
     if (record === undefined) {
-      const left = [...world.mounts.values()].filter((m) => m.has(uid)).length;
+      const left = [...world.mounts.values()].filter((m) => podEntry(m, uid) !== undefined).length;
       return left === 0
         ? `pod ${uid}: removed, volumes torn down`
         : `pod ${uid}: removed, tearing down ${left} volume(s)`;
@@ -47,7 +48,7 @@ export class PodProgress {
     if (status.errors.length > 0) return `pod ${name}: failed: ${status.errors.join('; ')}`;
     if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
     const attached = record.volumes.filter(
-      (v) => world.attachments.get(v.volume)?.state.value.startsWith('attached') === true,
+      (v) => world.attachments.get(v.volume)?.value.startsWith('attached') === true,
     );
     const why =
       status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';
@@ -65,7 +66,8 @@ export function settled(world: World): boolean {
   for (const uid of world.pods.keys()) if (!podWaitStatus(world, uid).ready) return false;
   for (const volume of world.attachments.keys()) if (!world.dsw.has(volume)) return false;
   for (const [volume, byPod] of world.mounts) {
-    for (const pod of byPod.keys()) if (world.dsw.get(volume)?.pods.has(pod) !== true) return false;
+    const desired = world.dsw.get(volume)?.pods;
+    for (const m of podEntries(byPod)) if (podEntry(desired, m.pod) === undefined) return false;
   }
   return true;
 }

@@ -7,8 +7,9 @@ import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
 import { coreOfLog } from '../engine/cores.js';
 import type { EventSink } from '../engine/sink.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
+import { SqliteError } from 'better-sqlite3';
 import { LogOpenError } from '../log/errors.js';
-import { GroupCommitter } from '../log/group-commit.js';
+import { GroupCommitter, type GroupCommitterOptions } from '../log/group-commit.js';
 import { type EventStore, openLog } from '../log/store.js';
 
 export interface SqliteLog<W> {
@@ -28,9 +29,10 @@ export interface SqliteLog<W> {
 export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
   path: string,
   core: Core<W, O>,
-  opts: { durability?: 'full' | 'normal' } = {},
+  opts: { durability?: 'full' | 'normal'; blocked?: GroupCommitterOptions } = {},
 ): SqliteLog<W> {
-  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...opts });
+  const { blocked, ...openOpts } = opts;
+  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...openOpts });
   const written = coreOfLog(store.read({ limit: 16 })).mode;
   if (store.head().seq > 0 && written !== core.mode) {
     store.close();
@@ -40,11 +42,16 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
       message: `${path} is a ${written} log; a ${core.mode} cannot write to it (give another --db path)`,
     });
   }
-  const committer = new GroupCommitter<VoleEvent>(store);
+  const committer = new GroupCommitter<VoleEvent>(store, blocked);
   const sink: EventSink = {
     push: (event: NewEvent) => committer.push(event),
     flush: () => committer.flush(),
-    close: () => committer.close(),
+    close: () => void committer.close(),
+    whenDurable: () => committer.whenDurable(),
+    get writable() {
+      return committer.writable;
+    },
+    onWritable: (listener) => committer.onWritable(listener),
   };
   const latest = store.latestSnapshot();
   let restoredFromSeq = 0;
@@ -69,12 +76,18 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
     },
     saveSnapshot: (world: W) => {
       committer.flush();
-      store.saveSnapshot({
-        seq: world.seq,
-        tsMs: world.tsMs,
-        format: core.snapshot.format,
-        data: core.snapshot.encode(world),
-      });
+      // A snapshot is a cache: none while the log is blocked, and a failed one is skipped.
+      if (!committer.writable || committer.pendingCount > 0) return;
+      try {
+        store.saveSnapshot({
+          seq: world.seq,
+          tsMs: world.tsMs,
+          format: core.snapshot.format,
+          data: core.snapshot.encode(world),
+        });
+      } catch (error) {
+        if (!(error instanceof SqliteError)) throw error;
+      }
     },
   };
 }

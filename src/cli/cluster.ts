@@ -2,9 +2,13 @@
  * `vole apply|delete|get --etcd URLS`: the cluster's objects in etcd, validated as the
  * manifest source validates them.
  */
+import { writeFileSync } from 'node:fs';
 import type { Etcd3 } from 'etcd3';
 import { ClusterError, connect, describeEtcdError, withDeadline } from '../cluster/client.js';
+import { loadLogHead, readLogEvents } from '../cluster/etcd-log.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
+import type { VoleEvent } from '../events/index.js';
+import { toJsonLines } from '../postmortem/jsonl.js';
 import {
   applyManifestSet,
   deleteManifestSet,
@@ -139,5 +143,30 @@ export async function getCommand(
   process.stdout.write(
     table([header.map((h) => h.toUpperCase()), ...rows.map((r) => header.map((h) => String((r as Record<string, string>)[h])))]),
   );
+  return 0;
+}
+
+/**
+ * `vole export --etcd URLS`: the controller log in etcd as JSON Lines, the format of
+ * `vole export --db`; `vole import` makes it a log file every post-mortem tool reads.
+ */
+export async function exportEtcdCommand(opts: EtcdOptions & { out?: string }): Promise<number> {
+  const lines: string[] = [];
+  const loaded = await withCluster(opts, async (client, keys) => {
+    const head = await loadLogHead(client, keys);
+    const events: VoleEvent[] = [];
+    await readLogEvents(client, keys, head.firstSeq, (event) => events.push(event));
+    for (const line of toJsonLines(events)) lines.push(line);
+    return head;
+  });
+  if (loaded.firstSeq > 1)
+    process.stderr.write(
+      `vole: the controller log before seq ${loaded.firstSeq} was compacted into a snapshot; ` +
+        `exported seqs ${loaded.firstSeq}–${loaded.head} (start controllers with a larger --snapshot-every to keep more)\n`,
+    );
+  const text = lines.join('');
+  if (opts.out === undefined) process.stdout.write(text);
+  else writeFileSync(opts.out, text);
+  process.stderr.write(`exported ${lines.length} events of the controller log (head ${loaded.head})\n`);
   return 0;
 }

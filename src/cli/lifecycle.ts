@@ -1,3 +1,7 @@
+import type { GroupCommitterOptions } from '../log/group-commit.js';
+import { readManifestDir } from '../sources/manifests.js';
+import { UsageError } from './postmortem.js';
+
 /**
  * The life of a long-running command (the agent, the controller): it runs until SIGINT or
  * SIGTERM (running operations finish first, within 10 s), or with --once until settled,
@@ -12,6 +16,10 @@ export interface LifecycleOptions {
   readonly settledMessage: () => string;
   /** Stops watching, lets operations finish, closes the log. */
   readonly shutdown: () => Promise<void>;
+  /** When the shutdown outlives its deadline (a blocked log): stop now, close the log. */
+  readonly abandon?: () => void;
+  /** True while the log cannot be written: a stop then abandons at once (nothing can drain). */
+  readonly logBlocked?: () => boolean;
 }
 
 /** How long a clean stop waits for running operations. */
@@ -26,17 +34,24 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       stopping = true;
       clearInterval(check);
       opts.say(why);
-      await Promise.race([opts.shutdown(), new Promise((r) => setTimeout(r, drainMsMax))]);
+      if (opts.logBlocked?.() === true && opts.abandon !== undefined) {
+        opts.say(
+          'the log cannot be written: stopping now; what it could not take is lost, ' +
+            'as in a crash (the next start resolves it from the host)',
+        );
+        opts.abandon();
+      } else {
+        await drainOrAbandon(opts);
+      }
+      process.removeListener('SIGINT', onSigint);
+      process.removeListener('SIGTERM', onSigterm);
       resolve(code);
     };
-    process.once(
-      'SIGINT',
-      () => void stop(130, 'SIGINT: finishing running operations, then stopping'),
-    );
-    process.once(
-      'SIGTERM',
-      () => void stop(143, 'SIGTERM: finishing running operations, then stopping'),
-    );
+    const onSigint = () => void stop(130, 'SIGINT: finishing running operations, then stopping');
+    const onSigterm = () =>
+      void stop(143, 'SIGTERM: finishing running operations, then stopping');
+    process.once('SIGINT', onSigint);
+    process.once('SIGTERM', onSigterm);
     const timeoutMs =
       opts.timeout === undefined
         ? Number.POSITIVE_INFINITY
@@ -49,9 +64,83 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
   });
 }
 
+/** Lets operations finish, within drainMsMax; past it, cuts them off (opts.abandon). */
+async function drainOrAbandon(opts: LifecycleOptions): Promise<void> {
+  // The drain's deadline must not outlive the drain: a pending timer holds the process
+  // open after the command has finished (it kept `--once` alive for 10 s).
+  let deadline: NodeJS.Timeout | undefined;
+  const drained = await Promise.race([
+    opts.shutdown().then(() => true),
+    new Promise<false>((r) => (deadline = setTimeout(() => r(false), drainMsMax))),
+  ]);
+  clearTimeout(deadline);
+  if (!drained) {
+    opts.say(`operations still running after ${drainMsMax / 1000} s: cut off, as in a crash`);
+    opts.abandon?.();
+  }
+}
+
 /** Progress lines on stdout, stamped with the seconds since the command started. */
 export function progressPrinter(): (line: string) => void {
   const startedMs = Date.now();
   return (line) =>
     process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
+}
+
+/**
+ * Reads the manifest directory before anything is opened or written: an unreadable
+ * directory, or any file in it with a problem (a missing required key, bad YAML), refuses
+ * the start with every problem named (exit 2). Once running, a file that goes bad is
+ * reported and skipped instead, so an editor's half-written save cannot stop the agent.
+ */
+export function refuseBadManifests(dir: string): void {
+  let problems;
+  try {
+    problems = readManifestDir(dir).problems;
+  } catch (error) {
+    throw new UsageError(`cannot read the manifest directory ${dir}: ${(error as Error).message}`);
+  }
+  if (problems.length === 0) return;
+  const lines = problems.slice(0, 10).map((p) => `  ${p.file}: ${p.message}`);
+  if (problems.length > 10) lines.push(`  … and ${problems.length - 10} more`);
+  throw new UsageError(
+    `the manifest directory ${dir} has ${problems.length} problem(s); ` +
+      `fix them and start again:\n${lines.join('\n')}`,
+  );
+}
+
+/** How often a blocked log is reported again while it stays blocked. */
+const blockedReportEveryMs = 30_000;
+
+/**
+ * Says when the log cannot be written (the file, SQLite's error, the free space) and when
+ * it can again; `blocked()` tells whether it is blocked now (--once is not settled then).
+ */
+export function logBlockedReporter(say: (line: string) => void): GroupCommitterOptions & {
+  blocked: () => boolean;
+} {
+  let blockedNow = false;
+  let lastReportMs = 0;
+  return {
+    blocked: () => blockedNow,
+    onBlocked: (b) => {
+      blockedNow = true;
+      if (b.attempts > 1 && Date.now() - lastReportMs < blockedReportEveryMs) return;
+      lastReportMs = Date.now();
+      const free = b.freeBytes === undefined ? 'unknown' : `${b.freeBytes} bytes`;
+      say(
+        `log ${b.path} cannot be written (${b.code}: ${b.message}; free space on its ` +
+          `filesystem: ${free}): starting no operations; ${b.pendingCount} event(s) wait; ` +
+          `retrying the append (attempt ${b.attempts}, next in ${b.retryInMs} ms). Free some ` +
+          `space there; vole resumes by itself.`,
+      );
+    },
+    onResumed: (r) => {
+      blockedNow = false;
+      say(
+        `log ${r.path} written again after ${(r.blockedMs / 1000).toFixed(1)} s ` +
+          `(${r.written} event(s)): resuming operations`,
+      );
+    },
+  };
 }

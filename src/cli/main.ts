@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The `vole` command. */
 import { Command, Option } from 'commander';
+import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
 import { LogOpenError, LogReadError } from '../log/errors.js';
@@ -21,8 +22,18 @@ import { type ControllerCommandOptions, controllerCommand } from './controller.j
 import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
-import { inspectCommand } from '../inspect/command.js';
-import { registerClusterCommands } from './cluster-commands.js';
+import { inspectCommand } from './inspect.js';
+import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
+import { exportEtcdCommand } from './cluster.js';
+import {
+  type ClusterAgentCommandOptions,
+  type ClusterControllerCommandOptions,
+  clusterAgentCommand,
+  clusterControllerCommand,
+} from './cluster-run.js';
+import { metricsCommand } from './metrics.js';
+import { whyCommand } from './why.js';
+import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -54,7 +65,8 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
         error instanceof UsageError ||
-        error instanceof ImportError
+        error instanceof ImportError ||
+        error instanceof UnknownModeError
       ) {
         process.stderr.write(`vole: ${error.message}\n`);
         process.exitCode = 2;
@@ -75,16 +87,27 @@ program
     run(() => simulateCommand(file, opts, logger()))(),
   );
 
+/** --manifests or --etcd: one of them says where the cluster is. */
+function withManifests<T extends { manifests?: string }>(opts: T, command: string): T & { manifests: string } {
+  if (opts.manifests === undefined)
+    throw new UsageError(`vole ${command} needs --manifests DIR or --etcd URLS`);
+  return opts as T & { manifests: string };
+}
+
 const dbOption = () =>
   new Option('--db <file>', 'the vole log (SQLite file)').makeOptionMandatory();
 
 program
   .command('run')
   .description('the node agent: mount the volumes of the pods in a manifest directory, for real')
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)',
   )
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
   .option(
     '--root <dir>',
     "where pods' volumes, global mounts and disk images live",
@@ -104,7 +127,17 @@ program
     (value: string, previous: string[]) => [...previous, value],
     [] as string[],
   )
-  .action((opts: RunOptions) => run(() => runCommand(opts, logger()))());
+  .option(
+    '--metrics-address <host:port>',
+    'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
+  )
+  .action((opts: RunOptions & ClusterAgentCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterAgentCommand(opts, logger())
+        : runCommand(withManifests(opts, 'run'), logger()),
+    )(),
+  );
 
 program
   .command('csi-driver')
@@ -121,7 +154,7 @@ program
   .description(
     'the attach/detach controller: attach and detach volumes of pods scheduled to nodes (real loop devices)',
   )
-  .requiredOption(
+  .option(
     '--manifests <dir>',
     'directory of Node, Pod (with spec.nodeName), PersistentVolume and claim YAML (watched)',
   )
@@ -129,7 +162,24 @@ program
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
-  .action((opts: ControllerCommandOptions) => run(() => controllerCommand(opts, logger()))());
+  .option(
+    '--metrics-address <host:port>',
+    'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9103)',
+  )
+  .addOption(etcdOption().conflicts('manifests'))
+  .addOption(prefixOption())
+  .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
+  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
+  .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
+  .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
+  .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
+  .action((opts: ControllerCommandOptions & ClusterControllerCommandOptions) =>
+    run(() =>
+      opts.etcd !== undefined
+        ? clusterControllerCommand(opts, logger())
+        : controllerCommand(withManifests(opts, 'controller'), logger()),
+    )(),
+  );
 
 program
   .command('chaos')
@@ -208,12 +258,96 @@ program
     run(() => diffCommand(opts.db, a, b, opts))(),
   );
 
+/** The options every operator request takes: why, and which agent. */
+function operatorOptions(command: Command, what: { force: boolean }): Command {
+  command
+    .requiredOption('--reason <text>', 'why (recorded in the log with the request)')
+    .option('--root <dir>', "the agent's root: its socket is <root>/vole.sock", '/var/lib/vole')
+    .option('--socket <path>', "the agent's socket (default: <root>/vole.sock)")
+    .option('--controller', 'send it to the attach/detach controller (<root>/controller.sock)');
+  if (what.force)
+    command
+      .option('--force', 'even while a pod mount may exist (the override is recorded)')
+      .option('--wait', 'wait until the action completed, not only until it was accepted');
+  return command;
+}
+
+operatorOptions(
+  program
+    .command('detach')
+    .description('ask the running agent to detach a volume from its node (through its machines and log)')
+    .argument('<volume>', 'the UniqueVolumeName (vole status lists them)')
+    .requiredOption('--node <name>', 'the node to detach it from (the agent checks it is its own)'),
+  { force: true },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'detach', volume }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('release')
+    .alias('unmount')
+    .description("ask the running agent to unmount a pod's volume (a stuck one; through its machines and log)")
+    .argument('<pod>', 'the pod: UID, namespace/name or name')
+    .argument('<volume>', "the volume's name in the pod, or its UniqueVolumeName"),
+  { force: true },
+).action((pod: string, volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'release', volume, pod }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('retry')
+    .description("ask the running agent to retry a volume's failed operation now, clearing its backoff")
+    .argument('<volume>', 'the UniqueVolumeName, or with --pod the volume\'s name in the pod')
+    .option('--pod <pod>', 'only this pod (UID, namespace/name or name)'),
+  { force: false },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'retry', volume }, opts))(),
+);
+
+program
+  .command('why')
+  .description(
+    "why a pod's volumes are not ready: the step each waits on, since when, its last error, next retry and cause",
+  )
+  .argument('<pod-or-volume>', 'a pod UID, namespace/name or name, or a UniqueVolumeName')
+  .addOption(dbOption())
+  .option('--at <seq|+offset|time>', 'at this moment of the log (default: the end)')
+  .option('--json', 'JSON output')
+  .action((subject: string, opts: { db: string; at?: string; json?: boolean }) =>
+    run(() => whyCommand(opts.db, subject, opts))(),
+  );
+
+program
+  .command('metrics')
+  .description('the Prometheus metrics of a log at a moment, as a live scrape showed them')
+  .addOption(dbOption())
+  .option(
+    '--at <seq|+offset|time>',
+    'a seq, an offset from the first event (+90s) or an ISO time; default: the end',
+  )
+  .action((opts: { db: string; at?: string }) => run(() => metricsCommand(opts.db, opts))());
+
 program
   .command('export')
   .description('write the log as JSON Lines (one event per line)')
-  .addOption(dbOption())
+  .option('--db <file>', 'the vole log (SQLite file)')
+  .addOption(etcdOption().conflicts('db'))
+  .addOption(prefixOption())
   .option('--out <file>', 'write here instead of stdout')
-  .action((opts: { db: string; out?: string }) => run(() => exportCommand(opts.db, opts))());
+  .option(
+    '--salvage',
+    'from a damaged log: every event still readable, up to the first gap (exit 1 if it stops early)',
+  )
+  .action(
+    (opts: { db?: string; etcd?: string; prefix?: string; out?: string; salvage?: boolean }) =>
+      run(() => {
+        if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
+        if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
+        return exportCommand(opts.db, opts);
+      })(),
+  );
 
 program
   .command('import')

@@ -14,14 +14,18 @@ import {
   explainText,
   fromJsonLines,
   history,
+  replayTo,
   toJsonLines,
   verify,
   type Transition,
   type WorldView,
   worldOfLogAt,
 } from '../postmortem/index.js';
-import { coreOfMode, UnknownModeError } from '../engine/cores.js';
+import { coreOfLog, coreOfMode, UnknownModeError } from '../engine/cores.js';
+import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { parseDurationMs } from '../sim/duration.js';
+import { type SalvageReport, salvageEvents } from '../log/salvage.js';
+import type { World } from '../world/types.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -29,23 +33,7 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
-/**
- * Opens a log for reading, and refuses one whose EngineStarted names a mode this version
- * does not know (every reader folds with the core the log names).
- */
-export function openReadonly(path: string) {
-  const store = openLog(path, { codec: eventCodec, mode: 'readonly' });
-  try {
-    coreOfStore(store);
-  } catch (error) {
-    store.close();
-    if (error instanceof UnknownModeError) throw new UsageError(`${path}: ${error.message}`);
-    throw error;
-  }
-  return store;
-}
-
-type Store = ReturnType<typeof openReadonly>;
+type Store = ReadonlyLog;
 
 /** `--at` as a seq (`812`), an offset from the first event (`+90s`), or an ISO time. */
 export function resolveMoment(store: Store, at: string | undefined): number {
@@ -65,6 +53,26 @@ export function resolveMoment(store: Store, at: string | undefined): number {
       `--at ${at}: give a seq (812), an offset from the start (+90s) or a time (2026-11-24T10:00:00Z)`,
     );
   return store.seqAtOrBeforeTs(tsMs);
+}
+
+/**
+ * The kubelet world at `seq`, folded (for readers that need more than its description:
+ * why, metrics); a controller log is refused with a message.
+ */
+export function rawWorldAt(store: Store, seq: number): World {
+  const { core, mode } = coreOfLog(store.read({ fromSeq: 1, toSeq: 16 }));
+  if (mode !== 'kubelet')
+    throw new UsageError('this is the attach/detach controller\'s log: give a node agent\'s log');
+  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
+  const start =
+    snapshot === undefined ? undefined : core.snapshot.decode(snapshot.data, snapshot.format);
+  const from = (start?.seq ?? 0) + 1;
+  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
+    label: 'replaying',
+    fromSeq: from,
+    toSeq: seq,
+  });
+  return replayTo(events, {}, start);
 }
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
@@ -276,22 +284,55 @@ export function diffCommand(db: string, a: string, b: string, opts: { json?: boo
   }
 }
 
-export async function exportCommand(db: string, opts: { out?: string }): Promise<number> {
+export async function exportCommand(
+  db: string,
+  opts: { out?: string; salvage?: boolean },
+): Promise<number> {
+  if (opts.salvage === true) return salvageCommand(db, opts);
   const store = openReadonly(db);
-  const out = opts.out === undefined ? process.stdout : createWriteStream(opts.out);
   try {
-    for (const line of toJsonLines(
-      withProgress(store.read({}), { label: 'exporting', fromSeq: 1, toSeq: store.head().seq }),
-    )) {
-      if (!out.write(line))
-        await new Promise<void>((resolve) => out.once('drain', () => resolve()));
-    }
-    if (out !== process.stdout)
-      await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
+    const events = withProgress(store.read({}), {
+      label: 'exporting',
+      fromSeq: 1,
+      toSeq: store.head().seq,
+    });
+    await writeLines(toJsonLines(events), opts.out);
     return 0;
   } finally {
     store.close();
   }
+}
+
+async function writeLines(lines: Iterable<string>, path: string | undefined): Promise<void> {
+  const out = path === undefined ? process.stdout : createWriteStream(path);
+  for (const line of lines) {
+    if (!out.write(line)) await new Promise<void>((resolve) => out.once('drain', () => resolve()));
+  }
+  if (out !== process.stdout)
+    await new Promise<void>((resolve) => (out as NodeJS.WritableStream).end(() => resolve()));
+}
+
+/**
+ * `export --salvage`: every event still readable, in seq order, up to the first gap; where
+ * it stopped goes to stderr. Exit 0 when the whole log was read, 1 when it stopped early.
+ */
+async function salvageCommand(db: string, opts: { out?: string }): Promise<number> {
+  const report: SalvageReport = { lastSeq: 0, headSeq: undefined, stop: undefined };
+  await writeLines(toJsonLines(salvageEvents(db, eventCodec, report)), opts.out);
+  const head = report.headSeq === undefined ? 'unknown (unreadable)' : `${report.headSeq}`;
+  const into = opts.out === undefined ? '' : ` into ${opts.out}`;
+  if (report.stop === undefined) {
+    process.stderr.write(`salvaged all ${report.lastSeq} events of ${db}${into}\n`);
+    return 0;
+  }
+  process.stderr.write(
+    `salvaged events 1–${report.lastSeq} of ${db}${into}; stopped at seq ${report.stop.seq}: ` +
+      `${report.stop.reason}. The log's head is ${head}: the events after seq ` +
+      `${report.lastSeq} are lost. Build a sound log from the export with ` +
+      `\`vole import FILE --db NEW\`; an agent started on it finds what the lost events ` +
+      `left on the host.\n`,
+  );
+  return 1;
 }
 
 /** Refuses a mode this version does not know, as a usage error naming the file. */

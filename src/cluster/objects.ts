@@ -6,13 +6,11 @@
 import { statSync, readdirSync } from 'node:fs';
 import type { Etcd3, IKeyValue } from 'etcd3';
 import {
-  type ClusterObject,
   type ManifestObject,
   manifestObject,
   type Pod,
   pod as podSchema,
 } from '../events/k8s.js';
-import { toLoggedObject } from '../sources/contents.js';
 import {
   type ManifestSet,
   manifestFilesMax,
@@ -61,13 +59,16 @@ function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T
   return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.mod_revision) } };
 }
 
-/** An object read back from etcd, validated again (etcdctl can write anything). */
-export function decodeObject(kv: IKeyValue): Decoded<ClusterObject> {
+/**
+ * An object read back from etcd, validated again (etcdctl can write anything). ConfigMaps
+ * and Secrets keep their data, as in the API server's store: a node agent hands them to its
+ * contents store, and every log gets only their content hash (toLoggedObject).
+ */
+export function decodeObject(kv: IKeyValue): Decoded<ManifestObject> {
   try {
     const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
-    // A ConfigMap or Secret reaches the log as its content hash, never its data.
-    return { ok: true, value: withVersion(toLoggedObject(parsed.data), kv) };
+    return { ok: true, value: withVersion(parsed.data, kv) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
   }
@@ -172,7 +173,7 @@ export async function deleteManifestSet(
 export interface ListedState {
   readonly revision: number;
   readonly pods: Pod[];
-  readonly objects: ClusterObject[];
+  readonly objects: ManifestObject[];
   readonly problems: string[];
 }
 

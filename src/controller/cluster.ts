@@ -9,7 +9,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
-import type { Clock } from '../execute/clock.js';
+import type { Clock } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
 import { managedAnnotation } from './fold.js';
 

@@ -15,10 +15,12 @@ import { callTable, type FailureReading } from '../engine/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
 import {
   type ControllerAttachment,
+  type ControllerPod,
   type ControllerWorld,
   type NodeRecord,
   pairKey,
@@ -51,6 +53,7 @@ export function initialControllerWorld(): ControllerWorld {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -147,10 +150,22 @@ function index(
   add: boolean,
 ): void {
   for (const key of keys) {
-    let set = world.podsByObject.get(key);
-    if (add) (set ?? world.podsByObject.set(key, (set = new Set())).get(key)!).add(uid);
-    else set?.delete(uid);
+    if (add) addToIndex(world.podsByObject, key, uid);
+    else removeFromIndex(world.podsByObject, key, uid);
   }
+}
+
+/** The object keys a pod's record is indexed under: what it references, and its node. */
+function indexKeys(record: ControllerPod): string[] {
+  return [...record.references, `Node//${record.node ?? ''}`];
+}
+
+/** PodRemoved: the pod leaves the desired state and every index. */
+function removePod(world: ControllerWorld, uid: UniquePodName): void {
+  const record = world.pods.get(uid);
+  removePodFromDsw(world, uid);
+  if (record !== undefined) index(world, uid, indexKeys(record), false);
+  world.pods.delete(uid);
 }
 
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
@@ -158,7 +173,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   assert(uid !== '', () => `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
-  if (previous !== undefined) index(world, uid, previous.references, false);
+  if (previous !== undefined) index(world, uid, indexKeys(previous), false);
   const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
   const nodeName = pod.spec.nodeName;
   world.pods.set(uid, {
@@ -296,6 +311,18 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
   }
 }
 
+/**
+ * A volume no pod wants, attached nowhere and with no operation record is gone: its cause,
+ * last error and dirty mark are dropped, so a long-running controller does not grow with every
+ * volume it ever saw (the log keeps their history).
+ */
+function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
+  if (world.nodesByVolume.has(volume) || world.ops.has(volume)) return;
+  world.causes.delete(volume);
+  world.lastErrors.delete(volume);
+  world.dirty.delete(volume); // nothing to plan: a replay's dirty set stays the world's size
+}
+
 // --- operations (spec §3.8, §3.9): the operation book and the call table ----------------
 
 function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
@@ -353,6 +380,26 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
+/** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
+function foldAttachmentsVerified(world: ControllerWorld, event: EventOf<'AttachmentsVerified'>): void {
+  for (const v of event.volumes) {
+    const a = world.attachments.get(pairKey(v.name, event.node));
+    if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
+    step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
+    touch(world, a.volume);
+  }
+}
+
+/** `vole detach --controller`: the request, and the planner's verdict on it. */
+function foldOperatorEvent(
+  world: ControllerWorld,
+  event: EventOf<'OperatorRequested'> | EventOf<'OperatorRequestDecided'>,
+): void {
+  const hooks = { touch: (volume: UniqueVolumeName) => touch(world, volume) };
+  if (event.type === 'OperatorRequested') foldOperatorRequested(world, event, hooks);
+  else foldOperatorRequestDecided(world, event, hooks);
+}
+
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
   assert(
     event.seq === world.seq + 1,
@@ -369,8 +416,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       upsertPod(world, event.pod, event.seq as Seq);
       break;
     case 'PodRemoved':
-      removePodFromDsw(world, UniquePodName(event.uid));
-      world.pods.delete(UniquePodName(event.uid));
+      removePod(world, UniquePodName(event.uid));
       break;
     case 'ObjectUpserted':
       foldObjectUpserted(world, event);
@@ -399,13 +445,11 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       break;
     }
     case 'AttachmentsVerified':
-      // §3.7: confirmed attachments storage reports gone are dropped (and unreported).
-      for (const v of event.volumes) {
-        const a = world.attachments.get(pairKey(v.name, event.node));
-        if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
-        step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
-        touch(world, a.volume);
-      }
+      foldAttachmentsVerified(world, event);
+      break;
+    case 'OperatorRequested':
+    case 'OperatorRequestDecided':
+      foldOperatorEvent(world, event);
       break;
     case 'SourcesReady':
     case 'ClaimBound':
@@ -418,7 +462,10 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     default:
       unreachable(event, 'event type');
   }
-  for (const v of world.touched) updateTimers(world, v, event.tsMs);
+  for (const v of world.touched) {
+    updateTimers(world, v, event.tsMs);
+    forgetIfGone(world, v);
+  }
   world.touched.clear();
   return world;
 }

@@ -1,6 +1,7 @@
 /**
  * Safety invariants of the controller world (spec/attach-detach-controller.md §7.1),
- * checked after every event in controller-mode simulations, over the touched volumes.
+ * checked after every event in controller-mode simulations and `vole verify`, over the
+ * touched volumes (the controller core's `invariants`).
  */
 import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
@@ -49,16 +50,4 @@ export function checkControllerVolume(
       at('backoff', `${r.opName} of ${volume} backs off ${r.durationMsBeforeRetry} ms`);
   }
   return out;
-}
-
-export class ControllerInvariantChecker {
-  checks = 0;
-  readonly violations: Violation[] = [];
-
-  after(world: ControllerWorld): void {
-    for (const volume of world.dirty) {
-      this.checks++;
-      this.violations.push(...checkControllerVolume(world, volume));
-    }
-  }
 }

@@ -10,6 +10,7 @@ import type { Decision, NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../world/pending.js';
 import { attachmentsOf } from './fold.js';
+import { heldDetach, planControllerOperatorRequests } from './operator.js';
 import {
   type ControllerAttachment,
   type ControllerWorld,
@@ -47,13 +48,16 @@ type Claims = BookClaims<ControllerOperation>;
 
 /** §3.3 the detach pass for one attachment no pod wants on its node. */
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
-  if (world.dsw.has(pairKey(a.volume, a.node))) return;
+  const held = heldDetach(world, a.volume, a.node);
+  if (world.dsw.has(pairKey(a.volume, a.node)) && held === undefined) return;
   if (a.state.value === 'attaching' || a.state.value === 'detaching') return; // in flight
   const key = opKey(a.volume, a.node, a.spec.multiAttachAllowed);
   const cause = world.causes.get(a.volume) ?? world.seq;
   const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
   const verdict = claims.verdict(base);
   if (verdict.kind !== 'run') return claims.tryRun(base); // pending, or backoff (retry time)
+  // An operator's accepted detach: now; forced past the in-use check when it was forced.
+  if (held !== undefined) return claims.tryRun({ ...base, verifySafeToDetach: !held.force });
   const node = world.nodes.get(a.node);
   const { maxWaitForUnmountMs, disableForceDetachOnTimeout } = world.config;
   const requestedAtMs = a.detachRequestedAtMs ?? claims.nowMs;
@@ -107,6 +111,7 @@ function planAttach(
 ): void {
   const a = world.attachments.get(pairKey(entry.volume, entry.node));
   if (a !== undefined && a.state.value.startsWith('attached')) return; // attached (timer reset by the fold)
+  if (heldDetach(world, entry.volume, entry.node) !== undefined) return; // the operator detaches it
   const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;
   const op: ControllerOperation = {
@@ -143,7 +148,26 @@ function planAttach(
 }
 
 export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
-  return new Set(world.nodesByVolume.keys());
+  return new Set([
+    ...world.nodesByVolume.keys(),
+    ...world.operator.pending.keys(),
+    ...world.operator.holds.keys(),
+  ]);
+}
+
+/** §0.3: no two operations of one plan conflict (keys only meet within a volume). */
+function assertNoConflicts(world: ControllerWorld, operations: readonly ControllerOperation[]) {
+  const byVolume = new Map<UniqueVolumeName, ControllerOperation[]>();
+  for (const op of operations) {
+    const same = byVolume.get(op.volume) ?? [];
+    for (const other of same)
+      assert(
+        !keysConflict(op.key, other.key),
+        () => `controller plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`,
+      );
+    same.push(op);
+    byVolume.set(op.volume, same);
+  }
 }
 
 const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
@@ -161,10 +185,14 @@ export function planController(
 ): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const claims: Claims = new BookClaims(world, nowMs);
-  const events: NewEvent[] = [];
+  const volumes = [...(opts.volumes ?? allControllerVolumes(world))];
+  // Operator verdicts first; their volumes are planned again once the verdicts are folded.
+  const operator = planControllerOperatorRequests(world, volumes, nowMs);
+  const events: NewEvent[] = operator.events;
   const attachments: ControllerAttachment[] = [];
   const desired: DesiredAttachment[] = [];
-  for (const volume of opts.volumes ?? allControllerVolumes(world)) {
+  for (const volume of volumes) {
+    if (operator.decided.has(volume)) continue;
     for (const node of world.nodesByVolume.get(volume) ?? []) {
       const key = pairKey(volume, node);
       const a = world.attachments.get(key);
@@ -175,16 +203,9 @@ export function planController(
   }
   for (const a of attachments.sort(byKey)) planDetach(world, claims, a);
   for (const entry of desired.sort(byKey)) planAttach(world, claims, entry, events);
-  for (let i = 0; i < claims.operations.length; i++) {
-    for (let j = i + 1; j < claims.operations.length; j++) {
-      const [x, y] = [claims.operations[i]!, claims.operations[j]!];
-      assert(
-        !keysConflict(x.key, y.key),
-        () => `controller plan: ${x.op} and ${y.op} on conflicting keys of ${x.volume} (seq ${world.seq})`,
-      );
-    }
-  }
-  return { operations: claims.operations, retries: claims.retries, deferred: [], events };
+  assertNoConflicts(world, claims.operations);
+  const deferred = [...operator.decided];
+  return { operations: claims.operations, retries: claims.retries, deferred, events };
 }
 
 /** What OperationStarted records of a controller operation. */

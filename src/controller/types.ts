@@ -10,7 +10,7 @@ import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { PairState } from '../world/compiled-machine.js';
-import type { OperationBook, ResolvedVolume } from '../world/types.js';
+import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -87,6 +87,8 @@ export interface ControllerWorld extends OperationBook {
   reported: Map<NodeName, Set<UniqueVolumeName>>;
   /** The volumes the event being folded touched (the fold's scratch; empty between events). */
   touched: Set<UniqueVolumeName>;
+  /** Operator requests (`vole detach` to the controller) the planner decides and carries out. */
+  operator: OperatorState;
 }
 
 export function pairKey(volume: string, node: string): string {

@@ -5,7 +5,7 @@
  * ones reported gone). A plugin error skips that plugin this round, as upstream.
  */
 import type { Engine } from '../engine/engine.js';
-import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { ControllerOperation } from './plan.js';
 import type { ControllerWorld } from './types.js';

@@ -4,7 +4,7 @@
  * true}`, `{delay}`, `{hang}` — on the virtual clock, honouring the caller's deadline, and
  * records every RPC in the simulation's journal under the driver's name.
  */
-import { type Clock, sleep } from '../execute/clock.js';
+import { type Clock, sleep } from '../clock.js';
 import type { CallName } from '../events/index.js';
 import { type FakeCallRecord, type FakeHost, type FaultScript, Script } from '../plugins/fake.js';
 import type { CsiRpc } from './proto.js';

@@ -29,10 +29,17 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 2 (format 1 was JSON with tagged Maps and Sets).
-  snapshot: structuredCloneCodec<World>(2, (world) =>
+  // Format 4: one pod's mount record and desired-state entry kept bare (format 2 held a
+  // Map per volume; format 1 was JSON with tagged Maps and Sets).
+  snapshot: structuredCloneCodec<World>(4, (world) =>
     world.mounts instanceof Map && world.bindings instanceof Map
-      ? { ...world, dirty: new Set() }
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          maybeGone: [],
+          dirty: new Set(),
+        }
       : undefined,
   ),
 };
@@ -47,7 +54,14 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map ? { ...world, dirty: new Set() } : undefined,
+    world.reported instanceof Map
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          dirty: new Set(),
+        }
+      : undefined,
   ),
 };
 

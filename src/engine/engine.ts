@@ -2,6 +2,9 @@
  * The engine: one writer that appends events, folds them into the world at once, plans
  * after every change and starts the planned operations. Event-driven, not polled: a tick
  * runs on the next turn of the event loop after any change, and at backoff expiries.
+ *
+ * It knows no core of its own: it is given one (src/engine/cores.ts: the kubelet's or the
+ * controller's), whose mode it records in EngineStarted, and a runner for its operations.
  */
 import { setMaxListeners } from 'node:events';
 import type { Logger } from 'pino';
@@ -12,7 +15,7 @@ import {
   waitForAttachTimeoutMs,
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
-import type { Clock, TimerHandle } from '../execute/clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { EventSink } from './sink.js';
@@ -30,8 +33,11 @@ export interface RunnerHost<W> {
   world(): W;
   /** Folds the event into the world and buffers it for the next group commit. */
   append(event: NewEvent): Seq;
-  /** Makes every appended event durable (one transaction). */
-  flush(): void;
+  /**
+   * Makes every appended event durable (one transaction): undefined when they are, or a
+   * promise that resolves once they are (the log is blocked, e.g. its disk is full).
+   */
+  flush(): Promise<void> | undefined;
   /** False once this engine stopped: a late answer of a cut-off call is dropped. */
   alive(): boolean;
   /** Aborted when the engine stops: calls still running are cut off. */
@@ -63,6 +69,13 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
 }
 
+/** The executor's flush: durable now (undefined), or a promise while the log is blocked. */
+function durable(sink: EventSink): Promise<void> | undefined {
+  if (sink.whenDurable !== undefined) return sink.whenDurable();
+  sink.flush();
+  return undefined;
+}
+
 export type EventListener<W> = (event: VoleEvent, world: W) => void;
 
 export class Engine<W extends CoreWorld, O extends CoreOperation> {
@@ -90,12 +103,14 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       logger: opts.logger.child({ component: 'executor' }),
       world: () => this.world,
       append: (event) => this.append(event),
-      flush: () => opts.sink.flush(),
+      flush: () => durable(opts.sink),
       alive: () => this.running,
       signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
     };
     this.executor = opts.runner(host);
+    // Ticks skipped while the log was blocked plan what they left dirty.
+    opts.sink.onWritable?.(() => this.scheduleTick());
   }
 
   get isRunning(): boolean {
@@ -185,7 +200,8 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
 
   /** Plans the dirty volumes and starts what the planner returns. */
   tick(): void {
-    if (!this.running) return;
+    // A blocked log (disk full) starts nothing: the dirty volumes wait for onWritable.
+    if (!this.running || this.opts.sink.writable === false) return;
     this.ticks++;
     const dirty = this.world.dirty;
     this.world.dirty = new Set();

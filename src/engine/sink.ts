@@ -22,6 +22,16 @@ export interface EventSink {
   /** Makes every pushed event durable (one transaction for the whole buffer). */
   flush(): void;
   close(): void;
+  /**
+   * For a log that can be blocked (disk full): undefined when every pushed event is durable
+   * (after a flush), else a promise that resolves once they are. Without it, flush() is
+   * taken to make them durable or throw.
+   */
+  whenDurable?(): Promise<void> | undefined;
+  /** False while the log cannot be written: the engine starts no operation meanwhile. */
+  readonly writable?: boolean;
+  /** Called each time a blocked log is written again. */
+  onWritable?(listener: () => void): void;
 }
 
 /** An in-memory log: what `vole simulate` uses without `--db`. */
@@ -41,4 +51,23 @@ export class MemorySink implements EventSink {
   flush(): void {}
 
   close(): void {}
+}
+
+/** The sink, with each flush that made events durable timed (vole_append_latency_seconds). */
+export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
+  let pending = 0;
+  return {
+    push: (event) => {
+      pending++;
+      return sink.push(event);
+    },
+    flush: () => {
+      if (pending === 0) return sink.flush();
+      const startedNs = process.hrtime.bigint();
+      sink.flush();
+      pending = 0;
+      observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
+    },
+    close: () => sink.close(),
+  };
 }

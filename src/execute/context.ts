@@ -10,7 +10,7 @@ import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
 import type { CallTarget } from '../plugins/types.js';
 import type { RunningOp, World } from '../world/types.js';
-import { type Clock } from './clock.js';
+import { type Clock } from '../clock.js';
 import { classify, timeoutError } from './errors.js';
 
 /** The engine as the executor sees it. */
@@ -106,7 +106,13 @@ export async function runCall<
     call: opts.call,
     ...opts.started,
   });
-  host.flush(); // OperationStarted and CallStarted are durable before the host is touched.
+  // OperationStarted and CallStarted are durable before the host is touched: while the log
+  // is blocked (disk full), the call waits for them.
+  const durable = host.flush();
+  if (durable !== undefined) {
+    await durable;
+    if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
+  }
   const abort = new AbortController();
   // The call is cut off when the engine stops (one listener, removed when the call ends;
   // AbortSignal.any costs more per call than the whole fold of its events).

@@ -15,11 +15,15 @@ import {
   describeEvent,
   explain,
   history,
+  volumeWhyText,
+  why,
+  whyText,
   type LogWorld,
   logWorld,
   type WorldView,
   worldOfLogAt,
 } from '../postmortem/index.js';
+import type { World } from '../world/types.js';
 import type {
   CauseStep,
   EventSummary,
@@ -113,6 +117,18 @@ const deviceCalls = new Set([
 ]);
 const podOps = new Set(['mount', 'unmount']);
 
+/** Whether an operation in flight acts on the pair (an attachment: on its node only). */
+function operationOfPair(
+  o: WorldView['operations'][number],
+  pair: Omit<KnownPair, 'firstSeq'>,
+): boolean {
+  if (o.volume !== pair.volume) return false;
+  if (pair.kind === 'mount')
+    return o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call));
+  if (o.node !== null && o.node !== pair.node) return false;
+  return o.pod === null || (o.call !== null && deviceCalls.has(o.call));
+}
+
 /** The pair list at one moment: every known pair, in the state `view` gives it. */
 export function pairRows(
   view: WorldView,
@@ -134,14 +150,7 @@ export function pairRows(
     const a = pair.kind === 'attachment' ? attachments.get(id) : undefined;
     const m = pair.kind === 'mount' ? mounts.get(id) : undefined;
     const state = a?.state ?? m?.state ?? (pair.kind === 'attachment' ? 'detached' : 'unmounted');
-    const operations = view.operations.filter(
-      (o) =>
-        o.volume === pair.volume &&
-        (pair.kind === 'mount' || o.node === null || o.node === pair.node) &&
-        (pair.kind === 'mount'
-          ? o.pod === pair.pod && (o.call === null || !deviceCalls.has(o.call))
-          : o.pod === null || (o.call !== null && deviceCalls.has(o.call))),
-    );
+    const operations = view.operations.filter((o) => operationOfPair(o, pair));
     const backoffs = view.backoffs.filter(
       (b) =>
         b.volume === pair.volume &&
@@ -280,13 +289,18 @@ export class Tracker {
   /** The world at `seq` (clamped to the tracked head) with the pair list. */
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
-    const view =
-      at === this.trackedSeq ? this.world.describe() : worldOfLogAt(this.store, at).describe();
+    const world =
+      at === this.trackedSeq ? this.world : worldOfLogAt(this.store, at);
+    const view = world.describe();
+    const originMs = this.store.bounds().firstTsMs;
     return {
       seq: at,
       head: this.trackedSeq,
       view,
-      pairs: pairRows(view, this.known.values(), this.podNames),
+      pairs: pairRows(view, this.known.values(), this.podNames).map((pair) => ({
+        ...pair,
+        why: world.kubelet === undefined ? null : pairWhy(world.kubelet, pair, originMs),
+      })),
       reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
     };
   }
@@ -337,4 +351,14 @@ export class Tracker {
     }
     return out.slice(-pairHistoryMax);
   }
+}
+
+/** `vole why` for one pair: a mount's volume of its pod, an attachment's volume. */
+function pairWhy(world: World, pair: PairRow, originMs: number): string | null {
+  if (pair.kind === 'mount' && pair.pod !== null) {
+    const entry = why(world, pair.pod)?.volumes.find((v) => v.volume === pair.volume);
+    return entry === undefined ? null : volumeWhyText(entry, { originMs }).join('\n');
+  }
+  const answer = why(world, pair.volume);
+  return answer === undefined ? null : whyText(answer, { originMs });
 }

@@ -19,7 +19,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { LogReadError } from '../log/errors.js';
-import { openReadonly } from '../cli/postmortem.js';
+import { openReadonly } from '../postmortem/open.js';
 import { Tracker } from './api.js';
 import { type Assets, faviconSvg, indexHtml, loadAssets } from './assets.js';
 import { charts } from './chart.js';
@@ -92,51 +92,39 @@ function seqParam(params: URLSearchParams, name: string, fallback?: number): num
   return Number(text);
 }
 
-export async function startInspector(opts: InspectorOptions): Promise<InspectorServer> {
-  const host = opts.host ?? '127.0.0.1';
-  const warn = opts.warn ?? ((m: string) => process.stderr.write(`vole inspect: ${m}\n`));
-  const store = openReadonly(opts.db);
-  let tracker: Tracker;
-  let assets: Assets;
-  try {
-    tracker = new Tracker(store);
-    assets = await loadAssets();
-  } catch (error) {
-    store.close();
-    throw error;
-  }
-  const streams = new Set<ServerResponse>();
+type Route = (params: URLSearchParams, req: IncomingMessage, res: ServerResponse) => void;
 
-  const send = (
-    res: ServerResponse,
-    req: IncomingMessage,
-    status: number,
-    type: string,
-    body: string | Buffer,
-    extra: Record<string, string> = {},
-  ) => {
-    const data = typeof body === 'string' ? Buffer.from(body) : body;
-    res.writeHead(status, {
-      ...securityHeaders,
-      'content-type': type,
-      'content-length': String(data.length),
-      ...extra,
-    });
-    res.end(req.method === 'HEAD' ? undefined : data);
-  };
-  const json = (res: ServerResponse, req: IncomingMessage, value: unknown) =>
-    send(res, req, 200, 'application/json; charset=utf-8', JSON.stringify(value), {
-      'cache-control': 'no-store',
-    });
+function send(
+  res: ServerResponse,
+  req: IncomingMessage,
+  status: number,
+  type: string,
+  body: string | Buffer,
+  extra: Record<string, string> = {},
+): void {
+  const data = typeof body === 'string' ? Buffer.from(body) : body;
+  res.writeHead(status, {
+    ...securityHeaders,
+    'content-type': type,
+    'content-length': String(data.length),
+    ...extra,
+  });
+  res.end(req.method === 'HEAD' ? undefined : data);
+}
 
-  const routes: Record<
-    string,
-    (params: URLSearchParams, req: IncomingMessage, res: ServerResponse) => void
-  > = {
-    '/': (_p, req, res) =>
-      send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
-    '/index.html': (_p, req, res) =>
-      send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' }),
+function json(res: ServerResponse, req: IncomingMessage, value: unknown): void {
+  send(res, req, 200, 'application/json; charset=utf-8', JSON.stringify(value), {
+    'cache-control': 'no-store',
+  });
+}
+
+/** The page and its assets, from memory. */
+function pageRoutes(assets: Assets): Record<string, Route> {
+  const page: Route = (_p, req, res) =>
+    send(res, req, 200, 'text/html; charset=utf-8', indexHtml, { 'cache-control': 'no-cache' });
+  return {
+    '/': page,
+    '/index.html': page,
     '/app.js': (_p, req, res) =>
       send(res, req, 200, 'text/javascript; charset=utf-8', assets.js, {
         'cache-control': 'no-cache',
@@ -145,22 +133,24 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
       send(res, req, 200, 'text/css; charset=utf-8', assets.css, { 'cache-control': 'no-cache' }),
     '/favicon.svg': (_p, req, res) =>
       send(res, req, 200, 'image/svg+xml', faviconSvg, { 'cache-control': 'max-age=86400' }),
-    '/api/meta': (_p, req, res) => json(res, req, tracker.meta(opts.db)),
+  };
+}
+
+/** The JSON behind the page. */
+function apiRoutes(tracker: Tracker, db: string): Record<string, Route> {
+  const found = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new HttpError(404, 'no event with that seq in this log');
+    return value;
+  };
+  return {
+    '/api/meta': (_p, req, res) => json(res, req, tracker.meta(db)),
     '/api/world': (p, req, res) => json(res, req, tracker.worldAt(seqParam(p, 'at', tracker.head))),
     '/api/events': (p, req, res) => {
       const to = seqParam(p, 'to', tracker.head);
       json(res, req, tracker.events(seqParam(p, 'from', Math.max(1, to - 99)), to));
     },
-    '/api/event': (p, req, res) => {
-      const event = tracker.event(seqParam(p, 'seq'));
-      if (event === undefined) throw new HttpError(404, 'no event with that seq in this log');
-      json(res, req, event);
-    },
-    '/api/explain': (p, req, res) => {
-      const chain = tracker.explain(seqParam(p, 'seq'));
-      if (chain === undefined) throw new HttpError(404, 'no event with that seq in this log');
-      json(res, req, chain);
-    },
+    '/api/event': (p, req, res) => json(res, req, found(tracker.event(seqParam(p, 'seq')))),
+    '/api/explain': (p, req, res) => json(res, req, found(tracker.explain(seqParam(p, 'seq')))),
     '/api/history': (p, req, res) => {
       const transitions = tracker.pairHistory(p.get('pair') ?? '');
       if (transitions === undefined)
@@ -173,85 +163,94 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
         throw new HttpError(400, 'machine: attachment or mount');
       json(res, req, charts()[machine]);
     },
-    '/api/stream': (_p, req, res) => {
-      res.writeHead(200, {
-        ...securityHeaders,
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        connection: 'keep-alive',
-      });
-      if (req.method === 'HEAD') {
-        res.end();
-        return;
-      }
-      res.write(`retry: 1000\nevent: hello\ndata: ${JSON.stringify({ head: tracker.head })}\n\n`);
-      streams.add(res);
-      req.on('close', () => streams.delete(res));
-    },
   };
+}
 
-  const handle = (req: IncomingMessage, res: ServerResponse) => {
-    try {
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        throw new HttpError(
-          405,
-          `${req.method ?? '?'} refused: the inspector is read-only (GET and HEAD only)`,
-          { allow: 'GET, HEAD' },
-        );
-      }
-      const rawUrl = req.url ?? '/';
-      checkPath(rawUrl);
-      // A page elsewhere must not reach a loopback server through a name it controls.
-      const hostHeader = (req.headers.host ?? '').replace(/:[0-9]+$/, '');
-      if (isLoopback(host) && !isLoopback(hostHeader) && hostHeader !== host) {
-        throw new HttpError(
-          403,
-          `Host ${hostHeader || '(none)'} refused: open the inspector at http://${host}`,
-        );
-      }
-      const url = new URL(rawUrl, 'http://inspector.invalid');
-      const route = routes[url.pathname];
-      if (route === undefined || !Object.hasOwn(routes, url.pathname))
-        throw new HttpError(404, `${url.pathname}: no such page or endpoint`);
-      route(url.searchParams, req, res);
-    } catch (error) {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      if (error instanceof HttpError) {
-        send(
-          res,
-          req,
-          error.status,
-          'application/json; charset=utf-8',
-          JSON.stringify({ error: error.message }),
-          error.headers,
-        );
-        return;
-      }
-      const message =
-        error instanceof LogReadError
-          ? error.message
-          : `internal error: ${(error as Error).message}`;
-      if (!(error instanceof LogReadError))
-        warn(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
-      send(res, req, 500, 'application/json; charset=utf-8', JSON.stringify({ error: message }));
+/** Server-Sent Events: the page's open streams, fed by the poll. */
+function streamRoute(tracker: Tracker, streams: Set<ServerResponse>): Route {
+  return (_p, req, res) => {
+    res.writeHead(200, {
+      ...securityHeaders,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+    });
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
     }
+    res.write(`retry: 1000\nevent: hello\ndata: ${JSON.stringify({ head: tracker.head })}\n\n`);
+    streams.add(res);
+    req.on('close', () => streams.delete(res));
   };
+}
 
-  const server: Server = createServer(handle);
-  await new Promise<void>((resolve, reject) => {
+/** The route a request names, once it is known to be a read of a fixed path on this host. */
+function routeOf(req: IncomingMessage, host: string, routes: Record<string, Route>) {
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    throw new HttpError(
+      405,
+      `${req.method ?? '?'} refused: the inspector is read-only (GET and HEAD only)`,
+      { allow: 'GET, HEAD' },
+    );
+  }
+  const rawUrl = req.url ?? '/';
+  checkPath(rawUrl);
+  // A page elsewhere must not reach a loopback server through a name it controls.
+  const hostHeader = (req.headers.host ?? '').replace(/:[0-9]+$/, '');
+  if (isLoopback(host) && !isLoopback(hostHeader) && hostHeader !== host) {
+    throw new HttpError(
+      403,
+      `Host ${hostHeader || '(none)'} refused: open the inspector at http://${host}`,
+    );
+  }
+  const url = new URL(rawUrl, 'http://inspector.invalid');
+  const route = routes[url.pathname];
+  if (route === undefined || !Object.hasOwn(routes, url.pathname))
+    throw new HttpError(404, `${url.pathname}: no such page or endpoint`);
+  return { route, params: url.searchParams };
+}
+
+/** An error as a JSON answer: its own status for an HttpError, 500 (and a warning) else. */
+function sendError(
+  req: IncomingMessage,
+  res: ServerResponse,
+  error: unknown,
+  warn: (message: string) => void,
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const type = 'application/json; charset=utf-8';
+  if (error instanceof HttpError) {
+    send(res, req, error.status, type, JSON.stringify({ error: error.message }), error.headers);
+    return;
+  }
+  const message =
+    error instanceof LogReadError ? error.message : `internal error: ${(error as Error).message}`;
+  if (!(error instanceof LogReadError))
+    warn(`${req.method} ${req.url}: ${(error as Error).stack ?? String(error)}`);
+  send(res, req, 500, type, JSON.stringify({ error: message }));
+}
+
+function listen(server: Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(opts.port ?? 0, host, () => {
+    server.listen(port, host, () => {
       server.off('error', reject);
       resolve();
     });
-  }).catch((error: unknown) => {
-    store.close();
-    throw error;
   });
+}
 
+/** Polls the log's head and pushes what is new to every stream; returns the stop function. */
+function follow(
+  tracker: Tracker,
+  streams: Set<ServerResponse>,
+  pollMs: number,
+  warn: (message: string) => void,
+): () => void {
   let lastPollError = '';
   const poll = setInterval(() => {
     try {
@@ -267,10 +266,50 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
       for (const res of streams)
         res.write(`event: problem\ndata: ${JSON.stringify({ message })}\n\n`);
     }
-  }, opts.pollMs ?? inspectorPollMsDefault);
+  }, pollMs);
   const keepAlive = setInterval(() => {
     for (const res of streams) res.write(': keep-alive\n\n');
   }, keepAliveMs);
+  return () => {
+    clearInterval(poll);
+    clearInterval(keepAlive);
+    for (const res of streams) res.end();
+    streams.clear();
+  };
+}
+
+export async function startInspector(opts: InspectorOptions): Promise<InspectorServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const warn = opts.warn ?? ((m: string) => process.stderr.write(`vole inspect: ${m}\n`));
+  const store = openReadonly(opts.db);
+  let tracker: Tracker;
+  let assets: Assets;
+  try {
+    tracker = new Tracker(store);
+    assets = await loadAssets();
+  } catch (error) {
+    store.close();
+    throw error;
+  }
+  const streams = new Set<ServerResponse>();
+  const routes: Record<string, Route> = {
+    ...pageRoutes(assets),
+    ...apiRoutes(tracker, opts.db),
+    '/api/stream': streamRoute(tracker, streams),
+  };
+  const server: Server = createServer((req, res) => {
+    try {
+      const { route, params } = routeOf(req, host, routes);
+      route(params, req, res);
+    } catch (error) {
+      sendError(req, res, error, warn);
+    }
+  });
+  await listen(server, opts.port ?? 0, host).catch((error: unknown) => {
+    store.close();
+    throw error;
+  });
+  const stopFollowing = follow(tracker, streams, opts.pollMs ?? inspectorPollMsDefault, warn);
 
   const address = server.address() as AddressInfo;
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -282,10 +321,7 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
     assetsSource: assets.source,
     close: () => {
       closed ??= new Promise<void>((resolve) => {
-        clearInterval(poll);
-        clearInterval(keepAlive);
-        for (const res of streams) res.end();
-        streams.clear();
+        stopFollowing();
         server.close(() => {
           store.close();
           resolve();

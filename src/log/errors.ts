@@ -10,6 +10,7 @@ export type LogOpenErrorCode =
   | 'notSqlite' // not an SQLite file, or an empty one opened read-only
   | 'foreign' // an SQLite database that belongs to another program
   | 'newerSchema' // a vole log written by a newer vole
+  | 'inUse' // another vole process writes this log (its writer lock is held)
   | 'locked' // another process holds the lock for longer than the timeout
   | 'corrupt' // SQLite reports the file damaged (truncated, overwritten)
   | 'notWritable' // a writer was asked for but the file or directory is read-only

@@ -57,8 +57,17 @@ export class EventStore<E extends EventEnvelope> {
   private readonly writes: WriteStatements | undefined;
   private transactionCount = 0;
 
+  private readonly onClose: (() => void) | undefined;
+
   /** Prepares every statement; `openLog` has checked the file's identity and schema. */
-  constructor(opts: { db: Db; path: string; codec: EventCodec<E>; appendBatchEventsMax: number }) {
+  constructor(opts: {
+    db: Db;
+    path: string;
+    codec: EventCodec<E>;
+    appendBatchEventsMax: number;
+    /** Called once when the store closes (a writer releases its lock). */
+    onClose?: () => void;
+  }) {
     assert(Number.isSafeInteger(opts.appendBatchEventsMax), 'appendBatchEventsMax: an integer');
     assert(opts.appendBatchEventsMax > 0, 'appendBatchEventsMax must be positive');
     this.db = opts.db;
@@ -66,6 +75,7 @@ export class EventStore<E extends EventEnvelope> {
     this.readonly = opts.db.readonly;
     this.codec = opts.codec;
     this.appendBatchEventsMax = opts.appendBatchEventsMax;
+    this.onClose = opts.onClose;
     this.reads = prepareReads(opts.db);
     this.writes = this.readonly
       ? undefined
@@ -294,7 +304,9 @@ export class EventStore<E extends EventEnvelope> {
 
   /** Closes the connection; a second call is a no-op. Flush any group committer first. */
   close(): void {
-    if (this.db.open) this.db.close();
+    if (!this.db.open) return;
+    this.db.close();
+    this.onClose?.();
   }
 
   private writer(operation: string): WriteStatements {

@@ -1,13 +1,53 @@
 /**
  * Group commit (STYLE.md §12, PERF.md): events pushed within one turn of the event loop are
  * written in one transaction, because one fsync per event caps the engine near 14 k events/s
- * while 1,000 per transaction reach 61 k. The executor calls `flush()` itself before it
+ * while 1,000 per transaction reach 61 k. The executor waits for `whenDurable()` before it
  * touches the host, so an OperationStarted is durable first whatever the timing.
+ *
+ * A log that cannot be written (disk full, I/O error, a lock another program holds: any
+ * SqliteError) blocks the committer instead of stopping the process: the buffer is kept in
+ * order, `writable` turns false (the engine starts no operation), the append is retried
+ * with backoff, and whoever waits on `whenDurable()` resumes once it succeeds.
  */
+import { statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { SqliteError } from 'better-sqlite3';
 import { assert } from '../assert.js';
 import { Seq } from '../ids.js';
 import type { EventEnvelope } from './codec.js';
 import type { EventStore } from './event-store.js';
+
+/** What a blocked log reports: to say so, with the file and the free space. */
+export interface LogBlockage {
+  readonly path: string;
+  /** SQLite's code and message, e.g. SQLITE_FULL: database or disk is full. */
+  readonly code: string;
+  readonly message: string;
+  /** Bytes available on the log's filesystem, when statfs answers. */
+  readonly freeBytes: number | undefined;
+  /** Failed attempts so far (1 on the first failure). */
+  readonly attempts: number;
+  readonly sinceMs: number;
+  readonly retryInMs: number;
+  /** Events buffered, not yet durable. */
+  readonly pendingCount: number;
+}
+
+export interface GroupCommitterOptions {
+  /** A write failed, first or again: the log is blocked. */
+  readonly onBlocked?: (blockage: LogBlockage) => void;
+  /** The log was written again after `blockedMs`. */
+  readonly onResumed?: (info: { path: string; blockedMs: number; written: number }) => void;
+  /** Retry backoff: first delay, doubled up to the max (default 100 ms to 5 s). */
+  readonly retryMs?: { first: number; max: number };
+}
+
+interface Blocked {
+  readonly sinceMs: number;
+  readonly attempts: number;
+  readonly delayMs: number;
+  readonly timer: NodeJS.Timeout;
+}
 
 export class GroupCommitter<E extends EventEnvelope> {
   private readonly store: EventStore<E>;
@@ -15,9 +55,15 @@ export class GroupCommitter<E extends EventEnvelope> {
   private durable: Seq;
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
+  private blocked: Blocked | undefined;
+  private waiters: { seq: number; resolve: () => void }[] = [];
+  private readonly writableListeners: (() => void)[] = [];
 
   /** Takes over appending to `store`, which must be writable; nothing else may append to it. */
-  constructor(store: EventStore<E>) {
+  constructor(
+    store: EventStore<E>,
+    private readonly opts: GroupCommitterOptions = {},
+  ) {
     assert(!store.readonly, `${store.path}: group commit needs a writable store`);
     this.store = store;
     this.durable = store.head().seq;
@@ -33,15 +79,22 @@ export class GroupCommitter<E extends EventEnvelope> {
     return this.buffer.length;
   }
 
+  /** False while the log is blocked (a write failed and is being retried). */
+  get writable(): boolean {
+    return this.blocked === undefined;
+  }
+
+  /** Calls `listener` each time a blocked log is written again. */
+  onWritable(listener: () => void): void {
+    this.writableListeners.push(listener);
+  }
+
   /**
    * Buffers `event` and returns the seq it will have, at once, so callers can refer to it
    * (an operation's cause). The first push of a batch schedules a flush with setImmediate,
    * after the current tick's other pushes. A full buffer (the store's appendBatchEventsMax)
-   * is flushed first, synchronously: backpressure, so a batch is always one transaction.
-   *
-   * If that scheduled flush fails, its error is thrown from the setImmediate callback, which
-   * stops the process as any uncaught exception: a log that cannot be written must stop the
-   * engine, and the buffered events are never dropped quietly.
+   * is flushed first, synchronously: backpressure, so a batch is one transaction. While the
+   * log is blocked the buffer grows and the retry writes it.
    */
   push(event: Omit<E, 'seq'>): Seq {
     assert(!this.closed, `${this.store.path}: push after the group committer was closed`);
@@ -55,29 +108,118 @@ export class GroupCommitter<E extends EventEnvelope> {
   }
 
   /**
-   * Writes the buffer in one transaction, expecting the log to end at `durableSeq`. A no-op
-   * when nothing is buffered. On failure the buffer is kept, in order, and the error is
-   * thrown (an ExpectedSeqConflictError means another writer broke the single-writer rule:
-   * the seqs handed out are void, and nothing here can repair that).
+   * Writes the buffer, in transactions of at most appendBatchEventsMax events, each
+   * expecting the log to end where the last one did. A no-op when nothing is buffered or
+   * while blocked (the retry timer writes then). An SqliteError blocks the log (see the
+   * file's comment); anything else is thrown with the buffer kept (a codec's refusal; an
+   * ExpectedSeqConflictError means another writer broke the single-writer rule).
    */
   flush(): void {
-    // A flush now makes the scheduled one pointless; after a failure it would only repeat
-    // the error the caller has already received, this time as an uncaught exception.
     if (this.scheduled !== undefined) clearImmediate(this.scheduled);
     this.scheduled = undefined;
-    if (this.buffer.length === 0) return;
-    const batch = this.buffer;
-    const result = this.store.append(batch, { expectedSeq: this.durable });
-    assert(result.lastSeq === this.durable + batch.length, 'flush: append wrote a different count');
-    this.durable = result.lastSeq;
-    this.buffer = [];
+    if (this.buffer.length === 0 || this.blocked !== undefined) return;
+    try {
+      this.writeBuffer();
+    } catch (error) {
+      if (!(error instanceof SqliteError)) throw error;
+      this.block(error);
+    }
   }
 
-  /** Flushes, then closes the store. If the flush throws, nothing is closed. Idempotent. */
-  close(): void {
-    if (this.closed) return;
+  /**
+   * Undefined when every event pushed so far is durable (flushing first); otherwise, the
+   * log being blocked, a promise that resolves once they are.
+   */
+  whenDurable(): Promise<void> | undefined {
     this.flush();
+    if (this.buffer.length === 0) return undefined;
+    const seq = this.durable + this.buffer.length;
+    return new Promise((resolve) => this.waiters.push({ seq, resolve }));
+  }
+
+  private writeBuffer(): void {
+    const max = this.store.appendBatchEventsMax;
+    while (this.buffer.length > 0) {
+      const batch = this.buffer.slice(0, max);
+      const result = this.store.append(batch, { expectedSeq: this.durable });
+      const expected = this.durable + batch.length;
+      assert(result.lastSeq === expected, 'flush: append wrote a different count');
+      this.durable = result.lastSeq;
+      this.buffer = this.buffer.length === batch.length ? [] : this.buffer.slice(batch.length);
+    }
+    if (this.waiters.length > 0) {
+      const done = this.waiters.filter((w) => w.seq <= this.durable);
+      this.waiters = this.waiters.filter((w) => w.seq > this.durable);
+      for (const waiter of done) waiter.resolve();
+    }
+  }
+
+  private block(error: InstanceType<typeof SqliteError>): void {
+    const retry = this.opts.retryMs ?? { first: 100, max: 5_000 };
+    const previous = this.blocked;
+    const delayMs =
+      previous === undefined ? retry.first : Math.min(previous.delayMs * 2, retry.max);
+    const state = {
+      sinceMs: previous?.sinceMs ?? Date.now(),
+      attempts: (previous?.attempts ?? 0) + 1,
+      delayMs,
+      timer: setTimeout(() => this.retry(), delayMs),
+    };
+    this.blocked = state;
+    this.opts.onBlocked?.({
+      path: this.store.path,
+      code: error.code,
+      message: error.message,
+      freeBytes: freeBytesBeside(this.store.path),
+      attempts: state.attempts,
+      sinceMs: state.sinceMs,
+      retryInMs: delayMs,
+      pendingCount: this.buffer.length,
+    });
+  }
+
+  private retry(): void {
+    const blocked = this.blocked;
+    if (blocked === undefined || this.closed) return;
+    const before = this.durable;
+    try {
+      this.writeBuffer();
+    } catch (error) {
+      if (!(error instanceof SqliteError)) throw error;
+      return this.block(error);
+    }
+    this.blocked = undefined;
+    this.opts.onResumed?.({
+      path: this.store.path,
+      blockedMs: Date.now() - blocked.sinceMs,
+      written: this.durable - before,
+    });
+    for (const listener of this.writableListeners) listener();
+  }
+
+  /**
+   * Flushes, then closes the store. If the flush throws, nothing is closed. A blocked log
+   * is closed with its buffer unwritten, as a crash would leave it (returned: how many
+   * events were lost; their operations are resolved from the host at the next start).
+   * Idempotent.
+   */
+  close(): number {
+    if (this.closed) return 0;
+    this.flush();
+    const lost = this.buffer.length;
+    if (this.blocked !== undefined) clearTimeout(this.blocked.timer);
+    this.blocked = undefined;
     this.closed = true;
     this.store.close();
+    return lost;
+  }
+}
+
+function freeBytesBeside(path: string): number | undefined {
+  try {
+    const stats = statfsSync(dirname(path));
+    return stats.bavail * stats.bsize;
+  } catch {
+    return undefined;
   }
 }

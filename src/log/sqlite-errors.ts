@@ -24,7 +24,9 @@ function kindOf(code: string): Kind {
   return 'io';
 }
 
-const restore = 'Restore it from a backup (or re-import an export with vole import)';
+const restore =
+  'Save what is still readable with `vole export --salvage --db FILE --out OUT`, then ' +
+  '`vole import OUT --db NEW`, or restore it from a backup';
 
 function openMessage(kind: Kind, path: string, detail: string): string {
   switch (kind) {
@@ -32,13 +34,14 @@ function openMessage(kind: Kind, path: string, detail: string): string {
       return `${path} is not a vole log (not an SQLite database: ${detail}); check the path.`;
     case 'corrupt':
       return (
-        `${path} is a damaged SQLite file (${detail}): it may be truncated or partly ` +
-        `overwritten, so none of it is trusted. ${restore}.`
+        `${path} is damaged (${detail}); it was not written to. It may be truncated or ` +
+        `partly overwritten, so none of it is trusted. ${restore}.`
       );
     case 'locked':
       return (
-        `${path} is locked by another process (${detail}); stop the other writer, ` +
-        `open it read-only, or retry with a longer timeout.`
+        `${path} is locked by another program (${detail}), still after the wait for it; ` +
+        `find it (fuser ${path}) and end its transaction or stop it, then retry. ` +
+        `Readers (vole status, replay) do not need that lock.`
       );
     case 'notFound':
       return `cannot open ${path} (${detail}); check that its directory exists.`;

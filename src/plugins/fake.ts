@@ -3,7 +3,7 @@
  * with the next scripted outcome (per volume handle first, then per plugin; then ok), and
  * records every call with its virtual time for `calls` and `counts`.
  */
-import { type Clock, sleep } from '../execute/clock.js';
+import { type Clock, sleep } from '../clock.js';
 import { callEffects, type HostMark } from '../engine/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';

@@ -10,6 +10,7 @@ import type { VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
+import { podEntries } from '../world/by-pod.js';
 
 /** One pair's state: an attachment (volume × node) or a mount (volume × pod). */
 export interface PairState {
@@ -26,6 +27,8 @@ export interface LogWorld {
   readonly tsMs: number;
   /** The node a kubelet log is about ('controller' for the controller's). */
   readonly node: string;
+  /** The folded kubelet world itself (undefined for the controller's): `vole why` reads it. */
+  readonly kubelet: World | undefined;
   fold(event: VoleEvent): void;
   describe(): WorldView;
   /** The volume an event is about, if it names one (operation events through their opId). */
@@ -71,6 +74,7 @@ function kubeletLogWorld(world: World): LogWorld {
     get node() {
       return world.config.node;
     },
+    kubelet: world,
     fold: (event) => void kubeletCore.fold(world, event),
     describe: () => describeWorld(world),
     eventVolume: (event) => opVolume(world, event),
@@ -78,9 +82,12 @@ function kubeletLogWorld(world: World): LogWorld {
     pairs(volume) {
       const out = new Map<string, PairState>();
       const a = world.attachments.get(UniqueVolumeName(volume));
-      if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
-      for (const m of world.mounts.get(UniqueVolumeName(volume))?.values() ?? []) {
-        const state = m.state.value;
+      if (a !== undefined) {
+        const pair = { pair: 'attachment', volume, node: a.node, pod: null, state: a.value } as const;
+        out.set(`attachment|${a.node}`, pair);
+      }
+      for (const m of podEntries(world.mounts.get(UniqueVolumeName(volume)))) {
+        const state = m.value;
         out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
       }
       return out;
@@ -146,6 +153,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
       return world.tsMs;
     },
     node: 'controller',
+    kubelet: undefined,
     fold: (event) => void controllerCore.fold(world, event),
     describe: () => describeControllerWorld(world),
     eventVolume: (event) => opVolume(world, event),

@@ -5,6 +5,7 @@
 import type { VoleEvent } from '../events/index.js';
 import { fold, getVolumesInUse, initialWorld } from '../world/index.js';
 import type { OperationBook, World } from '../world/types.js';
+import { podEntries } from '../world/by-pod.js';
 
 export interface Moment {
   /** Replay up to and including this seq. */
@@ -147,19 +148,19 @@ export function describeWorld(world: World): WorldView {
       .map((a) => ({
         volume: a.volume,
         node: a.node,
-        state: a.state.value,
-        devicePath: a.state.context.devicePath,
-        deviceMountPath: a.state.context.deviceMountPath,
+        state: a.value,
+        devicePath: a.context.devicePath,
+        deviceMountPath: a.context.deviceMountPath,
       }))
       .sort(byVolume),
     mounts: [...world.mounts.values()]
-      .flatMap((m) => [...m.values()])
+      .flatMap((m) => [...podEntries(m)])
       .map((m) => ({
         volume: m.volume,
         pod: m.pod,
-        outerVolumeSpecName: m.state.context.outerVolumeSpecName,
-        state: m.state.value,
-        remountRequired: m.state.context.remountRequired,
+        outerVolumeSpecName: m.context.outerVolumeSpecName,
+        state: m.value,
+        remountRequired: m.context.remountRequired,
       }))
       .sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
     ...describeBook(world),

@@ -10,9 +10,9 @@
  * simulate`, so a failing seed is written out as a file that reproduces it exactly.
  */
 import { stringify } from 'yaml';
-import { parseScenario } from './scenario.js';
+import { parseScenario, type Scenario } from './scenario.js';
 import { FakeHost } from '../plugins/fake.js';
-import { simulate, type SimulationResult } from './simulate.js';
+import { type SimulateOptions, simulate, type SimulationResult } from './simulate.js';
 
 /** A small, fast, seedable PRNG (mulberry32). */
 export function prng(seed: number): () => number {
@@ -95,84 +95,81 @@ interface PodPlan {
   volumes: unknown[];
 }
 
-/** PVs and bound claims: 1–3 of the scripted disk, 0–2 of the scripted CSI driver. */
-function drawObjects(r: Random): { objects: unknown[]; diskCount: number; csiCount: number } {
-  const diskCount = int(r, 1, 3);
-  const csiCount = int(r, 0, 2);
+/** Disks as PersistentVolumes (access and volume modes drawn) with a claim each. */
+function drawDisks(r: Random, diskCount: number): unknown[] {
   const objects: unknown[] = [];
-  const volume = (name: string, driver: string, handle: string, accessModes: string[]) => {
+  for (let i = 0; i < diskCount; i++) {
+    const accessModes = r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany'];
     const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
     objects.push({
       kind: 'PersistentVolume',
-      metadata: { name: `pv-${name}` },
-      spec: { accessModes, volumeMode, capacity: { storage: '1Gi' }, csi: { driver, volumeHandle: handle } },
+      metadata: { name: `pv-${i}` },
+      spec: {
+        accessModes,
+        volumeMode,
+        capacity: { storage: '1Gi' },
+        csi: { driver: 'fake.disk', volumeHandle: `disk-${i}` },
+      },
     });
     objects.push({
       kind: 'PersistentVolumeClaim',
-      metadata: { name: `claim-${name}`, namespace: 'default' },
+      metadata: { name: `claim-${i}`, namespace: 'default' },
       // Bound by name; its volumeMode and access modes must match the PV's to bind.
-      spec: { volumeName: `pv-${name}`, volumeMode, accessModes },
+      spec: { volumeName: `pv-${i}`, volumeMode, accessModes },
     });
-  };
-  for (let i = 0; i < diskCount; i++)
-    volume(`${i}`, 'fake.disk', `disk-${i}`, r() < 0.7 ? ['ReadWriteOnce'] : ['ReadWriteMany']);
-  // Volumes of a scripted CSI driver, at the gRPC boundary.
-  for (let i = 0; i < csiCount; i++) volume(`csi${i}`, csiDriverName, `csi-${i}`, ['ReadWriteOnce']);
-  return { objects, diskCount, csiCount };
+  }
+  return objects;
 }
 
-function drawPods(r: Random, counts: { diskCount: number; csiCount: number }): PodPlan[] {
-  return Array.from({ length: int(r, 2, 5) }, (_, p) => {
-    const volumes: unknown[] = [];
-    const n = int(r, 1, 3);
-    for (let v = 0; v < n; v++) {
-      const kind = r();
-      const claim = (claimName: string) => ({ claimName });
-      if (kind < 0.5)
-        volumes.push({ name: `data-${v}`, persistentVolumeClaim: claim(`claim-${int(r, 0, counts.diskCount - 1)}`) });
-      else if (kind < 0.6 && counts.csiCount > 0)
-        volumes.push({ name: `csi-${v}`, persistentVolumeClaim: claim(`claim-csi${int(r, 0, counts.csiCount - 1)}`) });
-      else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
-      else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
-      else volumes.push({ name: `inline-${v}`, csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` } });
-    }
-    return { uid: `uid-${p}`, volumes };
-  });
+/** Pod `p`'s volumes: claims of the disks, emptyDirs, configMaps, inline CSI volumes. */
+function drawPodVolumes(r: Random, p: number, diskCount: number): unknown[] {
+  const volumes: unknown[] = [];
+  const n = int(r, 1, 3);
+  for (let v = 0; v < n; v++) {
+    const kind = r();
+    if (kind < 0.5)
+      volumes.push({
+        name: `data-${v}`,
+        persistentVolumeClaim: { claimName: `claim-${int(r, 0, diskCount - 1)}` },
+      });
+    else if (kind < 0.7) volumes.push({ name: `scratch-${v}`, emptyDir: {} });
+    else if (kind < 0.85) volumes.push({ name: `config-${v}`, configMap: { name: 'settings' } });
+    else
+      volumes.push({
+        name: `inline-${v}`,
+        csi: { driver: 'fake.disk', volumeHandle: `eph-${p}-${v}` },
+      });
+  }
+  return volumes;
 }
 
-/** The attachable volumes the present pods use (what the node reports in controller mode). */
-function volumesInUse(pods: readonly PodPlan[], present: ReadonlySet<string>, csiAttachable: boolean): string[] {
+const podObject = (p: PodPlan) => ({
+  metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
+  spec: { volumes: p.volumes },
+});
+
+/** The disks the present pods claim, as the node reports them in use. */
+function disksInUse(pods: readonly PodPlan[], present: ReadonlySet<string>): string[] {
   const handles = new Set<string>();
   for (const p of pods) {
     if (!present.has(p.uid)) continue;
     for (const v of p.volumes as { persistentVolumeClaim?: { claimName: string } }[]) {
-      const claim = v.persistentVolumeClaim?.claimName;
-      if (claim === undefined) continue;
-      const id = claim.slice('claim-'.length);
-      if (!id.startsWith('csi')) handles.add(`fake.disk/disk-${id}`);
-      else if (csiAttachable) handles.add(`kubernetes.io/csi/${csiDriverName}^csi-${id.slice(3)}`);
+      if (v.persistentVolumeClaim)
+        handles.add(`fake.disk/disk-${v.persistentVolumeClaim.claimName.split('-')[1]}`);
     }
   }
   return [...handles].sort();
 }
 
-/** Pods coming and going, updates, restarts and time passing; then the liveness phase. */
-function drawSteps(
-  r: Random,
-  pods: readonly PodPlan[],
-  opts: { controllerAttachDetach: boolean; csiAttachable: boolean },
-): { steps: unknown[]; present: Set<string>; everAdded: Set<string> } {
-  const podObject = (p: PodPlan) => ({
-    metadata: { name: p.uid.slice(4), namespace: 'default', uid: p.uid },
-    spec: { volumes: p.volumes },
-  });
+/** The steps: pods added, removed and updated, restarts, time passing; then a long wait. */
+function drawSteps(r: Random, pods: readonly PodPlan[], controllerAttachDetach: boolean) {
   const present = new Set<string>();
   const everAdded = new Set<string>();
   const steps: unknown[] = [];
   const report = () => {
-    if (!opts.controllerAttachDetach) return;
-    steps.push({ reportInUse: volumesInUse(pods, present, opts.csiAttachable) });
-    steps.push({ controllerAttach: volumesInUse(pods, present, opts.csiAttachable) });
+    if (!controllerAttachDetach) return;
+    steps.push({ reportInUse: disksInUse(pods, present) });
+    steps.push({ controllerAttach: disksInUse(pods, present) });
   };
   const stepCount = int(r, 5, 20);
   for (let s = 0; s < stepCount; s++) {
@@ -201,7 +198,22 @@ function drawSteps(
   // Liveness: the fault scripts are finite; give every backoff and timeout time to pass.
   report();
   steps.push({ advance: '6h' });
-  return { steps, present, everAdded };
+  const removed = [...everAdded].filter((uid) => !present.has(uid)).sort();
+  return { steps, present: [...present].sort(), removed };
+}
+
+/** Convergence: every present pod ready, every volume of the removed ones unmounted. */
+function convergence(pods: readonly PodPlan[], present: string[], removed: string[]) {
+  const mounts: Record<string, string> = {};
+  for (const uid of removed)
+    for (const v of pods.find((p) => p.uid === uid)!.volumes as { name: string }[])
+      mounts[`${uid}/${v.name}`] = 'unmounted';
+  const expectation: Record<string, unknown> = {
+    ...(present.length > 0 ? { podReady: present } : {}),
+    ...(Object.keys(mounts).length > 0 ? { mounts } : {}),
+  };
+  if (present.length === 0) expectation.volumesInUse = [];
+  return expectation;
 }
 
 /** Draws one scenario (as the raw document a file would hold) from a seed. */
@@ -210,29 +222,18 @@ export function generateScenario(seed: number): {
   present: string[];
   removed: string[];
 } {
+  // The order of the draws is the seed's meaning: keep it, or old seeds stop reproducing.
   const r = prng(seed);
   const controllerAttachDetach = r() < 0.3;
-  const { objects, diskCount, csiCount } = drawObjects(r);
-  const pods = drawPods(r, { diskCount, csiCount });
-  const csiAttachable = r() < 0.7;
-  const csiPlugin = {
-    name: csiDriverName,
-    csi: { publishUnpublish: csiAttachable, stageUnstage: r() < 0.7 },
-    faults: csiFaults(r),
-  };
-  const { steps, present, everAdded } = drawSteps(r, pods, { controllerAttachDetach, csiAttachable });
-  const presentList = [...present].sort();
-  const removed = [...everAdded].filter((uid) => !present.has(uid)).sort();
-  const mounts: Record<string, string> = {};
-  for (const uid of removed)
-    for (const v of pods.find((p) => p.uid === uid)!.volumes as { name: string }[])
-      mounts[`${uid}/${v.name}`] = 'unmounted';
-  const expectation: Record<string, unknown> = {
-    ...(presentList.length > 0 ? { podReady: presentList } : {}),
-    ...(Object.keys(mounts).length > 0 ? { mounts } : {}),
-  };
-  if (presentList.length === 0) expectation.volumesInUse = [];
-  steps.push({ expect: expectation });
+  const diskCount = int(r, 1, 3);
+  const objects = drawDisks(r, diskCount);
+  const podCount = int(r, 2, 5);
+  const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => ({
+    uid: `uid-${p}`,
+    volumes: drawPodVolumes(r, p, diskCount),
+  }));
+  const { steps, present, removed } = drawSteps(r, pods, controllerAttachDetach);
+  steps.push({ expect: convergence(pods, present, removed) });
   const document = {
     name: `chaos seed ${seed}`,
     controllerAttachDetach,
@@ -240,12 +241,63 @@ export function generateScenario(seed: number): {
       { name: 'fake.disk', attachable: true, blockMappable: true, faults: faults(r, diskCalls) },
       { name: 'kubernetes.io/empty-dir', faults: faults(r, podCalls) },
       { name: 'kubernetes.io/configmap', requiresRemount: true, faults: faults(r, podCalls) },
-      ...(csiCount > 0 ? [csiPlugin] : []),
     ],
     objects,
     steps,
   };
-  return { document, present: presentList, removed };
+  // Drawn last, so every earlier draw of a seed stays as it was.
+  const csi = drawCsiDriver(r, pods, controllerAttachDetach);
+  if (csi !== undefined) {
+    objects.push(...csi.objects);
+    document.plugins.push(csi.plugin as never);
+    steps[steps.length - 1] = { expect: convergence(pods, present, removed) };
+  }
+  return { document, present, removed };
+}
+
+/**
+ * 0–2 volumes of a scripted CSI driver at the gRPC boundary, claimed by some of the pods
+ * (added to their volume lists, which their steps share). In controller mode the driver
+ * has no ControllerPublishVolume: the steps report only the disks in use.
+ */
+function drawCsiDriver(
+  r: Random,
+  pods: PodPlan[],
+  controllerAttachDetach: boolean,
+): { objects: unknown[]; plugin: unknown } | undefined {
+  const csiCount = int(r, 0, 2);
+  if (csiCount === 0) return undefined;
+  const objects: unknown[] = [];
+  for (let i = 0; i < csiCount; i++) {
+    const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
+    const accessModes = ['ReadWriteOnce'];
+    objects.push({
+      kind: 'PersistentVolume',
+      metadata: { name: `pv-csi${i}` },
+      spec: {
+        accessModes,
+        volumeMode,
+        capacity: { storage: '1Gi' },
+        csi: { driver: csiDriverName, volumeHandle: `csi-${i}` },
+      },
+    });
+    objects.push({
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: `claim-csi${i}`, namespace: 'default' },
+      spec: { volumeName: `pv-csi${i}`, volumeMode, accessModes },
+    });
+  }
+  for (const p of pods) {
+    if (r() < 0.5) continue;
+    const claimName = `claim-csi${int(r, 0, csiCount - 1)}`;
+    p.volumes.push({ name: 'csi-data', persistentVolumeClaim: { claimName } });
+  }
+  const plugin = {
+    name: csiDriverName,
+    csi: { publishUnpublish: !controllerAttachDetach && r() < 0.7, stageUnstage: r() < 0.7 },
+    faults: csiFaults(r),
+  };
+  return { objects, plugin };
 }
 
 export interface ChaosFailure {
@@ -309,7 +361,10 @@ export async function chaos(opts: {
   seed: number;
   runs: number;
   onProgress?: (done: number) => void;
+  /** Runs one scenario (default: simulate); a test passes a mutant engine to see it caught. */
+  simulate?: (scenario: Scenario, opts: SimulateOptions) => Promise<SimulationResult>;
 }): Promise<ChaosReport> {
+  const run = opts.simulate ?? simulate;
   const failures: ChaosFailure[] = [];
   let events = 0;
   let calls = 0;
@@ -324,7 +379,7 @@ export async function chaos(opts: {
     let result: SimulationResult;
     const host = new FakeHost();
     try {
-      result = await simulate(scenario, { fakeHost: host, stats });
+      result = await run(scenario, { fakeHost: host, stats });
     } catch (error) {
       failures.push({
         seed,

@@ -4,6 +4,7 @@
  * are Node objects, changed by the nodeStatus / nodeReady / taint / untaint steps.
  */
 import type { NewEvent } from '../events/index.js';
+import { type Draft, produce } from 'immer';
 import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
 import { controllerCore } from '../engine/cores.js';
@@ -20,7 +21,7 @@ import type { FakeCallRecord } from '../plugins/fake.js';
 import { checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
 import type { Expectation } from './scenario.js';
-import type { Mode } from './simulate.js';
+import type { Mode } from './mode.js';
 
 function nodeObject(name: string): Node {
   return {
@@ -105,21 +106,20 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     const common = commonStepEvents(step, tsMs);
     if (common !== undefined) return common;
     const world = sim.engine.world;
-    const update = (name: string, change: (n: Node) => Node): NewEvent[] => [
-      { type: 'ObjectUpserted', tsMs, object: change(currentNode(world, name)) },
+    // A step changes a field or two deep inside the Node: written as the change itself.
+    const update = (name: string, change: (n: Draft<Node>) => void): NewEvent[] => [
+      { type: 'ObjectUpserted', tsMs, object: produce(currentNode(world, name), change) },
     ];
     if ('nodeStatus' in step) {
-      return update(step.nodeStatus.node, (n) => ({
-        ...n,
-        status: { ...n.status, volumesInUse: [...step.nodeStatus.volumesInUse] },
-      }));
+      return update(step.nodeStatus.node, (n) => {
+        (n.status ??= {}).volumesInUse = [...step.nodeStatus.volumesInUse];
+      });
     }
     if ('nodeReady' in step) {
       const status = step.nodeReady.ready ? 'True' : 'False';
-      return update(step.nodeReady.node, (n) => ({
-        ...n,
-        status: { ...n.status, conditions: [{ type: 'Ready', status }] },
-      }));
+      return update(step.nodeReady.node, (n) => {
+        (n.status ??= {}).conditions = [{ type: 'Ready', status }];
+      });
     }
     if ('taint' in step) {
       const { node, key, effect, value } = step.taint;
@@ -128,20 +128,17 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
         ...(effect === undefined ? {} : { effect }),
         ...(value === undefined ? {} : { value }),
       };
-      return update(node, (n) => ({
-        ...n,
-        spec: {
-          ...n.spec,
-          taints: [...(n.spec?.taints ?? []).filter((t) => t.key !== key), taint],
-        },
-      }));
+      return update(node, (n) => {
+        const spec = (n.spec ??= {});
+        spec.taints = [...(spec.taints ?? []).filter((t) => t.key !== key), taint];
+      });
     }
     if ('untaint' in step) {
       const { node, key } = step.untaint;
-      return update(node, (n) => ({
-        ...n,
-        spec: { ...n.spec, taints: (n.spec?.taints ?? []).filter((t) => t.key !== key) },
-      }));
+      return update(node, (n) => {
+        const spec = (n.spec ??= {});
+        spec.taints = (spec.taints ?? []).filter((t) => t.key !== key);
+      });
     }
     if ('removeNode' in step)
       return [{ type: 'ObjectRemoved', tsMs, kind: 'Node', name: step.removeNode }];

@@ -4,6 +4,7 @@ import type { FakeCallRecord } from '../plugins/fake.js';
 import { claimBindings, getVolumesInUse, podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
+import { podEntry } from '../world/by-pod.js';
 
 export interface Failure {
   readonly step: number;
@@ -26,7 +27,7 @@ export function countCalls(
 
 /** The attachment state of a volume as a dotted path; `detached` when there is none. */
 export function attachmentState(world: World, volume: string): string {
-  return world.attachments.get(volume as UniqueVolumeName)?.state.value ?? 'detached';
+  return world.attachments.get(volume as UniqueVolumeName)?.value ?? 'detached';
 }
 
 /** `POD_UID/OUTER_VOLUME_NAME` → the mount state; `unmounted` when there is none. */
@@ -36,10 +37,10 @@ export function mountState(world: World, podSlashOuter: string): string {
   const outer = podSlashOuter.slice(slash + 1);
   const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
   if (resolved !== undefined)
-    return world.mounts.get(resolved.volume)?.get(pod)?.state.value ?? 'unmounted';
+    return podEntry(world.mounts.get(resolved.volume), pod)?.value ?? 'unmounted';
   for (const byPod of world.mounts.values()) {
-    const record = byPod.get(pod);
-    if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
+    const record = podEntry(byPod, pod);
+    if (record?.context.outerVolumeSpecName === outer) return record.value;
   }
   return 'unmounted';
 }

@@ -15,8 +15,9 @@ import {
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
 import { checkExpectation } from './expect.js';
-import type { Mode, Simulation, WaitResult } from './simulate.js';
+import type { Mode, SimulationHandle, WaitResult } from './mode.js';
 import type { Step } from './scenario.js';
+import { podEntries } from '../world/by-pod.js';
 
 export function describeState(world: World) {
   const attachments = [...world.attachments.values()]
@@ -24,17 +25,17 @@ export function describeState(world: World) {
     .map((a) => ({
       volume: a.volume,
       node: a.node,
-      state: a.state.value,
-      devicePath: a.state.context.devicePath,
+      state: a.value,
+      devicePath: a.context.devicePath,
     }));
   const mounts = [...world.mounts.values()]
-    .flatMap((byPod) => [...byPod.values()])
+    .flatMap((byPod) => [...podEntries(byPod)])
     .sort((a, b) => a.volume.localeCompare(b.volume) || a.pod.localeCompare(b.pod))
     .map((m) => ({
       volume: m.volume,
       pod: m.pod,
-      outerVolumeSpecName: m.state.context.outerVolumeSpecName,
-      state: m.state.value,
+      outerVolumeSpecName: m.context.outerVolumeSpecName,
+      state: m.value,
     }));
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
@@ -68,7 +69,7 @@ export function commonStepEvents(step: Step, tsMs: number): NewEvent[] | undefin
 }
 
 async function waitForPod(
-  sim: Simulation<World, Operation>,
+  sim: SimulationHandle<World, Operation>,
   pod: string,
   timeoutMs: number,
 ): Promise<WaitResult> {

@@ -2,7 +2,7 @@
 import { FakeCsiDriver } from '../csi/fake.js';
 import { noCsiHost } from '../csi/host.js';
 import { csiPlugin } from '../csi/plugin.js';
-import type { Clock } from '../execute/clock.js';
+import type { Clock } from '../clock.js';
 import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
 import { PluginManager } from '../plugins/manager.js';
 import { caps, type VolumePlugin } from '../plugins/types.js';

@@ -223,7 +223,7 @@ export const scenarioSchema = z.strictObject({
   disableForceDetachOnTimeout: z.boolean().optional(),
   plugins: z.array(plugin).default([]),
   objects: z.array(manifestObject).default([]),
-  steps: z.array(step).default([]),
+  steps: z.array(step).min(1, 'a scenario needs at least one step'),
 });
 export type Scenario = z.infer<typeof scenarioSchema>;
 export type ScenarioPlugin = z.infer<typeof plugin>;
@@ -240,12 +240,21 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     const nested = issue.errors
       .flat()
       .filter((i) => i.code !== 'invalid_type' || i.path.length > 0);
-    const best = nested.sort((a, b) => b.path.length - a.path.length)[0];
+    // The deepest issue names the field best; a key only another form requires (a union's
+    // `csi:`) says less than a wrong value the user did write.
+    const missing = (i: z.core.$ZodIssue) => (isMissing(i) ? 1 : 0);
+    const best = nested.sort(
+      (a, b) => missing(a) - missing(b) || b.path.length - a.path.length,
+    )[0];
     if (best !== undefined) return describeIssue({ ...best, path: [...issue.path, ...best.path] });
     return `${path}: not one of the allowed forms`;
   }
+  if (isMissing(issue)) return `${path}: missing (a required key)`;
   return `${path}: ${issue.message}`;
 }
+
+const isMissing = (issue: z.core.$ZodIssue) =>
+  issue.code === 'invalid_type' && / received undefined$/.test(issue.message);
 
 /** Parses YAML or JSON text; throws ScenarioFormatError naming the field and the problem. */
 export function parseScenario(text: string, source = 'scenario'): Scenario {

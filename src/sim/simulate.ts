@@ -6,11 +6,11 @@
  */
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
-import { type Core, type CoreOperation, type CoreWorld, InvariantChecker, type Runner } from '../engine/core.js';
-import { Engine, type EngineOptions, type RunnerHost } from '../engine/engine.js';
+import { type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
+import { Engine } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
-import { VirtualClock } from '../execute/clock.js';
+import { VirtualClock } from '../clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { World } from '../world/types.js';
@@ -18,13 +18,10 @@ import { controllerMode } from './controller-mode.js';
 import { countCalls, type Failure } from './expect.js';
 import { kubeletMode } from './kubelet-mode.js';
 import { simulationPlugins } from './plugins.js';
-import type { Expectation, Scenario, Step } from './scenario.js';
+import type { Mode, SimulationHandle, WaitResult } from './mode.js';
+import type { Scenario, Step } from './scenario.js';
 
-export interface WaitResult {
-  readonly pod: string;
-  readonly ok: boolean;
-  readonly error?: string;
-}
+export type { WaitResult } from './mode.js';
 
 export interface Report {
   readonly t: number;
@@ -68,36 +65,15 @@ export interface SimulateOptions {
   readonly stats?: { invariantChecks: number };
 }
 
-/** What a simulation mode contributes; everything else is shared. */
-export interface Mode<W extends CoreWorld, O extends CoreOperation> {
-  readonly core: Core<W, O>;
-  runner(host: RunnerHost<W>): Runner<O>;
-  engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
-  /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
-  startEvents(scenario: Scenario, tsMs: number): NewEvent[];
-  /** Events appended after a restart's EngineStarted. */
-  restartEvents(scenario: Scenario, tsMs: number): NewEvent[];
-  /** The events of a step this mode handles; undefined when it is not this mode's step. */
-  stepEvents(step: Step, sim: Simulation<W, O>): NewEvent[] | undefined;
-  check(
-    world: W,
-    journal: readonly FakeCallRecord[],
-    expectation: Expectation,
-    step: number,
-  ): Failure[];
-  describe(world: W): Record<string, unknown>;
-  waitForPod?(sim: Simulation<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
-  /** Background work tied to an engine's life (the controller's periodic verify). */
-  background?(engine: Engine<W, O>, sim: Simulation<W, O>): () => void;
-}
-
 function memoryLog(): SimulationLog {
   const sink = new MemorySink();
   return { sink, readAll: () => sink.events };
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-export class Simulation<W extends CoreWorld, O extends CoreOperation> {
+export class Simulation<W extends CoreWorld, O extends CoreOperation>
+  implements SimulationHandle<W, O>
+{
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];
@@ -230,7 +206,8 @@ export class Simulation<W extends CoreWorld, O extends CoreOperation> {
   }
 }
 
-async function runWith<W extends CoreWorld, O extends CoreOperation>(
+/** Runs one scenario in the given mode (simulate picks the mode the scenario names). */
+export async function simulateWith<W extends CoreWorld, O extends CoreOperation>(
   scenario: Scenario,
   mode: Mode<W, O>,
   opts: SimulateOptions,
@@ -268,6 +245,6 @@ export function simulate(
   opts: SimulateOptions = {},
 ): Promise<SimulationResult> {
   return scenario.mode === 'controller'
-    ? runWith(scenario, controllerMode, opts)
-    : runWith(scenario, kubeletMode, opts);
+    ? simulateWith(scenario, controllerMode, opts)
+    : simulateWith(scenario, kubeletMode, opts);
 }

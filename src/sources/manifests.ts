@@ -45,7 +45,10 @@ export function derivedPodUid(namespace: string, name: string): string {
 function describe(error: z.ZodError): string {
   return error.issues
     .slice(0, 3)
-    .map((i) => `${i.path.join('.') || '(document)'}: ${i.message}`)
+    .map((i) => {
+      const missing = i.code === 'invalid_type' && / received undefined$/.test(i.message);
+      return `${i.path.join('.') || '(document)'}: ${missing ? 'missing (a required key)' : i.message}`;
+    })
     .join('; ');
 }
 

@@ -6,6 +6,7 @@ import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
+import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
 import { anyPersistentVolumeKey } from './binding.js';
@@ -57,43 +58,52 @@ function podsReferencing(world: World, key: string): UniquePodName[] {
   return typeof pods === 'string' ? [pods] : [...pods].sort();
 }
 
+/** The DSW record `volume` with other pods (a literal: one shape for every record). */
+function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
+  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
+}
+
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
 function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const volume = world.dsw.get(resolved.volume);
-    if (volume === undefined || !volume.pods.has(record.uid)) continue;
-    const pods = new Map(volume.pods);
-    pods.delete(record.uid);
-    if (pods.size === 0) {
+    if (volume === undefined || podEntry(volume.pods, record.uid) === undefined) continue;
+    const pods = deletePodEntry(copyByPod(volume.pods), record.uid);
+    if (pods === undefined) {
       world.dsw.delete(resolved.volume);
-      mayBeGone(resolved.volume);
-    } else world.dsw.set(resolved.volume, { ...volume, pods });
+      mayBeGone(world, resolved.volume);
+    } else world.dsw.set(resolved.volume, dswVolume(volume, pods));
     touch(world, resolved.volume, cause);
   }
+}
+
+/**
+ * `[name]`: the pod's own list of expected volumes when that is just this name (a pod with
+ * one volume), so the two equal read-only lists are one array in the heap.
+ */
+function onlyName(record: PodRecord, name: string): readonly string[] {
+  const expected = record.expectedVolumes;
+  return expected.length === 1 && expected[0] === name ? expected : [name];
 }
 
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const existing = world.dsw.get(resolved.volume);
-    const volume: DswVolume = existing ?? {
-      volume: resolved.volume,
-      pluginName: resolved.pluginName,
-      attachable: resolved.attachable,
-      deviceMountable: resolved.deviceMountable,
-      reportedInUse: false,
-      pods: new Map(),
-    };
-    const previous = volume.pods.get(record.uid);
+    const previous = podEntry(existing?.pods, record.uid);
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
     const outerVolumeSpecNames =
       previous === undefined || previous.seq !== record.seq
-        ? [resolved.outerVolumeSpecName]
+        ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
-    const pods = new Map(volume.pods);
-    pods.set(record.uid, entry);
-    world.dsw.set(resolved.volume, { ...volume, pods });
+    const pods = setPodEntry(copyByPod(existing?.pods), entry);
+    world.dsw.set(
+      resolved.volume,
+      existing === undefined
+        ? { volume: resolved.volume, reportedInUse: false, pods }
+        : dswVolume(existing, pods),
+    );
     touch(world, resolved.volume, cause);
   }
 }
@@ -163,8 +173,8 @@ function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution)
 function markRemountRequired(world: World, record: PodRecord): void {
   for (const resolved of record.volumes) {
     if (!resolved.requiresRemount) continue;
-    const mount = world.mounts.get(resolved.volume)?.get(record.uid);
-    if (mount === undefined || mount.state.value !== 'mounted') continue;
+    const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
+    if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
@@ -213,8 +223,8 @@ function remountReaders(world: World, key: string): void {
     if (record === undefined) continue;
     for (const resolved of record.volumes) {
       if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
-      const mount = world.mounts.get(resolved.volume)?.get(record.uid);
-      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
+      if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
       touch(world, resolved.volume);
     }
@@ -299,7 +309,7 @@ export function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusO
   for (const name of new Set([...previous.keys(), ...next.keys()])) {
     if (previous.get(name) === next.get(name)) continue;
     touch(world, name);
-    mayBeGone(name); // the node may report a volume this world never had
+    mayBeGone(world, name); // the node may report a volume this world never had
   }
   world.volumesAttached = next;
 }

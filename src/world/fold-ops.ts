@@ -13,6 +13,7 @@ import { callTable, type FailureReading, type PairStep } from '../engine/calls.j
 import type { EventOf } from '../events/index.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
+import { podEntries, podEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import type { RunningOp, World } from './types.js';
@@ -21,8 +22,8 @@ import type { RunningOp, World } from './types.js';
 function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName | null) {
   const entry = world.dsw.get(volume);
   if (entry === undefined) return null;
-  if (pod !== null) return entry.pods.get(pod)?.resolved ?? null;
-  for (const first of entry.pods.values()) return first.resolved;
+  if (pod !== null) return podEntry(entry.pods, pod)?.resolved ?? null;
+  for (const first of podEntries(entry.pods)) return first.resolved;
   return null;
 }
 
@@ -42,8 +43,7 @@ function canonicalVolume(world: World, name: string): UniqueVolumeName {
 }
 
 function firstMount(world: World, volume: UniqueVolumeName) {
-  const byPod = world.mounts.get(volume);
-  if (byPod !== undefined) for (const mount of byPod.values()) return mount;
+  for (const mount of podEntries(world.mounts.get(volume))) return mount;
   return undefined;
 }
 
@@ -109,7 +109,7 @@ export function foldCall(
 
 export function foldOperationFinished(world: World, event: EventOf<'OperationFinished'>): void {
   const op = finishOperation(world, event);
-  if (!world.ops.has(op.volume)) mayBeGone(op.volume);
+  if (!world.ops.has(op.volume)) mayBeGone(world, op.volume);
   touch(world, op.volume);
 }
 
@@ -122,8 +122,8 @@ export function cutOffRunningOperations(world: World, tsMs: number): void {
     const attachment = world.attachments.get(op.volume);
     if (attachment !== undefined)
       stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
-    const mount = op.pod === null ? undefined : world.mounts.get(op.volume)?.get(op.pod);
+    const mount = op.pod === null ? undefined : podEntry(world.mounts.get(op.volume), op.pod);
     if (mount !== undefined) stepMount(world, mount, { type: 'CRASH' }, { observation: true });
   });
-  for (const op of ops) if (!world.ops.has(op.volume)) mayBeGone(op.volume);
+  for (const op of ops) if (!world.ops.has(op.volume)) mayBeGone(world, op.volume);
 }

@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, startEvent } from './gone.js';
+import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -26,7 +26,9 @@ import {
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import type { World } from './types.js';
+import { podEntry } from './by-pod.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
@@ -48,9 +50,11 @@ export function initialWorld(): World {
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
+    maybeGone: [],
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -105,9 +109,10 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     touch(world, volume);
   }
   for (const seen of event.mounts) {
-    const record = world.mounts
-      .get(seen.volume as UniqueVolumeName)
-      ?.get(seen.pod as UniquePodName);
+    const record = podEntry(
+      world.mounts.get(seen.volume as UniqueVolumeName),
+      seen.pod as UniquePodName,
+    );
     if (record === undefined || seen.mounted) continue;
     stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
     touch(world, record.volume);
@@ -130,7 +135,7 @@ export function fold(world: World, event: VoleEvent): World {
   if (event.seq !== world.seq + 1)
     fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
   if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
-  startEvent();
+  startEvent(world);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   switch (event.type) {
@@ -184,11 +189,24 @@ export function fold(world: World, event: VoleEvent): World {
     case 'OperationFinished':
       foldOperationFinished(world, event);
       break;
+    case 'OperatorRequested':
+      foldOperatorRequested(world, event, operatorHooks(world));
+      break;
+    case 'OperatorRequestDecided':
+      foldOperatorRequestDecided(world, event, operatorHooks(world));
+      break;
     default:
       unreachable(event, 'event type');
   }
   forgetGoneVolumes(world);
   return world;
+}
+
+function operatorHooks(world: World) {
+  return {
+    touch: (volume: UniqueVolumeName) => touch(world, volume),
+    mayBeGone: (volume: UniqueVolumeName) => mayBeGone(world, volume),
+  };
 }
 
 /** Folds a sequence of events onto a world (initialWorld() by default). */

@@ -7,35 +7,35 @@
  * observation names a volume the world never had. Those places call mayBeGone(); at the
  * end of the event forgetGoneVolumes() checks just them. (Checking every touched volume
  * after every event cost a tenth of the fold: most events touch one and delete nothing.)
+ * The candidates are the world's scratch (`maybeGone`), so the fold keeps no state of its
+ * own between calls.
  */
 import type { UniqueVolumeName } from '../ids.js';
 import type { World } from './types.js';
 
-/** Volumes the current event may have left gone; the fold is synchronous, one buffer does. */
-const candidates: UniqueVolumeName[] = [];
-let candidateCount = 0;
-
 /** Notes that `volume` may be gone once the event is folded. */
-export function mayBeGone(volume: UniqueVolumeName): void {
-  candidates[candidateCount++] = volume;
+export function mayBeGone(world: World, volume: UniqueVolumeName): void {
+  world.maybeGone.push(volume);
 }
 
 /** Starts an event afresh (an event that failed an assertion may have left candidates). */
-export function startEvent(): void {
-  candidateCount = 0;
+export function startEvent(world: World): void {
+  if (world.maybeGone.length > 0) world.maybeGone.length = 0;
 }
 
 /** Drops the causes, last errors and dirty marks of the candidates gone at the event's end. */
 export function forgetGoneVolumes(world: World): void {
-  for (let i = 0; i < candidateCount; i++) {
+  const candidates = world.maybeGone;
+  for (let i = 0; i < candidates.length; i++) {
     const volume = candidates[i]!;
     if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume))
       continue;
     if (world.ops.has(volume)) continue;
+    if (world.operator.pending.has(volume) || world.operator.holds.has(volume)) continue;
     world.causes.delete(volume);
     world.lastErrors.delete(volume);
     // Nothing left to plan for it either: a replay's dirty set stays the size of the world.
     world.dirty.delete(volume);
   }
-  candidateCount = 0;
+  if (candidates.length > 0) candidates.length = 0;
 }

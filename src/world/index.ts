@@ -1,3 +1,4 @@
+export * from './by-pod.js';
 export * from './compiled-machine.js';
 export * from './fold.js';
 export * from './invariants.js';
@@ -6,3 +7,4 @@ export * from './pending.js';
 export * from './queries.js';
 export * from './resolve.js';
 export type * from './types.js';
+export * from './fold-operator.js';

@@ -12,6 +12,7 @@ import {
 } from '../../machines/index.js';
 import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { compileMachine } from './compiled-machine.js';
 import { mayBeGone } from './gone.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
@@ -44,11 +45,9 @@ export function attachmentOrNew(
   return {
     volume,
     node: world.config.node as NodeName,
-    pluginName: spec.pluginName,
-    attachable: spec.attachable,
-    deviceMountable: spec.deviceMountable,
     spec,
-    state: attachmentPairs.initial,
+    value: attachmentPairs.initial.value,
+    context: attachmentPairs.initial.context,
     seq: world.seq,
   };
 }
@@ -64,28 +63,26 @@ export function stepAttachment(
   event: AttachmentEvent,
   opts: { observation: boolean } = { observation: false },
 ): void {
-  const next = attachmentPairs.transition(record.state, event);
+  const next = attachmentPairs.transition(record, event);
   if (next === undefined) {
     if (!opts.observation)
       fail(
         `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
-          `state ${record.state.value} (seq ${world.seq})`,
+          `state ${record.value} (seq ${world.seq})`,
       );
     return;
   }
   if (next.value === 'detached') {
     world.attachments.delete(record.volume);
-    mayBeGone(record.volume);
+    mayBeGone(world, record.volume);
   } else {
     // A literal of the record's fields, not a spread: every record then shares one shape.
     world.attachments.set(record.volume, {
       volume: record.volume,
       node: record.node,
-      pluginName: record.pluginName,
-      attachable: record.attachable,
-      deviceMountable: record.deviceMountable,
       spec: record.spec,
-      state: next,
+      value: next.value,
+      context: next.context,
       seq: world.seq as Seq,
     });
   }
@@ -97,16 +94,16 @@ export function mountOrNew(
   pod: UniquePodName,
   spec: ResolvedVolume | undefined,
 ): MountRecord {
-  const existing = world.mounts.get(volume)?.get(pod);
+  const existing = podEntry(world.mounts.get(volume), pod);
   if (existing !== undefined) return existing;
   if (spec === undefined)
     fail(`mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
   return {
     volume,
     pod,
-    pluginName: spec.pluginName,
     spec,
-    state: mountPairs.initial,
+    value: mountPairs.initial.value,
+    context: mountPairs.initial.context,
     seq: world.seq,
   };
 }
@@ -118,34 +115,33 @@ export function stepMount(
   event: MountEvent,
   opts: { observation: boolean } = { observation: false },
 ): void {
-  const next = mountPairs.transition(record.state, event);
+  const next = mountPairs.transition(record, event);
   if (next === undefined) {
     if (!opts.observation)
       fail(
         `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
-          `${record.state.value} (seq ${world.seq})`,
+          `${record.value} (seq ${world.seq})`,
       );
     return;
   }
-  let byPod = world.mounts.get(record.volume);
+  const byPod = world.mounts.get(record.volume);
   if (next.value === 'unmounted') {
-    byPod?.delete(record.pod);
-    if (byPod?.size === 0) {
+    const left = deletePodEntry(byPod, record.pod);
+    if (left === byPod) return;
+    if (left !== undefined) world.mounts.set(record.volume, left);
+    else {
       world.mounts.delete(record.volume);
-      mayBeGone(record.volume);
+      mayBeGone(world, record.volume);
     }
     return;
   }
-  if (byPod === undefined) {
-    byPod = new Map();
-    world.mounts.set(record.volume, byPod);
-  }
-  byPod.set(record.pod, {
+  const kept = setPodEntry(byPod, {
     volume: record.volume,
     pod: record.pod,
-    pluginName: record.pluginName,
     spec: record.spec,
-    state: next,
+    value: next.value,
+    context: next.context,
     seq: world.seq,
   });
+  if (kept !== byPod) world.mounts.set(record.volume, kept);
 }

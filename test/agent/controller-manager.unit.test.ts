@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
 import { managedAnnotation } from '../../src/controller/index.js';
-import { VirtualClock } from '../../src/execute/clock.js';
+import { VirtualClock } from '../../src/clock.js';
 import type { Node } from '../../src/events/k8s.js';
 import { describeControllerWorld } from '../../src/postmortem/index.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';

@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Cluster } from '../../src/controller/cluster.js';
-import { VirtualClock } from '../../src/execute/clock.js';
+import { VirtualClock } from '../../src/clock.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
@@ -67,6 +67,17 @@ const pod = (name: string, node: string) => ({
   },
 });
 
+/** Each of `expected` occurs in `calls`, in this order (a missing one fails, not passes). */
+function assertInOrder(calls: readonly string[], expected: readonly string[]): void {
+  const at = expected.map((call) => calls.indexOf(call));
+  assert.ok(!at.includes(-1), `${expected.join(' < ')} all happen: ${calls.join(' ')}`);
+  assert.deepEqual(
+    at,
+    [...at].sort((a, b) => a - b),
+    `${expected.join(' < ')}: ${calls.join(' ')}`,
+  );
+}
+
 test('cluster: attach by the controller, mount by the node, then unmount, then detach — never crossed', async () => {
   const { c, journal } = cluster();
   const vol = UniqueVolumeName('fake.disk/disk-1');
@@ -75,11 +86,11 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
     if (event.type !== 'OperationStarted' || event.op !== 'detach') return;
     const agent = c.agents.get(event.node ?? '')!;
     if (
-      agent.world.attachments.get(vol)?.state.value.startsWith('attached.device') &&
-      agent.world.attachments.get(vol)?.state.value !== 'attached.deviceUnmounted'
+      agent.world.attachments.get(vol)?.value.startsWith('attached.device') &&
+      agent.world.attachments.get(vol)?.value !== 'attached.deviceUnmounted'
     ) {
       violations.push(
-        `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.state.value}`,
+        `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.value}`,
       );
     }
     if (agent.getVolumesInUse().includes(vol))
@@ -124,10 +135,6 @@ test('cluster: a pod moved to another node waits for the detach, then mounts the
   await settle(c);
   assert.deepEqual([...c.agents.get('node-2')!.getMountedVolumesForPod('uid-b').keys()], ['data']);
   const calls = journal.map((j) => `${j.call}@${j.node}`);
-  assert.ok(calls.indexOf('detach@node-1') < calls.indexOf('attach@node-2'), calls.join(' '));
-  assert.ok(
-    calls.indexOf('unmountDevice@node-1') < calls.indexOf('detach@node-1'),
-    calls.join(' '),
-  );
+  assertInOrder(calls, ['unmountDevice@node-1', 'detach@node-1', 'attach@node-2']);
   c.stop();
 });

@@ -5,6 +5,8 @@ import { test } from 'node:test';
 import { MemorySink } from '../../src/engine/sink.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
+import { controllerMode } from '../../src/sim/controller-mode.js';
+import type { ControllerWorld } from '../../src/controller/types.js';
 
 const scenarios = join(import.meta.dirname, '../scenarios');
 
@@ -65,11 +67,34 @@ test('controller: a forced detach records why and skips the in-use check; a norm
 });
 
 test('controller: the published node status lists a volume only while it is confirmed attached', async () => {
-  const { result } = await run('controller-attach-detach.yaml');
-  const state = result.state as {
-    attachments: unknown[];
-    nodes: { node: string; volumesAttached: unknown[] }[];
-  };
-  assert.deepEqual(state.attachments, []);
+  const file = 'controller-attach-detach.yaml';
+  const scenario = parseScenario(readFileSync(join(scenarios, file), 'utf8'), file);
+  const mismatches: string[] = [];
+  let listedAt = 0;
+  const result = await simulate(scenario, {
+    onEvent: (event, world) => {
+      const state = controllerMode.describe(world as unknown as ControllerWorld) as {
+        attachments: { volume: string; node: string; attachedConfirmed: boolean }[];
+        nodes: { node: string; volumesAttached: { name: string }[] }[];
+        pending: { op: string; volume: string; node: string }[];
+      };
+      for (const node of state.nodes) {
+        const listed = new Set(node.volumesAttached.map((v) => v.name));
+        if (listed.size > 0) listedAt++;
+        // Attached, and not on its way out: a detach takes it off the list before it starts.
+        const detaching = (volume: string) =>
+          state.pending.some((p) => p.op === 'detach' && p.volume === volume && p.node === node.node);
+        const confirmed = state.attachments
+          .filter((a) => a.node === node.node && a.attachedConfirmed && !detaching(a.volume))
+          .map((a) => a.volume);
+        if (JSON.stringify([...listed].sort()) !== JSON.stringify(confirmed.sort()))
+          mismatches.push(`seq ${event.seq} ${event.type}: ${node.node} lists [${[...listed]}]`);
+      }
+    },
+  });
+  assert.deepEqual(result.failures, []);
+  assert.deepEqual(mismatches, []);
+  assert.ok(listedAt > 0, 'the volume was listed while attached');
+  const state = result.state as { nodes: { node: string; volumesAttached: unknown[] }[] };
   assert.deepEqual(state.nodes, [{ node: 'node-1', volumesAttached: [] }]);
 });

@@ -23,6 +23,7 @@ import { RegistrationWatcher } from '../../src/csi/watcher.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
+import { podEntry } from '../../src/world/by-pod.js';
 import { until } from '../support/host.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-grpc-'));
@@ -87,7 +88,8 @@ test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md giv
       );
       assert.match(failed.error.message, new RegExp(`scripted ${code}`));
       const volume = UniqueVolumeName(`kubernetes.io/csi/${uid}-scratch`);
-      const state = vm.world.mounts.get(volume)?.get(UniquePodName(uid))?.state.value ?? 'unmounted';
+      const byPod = vm.world.mounts.get(volume);
+      const state = (byPod === undefined ? undefined : podEntry(byPod, UniquePodName(uid)))?.value ?? 'unmounted';
       assert.equal(state, inProgress.includes(code) ? 'mountUncertain' : 'unmounted', code);
     });
   }

@@ -152,6 +152,17 @@ const samples: Record<string, Record<string, unknown>[]> = {
       error: { kind: 'final', message: 'no', failedPrecondition: true },
     },
   ],
+  ClaimBound: [
+    {
+      ...base,
+      type: 'ClaimBound',
+      namespace: 'default',
+      claim: 'data',
+      volume: 'pv-1',
+      capacityBytes: 1024,
+      cause: 4,
+    },
+  ],
   CsiDriverRegistered: [
     {
       ...base,
@@ -183,6 +194,21 @@ const samples: Record<string, Record<string, unknown>[]> = {
       endpoint: 'unix:///run/disk.sock',
       reason: 'gone',
     },
+  ],
+  OperatorRequested: [
+    {
+      ...base,
+      type: 'OperatorRequested',
+      action: 'detach',
+      volume: 'disk.vole.dev/web-data',
+      node: 'node-1',
+      force: true,
+      reason: 'swap the disk',
+    },
+    { ...base, type: 'OperatorRequested', action: 'release', volume: 'v', pod: 'uid-a', force: false, reason: 'r' },
+  ],
+  OperatorRequestDecided: [
+    { ...base, type: 'OperatorRequestDecided', requestSeq: 6, volume: 'v', verdict: 'refused', message: 'in use' },
   ],
   OperationFinished: [
     { ...base, type: 'OperationFinished', opId: 'op-7', outcome: 'ok' },

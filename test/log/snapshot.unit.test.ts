@@ -6,6 +6,11 @@ import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { readFileSync } from 'node:fs';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import { snapshotEveryEvents } from '../../src/constants.js';
+import { eventCodec } from '../../src/events/index.js';
+import { openLog } from '../../src/log/store.js';
+import { caps, type VolumePlugin } from '../../src/plugins/types.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
 import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../../src/log/world-snapshot.js';
@@ -52,4 +57,65 @@ test('snapshot: loading uses the latest snapshot plus the tail, and ignores an u
   assertSameWorld(third.loadWorld(), foldAll(events), 'an unusable snapshot is skipped');
   assert.equal(decodeWorldSnapshot(Buffer.from('{not v8'), worldSnapshotFormat), undefined);
   third.sink.close();
+});
+
+test('snapshot: the node agent writes one once snapshotEveryEvents events have passed', async () => {
+  const path = join(dir, 'agent.db');
+  const plugin: VolumePlugin = {
+    name: 'scratch.example.com',
+    caps: caps('scratch.example.com'),
+    pod: {
+      podVolumePath: (spec, podUid) => `/nonexistent/${podUid}/${spec.innerVolumeSpecName}`,
+      setUp: async () => {},
+      tearDown: async () => {},
+    },
+  };
+  const vm = VolumeManager.open({
+    db: path,
+    durability: 'normal',
+    node: 'node-1',
+    controllerAttachDetach: false,
+    plugins: [plugin],
+  });
+  let lastSeq = 0;
+  vm.subscribe((event) => void (lastSeq = event.seq));
+  vm.start();
+  vm.markSourcesReady();
+  // Pods in batches of 200 until the log is 1.3 intervals long: past it once, not twice.
+  for (let i = 0; lastSeq < snapshotEveryEvents * 1.3; ) {
+    const batch = Array.from({ length: 200 }, () => `uid-${i++}`);
+    for (const uid of batch) {
+      vm.addPod({
+        metadata: { name: uid, namespace: 'default', uid },
+        spec: { volumes: [{ name: 'cache', csi: { driver: 'scratch.example.com' } }] },
+      });
+    }
+    for (const uid of batch) await vm.waitForAttachAndMount(uid);
+  }
+  await vm.drainAndStop();
+  const store = openLog(path, { codec: eventCodec, mode: 'readonly' });
+  try {
+    const head = store.head().seq;
+    assert.ok(head < snapshotEveryEvents * 2, `the log passed the interval once (${head} events)`);
+    assert.equal(store.latestSnapshot({ atOrBeforeSeq: snapshotEveryEvents - 1 }), undefined);
+    const first = store.latestSnapshot({ atOrBeforeSeq: head });
+    assert.ok(first !== undefined, 'a snapshot was written');
+    // Written between ticks, after a flush: at the first tick at or past the interval.
+    assert.ok(
+      first.seq >= snapshotEveryEvents && first.seq < snapshotEveryEvents * 1.1,
+      `the snapshot is at seq ${first.seq}`,
+    );
+  } finally {
+    store.close();
+  }
+});
+
+test('snapshot: a kubelet snapshot of an older format (2: a Map per volume) is ignored', async () => {
+  const log = openSqliteLog(join(dir, 'old-format.db'), kubeletCore);
+  await simulate(scenario, { log });
+  const world = foldAll([...log.readAll()]);
+  log.sink.close();
+  assert.equal(worldSnapshotFormat, 4);
+  assert.ok(decodeWorldSnapshot(encodeWorldSnapshot(world), 4));
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 2), undefined);
 });

@@ -72,10 +72,12 @@ test('plan: attach: controller mode waits (no operation) until reported in use a
 
 test('plan: attach: a non-attachable volume is verified at once, in both modes', () => {
   const scratch = 'kubernetes.io/empty-dir/uid-a-scratch';
-  spec
-    .given(controllerMode)
-    .when(podUpserted('uid-a', [emptyDir()]), { nowMs: 0 })
-    .then([{ op: 'verifyControllerAttached', volume: scratch }]);
+  for (const mode of [kubeletMode, controllerMode]) {
+    spec
+      .given(mode)
+      .when(podUpserted('uid-a', [emptyDir()]), { nowMs: 0 })
+      .then([{ op: 'verifyControllerAttached', volume: scratch }]);
+  }
 });
 
 test('plan: mount: an attached volume is mounted; a mounted one is left alone', () => {

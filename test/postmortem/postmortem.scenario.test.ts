@@ -121,6 +121,7 @@ test('postmortem: verify accepts a log the engine wrote and catches a tampered d
   // Pretend an older version detached while the pod was still there.
   const detachIndex = events.findIndex((e) => e.type === 'OperationStarted' && e.op === 'detach');
   const removal = events.findIndex((e) => e.type === 'PodRemoved');
+  assert.ok(removal > 0 && detachIndex > removal, 'the log removes the pod, then detaches');
   const tampered: VoleEvent[] = events
     .slice(0, removal)
     .concat({ ...events[detachIndex]!, seq: removal + 1 } as VoleEvent);
@@ -173,6 +174,7 @@ test('postmortem: verify reports an invariant violation: a device unmounted unde
   const mounted = events.findIndex(
     (e) => e.type === 'CallSucceeded' && e.call === 'setUp' && e.tsMs > 1000,
   );
+  assert.ok(mounted > 0, 'the log has a setUp after 1 s');
   const head = events.slice(0, mounted + 1);
   let seq = head.length;
   const volume = 'fake.disk/disk-1';

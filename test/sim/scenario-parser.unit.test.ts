@@ -118,7 +118,7 @@ test('scenario parser: durations, fault forms and unknown keys', () => {
 test('scenario parser: a csi: plugin is a scripted CSI driver with RPC-named faults', () => {
   const s = parseScenario(
     'name: x\nplugins: [{name: d, csi: {stageUnstage: true, maxVolumesPerNode: 2},\n' +
-      '  faults: {NodeStageVolume: [{grpc: DEADLINE_EXCEEDED}, {disconnect: true}, ok, {hang: true}]}}]\n',
+      '  faults: {NodeStageVolume: [{grpc: DEADLINE_EXCEEDED}, {disconnect: true}, ok, {hang: true}]}}]\nsteps: [{advance: 1s}]\n',
   );
   const entry = s.plugins[0]!;
   assert.ok('csi' in entry);
@@ -130,15 +130,15 @@ test('scenario parser: a csi: plugin is a scripted CSI driver with RPC-named fau
     { outcome: 'hang', delayMs: 0, times: 1 },
   ]);
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {NodeStageVolume: [{grpc: NOPE}]}}]\n'),
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {NodeStageVolume: [{grpc: NOPE}]}}]\nsteps: [{advance: 1s}]\n'),
     /plugins\.0\.faults\.NodeStageVolume\.0/,
   );
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {setUp: [ok]}}]\n'),
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {setUp: [ok]}}]\nsteps: [{advance: 1s}]\n'),
     /plugins\.0\.faults/,
   );
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, attachable: true}]\n'),
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, attachable: true}]\nsteps: [{advance: 1s}]\n'),
     /plugins\.0: unknown key\(s\) "attachable"/,
   );
 });

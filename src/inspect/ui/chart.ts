@@ -129,7 +129,10 @@ export interface DrawnChart {
   readonly svg: SVGSVGElement;
   /** The transitions `state` may take: its own and its ancestors', in definition order. */
   next(state: string): NextTransition[];
-  /** Lights `state` (a state value such as `attached.deviceMounting`) and the transition from→to. */
+  /**
+   * Lights `state` (a state value such as `attached.deviceMounting`) and the transition
+   * from→to.
+   */
   highlight(state: string | null, last: { from: string; to: string } | null): void;
 }
 
@@ -140,54 +143,39 @@ function isBackEdge(edge: ChartEdge, order: ReadonlyMap<string, number>): boolea
 /** Text widths in px, for node and label sizes (a canvas in the page). */
 export type Measure = (text: string, font: string) => number;
 
-/** The ELK graph of a chart: nested nodes, edges in their lowest common ancestor, initial dots. */
-export function elkGraph(
-  chart: Chart,
-  measure: Measure,
-  direction: 'RIGHT' | 'DOWN' = 'RIGHT',
-): ElkNode {
-  const elkNodes = new Map<string, ElkNode>();
-  const root: ElkNode = {
-    id: chart.root,
-    layoutOptions: {
-      'elk.algorithm': 'layered',
-      'elk.direction': direction,
-      'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
-      'elk.edgeRouting': 'ORTHOGONAL',
-      'elk.layered.spacing.nodeNodeBetweenLayers': '34',
-      'elk.spacing.nodeNode': '20',
-      'elk.spacing.edgeNode': '12',
-      'elk.spacing.edgeEdge': '8',
-      'elk.layered.nodePlacement.strategy': 'NETWORK_SIMPLEX',
-      'elk.layered.considerModelOrder.strategy': 'NODES_AND_EDGES',
-      'elk.padding': '[top=12,left=12,bottom=12,right=12]',
-    },
-    children: [],
-    edges: [],
-  };
-  elkNodes.set(chart.root, root);
-  for (const node of chart.nodes) {
-    const elkNode: ElkNode = node.compound
-      ? {
-          id: node.id,
-          labels: [{ text: node.key }],
-          layoutOptions: { 'elk.padding': '[top=32,left=12,bottom=12,right=12]' },
-          children: [],
-          edges: [],
-        }
-      : {
-          id: node.id,
-          width: Math.ceil(measure(node.key, font)) + 24,
-          height: 32,
-          labels: [{ text: node.key }],
-        };
-    elkNodes.set(node.id, elkNode);
-  }
-  for (const node of chart.nodes) {
-    const parent = elkNodes.get(node.parent ?? chart.root)!;
-    parent.children!.push(elkNodes.get(node.id)!);
-  }
-  // Initial-state dots, one per container that has an initial child.
+const rootLayoutOptions: Record<string, string> = {
+  'elk.algorithm': 'layered',
+  'elk.hierarchyHandling': 'INCLUDE_CHILDREN',
+  'elk.edgeRouting': 'ORTHOGONAL',
+  'elk.layered.spacing.nodeNodeBetweenLayers': '34',
+  'elk.spacing.nodeNode': '20',
+  'elk.spacing.edgeNode': '12',
+  'elk.spacing.edgeEdge': '8',
+  'elk.layered.nodePlacement.strategy': 'NETWORK_SIMPLEX',
+  'elk.layered.considerModelOrder.strategy': 'NODES_AND_EDGES',
+  'elk.padding': '[top=12,left=12,bottom=12,right=12]',
+};
+
+/** A state as an ELK node: a compound one holds its children, an atomic one fits its name. */
+function elkNodeOf(node: Chart['nodes'][number], measure: Measure): ElkNode {
+  return node.compound
+    ? {
+        id: node.id,
+        labels: [{ text: node.key }],
+        layoutOptions: { 'elk.padding': '[top=32,left=12,bottom=12,right=12]' },
+        children: [],
+        edges: [],
+      }
+    : {
+        id: node.id,
+        width: Math.ceil(measure(node.key, font)) + 24,
+        height: 32,
+        labels: [{ text: node.key }],
+      };
+}
+
+/** Initial-state dots, one per container that has an initial child. */
+function addInitialDots(chart: Chart, elkNodes: ReadonlyMap<string, ElkNode>): void {
   const initials: { container: string; target: string }[] = [];
   if (chart.initial !== null) initials.push({ container: chart.root, target: chart.initial });
   for (const node of chart.nodes)
@@ -199,9 +187,15 @@ export function elkGraph(
     c.children!.unshift({ id, width: 10, height: 10 });
     c.edges!.push({ id: `${id}→`, sources: [id], targets: [target] });
   }
-  // The machines list their states in lifecycle order (detached, attaching, attached, …):
-  // a transition to an earlier state is laid out reversed (and drawn back the right way),
-  // so the layers follow the lifecycle instead of a cycle-breaking heuristic's choice.
+}
+
+/**
+ * Each transition in the lowest common ancestor of its ends. The machines list their states
+ * in lifecycle order (detached, attaching, attached, …): a transition to an earlier state is
+ * laid out reversed (and drawn back the right way), so the layers follow the lifecycle
+ * instead of a cycle-breaking heuristic's choice.
+ */
+function addTransitions(chart: Chart, elkNodes: ReadonlyMap<string, ElkNode>): void {
   const order = new Map(chart.nodes.map((n, i) => [n.id, i]));
   for (const edge of chart.edges) {
     const sourceUp = [edge.source, ...ancestors(chart, edge.source)];
@@ -214,27 +208,68 @@ export function elkGraph(
       targets: [back ? edge.source : edge.target],
     });
   }
+}
 
+/** The ELK graph of a chart: nested nodes, edges in their lowest common ancestor, initial dots. */
+export function elkGraph(
+  chart: Chart,
+  measure: Measure,
+  direction: 'RIGHT' | 'DOWN' = 'RIGHT',
+): ElkNode {
+  const root: ElkNode = {
+    id: chart.root,
+    layoutOptions: { ...rootLayoutOptions, 'elk.direction': direction },
+    children: [],
+    edges: [],
+  };
+  const elkNodes = new Map<string, ElkNode>([[chart.root, root]]);
+  for (const node of chart.nodes) elkNodes.set(node.id, elkNodeOf(node, measure));
+  for (const node of chart.nodes) {
+    const parent = elkNodes.get(node.parent ?? chart.root)!;
+    parent.children!.push(elkNodes.get(node.id)!);
+  }
+  addInitialDots(chart, elkNodes);
+  addTransitions(chart, elkNodes);
   return root;
 }
 
-export async function layoutChart(chart: Chart): Promise<DrawnChart> {
-  const laid = await new ELK().layout(elkGraph(chart, textWidth));
+type Point = { x: number; y: number };
+type PlacedEdge = { edge: ElkExtendedEdge; container: string };
 
-  // Absolute positions of every node, for edges given relative to their container.
-  const origin = new Map<string, { x: number; y: number }>();
-  const boxes = new Map<string, { x: number; y: number; w: number; h: number; node: ElkNode }>();
-  const edges: { edge: ElkExtendedEdge; container: string }[] = [];
+/** The laid-out graph in absolute positions (ELK gives each relative to its container). */
+function absolutePositions(laid: ElkNode) {
+  const origin = new Map<string, Point>();
+  const boxes = new Map<string, Box>();
+  const edges: PlacedEdge[] = [];
   const visit = (n: ElkNode, ox: number, oy: number) => {
     const x = ox + (n.x ?? 0);
     const y = oy + (n.y ?? 0);
     origin.set(n.id, { x, y });
-    boxes.set(n.id, { x, y, w: n.width ?? 0, h: n.height ?? 0, node: n });
+    boxes.set(n.id, { x, y, w: n.width ?? 0, h: n.height ?? 0 });
     for (const e of n.edges ?? []) edges.push({ edge: e, container: e.container ?? n.id });
     for (const c of n.children ?? []) visit(c, x, y);
   };
   visit(laid, 0, 0);
+  return { origin, boxes, edges };
+}
 
+function arrowMarker(id: string, pathClass: string): SVGElement {
+  return s(
+    'marker',
+    {
+      id,
+      viewBox: '0 0 10 10',
+      refX: 9,
+      refY: 5,
+      markerWidth: 7,
+      markerHeight: 7,
+      orient: 'auto-start-reverse',
+    },
+    s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: pathClass }),
+  );
+}
+
+function chartSvg(chart: Chart, laid: ElkNode): SVGSVGElement {
   const width = Math.ceil(laid.width ?? 400);
   const height = Math.ceil(laid.height ?? 200);
   const svg = s('svg', {
@@ -249,147 +284,177 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     s(
       'defs',
       {},
-      s(
-        'marker',
-        {
-          id: `arrow-${chart.machine}`,
-          viewBox: '0 0 10 10',
-          refX: 9,
-          refY: 5,
-          markerWidth: 7,
-          markerHeight: 7,
-          orient: 'auto-start-reverse',
-        },
-        s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead' }),
-      ),
-      s(
-        'marker',
-        {
-          id: `arrow-${chart.machine}-lit`,
-          viewBox: '0 0 10 10',
-          refX: 9,
-          refY: 5,
-          markerWidth: 7,
-          markerHeight: 7,
-          orient: 'auto-start-reverse',
-        },
-        s('path', { d: 'M 0 0 L 10 5 L 0 10 z', class: 'arrowhead lit' }),
-      ),
+      arrowMarker(`arrow-${chart.machine}`, 'arrowhead'),
+      arrowMarker(`arrow-${chart.machine}-lit`, 'arrowhead lit'),
     ),
   );
+  return svg;
+}
 
+/** The drawing's layers, bottom to top: compound states, transitions, atomic states, labels. */
+interface Layers {
+  readonly compounds: SVGGElement;
+  readonly edges: SVGGElement;
+  readonly nodes: SVGGElement;
+  readonly labels: SVGGElement;
+}
+
+function stateElement(node: Chart['nodes'][number], box: Box): SVGGElement {
+  const tone = node.key.includes('Uncertain') ? ' uncertain' : '';
+  const g = s(
+    'g',
+    { class: `state${node.compound ? ' compound' : ''}${tone}`, 'data-state': node.id },
+    s(
+      'title',
+      {},
+      node.internal.length > 0
+        ? `${node.key}\nalso handles: ${node.internal.join(', ')}`
+        : node.key,
+    ),
+    s('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: node.compound ? 12 : 9 }),
+    s(
+      'text',
+      node.compound
+        ? { x: box.x + 12, y: box.y + 20, class: 'compound-label' }
+        : { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4.5, 'text-anchor': 'middle' },
+      node.key,
+    ),
+  );
+  if (node.compound && node.internal.length > 0) {
+    g.append(
+      s(
+        'text',
+        { x: box.x + box.w - 12, y: box.y + 20, 'text-anchor': 'end', class: 'internal' },
+        `+ ${node.internal.length} internal`,
+      ),
+    );
+  }
+  return g;
+}
+
+/** Draws every state; returns them by id, and the boxes labels must not cover. */
+function drawStates(chart: Chart, boxes: ReadonlyMap<string, Box>, layers: Layers) {
   const stateEls = new Map<string, SVGGElement>();
-  // Bottom to top: compound states, transitions, atomic states, labels.
-  const compoundLayer = s('g', { class: 'compounds' });
-  const edgeLayer = s('g', { class: 'edges' });
-  const nodeLayer = s('g', { class: 'nodes' });
-  const labelLayer = s('g', { class: 'labels' });
-  const chartNodes = new Map(chart.nodes.map((n) => [n.id, n]));
   const obstacles: Box[] = [];
+  const chartNodes = new Map(chart.nodes.map((n) => [n.id, n]));
   for (const [id, box] of boxes) {
     if (id === chart.root) continue;
     if (id.endsWith(initialSuffix)) {
-      nodeLayer.append(
+      layers.nodes.append(
         s('circle', { class: 'initial', cx: box.x + box.w / 2, cy: box.y + box.h / 2, r: 4.5 }),
       );
       obstacles.push(box);
       continue;
     }
     const node = chartNodes.get(id)!;
-    const tone = node.key.includes('Uncertain') ? ' uncertain' : '';
-    const g = s(
-      'g',
-      { class: `state${node.compound ? ' compound' : ''}${tone}`, 'data-state': id },
-      s(
-        'title',
-        {},
-        node.internal.length > 0
-          ? `${node.key}\nalso handles: ${node.internal.join(', ')}`
-          : node.key,
-      ),
-      s('rect', { x: box.x, y: box.y, width: box.w, height: box.h, rx: node.compound ? 12 : 9 }),
-      s(
-        'text',
-        node.compound
-          ? { x: box.x + 12, y: box.y + 20, class: 'compound-label' }
-          : { x: box.x + box.w / 2, y: box.y + box.h / 2 + 4.5, 'text-anchor': 'middle' },
-        node.key,
-      ),
-    );
-    if (node.compound && node.internal.length > 0) {
-      g.append(
-        s(
-          'text',
-          { x: box.x + box.w - 12, y: box.y + 20, 'text-anchor': 'end', class: 'internal' },
-          `+ ${node.internal.length} internal`,
-        ),
-      );
-    }
+    const g = stateElement(node, box);
     stateEls.set(id, g);
     if (node.compound) {
-      compoundLayer.append(g);
+      layers.compounds.append(g);
       obstacles.push({ x: box.x, y: box.y, w: box.w, h: 28 }); // its title
     } else {
-      nodeLayer.append(g);
+      layers.nodes.append(g);
       obstacles.push(box);
     }
   }
+  return { stateEls, obstacles };
+}
 
-  const edgeEls = new Map<string, SVGGElement[]>();
+/** An edge's path (with a wider invisible one to hover when it is a transition); its points. */
+function edgePaths(chart: Chart, placed: PlacedEdge, origin: Point, back: boolean, hit: boolean) {
+  const g = s('g', { class: hit ? 'edge' : 'edge initial-edge', 'data-edge': placed.edge.id });
+  const all: Point[] = [];
+  for (const section of placed.edge.sections ?? []) {
+    const points = [section.startPoint, ...(section.bendPoints ?? []), section.endPoint].map(
+      (p) => ({ x: p.x + origin.x, y: p.y + origin.y }),
+    );
+    if (back) points.reverse();
+    all.push(...points);
+    const d = points
+      .map((p, i) => `${i === 0 ? 'M' : 'L'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`)
+      .join(' ');
+    if (hit) g.append(s('path', { d, class: 'hit' }));
+    g.append(s('path', { d, class: 'line', 'marker-end': `url(#arrow-${chart.machine})` }));
+  }
+  return { g, points: all };
+}
+
+/** A transition's tooltip and label (shown when lit or hovered), placed off states and labels. */
+function transitionLabel(
+  info: ChartEdge,
+  g: SVGGElement,
+  points: Point[],
+  boxes: ReadonlyMap<string, Box>,
+  obstacles: Box[],
+): SVGGElement {
+  g.prepend(
+    s(
+      'title',
+      {},
+      info.events.map((e) => `${e.event}${e.guard === null ? '' : ` [${e.guard}]`}`).join('\n'),
+    ),
+  );
+  const lines = edgeLines(info);
+  // Only the lit and the hovered transitions show their label, so labels avoid states only.
+  const ends = [boxes.get(info.target), boxes.get(info.source)].filter((b) => b !== undefined);
+  const box = placeLabel(
+    points,
+    Math.ceil(Math.max(...lines.map((l) => textWidth(l, labelFont)))) + 8,
+    lines.length * labelLineHeight + 4,
+    obstacles,
+    ends,
+  );
+  const label = edgeLabel(lines, box);
+  label.setAttribute('data-edge', info.id);
+  const hover = (on: boolean) => () => {
+    for (const el of [g, label]) el.classList.toggle('hover', on);
+  };
+  g.addEventListener('mouseenter', hover(true));
+  g.addEventListener('mouseleave', hover(false));
+  return label;
+}
+
+/** Draws every edge; returns each transition's path group and label by edge id. */
+function drawEdges(
+  chart: Chart,
+  positions: ReturnType<typeof absolutePositions>,
+  obstacles: Box[],
+  layers: Layers,
+): Map<string, [SVGGElement, SVGGElement]> {
+  const edgeEls = new Map<string, [SVGGElement, SVGGElement]>();
   const chartEdges = new Map(chart.edges.map((e) => [e.id, e]));
   const order = new Map(chart.nodes.map((n, i) => [n.id, i]));
-  for (const { edge, container } of edges) {
-    const o = origin.get(container) ?? { x: 0, y: 0 };
-    const info = chartEdges.get(edge.id);
+  for (const placed of positions.edges) {
+    const origin = positions.origin.get(placed.container) ?? { x: 0, y: 0 };
+    const info = chartEdges.get(placed.edge.id);
     const back = info !== undefined && isBackEdge(info, order);
-    const g = s('g', {
-      class: info === undefined ? 'edge initial-edge' : 'edge',
-      'data-edge': edge.id,
-    });
-    const all: { x: number; y: number }[] = [];
-    for (const section of edge.sections ?? []) {
-      const points = [section.startPoint, ...(section.bendPoints ?? []), section.endPoint].map(
-        (p) => ({ x: p.x + o.x, y: p.y + o.y }),
-      );
-      if (back) points.reverse();
-      all.push(...points);
-      const d = points
-        .map((p, i) => `${i === 0 ? 'M' : 'L'} ${p.x.toFixed(1)} ${p.y.toFixed(1)}`)
-        .join(' ');
-      if (info !== undefined) g.append(s('path', { d, class: 'hit' }));
-      g.append(s('path', { d, class: 'line', 'marker-end': `url(#arrow-${chart.machine})` }));
-    }
-    edgeLayer.append(g);
+    const { g, points } = edgePaths(chart, placed, origin, back, info !== undefined);
+    layers.edges.append(g);
     if (info === undefined) continue;
-    g.prepend(
-      s(
-        'title',
-        {},
-        info.events.map((e) => `${e.event}${e.guard === null ? '' : ` [${e.guard}]`}`).join('\n'),
-      ),
-    );
-    const lines = edgeLines(info);
-    // Only the lit and the hovered transitions show their label, so labels avoid states only.
-    const ends = [boxes.get(info.target), boxes.get(info.source)].filter((b) => b !== undefined);
-    const box = placeLabel(
-      all,
-      Math.ceil(Math.max(...lines.map((l) => textWidth(l, labelFont)))) + 8,
-      lines.length * labelLineHeight + 4,
-      obstacles,
-      ends,
-    );
-    const label = edgeLabel(lines, box);
-    label.setAttribute('data-edge', edge.id);
-    labelLayer.append(label);
-    edgeEls.set(edge.id, [g, label]);
-    const hover = (on: boolean) => () => {
-      for (const el of [g, label]) el.classList.toggle('hover', on);
-    };
-    g.addEventListener('mouseenter', hover(true));
-    g.addEventListener('mouseleave', hover(false));
+    const label = transitionLabel(info, g, points, positions.boxes, obstacles);
+    layers.labels.append(label);
+    edgeEls.set(info.id, [g, label]);
   }
-  svg.append(compoundLayer, edgeLayer, nodeLayer, labelLayer);
+  return edgeEls;
+}
 
+/** The most specific transition whose ends contain the two states (values such as `attached`). */
+function transitionBetween(chart: Chart, fromValue: string, toValue: string) {
+  const from = `${chart.root}.${fromValue}`;
+  const to = `${chart.root}.${toValue}`;
+  const fromUp = new Set([from, ...ancestors(chart, from)]);
+  const toUp = new Set([to, ...ancestors(chart, to)]);
+  return chart.edges
+    .filter((e) => fromUp.has(e.source) && toUp.has(e.target))
+    .sort((a, b) => b.source.length + b.target.length - (a.source.length + a.target.length))[0];
+}
+
+/** `next` and `highlight` over the drawn states and transitions. */
+function interactions(
+  chart: Chart,
+  stateEls: ReadonlyMap<string, SVGGElement>,
+  edgeEls: ReadonlyMap<string, [SVGGElement, SVGGElement]>,
+): Omit<DrawnChart, 'svg'> {
   const idOf = (value: string) => `${chart.root}.${value}`;
   const setMarker = (el: SVGGElement, lit: boolean) => {
     for (const p of Array.from(el.querySelectorAll('path.line')))
@@ -404,7 +469,6 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     }
   };
   return {
-    svg,
     next(state) {
       const id = idOf(state);
       const from = new Set([id, ...ancestors(chart, id)]);
@@ -421,9 +485,9 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
     highlight(state, last) {
       for (const el of stateEls.values()) el.classList.remove('current', 'active');
       for (const [g, label] of edgeEls.values()) {
-        g!.classList.remove('lit', 'next');
-        label!.classList.remove('lit', 'next');
-        setMarker(g!, false);
+        g.classList.remove('lit', 'next');
+        label.classList.remove('lit', 'next');
+        setMarker(g, false);
       }
       if (state !== null) {
         const id = idOf(state);
@@ -434,19 +498,24 @@ export async function layoutChart(chart: Chart): Promise<DrawnChart> {
         const from = new Set([id, ...up]);
         for (const e of chart.edges) if (from.has(e.source)) mark(e.id, 'next');
       }
-      if (last !== null) {
-        const from = idOf(last.from);
-        const to = idOf(last.to);
-        const fromUp = new Set([from, ...ancestors(chart, from)]);
-        const toUp = new Set([to, ...ancestors(chart, to)]);
-        // The most specific edge whose ends contain the two states.
-        const edge = chart.edges
-          .filter((e) => fromUp.has(e.source) && toUp.has(e.target))
-          .sort(
-            (a, b) => b.source.length + b.target.length - (a.source.length + a.target.length),
-          )[0];
-        if (edge !== undefined) mark(edge.id, 'lit');
-      }
+      const edge = last === null ? undefined : transitionBetween(chart, last.from, last.to);
+      if (edge !== undefined) mark(edge.id, 'lit');
     },
   };
+}
+
+export async function layoutChart(chart: Chart): Promise<DrawnChart> {
+  const laid = await new ELK().layout(elkGraph(chart, textWidth));
+  const positions = absolutePositions(laid);
+  const svg = chartSvg(chart, laid);
+  const layers: Layers = {
+    compounds: s('g', { class: 'compounds' }),
+    edges: s('g', { class: 'edges' }),
+    nodes: s('g', { class: 'nodes' }),
+    labels: s('g', { class: 'labels' }),
+  };
+  const { stateEls, obstacles } = drawStates(chart, positions.boxes, layers);
+  const edgeEls = drawEdges(chart, positions, obstacles, layers);
+  svg.append(layers.compounds, layers.edges, layers.nodes, layers.labels);
+  return { svg, ...interactions(chart, stateEls, edgeEls) };
 }

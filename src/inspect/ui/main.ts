@@ -15,6 +15,7 @@ import type {
   Transition,
   WorldPayload,
 } from '../protocol.js';
+import { produce } from 'immer';
 import { type DrawnChart, layoutChart } from './chart.js';
 import { clear, formatTime, getJson, h, stateTone } from './dom.js';
 import { renderNodes } from './nodes.js';
@@ -314,12 +315,11 @@ function onHead(update: HeadUpdate) {
   const wasLive = app.live;
   const previousHead = app.head;
   app.head = update.head;
-  app.meta = {
-    ...app.meta,
-    head: update.head,
-    lastTsMs: update.lastTsMs,
-    marks: [...app.meta.marks, ...update.marks],
-  };
+  app.meta = produce(app.meta, (meta) => {
+    meta.head = update.head;
+    meta.lastTsMs = update.lastTsMs;
+    meta.marks.push(...update.marks);
+  });
   ui.range.max = String(app.head);
   renderHeader();
   renderMarks();
@@ -521,28 +521,27 @@ async function drawChart(kind: PairKind): Promise<DrawnChart> {
   return drawn;
 }
 
-function renderPair() {
-  const pair = app.world?.pairs.find((p) => p.id === app.selectedPair);
-  if (app.selectedPair === null || pair === undefined) {
-    clear(
-      ui.pairHead,
-      h(
-        'h2',
-        { class: 'muted' },
-        app.selectedPair === null ? 'Select a pair' : 'This pair does not exist yet at this moment',
-      ),
-    );
-    clear(
-      ui.chart,
-      h(
-        'p',
-        { class: 'hint' },
-        'Pick an attachment (volume × node) or a mount (volume × pod) on the left to see its statechart, its state at the chosen moment, and its history.',
-      ),
-    );
-    clear(ui.details);
-    return;
-  }
+function renderNoPair() {
+  clear(
+    ui.pairHead,
+    h(
+      'h2',
+      { class: 'muted' },
+      app.selectedPair === null ? 'Select a pair' : 'This pair does not exist yet at this moment',
+    ),
+  );
+  clear(
+    ui.chart,
+    h(
+      'p',
+      { class: 'hint' },
+      'Pick an attachment (volume × node) or a mount (volume × pod) on the left to see its statechart, its state at the chosen moment, and its history.',
+    ),
+  );
+  clear(ui.details);
+}
+
+function renderPairHead(pair: PairRow) {
   clear(
     ui.pairHead,
     h('span', { class: `kind big ${pair.kind}` }, pair.kind),
@@ -555,13 +554,42 @@ function renderPair() {
     pair.uncertain ? h('span', { class: 'flag uncertain' }, 'uncertain: may exist') : null,
     pair.failing ? h('span', { class: 'flag failing' }, 'failing') : null,
   );
+}
 
-  // The statechart, current state lit.
+/** What `state` may take next: each event once, with the states it may lead to. */
+function nextList(drawn: DrawnChart, state: string): HTMLElement {
+  const byEvent = new Map<string, { targets: Set<string>; guards: string[] }>();
+  for (const t of drawn.next(state)) {
+    const entry = byEvent.get(t.event) ?? { targets: new Set(), guards: [] };
+    entry.targets.add(t.target);
+    entry.guards.push(`${t.guard ?? 'otherwise'} → ${t.target}`);
+    byEvent.set(t.event, entry);
+  }
+  if (byEvent.size === 0) return h('span', { class: 'muted' }, 'nothing');
+  return h(
+    'ul',
+    { class: 'next', 'data-testid': 'next' },
+    ...[...byEvent].map(([event, { targets, guards }]) =>
+      h(
+        'li',
+        { title: guards.join('\n') }, // guards in the tooltip
+        h('span', { class: 'event' }, event),
+        '→',
+        ...[...targets].map((target) =>
+          h(
+            'span',
+            { class: `state-badge small ${stateTone(target)}` },
+            target.split('.').pop() ?? target,
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
+/** The statechart with the current state lit; fills `nextEl` in once it is drawn. */
+function renderChart(pair: PairRow, lastTransition: Transition | undefined, nextEl: HTMLElement) {
   const token = ++chartToken;
-  const lastTransition = [...app.history]
-    .reverse()
-    .find((t) => t.seq <= app.at && app.historyFor === pair.id);
-  const nextEl = h('span', { class: 'muted' }, '…');
   void drawChart(pair.kind).then(
     (drawn) => {
       if (token !== chartToken) return;
@@ -570,112 +598,81 @@ function renderPair() {
         lastTransition === undefined ? null : { from: lastTransition.from, to: lastTransition.to },
       );
       if (ui.chart.firstChild !== drawn.svg) clear(ui.chart, drawn.svg);
-      // Each event once, with the states it may lead to (guards in the tooltip).
-      const byEvent = new Map<string, { targets: Set<string>; guards: string[] }>();
-      for (const t of drawn.next(pair.state)) {
-        const entry = byEvent.get(t.event) ?? { targets: new Set(), guards: [] };
-        entry.targets.add(t.target);
-        entry.guards.push(`${t.guard ?? 'otherwise'} → ${t.target}`);
-        byEvent.set(t.event, entry);
-      }
-      nextEl.replaceWith(
-        byEvent.size === 0
-          ? h('span', { class: 'muted' }, 'nothing')
-          : h(
-              'ul',
-              { class: 'next', 'data-testid': 'next' },
-              ...[...byEvent].map(([event, { targets, guards }]) =>
-                h(
-                  'li',
-                  { title: guards.join('\n') },
-                  h('span', { class: 'event' }, event),
-                  '→',
-                  ...[...targets].map((target) =>
-                    h(
-                      'span',
-                      { class: `state-badge small ${stateTone(target)}` },
-                      target.split('.').pop() ?? target,
-                    ),
-                  ),
-                ),
-              ),
-            ),
-      );
+      nextEl.replaceWith(nextList(drawn, pair.state));
       renderStateOptions();
     },
     (error: unknown) =>
       clear(ui.chart, h('p', { class: 'error' }, `statechart: ${(error as Error).message}`)),
   );
+}
 
-  const context =
-    pair.kind === 'attachment'
-      ? [...field('devicePath', pair.devicePath), ...field('deviceMountPath', pair.deviceMountPath)]
-      : [
-          ...field('pod', `${pair.podName ?? ''} (${pair.pod ?? ''})`),
-          ...field('outer volume name', pair.outerVolumeSpecName),
-          ...field('remount required', pair.remountRequired ? 'yes' : 'no'),
-        ];
-  const ops =
-    pair.operations.length === 0
-      ? 'none'
-      : h(
-          'ul',
-          { class: 'plain' },
-          ...pair.operations.map((o) =>
-            h(
-              'li',
-              {},
-              h(
-                'a',
-                {
-                  href: '#',
-                  onclick: (e: Event) => {
-                    e.preventDefault();
-                    void selectEvent(o.startedSeq);
-                  },
-                },
-                o.opId,
-              ),
-              ` ${o.op}${o.call === null ? '' : ` — in ${o.call}`}`,
-            ),
-          ),
-        );
-  const backoffs =
-    pair.backoffs.length === 0
-      ? 'none'
-      : h(
-          'ul',
-          { class: 'plain' },
-          ...pair.backoffs.map((b) =>
-            h(
-              'li',
-              {},
-              `${b.op}: retry at ${formatTime(b.retryAtMs, app.meta?.firstTsMs ?? 0)} (${b.durationMs} ms)`,
-              b.lastError === null ? null : h('div', { class: 'error' }, b.lastError),
-            ),
-          ),
-        );
+/** A link that selects the event at `seq`. */
+function seqLink(seq: number, text: string, attrs: Record<string, string | number> = {}) {
+  return h(
+    'a',
+    {
+      href: '#',
+      ...attrs,
+      onclick: (e: Event) => {
+        e.preventDefault();
+        void selectEvent(seq);
+      },
+    },
+    text,
+  );
+}
 
-  const transitions = app.historyFor === pair.id ? app.history : [];
-  const list = h(
+function contextFields(pair: PairRow): HTMLElement[] {
+  return pair.kind === 'attachment'
+    ? [...field('devicePath', pair.devicePath), ...field('deviceMountPath', pair.deviceMountPath)]
+    : [
+        ...field('pod', `${pair.podName ?? ''} (${pair.pod ?? ''})`),
+        ...field('outer volume name', pair.outerVolumeSpecName),
+        ...field('remount required', pair.remountRequired ? 'yes' : 'no'),
+      ];
+}
+
+function operationsList(pair: PairRow): HTMLElement | string {
+  if (pair.operations.length === 0) return 'none';
+  return h(
+    'ul',
+    { class: 'plain' },
+    ...pair.operations.map((o) =>
+      h(
+        'li',
+        {},
+        seqLink(o.startedSeq, o.opId),
+        ` ${o.op}${o.call === null ? '' : ` — in ${o.call}`}`,
+      ),
+    ),
+  );
+}
+
+function backoffsList(pair: PairRow): HTMLElement | string {
+  if (pair.backoffs.length === 0) return 'none';
+  return h(
+    'ul',
+    { class: 'plain' },
+    ...pair.backoffs.map((b) =>
+      h(
+        'li',
+        {},
+        `${b.op}: retry at ${formatTime(b.retryAtMs, app.meta?.firstTsMs ?? 0)} (${b.durationMs} ms)`,
+        b.lastError === null ? null : h('div', { class: 'error' }, b.lastError),
+      ),
+    ),
+  );
+}
+
+function transitionsList(transitions: Transition[], lastTransition: Transition | undefined) {
+  return h(
     'ol',
     { class: 'transitions', 'data-testid': 'transitions' },
-    ...transitions.map((t) => {
-      const li = h(
+    ...transitions.map((t) =>
+      h(
         'li',
         { class: `${t.seq > app.at ? 'future' : ''}${t === lastTransition ? ' current' : ''}` },
-        h(
-          'a',
-          {
-            href: '#',
-            class: 'seq',
-            onclick: (e: Event) => {
-              e.preventDefault();
-              void selectEvent(t.seq);
-            },
-          },
-          `#${t.seq}`,
-        ),
+        seqLink(t.seq, `#${t.seq}`, { class: 'seq' }),
         h(
           'span',
           { class: 'tr' },
@@ -684,10 +681,25 @@ function renderPair() {
           h('span', { class: `state-badge small ${stateTone(t.to)}` }, t.to),
         ),
         h('span', { class: 'because' }, t.because),
-      );
-      return li;
-    }),
+      ),
+    ),
   );
+}
+
+function renderPair() {
+  const pair = app.world?.pairs.find((p) => p.id === app.selectedPair);
+  if (app.selectedPair === null || pair === undefined) {
+    renderNoPair();
+    return;
+  }
+  renderPairHead(pair);
+  const lastTransition = [...app.history]
+    .reverse()
+    .find((t) => t.seq <= app.at && app.historyFor === pair.id);
+  const nextEl = h('span', { class: 'muted' }, '…');
+  renderChart(pair, lastTransition, nextEl);
+  const transitions = app.historyFor === pair.id ? app.history : [];
+  const list = transitionsList(transitions, lastTransition);
   clear(
     ui.details,
     h(
@@ -698,9 +710,10 @@ function renderPair() {
         'dl',
         {},
         ...field('state', pair.state),
-        ...context,
-        ...field('operations', ops),
-        ...field('backoff', backoffs),
+        ...contextFields(pair),
+        ...field('operations', operationsList(pair)),
+        ...field('backoff', backoffsList(pair)),
+        ...field('why', h('pre', { class: 'why', 'data-testid': 'why' }, pair.why ?? 'not held')),
         ...field('first seen', `seq ${pair.firstSeq}`),
         ...field('may take', nextEl),
       ),
@@ -780,18 +793,7 @@ function renderEvent(event: Record<string, unknown>, chain: CauseStep[]) {
             {},
             i === 0
               ? h('strong', {}, `#${stepItem.seq}`)
-              : h(
-                  'a',
-                  {
-                    href: '#',
-                    'data-cause': stepItem.seq,
-                    onclick: (e: Event) => {
-                      e.preventDefault();
-                      void selectEvent(stepItem.seq);
-                    },
-                  },
-                  `#${stepItem.seq}`,
-                ),
+              : seqLink(stepItem.seq, `#${stepItem.seq}`, { 'data-cause': stepItem.seq }),
             ` ${stepItem.what}`,
             stepItem.link === null ? null : h('span', { class: 'link' }, `; ${stepItem.link}`),
           ),

@@ -11,6 +11,12 @@ export interface BuiltinOptions {
   /** vole's root directory (default /var/lib/vole). */
   readonly root: string;
   /**
+   * The root whose `disks/` holds the disk plugin's images (default: root). Cluster-mode
+   * processes on one machine — a controller and several node agents — share it, as nodes
+   * share a SAN, while each keeps its own root for mounts.
+   */
+  readonly disksRoot?: string;
+  /**
    * Directories no hostPath may reach, after symlinks, at mount time: besides the root,
    * the directory of the agent's log (a pod must never read other pods' volumes or the log).
    */

@@ -9,10 +9,15 @@
  *   setUp         bind the global path into the pod's volume directory (+ fsGroup)
  *   tearDown, unmountDevice, detach undo them; deviceMountRefs come from the mount table.
  *
+ * Like shared storage, the disk knows which node holds it (`<image>.attached-to`, written
+ * on attach, removed on detach) and refuses to attach a ReadWriteOnce disk to a second
+ * node while the first still holds it: the storage side of RWO exclusivity, on which the
+ * controller relies when an attachment elsewhere is uncertain (spec §3.4).
+ *
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { rm, symlink } from 'node:fs/promises';
+import { readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/exec.js';
 import type { FsType } from '../../host/fs.js';
@@ -75,9 +80,23 @@ function fsTypeOf(spec: ResolvedVolume): FsType {
   return fsType;
 }
 
+const holderFile = (imagePath: string) => `${imagePath}.attached-to`;
+
+/** A ReadWriteOnce disk still attached (a loop device exists) for another node is refused. */
+async function refuseSecondNode(spec: ResolvedVolume, imagePath: string, node: string): Promise<void> {
+  if (spec.multiAttachAllowed) return;
+  const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
+  if (holder === undefined || holder === node) return;
+  if ((await findLoopForImage(imagePath)) === undefined) return; // detached behind our back
+  throw new HostError(
+    'transient',
+    `${diskDriver}: ${basename(imagePath)} is attached to node ${holder}; a ReadWriteOnce disk is attached to one node at a time (detach it from ${holder} first)`,
+  );
+}
+
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
   const paths: DiskPaths = {
-    image: (spec) => diskImagePath(opts.root, handle(spec)),
+    image: (spec) => diskImagePath(opts.disksRoot ?? opts.root, handle(spec)),
     globalPath: (spec) => pluginGlobalMountPath(opts.root, diskDriver, handle(spec)),
   };
   const loopOf = (spec: ResolvedVolume) => loopOfDisk(paths.image(spec), diskDriver);
@@ -117,14 +136,17 @@ interface DiskPaths {
 /** attach: the image (created sparse at the PV's capacity) on a loop device. */
 function attacher(paths: DiskPaths): AttacherOps {
   return {
-    async attach(spec) {
+    async attach(spec, target) {
       if (spec.sizeBytes <= 0) {
         throw new HostError(
           'final',
           `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
         );
       }
-      return attachDisk(paths.image(spec), spec.sizeBytes);
+      await refuseSecondNode(spec, paths.image(spec), target.node);
+      const device = await attachDisk(paths.image(spec), spec.sizeBytes);
+      await writeFile(holderFile(paths.image(spec)), target.node);
+      return device;
     },
     waitForAttach: (spec) => loopOfDisk(paths.image(spec), diskDriver),
     async volumesAreAttached(specs) {
@@ -132,7 +154,10 @@ function attacher(paths: DiskPaths): AttacherOps {
       for (const spec of specs) result.set(spec.volume, await isDiskAttached(paths.image(spec)));
       return result;
     },
-    detach: (spec) => detachDisk(paths.image(spec)),
+    async detach(spec) {
+      await detachDisk(paths.image(spec));
+      await rm(holderFile(paths.image(spec)), { force: true });
+    },
     isAttached: (spec) => isDiskAttached(paths.image(spec)),
   };
 }

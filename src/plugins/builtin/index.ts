@@ -14,6 +14,7 @@ export function builtinPlugins(
   const o: BuiltinOptions = {
     root: opts.root ?? defaultRoot,
     ...(opts.forbiddenHostPaths === undefined ? {} : { forbiddenHostPaths: opts.forbiddenHostPaths }),
+    ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
   };
   return [
     emptyDirPlugin(o),

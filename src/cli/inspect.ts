@@ -1,6 +1,6 @@
 /** `vole inspect --db FILE [--port N] [--host ADDR]`: serve the inspector until SIGINT/SIGTERM. */
-import { UsageError } from '../cli/postmortem.js';
-import { startInspector } from './server.js';
+import { UsageError } from './postmortem.js';
+import { startInspector } from '../inspect/server.js';
 
 export interface InspectCliOptions {
   readonly db: string;

@@ -2,7 +2,7 @@
  * The injected clock (STYLE.md §10): the only source of time outside the log. The real
  * clock for agents; the virtual clock for `vole simulate` and tests, which never sleep.
  */
-import { assert } from '../assert.js';
+import { assert } from './assert.js';
 
 export interface TimerHandle {
   readonly id: number;

@@ -1,0 +1,242 @@
+/**
+ * A node agent in cluster mode: the kubelet side of one node, its truth in its own SQLite
+ * log (share-nothing), its inputs from etcd. It watches the pods keyed under its node, the
+ * objects they need, and the volumesAttached the controller publishes for it; it publishes
+ * its volumesInUse (then marks them reported, spec §5) and keeps a heartbeat key on a
+ * lease, which is how the controller knows it is Ready.
+ */
+import type { Etcd3, IKeyValue, Lease } from 'etcd3';
+import type { Logger } from 'pino';
+import { VolumeManager } from '../agent/volume-manager.js';
+import type { ClusterObject, Node } from '../events/k8s.js';
+import { managedAnnotation } from '../controller/index.js';
+import type { VolumePlugin } from '../plugins/types.js';
+import type { ObjectContents } from '../sources/contents.js';
+import { PrefixInformer } from './informer.js';
+import { ClusterKeys, isNamespaced, none } from './keys.js';
+import { decodeObject, decodePod } from './objects.js';
+import { decodeVolumesAttached } from './status.js';
+
+export interface ClusterAgentOptions {
+  readonly client: Etcd3;
+  readonly keys: ClusterKeys;
+  readonly node: string;
+  readonly db: string;
+  readonly plugins: readonly VolumePlugin[];
+  /** ConfigMap and Secret data for the content plugins (the same store they were built with). */
+  readonly contents?: ObjectContents;
+  readonly logger: Logger;
+  /** The heartbeat lease's TTL: the controller sees the node not Ready this long after it stops. */
+  readonly heartbeatTtlS?: number;
+  readonly say?: (line: string) => void;
+}
+
+export const heartbeatTtlSDefault = 10;
+
+/** The object reference of an objects/<Kind>/<ns|_>/<name> key. */
+export function objectRefOfKey(
+  keys: ClusterKeys,
+  key: string,
+): { kind: ClusterObject['kind']; name: string; namespace?: string } | undefined {
+  const [kind, ns, name] = ClusterKeys.rest(key, keys.objects).split('/');
+  if (kind === undefined || ns === undefined || name === undefined) return undefined;
+  return {
+    kind: kind as ClusterObject['kind'],
+    name,
+    ...(isNamespaced(kind) && ns !== none ? { namespace: ns } : {}),
+  };
+}
+
+export class ClusterAgent {
+  readonly vm: VolumeManager;
+  private readonly informers: PrefixInformer[] = [];
+  private readonly podUids = new Map<string, string>();
+  private lease: Lease | null = null;
+  private publishedInUse: string | null = null;
+  private publishing = false;
+  private stopped = false;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly opts: ClusterAgentOptions) {
+    this.vm = VolumeManager.open({
+      db: opts.db,
+      node: opts.node,
+      plugins: opts.plugins,
+      ...(opts.contents === undefined ? {} : { contents: opts.contents }),
+      controllerAttachDetach: true,
+      logger: opts.logger,
+    });
+    for (const [uid, record] of this.vm.world.pods)
+      this.podUids.set(opts.keys.podOf(record.pod), uid);
+  }
+
+  private say(line: string): void {
+    this.opts.say?.(line);
+  }
+
+  async start(): Promise<void> {
+    const { keys, node, client } = this.opts;
+    this.vm.start({ hostObserved: await this.vm.checkHost() });
+    await this.registerNode();
+    await this.keepHeartbeat();
+    this.vm.subscribe(() => this.schedulePublish());
+    const trouble = (message: string) => this.say(`etcd: ${message}`);
+    this.informers.push(
+      new PrefixInformer(client, keys.objects, {
+        reset: (kvs) => this.resetObjects(kvs),
+        put: (kv) => this.putObject(kv),
+        delete: (key) => {
+          const ref = objectRefOfKey(keys, key);
+          if (ref !== undefined) this.vm.removeObject(ref);
+        },
+        trouble,
+      }),
+      new PrefixInformer(client, keys.podsOn(node), {
+        reset: (kvs) => this.resetPods(kvs),
+        put: (kv) => this.putPod(kv),
+        delete: (key) => this.deletePod(key),
+        trouble,
+      }),
+      new PrefixInformer(client, keys.volumesAttached(node), {
+        reset: (kvs) => this.observeAttached(kvs[0]),
+        put: (kv) => this.observeAttached(kv),
+        delete: () => this.observeAttached(undefined),
+        trouble,
+      }),
+    );
+    for (const informer of this.informers) await informer.start();
+    this.vm.markSourcesReady();
+    this.schedulePublish();
+  }
+
+  /** Creates this node's Node object when nobody applied one (as the kubelet registers). */
+  private async registerNode(): Promise<void> {
+    const { client, keys, node } = this.opts;
+    const object: Node = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: node, annotations: { [managedAnnotation]: 'true' } },
+    };
+    await client
+      .if(keys.object('Node', node), 'Create', '==', 0)
+      .then(client.put(keys.object('Node', node)).value(JSON.stringify(object)))
+      .commit();
+  }
+
+  /** The heartbeat key on a lease; a lost lease (etcd unreachable too long) is granted again. */
+  private async keepHeartbeat(): Promise<void> {
+    const { client, keys, node } = this.opts;
+    const lease = client.lease(this.opts.heartbeatTtlS ?? heartbeatTtlSDefault, { autoKeepAlive: true });
+    this.lease = lease;
+    lease.on('lost', () => {
+      if (this.stopped || this.lease !== lease) return;
+      this.say('heartbeat lease lost; granting a new one');
+      this.retryHeartbeat();
+    });
+    try {
+      await lease.put(keys.heartbeat(node)).value(JSON.stringify({ node, pid: process.pid }));
+    } catch (error) {
+      this.say(`heartbeat: ${(error as Error).message}; retrying`);
+      this.retryHeartbeat();
+    }
+  }
+
+  private retryHeartbeat(): void {
+    if (this.heartbeatTimer !== null || this.stopped) return;
+    this.heartbeatTimer = setTimeout(() => {
+      this.heartbeatTimer = null;
+      void this.keepHeartbeat();
+    }, 500);
+  }
+
+  private resetObjects(kvs: readonly IKeyValue[]): void {
+    const listed = new Set<string>();
+    for (const kv of kvs) {
+      const decoded = decodeObject(kv);
+      if (!decoded.ok) {
+        this.say(`skipped ${decoded.message}`);
+        continue;
+      }
+      listed.add(kv.key.toString());
+      this.vm.upsertObject(decoded.value);
+    }
+    for (const [, object] of this.vm.world.objects) {
+      const key = this.opts.keys.objectOf(object);
+      if (!listed.has(key)) this.vm.removeObject(objectRefOfKey(this.opts.keys, key)!);
+    }
+  }
+
+  private putObject(kv: IKeyValue): void {
+    const decoded = decodeObject(kv);
+    if (decoded.ok) this.vm.upsertObject(decoded.value);
+    else this.say(`skipped ${decoded.message}`);
+  }
+
+  private resetPods(kvs: readonly IKeyValue[]): void {
+    const listed = new Set<string>();
+    for (const kv of kvs) {
+      if (this.putPod(kv)) listed.add(kv.key.toString());
+    }
+    for (const key of [...this.podUids.keys()]) if (!listed.has(key)) this.deletePod(key);
+  }
+
+  private putPod(kv: IKeyValue): boolean {
+    const decoded = decodePod(kv);
+    if (!decoded.ok) {
+      this.say(`skipped ${decoded.message}`);
+      return false;
+    }
+    const key = kv.key.toString();
+    const uid = decoded.value.metadata.uid!;
+    const previous = this.podUids.get(key);
+    if (previous !== undefined && previous !== uid) this.vm.removePod(previous);
+    this.podUids.set(key, uid);
+    this.vm.addPod(decoded.value);
+    return true;
+  }
+
+  private deletePod(key: string): void {
+    const uid = this.podUids.get(key);
+    if (uid === undefined) return;
+    this.podUids.delete(key);
+    this.vm.removePod(uid);
+  }
+
+  private observeAttached(kv: IKeyValue | undefined): void {
+    const list = kv === undefined ? [] : (decodeVolumesAttached(kv) ?? []);
+    this.vm.observeVolumesAttached(list.map((v) => ({ name: v.name, devicePath: v.devicePath ?? '' })));
+  }
+
+  /** Publishes volumesInUse when it changed; marks them reported once etcd has them. */
+  private schedulePublish(): void {
+    if (this.publishing || this.stopped) return;
+    const inUse = this.vm.getVolumesInUse();
+    const text = JSON.stringify({ volumesInUse: inUse });
+    if (text === this.publishedInUse) return;
+    this.publishing = true;
+    const { client, keys, node } = this.opts;
+    void client
+      .put(keys.volumesInUse(node))
+      .value(text)
+      .then(
+        () => {
+          this.publishedInUse = text;
+          if (!this.stopped) this.vm.markVolumesAsReportedInUse(inUse);
+        },
+        (error: Error) => this.say(`publishing volumesInUse failed, retrying: ${error.message}`),
+      )
+      .finally(() => {
+        this.publishing = false;
+        if (!this.stopped) setTimeout(() => this.schedulePublish(), this.publishedInUse === text ? 0 : 500);
+      });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.heartbeatTimer !== null) clearTimeout(this.heartbeatTimer);
+    for (const informer of this.informers) await informer.stop();
+    await this.vm.drainAndStop();
+    this.vm.stop();
+    await this.lease?.revoke().catch(() => undefined);
+  }
+}

@@ -1,0 +1,241 @@
+/**
+ * What the leading controller reads from etcd, turned into its events: pods, objects, and
+ * each Node composed from three writers — the Node object (`vole apply` or the agent's
+ * registration), the agent's volumesInUse, and its heartbeat key (present = Ready). An
+ * event is appended only when the composed value differs from what the world already
+ * holds, so a new leader's first list appends only what changed while nobody led.
+ */
+import type { Etcd3, IKeyValue } from 'etcd3';
+import type { ControllerManager } from '../agent/controller-manager.js';
+import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
+import { objectRefOfKey } from './agent.js';
+import { PrefixInformer } from './informer.js';
+import { ClusterKeys } from './keys.js';
+import { decodeObject, decodePod } from './objects.js';
+import { toLoggedObject } from '../sources/contents.js';
+import { decodeVolumesInUse, parseStatusKey } from './status.js';
+
+/** The part of the ControllerManager the inputs drive. */
+type Controller = Pick<
+  ControllerManager,
+  'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod'
+>;
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+export class ControllerInputs {
+  private readonly nodeObjects = new Map<string, Node>();
+  private readonly inUse = new Map<string, string[]>();
+  private readonly alive = new Set<string>();
+  private readonly podUids = new Map<string, string>();
+  private readonly informers: PrefixInformer[] = [];
+  /** Nodes are composed only once heartbeats, status and objects were all listed. */
+  private nodesListed = false;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+    private readonly cm: Controller,
+    private readonly say: (line: string) => void,
+  ) {
+    for (const [uid, record] of cm.world.pods) this.podUids.set(keys.podOf(record.pod), uid);
+  }
+
+  async start(): Promise<void> {
+    const { keys } = this;
+    const trouble = (message: string) => this.say(`etcd: ${message}`);
+    // Node inputs first, composed once all are listed; pods last, so they find their nodes.
+    this.informers.push(
+      new PrefixInformer(this.client, keys.heartbeats, {
+        reset: (kvs) => this.resetSet(this.alive, kvs.map((kv) => ClusterKeys.rest(kv.key.toString(), keys.heartbeats))),
+        put: (kv) => this.setAlive(ClusterKeys.rest(kv.key.toString(), keys.heartbeats), true),
+        delete: (key) => this.setAlive(ClusterKeys.rest(key, keys.heartbeats), false),
+        trouble,
+      }),
+      new PrefixInformer(this.client, keys.status, {
+        reset: (kvs) => this.resetInUse(kvs),
+        put: (kv) => this.putInUse(kv),
+        delete: (key) => this.deleteInUse(key),
+        trouble,
+      }),
+      new PrefixInformer(this.client, keys.objects, {
+        reset: (kvs) => this.resetObjects(kvs),
+        put: (kv) => this.putObject(kv),
+        delete: (key) => this.deleteObject(key),
+        trouble,
+      }),
+    );
+    for (const informer of this.informers) await informer.start();
+    this.nodesListed = true;
+    for (const name of this.nodeNames()) this.syncNode(name);
+    const pods = new PrefixInformer(this.client, keys.pods, {
+      reset: (kvs) => this.resetPods(kvs),
+      put: (kv) => this.putPod(kv),
+      delete: (key) => this.deletePod(key),
+      trouble,
+    });
+    this.informers.push(pods);
+    await pods.start();
+  }
+
+  private nodeNames(): Set<string> {
+    const names = new Set(this.nodeObjects.keys());
+    for (const object of this.cm.world.objects.values())
+      if (object.kind === 'Node') names.add(object.metadata.name);
+    return names;
+  }
+
+  async stop(): Promise<void> {
+    for (const informer of this.informers) await informer.stop();
+  }
+
+  private resetSet(set: Set<string>, names: string[]): void {
+    const before = new Set(set);
+    set.clear();
+    for (const name of names) set.add(name);
+    for (const name of new Set([...before, ...names])) this.syncNode(name);
+  }
+
+  private setAlive(node: string, alive: boolean): void {
+    if (alive) this.alive.add(node);
+    else this.alive.delete(node);
+    this.syncNode(node);
+  }
+
+  private resetInUse(kvs: readonly IKeyValue[]): void {
+    const before = [...this.inUse.keys()];
+    this.inUse.clear();
+    for (const kv of kvs) this.putInUse(kv, false);
+    for (const node of new Set([...before, ...this.inUse.keys()])) this.syncNode(node);
+  }
+
+  private putInUse(kv: IKeyValue, sync = true): void {
+    const parsed = parseStatusKey(this.keys, kv.key.toString());
+    if (parsed?.field !== 'volumesInUse') return;
+    const volumes = decodeVolumesInUse(kv);
+    if (volumes === undefined) return void this.say(`skipped ${kv.key.toString()}: not {volumesInUse: [...]}`);
+    this.inUse.set(parsed.node, volumes);
+    if (sync) this.syncNode(parsed.node);
+  }
+
+  private deleteInUse(key: string): void {
+    const parsed = parseStatusKey(this.keys, key);
+    if (parsed?.field !== 'volumesInUse') return;
+    this.inUse.delete(parsed.node);
+    this.syncNode(parsed.node);
+  }
+
+  /** The Node as the controller's fold sees it, or null when no Node object exists. */
+  private composeNode(name: string): Node | null {
+    const object = this.nodeObjects.get(name);
+    if (object === undefined) return null;
+    const others = (object.status?.conditions ?? []).filter((c) => c.type !== 'Ready');
+    const ready = { type: 'Ready', status: this.alive.has(name) ? 'True' : 'False' };
+    const { resourceVersion: _rv, ...metadata } = object.metadata;
+    return {
+      ...object,
+      metadata,
+      status: { ...object.status, conditions: [...others, ready], volumesInUse: this.inUse.get(name) ?? [] },
+    };
+  }
+
+  private syncNode(name: string): void {
+    if (!this.nodesListed) return;
+    const node = this.composeNode(name);
+    const held = this.cm.world.objects.get(objectKey('Node', name));
+    if (node === null) {
+      if (held !== undefined && this.cm.isRunning) this.cm.removeObject({ kind: 'Node', name });
+      return;
+    }
+    if (!same(held, node) && this.cm.isRunning) this.cm.upsertObject(node);
+  }
+
+  private resetObjects(kvs: readonly IKeyValue[]): void {
+    const listed = new Set<string>();
+    const nodesBefore = new Set(this.nodeObjects.keys());
+    this.nodeObjects.clear();
+    for (const kv of kvs) {
+      const object = this.decode(kv);
+      if (object === undefined) continue;
+      listed.add(objectKey(object.kind, object.metadata.name, object.metadata.namespace));
+      this.useObject(object);
+    }
+    for (const [key, object] of [...this.cm.world.objects]) {
+      if (object.kind === 'Node' || listed.has(key)) continue;
+      if (this.cm.isRunning) this.cm.removeObject(refOf(object));
+    }
+    for (const name of new Set([...nodesBefore, ...this.nodeNames()])) this.syncNode(name);
+  }
+
+  /** The object as the controller's log holds it (ConfigMaps and Secrets: a content hash). */
+  private decode(kv: IKeyValue): ClusterObject | undefined {
+    const decoded = decodeObject(kv);
+    if (decoded.ok) return toLoggedObject(decoded.value);
+    this.say(`skipped ${decoded.message}`);
+    return undefined;
+  }
+
+  private useObject(object: ClusterObject): void {
+    if (object.kind === 'Node') {
+      this.nodeObjects.set(object.metadata.name, object);
+      return;
+    }
+    const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.cm.upsertObject(object);
+  }
+
+  private putObject(kv: IKeyValue): void {
+    const object = this.decode(kv);
+    if (object === undefined) return;
+    this.useObject(object);
+    if (object.kind === 'Node') this.syncNode(object.metadata.name);
+  }
+
+  private deleteObject(key: string): void {
+    const ref = objectRefOfKey(this.keys, key);
+    if (ref === undefined) return;
+    if (ref.kind === 'Node') {
+      this.nodeObjects.delete(ref.name);
+      return this.syncNode(ref.name);
+    }
+    if (this.cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && this.cm.isRunning)
+      this.cm.removeObject(ref);
+  }
+
+  private resetPods(kvs: readonly IKeyValue[]): void {
+    const listed = new Set<string>();
+    for (const kv of kvs) if (this.putPod(kv)) listed.add(kv.key.toString());
+    for (const key of [...this.podUids.keys()]) if (!listed.has(key)) this.deletePod(key);
+  }
+
+  private putPod(kv: IKeyValue): boolean {
+    const decoded = decodePod(kv);
+    if (!decoded.ok) {
+      this.say(`skipped ${decoded.message}`);
+      return false;
+    }
+    const key = kv.key.toString();
+    const pod = decoded.value;
+    const uid = pod.metadata.uid!;
+    const previous = this.podUids.get(key);
+    if (previous !== undefined && previous !== uid) this.deletePod(key);
+    this.podUids.set(key, uid);
+    if (!same(this.cm.world.pods.get(uid as never)?.pod, pod) && this.cm.isRunning) this.cm.upsertPod(pod);
+    return true;
+  }
+
+  private deletePod(key: string): void {
+    const uid = this.podUids.get(key);
+    if (uid === undefined) return;
+    this.podUids.delete(key);
+    if (this.cm.world.pods.has(uid as never) && this.cm.isRunning) this.cm.removePod(uid);
+  }
+}
+
+function refOf(object: ClusterObject): { kind: ClusterObject['kind']; name: string; namespace?: string } {
+  return {
+    kind: object.kind,
+    name: object.metadata.name,
+    ...(object.metadata.namespace === undefined ? {} : { namespace: object.metadata.namespace }),
+  };
+}

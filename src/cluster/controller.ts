@@ -1,0 +1,200 @@
+/**
+ * The attach/detach controller in cluster mode: one replica of several. It campaigns for
+ * the leader key; the leader loads the controller log from etcd (snapshot + tail), starts
+ * the engine on it (EngineStarted makes calls the old leader left running uncertain, as
+ * after a restart), follows the cluster through informers, and publishes each node's
+ * volumesAttached. Every write — log commits, snapshots, volumesAttached — is fenced on
+ * the leader's term, and no plugin call starts before the events that announce it are
+ * durable in etcd. Losing leadership stops everything at once.
+ */
+import type { Etcd3 } from 'etcd3';
+import type { Logger } from 'pino';
+import { ControllerManager } from '../agent/controller-manager.js';
+import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import type { ControllerWorld } from '../controller/types.js';
+import { controllerCore } from '../engine/cores.js';
+import { type Clock, RealClock } from '../clock.js';
+import type { CallTarget, VolumePlugin } from '../plugins/types.js';
+import { ClusterError } from './client.js';
+import { ControllerInputs } from './controller-inputs.js';
+import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
+import type { ClusterKeys } from './keys.js';
+import { Leadership, type LeadershipLost } from './leadership.js';
+import { VolumesAttachedPublisher } from './publisher.js';
+
+export interface ClusterControllerOptions {
+  readonly client: Etcd3;
+  readonly keys: ClusterKeys;
+  readonly identity: string;
+  readonly plugins: readonly VolumePlugin[];
+  readonly logger: Logger;
+  readonly leaseTtlS?: number;
+  readonly maxWaitForUnmountMs?: number;
+  /** A snapshot after this many events; the entries before it are then compacted away. */
+  readonly snapshotEveryEvents?: number;
+  readonly clock?: Clock;
+  readonly say?: (line: string) => void;
+}
+
+export const leaseTtlSDefault = 5;
+export const controllerSnapshotEveryEventsDefault = 10_000;
+
+/** The world at the log's head: the snapshot (when usable) plus the events after it. */
+export async function loadControllerWorld(
+  client: Etcd3,
+  keys: ClusterKeys,
+): Promise<{ world: ControllerWorld; head: number; lastSnapshotSeq: number }> {
+  const loaded = await loadLogHead(client, keys);
+  const fromSnapshot =
+    loaded.snapshot === undefined
+      ? undefined
+      : controllerCore.snapshot.decode(loaded.snapshot.data, loaded.snapshot.meta.format);
+  const world = fromSnapshot ?? controllerCore.initialWorld();
+  if (world.seq + 1 < loaded.firstSeq)
+    throw new ClusterError(
+      `the controller log in etcd starts at seq ${loaded.firstSeq} and its snapshot cannot be read by this version; ` +
+        'run the version that wrote it, or start a new log under another --prefix',
+    );
+  await readLogEvents(client, keys, world.seq + 1, (event) => controllerCore.fold(world, event));
+  if (world.seq !== loaded.head)
+    throw new ClusterError(`the controller log in etcd ends at seq ${world.seq} but its head says ${loaded.head}`);
+  return { world, head: loaded.head, lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0 };
+}
+
+/** No attach or detach starts before the events announcing it are durable in etcd. */
+function fencedPlugins(plugins: readonly VolumePlugin[], log: EtcdEventLog): VolumePlugin[] {
+  const gate = async (target: CallTarget, call: string) => {
+    await log.durable();
+    if (target.signal.aborted) throw new Error(`${call} cut off before it started (the controller stopped or timed out)`);
+  };
+  return plugins.map((plugin) => {
+    const attacher = plugin.attacher;
+    if (attacher === undefined) return plugin;
+    return {
+      ...plugin,
+      attacher: {
+        ...attacher,
+        attach: async (spec, target) => (await gate(target, 'attach'), attacher.attach(spec, target)),
+        detach: async (spec, target) => (await gate(target, 'detach'), attacher.detach(spec, target)),
+      },
+    };
+  });
+}
+
+export class ClusterController {
+  private cm: ControllerManager | null = null;
+  private leadership: Leadership | null = null;
+  private stops: (() => void | Promise<void>)[] = [];
+  private readonly clock: Clock;
+  private log: EtcdEventLog | null = null;
+
+  constructor(private readonly opts: ClusterControllerOptions) {
+    this.clock = opts.clock ?? new RealClock();
+  }
+
+  private say(line: string): void {
+    this.opts.say?.(line);
+  }
+
+  get world(): ControllerWorld | undefined {
+    return this.cm?.world;
+  }
+
+  /** Campaigns, then leads until leadership is lost or `signal` aborts; resolves with why it ended. */
+  async run(signal: AbortSignal): Promise<{ lost: boolean; message: string }> {
+    const { client, keys } = this.opts;
+    const leadership = await Leadership.campaign(client, keys, {
+      identity: this.opts.identity,
+      ttlS: this.opts.leaseTtlS ?? leaseTtlSDefault,
+      signal,
+      say: (line) => this.say(line),
+    });
+    this.leadership = leadership;
+    const ended = new Promise<{ lost: boolean; message: string }>((resolve) => {
+      leadership.onLost((error: LeadershipLost) => resolve({ lost: true, message: error.message }));
+      signal.addEventListener('abort', () => resolve({ lost: false, message: 'stopped' }), { once: true });
+    });
+    leadership.onLost(() => void this.halt());
+    if (!leadership.isLost && !signal.aborted) {
+      try {
+        await this.lead(leadership);
+      } catch (error) {
+        leadership.lose(`could not start leading: ${(error as Error).message}`);
+      }
+    }
+    const result = await ended;
+    await this.halt();
+    if (!result.lost) await leadership.resign();
+    return result;
+  }
+
+  private async lead(leadership: Leadership): Promise<void> {
+    const { client, keys } = this.opts;
+    const { world, head, lastSnapshotSeq } = await loadControllerWorld(client, keys);
+    this.say(`leading (term ${leadership.term}): controller log at seq ${head}`);
+    const log = new EtcdEventLog({
+      client,
+      keys,
+      leadership,
+      head,
+      onFatal: (error) => leadership.lose(error.message),
+      onTrouble: (message) => this.say(message),
+    });
+    this.log = log;
+    const cm = this.newManager(log, world, lastSnapshotSeq);
+    this.cm = cm;
+    if (leadership.isLost) return;
+    cm.start();
+    const say = (line: string) => this.say(line);
+    const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say);
+    const inputs = new ControllerInputs(client, keys, cm, say);
+    this.stops.push(() => inputs.stop(), () => publisher.stop());
+    await inputs.start();
+    await publisher.start();
+  }
+
+  private newManager(log: EtcdEventLog, world: ControllerWorld, lastSnapshotSeq: number): ControllerManager {
+    const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
+    const codec = controllerCore.snapshot;
+    return ControllerManager.create({
+      plugins: fencedPlugins(this.opts.plugins, log),
+      log: { sink: log, history: [], world },
+      snapshot: {
+        everyEvents,
+        lastSeq: lastSnapshotSeq,
+        save: (w) => {
+          const snapshot = { seq: w.seq, tsMs: w.tsMs, format: codec.format, data: codec.encode(w) };
+          void log
+            .saveSnapshot(snapshot, { compact: true })
+            .catch((error: Error) => this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`));
+        },
+      },
+      maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+      clock: this.clock,
+      logger: this.opts.logger,
+    });
+  }
+
+  /** Stops acting at once: running calls are cut off, nothing more is appended or published. */
+  private async halt(): Promise<void> {
+    const cm = this.cm;
+    if (cm?.isRunning === true) {
+      try {
+        cm.stop();
+      } catch {
+        // the final flush of a fenced log fails: nothing more may be written anyway
+      }
+    }
+    const stops = this.stops;
+    this.stops = [];
+    for (const stop of stops) await stop();
+  }
+
+  get logStats(): EtcdEventLog['stats'] | undefined {
+    return this.log?.stats;
+  }
+
+  get term(): string | undefined {
+    return this.leadership?.term;
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * node.status.volumesAttached per node, published by the leader (spec §3.6): taken from
+ * the world when something changed, written once the log holding it is durable, each write
+ * fenced on the leader's term. A new leader publishes every node it knows at start.
+ */
+import type { Etcd3 } from 'etcd3';
+import type { ControllerManager } from '../agent/controller-manager.js';
+import type { EtcdEventLog } from './etcd-log.js';
+import type { ClusterKeys } from './keys.js';
+import type { Leadership } from './leadership.js';
+
+export class VolumesAttachedPublisher {
+  private readonly published = new Map<string, string>();
+  private scheduled = false;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private unsubscribe: (() => void) | null = null;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+    private readonly leadership: Leadership,
+    private readonly log: EtcdEventLog,
+    private readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>,
+    private readonly say: (line: string) => void,
+  ) {}
+
+  async start(): Promise<void> {
+    // What the previous leader published counts as published only if it matches.
+    const existing = await this.client.getAll().prefix(this.keys.status).strings();
+    for (const [key, value] of Object.entries(existing))
+      if (key.endsWith('/volumesAttached')) this.published.set(key, value);
+    this.unsubscribe = this.cm.subscribe(() => this.schedule());
+    this.schedule();
+  }
+
+  private nodes(): Set<string> {
+    const world = this.cm.world;
+    const names = new Set<string>([...world.nodes.keys(), ...world.reported.keys()]);
+    for (const key of this.published.keys()) names.add(key.slice(this.keys.status.length).split('/')[0]!);
+    return names;
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      const changes = new Map<string, string>();
+      for (const node of this.nodes()) {
+        const key = this.keys.volumesAttached(node);
+        const value = JSON.stringify({ volumesAttached: this.cm.volumesAttached(node) });
+        if (this.published.get(key) !== value) changes.set(key, value);
+      }
+      if (changes.size > 0) this.running = this.running.then(() => this.write(changes));
+    });
+  }
+
+  private async write(changes: Map<string, string>): Promise<void> {
+    if (this.stopped || this.leadership.isLost) return;
+    try {
+      await this.log.durable();
+      const entries = [...changes];
+      for (let i = 0; i < entries.length; i += 100) {
+        const part = entries.slice(i, i + 100);
+        const result = await this.leadership
+          .fence()
+          .then(...part.map(([key, value]) => this.client.put(key).value(value)))
+          .commit();
+        if (!result.succeeded) return void this.leadership.lose('a volumesAttached write was refused (fenced)');
+        for (const [key, value] of part) this.published.set(key, value);
+      }
+    } catch (error) {
+      if (this.leadership.isLost) return;
+      this.say(`publishing volumesAttached failed, retrying: ${(error as Error).message}`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      this.schedule();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    await this.running.catch(() => undefined);
+  }
+}
