@@ -10,7 +10,6 @@
 import { rm, stat, writeFile } from 'node:fs/promises';
 import { engineVersion } from '../../engine/engine.js';
 import { parseQuantityBytes } from '../../events/k8s.js';
-import { HostError } from '../../host/exec.js';
 import { ensureImage } from '../../host/fs.js';
 import { attachDisk, detachDisk, isDiskAttached } from '../../host/loop-disk.js';
 import {
@@ -20,7 +19,7 @@ import {
   type DriverContext,
   type Handler,
 } from './common.js';
-import { alreadyExists, DriverError, failedPrecondition, invalid, notFound, required } from './errors.js';
+import { alreadyExists, failedPrecondition, invalid, notFound, required } from './errors.js';
 import { nodeHandlers } from './node.js';
 import type { DiskDriverOptions } from './options.js';
 import { checkVolumeId, DriverState } from './state.js';
@@ -167,11 +166,5 @@ async function controllerExpand(ctx: DriverContext, r: CsiRequest): Promise<obje
   return { capacity_bytes: String(requiredBytes), node_expansion_required: true };
 }
 
-/** A host failure as the driver answers it: INTERNAL with the host's message. */
-export function driverErrorOf(error: unknown): DriverError {
-  if (error instanceof DriverError) return error;
-  if (error instanceof HostError) return new DriverError('INTERNAL', error.message);
-  return new DriverError('INTERNAL', error instanceof Error ? error.message : String(error));
-}
 
 export { diskCsiDriverName, type DiskDriverOptions };

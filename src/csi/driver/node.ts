@@ -37,8 +37,10 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
 /** The loop device of the volume's image on this node; FAILED_PRECONDITION when it is not published. */
 async function deviceOf(image: string, id: string, rpc: string): Promise<string> {
   const device = await findLoopForImage(image);
+  // NodeExpandVolume's FAILED_PRECONDITION means "in use, cannot grow online" (never retried).
+  const error = rpc === 'NodeExpandVolume' ? notFound : failedPrecondition;
   if (device === undefined)
-    throw failedPrecondition(`${rpc}: volume ${id} is not published to this node; ControllerPublishVolume it first`);
+    throw error(`${rpc}: volume ${id} is not published to this node; ControllerPublishVolume it first`);
   return device;
 }
 

@@ -11,7 +11,7 @@ import type { Logger } from 'pino';
 import { csiServices, registrationService } from '../proto.js';
 import { grpcCode } from '../transport.js';
 import type { CsiRequest, Handler } from './common.js';
-import { driverErrorOf } from './disk-driver.js';
+import { DriverError, driverErrorOf } from './errors.js';
 
 /** The socket path of `unix:///abs/path` (or of a bare absolute path). */
 export function socketPathOf(endpoint: string): string {
@@ -58,7 +58,7 @@ function implementation(
       const handler = handlers[name];
       const answer =
         handler === undefined
-          ? Promise.reject(Object.assign(new Error(`${name} is not implemented`), { code: 'UNIMPLEMENTED' }))
+          ? Promise.reject(new DriverError('UNIMPLEMENTED', `${name} is not implemented by this driver`))
           : handler(call.request);
       answer.then(
         (response) => {
