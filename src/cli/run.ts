@@ -72,6 +72,7 @@ async function startCsi(
         timers.delete(timer);
         void attempt(flag, false);
       }, 1000);
+      timer.unref();
       timers.add(timer);
     }
   };
@@ -114,15 +115,21 @@ async function startAgent(
     builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
-  const vm = VolumeManager.open({
-    logBlocked: ctx.logBlocked,
-    db,
-    node: opts.node ?? 'node-1',
-    plugins,
-    contents,
-    controllerAttachDetach: opts.controllerAttachDetach ?? false,
-    logger,
-  });
+  let vm: VolumeManager;
+  try {
+    vm = VolumeManager.open({
+      logBlocked: ctx.logBlocked,
+      db,
+      node: opts.node ?? 'node-1',
+      plugins,
+      contents,
+      controllerAttachDetach: opts.controllerAttachDetach ?? false,
+      logger,
+    });
+  } catch (error) {
+    csi.stop(); // its timers would keep a process that cannot open its log alive
+    throw error;
+  }
   const progress = new PodProgress(say);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });

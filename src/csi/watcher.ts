@@ -49,8 +49,10 @@ export class RegistrationWatcher {
     mkdirSync(this.opts.dir, { recursive: true });
     await this.scan();
     this.timer = setInterval(() => void this.scan(), scanIntervalMs);
+    this.timer.unref(); // the agent's own work keeps the process alive, not the watching
     try {
       this.watcher = watch(this.opts.dir, () => void this.scan());
+      this.watcher.unref();
     } catch {
       // inotify unavailable: the periodic scan still finds every socket
     }
