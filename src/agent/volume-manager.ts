@@ -9,7 +9,7 @@
  */
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { NewEvent, VoleEvent } from '../events/index.js';
+import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { describeInvalid, validate } from '../sources/validate.js';
@@ -215,6 +215,18 @@ export class VolumeManager {
 
   private append(event: NewEvent): void {
     this.engine.append(event);
+  }
+
+  /**
+   * A CSI driver registered or went away (src/csi/registry.ts): the log records it, so the
+   * fold knows the driver's capabilities and a replay needs no driver.
+   */
+  recordCsiDriver(
+    event:
+      | Omit<EventOf<'CsiDriverRegistered'>, 'seq' | 'tsMs'>
+      | Omit<EventOf<'CsiDriverDeregistered'>, 'seq' | 'tsMs'>,
+  ): void {
+    this.append({ ...event, tsMs: this.clock.nowMs() } as NewEvent);
   }
 
   /**
