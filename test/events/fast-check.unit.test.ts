@@ -163,17 +163,6 @@ const samples: Record<string, Record<string, unknown>[]> = {
       error: { kind: 'final', message: 'no', failedPrecondition: true },
     },
   ],
-  ClaimBound: [
-    {
-      ...base,
-      type: 'ClaimBound',
-      namespace: 'default',
-      claim: 'data',
-      volume: 'pv-1',
-      capacityBytes: 1024,
-      cause: 4,
-    },
-  ],
   CsiDriverRegistered: [
     {
       ...base,
