@@ -53,10 +53,13 @@ export class MemorySink implements EventSink {
   close(): void {}
 }
 
-/** The sink, with each flush that made events durable timed (vole_append_latency_seconds). */
+/**
+ * The sink, with each flush that made events durable timed (vole_append_latency_seconds).
+ * Everything else of the contract (whenDurable, writable, onWritable) is the sink's own.
+ */
 export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
   let pending = 0;
-  return {
+  const timed: EventSink = {
     push: (event) => {
       pending++;
       return sink.push(event);
@@ -69,5 +72,11 @@ export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => 
       observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
     },
     close: () => sink.close(),
+    get writable() {
+      return sink.writable;
+    },
   };
+  if (sink.whenDurable !== undefined) timed.whenDurable = () => sink.whenDurable!();
+  if (sink.onWritable !== undefined) timed.onWritable = (listener) => sink.onWritable!(listener);
+  return timed;
 }
