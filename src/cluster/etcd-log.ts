@@ -146,6 +146,8 @@ export class EtcdEventLog implements EventSink {
     const rows = this.buffer;
     this.buffer = [];
     this.chain = this.chain.then(() => this.commitAll(rows));
+    // A fenced writer's failure is reported through onFatal; callers of durable() see it too.
+    this.chain.catch(() => undefined);
   }
 
   /** Resolves once every event pushed so far is in etcd; rejects once this writer is fenced. */

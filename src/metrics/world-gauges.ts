@@ -27,7 +27,7 @@ function kubeletVolumeCounts(world: World): { desired: Counts; actual: Counts } 
     for (const entry of podEntries(volume.pods)) add(desired, pluginLabel(entry.resolved));
   for (const byPod of world.mounts.values())
     for (const mount of podEntries(byPod))
-      if (mount.state.value === 'mounted') add(actual, pluginLabel(mount.spec));
+      if (mount.value === 'mounted') add(actual, pluginLabel(mount.spec));
   return { desired, actual };
 }
 
@@ -45,12 +45,13 @@ function uncertainPairs(source: WorldSource): { attachment: number; mount: numbe
   let attachment = 0;
   let mount = 0;
   const world = source.world();
-  for (const a of world.attachments.values())
-    if (a.state.value === 'attachUncertain' || a.state.value === 'attached.deviceUncertain')
-      attachment++;
+  for (const a of world.attachments.values()) {
+    const value = 'state' in a ? a.state.value : a.value;
+    if (value === 'attachUncertain' || value === 'attached.deviceUncertain') attachment++;
+  }
   if (source.mode === 'kubelet') {
     for (const byPod of source.world().mounts.values())
-      for (const m of podEntries(byPod)) if (m.state.value === 'mountUncertain') mount++;
+      for (const m of podEntries(byPod)) if (m.value === 'mountUncertain') mount++;
   }
   return { attachment, mount };
 }

@@ -31,7 +31,7 @@ function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
   const mount = podEntry(world.mounts.get(r.volume), r.pod);
   if (mount === undefined)
     return refused(`pod ${r.pod} has nothing of ${r.volume} mounted on ${world.config.node}`);
-  const state = mount.state.value;
+  const state = mount.value;
   if (podEntry(world.dsw.get(r.volume)?.pods, r.pod) !== undefined) {
     if (!r.force)
       return refused(
@@ -52,10 +52,10 @@ function decideDetach(world: World, r: OperatorRequestRecord): Verdict {
       `node ${node} leaves attach and detach to the attach/detach controller: ask the controller`,
     );
   const attachment = world.attachments.get(r.volume);
-  if (attachment === undefined || !attachment.attachable)
+  if (attachment === undefined || !attachment.spec.attachable)
     return refused(`${r.volume} is not an attached volume of node ${node}`);
   const mounted = [...podEntries(world.mounts.get(r.volume))].map(
-    (m) => `pod ${m.pod} (${m.state.value})`,
+    (m) => `pod ${m.pod} (${m.value})`,
   );
   const wanted = [...podEntries(world.dsw.get(r.volume)?.pods)].map((p) => `pod ${p.pod}`);
   if (mounted.length + wanted.length > 0 && !r.force) {
@@ -69,7 +69,7 @@ function decideDetach(world: World, r: OperatorRequestRecord): Verdict {
     );
   }
   const forced = mounted.length + wanted.length > 0 ? 'forced: unmounting every pod, then ' : '';
-  return accepted(`${forced}detaching ${r.volume} from ${node} (${attachment.state.value})`);
+  return accepted(`${forced}detaching ${r.volume} from ${node} (${attachment.value})`);
 }
 
 function decide(world: World, request: OperatorRequestRecord): Verdict {

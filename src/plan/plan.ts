@@ -99,7 +99,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
-  if (!volume.attachable) {
+  if (!entry.resolved.attachable) {
     claims.tryRun({
       op: 'verifyControllerAttached',
       volume: volume.volume,
@@ -138,7 +138,7 @@ function firstDesired(volume: DswVolume): ResolvedVolume {
 /** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
 function expansionDuringMount(world: World, spec: ResolvedVolume) {
   const caps = world.plugins.get(spec.pluginName);
-  const current = world.attachments.get(spec.volume)?.state.context;
+  const current = world.attachments.get(spec.volume)?.context;
   if (caps === undefined || !caps.nodeExpandable || !caps.requiresFSResize) return undefined;
   if (spec.source.kind === 'csi' && spec.source.inline) return undefined;
   if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return undefined;
@@ -149,7 +149,7 @@ function expansionDuringMount(world: World, spec: ResolvedVolume) {
 
 /** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
 function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
-  const deviceMounted = world.attachments.get(spec.volume)?.state.value === 'attached.deviceMounted';
+  const deviceMounted = world.attachments.get(spec.volume)?.value === 'attached.deviceMounted';
   const steps: MountStep[] = spec.attachable ? ['waitForAttach'] : [];
   if (spec.volumeMode === 'Block') {
     if (!deviceMounted) steps.push('setUpDevice');
@@ -183,7 +183,7 @@ function mountOperation(
   base: Pick<MountOperation, 'key' | 'cause' | 'remount'>,
 ): MountOperation {
   const spec = entry.resolved;
-  const context = world.attachments.get(spec.volume)?.state.context;
+  const context = world.attachments.get(spec.volume)?.context;
   const refusal = rwopRefusal(world, entry);
   const expansion = spec.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
   return {
@@ -203,7 +203,7 @@ function mountOperation(
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
 function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.sizeBytes);
-  const shared = volume.attachable || volume.deviceMountable;
+  const shared = entry.resolved.attachable || entry.resolved.deviceMountable;
   const cause = causeOf(world, volume.volume);
   switch (state.kind) {
     case 'volumeNotAttached':
@@ -217,7 +217,7 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
       return;
     }
     case 'fsResizeRequired': {
-      const context = world.attachments.get(volume.volume)!.state.context;
+      const context = world.attachments.get(volume.volume)!.context;
       claims.tryRun({
         op: 'expand',
         volume: volume.volume,
@@ -249,7 +249,7 @@ function planUnmountDeviceOrDetach(
   if (!hasNoMountRecords(world, volume) || wanted || claims.anyPending(volume)) return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
-  const value = attachment.state.value;
+  const value = attachment.value;
   if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
     const block = attachment.spec.volumeMode === 'Block';
     const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
@@ -257,7 +257,7 @@ function planUnmountDeviceOrDetach(
     return;
   }
   if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
-  const forget = controllerAttachDetach || !attachment.attachable;
+  const forget = controllerAttachDetach || !attachment.spec.attachable;
   assertSafeToDetach(world, attachment);
   if (forget) {
     claims.tryRun({ op: 'markDetached', volume, node, key: key(volume), cause });
@@ -278,10 +278,10 @@ function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
       `(${[...podEntries(mounts)].map((m) => mountName(attachment.volume, m.pod)).join(', ')}) (seq ${world.seq})`,
   );
   assert(
-    !attachment.state.value.startsWith('attached.device') ||
-      attachment.state.value === 'attached.deviceUnmounted',
+    !attachment.value.startsWith('attached.device') ||
+      attachment.value === 'attached.deviceUnmounted',
     () =>
-      `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`,
+      `attachment ${name}: detach planned while the device is ${attachment.value} (seq ${world.seq})`,
   );
 }
 
@@ -306,7 +306,7 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
  * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */
-export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
   let volumes = sorted.slice(0, planOperationsMax);
@@ -337,14 +337,29 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
       planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
-  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
-  const events = [...operator.events, ...(lookAtClaims ? planBindings(world, nowMs) : [])];
+  const events = operator.events;
   return {
     operations: claims.operations,
     retries: claims.retries,
     deferred,
     ...(events.length === 0 ? {} : { events }),
   };
+}
+
+/**
+ * Claims are bound before anything else is planned: when the planner binds, it returns the
+ * ClaimBound events alone and every volume it was asked about comes back as deferred, so
+ * operations are planned on the world with the bindings folded in (their causes then name
+ * the state the log shows before them).
+ */
+export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const lookAtClaims = volumes === undefined || volumes.includes(bindingVolume);
+  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  if (events.length === 0)
+    return planOperations(world, nowMs, volumes === undefined ? {} : { volumes });
+  const deferred = (volumes ?? [...allVolumes(world)]).filter((v) => v !== bindingVolume);
+  return { operations: [], retries: [], deferred, events };
 }
 
 export type { OperationKind };

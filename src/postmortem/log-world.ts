@@ -82,9 +82,12 @@ function kubeletLogWorld(world: World): LogWorld {
     pairs(volume) {
       const out = new Map<string, PairState>();
       const a = world.attachments.get(UniqueVolumeName(volume));
-      if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
+      if (a !== undefined) {
+        const pair = { pair: 'attachment', volume, node: a.node, pod: null, state: a.value } as const;
+        out.set(`attachment|${a.node}`, pair);
+      }
       for (const m of podEntries(world.mounts.get(UniqueVolumeName(volume)))) {
-        const state = m.state.value;
+        const state = m.value;
         out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
       }
       return out;

@@ -65,7 +65,7 @@ type Step = Pick<VolumeWhy, 'status' | 'step' | 'detail' | 'sinceSeq'>;
 function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step {
   const attachment = world.attachments.get(spec.volume);
   const since = attachment?.seq ?? entrySeq;
-  const state = attachment?.state.value ?? 'detached';
+  const state = attachment?.value ?? 'detached';
   if (!spec.attachable)
     return { status: 'waiting', step: 'verifyControllerAttached', detail: `attachment ${state}`, sinceSeq: since };
   if (!world.config.controllerAttachDetach)
@@ -104,9 +104,9 @@ function desiredStep(world: World, pod: UniquePodName, spec: ResolvedVolume, ent
   const attachment = world.attachments.get(spec.volume);
   if (!isAttached(attachment)) return attachStep(world, spec, entrySeq);
   const mount = podEntry(world.mounts.get(spec.volume), pod);
-  if (mount?.state.value === 'mounted' && !mount.state.context.remountRequired)
+  if (mount?.value === 'mounted' && !mount.context.remountRequired)
     return { status: 'mounted', step: 'none', detail: 'mounted', sinceSeq: mount.seq };
-  const device = attachment.state.value;
+  const device = attachment.value;
   if (spec.deviceMountable && device !== 'attached.deviceMounted')
     return {
       status: 'waiting',
@@ -114,11 +114,11 @@ function desiredStep(world: World, pod: UniquePodName, spec: ResolvedVolume, ent
       detail: `device ${device.replace('attached.', '')}`,
       sinceSeq: attachment.seq,
     };
-  const state = mount?.state.value ?? 'unmounted';
+  const state = mount?.value ?? 'unmounted';
   return {
     status: 'waiting',
     step: block ? 'mapPodDevice' : 'setUp',
-    detail: mount?.state.context.remountRequired === true ? 'remount required' : `mount ${state}`,
+    detail: mount?.context.remountRequired === true ? 'remount required' : `mount ${state}`,
     sinceSeq: Math.max(mount?.seq ?? 0, attachment.seq, entrySeq),
   };
 }
@@ -148,8 +148,8 @@ function teardownEntries(world: World, pod: UniquePodName): VolumeWhy[] {
       status: running === undefined ? 'tearingDown' : 'running',
       step: running?.call ?? (mount.spec.volumeMode === 'Block' ? 'unmapPodDevice' : 'tearDown'),
       detail: world.sourcesReady
-        ? `mount ${mount.state.value}, pod no longer wants it`
-        : `mount ${mount.state.value}; nothing is torn down until the pod sources are ready`,
+        ? `mount ${mount.value}, pod no longer wants it`
+        : `mount ${mount.value}; nothing is torn down until the pod sources are ready`,
       sinceSeq: running?.startedSeq ?? mount.seq,
     };
     found.push(entryFor(world, pod, mount.spec, step));
@@ -206,13 +206,13 @@ export function why(world: World, subject: string): WhyAnswer | undefined {
 function unusedAttachment(world: World, volume: UniqueVolumeName): VolumeWhy {
   const attachment = world.attachments.get(volume)!;
   const running = [...world.running.values()].find((op) => op.volume === volume);
-  const deviceMounted = attachment.state.value.startsWith('attached.device') && attachment.state.value !== 'attached.deviceUnmounted';
+  const deviceMounted = attachment.value.startsWith('attached.device') && attachment.value !== 'attached.deviceUnmounted';
   const step: Step = {
     status: running === undefined ? 'tearingDown' : 'running',
     step: running?.call ?? (deviceMounted ? 'unmountDevice' : 'detach'),
     detail: world.sourcesReady
-      ? `attachment ${attachment.state.value}, no pod uses it`
-      : `attachment ${attachment.state.value}; nothing is detached until the pod sources are ready`,
+      ? `attachment ${attachment.value}, no pod uses it`
+      : `attachment ${attachment.value}; nothing is detached until the pod sources are ready`,
     sinceSeq: running?.startedSeq ?? attachment.seq,
   };
   return entryFor(world, '' as UniquePodName, attachment.spec, step);

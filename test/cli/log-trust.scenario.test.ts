@@ -246,7 +246,7 @@ test('cli: a scenario or a manifest missing a required key exits 2 naming the ke
   for (const command of ['run', 'controller']) {
     const r = vole(command, '--manifests', manifests, '--root', join(dir, 'root-4'), '--db', db);
     assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, /pod\.yaml: invalid Pod: metadata\.name: missing \(a required key\)/);
+    assert.match(r.stderr, /pod\.yaml: Pod "\(unnamed\)" is invalid: metadata\.name: Required value/);
     noStackTrace(r.stderr);
     assert.equal(existsSync(db), false, 'nothing was opened or written');
   }

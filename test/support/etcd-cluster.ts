@@ -47,9 +47,16 @@ export async function freePort(): Promise<number> {
 }
 
 const live = new Set<ChildProcess>();
-process.on('exit', () => {
+function killLive(): void {
   for (const child of live) if (child.pid !== undefined) process.kill(child.pid, 'SIGKILL');
-});
+}
+process.on('exit', killLive);
+// A test run stopped from outside (the runner's timeout, Ctrl-C) ends its members too.
+for (const signal of ['SIGTERM', 'SIGINT'] as const)
+  process.once(signal, () => {
+    killLive();
+    process.exit(signal === 'SIGTERM' ? 143 : 130);
+  });
 
 async function postJson(url: string, body: unknown, timeoutMs = 1000): Promise<unknown> {
   const response = await fetch(url, {
