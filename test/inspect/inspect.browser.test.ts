@@ -117,7 +117,7 @@ test('inspect: read-only — other methods get 405, paths outside the fixed rout
 
 test('inspect: the API answers from the log — the world at a seq, causes, statecharts from the machines', async () => {
   const get = async (path: string) => JSON.parse((await raw('GET', path)).body);
-  const early = await get('/api/world?at=30');
+  const early = await get('/api/world?at=29');
   assert.equal(
     early.pairs.find((p: { id: string }) => p.id === disk).state,
     'attached.deviceMounting',
@@ -132,7 +132,7 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
       'mount|fake.disk/uid-a-scratch|uid-a unmounted',
     ],
   );
-  const uncertain = await get('/api/world?at=18'); // the setUp failed (17), its operation finished (18)
+  const uncertain = await get('/api/world?at=17'); // the setUp failed (16), its operation finished (17)
   const scratch = uncertain.pairs.find(
     (p: { id: string }) => p.id === 'mount|fake.disk/uid-a-scratch|uid-a',
   );
@@ -140,8 +140,8 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
   assert.equal(scratch.uncertain, true);
   assert.equal(scratch.failing, true, 'the failed setUp left a backoff');
   assert.match(scratch.lastError, /scripted uncertain failure/);
-  const chain = await get('/api/explain?seq=30');
-  assert.deepEqual(chain.map((s: { seq: number }) => s.seq).slice(0, 2), [30, 27]);
+  const chain = await get('/api/explain?seq=29');
+  assert.deepEqual(chain.map((s: { seq: number }) => s.seq).slice(0, 2), [29, 26]);
   const chart = await get('/api/chart?machine=attachment');
   assert.ok(
     chart.nodes.some(
@@ -222,7 +222,7 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
     await page.locator('[data-testid=scrubber]').evaluate((el, value) => {
       (el as HTMLInputElement).value = value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
-    }, '30');
+    }, '29');
     await page.waitForFunction(
       () =>
         document.querySelector('[data-testid=selected-state]')?.textContent ===
@@ -233,10 +233,10 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       .locator('svg.chart g.state[data-state="attachment.attached.deviceMounting"].current')
       .waitFor();
     assert.equal(await page.locator('svg.chart g.state.current').count(), 1);
-    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 30 \/ 55/);
+    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 29 \/ 54/);
     // Earlier still, the scratch mount is uncertain and failing, and stands out.
     await page.locator('[data-testid=scrubber]').evaluate((el) => {
-      (el as HTMLInputElement).value = '18';
+      (el as HTMLInputElement).value = '17';
       el.dispatchEvent(new Event('input', { bubbles: true }));
     });
     await page
@@ -245,10 +245,10 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
   });
 
   test('clicking an event shows its payload and its chain of causes, as links', async () => {
-    await page.locator('[data-testid=events] tr[data-seq="30"]').click();
+    await page.locator('[data-testid=events] tr[data-seq="29"]').click();
     const detail = page.locator('[data-testid=event-detail]');
     await detail.locator('pre.payload').waitFor();
-    assert.match((await detail.locator('h3').textContent()) ?? '', /#30 CallStarted/);
+    assert.match((await detail.locator('h3').textContent()) ?? '', /#29 CallStarted/);
     assert.match(
       (await detail.locator('pre.payload').textContent()) ?? '',
       /"call": "mountDevice"/,
@@ -262,12 +262,12 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       .locator('[data-testid=causes] a[data-cause]')
       .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-cause'))));
     assert.ok(causes.length >= 2, `causes: ${causes.join(' ')}`);
-    assert.equal(causes[0], 27);
+    assert.equal(causes[0], 26);
     mkdirSync(join(root, 'test-artifacts'), { recursive: true });
     await page.screenshot({ path: screenshotPath });
-    await detail.locator('a[data-cause="27"]').click();
+    await detail.locator('a[data-cause="26"]').click();
     await page.waitForFunction(() =>
-      /#27 OperationStarted/.test(
+      /#26 OperationStarted/.test(
         document.querySelector('[data-testid=event-detail] h3')?.textContent ?? '',
       ),
     );
@@ -326,9 +326,9 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       { timeout: 10_000 },
     );
     assert.equal(await pairState(disk).textContent(), 'attaching');
-    assert.equal(await page.locator('[data-testid=head]').textContent(), '58 events');
-    await page.locator('[data-testid=events] tr[data-seq="58"]').waitFor();
-    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 58 \/ 58/);
+    assert.equal(await page.locator('[data-testid=head]').textContent(), '57 events');
+    await page.locator('[data-testid=events] tr[data-seq="57"]').waitFor();
+    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 57 \/ 57/);
     assert.equal(
       await page.evaluate(() => (window as unknown as { stillThisPage?: boolean }).stillThisPage),
       true,
