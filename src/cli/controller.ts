@@ -129,6 +129,8 @@ export async function controllerCommand(
       await cm.drainAndStop();
     },
     abandon: () => {
+      void metrics?.close();
+      void operator.close();
       watcher.stop();
       cm.stop();
     },

@@ -191,6 +191,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       csi.stop();
     },
     abandon: () => {
+      void endpoints.close();
       watcher.stop();
       vm.stop();
       csi.stop();
