@@ -116,7 +116,7 @@ test('host: operator requests through the running agent, its planner and its log
     assert.equal(unknown.status, 2);
     assert.match(unknown.stderr, /no volume nope on node node-1/);
     const noReason = req('detach', disk, '--node', 'node-1');
-    assert.notEqual(noReason.status, 0);
+    assert.equal(noReason.status, 2, 'a usage error exits 2');
     assert.match(noReason.stderr, /--reason/);
   });
 
