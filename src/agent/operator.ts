@@ -126,6 +126,8 @@ export async function serveOperatorSocket(
     process.umask(umask);
   }
   chmodSync(path, 0o600);
+  // The socket never holds the process up on its own: the agent's work does.
+  server.unref();
   return {
     path,
     close: () =>

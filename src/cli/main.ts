@@ -51,7 +51,11 @@ program
   .addOption(
     new Option('--log-level <level>', 'log level on stderr').choices(logLevels).default('silent'),
   )
-  .showHelpAfterError();
+  .showHelpAfterError()
+  // Before the subcommands exist, so each inherits it: a usage error exits 2, as bad input does.
+  .exitOverride((error) => {
+    process.exit(error.exitCode === 0 ? 0 : 2);
+  });
 
 const logger = () => cliLogger(program.opts<{ logLevel: string }>().logLevel);
 
@@ -371,9 +375,5 @@ program
   .action((opts: { db: string; port: string; host: string }) => run(() => inspectCommand(opts))());
 
 registerClusterCommands(program, run, logger);
-
-program.exitOverride((error) => {
-  process.exit(error.exitCode === 0 ? 0 : 2);
-});
 
 await program.parseAsync(process.argv);

@@ -11,6 +11,7 @@ import { podEntries, podEntry } from '../world/by-pod.js';
 import type { ResolvedVolume, World } from '../world/types.js';
 import {
   driverLabel,
+  grpcCodeLabel,
   kubernetesSecondsBuckets,
   operationName,
   pluginLabel,
@@ -229,7 +230,7 @@ export class EventMetrics {
       {
         driver_name: driver,
         method_name: event.rpc.method,
-        grpc_status_code: event.rpc.code,
+        grpc_status_code: grpcCodeLabel(event.rpc.code),
         migrated: 'false',
       },
       event.rpc.durationMs / 1000,

@@ -58,3 +58,22 @@ export function driverLabel(spec: ResolvedVolume | null | undefined, pluginName 
   if (spec?.source.kind === 'csi') return spec.source.driver;
   return spec?.pluginName ?? pluginName;
 }
+
+/** gRPC's names where Go's codes.Code.String() spells them otherwise. */
+const goCodeNames: Readonly<Record<string, string>> = { CANCELLED: 'Canceled' };
+
+/**
+ * The grpc_status_code label as Kubernetes writes it (Go's codes.Code.String():
+ * `OK`, `DeadlineExceeded`, `FailedPrecondition`), from a code logged in gRPC's spelling
+ * (`DEADLINE_EXCEEDED`) or already in Go's.
+ */
+export function grpcCodeLabel(code: string): string {
+  if (code === 'OK' || !/^[A-Z_]+$/.test(code)) return code;
+  return (
+    goCodeNames[code] ??
+    code
+      .split('_')
+      .map((word) => word.charAt(0) + word.slice(1).toLowerCase())
+      .join('')
+  );
+}

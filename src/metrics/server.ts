@@ -57,6 +57,8 @@ export async function serveMetrics(opts: {
       resolve();
     });
   });
+  // The endpoint never holds the process up on its own: the agent's work does.
+  server.unref();
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {

@@ -13,6 +13,7 @@ import { openSimulationLog } from '../../src/cli/sqlite-sink.js';
 import { metricsAtMoment } from '../../src/cli/metrics.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { VoleMetrics } from '../../src/metrics/index.js';
+import { grpcCodeLabel } from '../../src/metrics/names.js';
 import { parseMetricsAddress } from '../../src/metrics/server.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
@@ -127,6 +128,20 @@ test('csi_operations_seconds comes from the rpc field of call outcomes', async (
     'csi_operations_seconds_count{driver_name="fake.disk",method_name="/csi.v1.Node/NodePublishVolume",grpc_status_code="OK",migrated="false"}';
   assert.ok((sample(text, series) ?? 0) >= 1, text);
   assert.match(text, /csi_operations_seconds_bucket\{le="0.25",driver_name="fake.disk"/);
+});
+
+test("a CSI driver's calls, through the real gRPC client: csi_operations_seconds by method and Go's code names", async () => {
+  const db = await simulated('csi-expand-failed-precondition');
+  const text = await metricsAtMoment(db, undefined);
+  const series = (method: string, code: string) =>
+    `csi_operations_seconds_count{driver_name="fake.csi.example.com",method_name="/csi.v1.Node/${method}",grpc_status_code="${code}",migrated="false"}`;
+  assert.equal(sample(text, series('NodeStageVolume', 'OK')), 2, text);
+  assert.equal(sample(text, series('NodeExpandVolume', 'FailedPrecondition')), 1);
+  assert.equal(sample(text, series('NodeExpandVolume', 'Internal')), 1);
+  assert.match(text, /volume_plugin="kubernetes\.io\/csi:fake\.csi\.example\.com",operation_name="expand_volume",status="fail-unknown"/);
+  assert.equal(grpcCodeLabel('DEADLINE_EXCEEDED'), 'DeadlineExceeded');
+  assert.equal(grpcCodeLabel('CANCELLED'), 'Canceled');
+  assert.equal(grpcCodeLabel('OK'), 'OK');
 });
 
 test('--metrics-address: HOST:PORT, or a message that says what to give', () => {
