@@ -6,6 +6,7 @@
 import type { Etcd3 } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
 import type { EtcdEventLog } from './etcd-log.js';
+import { listPrefix } from './informer.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
 
@@ -27,9 +28,11 @@ export class VolumesAttachedPublisher {
 
   async start(): Promise<void> {
     // What the previous leader published counts as published only if it matches.
-    const existing = await this.client.getAll().prefix(this.keys.status).strings();
-    for (const [key, value] of Object.entries(existing))
-      if (key.endsWith('/volumesAttached')) this.published.set(key, value);
+    const { kvs } = await listPrefix(this.client, this.keys.status);
+    for (const kv of kvs) {
+      const key = kv.key.toString();
+      if (key.endsWith('/volumesAttached')) this.published.set(key, kv.value.toString());
+    }
     this.unsubscribe = this.cm.subscribe(() => this.schedule());
     this.schedule();
   }
