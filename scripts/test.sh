@@ -20,6 +20,13 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
     || echo "chromium could not be installed: the browser tests will skip"
 fi
+# The metrics tests lint the exposition with promtool and scrape an agent with a real
+# Prometheus server (Debian's prometheus package ships both); without it they skip.
+if ! command -v prometheus >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing prometheus (for the metrics tests)"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q prometheus; } \
+    || echo "prometheus could not be installed: the metrics tests that need it will skip"
+fi
 # Cluster tests (test/cluster/*.cluster.test.ts, *.host.test.ts there) start a real 3-member
 # etcd (Debian etcd-server 3.4) and check it with etcdctl; without them they skip.
 if { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; } && [ "$(id -u)" = 0 ] \

@@ -1,9 +1,13 @@
 /** vole's library entry point. */
 export {
+  InvalidPodError,
   VolumeManager,
   WaitForAttachAndMountError,
   type VolumeManagerOptions,
 } from './agent/volume-manager.js';
+export { describeInvalid, type FieldError, validate } from './sources/validate.js';
+export { ObjectContents, toLoggedObject } from './sources/contents.js';
+export { builtinPlugins } from './plugins/builtin/index.js';
 export {
   ControllerManager,
   type ControllerManagerOptions,
@@ -22,3 +26,6 @@ export * from './world/index.js';
 export { plan, type Operation, type PlanResult } from './plan/index.js';
 export { parseScenario } from './sim/scenario.js';
 export { simulate, type SimulationResult } from './sim/simulate.js';
+export { VoleMetrics, serveMetrics, type MetricsServer, type WorldSource } from './metrics/index.js';
+export { why, whyText, volumeWhyText, type WhyAnswer, type VolumeWhy } from './postmortem/why.js';
+export type { OperatorRequest, OperatorDecided, OperatorReply } from './agent/operator.js';

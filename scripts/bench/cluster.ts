@@ -1,5 +1,5 @@
 /**
- * §7 Cluster mode on etcd (a real etcd started here: test/support/etcd-cluster.ts).
+ * §8 Cluster mode on etcd (a real etcd started here: test/support/etcd-cluster.ts).
  *
  * Log appends: the controller log's group commits (validated rows, each transaction
  * fenced on the leader's term and the expected head) against raw etcd3 transactions

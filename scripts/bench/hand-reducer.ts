@@ -672,8 +672,8 @@ export function compareWithWorld(h: HandState, world: World, limit = 5): string[
     add(`attachments: ${h.attachments.size} vs ${world.attachments.size}`);
   for (const [volume, record] of world.attachments) {
     const mine = h.attachments.get(volume);
-    if (!isDeepStrictEqual(mine, { value: record.state.value, context: record.state.context })) {
-      add(`attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify(record.state)}`);
+    if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
+      add(`attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
     }
   }
   let mounts = 0;
@@ -682,8 +682,8 @@ export function compareWithWorld(h: HandState, world: World, limit = 5): string[
       const pod = record.pod;
       mounts++;
       const mine = h.mounts.get(volume)?.get(pod);
-      if (!isDeepStrictEqual(mine, { value: record.state.value, context: record.state.context })) {
-        add(`mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify(record.state)}`);
+      if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
+        add(`mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
       }
     }
   }

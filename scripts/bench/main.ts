@@ -9,7 +9,7 @@
  * itself broke.
  *
  * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6),
- * cluster (§7: a real etcd; skipped, saying so, without the etcd binary);
+ * csi (§7), cluster (§8: a real etcd; skipped, saying so, without the etcd binary);
  * see each file.
  */
 import { spawnSync } from 'node:child_process';
@@ -32,7 +32,7 @@ const quickLogEvents = 100_000;
 const logPopulation = 1_000;
 const logWave = 250;
 
-const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'cluster'] as const;
+const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'csi', 'cluster'] as const;
 type SectionName = (typeof sections)[number];
 
 interface Args {
@@ -66,7 +66,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,cluster] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -109,6 +109,10 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
     case 'e2e': {
       const { runE2e } = await import('./e2e.js');
       return runE2e({ pods: args.quick ? 200 : 1_000, runs: Math.min(runs, 3) });
+    }
+    case 'csi': {
+      const { runCsi } = await import('./csi.js');
+      return runCsi({ pods: args.quick ? 200 : 1_000, runs: Math.min(runs, 3) });
     }
     case 'restart': {
       const { runRestart } = await import('./restart.js');

@@ -22,15 +22,25 @@ import type { ControllerOperation } from '../controller/plan.js';
 import { type ControllerWorld, pairKey } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
-import { type EventSink, MemorySink } from '../engine/sink.js';
+import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
+import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
+import { planBindings } from '../plan/bind.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import type { ManifestChanges } from '../sources/manifests.js';
+import {
+  awaitOperatorDecision,
+  type OperatorDecided,
+  type OperatorRequest,
+  type OperatorRequestInput,
+  operatorHandler,
+  serveOperatorSocket,
+} from './operator.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 
@@ -63,7 +73,14 @@ export class ControllerManager {
     private readonly engine: Engine<ControllerWorld, ControllerOperation>,
     private readonly opts: ControllerManagerOptions & { clock: Clock; plugins: PluginManager },
     private readonly sink: EventSink,
-  ) {}
+    /**
+     * The controller's metrics (attachdetach_controller_*, forced detaches, vole's own) in
+     * a prom-client Registry of its own: `cm.metrics.registry`.
+     */
+    readonly metrics: VoleMetrics,
+  ) {
+    engine.subscribe((event, world) => metrics.observe(event, world));
+  }
 
   /**
    * Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot and
@@ -108,6 +125,11 @@ export class ControllerManager {
     };
     const world = log.world ?? controllerCore.initialWorld();
     for (const event of log.history) if (event.seq > world.seq) controllerCore.fold(world, event);
+    let current = () => world;
+    const metrics = new VoleMetrics({
+      source: { mode: 'controller', world: () => current() },
+      appendLatency: true,
+    });
     const engine = new Engine({
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
@@ -115,7 +137,7 @@ export class ControllerManager {
       controllerAttachDetach: true,
       plugins,
       clock,
-      sink: log.sink,
+      sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       controller: {
@@ -124,7 +146,8 @@ export class ControllerManager {
       },
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
-    return new ControllerManager(engine, { ...opts, clock, plugins }, log.sink);
+    current = () => engine.world;
+    return new ControllerManager(engine, { ...opts, clock, plugins }, log.sink, metrics);
   }
 
   /** The controller's world (read-only by contract: change it only through events). */
@@ -205,6 +228,8 @@ export class ControllerManager {
   settled(): boolean {
     const world = this.world;
     if (world.running.size > 0) return false;
+    // A claim the planner is about to bind: its pods' attachments are not desired yet.
+    if (world.unboundClaims.size > 0 && planBindings(world, 0).length > 0) return false;
     for (const key of world.dsw.keys())
       if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
     for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
@@ -243,6 +268,58 @@ export class ControllerManager {
       };
       check(false);
     });
+  }
+
+  /**
+   * Records an operator's request (`vole detach VOLUME --node N`, `vole retry`) and
+   * resolves with the controller planner's verdict.
+   */
+  requestOperatorAction(
+    request: OperatorRequest,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<OperatorDecided> {
+    if (!this.engine.isRunning) return Promise.reject(new Error('the controller is not running'));
+    const tsMs = this.opts.clock.nowMs();
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
+    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
+    const timeoutMs = opts.timeoutMs ?? 10_000;
+    return awaitOperatorDecision(subscribe, this.opts.clock, requestSeq, ['accepted', 'refused'], timeoutMs).then(
+      ({ seq, verdict, message }) => ({
+        requestSeq,
+        decisionSeq: seq,
+        verdict: verdict as 'accepted' | 'refused',
+        message,
+      }),
+    );
+  }
+
+  /** Resolves once an accepted detach completed. */
+  operatorActionDone(requestSeq: number, opts: { timeoutMs?: number } = {}): Promise<{ seq: number; message: string }> {
+    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
+    return awaitOperatorDecision(subscribe, this.opts.clock, requestSeq, ['done'], opts.timeoutMs ?? 120_000);
+  }
+
+  /** Serves `vole detach --controller` and `vole retry --controller` on a 0600 unix socket. */
+  serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
+    const resolve = (input: OperatorRequestInput): OperatorRequest | string => {
+      if (!this.world.nodesByVolume.has(input.volume as never))
+        return `the controller knows no volume ${input.volume}: give its UniqueVolumeName (vole status --db lists them)`;
+      return {
+        action: input.action,
+        volume: input.volume,
+        ...(input.node === undefined ? {} : { node: input.node }),
+        reason: input.reason,
+        force: input.force,
+      };
+    };
+    return serveOperatorSocket(
+      path,
+      operatorHandler({
+        resolve,
+        requestOperatorAction: (request) => this.requestOperatorAction(request),
+        operatorActionDone: (seq) => this.operatorActionDone(seq),
+      }),
+    );
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */

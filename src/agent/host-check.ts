@@ -16,8 +16,8 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
   const attachments: HostObservation['attachments'] = [];
   const mounts: HostObservation['mounts'] = [];
   for (const record of world.attachments.values()) {
-    const state = record.state.value;
-    const plugin = plugins.find(record.pluginName);
+    const state = record.value;
+    const plugin = plugins.find(record.spec.pluginName);
     if (plugin === undefined || !unsettled.test(state)) continue;
     const entry: HostObservation['attachments'][number] = { volume: record.volume };
     const isAttached = plugin.attacher?.isAttached;
@@ -27,15 +27,15 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
     const isDeviceMounted = plugin.deviceMounter?.isDeviceMounted;
     if (/device(Uncertain|Mounting|Unmounting)/.test(state) && isDeviceMounted !== undefined) {
       const path =
-        record.state.context.deviceMountPath || plugin.deviceMounter!.deviceMountPath(record.spec);
+        record.context.deviceMountPath || plugin.deviceMounter!.deviceMountPath(record.spec);
       entry.deviceMounted = await isDeviceMounted(record.spec, path).catch(() => true);
     }
     if (entry.attached !== undefined || entry.deviceMounted !== undefined) attachments.push(entry);
   }
   for (const byPod of world.mounts.values()) {
     for (const record of podEntries(byPod)) {
-      const isSetUp = plugins.find(record.pluginName)?.pod.isSetUp;
-      if (!unsettled.test(record.state.value) || isSetUp === undefined) continue;
+      const isSetUp = plugins.find(record.spec.pluginName)?.pod.isSetUp;
+      if (!unsettled.test(record.value) || isSetUp === undefined) continue;
       mounts.push({
         volume: record.volume,
         pod: record.pod,

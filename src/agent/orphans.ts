@@ -10,7 +10,8 @@
  * Safety, as the kubelet's: a pod the log knows (desired, or with any mount record) is
  * never touched, nor a volume any desired pod or attachment names; a directory is removed
  * only after its own mount is gone and with no mount below it (removeVolumeDir); a loop
- * device still mounted somewhere is not detached. Runs once, after the sources are ready
+ * device still mounted somewhere is not detached, and none at all when a controller attaches
+ * (controllerAttachDetach: the attachments are the controller's). Runs once, after the sources are ready
  * (every pod known) and before the manifest directory is watched.
  */
 import { readdir, realpath } from 'node:fs/promises';
@@ -119,6 +120,8 @@ export async function findOrphans(root: string, world: World): Promise<Orphan[]>
       }
     }
   }
+  // With a controller attaching (controllerAttachDetach), loop devices are its own.
+  if (world.config.controllerAttachDetach) return found;
   const handles = new Set([...volumes].map((v) => v.slice(v.lastIndexOf('/') + 1)));
   // losetup reports the image's real path.
   const disks = join(await realpath(root).catch(() => root), 'disks');
@@ -139,6 +142,14 @@ export async function findOrphans(root: string, world: World): Promise<Orphan[]>
 
 const unescape = (plugin: string) => plugin.replaceAll('~', '/');
 
+const scratchPlugins = new Set([
+  'kubernetes.io/empty-dir',
+  'kubernetes.io/configmap',
+  'kubernetes.io/secret',
+  'kubernetes.io/downward-api',
+  'kubernetes.io/projected',
+]);
+
 /** Cleans one orphan up; returns why it was left, or undefined when it is gone. */
 async function cleanUp(root: string, orphan: Orphan): Promise<string | undefined> {
   try {
@@ -149,9 +160,11 @@ async function cleanUp(root: string, orphan: Orphan): Promise<string | undefined
       await detachLoopForImage(orphan.path);
       return undefined;
     }
-    // An emptyDir's content is scratch space, as its TearDown removes it; any other
-    // volume directory must be empty once unmounted.
-    const recursive = orphan.volume.startsWith('kubernetes.io/empty-dir/');
+    // An emptyDir's content is scratch space and a content volume's is written from the
+    // API objects: their TearDown removes it. Any other directory must be empty once
+    // unmounted.
+    const plugin = orphan.volume.slice(0, orphan.volume.lastIndexOf('/'));
+    const recursive = scratchPlugins.has(plugin);
     await removeVolumeDir(root, orphan.path, { recursive });
     return undefined;
   } catch (error) {

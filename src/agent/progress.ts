@@ -48,7 +48,7 @@ export class PodProgress {
     if (status.errors.length > 0) return `pod ${name}: failed: ${status.errors.join('; ')}`;
     if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
     const attached = record.volumes.filter(
-      (v) => world.attachments.get(v.volume)?.state.value.startsWith('attached') === true,
+      (v) => world.attachments.get(v.volume)?.value.startsWith('attached') === true,
     );
     const why =
       status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';

@@ -9,13 +9,15 @@
  */
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { NewEvent, VoleEvent } from '../events/index.js';
+import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import { type Clock, RealClock } from '../clock.js';
 import { UniquePodName, UniqueVolumeName } from '../ids.js';
+import { claimVolumes, measureVolumes, VoleMetrics } from '../metrics/index.js';
 import { PluginManager } from '../plugins/manager.js';
+import { why as whyAnswer, whyText } from '../postmortem/why.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import {
   foldAll,
@@ -35,8 +37,16 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
+import {
+  awaitOperatorDecision,
+  type OperatorDecided,
+  type OperatorRequest,
+  operatorHandler,
+  resolveOperatorRequest,
+  serveOperatorSocket,
+} from './operator.js';
 import { cleanUpOrphans } from './orphans.js';
-import { type EventSink, MemorySink } from '../engine/sink.js';
+import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 
@@ -86,15 +96,25 @@ export class VolumeManager {
   private readonly engine: Engine<World, Operation>;
   private readonly clock: Clock;
 
+  /**
+   * The metrics of this volume manager, in a prom-client Registry of its own
+   * (`vm.metrics.registry`): derived from the events it appends, the world, and statfs
+   * of mounted claim volumes.
+   */
+  readonly metrics: VoleMetrics;
+
   private constructor(
     engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
     private readonly contents: ObjectContents | undefined,
+    metrics: VoleMetrics,
   ) {
     this.engine = engine;
     this.clock = clock;
+    this.metrics = metrics;
+    engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
   /**
@@ -134,6 +154,12 @@ export class VolumeManager {
       history: [],
     };
     const world = foldAll(log.history, log.world);
+    let current: () => World = () => world;
+    const metrics = new VoleMetrics({
+      source: { mode: 'kubelet', world: () => current() },
+      volumeStats: () => measureVolumes(claimVolumes(current(), plugins)),
+      appendLatency: true,
+    });
     const engine = new Engine({
       core: kubeletCore,
       runner: (host) => new Executor(host),
@@ -141,12 +167,13 @@ export class VolumeManager {
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       plugins,
       clock,
-      sink: log.sink,
+      sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
-    return new VolumeManager(engine, clock, log.sink, plugins, opts.contents);
+    current = () => engine.world;
+    return new VolumeManager(engine, clock, log.sink, plugins, opts.contents, metrics);
   }
 
   /** The current world (read-only by contract: change it only through events). */
@@ -191,6 +218,18 @@ export class VolumeManager {
   }
 
   /**
+   * A CSI driver registered or went away (src/csi/registry.ts): the log records it, so the
+   * fold knows the driver's capabilities and a replay needs no driver.
+   */
+  recordCsiDriver(
+    event:
+      | Omit<EventOf<'CsiDriverRegistered'>, 'seq' | 'tsMs'>
+      | Omit<EventOf<'CsiDriverDeregistered'>, 'seq' | 'tsMs'>,
+  ): void {
+    this.append({ ...event, tsMs: this.clock.nowMs() } as NewEvent);
+  }
+
+  /**
    * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
    * InvalidPodError naming the pod and the fields, and nothing of it is used.
    */
@@ -198,9 +237,8 @@ export class VolumeManager {
     const errors = validate({ kind: 'Pod', ...pod });
     if (errors.length > 0) {
       const { name, namespace } = pod.metadata ?? {};
-      throw new InvalidPodError(
-        `${describeInvalid(errors, { kind: 'Pod', name, namespace: namespace ?? 'default' })}; the pod was not added`,
-      );
+      const what = { kind: 'Pod', name, namespace: namespace ?? 'default' };
+      throw new InvalidPodError(`${describeInvalid(errors, what)}; the pod was not added`);
     }
     this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
   }
@@ -221,7 +259,8 @@ export class VolumeManager {
    */
   upsertObject(object: ManifestObject): void {
     this.contents?.set(object);
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: toLoggedObject(object) });
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
   }
 
   removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
@@ -277,6 +316,57 @@ export class VolumeManager {
     });
   }
 
+  /**
+   * Records an operator's request (detach a volume, release a pod's volume, retry now)
+   * and resolves with the planner's verdict. The action itself runs through the machines.
+   */
+  requestOperatorAction(
+    request: OperatorRequest,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<OperatorDecided> {
+    if (!this.engine.isRunning) return Promise.reject(new Error('the volume manager is not running'));
+    const tsMs = this.clock.nowMs();
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
+    const verdicts = ['accepted', 'refused'];
+    return awaitOperatorDecision(
+      (l) => this.subscribe(l),
+      this.clock,
+      requestSeq,
+      verdicts,
+      opts.timeoutMs ?? 10_000,
+    ).then(({ seq, verdict, message }) => ({
+      requestSeq,
+      decisionSeq: seq,
+      verdict: verdict as 'accepted' | 'refused',
+      message,
+    }));
+  }
+
+  /** Resolves once an accepted detach or release completed. */
+  operatorActionDone(
+    requestSeq: number,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ seq: number; message: string }> {
+    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
+    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
+  }
+
+  /**
+   * Serves `vole detach / release / retry` on a unix socket (0600) at `path`: each request
+   * is recorded, decided by the planner, and answered; with `wait`, also when done.
+   */
+  serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
+    return serveOperatorSocket(
+      path,
+      operatorHandler({
+        resolve: (input) => resolveOperatorRequest(this.world, input),
+        requestOperatorAction: (request) => this.requestOperatorAction(request),
+        operatorActionDone: (seq) => this.operatorActionDone(seq),
+      }),
+    );
+  }
+
   /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
   getVolumesInUse(): string[] {
     return getVolumesInUse(this.world);
@@ -315,7 +405,7 @@ export class VolumeManager {
     const pod = UniquePodName(uid);
     const mountedNames = () =>
       getPossiblyMountedVolumesForPod(this.world, pod)
-        .filter((m) => m.state.value !== 'mountUncertain')
+        .filter((m) => m.value !== 'mountUncertain')
         .map((m) => m.volume); // in-flight calls count
     return this.waitUntil(() => {
       const names = mountedNames();
@@ -402,7 +492,9 @@ export class VolumeManager {
         }
         const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
         if (why === null) return false;
-        finish(() => reject(new WaitForAttachAndMountError(waitErrorMessage(status, why), status)));
+        const explained = whyAnswer(this.world, pod);
+        const message = `${waitErrorMessage(status, why)}${explained === undefined ? '' : `\n${whyText(explained)}`}`;
+        finish(() => reject(new WaitForAttachAndMountError(message, status)));
         return true;
       };
       const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () =>

@@ -18,6 +18,7 @@ import { parseDurationMs } from '../sim/duration.js';
 import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { metricsAddressOf, serveEndpoints } from './run.js';
 
 export interface ClusterAgentCommandOptions {
   readonly etcd: string;
@@ -29,6 +30,7 @@ export interface ClusterAgentCommandOptions {
   readonly heartbeatTtl?: string;
   readonly once?: boolean;
   readonly timeout?: string;
+  readonly metricsAddress?: string;
 }
 
 function seconds(text: string | undefined, fallback: number, what: string): number {
@@ -59,6 +61,7 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'vole.db');
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
   const say = progressPrinter();
   const client = clientFor(opts.etcd);
   const contents = new ObjectContents();
@@ -86,6 +89,8 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     throw new UsageError(describeEtcdError(error, opts.etcd));
   }
   say(`vole agent on ${opts.node}: etcd ${opts.etcd}, root ${root}, log ${db} (seq ${agent.vm.world.seq})`);
+  const stopAgent = () => void agent.stop().finally(() => client.close());
+  const endpoints = await serveEndpoints({ root, metricsAt, vm: agent.vm, say, stop: stopAgent });
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -93,6 +98,7 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     settled: () => settled(agent.vm.world),
     settledMessage: () => `settled: ${agent.vm.world.pods.size} pod(s) mounted, log at seq ${agent.vm.world.seq}`,
     shutdown: async () => {
+      await endpoints.close();
       await agent.stop();
       client.close();
     },
@@ -113,7 +119,15 @@ export interface ClusterControllerCommandOptions {
 /** Exit status of a replica that lost its leadership (a supervisor restarts it as a standby). */
 export const exitLostLeadership = 3;
 
-export async function clusterControllerCommand(opts: ClusterControllerCommandOptions, logger: Logger): Promise<number> {
+export async function clusterControllerCommand(
+  opts: ClusterControllerCommandOptions & { metricsAddress?: string },
+  logger: Logger,
+): Promise<number> {
+  if (opts.metricsAddress !== undefined)
+    throw new UsageError(
+      '--metrics-address is not served with --etcd yet (a replica\'s controller changes with ' +
+        'its leadership): scrape the node agents, or run vole controller --manifests',
+    );
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const say = progressPrinter();

@@ -18,6 +18,12 @@ import {
   runUntilStopped,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { type MetricsServer, serveMetrics } from '../metrics/index.js';
+import { metricsAddressOf } from './run.js';
+import { OperatorSocketError } from '../agent/operator.js';
+
+/** The controller's operator socket, under its root. */
+export const controllerSocketName = 'controller.sock';
 
 export interface ControllerCommandOptions {
   readonly manifests: string;
@@ -25,6 +31,7 @@ export interface ControllerCommandOptions {
   readonly root?: string;
   readonly once?: boolean;
   readonly timeout?: string;
+  readonly metricsAddress?: string;
 }
 
 /** Prints each Multi-Attach report and each change of a node's volumesAttached. */
@@ -49,6 +56,7 @@ export async function controllerCommand(
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'controller.db');
   refuseBadManifests(opts.manifests);
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const cm = ControllerManager.open({
@@ -82,6 +90,31 @@ export async function controllerCommand(
     throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${why}`);
   }
   if (opts.once !== true) watcher.start();
+  const socketPath = join(root, controllerSocketName);
+  const operator = await cm.serveOperatorRequests(socketPath).catch(async (error: Error) => {
+    watcher.stop();
+    await cm.drainAndStop();
+    throw new UsageError(error instanceof OperatorSocketError ? error.message : `cannot listen on ${socketPath}: ${error.message}`);
+  });
+  say(`operator requests (vole detach / retry --controller) on ${operator.path}`);
+  let metrics: MetricsServer | undefined;
+  if (metricsAt !== undefined) {
+    try {
+      metrics = await serveMetrics({
+        registry: cm.metrics.registry,
+        ...metricsAt,
+        ready: () => cm.isRunning,
+      });
+    } catch (error) {
+      watcher.stop();
+      await cm.drainAndStop();
+      const why = (error as Error).message;
+      throw new UsageError(
+        `cannot serve metrics on ${metricsAt.host}:${metricsAt.port}: ${why} (choose another --metrics-address)`,
+      );
+    }
+    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
+  }
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -90,6 +123,8 @@ export async function controllerCommand(
     settledMessage: () =>
       `settled: ${cm.world.attachments.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {
+      await metrics?.close();
+      await operator.close();
       watcher.stop();
       await cm.drainAndStop();
     },

@@ -19,6 +19,7 @@ import {
 } from './postmortem.js';
 import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
+import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from './inspect.js';
@@ -30,6 +31,9 @@ import {
   clusterAgentCommand,
   clusterControllerCommand,
 } from './cluster-run.js';
+import { metricsCommand } from './metrics.js';
+import { whyCommand } from './why.js';
+import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
 process.stdout.on('error', (error: NodeJS.ErrnoException) => {
@@ -117,6 +121,16 @@ program
   )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option(
+    '--csi <name=unix:///path.sock>',
+    'a CSI driver and its socket (repeatable); drivers in <root>/plugins_registry register themselves',
+    (value: string, previous: string[]) => [...previous, value],
+    [] as string[],
+  )
+  .option(
+    '--metrics-address <host:port>',
+    'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
+  )
   .action((opts: RunOptions & ClusterAgentCommandOptions) =>
     run(() =>
       opts.etcd !== undefined
@@ -124,6 +138,16 @@ program
         : runCommand(withManifests(opts, 'run'), logger()),
     )(),
   );
+
+program
+  .command('csi-driver')
+  .description(`the loop disk as a CSI driver process (${'disk.csi.vole.dev'}): Identity, Controller, Node`)
+  .requiredOption('--endpoint <unix:///path.sock>', 'the unix socket to serve CSI on')
+  .requiredOption('--node-id <id>', "this node's id (NodeGetInfo; ControllerPublishVolume's node_id)")
+  .requiredOption('--state-dir <dir>', "where the driver keeps its disk images and records")
+  .option('--registration-dir <dir>', 'register the kubelet way: a registration socket in this directory (e.g. <root>/plugins_registry)')
+  .option('--max-volumes-per-node <n>', "NodeGetInfo's max_volumes_per_node (0: no limit)", '0')
+  .action((opts: CsiDriverOptions) => run(() => csiDriverCommand(opts, logger()))());
 
 program
   .command('controller')
@@ -138,6 +162,10 @@ program
   .option('--root <dir>', 'where disk images live', '/var/lib/vole')
   .option('--once', 'exit once every desired attachment is attached and nothing else is')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option(
+    '--metrics-address <host:port>',
+    'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9103)',
+  )
   .addOption(etcdOption().conflicts('manifests'))
   .addOption(prefixOption())
   .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
@@ -229,6 +257,77 @@ program
   .action((a: string, b: string, opts: { db: string; json?: boolean }) =>
     run(() => diffCommand(opts.db, a, b, opts))(),
   );
+
+/** The options every operator request takes: why, and which agent. */
+function operatorOptions(command: Command, what: { force: boolean }): Command {
+  command
+    .requiredOption('--reason <text>', 'why (recorded in the log with the request)')
+    .option('--root <dir>', "the agent's root: its socket is <root>/vole.sock", '/var/lib/vole')
+    .option('--socket <path>', "the agent's socket (default: <root>/vole.sock)")
+    .option('--controller', 'send it to the attach/detach controller (<root>/controller.sock)');
+  if (what.force)
+    command
+      .option('--force', 'even while a pod mount may exist (the override is recorded)')
+      .option('--wait', 'wait until the action completed, not only until it was accepted');
+  return command;
+}
+
+operatorOptions(
+  program
+    .command('detach')
+    .description('ask the running agent to detach a volume from its node (through its machines and log)')
+    .argument('<volume>', 'the UniqueVolumeName (vole status lists them)')
+    .requiredOption('--node <name>', 'the node to detach it from (the agent checks it is its own)'),
+  { force: true },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'detach', volume }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('release')
+    .alias('unmount')
+    .description("ask the running agent to unmount a pod's volume (a stuck one; through its machines and log)")
+    .argument('<pod>', 'the pod: UID, namespace/name or name')
+    .argument('<volume>', "the volume's name in the pod, or its UniqueVolumeName"),
+  { force: true },
+).action((pod: string, volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'release', volume, pod }, opts))(),
+);
+
+operatorOptions(
+  program
+    .command('retry')
+    .description("ask the running agent to retry a volume's failed operation now, clearing its backoff")
+    .argument('<volume>', 'the UniqueVolumeName, or with --pod the volume\'s name in the pod')
+    .option('--pod <pod>', 'only this pod (UID, namespace/name or name)'),
+  { force: false },
+).action((volume: string, opts: OperatorCliOptions) =>
+  run(() => operatorCommand({ action: 'retry', volume }, opts))(),
+);
+
+program
+  .command('why')
+  .description(
+    "why a pod's volumes are not ready: the step each waits on, since when, its last error, next retry and cause",
+  )
+  .argument('<pod-or-volume>', 'a pod UID, namespace/name or name, or a UniqueVolumeName')
+  .addOption(dbOption())
+  .option('--at <seq|+offset|time>', 'at this moment of the log (default: the end)')
+  .option('--json', 'JSON output')
+  .action((subject: string, opts: { db: string; at?: string; json?: boolean }) =>
+    run(() => whyCommand(opts.db, subject, opts))(),
+  );
+
+program
+  .command('metrics')
+  .description('the Prometheus metrics of a log at a moment, as a live scrape showed them')
+  .addOption(dbOption())
+  .option(
+    '--at <seq|+offset|time>',
+    'a seq, an offset from the first event (+90s) or an ISO time; default: the end',
+  )
+  .action((opts: { db: string; at?: string }) => run(() => metricsCommand(opts.db, opts))());
 
 program
   .command('export')

@@ -7,9 +7,14 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
+import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
+import { CsiDriverRegistry } from '../csi/registry.js';
+import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
+import { PluginManager } from '../plugins/manager.js';
+import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
 import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
@@ -30,6 +35,58 @@ export interface RunOptions {
   /** Exit 0 once settled (every pod mounted, nothing else attached), 1 at the timeout. */
   readonly once?: boolean;
   readonly timeout?: string;
+  /** CSI drivers by name and endpoint (`disk.csi.vole.dev=unix:///run/disk.sock`). */
+  readonly csi?: readonly string[];
+  /** HOST:PORT to serve /metrics, /healthz and /readyz on. */
+  readonly metricsAddress?: string;
+}
+
+/** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
+export function parseCsiFlag(value: string): { name: string; endpoint: string } {
+  const at = value.indexOf('=');
+  const name = value.slice(0, at);
+  const endpoint = value.slice(at + 1);
+  if (at <= 0 || !endpoint.startsWith('unix:///'))
+    throw new UsageError(`--csi ${value}: give NAME=unix:///absolute/path.sock (the driver's name and socket)`);
+  return { name, endpoint };
+}
+
+/**
+ * The CSI drivers: the `--csi` ones (asked again every second until they answer) and
+ * those registering through `<root>/plugins_registry/`.
+ */
+async function startCsi(
+  opts: RunOptions,
+  ctx: { root: string; plugins: PluginManager; logger: Logger; say: (line: string) => void },
+): Promise<{ registry: CsiDriverRegistry; stop: () => void }> {
+  const registry = new CsiDriverRegistry(ctx);
+  const flags = (opts.csi ?? []).map(parseCsiFlag);
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const attempt = async (flag: { name: string; endpoint: string }, first: boolean): Promise<void> => {
+    try {
+      await registry.add(flag.endpoint, 'flag', flag.name);
+      ctx.say(`CSI driver ${flag.name} at ${flag.endpoint} registered`);
+    } catch (error) {
+      if (first) ctx.say(`${(error as Error).message}; vole asks again every second`);
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        void attempt(flag, false);
+      }, 1000);
+      timer.unref();
+      timers.add(timer);
+    }
+  };
+  await Promise.all(flags.map((flag) => attempt(flag, true)));
+  const watcher = new RegistrationWatcher({ dir: join(ctx.root, 'plugins_registry'), registry, ...ctx });
+  await watcher.start();
+  return {
+    registry,
+    stop: () => {
+      for (const timer of timers) clearTimeout(timer);
+      watcher.stop();
+      registry.close();
+    },
+  };
 }
 
 function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
@@ -41,26 +98,55 @@ function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestCha
   for (const ref of changes.removeObjects) vm.removeObject(ref);
 }
 
+/** The plugins (built-in, and the CSI drivers found) and the volume manager, started. */
+async function startAgent(
+  opts: RunOptions,
+  ctx: {
+    root: string;
+    db: string;
+    logger: Logger;
+    say: (line: string) => void;
+    logBlocked: ReturnType<typeof logBlockedReporter>;
+    contents: ObjectContents;
+  },
+): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
+  const { root, db, logger, say, contents } = ctx;
+  const plugins = new PluginManager(
+    builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+  );
+  const csi = await startCsi(opts, { root, plugins, logger, say });
+  let vm: VolumeManager;
+  try {
+    vm = VolumeManager.open({
+      logBlocked: ctx.logBlocked,
+      db,
+      node: opts.node ?? 'node-1',
+      plugins,
+      contents,
+      controllerAttachDetach: opts.controllerAttachDetach ?? false,
+      logger,
+    });
+  } catch (error) {
+    csi.stop(); // its timers would keep a process that cannot open its log alive
+    throw error;
+  }
+  const progress = new PodProgress(say);
+  vm.subscribe((event, world) => progress.onEvent(event, world));
+  vm.start({ hostObserved: await vm.checkHost() });
+  csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
+  return { vm, csi };
+}
+
 export async function runCommand(opts: RunOptions, logger: Logger): Promise<number> {
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
   mkdirSync(root, { recursive: true });
   refuseBadManifests(opts.manifests);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const vm = VolumeManager.open({
-    logBlocked,
-    db,
-    node: opts.node ?? 'node-1',
-    plugins: builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
-    contents,
-    controllerAttachDetach: opts.controllerAttachDetach ?? false,
-    logger,
-  });
-  const progress = new PodProgress(say);
-  vm.subscribe((event, world) => progress.onEvent(event, world));
-  vm.start({ hostObserved: await vm.checkHost() });
+  const { vm, csi } = await startAgent(opts, { root, db, logger, say, logBlocked, contents });
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
   );
@@ -80,17 +166,16 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   try {
     watcher.sync();
   } catch (error) {
+    csi.stop();
     vm.stop();
     throw new UsageError(
       `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
     );
   }
   vm.markSourcesReady();
-  const orphans = await vm.cleanUpOrphans(root);
-  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
-  const { found, left } = orphans;
-  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
+  await cleanUpOrphans(vm, root, say);
   if (opts.once !== true) watcher.start();
+  const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -99,14 +184,99 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
+      await endpoints.close();
       watcher.stop();
       await vm.drainAndStop();
       vm.stop();
+      csi.stop();
     },
     abandon: () => {
       watcher.stop();
       vm.stop();
+      csi.stop();
     },
     logBlocked: logBlocked.blocked,
   });
+}
+
+/** What the log does not know under the root, recorded and cleaned up (spec §3.7). */
+async function cleanUpOrphans(vm: VolumeManager, root: string, say: (line: string) => void) {
+  const orphans = await vm.cleanUpOrphans(root);
+  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  const { found, left } = orphans;
+  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
+}
+
+/** The operator socket, and the metrics endpoint when asked for; closed together. */
+export async function serveEndpoints(opts: {
+  root: string;
+  metricsAt: { host: string; port: number } | undefined;
+  vm: VolumeManager;
+  say: (line: string) => void;
+  /** Stops what feeds the agent (its sources) when an endpoint cannot be served. */
+  stop: () => void;
+}): Promise<{ close(): Promise<void> }> {
+  const { vm, stop: watcher, say } = opts;
+  const operator = await serveOperatorOrStop(join(opts.root, operatorSocketName), vm, watcher);
+  say(`operator requests (vole detach / release / retry) on ${operator.path}`);
+  let metrics: MetricsServer | undefined;
+  if (opts.metricsAt !== undefined) {
+    metrics = await serveMetricsOrStop(opts.metricsAt, vm, watcher).catch(async (error: Error) => {
+      await operator.close();
+      throw error;
+    });
+    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
+  }
+  return {
+    close: async () => {
+      await metrics?.close();
+      await operator.close();
+    },
+  };
+}
+
+/** The agent's operator socket, under its root. */
+export const operatorSocketName = 'vole.sock';
+
+async function serveOperatorOrStop(
+  path: string,
+  vm: VolumeManager,
+  stopSources: () => void,
+): Promise<{ readonly path: string; close(): Promise<void> }> {
+  try {
+    return await vm.serveOperatorRequests(path);
+  } catch (error) {
+    stopSources();
+    await vm.drainAndStop();
+    if (error instanceof OperatorSocketError) throw new UsageError(error.message);
+    throw new UsageError(`cannot listen on ${path}: ${(error as Error).message}`);
+  }
+}
+
+/** The --metrics-address, checked before anything starts. */
+export function metricsAddressOf(text: string | undefined): { host: string; port: number } | undefined {
+  if (text === undefined) return undefined;
+  const parsed = parseMetricsAddress(text);
+  if (typeof parsed === 'string') throw new UsageError(parsed);
+  return parsed;
+}
+
+async function serveMetricsOrStop(
+  at: { host: string; port: number },
+  vm: VolumeManager,
+  stopSources: () => void,
+): Promise<MetricsServer> {
+  try {
+    return await serveMetrics({
+      registry: vm.metrics.registry,
+      ...at,
+      ready: () => vm.reconcilerStatesHasBeenSynced(),
+    });
+  } catch (error) {
+    stopSources();
+    await vm.drainAndStop();
+    throw new UsageError(
+      `cannot serve metrics on ${at.host}:${at.port}: ${(error as Error).message} (choose another --metrics-address)`,
+    );
+  }
 }

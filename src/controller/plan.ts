@@ -9,7 +9,10 @@ import { Claims as BookClaims } from '../engine/book.js';
 import type { Decision, NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../world/pending.js';
+import { planBindings } from '../plan/bind.js';
+import { bindingVolume } from '../world/binding.js';
 import { attachmentsOf } from './fold.js';
+import { heldDetach, planControllerOperatorRequests } from './operator.js';
 import {
   type ControllerAttachment,
   type ControllerWorld,
@@ -47,13 +50,16 @@ type Claims = BookClaims<ControllerOperation>;
 
 /** §3.3 the detach pass for one attachment no pod wants on its node. */
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
-  if (world.dsw.has(pairKey(a.volume, a.node))) return;
+  const held = heldDetach(world, a.volume, a.node);
+  if (world.dsw.has(pairKey(a.volume, a.node)) && held === undefined) return;
   if (a.state.value === 'attaching' || a.state.value === 'detaching') return; // in flight
   const key = opKey(a.volume, a.node, a.spec.multiAttachAllowed);
   const cause = world.causes.get(a.volume) ?? world.seq;
   const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
   const verdict = claims.verdict(base);
   if (verdict.kind !== 'run') return claims.tryRun(base); // pending, or backoff (retry time)
+  // An operator's accepted detach: now; forced past the in-use check when it was forced.
+  if (held !== undefined) return claims.tryRun({ ...base, verifySafeToDetach: !held.force });
   const node = world.nodes.get(a.node);
   const { maxWaitForUnmountMs, disableForceDetachOnTimeout } = world.config;
   const requestedAtMs = a.detachRequestedAtMs ?? claims.nowMs;
@@ -107,6 +113,7 @@ function planAttach(
 ): void {
   const a = world.attachments.get(pairKey(entry.volume, entry.node));
   if (a !== undefined && a.state.value.startsWith('attached')) return; // attached (timer reset by the fold)
+  if (heldDetach(world, entry.volume, entry.node) !== undefined) return; // the operator detaches it
   const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;
   const op: ControllerOperation = {
@@ -143,7 +150,11 @@ function planAttach(
 }
 
 export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
-  return new Set(world.nodesByVolume.keys());
+  return new Set([
+    ...world.nodesByVolume.keys(),
+    ...world.operator.pending.keys(),
+    ...world.operator.holds.keys(),
+  ]);
 }
 
 /** §0.3: no two operations of one plan conflict (keys only meet within a volume). */
@@ -174,12 +185,33 @@ export function planController(
   nowMs: number,
   opts: { volumes?: Iterable<UniqueVolumeName> } = {},
 ): ControllerPlan {
+  // Claims are bound first, as in the kubelet's planner: operations wait for the bindings.
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const bound =
+    volumes === undefined || volumes.includes(bindingVolume) ? planBindings(world, nowMs) : [];
+  if (bound.length > 0) {
+    const asked = volumes ?? [...allControllerVolumes(world)];
+    const deferred = asked.filter((v) => v !== bindingVolume);
+    return { operations: [], retries: [], deferred, events: bound };
+  }
+  return planAttachments(world, nowMs, volumes);
+}
+
+function planAttachments(
+  world: ControllerWorld,
+  nowMs: number,
+  asked: Iterable<UniqueVolumeName> | undefined,
+): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const claims: Claims = new BookClaims(world, nowMs);
-  const events: NewEvent[] = [];
+  const volumes = [...(asked ?? allControllerVolumes(world))];
+  // Operator verdicts first; their volumes are planned again once the verdicts are folded.
+  const operator = planControllerOperatorRequests(world, volumes, nowMs);
+  const events: NewEvent[] = operator.events;
   const attachments: ControllerAttachment[] = [];
   const desired: DesiredAttachment[] = [];
-  for (const volume of opts.volumes ?? allControllerVolumes(world)) {
+  for (const volume of volumes) {
+    if (operator.decided.has(volume)) continue;
     for (const node of world.nodesByVolume.get(volume) ?? []) {
       const key = pairKey(volume, node);
       const a = world.attachments.get(key);
@@ -191,7 +223,8 @@ export function planController(
   for (const a of attachments.sort(byKey)) planDetach(world, claims, a);
   for (const entry of desired.sort(byKey)) planAttach(world, claims, entry, events);
   assertNoConflicts(world, claims.operations);
-  return { operations: claims.operations, retries: claims.retries, deferred: [], events };
+  const deferred = [...operator.decided];
+  return { operations: claims.operations, retries: claims.retries, deferred, events };
 }
 
 /** What OperationStarted records of a controller operation. */

@@ -9,8 +9,9 @@ import type { AttachmentContext } from '../../machines/index.js';
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from '../world/binding.js';
 import type { PairState } from '../world/compiled-machine.js';
-import type { OperationBook, ResolvedVolume } from '../world/types.js';
+import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -71,6 +72,10 @@ export interface ControllerWorld extends OperationBook {
   engineStartedSeq: Seq;
   pods: Map<UniquePodName, ControllerPod>;
   objects: Map<string, ClusterObject>;
+  /** Claim key → the PV the planner bound it to (ClaimBound), as in the kubelet's world. */
+  bindings: Map<string, ClaimBinding>;
+  unboundClaims: Set<string>;
+  bindingCause: Seq;
   podsByObject: Map<string, Set<UniquePodName>>;
   nodes: Map<NodeName, NodeRecord>;
   /** Keyed `volume@node`. */
@@ -87,6 +92,8 @@ export interface ControllerWorld extends OperationBook {
   reported: Map<NodeName, Set<UniqueVolumeName>>;
   /** The volumes the event being folded touched (the fold's scratch; empty between events). */
   touched: Set<UniqueVolumeName>;
+  /** Operator requests (`vole detach` to the controller) the planner decides and carries out. */
+  operator: OperatorState;
 }
 
 export function pairKey(volume: string, node: string): string {

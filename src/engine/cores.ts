@@ -32,8 +32,14 @@ export const kubeletCore: Core<World, Operation> = {
   // Format 4: one pod's mount record and desired-state entry kept bare (format 2 held a
   // Map per volume; format 1 was JSON with tagged Maps and Sets).
   snapshot: structuredCloneCodec<World>(4, (world) =>
-    world.mounts instanceof Map && world.bindings instanceof Map
-      ? { ...world, maybeGone: [], dirty: new Set() }
+    world.mounts instanceof Map && world.unboundClaims instanceof Set
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          maybeGone: [],
+          dirty: new Set(),
+        }
       : undefined,
   ),
 };
@@ -48,7 +54,14 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map ? { ...world, dirty: new Set() } : undefined,
+    world.reported instanceof Map && world.unboundClaims instanceof Set
+      ? {
+          ...world,
+          // Snapshots from before operator requests existed hold none.
+          operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          dirty: new Set(),
+        }
+      : undefined,
   ),
 };
 

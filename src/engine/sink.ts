@@ -52,3 +52,22 @@ export class MemorySink implements EventSink {
 
   close(): void {}
 }
+
+/** The sink, with each flush that made events durable timed (vole_append_latency_seconds). */
+export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
+  let pending = 0;
+  return {
+    push: (event) => {
+      pending++;
+      return sink.push(event);
+    },
+    flush: () => {
+      if (pending === 0) return sink.flush();
+      const startedNs = process.hrtime.bigint();
+      sink.flush();
+      pending = 0;
+      observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
+    },
+    close: () => sink.close(),
+  };
+}

@@ -91,6 +91,9 @@ export const pluginCallNames = [
 export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
 export type CallName = (typeof callNames)[number];
 
+/** What an operator may ask a running agent to do (vole detach / release / retry). */
+export const operatorActions = ['detach', 'release', 'retry'] as const;
+export type OperatorAction = (typeof operatorActions)[number];
 /**
  * The steps of an operation, decided by the planner and recorded in OperationStarted:
  * the executor runs them in order and decides nothing (spec §4.7, §4.10–4.12).
@@ -114,6 +117,7 @@ export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.str
 export type OpKey = z.infer<typeof opKey>;
 
 const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
+
 
 export const eventSchemas = {
   /** A new engine process took over the log: calls in flight were cut off (crash rule). */
@@ -288,6 +292,34 @@ export const eventSchemas = {
     outcome: z.enum(['ok', 'failed']),
     error: callError.optional(),
   }),
+  /**
+   * An operator asked the running agent (over its root-only socket) to act on a volume:
+   * detach it from this node, release (unmount) one pod's volume, or retry now, clearing
+   * a backoff. Recorded before anything is decided; the planner decides.
+   */
+  OperatorRequested: z.object({
+    ...base,
+    type: z.literal('OperatorRequested'),
+    action: z.enum(operatorActions),
+    volume: z.string().min(1),
+    pod: z.string().min(1).optional(),
+    node: z.string().min(1).optional(),
+    /** Past the refusal while a pod mount may exist (the override is recorded here). */
+    force: z.boolean(),
+    reason: z.string().min(1).max(4_096),
+  }),
+  /**
+   * The planner's verdict on an OperatorRequested (its seq): accepted (the action runs
+   * through the machines), refused (why), or done (the accepted action completed).
+   */
+  OperatorRequestDecided: z.object({
+    ...base,
+    type: z.literal('OperatorRequestDecided'),
+    requestSeq: z.number().int().positive(),
+    volume: z.string().min(1),
+    verdict: z.enum(['accepted', 'refused', 'done']),
+    message: z.string(),
+  }),
 } as const;
 
 export type EventType = keyof typeof eventSchemas;
@@ -311,6 +343,8 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.CallSucceeded,
   eventSchemas.CallFailed,
   eventSchemas.OperationFinished,
+  eventSchemas.OperatorRequested,
+  eventSchemas.OperatorRequestDecided,
   eventSchemas.CsiDriverRegistered,
   eventSchemas.CsiDriverDeregistered,
 ]);

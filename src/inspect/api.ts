@@ -15,11 +15,15 @@ import {
   describeEvent,
   explain,
   history,
+  volumeWhyText,
+  why,
+  whyText,
   type LogWorld,
   logWorld,
   type WorldView,
   worldOfLogAt,
 } from '../postmortem/index.js';
+import type { World } from '../world/types.js';
 import type {
   CauseStep,
   EventSummary,
@@ -285,13 +289,18 @@ export class Tracker {
   /** The world at `seq` (clamped to the tracked head) with the pair list. */
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
-    const view =
-      at === this.trackedSeq ? this.world.describe() : worldOfLogAt(this.store, at).describe();
+    const world =
+      at === this.trackedSeq ? this.world : worldOfLogAt(this.store, at);
+    const view = world.describe();
+    const originMs = this.store.bounds().firstTsMs;
     return {
       seq: at,
       head: this.trackedSeq,
       view,
-      pairs: pairRows(view, this.known.values(), this.podNames),
+      pairs: pairRows(view, this.known.values(), this.podNames).map((pair) => ({
+        ...pair,
+        why: world.kubelet === undefined ? null : pairWhy(world.kubelet, pair, originMs),
+      })),
       reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
     };
   }
@@ -342,4 +351,14 @@ export class Tracker {
     }
     return out.slice(-pairHistoryMax);
   }
+}
+
+/** `vole why` for one pair: a mount's volume of its pod, an attachment's volume. */
+function pairWhy(world: World, pair: PairRow, originMs: number): string | null {
+  if (pair.kind === 'mount' && pair.pod !== null) {
+    const entry = why(world, pair.pod)?.volumes.find((v) => v.volume === pair.volume);
+    return entry === undefined ? null : volumeWhyText(entry, { originMs }).join('\n');
+  }
+  const answer = why(world, pair.volume);
+  return answer === undefined ? null : whyText(answer, { originMs });
 }

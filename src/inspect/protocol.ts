@@ -37,6 +37,8 @@ export interface PairRow {
   /** Operations in flight on the pair. */
   readonly operations: WorldView['operations'];
   readonly backoffs: WorldView['backoffs'];
+  /** What the pair waits on, as `vole why` says it (null when the world does not hold it). */
+  readonly why?: string | null;
 }
 
 /** A ReportRaised event (the controller's Multi-Attach refusals), for people. */

@@ -14,6 +14,7 @@ import { planBindings } from './bind.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
+  detachHeld,
   hasNoMountRecords,
   keysConflict,
   mayBeMounted,
@@ -28,9 +29,11 @@ import {
   type DswVolume,
   type ResolvedVolume,
   podExistsInVolume,
+  releaseHeld,
   type World,
 } from '../world/index.js';
 import { Claims as BookClaims } from '../engine/book.js';
+import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
 
 export interface PlanResult {
@@ -39,7 +42,7 @@ export interface PlanResult {
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];
   /** Volumes not looked at because planOperationsMax was reached: plan them next. */
   readonly deferred: UniqueVolumeName[];
-  /** Decisions that are events themselves: claim bindings. */
+  /** Decisions that are events themselves: claim bindings, verdicts on operator requests. */
   readonly events?: NewEvent[];
 }
 
@@ -50,7 +53,13 @@ export interface PlanOptions {
 
 /** Every volume the world knows: in DSW, attached, or mounted. */
 export function allVolumes(world: World): Set<UniqueVolumeName> {
-  return new Set([...world.dsw.keys(), ...world.attachments.keys(), ...world.mounts.keys()]);
+  return new Set([
+    ...world.dsw.keys(),
+    ...world.attachments.keys(),
+    ...world.mounts.keys(),
+    ...world.operator.pending.keys(),
+    ...world.operator.holds.keys(),
+  ]);
 }
 
 type Claims = BookClaims<Operation>;
@@ -73,7 +82,8 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
   const desired = world.dsw.get(volume)?.pods;
   for (const record of podEntriesByName(world.mounts.get(volume))) {
     const pod = record.pod;
-    if (!mayBeMounted(record) || podEntry(desired, pod) !== undefined) continue;
+    const wanted = podEntry(desired, pod) !== undefined && !releaseHeld(world, volume, pod);
+    if (!mayBeMounted(record) || wanted) continue;
     claims.tryRun({
       op: 'unmount',
       volume,
@@ -89,7 +99,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
-  if (!volume.attachable) {
+  if (!entry.resolved.attachable) {
     claims.tryRun({
       op: 'verifyControllerAttached',
       volume: volume.volume,
@@ -128,7 +138,7 @@ function firstDesired(volume: DswVolume): ResolvedVolume {
 /** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
 function expansionDuringMount(world: World, spec: ResolvedVolume) {
   const caps = world.plugins.get(spec.pluginName);
-  const current = world.attachments.get(spec.volume)?.state.context;
+  const current = world.attachments.get(spec.volume)?.context;
   if (caps === undefined || !caps.nodeExpandable || !caps.requiresFSResize) return undefined;
   if (spec.source.kind === 'csi' && spec.source.inline) return undefined;
   if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return undefined;
@@ -139,7 +149,7 @@ function expansionDuringMount(world: World, spec: ResolvedVolume) {
 
 /** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
 function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
-  const deviceMounted = world.attachments.get(spec.volume)?.state.value === 'attached.deviceMounted';
+  const deviceMounted = world.attachments.get(spec.volume)?.value === 'attached.deviceMounted';
   const steps: MountStep[] = spec.attachable ? ['waitForAttach'] : [];
   if (spec.volumeMode === 'Block') {
     if (!deviceMounted) steps.push('setUpDevice');
@@ -173,7 +183,7 @@ function mountOperation(
   base: Pick<MountOperation, 'key' | 'cause' | 'remount'>,
 ): MountOperation {
   const spec = entry.resolved;
-  const context = world.attachments.get(spec.volume)?.state.context;
+  const context = world.attachments.get(spec.volume)?.context;
   const refusal = rwopRefusal(world, entry);
   const expansion = spec.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
   return {
@@ -193,7 +203,7 @@ function mountOperation(
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
 function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.sizeBytes);
-  const shared = volume.attachable || volume.deviceMountable;
+  const shared = entry.resolved.attachable || entry.resolved.deviceMountable;
   const cause = causeOf(world, volume.volume);
   switch (state.kind) {
     case 'volumeNotAttached':
@@ -207,7 +217,7 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
       return;
     }
     case 'fsResizeRequired': {
-      const context = world.attachments.get(volume.volume)!.state.context;
+      const context = world.attachments.get(volume.volume)!.context;
       claims.tryRun({
         op: 'expand',
         volume: volume.volume,
@@ -235,11 +245,11 @@ function planUnmountDeviceOrDetach(
   attachment: AttachmentRecord,
 ): void {
   const { volume } = attachment;
-  if (!hasNoMountRecords(world, volume) || world.dsw.has(volume) || claims.anyPending(volume))
-    return;
+  const wanted = world.dsw.has(volume) && !detachHeld(world, volume);
+  if (!hasNoMountRecords(world, volume) || wanted || claims.anyPending(volume)) return;
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
-  const value = attachment.state.value;
+  const value = attachment.value;
   if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
     const block = attachment.spec.volumeMode === 'Block';
     const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
@@ -247,7 +257,7 @@ function planUnmountDeviceOrDetach(
     return;
   }
   if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
-  const forget = controllerAttachDetach || !attachment.attachable;
+  const forget = controllerAttachDetach || !attachment.spec.attachable;
   assertSafeToDetach(world, attachment);
   if (forget) {
     claims.tryRun({ op: 'markDetached', volume, node, key: key(volume), cause });
@@ -268,10 +278,10 @@ function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
       `(${[...podEntries(mounts)].map((m) => mountName(attachment.volume, m.pod)).join(', ')}) (seq ${world.seq})`,
   );
   assert(
-    !attachment.state.value.startsWith('attached.device') ||
-      attachment.state.value === 'attached.deviceUnmounted',
+    !attachment.value.startsWith('attached.device') ||
+      attachment.value === 'attached.deviceUnmounted',
     () =>
-      `attachment ${name}: detach planned while the device is ${attachment.state.value} (seq ${world.seq})`,
+      `attachment ${name}: detach planned while the device is ${attachment.value} (seq ${world.seq})`,
   );
 }
 
@@ -296,38 +306,60 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
  * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */
-export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
-  const volumes = sorted.slice(0, planOperationsMax);
+  let volumes = sorted.slice(0, planOperationsMax);
   const deferred = sorted.slice(planOperationsMax);
-  const claims: Claims = new BookClaims(world, nowMs);
-  const readyToUnmount = world.sourcesReady;
-  if (readyToUnmount) {
-    for (const volume of volumes) planUnmounts(world, claims, volume); // Pass A
+  // Operator verdicts first; their volumes are planned again once the verdicts are folded.
+  const operator = planOperatorRequests(world, volumes, nowMs);
+  if (operator.decided.length > 0) {
+    const decided = new Set(operator.decided);
+    volumes = volumes.filter((v) => !decided.has(v));
+    deferred.push(...operator.decided);
   }
+  const claims: Claims = new BookClaims(world, nowMs);
+  // An operator's accepted detach or release acts before the sources are ready, too.
+  const mayTearDown = (volume: UniqueVolumeName) =>
+    world.sourcesReady || world.operator.holds.has(volume);
+  for (const volume of volumes) if (mayTearDown(volume)) planUnmounts(world, claims, volume); // Pass A
   for (const volume of volumes) {
     const desired = world.dsw.get(volume);
     if (desired === undefined) continue;
     for (const entry of podEntriesByName(desired.pods)) {
+      if (releaseHeld(world, volume, entry.pod)) continue; // taken down by the operator's request
       planMountOrAttach(world, claims, desired, entry); // Pass B
     }
   }
-  if (readyToUnmount) {
-    for (const volume of volumes) {
-      const attachment = world.attachments.get(volume);
-      if (attachment !== undefined) planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
-    }
+  for (const volume of volumes) {
+    const attachment = world.attachments.get(volume);
+    if (attachment !== undefined && mayTearDown(volume))
+      planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
-  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
-  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  const events = operator.events;
   return {
     operations: claims.operations,
     retries: claims.retries,
     deferred,
     ...(events.length === 0 ? {} : { events }),
   };
+}
+
+/**
+ * Claims are bound before anything else is planned: when the planner binds, it returns the
+ * ClaimBound events alone and every volume it was asked about comes back as deferred, so
+ * operations are planned on the world with the bindings folded in (their causes then name
+ * the state the log shows before them).
+ */
+export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const lookAtClaims = volumes === undefined || volumes.includes(bindingVolume);
+  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  if (events.length === 0)
+    return planOperations(world, nowMs, volumes === undefined ? {} : { volumes });
+  const deferred = (volumes ?? [...allVolumes(world)]).filter((v) => v !== bindingVolume);
+  return { operations: [], retries: [], deferred, events };
 }
 
 export type { OperationKind };

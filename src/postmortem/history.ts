@@ -96,6 +96,10 @@ export function describeEvent(event: VoleEvent): string {
       return `CSI driver ${event.driver} gone from ${event.endpoint}: ${event.reason}`;
     case 'OperationFinished':
       return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
+    case 'OperatorRequested':
+      return `operator asked to ${event.action} ${event.volume}${event.pod === undefined ? '' : ` of pod ${event.pod}`}${event.node === undefined ? '' : ` on ${event.node}`}${event.force ? ' (forced)' : ''}: ${event.reason}`;
+    case 'OperatorRequestDecided':
+      return `operator request seq ${event.requestSeq} ${event.verdict}: ${event.message}`;
   }
 }
 

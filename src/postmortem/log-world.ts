@@ -27,6 +27,8 @@ export interface LogWorld {
   readonly tsMs: number;
   /** The node a kubelet log is about ('controller' for the controller's). */
   readonly node: string;
+  /** The folded kubelet world itself (undefined for the controller's): `vole why` reads it. */
+  readonly kubelet: World | undefined;
   fold(event: VoleEvent): void;
   describe(): WorldView;
   /** The volume an event is about, if it names one (operation events through their opId). */
@@ -72,6 +74,7 @@ function kubeletLogWorld(world: World): LogWorld {
     get node() {
       return world.config.node;
     },
+    kubelet: world,
     fold: (event) => void kubeletCore.fold(world, event),
     describe: () => describeWorld(world),
     eventVolume: (event) => opVolume(world, event),
@@ -79,9 +82,12 @@ function kubeletLogWorld(world: World): LogWorld {
     pairs(volume) {
       const out = new Map<string, PairState>();
       const a = world.attachments.get(UniqueVolumeName(volume));
-      if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
+      if (a !== undefined) {
+        const pair = { pair: 'attachment', volume, node: a.node, pod: null, state: a.value } as const;
+        out.set(`attachment|${a.node}`, pair);
+      }
       for (const m of podEntries(world.mounts.get(UniqueVolumeName(volume)))) {
-        const state = m.state.value;
+        const state = m.value;
         out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
       }
       return out;
@@ -147,6 +153,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
       return world.tsMs;
     },
     node: 'controller',
+    kubelet: undefined,
     fold: (event) => void controllerCore.fold(world, event),
     describe: () => describeControllerWorld(world),
     eventVolume: (event) => opVolume(world, event),

@@ -148,9 +148,9 @@ export function describeWorld(world: World): WorldView {
       .map((a) => ({
         volume: a.volume,
         node: a.node,
-        state: a.state.value,
-        devicePath: a.state.context.devicePath,
-        deviceMountPath: a.state.context.deviceMountPath,
+        state: a.value,
+        devicePath: a.context.devicePath,
+        deviceMountPath: a.context.deviceMountPath,
       }))
       .sort(byVolume),
     mounts: [...world.mounts.values()]
@@ -158,9 +158,9 @@ export function describeWorld(world: World): WorldView {
       .map((m) => ({
         volume: m.volume,
         pod: m.pod,
-        outerVolumeSpecName: m.state.context.outerVolumeSpecName,
-        state: m.state.value,
-        remountRequired: m.state.context.remountRequired,
+        outerVolumeSpecName: m.context.outerVolumeSpecName,
+        state: m.value,
+        remountRequired: m.context.remountRequired,
       }))
       .sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
     ...describeBook(world),

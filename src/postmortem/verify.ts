@@ -87,12 +87,20 @@ export function decisionDivergence(
 }
 
 /**
- * The events an engine appends in one turn after a plan: each OperationStarted, with the
- * CallStarted its operation makes at once. Their decisions were made on the world before
- * the first of them, so they are re-planned together on that world.
+ * Decisions that are events themselves (a claim bound, a Multi-Attach report): a turn
+ * appends them before the operations it starts, all decided on the world before them.
+ */
+const decisionEvents: ReadonlySet<string> = new Set(['ClaimBound', 'ReportRaised']);
+
+/**
+ * The events an engine appends in one turn after a plan: the decisions that are events,
+ * then each OperationStarted with the CallStarted its operation makes at once. They were
+ * all decided on the world before the first of them, so they are re-planned on that world.
  */
 function isGroupEvent(event: VoleEvent, group: readonly VoleEvent[]): boolean {
   if (event.type === 'OperationStarted') return true;
+  if (decisionEvents.has(event.type))
+    return group.every((e) => decisionEvents.has(e.type));
   if (event.type !== 'CallStarted') return false;
   return group.some((e) => e.type === 'OperationStarted' && e.opId === event.opId);
 }
@@ -113,23 +121,35 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
     return this.broken || this.divergences.length >= divergencesMax;
   }
 
-  /** Re-plans a group's volumes on the world before it, then folds the group. */
+  /**
+   * Re-plans a group's volumes on the world before it, then folds the group. A decision
+   * that plan does not hold is re-planned once more on the world just before it (a later
+   * turn whose events came before anything else was appended); only a decision neither
+   * plan makes is a divergence.
+   */
   group(events: readonly VoleEvent[]): void {
     const starts = events.filter(
       (e): e is EventOf<'OperationStarted'> => e.type === 'OperationStarted',
     );
-    if (starts.length > 0) {
-      const volumes = [...new Set(starts.map((e) => UniqueVolumeName(e.volume)))];
-      const planned = this.core
-        .plan(this.world, starts[0]!.tsMs, { volumes })
-        .operations.map((op) => this.core.decision(op));
-      for (const start of starts) {
-        this.decisions++;
-        const why = decisionDivergence(loggedDecision(start), planned, this.core.mode);
-        if (why !== undefined) this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
-      }
+    const planned = starts.length === 0 ? [] : this.planFor(starts, starts[0]!.tsMs);
+    for (const event of events) {
+      if (this.done) return;
+      if (event.type === 'OperationStarted') this.check(event, planned);
+      this.fold(event);
     }
-    for (const event of events) if (!this.done) this.fold(event);
+  }
+
+  private planFor(starts: readonly EventOf<'OperationStarted'>[], nowMs: number): Decision[] {
+    const volumes = [...new Set(starts.map((e) => UniqueVolumeName(e.volume)))];
+    return this.core.plan(this.world, nowMs, { volumes }).operations.map((op) => this.core.decision(op));
+  }
+
+  private check(start: EventOf<'OperationStarted'>, planned: readonly Decision[]): void {
+    this.decisions++;
+    const logged = loggedDecision(start);
+    if (decisionDivergence(logged, planned, this.core.mode) === undefined) return;
+    const why = decisionDivergence(logged, this.planFor([start], start.tsMs), this.core.mode);
+    if (why !== undefined) this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
   }
 
   private fold(event: VoleEvent): void {

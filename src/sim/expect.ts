@@ -27,7 +27,7 @@ export function countCalls(
 
 /** The attachment state of a volume as a dotted path; `detached` when there is none. */
 export function attachmentState(world: World, volume: string): string {
-  return world.attachments.get(volume as UniqueVolumeName)?.state.value ?? 'detached';
+  return world.attachments.get(volume as UniqueVolumeName)?.value ?? 'detached';
 }
 
 /** `POD_UID/OUTER_VOLUME_NAME` → the mount state; `unmounted` when there is none. */
@@ -37,10 +37,10 @@ export function mountState(world: World, podSlashOuter: string): string {
   const outer = podSlashOuter.slice(slash + 1);
   const resolved = world.pods.get(pod)?.volumes.find((v) => v.outerVolumeSpecName === outer);
   if (resolved !== undefined)
-    return podEntry(world.mounts.get(resolved.volume), pod)?.state.value ?? 'unmounted';
+    return podEntry(world.mounts.get(resolved.volume), pod)?.value ?? 'unmounted';
   for (const byPod of world.mounts.values()) {
     const record = podEntry(byPod, pod);
-    if (record?.state.context.outerVolumeSpecName === outer) return record.state.value;
+    if (record?.context.outerVolumeSpecName === outer) return record.value;
   }
   return 'unmounted';
 }
@@ -79,6 +79,20 @@ export function checkCounts(
   }
 }
 
+/** `bindings`: each claim named is bound to that PV, or (null) not bound. */
+export function checkBindings(
+  world: Pick<World, 'objects' | 'bindings'>,
+  expectation: Expectation,
+  miss: Miss,
+): void {
+  if (expectation.bindings === undefined) return;
+  const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
+  for (const [claim, expected] of Object.entries(expectation.bindings)) {
+    const actual = bound.get(claim) ?? null;
+    if (actual !== expected) miss(`bindings.${claim}`, expected, actual);
+  }
+}
+
 export function checkExpectation(
   world: World,
   journal: readonly FakeCallRecord[],
@@ -101,13 +115,7 @@ export function checkExpectation(
     const expected = [...expectation.volumesInUse].sort();
     if (JSON.stringify(actual) !== JSON.stringify(expected)) miss('volumesInUse', expected, actual);
   }
-  if (expectation.bindings !== undefined) {
-    const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
-    for (const [claim, expected] of Object.entries(expectation.bindings)) {
-      const actual = bound.get(claim) ?? null;
-      if (actual !== expected) miss(`bindings.${claim}`, expected, actual);
-    }
-  }
+  checkBindings(world, expectation, miss);
   const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
   for (const pod of ready) {
     const status = podWaitStatus(world, pod as UniquePodName);

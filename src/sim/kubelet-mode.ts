@@ -25,8 +25,8 @@ export function describeState(world: World) {
     .map((a) => ({
       volume: a.volume,
       node: a.node,
-      state: a.state.value,
-      devicePath: a.state.context.devicePath,
+      state: a.value,
+      devicePath: a.context.devicePath,
     }));
   const mounts = [...world.mounts.values()]
     .flatMap((byPod) => [...podEntries(byPod)])
@@ -34,8 +34,8 @@ export function describeState(world: World) {
     .map((m) => ({
       volume: m.volume,
       pod: m.pod,
-      outerVolumeSpecName: m.state.context.outerVolumeSpecName,
-      state: m.state.value,
+      outerVolumeSpecName: m.context.outerVolumeSpecName,
+      state: m.value,
     }));
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)

@@ -12,7 +12,7 @@ import type { UniquePodName } from '../ids.js';
 
 export type ByPod<V extends { readonly pod: UniquePodName }> = V | Map<UniquePodName, V>;
 
-const none: readonly never[] = [];
+const none: readonly never[] = Object.freeze([]);
 
 /** The entry of `pod`, if any. */
 export function podEntry<V extends { readonly pod: UniquePodName }>(

@@ -9,7 +9,15 @@ import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
-import { anyPersistentVolumeKey } from './binding.js';
+import {
+  anyPersistentVolumeKey,
+  bindingVolume,
+  boundVolumes,
+  forgetClaim,
+  trackClaim,
+} from './binding.js';
+
+export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
@@ -60,14 +68,7 @@ function podsReferencing(world: World, key: string): UniquePodName[] {
 
 /** The DSW record `volume` with other pods (a literal: one shape for every record). */
 function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
-  return {
-    volume: volume.volume,
-    pluginName: volume.pluginName,
-    attachable: volume.attachable,
-    deviceMountable: volume.deviceMountable,
-    reportedInUse: volume.reportedInUse,
-    pods,
-  };
+  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
 }
 
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
@@ -84,6 +85,15 @@ function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   }
 }
 
+/**
+ * `[name]`: the pod's own list of expected volumes when that is just this name (a pod with
+ * one volume), so the two equal read-only lists are one array in the heap.
+ */
+function onlyName(record: PodRecord, name: string): readonly string[] {
+  const expected = record.expectedVolumes;
+  return expected.length === 1 && expected[0] === name ? expected : [name];
+}
+
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
@@ -92,21 +102,14 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
     const outerVolumeSpecNames =
       previous === undefined || previous.seq !== record.seq
-        ? [resolved.outerVolumeSpecName]
+        ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
     const pods = setPodEntry(copyByPod(existing?.pods), entry);
     world.dsw.set(
       resolved.volume,
       existing === undefined
-        ? {
-            volume: resolved.volume,
-            pluginName: resolved.pluginName,
-            attachable: resolved.attachable,
-            deviceMountable: resolved.deviceMountable,
-            reportedInUse: false,
-            pods,
-          }
+        ? { volume: resolved.volume, reportedInUse: false, pods }
         : dswVolume(existing, pods),
     );
     touch(world, resolved.volume, cause);
@@ -137,6 +140,7 @@ export function upsertPod(
     objects: world.objects,
     plugins: world.plugins,
     bindings: world.bindings,
+    taken: () => takenVolumes(world),
   });
   const record: PodRecord = {
     uid,
@@ -159,6 +163,16 @@ export function upsertPod(
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
 }
 
+/** boundVolumes of the world as of this event: one walk of the objects per event at most. */
+const takenByWorld = new WeakMap<World, { seq: Seq; taken: ReadonlyMap<string, string> }>();
+function takenVolumes(world: World): ReadonlyMap<string, string> {
+  const memo = takenByWorld.get(world);
+  if (memo !== undefined && memo.seq === world.seq) return memo.taken;
+  const taken = boundVolumes(world.objects, world.bindings);
+  takenByWorld.set(world, { seq: world.seq, taken });
+  return taken;
+}
+
 /**
  * spec §2.6: a pod's volumes leave the DSW only when the pod is gone. A volume that resolved
  * before and fails now (its claim or PV deleted, unbound, unreadable) stays desired with
@@ -179,7 +193,7 @@ function markRemountRequired(world: World, record: PodRecord): void {
   for (const resolved of record.volumes) {
     if (!resolved.requiresRemount) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-    if (mount === undefined || mount.state.value !== 'mounted') continue;
+    if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
@@ -229,15 +243,13 @@ function remountReaders(world: World, key: string): void {
     for (const resolved of record.volumes) {
       if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
       const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-      if (mount === undefined || mount.state.value !== 'mounted') continue;
+      if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
       touch(world, resolved.volume);
     }
   }
 }
 
-/** The world's marker that unbound claims need the planner's look (not a real volume). */
-export const bindingVolume = '' as UniqueVolumeName;
 
 /** A claim or PV changed: the planner looks at unbound claims again. */
 function askForBinding(world: World, kind: string): void {
@@ -256,6 +268,7 @@ function reresolveObject(world: World, kind: string, key: string): void {
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
   const previous = world.objects.get(key);
   world.objects.set(key, object);
   // The same ConfigMap or Secret content again: nothing to set up again.
@@ -272,7 +285,7 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') world.bindings.delete(key);
+  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
   reresolveObject(world, event.kind, key);
 }
 
@@ -280,6 +293,7 @@ export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>)
 export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void {
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
+  world.unboundClaims.delete(key);
   reresolveDependents(world, key);
 }
 

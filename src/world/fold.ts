@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, startEvent } from './gone.js';
+import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -26,6 +26,7 @@ import {
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 
@@ -41,6 +42,7 @@ export function initialWorld(): World {
     pods: new Map(),
     objects: new Map(),
     bindings: new Map(),
+    unboundClaims: new Set(),
     bindingCause: Seq(0),
     podsByObject: new Map(),
     dsw: new Map(),
@@ -53,6 +55,7 @@ export function initialWorld(): World {
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),
+    operator: { pending: new Map(), holds: new Map() },
   };
 }
 
@@ -187,11 +190,24 @@ export function fold(world: World, event: VoleEvent): World {
     case 'OperationFinished':
       foldOperationFinished(world, event);
       break;
+    case 'OperatorRequested':
+      foldOperatorRequested(world, event, operatorHooks(world));
+      break;
+    case 'OperatorRequestDecided':
+      foldOperatorRequestDecided(world, event, operatorHooks(world));
+      break;
     default:
       unreachable(event, 'event type');
   }
   forgetGoneVolumes(world);
   return world;
+}
+
+function operatorHooks(world: World) {
+  return {
+    touch: (volume: UniqueVolumeName) => touch(world, volume),
+    mayBeGone: (volume: UniqueVolumeName) => mayBeGone(world, volume),
+  };
 }
 
 /** Folds a sequence of events onto a world (initialWorld() by default). */

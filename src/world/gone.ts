@@ -31,6 +31,7 @@ export function forgetGoneVolumes(world: World): void {
     if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume))
       continue;
     if (world.ops.has(volume)) continue;
+    if (world.operator.pending.has(volume) || world.operator.holds.has(volume)) continue;
     world.causes.delete(volume);
     world.lastErrors.delete(volume);
     // Nothing left to plan for it either: a replay's dirty set stays the size of the world.

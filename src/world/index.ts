@@ -7,3 +7,4 @@ export * from './pending.js';
 export * from './queries.js';
 export * from './resolve.js';
 export type * from './types.js';
+export * from './fold-operator.js';

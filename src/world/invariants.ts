@@ -23,26 +23,26 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
     out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachment = world.attachments.get(volume);
   const mounts = [...podEntries(world.mounts.get(volume))];
-  const state = attachment?.state.value;
+  const state = attachment?.value;
   // S1/S2: no detach and no device unmount while a pod mount may exist.
   if ((state === 'detaching' || state === 'attached.deviceUnmounting') && mounts.length > 0) {
     at(
       'S1',
-      `attachment ${volume}@${world.config.node}: ${state} while ${mounts.map((m) => `pod ${m.pod} is ${m.state.value}`).join(', ')}`,
+      `attachment ${volume}@${world.config.node}: ${state} while ${mounts.map((m) => `pod ${m.pod} is ${m.value}`).join(', ')}`,
     );
   }
   // A pod mount needs its volume attached (and its device mounted, for device-mountable ones).
   for (const m of mounts) {
-    if (m.state.value !== 'mounting' && m.state.value !== 'mounted') continue;
+    if (m.value !== 'mounting' && m.value !== 'mounted') continue;
     if (state === undefined || !state.startsWith('attached')) {
       at(
         'attached-before-mount',
-        `mount ${volume} × pod ${m.pod}: ${m.state.value} while the attachment is ${state ?? 'detached'}`,
+        `mount ${volume} × pod ${m.pod}: ${m.value} while the attachment is ${state ?? 'detached'}`,
       );
-    } else if (attachment!.deviceMountable && state !== 'attached.deviceMounted') {
+    } else if (attachment!.spec.deviceMountable && state !== 'attached.deviceMounted') {
       at(
         'device-before-mount',
-        `mount ${volume} × pod ${m.pod}: ${m.state.value} while the device is ${state}`,
+        `mount ${volume} × pod ${m.pod}: ${m.value} while the device is ${state}`,
       );
     }
   }

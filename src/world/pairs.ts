@@ -45,11 +45,9 @@ export function attachmentOrNew(
   return {
     volume,
     node: world.config.node as NodeName,
-    pluginName: spec.pluginName,
-    attachable: spec.attachable,
-    deviceMountable: spec.deviceMountable,
     spec,
-    state: attachmentPairs.initial,
+    value: attachmentPairs.initial.value,
+    context: attachmentPairs.initial.context,
     seq: world.seq,
   };
 }
@@ -65,12 +63,12 @@ export function stepAttachment(
   event: AttachmentEvent,
   opts: { observation: boolean } = { observation: false },
 ): void {
-  const next = attachmentPairs.transition(record.state, event);
+  const next = attachmentPairs.transition(record, event);
   if (next === undefined) {
     if (!opts.observation)
       fail(
         `attachment ${attachmentName(record.volume, record.node)}: ${event.type} not accepted in ` +
-          `state ${record.state.value} (seq ${world.seq})`,
+          `state ${record.value} (seq ${world.seq})`,
       );
     return;
   }
@@ -82,11 +80,9 @@ export function stepAttachment(
     world.attachments.set(record.volume, {
       volume: record.volume,
       node: record.node,
-      pluginName: record.pluginName,
-      attachable: record.attachable,
-      deviceMountable: record.deviceMountable,
       spec: record.spec,
-      state: next,
+      value: next.value,
+      context: next.context,
       seq: world.seq as Seq,
     });
   }
@@ -105,9 +101,9 @@ export function mountOrNew(
   return {
     volume,
     pod,
-    pluginName: spec.pluginName,
     spec,
-    state: mountPairs.initial,
+    value: mountPairs.initial.value,
+    context: mountPairs.initial.context,
     seq: world.seq,
   };
 }
@@ -119,12 +115,12 @@ export function stepMount(
   event: MountEvent,
   opts: { observation: boolean } = { observation: false },
 ): void {
-  const next = mountPairs.transition(record.state, event);
+  const next = mountPairs.transition(record, event);
   if (next === undefined) {
     if (!opts.observation)
       fail(
         `mount ${mountName(record.volume, record.pod)}: ${event.type} not accepted in state ` +
-          `${record.state.value} (seq ${world.seq})`,
+          `${record.value} (seq ${world.seq})`,
       );
     return;
   }
@@ -142,9 +138,9 @@ export function stepMount(
   const kept = setPodEntry(byPod, {
     volume: record.volume,
     pod: record.pod,
-    pluginName: record.pluginName,
     spec: record.spec,
-    state: next,
+    value: next.value,
+    context: next.context,
     seq: world.seq,
   });
   if (kept !== byPod) world.mounts.set(record.volume, kept);

@@ -3,9 +3,10 @@
  * Pure reads: none changes the world.
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { AttachmentRecord, MountRecord, World } from './types.js';
+import { fail } from '../assert.js';
+import type { AttachmentRecord, DswVolume, MountRecord, ResolvedVolume, World } from './types.js';
 import { boundVolumes } from './binding.js';
-import { podCount, podEntry } from './by-pod.js';
+import { podCount, podEntries, podEntry } from './by-pod.js';
 
 /** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
 export type PodInVolume =
@@ -17,7 +18,7 @@ export type PodInVolume =
   | { kind: 'mounted'; devicePath: string };
 
 export function isAttached(record: AttachmentRecord | undefined): record is AttachmentRecord {
-  return record !== undefined && record.state.value.startsWith('attached');
+  return record !== undefined && record.value.startsWith('attached');
 }
 
 /**
@@ -32,12 +33,12 @@ export function podExistsInVolume(
 ): PodInVolume {
   const attachment = world.attachments.get(volume);
   if (!isAttached(attachment)) return { kind: 'volumeNotAttached' };
-  const devicePath = attachment.state.context.devicePath;
+  const devicePath = attachment.context.devicePath;
   const mount = podEntry(world.mounts.get(volume), pod);
-  if (mount === undefined || mount.state.value !== 'mounted')
+  if (mount === undefined || mount.value !== 'mounted')
     return { kind: 'notMounted', devicePath };
-  if (mount.state.context.remountRequired) return { kind: 'remountRequired', devicePath };
-  const currentSizeBytes = attachment.state.context.sizeBytes;
+  if (mount.context.remountRequired) return { kind: 'remountRequired', devicePath };
+  const currentSizeBytes = attachment.context.sizeBytes;
   if (volumeNeedsExpansion(world, attachment, desiredSizeBytes)) {
     return { kind: 'fsResizeRequired', devicePath, currentSizeBytes };
   }
@@ -50,9 +51,9 @@ function volumeNeedsExpansion(
   attachment: AttachmentRecord,
   desiredSizeBytes: number,
 ) {
-  const { sizeBytes, inUseExpansionError } = attachment.state.context;
+  const { sizeBytes, inUseExpansionError } = attachment.context;
   if (inUseExpansionError || sizeBytes === 0 || desiredSizeBytes === 0) return false;
-  const caps = world.plugins.get(attachment.pluginName);
+  const caps = world.plugins.get(attachment.spec.pluginName);
   return (
     desiredSizeBytes > sizeBytes &&
     caps !== undefined &&
@@ -63,7 +64,7 @@ function volumeNeedsExpansion(
 
 /** Mounted or uncertain: "may be mounted" for every safety decision (spec S4). */
 export function mayBeMounted(record: MountRecord): boolean {
-  return record.state.value !== 'unmounted';
+  return record.value !== 'unmounted';
 }
 
 export interface MountedVolumeView {
@@ -87,14 +88,14 @@ export function getMountedVolumesForPod(
   const record = world.pods.get(pod);
   for (const resolved of record?.volumes ?? []) {
     const mount = podEntry(world.mounts.get(resolved.volume), pod);
-    if (mount?.state.value !== 'mounted') continue;
+    if (mount?.value !== 'mounted') continue;
     result.set(resolved.outerVolumeSpecName, {
       outerVolumeSpecName: resolved.outerVolumeSpecName,
       volume: resolved.volume,
       innerVolumeSpecName: resolved.innerVolumeSpecName,
       pluginName: resolved.pluginName,
       readOnly: resolved.readOnly,
-      volumeGidValue: mount.state.context.volumeGidValue,
+      volumeGidValue: mount.context.volumeGidValue,
     });
   }
   return result;
@@ -121,12 +122,13 @@ export function podHasPossiblyMountedVolumes(world: World, pod: UniquePodName): 
  */
 export function getVolumesInUse(world: World): UniqueVolumeName[] {
   const inUse = new Set<UniqueVolumeName>();
-  for (const volume of world.dsw.values()) if (volume.attachable) inUse.add(volume.volume);
+  for (const volume of world.dsw.values())
+    if (dswSpec(volume).attachable) inUse.add(volume.volume);
   // §4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
   // (unless a pod wants it). vole's attachUncertain, which may exist, is reported in use:
   // the safe side, so a controller never detaches under it.
   for (const record of world.attachments.values()) {
-    if (record.attachable && record.state.value !== 'attaching') inUse.add(record.volume);
+    if (record.spec.attachable && record.value !== 'attaching') inUse.add(record.volume);
   }
   return [...inUse].sort();
 }
@@ -214,6 +216,12 @@ export function waitErrorMessage(status: PodWaitStatus, cause: string): string {
   );
 }
 
+/** A desired volume's spec, as its first pod resolved it (its plugin's facts are the same for all). */
+export function dswSpec(volume: DswVolume): ResolvedVolume {
+  for (const entry of podEntries(volume.pods)) return entry.resolved;
+  return fail(`volume ${volume.volume}: desired without a pod`);
+}
+
 /** Attachments with no pod record at all (spec §2.2 GetUnmountedVolumes). */
 export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boolean {
   return podCount(world.mounts.get(volume)) === 0;
@@ -223,7 +231,9 @@ export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boole
  * Every bound claim (`namespace/name`) and its PV, by claim: the planner's bindings and the
  * claims whose status says Bound (SCENARIOS.md state.bindings).
  */
-export function claimBindings(world: World): { claim: string; volume: string }[] {
+export function claimBindings(
+  world: Pick<World, 'objects' | 'bindings'>,
+): { claim: string; volume: string }[] {
   const taken = boundVolumes(world.objects, world.bindings);
   return [...taken]
     .map(([volume, claim]) => ({ claim, volume }))

@@ -8,7 +8,14 @@
  * touches (PERF.md), never a copy of the world.
  */
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
-import type { CallError, CallName, OperationKind, OpKey, PluginCaps } from '../events/index.js';
+import type {
+  CallError,
+  CallName,
+  OperationKind,
+  OperatorAction,
+  OpKey,
+  PluginCaps,
+} from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
@@ -123,33 +130,31 @@ export interface DswPod {
 /** spec §1.3 VolumeToMountRec. */
 export interface DswVolume {
   readonly volume: UniqueVolumeName;
-  readonly pluginName: string;
-  readonly attachable: boolean;
-  readonly deviceMountable: boolean;
+  /** Its plugin's facts are its pods' resolved spec (dswSpec). */
   readonly reportedInUse: boolean;
   /** The pods that want it: the one DswPod bare, a Map from two on (by-pod.ts). */
   readonly pods: ByPod<DswPod>;
 }
 
-export interface AttachmentRecord {
+/**
+ * An attachment pair (volume × this node): its machine state (value and context, held in
+ * the record itself: a PairState, so the compiled machine steps it directly) and the spec
+ * it was first attached with. Plugin facts come from `spec`.
+ */
+export interface AttachmentRecord extends PairState<AttachmentContext> {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
-  readonly pluginName: string;
-  readonly attachable: boolean;
-  readonly deviceMountable: boolean;
   /** The spec the volume was first attached with (spec §1.2: not updated later). */
   readonly spec: ResolvedVolume;
-  readonly state: PairState<AttachmentContext>;
   /** seq of the last event that changed this record. */
   readonly seq: Seq;
 }
 
-export interface MountRecord {
+/** A mount pair (volume × pod), the same way: its machine state and the spec it acts on. */
+export interface MountRecord extends PairState<MountContext> {
   readonly volume: UniqueVolumeName;
   readonly pod: UniquePodName;
-  readonly pluginName: string;
   readonly spec: ResolvedVolume;
-  readonly state: PairState<MountContext>;
   readonly seq: Seq;
 }
 
@@ -190,6 +195,23 @@ export interface RunningOp {
   /** The plugin call in flight, if any: what a crash leaves uncertain. */
   call: CallName | null;
   lastError: CallError | null;
+}
+
+/** An operator's request (OperatorRequested), as the planner sees it. */
+export interface OperatorRequestRecord {
+  readonly seq: Seq;
+  readonly action: OperatorAction;
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName | null;
+  readonly node: string | null;
+  readonly force: boolean;
+  readonly reason: string;
+}
+
+/** Operator requests: undecided ones, and accepted detach/release ones still under way. */
+export interface OperatorState {
+  readonly pending: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+  readonly holds: Map<UniqueVolumeName, OperatorRequestRecord[]>;
 }
 
 export interface WorldConfig {
@@ -233,6 +255,8 @@ export interface World extends OperationBook {
   objects: Map<string, ClusterObject>;
   /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
   bindings: Map<string, ClaimBinding>;
+  /** Claim keys neither bound by the log nor by their status: what the binder looks at. */
+  unboundClaims: Set<string>;
   /** The object change that asks the planner to look at unbound claims (its cause). */
   bindingCause: Seq;
   /**
@@ -246,6 +270,8 @@ export interface World extends OperationBook {
   mounts: Map<UniqueVolumeName, ByPod<MountRecord>>;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
+  /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
+  operator: OperatorState;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.

@@ -86,11 +86,11 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
     if (event.type !== 'OperationStarted' || event.op !== 'detach') return;
     const agent = c.agents.get(event.node ?? '')!;
     if (
-      agent.world.attachments.get(vol)?.state.value.startsWith('attached.device') &&
-      agent.world.attachments.get(vol)?.state.value !== 'attached.deviceUnmounted'
+      agent.world.attachments.get(vol)?.value.startsWith('attached.device') &&
+      agent.world.attachments.get(vol)?.value !== 'attached.deviceUnmounted'
     ) {
       violations.push(
-        `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.state.value}`,
+        `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.value}`,
       );
     }
     if (agent.getVolumesInUse().includes(vol))

@@ -11,6 +11,8 @@ import { coreOfLog, coreOfMode, UnknownModeError } from '../../src/engine/cores.
 import { MemorySink } from '../../src/engine/sink.js';
 import type { EventOf, VoleEvent } from '../../src/events/index.js';
 import { history, logWorld, replayInto, verify } from '../../src/postmortem/index.js';
+import { stringify } from 'yaml';
+import { generateScenario } from '../../src/sim/chaos.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
 
@@ -37,6 +39,16 @@ test('engine: every scenario log, kubelet and controller, passes verify with its
     assert.deepEqual(report.divergences, [], file);
     assert.equal(report.mode, modeOf(file), file);
     if (starts(events).length > 0) assert.ok(report.decisions > 0, file);
+  }
+});
+
+test('engine: logs of chaos runs (faults, hangs, restarts) verify with 0 divergences', async () => {
+  for (let seed = 1; seed <= 12; seed++) {
+    const scenario = parseScenario(stringify(generateScenario(seed).document), `seed ${seed}`);
+    const sink = new MemorySink();
+    await simulate(scenario, { log: { sink, readAll: () => sink.events } });
+    const report = verify(sink.events);
+    assert.deepEqual(report.divergences, [], `chaos seed ${seed}`);
   }
 });
 

@@ -67,7 +67,7 @@ test(
     vm.upsertObject(disk('grow-xfs', 'xfs', '400Mi'));
     await until(
       () =>
-        vm.world.attachments.get(UniqueVolumeName('disk.vole.dev/grow-xfs'))?.state.context
+        vm.world.attachments.get(UniqueVolumeName('disk.vole.dev/grow-xfs'))?.context
           .sizeBytes ===
         400 * MiB,
       'the expansion',
@@ -102,10 +102,10 @@ test(
     await until(
       () =>
         vm.world.lastErrors.has(volume) ||
-        vm.world.attachments.get(volume)?.state.context.sizeBytes === 128 * MiB,
+        vm.world.attachments.get(volume)?.context.sizeBytes === 128 * MiB,
       'the expansion attempt',
     );
-    const grown = vm.world.attachments.get(volume)?.state.context.sizeBytes === 128 * MiB;
+    const grown = vm.world.attachments.get(volume)?.context.sizeBytes === 128 * MiB;
     if (!grown) {
       assert.match(
         vm.world.lastErrors.get(volume)!.message,

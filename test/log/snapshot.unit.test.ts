@@ -109,3 +109,13 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
     store.close();
   }
 });
+
+test('snapshot: a kubelet snapshot of an older format (2: a Map per volume) is ignored', async () => {
+  const log = openSqliteLog(join(dir, 'old-format.db'), kubeletCore);
+  await simulate(scenario, { log });
+  const world = foldAll([...log.readAll()]);
+  log.sink.close();
+  assert.equal(worldSnapshotFormat, 4);
+  assert.ok(decodeWorldSnapshot(encodeWorldSnapshot(world), 4));
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 2), undefined);
+});

@@ -77,23 +77,43 @@ test('sources: manifests: a bad file is reported by name and field, the others a
   }
 });
 
-test('sources: manifests: diff reports adds, updates and removals, objects before pods', () => {
-  const before = readManifestDir(dirWith({ 'a.yaml': podYaml('a'), 'b.yaml': podYaml('b') }));
+const pvYaml = (name: string, size: string) => `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ${name}}
+spec: {capacity: {storage: ${size}}, accessModes: [ReadWriteOnce], csi: {driver: disk.vole.dev, volumeHandle: ${name}}}
+`;
+
+test('sources: manifests: diff reports pods and objects added, changed and removed', () => {
+  const before = readManifestDir(
+    dirWith({
+      'a.yaml': podYaml('a'),
+      'b.yaml': podYaml('b'),
+      'pv-1.yaml': pvYaml('pv-1', '1Gi'),
+      'pv-2.yaml': pvYaml('pv-2', '1Gi'),
+    }),
+  );
   const after = readManifestDir(
     dirWith({
       'a.yaml': podYaml('a'),
       'b.yaml': podYaml('b', ', labels: {v: "2"}'),
       'c.yaml': podYaml('c'),
+      'pv-1.yaml': pvYaml('pv-1', '2Gi'),
+      'pv-3.yaml': pvYaml('pv-3', '1Gi'),
     }),
   );
   const changes = diffManifests(before, after);
   assert.deepEqual(changes.upsertPods.map((p) => p.metadata.name).sort(), ['b', 'c']);
   assert.deepEqual(changes.removePods, []);
+  // Objects come in lists of their own: the sources apply them before the pods.
+  assert.deepEqual(changes.upsertObjects.map((o) => o.metadata.name).sort(), ['pv-1', 'pv-3']);
+  assert.deepEqual(changes.removeObjects, [{ kind: 'PersistentVolume', name: 'pv-2' }]);
   const gone = diffManifests(after, readManifestDir(dirWith({ 'a.yaml': podYaml('a') })));
   assert.deepEqual(
     gone.removePods.sort(),
     [derivedPodUid('default', 'b'), derivedPodUid('default', 'c')].sort(),
   );
+  assert.deepEqual(gone.removeObjects.map((o) => o.name).sort(), ['pv-1', 'pv-3']);
+  assert.deepEqual(diffManifests(after, after).upsertObjects, [], 'nothing changed, nothing sent');
 });
 
 test('sources: manifests: any text in a file gives problems or pods, never an exception', () => {

@@ -41,8 +41,8 @@ function volumeLimitReached(ctx: OpContext, pluginName: string): string | undefi
   if (limit === 0) return undefined;
   let attachedCount = 0;
   for (const attachment of world.attachments.values()) {
-    if (attachment.pluginName !== pluginName || attachment.volume === ctx.op.volume) continue;
-    if (attachment.state.value !== 'detached') attachedCount++;
+    if (attachment.spec.pluginName !== pluginName || attachment.volume === ctx.op.volume) continue;
+    if (attachment.value !== 'detached') attachedCount++;
   }
   if (attachedCount < limit) return undefined;
   return (

@@ -87,7 +87,7 @@ export async function tearDownDevice(
 ): Promise<void> {
   const blockMapper = mapper(plugin, attachment.spec, 'UnmapDevice.FindMapperPluginByName');
   const globalMapPath =
-    attachment.state.context.deviceMountPath || blockMapper.globalMapPath(attachment.spec);
+    attachment.context.deviceMountPath || blockMapper.globalMapPath(attachment.spec);
   // spec §4.12 block step 1: pods still mapping the device keep it; no state change.
   const refs = await blockMapper.deviceMapRefs(attachment.spec, globalMapPath);
   if (refs.length > 0) {

@@ -8,12 +8,12 @@ export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<voi
   const record = podEntry(ctx.host.world().mounts.get(op.volume), op.pod);
   if (record === undefined)
     failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
-  const plugin = ctx.host.plugins.find(record.pluginName);
+  const plugin = ctx.host.plugins.find(record.spec.pluginName);
   if (op.steps[0] === 'unmap') return unmap(ctx, op, record, plugin);
   if (plugin === undefined) {
     failOperation(
       `UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
-        `"${record.pluginName}" is registered; register it so vole can tear the volume down`,
+        `"${record.spec.pluginName}" is registered; register it so vole can tear the volume down`,
     );
   }
   await runCall(
@@ -27,17 +27,17 @@ export async function unmountDevice(ctx: OpContext, op: UnmountDeviceOperation):
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
   if (attachment === undefined)
     failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
-  const plugin = ctx.host.plugins.find(attachment.pluginName);
+  const plugin = ctx.host.plugins.find(attachment.spec.pluginName);
   if (op.steps[0] === 'tearDownDevice') return tearDownDevice(ctx, attachment, plugin);
   const deviceMounter = plugin?.deviceMounter;
   if (deviceMounter === undefined) {
     failOperation(
       `UnmountDevice.FindDeviceMountablePluginByName failed for volume "${ctx.op.volume}": ` +
-        `no device-mountable plugin "${attachment.pluginName}" is registered`,
+        `no device-mountable plugin "${attachment.spec.pluginName}" is registered`,
     );
   }
   const deviceMountPath =
-    attachment.state.context.deviceMountPath || deviceMounter.deviceMountPath(attachment.spec);
+    attachment.context.deviceMountPath || deviceMounter.deviceMountPath(attachment.spec);
   // spec §4.12 step 2: other references keep the device mounted; no state change, backoff.
   const refs = await deviceMounter.deviceMountRefs(deviceMountPath);
   if (refs.length > 0) {

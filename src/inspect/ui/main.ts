@@ -713,6 +713,7 @@ function renderPair() {
         ...contextFields(pair),
         ...field('operations', operationsList(pair)),
         ...field('backoff', backoffsList(pair)),
+        ...field('why', h('pre', { class: 'why', 'data-testid': 'why' }, pair.why ?? 'not held')),
         ...field('first seen', `seq ${pair.firstSeq}`),
         ...field('may take', nextEl),
       ),

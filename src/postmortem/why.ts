@@ -1,0 +1,271 @@
+/**
+ * "Why is my pod stuck?" — the answer Kubernetes users never get from "timed out waiting
+ * for the condition": for each of a pod's volumes, the step it waits on, since which
+ * event, its last error, its next retry and the event that caused the wait. A pure
+ * function of the folded world (the same answer live, in a replay, in the inspector).
+ */
+import type { UniquePodName, UniqueVolumeName } from '../ids.js';
+import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
+import type { OpRecord, ResolvedVolume, World } from '../world/types.js';
+
+export interface VolumeWhy {
+  readonly outerVolumeSpecName: string;
+  readonly volume: string;
+  readonly pod: string;
+  /** mounted: nothing to wait for; waiting: a step is due; running: a call is in flight. */
+  readonly status: 'mounted' | 'waiting' | 'running' | 'failed' | 'tearingDown';
+  /** The step it waits on (a plugin call name, or what it waits for outside vole). */
+  readonly step: string;
+  readonly detail: string;
+  /** The event since which it waits on this step. */
+  readonly sinceSeq: number;
+  readonly lastError: { readonly message: string; readonly seq: number; readonly tsMs: number } | null;
+  /** When the backoff lets the step run again (ms, the log's clock); null: no backoff. */
+  readonly nextRetryAtMs: number | null;
+  /** The event that caused the wait: the last failure, else the last event on the volume. */
+  readonly causeSeq: number;
+}
+
+export interface WhyAnswer {
+  readonly kind: 'pod' | 'volume';
+  /** `namespace/name (uid)` of a pod, or the UniqueVolumeName. */
+  readonly subject: string;
+  readonly atSeq: number;
+  readonly atTsMs: number;
+  readonly volumes: readonly VolumeWhy[];
+}
+
+/** Finds a pod by UID, namespace/name or a unique name. */
+export function findPod(world: World, text: string): UniquePodName | undefined {
+  const byUid = world.pods.get(text as UniquePodName);
+  if (byUid !== undefined) return byUid.uid;
+  const matches = [...world.pods.values()].filter(
+    (p) => `${p.namespace}/${p.name}` === text || p.name === text,
+  );
+  if (matches.length === 1) return matches[0]!.uid;
+  for (const byPod of world.mounts.values())
+    if (podEntry(byPod, text as UniquePodName) !== undefined) return text as UniquePodName;
+  return undefined;
+}
+
+/** The failed record (in backoff) that stands against the volume for this pod, if any. */
+function backoffOf(world: World, volume: UniqueVolumeName, pod: string): OpRecord | undefined {
+  let found: OpRecord | undefined;
+  for (const r of world.ops.get(volume) ?? []) {
+    if (r.pending || r.lastError === null) continue;
+    if (r.key.pod !== '' && r.key.pod !== pod) continue;
+    if (found === undefined || retryAtMs(r) > retryAtMs(found)) found = r;
+  }
+  return found;
+}
+
+type Step = Pick<VolumeWhy, 'status' | 'step' | 'detail' | 'sinceSeq'>;
+
+/** Attachment-side step of a desired volume that is not attached yet (spec §3.5). */
+function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step {
+  const attachment = world.attachments.get(spec.volume);
+  const since = attachment?.seq ?? entrySeq;
+  const state = attachment?.value ?? 'detached';
+  if (!spec.attachable)
+    return { status: 'waiting', step: 'verifyControllerAttached', detail: `attachment ${state}`, sinceSeq: since };
+  if (!world.config.controllerAttachDetach)
+    return { status: 'waiting', step: 'attach', detail: `attachment ${state}`, sinceSeq: since };
+  const dsw = world.dsw.get(spec.volume);
+  if (dsw?.reportedInUse !== true)
+    return {
+      status: 'waiting',
+      step: 'reportedInUse',
+      detail: 'the node has not reported the volume in use yet (node.status.volumesInUse)',
+      sinceSeq: since,
+    };
+  if (!world.volumesAttached.has(spec.volume))
+    return {
+      status: 'waiting',
+      step: 'controllerAttach',
+      detail: 'the attach/detach controller has not reported it attached (node.status.volumesAttached)',
+      sinceSeq: since,
+    };
+  return { status: 'waiting', step: 'verifyControllerAttached', detail: `attachment ${state}`, sinceSeq: since };
+}
+
+/** The step a desired (volume, pod) waits on, from the pairs' states. */
+function desiredStep(world: World, pod: UniquePodName, spec: ResolvedVolume, entrySeq: number): Step {
+  const block = spec.volumeMode === 'Block';
+  const running = [...world.running.values()].find(
+    (op) => op.volume === spec.volume && (op.pod === null || op.pod === pod),
+  );
+  if (running !== undefined)
+    return {
+      status: 'running',
+      step: running.call ?? running.op,
+      detail: `${running.op} running as ${running.opId}`,
+      sinceSeq: running.startedSeq,
+    };
+  const attachment = world.attachments.get(spec.volume);
+  if (!isAttached(attachment)) return attachStep(world, spec, entrySeq);
+  const mount = podEntry(world.mounts.get(spec.volume), pod);
+  if (mount?.value === 'mounted' && !mount.context.remountRequired)
+    return { status: 'mounted', step: 'none', detail: 'mounted', sinceSeq: mount.seq };
+  const device = attachment.value;
+  if (spec.deviceMountable && device !== 'attached.deviceMounted')
+    return {
+      status: 'waiting',
+      step: block ? 'setUpDevice' : 'mountDevice',
+      detail: `device ${device.replace('attached.', '')}`,
+      sinceSeq: attachment.seq,
+    };
+  const state = mount?.value ?? 'unmounted';
+  return {
+    status: 'waiting',
+    step: block ? 'mapPodDevice' : 'setUp',
+    detail: mount?.context.remountRequired === true ? 'remount required' : `mount ${state}`,
+    sinceSeq: Math.max(mount?.seq ?? 0, attachment.seq, entrySeq),
+  };
+}
+
+function entryFor(world: World, pod: UniquePodName, spec: ResolvedVolume, step: Step): VolumeWhy {
+  const lastError = step.status === 'mounted' ? null : (world.lastErrors.get(spec.volume) ?? null);
+  const backoff = step.status === 'mounted' ? undefined : backoffOf(world, spec.volume, pod);
+  return {
+    outerVolumeSpecName: spec.outerVolumeSpecName,
+    volume: spec.volume,
+    pod,
+    ...step,
+    lastError,
+    nextRetryAtMs: backoff === undefined ? null : retryAtMs(backoff),
+    causeSeq: lastError?.seq ?? world.causes.get(spec.volume) ?? step.sinceSeq,
+  };
+}
+
+/** Mount records of a pod that is no longer desired: what its teardown waits on. */
+function teardownEntries(world: World, pod: UniquePodName): VolumeWhy[] {
+  const found: VolumeWhy[] = [];
+  for (const [volume, byPod] of world.mounts) {
+    const mount = podEntry(byPod, pod);
+    if (mount === undefined || podEntry(world.dsw.get(volume)?.pods, pod) !== undefined) continue;
+    const running = [...world.running.values()].find((op) => op.volume === volume && op.pod === pod);
+    const step: Step = {
+      status: running === undefined ? 'tearingDown' : 'running',
+      step: running?.call ?? (mount.spec.volumeMode === 'Block' ? 'unmapPodDevice' : 'tearDown'),
+      detail: world.sourcesReady
+        ? `mount ${mount.value}, pod no longer wants it`
+        : `mount ${mount.value}; nothing is torn down until the pod sources are ready`,
+      sinceSeq: running?.startedSeq ?? mount.seq,
+    };
+    found.push(entryFor(world, pod, mount.spec, step));
+  }
+  return found;
+}
+
+function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
+  const record = world.pods.get(pod);
+  const volumes: VolumeWhy[] = [];
+  for (const spec of record?.volumes ?? []) {
+    const entrySeq = podEntry(world.dsw.get(spec.volume)?.pods, pod)?.seq ?? record!.seq;
+    volumes.push(entryFor(world, pod, spec, desiredStep(world, pod, spec, entrySeq)));
+  }
+  for (const [outer, message] of record?.errors ?? [])
+    volumes.push({
+      outerVolumeSpecName: outer,
+      volume: '',
+      pod,
+      status: 'failed',
+      step: 'resolve',
+      detail: message,
+      sinceSeq: record!.seq,
+      lastError: { message, seq: record!.seq, tsMs: 0 },
+      nextRetryAtMs: null,
+      causeSeq: record!.seq,
+    });
+  volumes.push(...teardownEntries(world, pod));
+  const subject = record === undefined ? `${pod} (removed)` : `${record.namespace}/${record.name} (${pod})`;
+  return { kind: 'pod', subject, atSeq: world.seq, atTsMs: world.tsMs, volumes };
+}
+
+/**
+ * The answer for a pod (UID, namespace/name or name) or a volume (its UniqueVolumeName:
+ * every pod that wants or holds it); undefined when the world knows neither.
+ */
+export function why(world: World, subject: string): WhyAnswer | undefined {
+  const pod = findPod(world, subject);
+  if (pod !== undefined) return podAnswer(world, pod);
+  const volume = subject as UniqueVolumeName;
+  const pods = new Set<UniquePodName>([
+    ...[...podEntries(world.dsw.get(volume)?.pods)].map((e) => e.pod),
+    ...[...podEntries(world.mounts.get(volume))].map((m) => m.pod),
+  ]);
+  if (pods.size === 0 && !world.attachments.has(volume)) return undefined;
+  const volumes = [...pods]
+    .sort()
+    .flatMap((p) => podAnswer(world, p).volumes.filter((v) => v.volume === volume));
+  if (volumes.length === 0) volumes.push(unusedAttachment(world, volume));
+  return { kind: 'volume', subject: volume, atSeq: world.seq, atTsMs: world.tsMs, volumes };
+}
+
+/** An attachment no pod uses: its unmountDevice/detach (spec §3.6). */
+function unusedAttachment(world: World, volume: UniqueVolumeName): VolumeWhy {
+  const attachment = world.attachments.get(volume)!;
+  const running = [...world.running.values()].find((op) => op.volume === volume);
+  const deviceMounted = attachment.value.startsWith('attached.device') && attachment.value !== 'attached.deviceUnmounted';
+  const step: Step = {
+    status: running === undefined ? 'tearingDown' : 'running',
+    step: running?.call ?? (deviceMounted ? 'unmountDevice' : 'detach'),
+    detail: world.sourcesReady
+      ? `attachment ${attachment.value}, no pod uses it`
+      : `attachment ${attachment.value}; nothing is detached until the pod sources are ready`,
+    sinceSeq: running?.startedSeq ?? attachment.seq,
+  };
+  return entryFor(world, '' as UniquePodName, attachment.spec, step);
+}
+
+export interface WhyTextOptions {
+  /** The timestamp of an event, to show times beside seqs (a log lookup). */
+  readonly tsOf?: (seq: number) => number | undefined;
+  /** A one-line description of an event, for the cause. */
+  readonly describe?: (seq: number) => string | undefined;
+  /** The origin of the offsets shown (the log's first event); absolute times otherwise. */
+  readonly originMs?: number;
+}
+
+/** A moment as an offset from the log's start (or an absolute time); '' when unknown. */
+function when(tsMs: number | undefined, opts: WhyTextOptions): string {
+  if (tsMs === undefined) return '';
+  if (opts.originMs !== undefined) return `+${((tsMs - opts.originMs) / 1000).toFixed(3)}s`;
+  return tsMs > 1e12 ? new Date(tsMs).toISOString() : `+${(tsMs / 1000).toFixed(3)}s`;
+}
+
+const paren = (text: string) => (text === '' ? '' : ` (${text})`);
+
+/** One volume's lines, without the pod header (the waitForAttachAndMount error uses it). */
+export function volumeWhyText(v: VolumeWhy, opts: WhyTextOptions = {}): string[] {
+  const name = v.volume === '' ? v.outerVolumeSpecName : `${v.outerVolumeSpecName} (${v.volume})`;
+  if (v.status === 'mounted') return [`${name}: mounted`];
+  if (v.status === 'failed') return [`${name}: cannot be processed: ${v.detail}`];
+  const verb =
+    v.status === 'running' ? 'runs' : v.status === 'tearingDown' ? 'tears down with' : 'waits on';
+  const since = paren(when(opts.tsOf?.(v.sinceSeq), opts));
+  const lines = [`${name}: ${verb} ${v.step} since seq ${v.sinceSeq}${since} — ${v.detail}`];
+  if (v.lastError !== null)
+    lines.push(
+      `  last error at seq ${v.lastError.seq}${paren(when(v.lastError.tsMs, opts))}: ${v.lastError.message}`,
+    );
+  if (v.nextRetryAtMs !== null) lines.push(`  next retry at ${when(v.nextRetryAtMs, opts)}`);
+  const described = opts.describe?.(v.causeSeq);
+  lines.push(`  caused by seq ${v.causeSeq}${described === undefined ? '' : `: ${described}`}`);
+  return lines;
+}
+
+export function whyText(answer: WhyAnswer, opts: WhyTextOptions = {}): string {
+  const waiting = answer.volumes.filter((v) => v.status !== 'mounted').length;
+  const head =
+    answer.kind === 'pod'
+      ? `pod ${answer.subject} at seq ${answer.atSeq}: ${waiting === 0 ? 'every volume mounted' : `${waiting} of ${answer.volumes.length} volume(s) not ready`}`
+      : `volume ${answer.subject} at seq ${answer.atSeq}`;
+  const lines = [head];
+  for (const v of answer.volumes) {
+    const prefix = answer.kind === 'volume' && v.pod !== '' ? `pod ${v.pod}: ` : '';
+    const [first, ...rest] = volumeWhyText(v, opts);
+    lines.push(`  ${prefix}${first}`, ...rest.map((l) => `  ${l}`));
+  }
+  return lines.join('\n');
+}
