@@ -101,7 +101,7 @@ before(async () => {
 after(async () => {
   stop.abort();
   await Promise.race([leading, new Promise((r) => setTimeout(r, 5_000))]);
-  await agent?.stop().catch(() => undefined);
+  await Promise.race([agent?.stop().catch(() => undefined), new Promise((r) => setTimeout(r, 5_000).unref())]);
   client?.close();
   operator?.close();
   agentClient?.close();
