@@ -9,7 +9,8 @@
  * itself broke.
  *
  * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6),
- * csi (§7); see each file.
+ * csi (§7), cluster (§8: a real etcd; skipped, saying so, without the etcd binary);
+ * see each file.
  */
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -31,7 +32,7 @@ const quickLogEvents = 100_000;
 const logPopulation = 1_000;
 const logWave = 250;
 
-const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'csi'] as const;
+const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'csi', 'cluster'] as const;
 type SectionName = (typeof sections)[number];
 
 interface Args {
@@ -65,7 +66,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -130,6 +131,10 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
         logEvents,
         runs: Math.min(runs, 3),
       });
+    }
+    case 'cluster': {
+      const { runCluster } = await import('./cluster.js');
+      return runCluster({ runs: Math.min(runs, 3), quick: args.quick });
     }
   }
 }

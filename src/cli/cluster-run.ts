@@ -18,6 +18,8 @@ import { parseDurationMs } from '../sim/duration.js';
 import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { startCsi } from './run.js';
+import { PluginManager } from '../plugins/manager.js';
 import { metricsAddressOf, serveEndpoints } from './run.js';
 
 export interface ClusterAgentCommandOptions {
@@ -28,6 +30,7 @@ export interface ClusterAgentCommandOptions {
   readonly db?: string;
   readonly disksRoot?: string;
   readonly heartbeatTtl?: string;
+  readonly csi?: readonly string[];
   readonly once?: boolean;
   readonly timeout?: string;
   readonly metricsAddress?: string;
@@ -65,17 +68,21 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
   const say = progressPrinter();
   const client = clientFor(opts.etcd);
   const contents = new ObjectContents();
-  const agent = new ClusterAgent({
-    client,
-    keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
-    node: opts.node,
-    db,
-    plugins: builtinPlugins({
+  const plugins = new PluginManager(
+    builtinPlugins({
       root,
       contents,
       forbiddenHostPaths: [dirname(db)],
       ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
     }),
+  );
+  const csi = await startCsi(opts, { root, plugins, logger, say });
+  const agent = new ClusterAgent({
+    client,
+    keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
+    node: opts.node,
+    db,
+    plugins,
     contents,
     logger,
     heartbeatTtlS: seconds(opts.heartbeatTtl, heartbeatTtlSDefault, '--heartbeat-ttl'),
@@ -85,9 +92,11 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     await agent.start();
   } catch (error) {
     await agent.stop().catch(() => undefined);
+    csi.stop();
     client.close();
     throw new UsageError(describeEtcdError(error, opts.etcd));
   }
+  csi.registry.setRecorder((event) => agent.vm.recordCsiDriver(event));
   say(`vole agent on ${opts.node}: etcd ${opts.etcd}, root ${root}, log ${db} (seq ${agent.vm.world.seq})`);
   const stopAgent = () => void agent.stop().finally(() => client.close());
   const endpoints = await serveEndpoints({ root, metricsAt, vm: agent.vm, say, stop: stopAgent });
@@ -114,6 +123,7 @@ export interface ClusterControllerCommandOptions {
   readonly leaseTtl?: string;
   readonly maxWaitForUnmount?: string;
   readonly snapshotEvery?: string;
+  readonly csi?: readonly string[];
 }
 
 /** Exit status of a replica that lost its leadership (a supervisor restarts it as a standby). */
@@ -144,6 +154,8 @@ export async function clusterControllerCommand(
     ...(opts.snapshotEvery === undefined ? {} : { snapshotEveryEvents: seconds(opts.snapshotEvery, 1, '--snapshot-every') }),
     say,
   });
+  // CSI drivers before the campaign: their capabilities are in the leader's EngineStarted.
+  const csi = await startCsi(opts, { root, plugins: controller.plugins, logger, say });
   say(`vole controller ${identity}: etcd ${opts.etcd}, campaigning`);
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
@@ -156,6 +168,7 @@ export async function clusterControllerCommand(
     if (stop.signal.aborted) return 0;
     throw new UsageError(describeEtcdError(error, opts.etcd));
   } finally {
+    csi.stop();
     client.close();
   }
 }

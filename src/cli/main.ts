@@ -177,6 +177,11 @@ program
   .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
   .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
   .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
+  .option(
+    '--csi <name=unix:///path.sock>',
+    'with --etcd: a CSI driver whose ControllerPublish/Unpublish attach and detach (repeatable)',
+    (value: string, previous: string[] = []) => [...previous, value],
+  )
   .action((opts: ControllerCommandOptions & ClusterControllerCommandOptions) =>
     run(() =>
       opts.etcd !== undefined

@@ -55,8 +55,8 @@ export function parseCsiFlag(value: string): { name: string; endpoint: string } 
  * The CSI drivers: the `--csi` ones (asked again every second until they answer) and
  * those registering through `<root>/plugins_registry/`.
  */
-async function startCsi(
-  opts: RunOptions,
+export async function startCsi(
+  opts: Pick<RunOptions, 'csi'>,
   ctx: { root: string; plugins: PluginManager; logger: Logger; say: (line: string) => void },
 ): Promise<{ registry: CsiDriverRegistry; stop: () => void }> {
   const registry = new CsiDriverRegistry(ctx);

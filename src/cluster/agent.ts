@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
 import { managedAnnotation } from '../controller/index.js';
+import type { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import type { ObjectContents } from '../sources/contents.js';
 import { PrefixInformer } from './informer.js';
@@ -22,7 +23,7 @@ export interface ClusterAgentOptions {
   readonly keys: ClusterKeys;
   readonly node: string;
   readonly db: string;
-  readonly plugins: readonly VolumePlugin[];
+  readonly plugins: readonly VolumePlugin[] | PluginManager;
   /** ConfigMap and Secret data for the content plugins (the same store they were built with). */
   readonly contents?: ObjectContents;
   readonly logger: Logger;

@@ -18,7 +18,7 @@ import { decodeVolumesInUse, parseStatusKey } from './status.js';
 /** The part of the ControllerManager the inputs drive. */
 type Controller = Pick<
   ControllerManager,
-  'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod'
+  'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod' | 'subscribe'
 >;
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
@@ -31,6 +31,9 @@ export class ControllerInputs {
   private readonly informers: PrefixInformer[] = [];
   /** Nodes are composed only once heartbeats, status and objects were all listed. */
   private nodesListed = false;
+  /** Nodes where an attach just succeeded: their reported volumesInUse is applied again. */
+  private readonly attachedOn = new Set<string>();
+  private unsubscribe: (() => void) | null = null;
 
   constructor(
     private readonly client: Etcd3,
@@ -67,6 +70,13 @@ export class ControllerInputs {
     );
     for (const informer of this.informers) await informer.start();
     this.nodesListed = true;
+    this.unsubscribe = this.cm.subscribe((event, world) => {
+      if (event.type !== 'CallSucceeded' || event.call !== 'attach') return;
+      const node = world.running.get(event.opId as never)?.node;
+      if (node === undefined || node === null) return;
+      if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
+      this.attachedOn.add(node);
+    });
     for (const name of this.nodeNames()) this.syncNode(name);
     const pods = new PrefixInformer(this.client, keys.pods, {
       reset: (kvs) => this.resetPods(kvs),
@@ -85,7 +95,26 @@ export class ControllerInputs {
     return names;
   }
 
+  /**
+   * A new attachment is assumed mounted (spec §2.1) until the node's next status update
+   * says otherwise; in Kubernetes that update comes within the kubelet's status period.
+   * Here a node's published volumesInUse is applied again right after an attach on it
+   * (safe: an agent reports a volume in use before it mounts it, spec §5).
+   */
+  private reapplyInUse(): void {
+    const nodes = [...this.attachedOn];
+    this.attachedOn.clear();
+    for (const name of nodes) {
+      const node = this.composeNode(name);
+      const held = this.cm.world.nodes.get(name as never)?.volumesInUse;
+      const reported = node?.status?.volumesInUse ?? [];
+      if (node === null || held === undefined || !this.cm.isRunning) continue;
+      if (held.size !== reported.length || reported.some((v) => !held.has(v))) this.cm.upsertObject(node);
+    }
+  }
+
   async stop(): Promise<void> {
+    this.unsubscribe?.();
     for (const informer of this.informers) await informer.stop();
   }
 

@@ -14,12 +14,13 @@ import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { type Clock, RealClock } from '../clock.js';
-import type { CallTarget, VolumePlugin } from '../plugins/types.js';
+import type { VolumePlugin } from '../plugins/types.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
+import { FencedPluginManager } from './fenced-plugins.js';
 import { VolumesAttachedPublisher } from './publisher.js';
 
 export interface ClusterControllerOptions {
@@ -61,35 +62,25 @@ export async function loadControllerWorld(
   return { world, head: loaded.head, lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0 };
 }
 
-/** No attach or detach starts before the events announcing it are durable in etcd. */
-function fencedPlugins(plugins: readonly VolumePlugin[], log: EtcdEventLog): VolumePlugin[] {
-  const gate = async (target: CallTarget, call: string) => {
-    await log.durable();
-    if (target.signal.aborted) throw new Error(`${call} cut off before it started (the controller stopped or timed out)`);
-  };
-  return plugins.map((plugin) => {
-    const attacher = plugin.attacher;
-    if (attacher === undefined) return plugin;
-    return {
-      ...plugin,
-      attacher: {
-        ...attacher,
-        attach: async (spec, target) => (await gate(target, 'attach'), attacher.attach(spec, target)),
-        detach: async (spec, target) => (await gate(target, 'detach'), attacher.detach(spec, target)),
-      },
-    };
-  });
-}
-
 export class ClusterController {
   private cm: ControllerManager | null = null;
   private leadership: Leadership | null = null;
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
   private log: EtcdEventLog | null = null;
+  /**
+   * The plugins, each call gated on the durability of the current term's log. More may be
+   * registered at any time (a CSI driver registry adds its drivers here).
+   */
+  readonly plugins: FencedPluginManager;
 
   constructor(private readonly opts: ClusterControllerOptions) {
     this.clock = opts.clock ?? new RealClock();
+    this.plugins = new FencedPluginManager(() => {
+      const log = this.log;
+      if (log === null) return Promise.reject(new Error('this replica does not lead: no call may start'));
+      return log.durable();
+    }, opts.plugins);
   }
 
   private say(line: string): void {
@@ -157,7 +148,7 @@ export class ClusterController {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
     const codec = controllerCore.snapshot;
     return ControllerManager.create({
-      plugins: fencedPlugins(this.opts.plugins, log),
+      plugins: this.plugins,
       log: { sink: log, history: [], world },
       snapshot: {
         everyEvents,

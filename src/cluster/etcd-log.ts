@@ -30,7 +30,8 @@ export const eventsPerTxnMax = 100;
 /** Bytes of event values per transaction (etcd's default request limit is 1.5 MiB). */
 export const bytesPerTxnMax = 1024 * 1024;
 const snapshotChunkBytes = 1024 * 1024;
-const readPageSize = 5_000;
+/** Events per read page: a page stays under gRPC's 4 MiB message limit. */
+const readPageSize = 1_000;
 
 export class LogFenced extends Error {
   override name = 'LogFenced';
@@ -63,8 +64,14 @@ export async function loadLogHead(client: Etcd3, keys: ClusterKeys): Promise<Loa
   const firstSeq = first.length === 0 ? head + 1 : Number(first[0]!.slice(keys.logEntries.length));
   if (metaText === null) return { head, firstSeq };
   const meta = JSON.parse(metaText) as SnapshotMeta;
-  const chunks = await client.getAll().prefix(`${keys.logSnapshot}/${meta.seq}/`).sort('Key', 'Ascend').buffers();
-  const data = Buffer.concat(Object.values(chunks));
+  // One chunk per request: a chunk is 1 MiB, gRPC answers at most 4 MiB.
+  const parts: Buffer[] = [];
+  for (let i = 0; i < meta.chunks; i++) {
+    const part = await client.get(`${keys.logSnapshot}/${meta.seq}/${String(i).padStart(6, '0')}`).buffer();
+    if (part === null) throw new Error(`the controller log's snapshot at seq ${meta.seq} lacks chunk ${i} of ${meta.chunks}`);
+    parts.push(part);
+  }
+  const data = Buffer.concat(parts);
   return { head, firstSeq, snapshot: { meta, data } };
 }
 
@@ -116,7 +123,8 @@ export class EtcdEventLog implements EventSink {
   private nextSeq: number;
   private committedSeq: number;
   private buffer: Pending['rows'] = [];
-  private chain: Promise<void> = Promise.resolve();
+  private draining = false;
+  private waiters: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
   private fatal: Error | null = null;
   private closed = false;
   /** Commits and their sizes (for benchmarks and the progress line). */
@@ -140,21 +148,24 @@ export class EtcdEventLog implements EventSink {
     return Seq(seq);
   }
 
-  /** Starts committing what is buffered (the engine's group commit point). */
+  /**
+   * The engine's group commit point: starts committing what is buffered. While one
+   * transaction is in flight, what is pushed and flushed meanwhile waits and goes in the
+   * next one (at most 100 events or 1 MiB each).
+   */
   flush(): void {
-    if (this.buffer.length === 0 || this.fatal !== null) return;
-    const rows = this.buffer;
-    this.buffer = [];
-    this.chain = this.chain.then(() => this.commitAll(rows));
-    // A fenced writer's failure is reported through onFatal; callers of durable() see it too.
-    this.chain.catch(() => undefined);
+    if (this.fatal !== null || this.buffer.length === 0 || this.draining) return;
+    this.draining = true;
+    void this.drain();
   }
 
   /** Resolves once every event pushed so far is in etcd; rejects once this writer is fenced. */
   durable(): Promise<void> {
     this.flush();
     if (this.fatal !== null) return Promise.reject(this.fatal);
-    return this.chain;
+    const seq = this.nextSeq - 1;
+    if (this.committedSeq >= seq) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
   }
 
   close(): void {
@@ -165,21 +176,32 @@ export class EtcdEventLog implements EventSink {
   private fail(error: Error): void {
     if (this.fatal !== null) return;
     this.fatal = error;
+    for (const waiter of this.waiters.splice(0)) waiter.reject(error);
     this.opts.onFatal(error);
   }
 
-  private async commitAll(rows: Pending['rows']): Promise<void> {
-    if (this.fatal !== null) throw this.fatal;
-    let start = 0;
-    while (start < rows.length) {
-      let end = start;
-      let bytes = 0;
-      while (end < rows.length && end - start < eventsPerTxnMax && (end === start || bytes + rows[end]!.value.length <= bytesPerTxnMax)) {
-        bytes += rows[end]!.value.length;
-        end++;
+  private async drain(): Promise<void> {
+    try {
+      while (this.buffer.length > 0 && this.fatal === null) {
+        let end = 0;
+        let bytes = 0;
+        while (
+          end < this.buffer.length &&
+          end < eventsPerTxnMax &&
+          (end === 0 || bytes + this.buffer[end]!.value.length <= bytesPerTxnMax)
+        )
+          bytes += this.buffer[end++]!.value.length;
+        const chunk = this.buffer.slice(0, end);
+        await this.commitChunk(chunk, bytes);
+        this.buffer.splice(0, end);
+        const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
+        this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
+        for (const waiter of done) waiter.resolve();
       }
-      await this.commitChunk(rows.slice(start, end), bytes);
-      start = end;
+    } catch (error) {
+      this.fail(error as Error);
+    } finally {
+      this.draining = false;
     }
   }
 

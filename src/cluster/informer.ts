@@ -4,7 +4,35 @@
  * lists again (a reset). Restarts back off from 100 ms to 5 s. etcd3
  * reconnects a disconnected stream itself, from the last revision it delivered.
  */
-import type { Etcd3, IKeyValue, Watcher } from 'etcd3';
+import { type Etcd3, type IKeyValue, Range, type Watcher } from 'etcd3';
+
+/** Keys per page of a list: a page stays well under gRPC's 4 MiB message limit. */
+export const listPageKeys = 1_000;
+
+/**
+ * Everything under `prefix` at one revision, in pages (etcd's limit and a continue key,
+ * as the kube-apiserver lists): a large prefix in one range answer would exceed gRPC's
+ * message limit. `revision` defaults to the current one (the first page's).
+ */
+export async function listPrefix(
+  client: Etcd3,
+  prefix: string,
+  opts: { revision?: number } = {},
+): Promise<{ kvs: IKeyValue[]; revision: number }> {
+  const end = Range.prefix(prefix).end;
+  const kvs: IKeyValue[] = [];
+  let start: Buffer = Buffer.from(prefix);
+  let revision = opts.revision ?? 0;
+  while (true) {
+    let request = client.getAll().inRange(new Range(start, end)).sort('Key', 'Ascend').limit(listPageKeys);
+    if (revision > 0) request = request.revision(String(revision));
+    const page = await request.exec();
+    if (revision === 0) revision = Number(page.header.revision);
+    kvs.push(...page.kvs);
+    if (!page.more || page.kvs.length === 0) return { kvs, revision };
+    start = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
+  }
+}
 
 export interface PrefixHandlers {
   /** Everything under the prefix at `revision` (the first list, and after a compaction). */
@@ -56,10 +84,10 @@ export class PrefixInformer {
   }
 
   private async list(): Promise<void> {
-    const response = await this.client.getAll().prefix(this.prefix).exec();
-    this.revision = Number(response.header.revision);
+    const { kvs, revision } = await listPrefix(this.client, this.prefix);
+    this.revision = revision;
     this.listed = true;
-    this.handlers.reset(response.kvs, this.revision);
+    this.handlers.reset(kvs, this.revision);
   }
 
   private async watchFrom(revision: number): Promise<void> {

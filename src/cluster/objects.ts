@@ -18,6 +18,7 @@ import {
   readManifestFile,
 } from '../sources/manifests.js';
 import { ClusterError } from './client.js';
+import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
 
 /** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
@@ -99,9 +100,9 @@ function describeObject(object: ManifestObject | Pod): string {
 
 /** The keys of pods named namespace/name under any node (a pod that moved is deleted). */
 async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<string, string[]>> {
-  const all = await client.getAll().prefix(keys.pods).keys();
+  const { kvs } = await listPrefix(client, keys.pods);
   const byName = new Map<string, string[]>();
-  for (const key of all) {
+  for (const key of kvs.map((kv) => kv.key.toString())) {
     const [, namespace, name] = ClusterKeys.rest(key, keys.pods).split('/');
     const id = `${namespace}/${name}`;
     byName.set(id, [...(byName.get(id) ?? []), key]);
@@ -183,10 +184,10 @@ export async function listState(
   keys: ClusterKeys,
   opts: { node?: string } = {},
 ): Promise<ListedState> {
-  const objects = await client.getAll().prefix(keys.objects).exec();
-  const revision = Number(objects.header.revision);
+  const objects = await listPrefix(client, keys.objects);
+  const revision = objects.revision;
   const podPrefix = opts.node === undefined ? keys.pods : keys.podsOn(opts.node);
-  const pods = await client.getAll().prefix(podPrefix).revision(String(revision)).exec();
+  const pods = await listPrefix(client, podPrefix, { revision });
   const state: ListedState = { revision, pods: [], objects: [], problems: [] };
   for (const kv of objects.kvs) {
     const decoded = decodeObject(kv);

@@ -6,8 +6,11 @@
 import type { Etcd3 } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
 import type { EtcdEventLog } from './etcd-log.js';
+import { listPrefix } from './informer.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
+
+const resyncEveryMs = 10_000;
 
 export class VolumesAttachedPublisher {
   private readonly published = new Map<string, string>();
@@ -15,6 +18,10 @@ export class VolumesAttachedPublisher {
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private unsubscribe: (() => void) | null = null;
+  /** Nodes whose report may have changed since the last pass; every node when `all`. */
+  private readonly dirtyNodes = new Set<string>();
+  private all = true;
+  private resync: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly client: Etcd3,
@@ -27,14 +34,38 @@ export class VolumesAttachedPublisher {
 
   async start(): Promise<void> {
     // What the previous leader published counts as published only if it matches.
-    const existing = await this.client.getAll().prefix(this.keys.status).strings();
-    for (const [key, value] of Object.entries(existing))
-      if (key.endsWith('/volumesAttached')) this.published.set(key, value);
-    this.unsubscribe = this.cm.subscribe(() => this.schedule());
+    const { kvs } = await listPrefix(this.client, this.keys.status);
+    for (const kv of kvs) {
+      const key = kv.key.toString();
+      if (key.endsWith('/volumesAttached')) this.published.set(key, kv.value.toString());
+    }
+    this.unsubscribe = this.cm.subscribe((event, world) => {
+      // The events that change a node's report name the node, or an operation on it.
+      const fields = event as { node?: unknown; opId?: unknown };
+      if (event.type === 'EngineStarted') this.all = true;
+      if (typeof fields.node === 'string') this.dirtyNodes.add(fields.node);
+      if (typeof fields.opId === 'string') {
+        const node = world.running.get(fields.opId as never)?.node;
+        if (typeof node === 'string') this.dirtyNodes.add(node);
+      }
+      if (this.all || this.dirtyNodes.size > 0) this.schedule();
+    });
+    // A full pass now and then: a safety net that costs O(nodes) every 10 s, not per event.
+    this.resync = setInterval(() => {
+      this.all = true;
+      this.schedule();
+    }, resyncEveryMs);
     this.schedule();
   }
 
   private nodes(): Set<string> {
+    if (!this.all) {
+      const nodes = new Set(this.dirtyNodes);
+      this.dirtyNodes.clear();
+      return nodes;
+    }
+    this.all = false;
+    this.dirtyNodes.clear();
     const world = this.cm.world;
     const names = new Set<string>([...world.nodes.keys(), ...world.reported.keys()]);
     for (const key of this.published.keys()) names.add(key.slice(this.keys.status.length).split('/')[0]!);
@@ -74,12 +105,14 @@ export class VolumesAttachedPublisher {
       if (this.leadership.isLost) return;
       this.say(`publishing volumesAttached failed, retrying: ${(error as Error).message}`);
       await new Promise((resolve) => setTimeout(resolve, 500));
+      this.all = true; // the failed nodes are no longer marked: look at every node
       this.schedule();
     }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.resync !== null) clearInterval(this.resync);
     this.unsubscribe?.();
     await this.running.catch(() => undefined);
   }

@@ -4,6 +4,7 @@
  */
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { z } from 'zod';
+import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
 
 export const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
@@ -45,7 +46,7 @@ export async function readVolumesAttached(
   client: Etcd3,
   keys: ClusterKeys,
 ): Promise<{ node: string; volumes: AttachedVolume[]; revision: number }[]> {
-  const response = await client.getAll().prefix(keys.status).exec();
+  const response = await listPrefix(client, keys.status);
   const out: { node: string; volumes: AttachedVolume[]; revision: number }[] = [];
   for (const kv of response.kvs) {
     const parsed = parseStatusKey(keys, kv.key.toString());

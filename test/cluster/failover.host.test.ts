@@ -166,11 +166,17 @@ before(async () => {
   assert.equal(applied.status, 0, applied.stderr);
 });
 
+/** Teardown never hangs the run: each step gets a few seconds (processes end by PID anyway). */
+const bounded = (promise: Promise<unknown>, ms = 5_000) =>
+  Promise.race([promise.catch(() => undefined), new Promise((r) => setTimeout(r, ms).unref())]);
+
 after(async () => {
-  for (const w of watchers) await w.cancel().catch(() => undefined);
-  for (const proc of procs.values()) await proc.stop();
+  for (const w of watchers) await bounded(w.cancel());
+  for (const proc of procs.values()) await bounded(proc.stop(), 8_000);
   client?.close();
   await etcd?.stop();
+  // etcd3's reconnect timers may outlive a closed client: they must not keep this file alive.
+  setTimeout(() => process.exit(process.exitCode ?? 0), 3_000).unref();
 });
 
 test('cluster: a pod scheduled to node-1 gets its disk attached by the leader and mounted by node-1', { skip, timeout: 60_000 }, async () => {

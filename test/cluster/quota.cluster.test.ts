@@ -35,6 +35,8 @@ let etcd: EtcdCluster;
 let client: Etcd3;
 /** The test's own client: etcd3 opens a circuit breaker per client after failed calls. */
 let operator: Etcd3;
+/** The agent's, as in its own process (watchers it cancels share no stream with the controller's). */
+let agentClient: Etcd3;
 const stop = new AbortController();
 const said: string[] = [];
 let controller: ClusterController;
@@ -79,6 +81,7 @@ before(async () => {
   etcd = await EtcdCluster.start({ quotaBackendBytes: quotaBytes });
   client = connect(etcd.urls);
   operator = connect(etcd.urls);
+  agentClient = connect(etcd.urls);
   const logger = pino({ level: 'silent' });
   controller = new ClusterController({
     client,
@@ -91,16 +94,17 @@ before(async () => {
     say: (line) => said.push(line),
   });
   leading = controller.run(stop.signal);
-  agent = new ClusterAgent({ client, keys, node: 'node-1', db: join(dir, 'node-1.db'), plugins: [fakeDisk()], logger, heartbeatTtlS: 5 });
+  agent = new ClusterAgent({ client: agentClient, keys, node: 'node-1', db: join(dir, 'node-1.db'), plugins: [fakeDisk()], logger, heartbeatTtlS: 5 });
   await agent.start();
 });
 
 after(async () => {
   stop.abort();
   await Promise.race([leading, new Promise((r) => setTimeout(r, 5_000))]);
-  await agent?.stop().catch(() => undefined);
+  await Promise.race([agent?.stop().catch(() => undefined), new Promise((r) => setTimeout(r, 5_000).unref())]);
   client?.close();
   operator?.close();
+  agentClient?.close();
   await etcd?.stop();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -144,8 +148,9 @@ test('etcd out of space: nothing acts on a decision that is not durable; after c
 
   // Deletes are allowed under NOSPACE: the pod goes. The controller decides to detach
   // (forced: the node is gone), but its decisions cannot become durable: no call starts.
-  await operator.delete().key(keys.pod('node-1', 'default', 'q'));
-  await eventually(() => said.some((l) => /NOSPACE/.test(l)), 'the controller to say its log waits for space', 20_000, () => said.join('\n'));
+  const deleted = await operator.delete().key(keys.pod('node-1', 'default', 'q'));
+  assert.equal(deleted.deleted, '1', 'a delete goes through under NOSPACE');
+  await eventually(() => said.some((l) => /NOSPACE/.test(l)), 'the controller to say its log waits for space', 20_000, () => `${said.join('\n')}\nseq ${controller.world?.seq} stats ${JSON.stringify(controller.logStats)} nodes ${JSON.stringify([...controller.world!.nodes.values()].map((n) => [n.name, n.ready, [...n.volumesInUse]]))}`);
   await new Promise((r) => setTimeout(r, 2500));
   const decided = controller.world!.running.size;
   assert.equal(decided, 1, 'the forced detach is decided (in memory)');
