@@ -19,6 +19,14 @@ import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './typ
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
   attachmentMachine,
+  (c) => ({
+    devicePath: c.devicePath,
+    deviceMountPath: c.deviceMountPath,
+    sizeBytes: c.sizeBytes,
+    inUseExpansionError: c.inUseExpansionError,
+    callFrom: c.callFrom,
+    deviceFrom: c.deviceFrom,
+  }),
 );
 export const mountPairs = compileMachine<MountContext, MountEvent>(mountMachine);
 

@@ -103,15 +103,16 @@ interface Located {
 function sourceOfPv(pv: PersistentVolume): Located | undefined {
   const { csi, local, hostPath } = pv.spec;
   if (csi !== undefined) {
-    const source: VolumeSource = {
+    // Written field by field: a literal with spreads keeps room for fields it never gets.
+    const source: VolumeSource & { kind: 'csi' } = {
       kind: 'csi',
       driver: csi.driver,
       volumeHandle: csi.volumeHandle ?? '',
       fsType: csi.fsType ?? '',
       inline: false,
-      ...(csi.volumeAttributes === undefined ? {} : { volumeAttributes: csi.volumeAttributes }),
-      ...(pv.spec.mountOptions === undefined ? {} : { mountOptions: pv.spec.mountOptions }),
     };
+    if (csi.volumeAttributes !== undefined) source.volumeAttributes = csi.volumeAttributes;
+    if (pv.spec.mountOptions !== undefined) source.mountOptions = pv.spec.mountOptions;
     return { source, pluginName: csi.driver, inline: false, pv };
   }
   if (local !== undefined) {
@@ -393,10 +394,11 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
   }
   return {
     expectedVolumes,
-    volumes,
+    // Copies of exactly their length: an array grown by push keeps room for 16 more.
+    volumes: volumes.slice(),
     // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
     errors: errors ?? noErrors,
-    references: references.length < 2 ? references : [...new Set(references)],
+    references: references.length < 2 ? references.slice() : [...new Set(references)],
   };
 }
 
