@@ -269,8 +269,7 @@ export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
-  const previous = world.objects.get(key);
-  world.objects.set(key, object);
+  const previous = world.objects.put(object);
   // The same ConfigMap or Secret content again: nothing to set up again.
   if (sameContent(previous, object)) return;
   reresolveObject(world, object.kind, key);
@@ -284,7 +283,7 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
-  world.objects.delete(key);
+  world.objects.remove(event.kind, event.name, event.namespace);
   if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
   reresolveObject(world, event.kind, key);
 }

@@ -23,6 +23,7 @@ import {
   type ClaimBinding,
   findVolumeForClaim,
 } from './binding.js';
+import { ClusterObjects } from './objects.js';
 import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
@@ -174,6 +175,17 @@ function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Locate
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
+/** An object by kind and name: the world's store looks it up without its key. */
+function findObject(
+  objects: ReadonlyMap<string, ClusterObject>,
+  kind: string,
+  name: string,
+  namespace: string | undefined,
+  key: string,
+): ClusterObject | undefined {
+  return objects instanceof ClusterObjects ? objects.lookup(kind, name, namespace) : objects.get(key);
+}
+
 /** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
 function pvcPrefix(namespace: string, claimName: string): string {
   return `error processing PVC ${namespace}/${claimName}`;
@@ -187,7 +199,7 @@ function locateClaim(
 ): Step<Located> {
   const claimKey = objectKey('PersistentVolumeClaim', claimName, namespace);
   references.push(claimKey);
-  const pvc = input.objects.get(claimKey);
+  const pvc = findObject(input.objects, 'PersistentVolumeClaim', claimName, namespace, claimKey);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PVC from API server: ` +
@@ -204,7 +216,7 @@ function locateClaim(
   const { pvName, claimSizeBytes } = bound.value;
   const pvKey = objectKey('PersistentVolume', pvName);
   references.push(pvKey);
-  const pv = input.objects.get(pvKey);
+  const pv = findObject(input.objects, 'PersistentVolume', pvName, undefined, pvKey);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PV "${pvName}" from API server: ` +

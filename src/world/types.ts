@@ -20,6 +20,7 @@ import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
 import type { ByPod } from './by-pod.js';
+import type { ClusterObjects } from './objects.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -252,7 +253,8 @@ export interface World extends OperationBook {
   /** spec §3.2 populatorHasAddedPods, since the last engine start. */
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
-  objects: Map<string, ClusterObject>;
+  /** Cluster objects per kind and namespace under their own names (objects.ts). */
+  objects: ClusterObjects;
   /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
   bindings: Map<string, ClaimBinding>;
   /** Claim keys neither bound by the log nor by their status: what the binder looks at. */
