@@ -32,7 +32,9 @@ export class ClusterObjects implements ReadonlyMap<string, ClusterObject> {
   static revive(value: unknown): ClusterObjects | undefined {
     if (value instanceof ClusterObjects) return value;
     const byKind = (value as { byKind?: unknown } | null)?.byKind;
-    return byKind instanceof Map ? new ClusterObjects(byKind as Map<string, Map<string, ByName>>) : undefined;
+    return byKind instanceof Map
+      ? new ClusterObjects(byKind as Map<string, Map<string, ByName>>)
+      : undefined;
   }
 
   get size(): number {

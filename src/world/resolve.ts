@@ -23,6 +23,7 @@ import {
   type ClaimBinding,
   findVolumeForClaim,
 } from './binding.js';
+import { flat } from './flat.js';
 import { ClusterObjects } from './objects.js';
 import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
@@ -197,7 +198,7 @@ function locateClaim(
   input: ResolveInput,
   references: string[],
 ): Step<Located> {
-  const claimKey = objectKey('PersistentVolumeClaim', claimName, namespace);
+  const claimKey = flat(objectKey('PersistentVolumeClaim', claimName, namespace));
   references.push(claimKey);
   const pvc = findObject(input.objects, 'PersistentVolumeClaim', claimName, namespace, claimKey);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
@@ -214,7 +215,7 @@ function locateClaim(
   const bound = boundVolumeOf(pvc, claimKey, input, references);
   if (!bound.ok) return bound;
   const { pvName, claimSizeBytes } = bound.value;
-  const pvKey = objectKey('PersistentVolume', pvName);
+  const pvKey = flat(objectKey('PersistentVolume', pvName));
   references.push(pvKey);
   const pv = findObject(input.objects, 'PersistentVolume', pvName, undefined, pvKey);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
@@ -296,7 +297,16 @@ function resolveOne(
   const innerVolumeSpecName = pv?.metadata.name ?? v.name;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
   const volume = UniqueVolumeName(
-    uniqueVolumeName({ caps, handle, shared: attachable || deviceMountable, uid, innerVolumeSpecName }),
+    // Flat: the world keeps it in four maps' keys and its records.
+    flat(
+      uniqueVolumeName({
+        caps,
+        handle,
+        shared: attachable || deviceMountable,
+        uid,
+        innerVolumeSpecName,
+      }),
+    ),
   );
   const accessModes = pv?.spec.accessModes ?? noAccessModes;
   return {
