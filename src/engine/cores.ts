@@ -34,7 +34,10 @@ export const kubeletCore: Core<World, Operation> = {
   // built keys; format 3 held one-pod volumes in Maps; format 1 was JSON with tagged Maps).
   snapshot: structuredCloneCodec<World>(5, (world) => {
     const objects = ClusterObjects.revive(world.objects);
-    return world.mounts instanceof Map && world.unboundClaims instanceof Set && objects
+    return world.mounts instanceof Map &&
+      world.unboundClaims instanceof Set &&
+      world.oneNameLists instanceof Map &&
+      objects
       ? {
           ...world,
           objects,

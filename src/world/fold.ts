@@ -53,6 +53,7 @@ export function initialWorld(): World {
     running: new Map(),
     volumesAttached: new Map(),
     maybeGone: [],
+    oneNameLists: new Map(),
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),

@@ -236,6 +236,12 @@ export interface OperationBook {
   dirty: Set<UniqueVolumeName>;
 }
 
+/** A list shared by the pod records that hold it (`users` of them). */
+export interface SharedList {
+  readonly list: readonly string[];
+  users: number;
+}
+
 export interface LastError {
   readonly message: string;
   readonly seq: Seq;
@@ -274,6 +280,12 @@ export interface World extends OperationBook {
   volumesAttached: Map<UniqueVolumeName, string>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
   operator: OperatorState;
+  /**
+   * One read-only `[name]` list per outer volume name: the expected volumes of every pod
+   * with that one volume (and their desired-state entries' outer names) are this array,
+   * kept while some pod record holds it.
+   */
+  oneNameLists: Map<string, SharedList>;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.
