@@ -75,3 +75,15 @@ test('readme: the controller example is the region of examples/controller-librar
   assert.match(out, /name: 'example\.com\/disk\/disk-1'/);
   assert.match(out, /attached: \[\]/);
 });
+
+test('readme: the CSI simulate example prints what the README shows', () => {
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', 'src/cli/main.ts', 'simulate', 'examples/scenarios/csi-driver.yaml'],
+    { cwd: root, encoding: 'utf8' },
+  );
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const shown = /```\n(ok  a CSI driver answering[\s\S]*?)```/.exec(readme);
+  assert.ok(shown);
+  assert.equal(out, shown[1]);
+});
