@@ -29,14 +29,19 @@ test('objects: kept per kind and namespace, read back by objectKey as a Map woul
   assert.equal(objects.get(objectKey('PersistentVolume', 'pv-1')), replaced);
   assert.equal(objects.lookup('PersistentVolume', 'pv-1', 'ignored'), replaced);
   // A claim without a namespace is the default namespace's, as objectKey names it.
-  assert.equal(objects.lookup('PersistentVolumeClaim', 'data', 'default')?.metadata.namespace, undefined);
+  const inDefault = objects.lookup('PersistentVolumeClaim', 'data', 'default');
+  assert.equal(inDefault?.metadata.namespace, undefined);
   assert.equal(objects.get('PersistentVolumeClaim/other/data')?.metadata.namespace, 'other');
   assert.equal(objects.get('PersistentVolumeClaim/nowhere/data'), undefined);
-  assert.equal(objects.get('PersistentVolume/x/pv-1'), undefined, 'a cluster-scoped key names no namespace');
+  assert.equal(objects.get('PersistentVolume/x/pv-1'), undefined, 'cluster-scoped: no namespace');
   assert.equal(objects.get('no-slashes'), undefined);
   assert.deepEqual(
     [...objects.keys()],
-    ['PersistentVolume//pv-1', 'PersistentVolumeClaim/default/data', 'PersistentVolumeClaim/other/data'],
+    [
+      'PersistentVolume//pv-1',
+      'PersistentVolumeClaim/default/data',
+      'PersistentVolumeClaim/other/data',
+    ],
   );
   assert.deepEqual(new Map(objects).size, 3);
   assert.deepEqual([...objects.ofKind('PersistentVolumeClaim')].length, 2);

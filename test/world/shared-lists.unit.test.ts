@@ -23,7 +23,7 @@ function seqd(events: NewEvent[]): VoleEvent[] {
 
 const removed = (uid: string): NewEvent => ({ type: 'PodRemoved', tsMs: 0, uid });
 
-test('shared lists: one `[name]` array for every one-volume pod of that name, dropped with the last', () => {
+test('shared lists: one `[name]` array for the one-volume pods of a name, dropped with the last', () => {
   const history: NewEvent[] = [
     engineStarted(),
     sourcesReady,
@@ -44,12 +44,15 @@ test('shared lists: one `[name]` array for every one-volume pod of that name, dr
   assert.deepEqual(c.expectedVolumes, ['data', 'scratch'], 'longer lists are the pod own');
   assert.deepEqual([...world.oneNameLists.keys()], ['data']);
   assert.equal(world.oneNameLists.get('data')!.users, 2);
-  const dswEntry = [...world.dsw.values()].map((v) => v.pods).find((p) => 'pod' in p && p.pod === 'uid-b');
-  assert.equal((dswEntry as { outerVolumeSpecNames: unknown }).outerVolumeSpecNames, b.expectedVolumes);
+  const dswEntry = [...world.dsw.values()]
+    .map((v) => v.pods)
+    .find((p) => 'pod' in p && p.pod === 'uid-b') as { outerVolumeSpecNames: unknown };
+  assert.equal(dswEntry.outerVolumeSpecNames, b.expectedVolumes);
 
   const afterOne = foldAll(seqd([...history, removed('uid-a')]));
   assert.equal(afterOne.oneNameLists.get('data')!.users, 1);
-  const afterAll = foldAll(seqd([...history, removed('uid-a'), removed('uid-b'), removed('uid-c')]));
+  const gone = [removed('uid-a'), removed('uid-b'), removed('uid-c')];
+  const afterAll = foldAll(seqd([...history, ...gone]));
   assert.equal(afterAll.oneNameLists.size, 0, 'no pod holds it: gone');
   assert.equal(afterAll.pods.size, 0);
 });
