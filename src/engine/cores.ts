@@ -16,6 +16,7 @@ import type { ControllerWorld } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
+import { ClusterObjects } from '../world/objects.js';
 import type { World } from '../world/types.js';
 import { type Core, type EngineMode, engineModes } from './core.js';
 import { structuredCloneCodec } from './snapshot.js';
@@ -29,19 +30,24 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 4: one pod's mount record and desired-state entry kept bare (format 2 held a
-  // Map per volume; format 1 was JSON with tagged Maps and Sets).
-  snapshot: structuredCloneCodec<World>(4, (world) =>
-    world.mounts instanceof Map && world.unboundClaims instanceof Set
+  // Format 5: cluster objects kept per kind under their names (format 4 kept them under
+  // built keys; format 3 held one-pod volumes in Maps; format 1 was JSON with tagged Maps).
+  snapshot: structuredCloneCodec<World>(5, (world) => {
+    const objects = ClusterObjects.revive(world.objects);
+    return world.mounts instanceof Map &&
+      world.unboundClaims instanceof Set &&
+      world.oneNameLists instanceof Map &&
+      objects
       ? {
           ...world,
+          objects,
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
           maybeGone: [],
           dirty: new Set(),
         }
-      : undefined,
-  ),
+      : undefined;
+  }),
 };
 
 /** The attach/detach controller (spec/attach-detach-controller.md). */

@@ -15,7 +15,7 @@ interface Envelope<W> {
 
 /**
  * A structured-clone codec for one core's world. `format` tells cores apart (the kubelet
- * world is format 4, the controller's 3); `revive` checks the decoded value's shape and
+ * world is format 5, the controller's 3); `revive` checks the decoded value's shape and
  * gives it an empty dirty set (undefined: not this core's world).
  */
 export function structuredCloneCodec<W extends CoreWorld>(

@@ -290,6 +290,11 @@ const namespacedKinds: ReadonlySet<string> = new Set([
 ]);
 
 /** `PersistentVolume//pv-1`, `PersistentVolumeClaim/default/claim-1`: the object index key. */
+/** Does an object of this kind live in a namespace? */
+export function isNamespacedKind(kind: string): boolean {
+  return namespacedKinds.has(kind);
+}
+
 export function objectKey(kind: string, name: string, namespace?: string): string {
   return `${kind}/${namespacedKinds.has(kind) ? (namespace ?? 'default') : ''}/${name}`;
 }

@@ -1,7 +1,12 @@
 /** Checking a scenario's `expect` step against the world (SCENARIOS.md expectation keys). */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { claimBindings, getVolumesInUse, podWaitStatus } from '../world/queries.js';
+import {
+  type BindingReader,
+  claimBindings,
+  getVolumesInUse,
+  podWaitStatus,
+} from '../world/queries.js';
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
 import { podEntry } from '../world/by-pod.js';
@@ -81,7 +86,7 @@ export function checkCounts(
 
 /** `bindings`: each claim named is bound to that PV, or (null) not bound. */
 export function checkBindings(
-  world: Pick<World, 'objects' | 'bindings'>,
+  world: BindingReader,
   expectation: Expectation,
   miss: Miss,
 ): void {

@@ -120,8 +120,14 @@ function compileCandidates(machine: AnyStateMachine, atomic: AnyStateNode) {
   return table;
 }
 
+/**
+ * `copy`: the context copied as one literal. A spread (`{ ...context }`) makes an object
+ * with room for four fields in itself and the rest in a separate property array: for the
+ * attachment's six fields, 24 bytes more a record than the literal.
+ */
 export function compileMachine<C extends object, E extends { type: string }>(
   machine: AnyStateMachine,
+  copy: (context: C) => C = (context) => ({ ...context }),
 ): CompiledMachine<C, E> {
   const nodes = collectNodes(machine.root, []);
   for (const node of nodes) {
@@ -153,7 +159,7 @@ export function compileMachine<C extends object, E extends { type: string }>(
       // One fresh context per transition; assignments apply in order, each seeing the last.
       let next = state.context;
       if (candidate.assignments.length > 0) {
-        const fresh = { ...state.context } as C;
+        const fresh = copy(state.context);
         args.context = fresh;
         for (const assignment of candidate.assignments) {
           Object.assign(fresh, assignment(args, undefined));

@@ -27,6 +27,7 @@ import {
   foldOperationStarted,
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
+import { ClusterObjects } from './objects.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 
@@ -40,7 +41,7 @@ export function initialWorld(): World {
     engineStartedSeq: Seq(0),
     sourcesReady: false,
     pods: new Map(),
-    objects: new Map(),
+    objects: new ClusterObjects(),
     bindings: new Map(),
     unboundClaims: new Set(),
     bindingCause: Seq(0),
@@ -52,6 +53,7 @@ export function initialWorld(): World {
     running: new Map(),
     volumesAttached: new Map(),
     maybeGone: [],
+    oneNameLists: new Map(),
     lastErrors: new Map(),
     causes: new Map(),
     dirty: new Set(),

@@ -14,11 +14,20 @@ import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { compileMachine } from './compiled-machine.js';
+import { flat } from './flat.js';
 import { mayBeGone } from './gone.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
   attachmentMachine,
+  (c) => ({
+    devicePath: c.devicePath,
+    deviceMountPath: c.deviceMountPath,
+    sizeBytes: c.sizeBytes,
+    inUseExpansionError: c.inUseExpansionError,
+    callFrom: c.callFrom,
+    deviceFrom: c.deviceFrom,
+  }),
 );
 export const mountPairs = compileMachine<MountContext, MountEvent>(mountMachine);
 
@@ -76,6 +85,12 @@ export function stepAttachment(
     world.attachments.delete(record.volume);
     mayBeGone(world, record.volume);
   } else {
+    // The paths an event brought stay as long as the attachment: flat, not as the trees of
+    // parts a template leaves (flat.ts).
+    if (next.context !== record.context) {
+      flat(next.context.devicePath);
+      flat(next.context.deviceMountPath);
+    }
     // A literal of the record's fields, not a spread: every record then shares one shape.
     world.attachments.set(record.volume, {
       volume: record.volume,

@@ -5,7 +5,8 @@
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { fail } from '../assert.js';
 import type { AttachmentRecord, DswVolume, MountRecord, ResolvedVolume, World } from './types.js';
-import { boundVolumes } from './binding.js';
+import type { ClusterObject } from '../events/k8s.js';
+import { boundVolumes, type ClaimBinding } from './binding.js';
 import { podCount, podEntries, podEntry } from './by-pod.js';
 
 /** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
@@ -227,13 +228,17 @@ export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boole
   return podCount(world.mounts.get(volume)) === 0;
 }
 
+/** What claimBindings reads: the kubelet's world or the controller's. */
+export interface BindingReader {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: ReadonlyMap<string, ClaimBinding>;
+}
+
 /**
  * Every bound claim (`namespace/name`) and its PV, by claim: the planner's bindings and the
  * claims whose status says Bound (SCENARIOS.md state.bindings).
  */
-export function claimBindings(
-  world: Pick<World, 'objects' | 'bindings'>,
-): { claim: string; volume: string }[] {
+export function claimBindings(world: BindingReader): { claim: string; volume: string }[] {
   const taken = boundVolumes(world.objects, world.bindings);
   return [...taken]
     .map(([volume, claim]) => ({ claim, volume }))

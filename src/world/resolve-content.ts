@@ -5,6 +5,7 @@
  * remount rule). Downward API files are computed here from the pod object.
  */
 import { objectKey, type Pod, type PodVolume } from '../events/k8s.js';
+import { flat } from './flat.js';
 import type { ContentOptions, DownwardFile, ProjectedPart, VolumeSource } from './types.js';
 
 export const contentPluginNames = {
@@ -78,7 +79,7 @@ interface ContentRequest {
 /** What the plugin will read, and the object key that makes its changes reach the pod. */
 function contentOptions(request: ContentRequest, references: string[]): ContentOptions {
   const { kind, namespace, name, given } = request;
-  references.push(objectKey(kind, name, namespace));
+  references.push(flat(objectKey(kind, name, namespace)));
   return {
     name,
     namespace,

@@ -23,6 +23,8 @@ import {
   type ClaimBinding,
   findVolumeForClaim,
 } from './binding.js';
+import { flat } from './flat.js';
+import { ClusterObjects } from './objects.js';
 import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
@@ -103,15 +105,16 @@ interface Located {
 function sourceOfPv(pv: PersistentVolume): Located | undefined {
   const { csi, local, hostPath } = pv.spec;
   if (csi !== undefined) {
-    const source: VolumeSource = {
+    // Written field by field: a literal with spreads keeps room for fields it never gets.
+    const source: VolumeSource & { kind: 'csi' } = {
       kind: 'csi',
       driver: csi.driver,
       volumeHandle: csi.volumeHandle ?? '',
       fsType: csi.fsType ?? '',
       inline: false,
-      ...(csi.volumeAttributes === undefined ? {} : { volumeAttributes: csi.volumeAttributes }),
-      ...(pv.spec.mountOptions === undefined ? {} : { mountOptions: pv.spec.mountOptions }),
     };
+    if (csi.volumeAttributes !== undefined) source.volumeAttributes = csi.volumeAttributes;
+    if (pv.spec.mountOptions !== undefined) source.mountOptions = pv.spec.mountOptions;
     return { source, pluginName: csi.driver, inline: false, pv };
   }
   if (local !== undefined) {
@@ -173,6 +176,17 @@ function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Locate
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
+/** An object by kind and name: the world's store looks it up without its key. */
+function findObject(
+  objects: ReadonlyMap<string, ClusterObject>,
+  kind: string,
+  name: string,
+  namespace: string | undefined,
+  key: string,
+): ClusterObject | undefined {
+  return objects instanceof ClusterObjects ? objects.lookup(kind, name, namespace) : objects.get(key);
+}
+
 /** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
 function pvcPrefix(namespace: string, claimName: string): string {
   return `error processing PVC ${namespace}/${claimName}`;
@@ -184,9 +198,9 @@ function locateClaim(
   input: ResolveInput,
   references: string[],
 ): Step<Located> {
-  const claimKey = objectKey('PersistentVolumeClaim', claimName, namespace);
+  const claimKey = flat(objectKey('PersistentVolumeClaim', claimName, namespace));
   references.push(claimKey);
-  const pvc = input.objects.get(claimKey);
+  const pvc = findObject(input.objects, 'PersistentVolumeClaim', claimName, namespace, claimKey);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PVC from API server: ` +
@@ -201,9 +215,9 @@ function locateClaim(
   const bound = boundVolumeOf(pvc, claimKey, input, references);
   if (!bound.ok) return bound;
   const { pvName, claimSizeBytes } = bound.value;
-  const pvKey = objectKey('PersistentVolume', pvName);
+  const pvKey = flat(objectKey('PersistentVolume', pvName));
   references.push(pvKey);
-  const pv = input.objects.get(pvKey);
+  const pv = findObject(input.objects, 'PersistentVolume', pvName, undefined, pvKey);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PV "${pvName}" from API server: ` +
@@ -283,7 +297,16 @@ function resolveOne(
   const innerVolumeSpecName = pv?.metadata.name ?? v.name;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
   const volume = UniqueVolumeName(
-    uniqueVolumeName({ caps, handle, shared: attachable || deviceMountable, uid, innerVolumeSpecName }),
+    // Flat: the world keeps it in four maps' keys and its records.
+    flat(
+      uniqueVolumeName({
+        caps,
+        handle,
+        shared: attachable || deviceMountable,
+        uid,
+        innerVolumeSpecName,
+      }),
+    ),
   );
   const accessModes = pv?.spec.accessModes ?? noAccessModes;
   return {
@@ -393,10 +416,11 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
   }
   return {
     expectedVolumes,
-    volumes,
+    // Copies of exactly their length: an array grown by push keeps room for 16 more.
+    volumes: volumes.slice(),
     // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
     errors: errors ?? noErrors,
-    references: references.length < 2 ? references : [...new Set(references)],
+    references: references.length < 2 ? references.slice() : [...new Set(references)],
   };
 }
 

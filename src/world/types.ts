@@ -20,6 +20,7 @@ import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
 import type { ByPod } from './by-pod.js';
+import type { ClusterObjects } from './objects.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -235,6 +236,12 @@ export interface OperationBook {
   dirty: Set<UniqueVolumeName>;
 }
 
+/** A list shared by the pod records that hold it (`users` of them). */
+export interface SharedList {
+  readonly list: readonly string[];
+  users: number;
+}
+
 export interface LastError {
   readonly message: string;
   readonly seq: Seq;
@@ -252,7 +259,8 @@ export interface World extends OperationBook {
   /** spec §3.2 populatorHasAddedPods, since the last engine start. */
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
-  objects: Map<string, ClusterObject>;
+  /** Cluster objects per kind and namespace under their own names (objects.ts). */
+  objects: ClusterObjects;
   /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
   bindings: Map<string, ClaimBinding>;
   /** Claim keys neither bound by the log nor by their status: what the binder looks at. */
@@ -272,6 +280,12 @@ export interface World extends OperationBook {
   volumesAttached: Map<UniqueVolumeName, string>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
   operator: OperatorState;
+  /**
+   * One read-only `[name]` list per outer volume name: the expected volumes of every pod
+   * with that one volume (and their desired-state entries' outer names) are this array,
+   * kept while some pod record holds it.
+   */
+  oneNameLists: Map<string, SharedList>;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.
