@@ -48,27 +48,12 @@ function showProgress(cm: ControllerManager, say: (line: string) => void): void 
   });
 }
 
-export async function controllerCommand(
+/** The manifest directory, synced once (and watched unless `once`), applied to the controller. */
+function watchManifests(
+  cm: ControllerManager,
   opts: ControllerCommandOptions,
-  logger: Logger,
-): Promise<number> {
-  const root = opts.root ?? defaultRoot;
-  mkdirSync(root, { recursive: true });
-  const db = opts.db ?? join(root, 'controller.db');
-  refuseBadManifests(opts.manifests);
-  const metricsAt = metricsAddressOf(opts.metricsAddress);
-  const say = progressPrinter();
-  const logBlocked = logBlockedReporter(say);
-  const cm = ControllerManager.open({
-    logBlocked,
-    db,
-    plugins: builtinPlugins({ root }),
-    clock: new RealClock(),
-    logger,
-  });
-  showProgress(cm, say);
-  cm.start();
-  say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${cm.world.seq})`);
+  say: (line: string) => void,
+): ManifestWatcher {
   const known = {
     pods: new Map([...cm.world.pods].map(([uid, r]) => [uid as string, r.pod])),
     objects: new Map(cm.world.objects),
@@ -90,31 +75,80 @@ export async function controllerCommand(
     throw new UsageError(`cannot read the manifest directory ${opts.manifests}: ${why}`);
   }
   if (opts.once !== true) watcher.start();
-  const socketPath = join(root, controllerSocketName);
+  return watcher;
+}
+
+interface Endpoints {
+  readonly operator: { close(): Promise<void> };
+  readonly metrics: MetricsServer | undefined;
+}
+
+/** The operator socket under the root and, when asked for, the metrics endpoint. */
+async function serveEndpoints(
+  cm: ControllerManager,
+  opts: { root: string; metricsAddress?: string; say: (line: string) => void },
+  onFailure: () => Promise<void>,
+): Promise<Endpoints> {
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const socketPath = join(opts.root, controllerSocketName);
   const operator = await cm.serveOperatorRequests(socketPath).catch(async (error: Error) => {
-    watcher.stop();
-    await cm.drainAndStop();
-    throw new UsageError(error instanceof OperatorSocketError ? error.message : `cannot listen on ${socketPath}: ${error.message}`);
+    await onFailure();
+    throw new UsageError(
+      error instanceof OperatorSocketError
+        ? error.message
+        : `cannot listen on ${socketPath}: ${error.message}`,
+    );
   });
-  say(`operator requests (vole detach / retry --controller) on ${operator.path}`);
-  let metrics: MetricsServer | undefined;
-  if (metricsAt !== undefined) {
-    try {
-      metrics = await serveMetrics({
-        registry: cm.metrics.registry,
-        ...metricsAt,
-        ready: () => cm.isRunning,
-      });
-    } catch (error) {
+  opts.say(`operator requests (vole detach / retry --controller) on ${operator.path}`);
+  if (metricsAt === undefined) return { operator, metrics: undefined };
+  try {
+    const metrics = await serveMetrics({
+      registry: cm.metrics.registry,
+      ...metricsAt,
+      ready: () => cm.isRunning,
+    });
+    opts.say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
+    return { operator, metrics };
+  } catch (error) {
+    await operator.close();
+    await onFailure();
+    const why = (error as Error).message;
+    throw new UsageError(
+      `cannot serve metrics on ${metricsAt.host}:${metricsAt.port}: ${why} (choose another --metrics-address)`,
+    );
+  }
+}
+
+export async function controllerCommand(
+  opts: ControllerCommandOptions,
+  logger: Logger,
+): Promise<number> {
+  const root = opts.root ?? defaultRoot;
+  mkdirSync(root, { recursive: true });
+  const db = opts.db ?? join(root, 'controller.db');
+  refuseBadManifests(opts.manifests);
+  metricsAddressOf(opts.metricsAddress); // a bad address is refused before the log is opened
+  const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
+  const cm = ControllerManager.open({
+    logBlocked,
+    db,
+    plugins: builtinPlugins({ root }),
+    clock: new RealClock(),
+    logger,
+  });
+  showProgress(cm, say);
+  cm.start();
+  say(`vole controller: manifests ${opts.manifests}, log ${db} (seq ${cm.world.seq})`);
+  const watcher = watchManifests(cm, opts, say);
+  const { operator, metrics } = await serveEndpoints(
+    cm,
+    { root, metricsAddress: opts.metricsAddress, say },
+    async () => {
       watcher.stop();
       await cm.drainAndStop();
-      const why = (error as Error).message;
-      throw new UsageError(
-        `cannot serve metrics on ${metricsAt.host}:${metricsAt.port}: ${why} (choose another --metrics-address)`,
-      );
-    }
-    say(`metrics on ${metrics.url}/metrics (and /healthz, /readyz)`);
-  }
+    },
+  );
   return runUntilStopped({
     say,
     once: opts.once === true,
