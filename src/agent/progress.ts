@@ -45,7 +45,9 @@ export class PodProgress {
     }
     const name = `${record.namespace}/${record.name}`;
     const status = podWaitStatus(world, uid);
-    if (status.errors.length > 0) return `pod ${name}: failed: ${status.errors.join('; ')}`;
+    // Unprocessable volumes (a claim not bound yet, a missing object): the pod waits on them.
+    if (status.errors.length > 0)
+      return `pod ${name}: cannot process volumes yet: ${status.errors.join('; ')}`;
     if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
     const attached = record.volumes.filter(
       (v) => world.attachments.get(v.volume)?.value.startsWith('attached') === true,
