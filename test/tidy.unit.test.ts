@@ -88,6 +88,7 @@ const layers: [string, number][] = [
   ['src/log/', 3],
   ['src/plugins/', 4],
   ['src/host/', 4],
+  ['src/csi/', 4],
   ['src/sources/', 4],
   ['src/postmortem/', 4],
   ['src/metrics/', 5],

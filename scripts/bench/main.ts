@@ -8,8 +8,8 @@
  * missed target is a figure (✗), not a failure: the exit status is 0 unless a section
  * itself broke.
  *
- * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6);
- * see each file.
+ * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6),
+ * csi (§7); see each file.
  */
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
@@ -31,7 +31,7 @@ const quickLogEvents = 100_000;
 const logPopulation = 1_000;
 const logWave = 250;
 
-const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller'] as const;
+const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'csi'] as const;
 type SectionName = (typeof sections)[number];
 
 interface Args {
@@ -65,7 +65,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -108,6 +108,10 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
     case 'e2e': {
       const { runE2e } = await import('./e2e.js');
       return runE2e({ pods: args.quick ? 200 : 1_000, runs: Math.min(runs, 3) });
+    }
+    case 'csi': {
+      const { runCsi } = await import('./csi.js');
+      return runCsi({ pods: args.quick ? 200 : 1_000, runs: Math.min(runs, 3) });
     }
     case 'restart': {
       const { runRestart } = await import('./restart.js');

@@ -27,6 +27,7 @@ import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
+import { planBindings } from '../plan/bind.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
@@ -227,6 +228,8 @@ export class ControllerManager {
   settled(): boolean {
     const world = this.world;
     if (world.running.size > 0) return false;
+    // A claim the planner is about to bind: its pods' attachments are not desired yet.
+    if (world.unboundClaims.size > 0 && planBindings(world, 0).length > 0) return false;
     for (const key of world.dsw.keys())
       if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
     for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;

@@ -9,7 +9,7 @@
  */
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { NewEvent, VoleEvent } from '../events/index.js';
+import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { describeInvalid, validate } from '../sources/validate.js';
@@ -218,6 +218,18 @@ export class VolumeManager {
   }
 
   /**
+   * A CSI driver registered or went away (src/csi/registry.ts): the log records it, so the
+   * fold knows the driver's capabilities and a replay needs no driver.
+   */
+  recordCsiDriver(
+    event:
+      | Omit<EventOf<'CsiDriverRegistered'>, 'seq' | 'tsMs'>
+      | Omit<EventOf<'CsiDriverDeregistered'>, 'seq' | 'tsMs'>,
+  ): void {
+    this.append({ ...event, tsMs: this.clock.nowMs() } as NewEvent);
+  }
+
+  /**
    * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
    * InvalidPodError naming the pod and the fields, and nothing of it is used.
    */
@@ -225,9 +237,8 @@ export class VolumeManager {
     const errors = validate({ kind: 'Pod', ...pod });
     if (errors.length > 0) {
       const { name, namespace } = pod.metadata ?? {};
-      throw new InvalidPodError(
-        `${describeInvalid(errors, { kind: 'Pod', name, namespace: namespace ?? 'default' })}; the pod was not added`,
-      );
+      const what = { kind: 'Pod', name, namespace: namespace ?? 'default' };
+      throw new InvalidPodError(`${describeInvalid(errors, what)}; the pod was not added`);
     }
     this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
   }
@@ -248,7 +259,8 @@ export class VolumeManager {
    */
   upsertObject(object: ManifestObject): void {
     this.contents?.set(object);
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: toLoggedObject(object) });
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
   }
 
   removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {

@@ -19,6 +19,7 @@ import {
 } from './postmortem.js';
 import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
+import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import { inspectCommand } from './inspect.js';
@@ -121,6 +122,12 @@ program
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .option(
+    '--csi <name=unix:///path.sock>',
+    'a CSI driver and its socket (repeatable); drivers in <root>/plugins_registry register themselves',
+    (value: string, previous: string[]) => [...previous, value],
+    [] as string[],
+  )
+  .option(
     '--metrics-address <host:port>',
     'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
   )
@@ -131,6 +138,16 @@ program
         : runCommand(withManifests(opts, 'run'), logger()),
     )(),
   );
+
+program
+  .command('csi-driver')
+  .description(`the loop disk as a CSI driver process (${'disk.csi.vole.dev'}): Identity, Controller, Node`)
+  .requiredOption('--endpoint <unix:///path.sock>', 'the unix socket to serve CSI on')
+  .requiredOption('--node-id <id>', "this node's id (NodeGetInfo; ControllerPublishVolume's node_id)")
+  .requiredOption('--state-dir <dir>', "where the driver keeps its disk images and records")
+  .option('--registration-dir <dir>', 'register the kubelet way: a registration socket in this directory (e.g. <root>/plugins_registry)')
+  .option('--max-volumes-per-node <n>', "NodeGetInfo's max_volumes_per_node (0: no limit)", '0')
+  .action((opts: CsiDriverOptions) => run(() => csiDriverCommand(opts, logger()))());
 
 program
   .command('controller')

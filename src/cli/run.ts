@@ -10,7 +10,10 @@ import { PodProgress, settled } from '../agent/progress.js';
 import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
+import { CsiDriverRegistry } from '../csi/registry.js';
+import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
+import { PluginManager } from '../plugins/manager.js';
 import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
 import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
@@ -32,8 +35,58 @@ export interface RunOptions {
   /** Exit 0 once settled (every pod mounted, nothing else attached), 1 at the timeout. */
   readonly once?: boolean;
   readonly timeout?: string;
+  /** CSI drivers by name and endpoint (`disk.csi.vole.dev=unix:///run/disk.sock`). */
+  readonly csi?: readonly string[];
   /** HOST:PORT to serve /metrics, /healthz and /readyz on. */
   readonly metricsAddress?: string;
+}
+
+/** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
+export function parseCsiFlag(value: string): { name: string; endpoint: string } {
+  const at = value.indexOf('=');
+  const name = value.slice(0, at);
+  const endpoint = value.slice(at + 1);
+  if (at <= 0 || !endpoint.startsWith('unix:///'))
+    throw new UsageError(`--csi ${value}: give NAME=unix:///absolute/path.sock (the driver's name and socket)`);
+  return { name, endpoint };
+}
+
+/**
+ * The CSI drivers: the `--csi` ones (asked again every second until they answer) and
+ * those registering through `<root>/plugins_registry/`.
+ */
+async function startCsi(
+  opts: RunOptions,
+  ctx: { root: string; plugins: PluginManager; logger: Logger; say: (line: string) => void },
+): Promise<{ registry: CsiDriverRegistry; stop: () => void }> {
+  const registry = new CsiDriverRegistry(ctx);
+  const flags = (opts.csi ?? []).map(parseCsiFlag);
+  const timers = new Set<ReturnType<typeof setTimeout>>();
+  const attempt = async (flag: { name: string; endpoint: string }, first: boolean): Promise<void> => {
+    try {
+      await registry.add(flag.endpoint, 'flag', flag.name);
+      ctx.say(`CSI driver ${flag.name} at ${flag.endpoint} registered`);
+    } catch (error) {
+      if (first) ctx.say(`${(error as Error).message}; vole asks again every second`);
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        void attempt(flag, false);
+      }, 1000);
+      timer.unref();
+      timers.add(timer);
+    }
+  };
+  await Promise.all(flags.map((flag) => attempt(flag, true)));
+  const watcher = new RegistrationWatcher({ dir: join(ctx.root, 'plugins_registry'), registry, ...ctx });
+  await watcher.start();
+  return {
+    registry,
+    stop: () => {
+      for (const timer of timers) clearTimeout(timer);
+      watcher.stop();
+      registry.close();
+    },
+  };
 }
 
 function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
@@ -45,6 +98,45 @@ function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestCha
   for (const ref of changes.removeObjects) vm.removeObject(ref);
 }
 
+/** The plugins (built-in, and the CSI drivers found) and the volume manager, started. */
+async function startAgent(
+  opts: RunOptions,
+  ctx: {
+    root: string;
+    db: string;
+    logger: Logger;
+    say: (line: string) => void;
+    logBlocked: ReturnType<typeof logBlockedReporter>;
+    contents: ObjectContents;
+  },
+): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
+  const { root, db, logger, say, contents } = ctx;
+  const plugins = new PluginManager(
+    builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+  );
+  const csi = await startCsi(opts, { root, plugins, logger, say });
+  let vm: VolumeManager;
+  try {
+    vm = VolumeManager.open({
+      logBlocked: ctx.logBlocked,
+      db,
+      node: opts.node ?? 'node-1',
+      plugins,
+      contents,
+      controllerAttachDetach: opts.controllerAttachDetach ?? false,
+      logger,
+    });
+  } catch (error) {
+    csi.stop(); // its timers would keep a process that cannot open its log alive
+    throw error;
+  }
+  const progress = new PodProgress(say);
+  vm.subscribe((event, world) => progress.onEvent(event, world));
+  vm.start({ hostObserved: await vm.checkHost() });
+  csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
+  return { vm, csi };
+}
+
 export async function runCommand(opts: RunOptions, logger: Logger): Promise<number> {
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
@@ -54,18 +146,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const vm = VolumeManager.open({
-    logBlocked,
-    db,
-    node: opts.node ?? 'node-1',
-    plugins: builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
-    contents,
-    controllerAttachDetach: opts.controllerAttachDetach ?? false,
-    logger,
-  });
-  const progress = new PodProgress(say);
-  vm.subscribe((event, world) => progress.onEvent(event, world));
-  vm.start({ hostObserved: await vm.checkHost() });
+  const { vm, csi } = await startAgent(opts, { root, db, logger, say, logBlocked, contents });
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
   );
@@ -85,6 +166,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   try {
     watcher.sync();
   } catch (error) {
+    csi.stop();
     vm.stop();
     throw new UsageError(
       `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
@@ -106,10 +188,12 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       watcher.stop();
       await vm.drainAndStop();
       vm.stop();
+      csi.stop();
     },
     abandon: () => {
       watcher.stop();
       vm.stop();
+      csi.stop();
     },
     logBlocked: logBlocked.blocked,
   });

@@ -14,7 +14,13 @@ import {
 import { callTable, type FailureReading } from '../engine/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
-import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import {
+  anyPersistentVolumeKey,
+  bindingVolume,
+  forgetClaim,
+  trackClaim,
+} from '../world/binding.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { resolvePod } from '../world/resolve.js';
@@ -40,6 +46,9 @@ export function initialControllerWorld(): ControllerWorld {
     engineStartedSeq: 0 as Seq,
     pods: new Map(),
     objects: new Map(),
+    bindings: new Map(),
+    unboundClaims: new Set(),
+    bindingCause: Seq(0),
     podsByObject: new Map(),
     nodes: new Map(),
     dsw: new Map(),
@@ -174,7 +183,11 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
   if (previous !== undefined) index(world, uid, indexKeys(previous), false);
-  const resolution = resolvePod(pod, { objects: world.objects, plugins: world.plugins });
+  const resolution = resolvePod(pod, {
+    objects: world.objects,
+    plugins: world.plugins,
+    bindings: world.bindings,
+  });
   const nodeName = pod.spec.nodeName;
   world.pods.set(uid, {
     uid,
@@ -225,14 +238,34 @@ function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpsert
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   world.objects.set(key, object);
+  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
   if (object.kind === 'Node')
     setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
   else reresolve(world, key);
+  askForBinding(world, object.kind);
+}
+
+/** A claim or PV changed: the planner looks at unbound claims again (as the kubelet's). */
+function askForBinding(world: ControllerWorld, kind: string): void {
+  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
+  world.bindingCause = world.seq;
+  world.dirty.add(bindingVolume);
+  if (kind === 'PersistentVolume') reresolve(world, anyPersistentVolumeKey);
+}
+
+/** The binding decision recorded: the claim's pods resolve through the PV now. */
+function foldClaimBound(world: ControllerWorld, event: EventOf<'ClaimBound'>): void {
+  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
+  world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
+  world.unboundClaims.delete(key);
+  reresolve(world, key);
 }
 
 function foldObjectRemoved(world: ControllerWorld, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
+  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
+  askForBinding(world, event.kind);
   if (event.kind !== 'Node') return reresolve(world, key);
   // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
   const previous = world.nodes.get(NodeName(event.name));
@@ -369,6 +402,8 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   for (const op of cut) world.touched.add(op.volume);
   world.engineStartedSeq = event.seq as Seq;
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
+  world.bindingCause = event.seq as Seq;
+  world.dirty.add(bindingVolume); // claims left unbound before the restart
   // §4.2 populateActualStateOfWorld: each node's reported volumesInUse replaces the
   // "assume mounted" default, so attached but unused volumes are detachable at once.
   for (const [name, node] of [...world.nodes]) {
@@ -378,6 +413,13 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
   for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
+}
+
+/** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
+function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>): void {
+  const entry = world.dsw.get(pairKey(event.volume, event.node));
+  if (entry !== undefined)
+    world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
 }
 
 /** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
@@ -435,15 +477,9 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'OperationFinished':
       touch(world, finishOperation(world, event).volume);
       break;
-    case 'ReportRaised': {
-      const entry = world.dsw.get(pairKey(event.volume, event.node));
-      if (entry !== undefined)
-        world.dsw.set(pairKey(event.volume, event.node), {
-          ...entry,
-          multiAttachErrorReported: true,
-        });
+    case 'ReportRaised':
+      foldReportRaised(world, event);
       break;
-    }
     case 'AttachmentsVerified':
       foldAttachmentsVerified(world, event);
       break;
@@ -451,8 +487,10 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'OperatorRequestDecided':
       foldOperatorEvent(world, event);
       break;
-    case 'SourcesReady':
     case 'ClaimBound':
+      foldClaimBound(world, event);
+      break;
+    case 'SourcesReady':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
     case 'HostObserved':

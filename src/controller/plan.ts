@@ -9,6 +9,8 @@ import { Claims as BookClaims } from '../engine/book.js';
 import type { Decision, NewEvent, OpKey } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../world/pending.js';
+import { planBindings } from '../plan/bind.js';
+import { bindingVolume } from '../world/binding.js';
 import { attachmentsOf } from './fold.js';
 import { heldDetach, planControllerOperatorRequests } from './operator.js';
 import {
@@ -183,9 +185,26 @@ export function planController(
   nowMs: number,
   opts: { volumes?: Iterable<UniqueVolumeName> } = {},
 ): ControllerPlan {
+  // Claims are bound first, as in the kubelet's planner: operations wait for the bindings.
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const bound =
+    volumes === undefined || volumes.includes(bindingVolume) ? planBindings(world, nowMs) : [];
+  if (bound.length > 0) {
+    const asked = volumes ?? [...allControllerVolumes(world)];
+    const deferred = asked.filter((v) => v !== bindingVolume);
+    return { operations: [], retries: [], deferred, events: bound };
+  }
+  return planAttachments(world, nowMs, volumes);
+}
+
+function planAttachments(
+  world: ControllerWorld,
+  nowMs: number,
+  asked: Iterable<UniqueVolumeName> | undefined,
+): ControllerPlan {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const claims: Claims = new BookClaims(world, nowMs);
-  const volumes = [...(opts.volumes ?? allControllerVolumes(world))];
+  const volumes = [...(asked ?? allControllerVolumes(world))];
   // Operator verdicts first; their volumes are planned again once the verdicts are folded.
   const operator = planControllerOperatorRequests(world, volumes, nowMs);
   const events: NewEvent[] = operator.events;

@@ -9,6 +9,7 @@ import type { AttachmentContext } from '../../machines/index.js';
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from '../world/binding.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 
@@ -71,6 +72,10 @@ export interface ControllerWorld extends OperationBook {
   engineStartedSeq: Seq;
   pods: Map<UniquePodName, ControllerPod>;
   objects: Map<string, ClusterObject>;
+  /** Claim key → the PV the planner bound it to (ClaimBound), as in the kubelet's world. */
+  bindings: Map<string, ClaimBinding>;
+  unboundClaims: Set<string>;
+  bindingCause: Seq;
   podsByObject: Map<string, Set<UniquePodName>>;
   nodes: Map<NodeName, NodeRecord>;
   /** Keyed `volume@node`. */

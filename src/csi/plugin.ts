@@ -79,7 +79,12 @@ class CsiClient {
     readonly opts: CsiPluginOptions,
   ) {}
 
-  async rpc<Res>(rpc: CsiRpc, request: object, spec: ResolvedVolume, target: CallTarget): Promise<Res> {
+  async rpc<Res>(
+    rpc: CsiRpc,
+    request: object,
+    spec: ResolvedVolume,
+    target: CallTarget,
+  ): Promise<Res> {
     const method = fullMethod(rpc);
     const transport = this.driver.transport;
     const startMs = this.opts.nowMs();
@@ -165,15 +170,19 @@ function attacherOps(client: CsiClient): AttacherOps {
   };
 }
 
-/** mountDevice → NodeStageVolume, unmountDevice → NodeUnstageVolume (no-ops without STAGE_UNSTAGE). */
+/**
+ * mountDevice → NodeStageVolume, unmountDevice → NodeUnstageVolume: no-ops for a driver
+ * without STAGE_UNSTAGE_VOLUME.
+ */
 function deviceMounterOps(client: CsiClient): DeviceMounterOps {
   const { root, host } = client.opts;
   return {
-    deviceMountPath: (spec) => csiStagingPath(root, client.driver.name, csiSourceOf(spec).volumeHandle),
+    deviceMountPath: (spec) => stagingPathOf(client, spec),
     async mountDevice(spec, devicePath, deviceMountPath, target) {
       if (!client.stages()) return;
       await host.makeDir(deviceMountPath);
-      await client.rpc('NodeStageVolume', stageRequest(client, spec, devicePath, deviceMountPath), spec, target);
+      const request = stageRequest(client, spec, devicePath, deviceMountPath);
+      await client.rpc('NodeStageVolume', request, spec, target);
     },
     async unmountDevice(spec, deviceMountPath, target) {
       if (client.stages()) {
@@ -184,6 +193,10 @@ function deviceMounterOps(client: CsiClient): DeviceMounterOps {
     },
     deviceMountRefs: (deviceMountPath) => host.mountRefs(deviceMountPath),
   };
+}
+
+function stagingPathOf(client: CsiClient, spec: ResolvedVolume): string {
+  return csiStagingPath(client.opts.root, client.driver.name, csiSourceOf(spec).volumeHandle);
 }
 
 function stageRequest(
@@ -218,17 +231,19 @@ function publishRequest(
   };
 }
 
-/** setUp → NodePublishVolume, tearDown → NodeUnpublishVolume; vole makes the target's parent. */
+/**
+ * setUp → NodePublishVolume, tearDown → NodeUnpublishVolume:
+ * vole makes the target's parent, the driver the target. */
 function podOps(client: CsiClient): PodVolumeOps {
   const { root, host } = client.opts;
-  const targetOf = (spec: ResolvedVolume, uid: string) => csiPublishPath(root, uid, spec.outerVolumeSpecName);
+  const targetOf = (spec: ResolvedVolume, uid: string) =>
+    csiPublishPath(root, uid, spec.outerVolumeSpecName);
   return {
     podVolumePath: (spec, uid) => targetOf(spec, uid),
     async setUp(spec, setUpOpts, target) {
       const podUid = target.pod!;
       const targetPath = targetOf(spec, podUid);
-      const stagingTargetPath =
-        setUpOpts.deviceMountPath || csiStagingPath(root, client.driver.name, csiSourceOf(spec).volumeHandle);
+      const stagingTargetPath = setUpOpts.deviceMountPath || stagingPathOf(client, spec);
       await host.makeDir(dirname(targetPath));
       const request = publishRequest(client, spec, {
         devicePath: setUpOpts.devicePath,
@@ -242,7 +257,8 @@ function podOps(client: CsiClient): PodVolumeOps {
       const podUid = target.pod!;
       const targetPath = targetOf(spec, podUid);
       const inline = csiSourceOf(spec).inline;
-      const request = { volume_id: volumeIdOf(spec, inline ? podUid : null), target_path: targetPath };
+      const volumeId = volumeIdOf(spec, inline ? podUid : null);
+      const request = { volume_id: volumeId, target_path: targetPath };
       await client.rpc('NodeUnpublishVolume', request, spec, target);
       await host.removeDir(targetPath);
       await host.removeDir(dirname(targetPath));
@@ -287,7 +303,8 @@ function blockMapperOps(client: CsiClient): BlockMapperOps {
     async setUpDevice(spec, devicePath, globalMapPath, target) {
       if (!client.stages()) return;
       await host.makeDir(globalMapPath);
-      await client.rpc('NodeStageVolume', stageRequest(client, spec, devicePath, globalMapPath), spec, target);
+      const request = stageRequest(client, spec, devicePath, globalMapPath);
+      await client.rpc('NodeStageVolume', request, spec, target);
     },
     async mapPodDevice(spec, devicePath, globalMapPath, target) {
       const podUid = target.pod!;

@@ -32,7 +32,7 @@ export const kubeletCore: Core<World, Operation> = {
   // Format 4: one pod's mount record and desired-state entry kept bare (format 2 held a
   // Map per volume; format 1 was JSON with tagged Maps and Sets).
   snapshot: structuredCloneCodec<World>(4, (world) =>
-    world.mounts instanceof Map && world.bindings instanceof Map
+    world.mounts instanceof Map && world.unboundClaims instanceof Set
       ? {
           ...world,
           // Snapshots from before operator requests existed hold none.
@@ -54,7 +54,7 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
   snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map
+    world.reported instanceof Map && world.unboundClaims instanceof Set
       ? {
           ...world,
           // Snapshots from before operator requests existed hold none.

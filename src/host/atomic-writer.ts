@@ -56,11 +56,13 @@ function timestampedName(nowMs: number): string {
 }
 
 /** Does the directory hold exactly this payload already (same files, bytes and modes)? */
-async function sameContent(dir: string, payload: Payload): Promise<boolean> {
+async function sameContent(dir: string, payload: Payload, fsGroup: number | null) {
   for (const [path, file] of payload) {
     const full = join(dir, path);
     const st = await stat(full).catch(() => undefined);
-    if (st === undefined || !st.isFile() || (st.mode & 0o777) !== file.mode) return false;
+    const mode = fsGroup === null ? file.mode : file.mode | 0o040;
+    if (st === undefined || !st.isFile() || (st.mode & 0o777) !== mode) return false;
+    if (fsGroup !== null && st.gid !== fsGroup) return false;
     if (!(await readFile(full)).equals(file.data)) return false;
   }
   return (await listFiles(dir)).length === payload.size;
@@ -108,12 +110,13 @@ export async function writeAtomically(
     throw new HostError('final', `${payload.size} files in one volume; at most ${payloadFilesMax}`);
   for (const path of payload.keys()) {
     const problem = payloadPathProblem(path);
-    if (problem !== undefined) throw new HostError('final', `file path ${JSON.stringify(path)} ${problem}`);
+    if (problem !== undefined)
+      throw new HostError('final', `file path ${JSON.stringify(path)} ${problem}`);
   }
   const oldTarget = await readlink(join(dir, dataDirName)).catch(() => undefined);
   const oldDir = oldTarget === undefined ? undefined : join(dir, oldTarget);
   const oldNames = oldDir === undefined ? new Set<string>() : await currentNames(oldDir);
-  if (oldDir !== undefined && (await sameContent(oldDir, payload))) return false;
+  if (oldDir !== undefined && (await sameContent(oldDir, payload, opts.fsGroup))) return false;
   const tsName = timestampedName(opts.nowMs);
   const tsDir = join(dir, tsName);
   await mkdir(tsDir, { mode: 0o755 });
@@ -130,8 +133,10 @@ export async function writeAtomically(
   }
   const names = visibleNames(payload);
   for (const name of names) await ensureUserLink(dir, name);
-  if (oldDir !== undefined && oldTarget !== tsName) await rm(oldDir, { recursive: true, force: true });
-  for (const name of oldNames) if (!names.has(name)) await unlink(join(dir, name)).catch(() => undefined);
+  if (oldDir !== undefined && oldTarget !== tsName)
+    await rm(oldDir, { recursive: true, force: true });
+  for (const name of oldNames)
+    if (!names.has(name)) await unlink(join(dir, name)).catch(() => undefined);
   return true;
 }
 
@@ -147,7 +152,10 @@ async function ensureUserLink(dir: string, name: string): Promise<void> {
   if (st !== undefined) {
     if (st.isSymbolicLink() && (await readlink(path)) === join(dataDirName, name)) return;
     if (!st.isSymbolicLink())
-      throw new HostError('final', `${path} exists and is not the volume's symlink; not replacing it`);
+      throw new HostError(
+        'final',
+        `${path} exists and is not the volume's symlink; not replacing it`,
+      );
     await unlink(path);
   }
   await symlink(join(dataDirName, name), path);

@@ -6,12 +6,14 @@
 import type { NewEvent } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
 import { boundVolumes, claimName, findVolumeForClaim, isClaimBound } from '../world/binding.js';
-import type { World } from '../world/types.js';
+import type { BindingWorld } from '../world/binding.js';
 
-export function planBindings(world: World, nowMs: number): NewEvent[] {
+export function planBindings(world: BindingWorld, nowMs: number): NewEvent[] {
+  if (world.unboundClaims.size === 0) return []; // the common case: nothing waits to bind
   const unbound: [string, PersistentVolumeClaim][] = [];
-  for (const [key, object] of world.objects) {
-    if (object.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) continue;
+  for (const key of world.unboundClaims) {
+    const object = world.objects.get(key);
+    if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) continue;
     if (object.metadata.deletionTimestamp !== undefined) continue;
     const phase = object.status?.phase;
     if (phase !== undefined && phase !== 'Pending') continue; // Lost: the controller's call

@@ -306,7 +306,7 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
  * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */
-export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
   let volumes = sorted.slice(0, planOperationsMax);
@@ -337,14 +337,29 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
       planUnmountDeviceOrDetach(world, claims, attachment); // Pass C
   }
   assertNoConflicts(world, claims.operations);
-  const lookAtClaims = opts.volumes === undefined || volumes[0] === bindingVolume;
-  const events = [...operator.events, ...(lookAtClaims ? planBindings(world, nowMs) : [])];
+  const events = operator.events;
   return {
     operations: claims.operations,
     retries: claims.retries,
     deferred,
     ...(events.length === 0 ? {} : { events }),
   };
+}
+
+/**
+ * Claims are bound before anything else is planned: when the planner binds, it returns the
+ * ClaimBound events alone and every volume it was asked about comes back as deferred, so
+ * operations are planned on the world with the bindings folded in (their causes then name
+ * the state the log shows before them).
+ */
+export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
+  const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
+  const lookAtClaims = volumes === undefined || volumes.includes(bindingVolume);
+  const events = lookAtClaims ? planBindings(world, nowMs) : [];
+  if (events.length === 0)
+    return planOperations(world, nowMs, volumes === undefined ? {} : { volumes });
+  const deferred = (volumes ?? [...allVolumes(world)]).filter((v) => v !== bindingVolume);
+  return { operations: [], retries: [], deferred, events };
 }
 
 export type { OperationKind };

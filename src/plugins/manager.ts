@@ -23,6 +23,14 @@ export class PluginManager {
         `volume plugin "${plugin.name}" is registered twice; each name must map to exactly one plugin`,
       );
     }
+    this.upsert(plugin);
+  }
+
+  /**
+   * Registers the plugin, replacing one of the same name: a CSI driver that registers
+   * again (restarted, or with other capabilities) is served by its new plugin from now on.
+   */
+  upsert(plugin: VolumePlugin): void {
     if (plugin.caps.name !== plugin.name) {
       throw new PluginRegistrationError(
         `plugin "${plugin.name}" declares caps for "${plugin.caps.name}"`,

@@ -87,12 +87,20 @@ export function decisionDivergence(
 }
 
 /**
- * The events an engine appends in one turn after a plan: each OperationStarted, with the
- * CallStarted its operation makes at once. Their decisions were made on the world before
- * the first of them, so they are re-planned together on that world.
+ * Decisions that are events themselves (a claim bound, a Multi-Attach report): a turn
+ * appends them before the operations it starts, all decided on the world before them.
+ */
+const decisionEvents: ReadonlySet<string> = new Set(['ClaimBound', 'ReportRaised']);
+
+/**
+ * The events an engine appends in one turn after a plan: the decisions that are events,
+ * then each OperationStarted with the CallStarted its operation makes at once. They were
+ * all decided on the world before the first of them, so they are re-planned on that world.
  */
 function isGroupEvent(event: VoleEvent, group: readonly VoleEvent[]): boolean {
   if (event.type === 'OperationStarted') return true;
+  if (decisionEvents.has(event.type))
+    return group.every((e) => decisionEvents.has(e.type));
   if (event.type !== 'CallStarted') return false;
   return group.some((e) => e.type === 'OperationStarted' && e.opId === event.opId);
 }

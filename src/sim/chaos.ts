@@ -63,6 +63,33 @@ function faults(r: Random, calls: readonly string[]): Record<string, unknown[]> 
   return out;
 }
 
+const csiDriverName = 'fake.csi.vole.dev';
+const csiRpcs = [
+  'ControllerPublishVolume',
+  'ControllerUnpublishVolume',
+  'NodeStageVolume',
+  'NodeUnstageVolume',
+  'NodePublishVolume',
+  'NodeUnpublishVolume',
+];
+const grpcCodes = ['DEADLINE_EXCEEDED', 'UNAVAILABLE', 'ABORTED', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARGUMENT'];
+
+/** A scripted CSI driver's answer: a status code, a broken connection, a delay or a hang. */
+function csiFaultEntry(r: Random): unknown {
+  const roll = r();
+  if (roll < 0.6) return { grpc: pick(r, grpcCodes) };
+  if (roll < 0.75) return { disconnect: true };
+  if (roll < 0.95) return { delay: `${int(r, 1, 8)}s` };
+  return { hang: true };
+}
+
+function csiFaults(r: Random): Record<string, unknown[]> {
+  const out: Record<string, unknown[]> = {};
+  for (const rpc of csiRpcs)
+    if (r() < 0.5) out[rpc] = Array.from({ length: int(r, 1, 3) }, () => csiFaultEntry(r));
+  return out;
+}
+
 interface PodPlan {
   uid: string;
   volumes: unknown[];
@@ -218,7 +245,59 @@ export function generateScenario(seed: number): {
     objects,
     steps,
   };
+  // Drawn last, so every earlier draw of a seed stays as it was.
+  const csi = drawCsiDriver(r, pods, controllerAttachDetach);
+  if (csi !== undefined) {
+    objects.push(...csi.objects);
+    document.plugins.push(csi.plugin as never);
+    steps[steps.length - 1] = { expect: convergence(pods, present, removed) };
+  }
   return { document, present, removed };
+}
+
+/**
+ * 0–2 volumes of a scripted CSI driver at the gRPC boundary, claimed by some of the pods
+ * (added to their volume lists, which their steps share). In controller mode the driver
+ * has no ControllerPublishVolume: the steps report only the disks in use.
+ */
+function drawCsiDriver(
+  r: Random,
+  pods: PodPlan[],
+  controllerAttachDetach: boolean,
+): { objects: unknown[]; plugin: unknown } | undefined {
+  const csiCount = int(r, 0, 2);
+  if (csiCount === 0) return undefined;
+  const objects: unknown[] = [];
+  for (let i = 0; i < csiCount; i++) {
+    const volumeMode = r() < 0.25 ? 'Block' : 'Filesystem';
+    const accessModes = ['ReadWriteOnce'];
+    objects.push({
+      kind: 'PersistentVolume',
+      metadata: { name: `pv-csi${i}` },
+      spec: {
+        accessModes,
+        volumeMode,
+        capacity: { storage: '1Gi' },
+        csi: { driver: csiDriverName, volumeHandle: `csi-${i}` },
+      },
+    });
+    objects.push({
+      kind: 'PersistentVolumeClaim',
+      metadata: { name: `claim-csi${i}`, namespace: 'default' },
+      spec: { volumeName: `pv-csi${i}`, volumeMode, accessModes },
+    });
+  }
+  for (const p of pods) {
+    if (r() < 0.5) continue;
+    const claimName = `claim-csi${int(r, 0, csiCount - 1)}`;
+    p.volumes.push({ name: 'csi-data', persistentVolumeClaim: { claimName } });
+  }
+  const plugin = {
+    name: csiDriverName,
+    csi: { publishUnpublish: !controllerAttachDetach && r() < 0.7, stageUnstage: r() < 0.7 },
+    faults: csiFaults(r),
+  };
+  return { objects, plugin };
 }
 
 export interface ChaosFailure {

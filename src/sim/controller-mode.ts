@@ -18,7 +18,8 @@ import {
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
+import { claimBindings } from '../world/queries.js';
+import { checkBindings, checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
 import type { Expectation } from './scenario.js';
 import type { Mode } from './mode.js';
@@ -58,7 +59,7 @@ function describe(world: ControllerWorld) {
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, node: op.node, call: op.call }));
-  return { attachments, nodes, pending };
+  return { attachments, nodes, pending, bindings: claimBindings(world) };
 }
 
 function check(
@@ -70,6 +71,7 @@ function check(
   const failures: Failure[] = [];
   const miss = missRecorder(step, failures);
   checkCounts(journal, expectation, miss);
+  checkBindings(world, expectation, miss);
   for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
     const actual = world.attachments.get(key)?.state.value ?? 'detached';
     if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);

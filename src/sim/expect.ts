@@ -79,6 +79,20 @@ export function checkCounts(
   }
 }
 
+/** `bindings`: each claim named is bound to that PV, or (null) not bound. */
+export function checkBindings(
+  world: Pick<World, 'objects' | 'bindings'>,
+  expectation: Expectation,
+  miss: Miss,
+): void {
+  if (expectation.bindings === undefined) return;
+  const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
+  for (const [claim, expected] of Object.entries(expectation.bindings)) {
+    const actual = bound.get(claim) ?? null;
+    if (actual !== expected) miss(`bindings.${claim}`, expected, actual);
+  }
+}
+
 export function checkExpectation(
   world: World,
   journal: readonly FakeCallRecord[],
@@ -101,13 +115,7 @@ export function checkExpectation(
     const expected = [...expectation.volumesInUse].sort();
     if (JSON.stringify(actual) !== JSON.stringify(expected)) miss('volumesInUse', expected, actual);
   }
-  if (expectation.bindings !== undefined) {
-    const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
-    for (const [claim, expected] of Object.entries(expectation.bindings)) {
-      const actual = bound.get(claim) ?? null;
-      if (actual !== expected) miss(`bindings.${claim}`, expected, actual);
-    }
-  }
+  checkBindings(world, expectation, miss);
   const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
   for (const pod of ready) {
     const status = podWaitStatus(world, pod as UniquePodName);

@@ -111,26 +111,38 @@ const csiDriver = z.strictObject({
   maxVolumesPerNode: z.number().int().nonnegative().optional(),
 });
 
-/** A scripted plugin, or with `csi:` a scripted CSI driver whose faults are keyed by RPC. */
-const plugin = z.union([
-  z.strictObject({
-    name: z.string().min(1),
-    csi: csiDriver,
-    faults: csiFaultScript.optional(),
-    volumeFaults: z.record(z.string(), csiFaultScript).optional(),
-  }),
-  z.strictObject({
-    name: z.string().min(1),
+/** A scripted CSI driver: its capabilities, and faults keyed by RPC. */
+const csiPluginEntry = z.strictObject({
+  name: z.string().min(1),
+  csi: csiDriver,
+  faults: csiFaultScript.optional(),
+  volumeFaults: z.record(z.string(), csiFaultScript).optional(),
+});
+
+const plainPlugin = z.strictObject({
+  name: z.string().min(1),
   attachable: z.boolean().optional(),
   deviceMountable: z.boolean().optional(),
   blockMappable: z.boolean().optional(),
   nodeExpandable: z.boolean().optional(),
   requiresFSResize: z.boolean().optional(),
   requiresRemount: z.boolean().optional(),
-    faults: faultScript.optional(),
-    volumeFaults: z.record(z.string(), faultScript).optional(),
-  }),
-]);
+  faults: faultScript.optional(),
+  volumeFaults: z.record(z.string(), faultScript).optional(),
+});
+
+type PluginEntry = z.output<typeof plainPlugin> | z.output<typeof csiPluginEntry>;
+
+/** A scripted plugin, or with a `csi:` key a scripted CSI driver (errors name the entry's own fields). */
+const plugin = z.unknown().transform((value, ctx): PluginEntry => {
+  const isCsi = value !== null && typeof value === 'object' && 'csi' in value;
+  const parsed = (isCsi ? csiPluginEntry : plainPlugin).safeParse(value);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue } as never);
+    return z.NEVER;
+  }
+  return parsed.data;
+});
 
 const expectation = z.strictObject({
   counts: z.record(z.string(), z.record(z.string(), z.number().int().nonnegative())).optional(),

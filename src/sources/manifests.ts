@@ -35,6 +35,8 @@ export interface ManifestSet {
   /** PVs, PVCs, ConfigMaps, Secrets and Nodes by object key (ConfigMaps and Secrets with data). */
   readonly objects: Map<string, ManifestObject>;
   readonly problems: ManifestProblem[];
+  /** The file each pod (`Pod/<uid>`) and object (its key) came from, when read from files. */
+  readonly origins?: Map<string, string>;
 }
 
 /** A pod without a UID gets one derived from its namespace and name, as static pods do. */
@@ -81,6 +83,7 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
         message: `pod UID ${uid} is used twice; podUidMustBeUnique`,
       });
     set.pods.set(uid, { ...p, metadata: { ...p.metadata, namespace, uid } });
+    set.origins?.set(`Pod/${uid}`, file);
     return;
   }
   const parsed = manifestObject.safeParse(doc);
@@ -91,7 +94,9 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
     });
   }
   const object = parsed.data;
-  set.objects.set(objectKey(object.kind, object.metadata.name, object.metadata.namespace), object);
+  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  set.objects.set(key, object);
+  set.origins?.set(key, file);
 }
 
 /**
@@ -106,7 +111,9 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
     const what = typeof d.kind === 'string' ? `kind ${d.kind}` : 'a document without a kind';
     set.problems.push({
       file: where,
-      message: `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ConfigMap, Secret or Node`,
+      message:
+        `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ` +
+        'ConfigMap, Secret or Node',
     });
     return false;
   }
@@ -115,7 +122,11 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
   const message = describeInvalid(errors, {
     kind: String(d.kind),
     ...(typeof name === 'string' ? { name } : {}),
-    ...(typeof namespace === 'string' ? { namespace } : d.kind === 'Pod' ? { namespace: 'default' } : {}),
+    ...(typeof namespace === 'string'
+      ? { namespace }
+      : d.kind === 'Pod'
+        ? { namespace: 'default' }
+        : {}),
   });
   set.problems.push({ file: where, message: `${message}; refused whole, nothing of it is used` });
   return false;
@@ -157,7 +168,12 @@ export function readManifestFile(set: ManifestSet, file: string): void {
 
 /** Reads the whole directory now. Never throws for bad content; throws if `dir` is unreadable. */
 export function readManifestDir(dir: string): ManifestSet {
-  const set: ManifestSet = { pods: new Map(), objects: new Map(), problems: [] };
+  const set: ManifestSet = {
+    pods: new Map(),
+    objects: new Map(),
+    problems: [],
+    origins: new Map(),
+  };
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();

@@ -23,9 +23,15 @@ export function isDnsSubdomain(value: string): boolean {
 }
 
 export const dnsLabelMessage =
-  "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+  'a lowercase RFC 1123 label must consist of lower case alphanumeric characters or ' +
+  "'-', and must start and end with an alphanumeric character";
 export const dnsSubdomainMessage =
-  "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+  'a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, ' +
+  "'-' or '.', and must start and end with an alphanumeric character";
+
+const labelValueMessage =
+  "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' " +
+  "or '.', at most 63 characters";
 
 /** A label or annotation key: an optional DNS-subdomain prefix, `/`, and a name part. */
 function qualifiedNameProblem(key: string): string | undefined {
@@ -35,7 +41,10 @@ function qualifiedNameProblem(key: string): string | undefined {
   if (prefix !== undefined && !isDnsSubdomain(prefix))
     return `prefix part ${dnsSubdomainMessage}`;
   if (name.length === 0 || name.length > 63 || !qualifiedNamePart.test(name))
-    return "name part must consist of alphanumeric characters, '-', '_' or '.', must start and end with an alphanumeric character, and be at most 63 characters";
+    return (
+      "name part must consist of alphanumeric characters, '-', '_' or '.', must start and " +
+      'end with an alphanumeric character, and be at most 63 characters'
+    );
   return undefined;
 }
 
@@ -58,7 +67,7 @@ function validateStringMap(
     totalBytes += key.length + value.length;
     if (values === 'label' && (value.length > 63 || !labelValue.test(value)))
       errors.push(
-        invalid(`${field}[${key}]`, value, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', at most 63 characters"),
+        invalid(`${field}[${key}]`, value, labelValueMessage),
       );
   }
   if (values === 'any' && totalBytes > 256 * 1024)
@@ -70,8 +79,10 @@ export function fieldErrorsOfMeta(meta: unknown, opts: { namespaced: boolean }):
   const errors: FieldError[] = [];
   if (!isRecord(meta)) return [required('metadata')];
   const name = meta['name'];
-  if (name === undefined || name === '') errors.push(required('metadata.name', 'name or generateName is required'));
-  else if (typeof name !== 'string') errors.push(invalid('metadata.name', name, 'must be a string'));
+  if (name === undefined || name === '')
+    errors.push(required('metadata.name', 'name or generateName is required'));
+  else if (typeof name !== 'string')
+    errors.push(invalid('metadata.name', name, 'must be a string'));
   else if (!isDnsSubdomain(name)) errors.push(invalid('metadata.name', name, dnsSubdomainMessage));
   const namespace = meta['namespace'];
   if (namespace !== undefined) {

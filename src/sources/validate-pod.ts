@@ -1,5 +1,10 @@
 /** ValidatePodSpec, for what vole reads: volumes and the containers' use of them. */
-import { dnsLabelMessage, isDnsLabel, isDnsSubdomain, dnsSubdomainMessage } from './validate-meta.js';
+import {
+  dnsLabelMessage,
+  dnsSubdomainMessage,
+  isDnsLabel,
+  isDnsSubdomain,
+} from './validate-meta.js';
 import {
   backstepProblem,
   duplicate,
@@ -29,19 +34,31 @@ export const hostPathTypes = [
   'BlockDevice',
 ] as const;
 
-/** "exactly one of" for a record's fields among `names`; returns the one present. */
+const projectionSources = [
+  'configMap', 'secret', 'downwardAPI', 'serviceAccountToken', 'clusterTrustBundle',
+  'podCertificate',
+];
+
+/** "exactly one of" `names` in `record`; returns the one present. */
 export function exactlyOne(
   errors: FieldError[],
-  field: string,
   record: Record<string, unknown>,
-  names: readonly string[],
-  what: string,
+  which: { field: string; names: readonly string[]; what: string },
 ): string | undefined {
-  const present = names.filter((n) => record[n] !== undefined && record[n] !== null);
-  if (present.length === 0) errors.push(required(field, `must specify a ${what}`));
-  if (present.length > 1)
-    errors.push(forbidden(`${field}.${present[1]}`, `may not specify more than 1 ${what} (${present.join(', ')})`));
+  const present = which.names.filter((n) => record[n] !== undefined && record[n] !== null);
+  if (present.length === 0) errors.push(required(which.field, `must specify a ${which.what}`));
+  if (present.length > 1) {
+    const detail = `may not specify more than 1 ${which.what} (${present.join(', ')})`;
+    errors.push(forbidden(`${which.field}.${present[1]}`, detail));
+  }
   return present.length === 1 ? present[0] : undefined;
+}
+
+/** A path field that must be relative and stay below the volume. */
+function descendingPath(errors: FieldError[], field: string, value: unknown): void {
+  if (!stringField(errors, field, value, true)) return;
+  const problem = localDescendingPathProblem(value);
+  if (problem !== undefined) errors.push(invalid(field, value, problem));
 }
 
 export function validateHostPath(errors: FieldError[], field: string, source: unknown): void {
@@ -55,74 +72,78 @@ export function validateHostPath(errors: FieldError[], field: string, source: un
     errors.push(notSupported(`${field}.type`, type, hostPathTypes.slice(1)));
 }
 
-function validateKeyItems(errors: FieldError[], field: string, items: unknown): void {
-  if (items === undefined) return;
-  if (!Array.isArray(items)) return void errors.push(invalid(field, items, 'must be a list'));
-  items.forEach((item: unknown, i) => {
+/** Each entry of a list field, or an error when it is not a list of objects. */
+function eachRecord(
+  errors: FieldError[],
+  field: string,
+  list: unknown,
+  visit: (item: Record<string, unknown>, at: string) => void,
+): void {
+  if (list === undefined) return;
+  if (!Array.isArray(list)) return void errors.push(invalid(field, list, 'must be a list'));
+  list.forEach((item: unknown, i) => {
     const at = `${field}[${i}]`;
-    if (!isRecord(item)) return void errors.push(invalid(at, item, 'must be an object'));
+    if (isRecord(item)) visit(item, at);
+    else errors.push(invalid(at, item, 'must be an object'));
+  });
+}
+
+function validateKeyItems(errors: FieldError[], field: string, items: unknown): void {
+  eachRecord(errors, field, items, (item, at) => {
     stringField(errors, `${at}.key`, item['key'], true);
-    if (stringField(errors, `${at}.path`, item['path'], true)) {
-      const problem = localDescendingPathProblem(item['path']);
-      if (problem !== undefined) errors.push(invalid(`${at}.path`, item['path'], problem));
-    }
+    descendingPath(errors, `${at}.path`, item['path']);
     modeField(errors, `${at}.mode`, item['mode']);
   });
 }
 
 const downwardFieldPaths = [
-  'metadata.name', 'metadata.namespace', 'metadata.uid', 'metadata.labels',
+  'metadata.name',
+  'metadata.namespace',
+  'metadata.uid',
+  'metadata.labels',
   'metadata.annotations',
 ];
 const downwardKeyedPath = /^metadata\.(labels|annotations)\['[^']+'\]$/;
 
 function validateDownwardItems(errors: FieldError[], field: string, items: unknown): void {
-  if (items === undefined) return;
-  if (!Array.isArray(items)) return void errors.push(invalid(field, items, 'must be a list'));
-  items.forEach((item: unknown, i) => {
-    const at = `${field}[${i}]`;
-    if (!isRecord(item)) return void errors.push(invalid(at, item, 'must be an object'));
-    if (stringField(errors, `${at}.path`, item['path'], true)) {
-      const problem = localDescendingPathProblem(item['path']);
-      if (problem !== undefined) errors.push(invalid(`${at}.path`, item['path'], problem));
-    }
+  eachRecord(errors, field, items, (item, at) => {
+    descendingPath(errors, `${at}.path`, item['path']);
     modeField(errors, `${at}.mode`, item['mode']);
-    const which = exactlyOne(errors, at, item, ['fieldRef', 'resourceFieldRef'], 'fieldRef or resourceFieldRef');
+    const names = ['fieldRef', 'resourceFieldRef'];
+    const what = 'fieldRef or resourceFieldRef';
+    const which = exactlyOne(errors, item, { field: at, names, what });
     const ref = item['fieldRef'];
-    if (which === 'fieldRef' && isRecord(ref)) {
-      const path = ref['fieldPath'];
-      if (stringField(errors, `${at}.fieldRef.fieldPath`, path, true) &&
-          !downwardFieldPaths.includes(path) && !downwardKeyedPath.test(path))
-        errors.push(notSupported(`${at}.fieldRef.fieldPath`, path, downwardFieldPaths));
-    }
+    if (which !== 'fieldRef' || !isRecord(ref)) return;
+    const path = ref['fieldPath'];
+    const pathField = `${at}.fieldRef.fieldPath`;
+    if (!stringField(errors, pathField, path, true)) return;
+    if (!downwardFieldPaths.includes(path) && !downwardKeyedPath.test(path))
+      errors.push(notSupported(pathField, path, downwardFieldPaths));
   });
+}
+
+/** One projection of a projected volume; returns the paths it writes. */
+function validateProjection(errors: FieldError[], s: Record<string, unknown>, at: string) {
+  const kind = exactlyOne(errors, s, { field: at, names: projectionSources, what: 'projection' });
+  const inner = kind === undefined ? undefined : s[kind];
+  if (!isRecord(inner)) return [];
+  if (kind === 'configMap' || kind === 'secret') {
+    stringField(errors, `${at}.${kind}.name`, inner['name'], true);
+    validateKeyItems(errors, `${at}.${kind}.items`, inner['items']);
+  }
+  if (kind === 'downwardAPI')
+    validateDownwardItems(errors, `${at}.downwardAPI.items`, inner['items']);
+  if (kind === 'serviceAccountToken')
+    descendingPath(errors, `${at}.serviceAccountToken.path`, inner['path']);
+  const items = Array.isArray(inner['items']) ? inner['items'] : [inner];
+  return items.map((i: unknown) => (isRecord(i) ? i['path'] : undefined));
 }
 
 function validateProjected(errors: FieldError[], field: string, source: Record<string, unknown>) {
   modeField(errors, `${field}.defaultMode`, source['defaultMode']);
-  const sources = source['sources'];
-  if (sources === undefined) return;
-  if (!Array.isArray(sources)) return void errors.push(invalid(`${field}.sources`, sources, 'must be a list'));
-  const paths = new Set<string>();
-  sources.forEach((s: unknown, i) => {
-    const at = `${field}.sources[${i}]`;
-    if (!isRecord(s)) return void errors.push(invalid(at, s, 'must be an object'));
-    const kinds = ['configMap', 'secret', 'downwardAPI', 'serviceAccountToken', 'clusterTrustBundle', 'podCertificate'];
-    const kind = exactlyOne(errors, at, s, kinds, 'projection source');
-    const inner = kind === undefined ? undefined : s[kind];
-    if (!isRecord(inner)) return;
-    if (kind === 'configMap' || kind === 'secret') {
-      stringField(errors, `${at}.${kind}.name`, inner['name'], true);
-      validateKeyItems(errors, `${at}.${kind}.items`, inner['items']);
-    }
-    if (kind === 'downwardAPI') validateDownwardItems(errors, `${at}.downwardAPI.items`, inner['items']);
-    if (kind === 'serviceAccountToken' && stringField(errors, `${at}.serviceAccountToken.path`, inner['path'], true)) {
-      const problem = localDescendingPathProblem(inner['path']);
-      if (problem !== undefined) errors.push(invalid(`${at}.serviceAccountToken.path`, inner['path'], problem));
-    }
-    const items = Array.isArray(inner['items']) ? inner['items'] : [inner];
-    for (const item of items) {
-      const path = isRecord(item) ? item['path'] : undefined;
+  const paths = new Set<unknown>();
+  eachRecord(errors, `${field}.sources`, source['sources'], (s, at) => {
+    for (const path of validateProjection(errors, s, at)) {
       if (typeof path !== 'string') continue;
       if (paths.has(path)) errors.push(invalid(at, path, 'conflicting duplicate paths'));
       paths.add(path);
@@ -131,8 +152,16 @@ function validateProjected(errors: FieldError[], field: string, source: Record<s
 }
 
 const emptyDirMedia = /^(|Memory|HugePages|HugePages-.+)$/;
+const csiDriverMessage =
+  "a CSI driver name must be 63 characters or less, alphanumeric, '-' or '.'";
 
-/** One volume's source, by its kind (the kinds vole knows closely; others by presence). */
+function validateCsiDriver(errors: FieldError[], field: string, driver: unknown): void {
+  if (!stringField(errors, field, driver, true)) return;
+  if (driver.length > 63 || !isDnsSubdomain(driver.toLowerCase()))
+    errors.push(invalid(field, driver, csiDriverMessage));
+}
+
+/** One volume's source, by its kind (the kinds vole serves closely; others by presence). */
 function validateSource(errors: FieldError[], at: string, kind: string, source: unknown): void {
   const field = `${at}.${kind}`;
   if (!isRecord(source)) return void errors.push(invalid(field, source, 'must be an object'));
@@ -147,79 +176,85 @@ function validateSource(errors: FieldError[], at: string, kind: string, source: 
       stringField(errors, `${field}.claimName`, source['claimName'], true);
       return;
     case 'configMap':
-    case 'secret':
-      stringField(errors, `${field}.${kind === 'secret' ? 'secretName' : 'name'}`, source[kind === 'secret' ? 'secretName' : 'name'], true);
+    case 'secret': {
+      const nameKey = kind === 'secret' ? 'secretName' : 'name';
+      stringField(errors, `${field}.${nameKey}`, source[nameKey], true);
       modeField(errors, `${field}.defaultMode`, source['defaultMode']);
       return validateKeyItems(errors, `${field}.items`, source['items']);
+    }
     case 'downwardAPI':
       modeField(errors, `${field}.defaultMode`, source['defaultMode']);
       return validateDownwardItems(errors, `${field}.items`, source['items']);
     case 'projected':
       return validateProjected(errors, field, source);
     case 'csi':
-      if (stringField(errors, `${field}.driver`, source['driver'], true) &&
-          (source['driver'].length > 63 || !isDnsSubdomain(source['driver'].toLowerCase())))
-        errors.push(invalid(`${field}.driver`, source['driver'], 'a CSI driver name must be 63 characters or less, alphanumeric, \'-\' or \'.\''));
-      return;
+      return validateCsiDriver(errors, `${field}.driver`, source['driver']);
     default:
       return;
   }
 }
 
+/** A DNS-label name, unique among `seen` (volumes, containers). */
+function uniqueLabel(errors: FieldError[], field: string, name: unknown, seen: Set<string>) {
+  if (name === undefined || name === '') errors.push(required(field));
+  else if (typeof name !== 'string' || !isDnsLabel(name))
+    errors.push(invalid(field, name, dnsLabelMessage));
+  else if (seen.has(name)) errors.push(duplicate(field, name));
+  if (typeof name === 'string') seen.add(name);
+}
+
 /** spec.volumes: DNS-label names, unique, each with exactly one source. */
 function validateVolumes(errors: FieldError[], volumes: unknown): Set<string> {
   const names = new Set<string>();
-  if (volumes === undefined) return names;
-  if (!Array.isArray(volumes)) {
-    errors.push(invalid('spec.volumes', volumes, 'must be a list'));
-    return names;
-  }
-  volumes.forEach((volume: unknown, i) => {
-    const at = `spec.volumes[${i}]`;
-    if (!isRecord(volume)) return void errors.push(invalid(at, volume, 'must be an object'));
-    const name = volume['name'];
-    if (name === undefined || name === '') errors.push(required(`${at}.name`));
-    else if (typeof name !== 'string' || !isDnsLabel(name))
-      errors.push(invalid(`${at}.name`, name, dnsLabelMessage));
-    else if (names.has(name)) errors.push(duplicate(`${at}.name`, name));
-    if (typeof name === 'string') names.add(name);
-    const kind = exactlyOne(errors, at, volume, podVolumeSources, 'volume type');
+  eachRecord(errors, 'spec.volumes', volumes, (volume, at) => {
+    uniqueLabel(errors, `${at}.name`, volume['name'], names);
+    const which = { field: at, names: podVolumeSources, what: 'volume type' };
+    const kind = exactlyOne(errors, volume, which);
     if (kind !== undefined) validateSource(errors, at, kind, volume[kind]);
   });
   return names;
 }
 
-/** volumeMounts / volumeDevices name volumes that exist; paths present and unique. */
-function validateContainers(errors: FieldError[], field: string, containers: unknown, volumes: Set<string>) {
-  if (containers === undefined) return;
-  if (!Array.isArray(containers)) return void errors.push(invalid(field, containers, 'must be a list'));
-  const containerNames = new Set<string>();
-  containers.forEach((c: unknown, i) => {
-    const at = `${field}[${i}]`;
-    if (!isRecord(c)) return void errors.push(invalid(at, c, 'must be an object'));
-    const name = c['name'];
-    if (name === undefined || name === '') errors.push(required(`${at}.name`));
-    else if (typeof name !== 'string' || !isDnsLabel(name)) errors.push(invalid(`${at}.name`, name, dnsLabelMessage));
-    else if (containerNames.has(name)) errors.push(duplicate(`${at}.name`, name));
-    if (typeof name === 'string') containerNames.add(name);
-    for (const [list, pathKey] of [['volumeMounts', 'mountPath'], ['volumeDevices', 'devicePath']] as const) {
-      const entries = c[list];
-      if (entries === undefined) continue;
-      if (!Array.isArray(entries)) { errors.push(invalid(`${at}.${list}`, entries, 'must be a list')); continue; }
-      const paths = new Set<string>();
-      entries.forEach((m: unknown, j) => {
-        const mat = `${at}.${list}[${j}]`;
-        if (!isRecord(m)) return void errors.push(invalid(mat, m, 'must be an object'));
-        if (stringField(errors, `${mat}.name`, m['name'], true) && !volumes.has(m['name']))
-          errors.push({ field: `${mat}.name`, message: `Not found: ${JSON.stringify(m['name'])}` });
-        if (stringField(errors, `${mat}.${pathKey}`, m[pathKey], true)) {
-          if (paths.has(m[pathKey])) errors.push(invalid(`${mat}.${pathKey}`, m[pathKey], 'must be unique'));
-          paths.add(m[pathKey]);
-        }
-      });
-    }
+const containerUses = [
+  ['volumeMounts', 'mountPath'],
+  ['volumeDevices', 'devicePath'],
+] as const;
+
+/** volumeMounts / volumeDevices name volumes that exist; their paths present and unique. */
+function validateUses(
+  errors: FieldError[],
+  c: Record<string, unknown>,
+  at: string,
+  volumes: Set<string>,
+) {
+  for (const [list, pathKey] of containerUses) {
+    const paths = new Set<string>();
+    eachRecord(errors, `${at}.${list}`, c[list], (m, mat) => {
+      const name = m['name'];
+      if (stringField(errors, `${mat}.name`, name, true) && !volumes.has(name))
+        errors.push({ field: `${mat}.name`, message: `Not found: ${JSON.stringify(name)}` });
+      const path = m[pathKey];
+      if (!stringField(errors, `${mat}.${pathKey}`, path, true)) return;
+      if (paths.has(path)) errors.push(invalid(`${mat}.${pathKey}`, path, 'must be unique'));
+      paths.add(path);
+    });
+  }
+}
+
+function validateContainers(
+  errors: FieldError[],
+  field: string,
+  containers: unknown,
+  volumes: Set<string>,
+) {
+  const names = new Set<string>();
+  eachRecord(errors, field, containers, (c, at) => {
+    uniqueLabel(errors, `${at}.name`, c['name'], names);
+    validateUses(errors, c, at, volumes);
   });
 }
+
+const fsGroupMessage = 'must be between 0 and 2147483647, inclusive';
 
 export function validatePodSpec(spec: Record<string, unknown>): FieldError[] {
   const errors: FieldError[] = [];
@@ -230,10 +265,10 @@ export function validatePodSpec(spec: Record<string, unknown>): FieldError[] {
   if (nodeName !== undefined && (typeof nodeName !== 'string' || !isDnsSubdomain(nodeName)))
     errors.push(invalid('spec.nodeName', nodeName, dnsSubdomainMessage));
   const sc = spec['securityContext'];
-  if (isRecord(sc) && sc['fsGroup'] !== undefined) {
-    const g = sc['fsGroup'];
-    if (typeof g !== 'number' || !Number.isInteger(g) || g < 0 || g > 2 ** 31 - 1)
-      errors.push(invalid('spec.securityContext.fsGroup', g, 'must be between 0 and 2147483647, inclusive'));
-  }
+  const fsGroup = isRecord(sc) ? sc['fsGroup'] : undefined;
+  const validGroup =
+    typeof fsGroup === 'number' && Number.isInteger(fsGroup) && fsGroup >= 0 && fsGroup < 2 ** 31;
+  if (fsGroup !== undefined && !validGroup)
+    errors.push(invalid('spec.securityContext.fsGroup', fsGroup, fsGroupMessage));
   return errors;
 }

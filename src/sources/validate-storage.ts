@@ -3,6 +3,7 @@ import { dnsSubdomainMessage, isDnsSubdomain } from './validate-meta.js';
 import { exactlyOne, validateHostPath } from './validate-pod.js';
 import {
   type FieldError,
+  forbidden,
   invalid,
   isRecord,
   notSupported,
@@ -28,7 +29,7 @@ function validateAccessModes(errors: FieldError[], field: string, modes: unknown
   for (const mode of modes)
     if (!accessModes.includes(mode as string)) errors.push(notSupported(field, mode, accessModes));
   if (modes.includes('ReadWriteOncePod') && modes.length > 1)
-    errors.push({ field, message: 'Forbidden: may not use ReadWriteOncePod with other access modes' });
+    errors.push(forbidden(field, 'may not use ReadWriteOncePod with other access modes'));
 }
 
 function validateCommon(errors: FieldError[], spec: Record<string, unknown>): void {
@@ -48,7 +49,8 @@ export function validatePersistentVolume(spec: Record<string, unknown>): FieldEr
   if (!isRecord(capacity)) errors.push(required('spec.capacity'));
   else quantityField(errors, 'spec.capacity[storage]', capacity['storage'], true);
   validateCommon(errors, spec);
-  const kind = exactlyOne(errors, 'spec', spec, persistentVolumeSources, 'volume type');
+  const which = { field: 'spec', names: persistentVolumeSources, what: 'volume type' };
+  const kind = exactlyOne(errors, spec, which);
   if (kind === 'hostPath') validateHostPath(errors, 'spec.hostPath', spec['hostPath']);
   if (kind === 'local' && isRecord(spec['local']))
     stringField(errors, 'spec.local.path', spec['local']['path'], true);
@@ -61,6 +63,9 @@ export function validatePersistentVolume(spec: Record<string, unknown>): FieldEr
     errors.push(required('spec.claimRef.name'));
   return errors;
 }
+
+const inOrNotIn = "must be specified when `operator` is 'In' or 'NotIn'";
+const existsOrNot = "may not be specified when `operator` is 'Exists' or 'DoesNotExist'";
 
 export function validatePersistentVolumeClaim(spec: Record<string, unknown>): FieldError[] {
   const errors: FieldError[] = [];
@@ -84,9 +89,9 @@ export function validatePersistentVolumeClaim(spec: Record<string, unknown>): Fi
         errors.push(notSupported(`${at}.operator`, op, ['In', 'NotIn', 'Exists', 'DoesNotExist']));
       const values = Array.isArray(e['values']) ? e['values'] : [];
       if ((op === 'In' || op === 'NotIn') && values.length === 0)
-        errors.push(required(`${at}.values`, 'must be specified when `operator` is \'In\' or \'NotIn\''));
+        errors.push(required(`${at}.values`, inOrNotIn));
       if ((op === 'Exists' || op === 'DoesNotExist') && values.length > 0)
-        errors.push({ field: `${at}.values`, message: "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'" });
+        errors.push(forbidden(`${at}.values`, existsOrNot));
     });
   }
   return errors;

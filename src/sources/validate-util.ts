@@ -28,11 +28,13 @@ export function duplicate(field: string, value: unknown): FieldError {
   return { field, message: `Duplicate value: ${shown(value)}` };
 }
 
-export function notSupported(field: string, value: unknown, allowed: readonly string[]): FieldError {
-  return {
-    field,
-    message: `Unsupported value: ${shown(value)}: supported values: ${allowed.map((a) => `"${a}"`).join(', ')}`,
-  };
+export function notSupported(
+  field: string,
+  value: unknown,
+  allowed: readonly string[],
+): FieldError {
+  const supported = allowed.map((a) => `"${a}"`).join(', ');
+  return { field, message: `Unsupported value: ${shown(value)}: supported values: ${supported}` };
 }
 
 export function forbidden(field: string, detail: string): FieldError {
@@ -114,6 +116,9 @@ export function parseQuantity(value: unknown): number | undefined {
   return (match[1] === '-' ? -1 : 1) * Number(match[2]) * factor;
 }
 
+const quantityMessage =
+  "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
 /** A quantity that must parse and not be negative (sizeLimit, capacity, requests). */
 export function quantityField(
   errors: FieldError[],
@@ -127,7 +132,7 @@ export function quantityField(
   }
   const parsed = parseQuantity(value);
   if (parsed === undefined)
-    errors.push(invalid(field, value, "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"));
+    errors.push(invalid(field, value, quantityMessage));
   else if (parsed < 0) errors.push(invalid(field, value, 'must be greater than or equal to 0'));
 }
 
@@ -135,5 +140,7 @@ export function quantityField(
 export function modeField(errors: FieldError[], field: string, value: unknown): void {
   if (value === undefined) return;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 0o777)
-    errors.push(invalid(field, value, 'must be a number between 0 and 0777 (octal), both inclusive'));
+    errors.push(
+      invalid(field, value, 'must be a number between 0 and 0777 (octal), both inclusive'),
+    );
 }

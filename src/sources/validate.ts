@@ -98,7 +98,10 @@ function validateData(kind: string, object: Record<string, unknown>): FieldError
         errors.push(invalid(path, '<value hidden>', 'must be base64 encoded'));
       // A ConfigMap key may not be in both data and binaryData (stringData overrides data).
       if (kind === 'ConfigMap' && seen.has(key))
-        errors.push({ field: path, message: `Duplicate value: "${key}": also in ${seen.get(key)}` });
+        errors.push({
+          field: path,
+          message: `Duplicate value: "${key}": also in ${seen.get(key)}`,
+        });
       seen.set(key, field);
       totalBytes += value.length;
     }

@@ -26,6 +26,37 @@ export interface ManifestWatcherOptions {
   readonly known?: ManifestSet;
 }
 
+/** The file a problem is about (`FILE (document 2)` → `FILE`). */
+function fileOf(problem: ManifestProblem): string {
+  return problem.file.replace(/ \(document \d+\)$/, '');
+}
+
+/**
+ * A file with a refused document keeps what it gave before: as the API server refuses an
+ * invalid update and the object stays as it was, a running pod is not torn down because
+ * its manifest was saved half-written or wrong.
+ */
+function keepRefusedUpdates(before: ManifestSet | undefined, next: ManifestSet): ManifestSet {
+  const origins = before?.origins;
+  if (origins === undefined || next.problems.length === 0) return next;
+  const refused = new Set(next.problems.map(fileOf));
+  for (const [id, file] of origins) {
+    if (!refused.has(file)) continue;
+    if (id.startsWith('Pod/')) {
+      const uid = id.slice('Pod/'.length);
+      const pod = before!.pods.get(uid);
+      if (pod === undefined || next.pods.has(uid)) continue;
+      next.pods.set(uid, pod);
+    } else {
+      const object = before!.objects.get(id);
+      if (object === undefined || next.objects.has(id)) continue;
+      next.objects.set(id, object);
+    }
+    next.origins?.set(id, file);
+  }
+  return next;
+}
+
 export class ManifestWatcher {
   private current: ManifestSet | undefined;
   private reported = new Set<string>();
@@ -39,7 +70,7 @@ export class ManifestWatcher {
 
   /** Reads the directory once and reports everything in it; throws if it is unreadable. */
   sync(): void {
-    const next = readManifestDir(this.opts.dir);
+    const next = keepRefusedUpdates(this.current, readManifestDir(this.opts.dir));
     const changes = diffManifests(this.current, next);
     this.current = next;
     const keys = new Set(next.problems.map((p) => `${p.file}\0${p.message}`));

@@ -14,11 +14,35 @@ import {
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
 
 /** A binding the log recorded: the claim's PV and its capacity (claim.status.capacity). */
 export interface ClaimBinding {
   readonly volume: string;
   readonly capacityBytes: number;
+}
+
+/** The world's marker that unbound claims need the planner's look (not a real volume). */
+export const bindingVolume = '' as UniqueVolumeName;
+
+/** What binding needs of a world, kubelet's or controller's (both bind claims). */
+export interface BindingWorld {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: Map<string, ClaimBinding>;
+  readonly unboundClaims: Set<string>;
+  bindingCause: number;
+}
+
+/** A claim appeared or changed: it waits for the binder unless it is bound already. */
+export function trackClaim(world: BindingWorld, key: string, pvc: PersistentVolumeClaim): void {
+  if (isClaimBound(pvc, world.bindings)) world.unboundClaims.delete(key);
+  else world.unboundClaims.add(key);
+}
+
+/** A claim is gone: its binding goes with it. */
+export function forgetClaim(world: BindingWorld, key: string): void {
+  world.bindings.delete(key);
+  world.unboundClaims.delete(key);
 }
 
 /** The object key pods waiting on any binding reference: every PV change re-resolves them. */
@@ -60,7 +84,8 @@ export function boundVolumes(
 
 function selectorMatches(selector: LabelSelector | undefined, labels: Record<string, string>) {
   if (selector === undefined) return true;
-  for (const [k, v] of Object.entries(selector.matchLabels ?? {})) if (labels[k] !== v) return false;
+  for (const [k, v] of Object.entries(selector.matchLabels ?? {}))
+    if (labels[k] !== v) return false;
   for (const e of selector.matchExpressions ?? []) {
     const has = Object.hasOwn(labels, e.key);
     const values = e.values ?? [];
@@ -78,13 +103,17 @@ export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): stri
   if (pv.metadata.deletionTimestamp !== undefined) return 'it is being deleted';
   const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
   const capacity = parseQuantityBytes(pv.spec.capacity?.storage) ?? 0;
-  if (capacity < requested)
-    return `its capacity ${String(pv.spec.capacity?.storage ?? 0)} is less than the ${String(pvc.spec.resources?.requests?.storage)} requested`;
+  if (capacity < requested) {
+    const has = String(pv.spec.capacity?.storage ?? 0);
+    const asked = String(pvc.spec.resources?.requests?.storage);
+    return `its capacity ${has} is less than the ${asked} requested`;
+  }
   const wantedClass = pvc.spec.storageClassName ?? '';
   if ((pv.spec.storageClassName ?? '') !== wantedClass)
     return `its storageClassName "${pv.spec.storageClassName ?? ''}" is not "${wantedClass}"`;
-  if ((pv.spec.volumeMode ?? 'Filesystem') !== (pvc.spec.volumeMode ?? 'Filesystem'))
-    return `its volumeMode ${pv.spec.volumeMode ?? 'Filesystem'} is not ${pvc.spec.volumeMode ?? 'Filesystem'}`;
+  const pvMode = pv.spec.volumeMode ?? 'Filesystem';
+  const claimMode = pvc.spec.volumeMode ?? 'Filesystem';
+  if (pvMode !== claimMode) return `its volumeMode ${pvMode} is not ${claimMode}`;
   const modes = pv.spec.accessModes ?? [];
   const missing = (pvc.spec.accessModes ?? []).filter((m) => !modes.includes(m));
   if (missing.length > 0) return `it lacks access mode ${missing.join(', ')}`;
@@ -122,10 +151,13 @@ function preBound(
   if (!freeFor(pv, claimName(pvc), taken))
     return {
       ok: false,
-      reason: `PersistentVolume "${name}" is bound to another claim (${taken.get(name) ?? pv.spec.claimRef?.name})`,
+      reason:
+        `PersistentVolume "${name}" is bound to another claim ` +
+        `(${taken.get(name) ?? pv.spec.claimRef?.name})`,
     };
   const why = mismatch(pv, pvc);
-  if (why !== undefined) return { ok: false, reason: `PersistentVolume "${name}" cannot serve it: ${why}` };
+  if (why !== undefined)
+    return { ok: false, reason: `PersistentVolume "${name}" cannot serve it: ${why}` };
   return { ok: true, pv, capacityBytes: capacityOf(pv, pvc) };
 }
 
@@ -162,7 +194,8 @@ export function findVolumeForClaim(
       continue;
     }
     const ref = object.spec.claimRef;
-    if (ref?.name !== undefined) return { ok: true, pv: object, capacityBytes: capacityOf(object, pvc) };
+    if (ref?.name !== undefined)
+      return { ok: true, pv: object, capacityBytes: capacityOf(object, pvc) };
     const bytes = parseQuantityBytes(object.spec.capacity?.storage) ?? 0;
     if (bytes < bestBytes || (bytes === bestBytes && object.metadata.name < best!.metadata.name)) {
       best = object;

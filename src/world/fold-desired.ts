@@ -9,7 +9,15 @@ import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
-import { anyPersistentVolumeKey } from './binding.js';
+import {
+  anyPersistentVolumeKey,
+  bindingVolume,
+  boundVolumes,
+  forgetClaim,
+  trackClaim,
+} from './binding.js';
+
+export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
@@ -132,6 +140,7 @@ export function upsertPod(
     objects: world.objects,
     plugins: world.plugins,
     bindings: world.bindings,
+    taken: () => takenVolumes(world),
   });
   const record: PodRecord = {
     uid,
@@ -152,6 +161,16 @@ export function upsertPod(
   indexReferences(world, uid, resolution.references, true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
+}
+
+/** boundVolumes of the world as of this event: one walk of the objects per event at most. */
+const takenByWorld = new WeakMap<World, { seq: Seq; taken: ReadonlyMap<string, string> }>();
+function takenVolumes(world: World): ReadonlyMap<string, string> {
+  const memo = takenByWorld.get(world);
+  if (memo !== undefined && memo.seq === world.seq) return memo.taken;
+  const taken = boundVolumes(world.objects, world.bindings);
+  takenByWorld.set(world, { seq: world.seq, taken });
+  return taken;
 }
 
 /**
@@ -231,8 +250,6 @@ function remountReaders(world: World, key: string): void {
   }
 }
 
-/** The world's marker that unbound claims need the planner's look (not a real volume). */
-export const bindingVolume = '' as UniqueVolumeName;
 
 /** A claim or PV changed: the planner looks at unbound claims again. */
 function askForBinding(world: World, kind: string): void {
@@ -251,6 +268,7 @@ function reresolveObject(world: World, kind: string, key: string): void {
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
   const previous = world.objects.get(key);
   world.objects.set(key, object);
   // The same ConfigMap or Secret content again: nothing to set up again.
@@ -267,7 +285,7 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') world.bindings.delete(key);
+  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
   reresolveObject(world, event.kind, key);
 }
 
@@ -275,6 +293,7 @@ export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>)
 export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void {
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
+  world.unboundClaims.delete(key);
   reresolveDependents(world, key);
 }
 

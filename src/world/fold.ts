@@ -42,6 +42,7 @@ export function initialWorld(): World {
     pods: new Map(),
     objects: new Map(),
     bindings: new Map(),
+    unboundClaims: new Set(),
     bindingCause: Seq(0),
     podsByObject: new Map(),
     dsw: new Map(),

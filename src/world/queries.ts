@@ -231,7 +231,9 @@ export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boole
  * Every bound claim (`namespace/name`) and its PV, by claim: the planner's bindings and the
  * claims whose status says Bound (SCENARIOS.md state.bindings).
  */
-export function claimBindings(world: World): { claim: string; volume: string }[] {
+export function claimBindings(
+  world: Pick<World, 'objects' | 'bindings'>,
+): { claim: string; volume: string }[] {
   const taken = boundVolumes(world.objects, world.bindings);
   return [...taken]
     .map(([volume, claim]) => ({ claim, volume }))

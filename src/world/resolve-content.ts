@@ -55,20 +55,29 @@ function downwardFiles(pod: Pod, volume: string, items: DownwardItems | undefine
   for (const item of items ?? []) {
     const fieldPath = item.fieldRef?.fieldPath;
     const content = fieldPath === undefined ? undefined : fieldValue(pod, fieldPath);
-    if (content === undefined)
-      return `volume "${volume}": downward API file "${item.path}": ${fieldPath === undefined ? 'resourceFieldRef needs container resources, which vole does not run' : `fieldPath "${fieldPath}" is not supported in volumes`}`;
-    files.push({ path: item.path, content, ...(item.mode === undefined ? {} : { mode: item.mode }) });
+    if (content === undefined) {
+      const why =
+        fieldPath === undefined
+          ? 'resourceFieldRef needs container resources, which vole does not run'
+          : `fieldPath "${fieldPath}" is not supported in volumes`;
+      return `volume "${volume}": downward API file "${item.path}": ${why}`;
+    }
+    const mode = item.mode === undefined ? {} : { mode: item.mode };
+    files.push({ path: item.path, content, ...mode });
   }
   return files;
 }
 
-function contentOptions(
-  namespace: string,
-  name: string,
-  given: { items?: ContentOptions['items']; optional?: boolean; defaultMode?: number },
-  references: string[],
-  kind: 'ConfigMap' | 'Secret',
-): ContentOptions {
+interface ContentRequest {
+  readonly kind: 'ConfigMap' | 'Secret';
+  readonly namespace: string;
+  readonly name: string;
+  readonly given: { items?: ContentOptions['items']; optional?: boolean; defaultMode?: number };
+}
+
+/** What the plugin will read, and the object key that makes its changes reach the pod. */
+function contentOptions(request: ContentRequest, references: string[]): ContentOptions {
+  const { kind, namespace, name, given } = request;
   references.push(objectKey(kind, name, namespace));
   return {
     name,
@@ -79,21 +88,28 @@ function contentOptions(
   };
 }
 
+const noTokenIssuer =
+  'serviceAccountToken projection needs a token issuer, and vole has no token issuer ' +
+  '(no API server signs tokens here); mount a Secret holding a token instead';
+
 function projectedParts(
   pod: Pod,
   v: PodVolume,
-  namespace: string,
   references: string[],
 ): ProjectedPart[] | string {
+  const namespace = pod.metadata.namespace ?? 'default';
   const parts: ProjectedPart[] = [];
   for (const s of v.projected?.sources ?? []) {
-    if (s.serviceAccountToken !== undefined)
-      return `volume "${v.name}": serviceAccountToken projection needs a token issuer, and vole has no token issuer (no API server signs tokens here); mount a Secret holding a token instead`;
-    if (s.configMap !== undefined)
-      parts.push({ kind: 'configMap', ...contentOptions(namespace, s.configMap.name ?? '', s.configMap, references, 'ConfigMap') });
-    else if (s.secret !== undefined)
-      parts.push({ kind: 'secret', ...contentOptions(namespace, s.secret.name ?? '', s.secret, references, 'Secret') });
-    else if (s.downwardAPI !== undefined) {
+    if (s.serviceAccountToken !== undefined) return `volume "${v.name}": ${noTokenIssuer}`;
+    if (s.configMap !== undefined) {
+      const name = s.configMap.name ?? '';
+      const request = { kind: 'ConfigMap', namespace, name, given: s.configMap } as const;
+      parts.push({ kind: 'configMap', ...contentOptions(request, references) });
+    } else if (s.secret !== undefined) {
+      const name = s.secret.name ?? '';
+      const request = { kind: 'Secret', namespace, name, given: s.secret } as const;
+      parts.push({ kind: 'secret', ...contentOptions(request, references) });
+    } else if (s.downwardAPI !== undefined) {
       const files = downwardFiles(pod, v.name, s.downwardAPI.items);
       if (typeof files === 'string') return files;
       parts.push({ kind: 'downwardAPI', files });
@@ -102,29 +118,41 @@ function projectedParts(
   return parts;
 }
 
+const withMode = (defaultMode: number | undefined) =>
+  defaultMode === undefined ? {} : { defaultMode };
+
 /** The source of a configMap, secret, downwardAPI or projected volume; undefined for others. */
-export function contentSource(pod: Pod, v: PodVolume, references: string[]): ContentStep | undefined {
+export function contentSource(
+  pod: Pod,
+  v: PodVolume,
+  references: string[],
+): ContentStep | undefined {
   const namespace = pod.metadata.namespace ?? 'default';
   if (v.configMap !== undefined) {
-    const options = contentOptions(namespace, v.configMap.name ?? v.name, v.configMap, references, 'ConfigMap');
-    return { ok: true, source: { kind: 'configMap', ...options }, pluginName: contentPluginNames.configMap };
+    const name = v.configMap.name ?? v.name;
+    const request = { kind: 'ConfigMap', namespace, name, given: v.configMap } as const;
+    const options = contentOptions(request, references);
+    const source: VolumeSource = { kind: 'configMap', ...options };
+    return { ok: true, source, pluginName: contentPluginNames.configMap };
   }
   if (v.secret !== undefined) {
-    const options = contentOptions(namespace, v.secret.secretName ?? v.name, v.secret, references, 'Secret');
-    return { ok: true, source: { kind: 'secret', ...options }, pluginName: contentPluginNames.secret };
+    const name = v.secret.secretName ?? v.name;
+    const request = { kind: 'Secret', namespace, name, given: v.secret } as const;
+    const source: VolumeSource = { kind: 'secret', ...contentOptions(request, references) };
+    return { ok: true, source, pluginName: contentPluginNames.secret };
   }
   if (v.downwardAPI !== undefined) {
     const files = downwardFiles(pod, v.name, v.downwardAPI.items);
     if (typeof files === 'string') return { ok: false, error: files };
-    const defaultMode = v.downwardAPI.defaultMode;
-    const source: VolumeSource = { kind: 'downwardAPI', files, ...(defaultMode === undefined ? {} : { defaultMode }) };
+    const mode = withMode(v.downwardAPI.defaultMode);
+    const source: VolumeSource = { kind: 'downwardAPI', files, ...mode };
     return { ok: true, source, pluginName: contentPluginNames.downwardAPI };
   }
   if (v.projected !== undefined) {
-    const sources = projectedParts(pod, v, namespace, references);
+    const sources = projectedParts(pod, v, references);
     if (typeof sources === 'string') return { ok: false, error: sources };
-    const defaultMode = v.projected.defaultMode;
-    const source: VolumeSource = { kind: 'projected', namespace, sources, ...(defaultMode === undefined ? {} : { defaultMode }) };
+    const mode = withMode(v.projected.defaultMode);
+    const source: VolumeSource = { kind: 'projected', namespace, sources, ...mode };
     return { ok: true, source, pluginName: contentPluginNames.projected };
   }
   return undefined;

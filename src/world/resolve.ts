@@ -47,6 +47,8 @@ export interface ResolveInput {
    * volumeName and no status counts as bound, as before binding existed (the controller).
    */
   readonly bindings?: ReadonlyMap<string, ClaimBinding>;
+  /** PV name → the claim holding it (boundVolumes), computed once for many resolutions. */
+  readonly taken?: () => ReadonlyMap<string, string>;
 }
 
 export interface PodResolution {
@@ -164,7 +166,8 @@ function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Locate
   const content = contentSource(pod, v, references);
   if (content !== undefined) {
     if (!content.ok) return content;
-    return { ok: true, value: { source: content.source, pluginName: content.pluginName, inline: true } };
+    const { source, pluginName } = content;
+    return { ok: true, value: { source, pluginName, inline: true } };
   }
   const located = sourceOfInline(v);
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
@@ -244,7 +247,8 @@ function boundVolumeOf(
   }
   // Waiting for the planner to bind it: any PV change may change the answer.
   references.push(anyPersistentVolumeKey);
-  const verdict = findVolumeForClaim(pvc, input.objects, boundVolumes(input.objects, input.bindings));
+  const taken = input.taken?.() ?? boundVolumes(input.objects, input.bindings);
+  const verdict = findVolumeForClaim(pvc, input.objects, taken);
   const why = verdict.ok
     ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
     : `it cannot bind: ${verdict.reason}`;

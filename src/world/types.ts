@@ -255,6 +255,8 @@ export interface World extends OperationBook {
   objects: Map<string, ClusterObject>;
   /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
   bindings: Map<string, ClaimBinding>;
+  /** Claim keys neither bound by the log nor by their status: what the binder looks at. */
+  unboundClaims: Set<string>;
   /** The object change that asks the planner to look at unbound claims (its cause). */
   bindingCause: Seq;
   /**

@@ -52,6 +52,26 @@ const samples: Record<string, Record<string, unknown>[]> = {
       controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
     },
   ],
+  ClaimBound: [
+    {
+      ...base,
+      type: 'ClaimBound',
+      namespace: 'default',
+      claim: 'task-pv-claim',
+      volume: 'task-pv-volume',
+      capacityBytes: 10 * 2 ** 30,
+      cause: 3,
+    },
+    {
+      ...base,
+      type: 'ClaimBound',
+      namespace: 'default',
+      claim: 'data',
+      volume: 'pv-1',
+      capacityBytes: 1024,
+      cause: 4,
+    },
+  ],
   ReportRaised: [
     {
       ...base,
@@ -127,14 +147,61 @@ const samples: Record<string, Record<string, unknown>[]> = {
       deviceMountPath: '/m',
       sizeBytes: 1024,
     },
+    {
+      ...base,
+      type: 'CallSucceeded',
+      opId: 'op-7',
+      call: 'setUp',
+      rpc: { method: '/csi.v1.Node/NodePublishVolume', code: 'OK', durationMs: 0.42 },
+    },
   ],
   CallFailed: [
     {
       ...base,
       type: 'CallFailed',
       opId: 'op-7',
+      call: 'mountDevice',
+      error: { kind: 'uncertain', message: 'deadline' },
+      rpc: { method: '/csi.v1.Node/NodeStageVolume', code: 'DEADLINE_EXCEEDED', durationMs: 110000 },
+    },
+    {
+      ...base,
+      type: 'CallFailed',
+      opId: 'op-7',
       call: 'nodeExpand',
       error: { kind: 'final', message: 'no', failedPrecondition: true },
+    },
+  ],
+  CsiDriverRegistered: [
+    {
+      ...base,
+      type: 'CsiDriverRegistered',
+      driver: 'disk.csi.vole.dev',
+      endpoint: 'unix:///run/disk.sock',
+      via: 'registration',
+      vendorVersion: '0.1.0',
+      nodeId: 'node-1',
+      nodeCapabilities: ['STAGE_UNSTAGE_VOLUME'],
+      controllerCapabilities: [],
+      caps: {
+        ...caps,
+        csi: {
+          publishUnpublish: false,
+          stageUnstage: true,
+          expand: false,
+          singleNodeMultiWriter: false,
+          maxVolumesPerNode: 0,
+        },
+      },
+    },
+  ],
+  CsiDriverDeregistered: [
+    {
+      ...base,
+      type: 'CsiDriverDeregistered',
+      driver: 'disk.csi.vole.dev',
+      endpoint: 'unix:///run/disk.sock',
+      reason: 'gone',
     },
   ],
   OperatorRequested: [

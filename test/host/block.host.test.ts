@@ -37,7 +37,7 @@ test(
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'raw', namespace: 'default' },
-      spec: { volumeName: 'pv-raw' },
+      spec: { volumeName: 'pv-raw', volumeMode: 'Block' },
     });
     vm.addPod({
       metadata: { name: 'db', namespace: 'default', uid: 'uid-db' },

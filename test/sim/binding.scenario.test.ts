@@ -5,6 +5,8 @@
  * caused by the object change that allowed it.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { MemorySink } from '../../src/engine/sink.js';
 import { parseScenario } from '../../src/sim/scenario.js';
@@ -59,4 +61,16 @@ test('simulate: state.bindings, the waits of unbound claims, ClaimBound in the l
   assert.ok(fast.type === 'ClaimBound');
   const cause = sink.events.find((e) => e.seq === fast.cause);
   assert.ok(cause?.type === 'ObjectUpserted' && cause.object.metadata.name === 'pv-fast', 'caused by the new PV');
+});
+
+test('simulate: a serviceAccountToken projection fails the wait with "no token issuer"', async () => {
+  const file = join(import.meta.dirname, '../scenarios/projected-service-account-token-refused.yaml');
+  const result = await simulate(parseScenario(readFileSync(file, 'utf8'), file));
+  assert.deepEqual(result.failures, []);
+  assert.equal(result.waits.length, 1);
+  assert.equal(result.waits[0]!.ok, false);
+  assert.match(
+    result.waits[0]!.error!,
+    /failed to process volumes=\[token\]: volume "token": serviceAccountToken projection needs a token issuer, and vole has no token issuer/,
+  );
 });

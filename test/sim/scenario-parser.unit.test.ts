@@ -114,3 +114,31 @@ test('scenario parser: durations, fault forms and unknown keys', () => {
     /plugins\.0\.attachable/,
   );
 });
+
+test('scenario parser: a csi: plugin is a scripted CSI driver with RPC-named faults', () => {
+  const s = parseScenario(
+    'name: x\nplugins: [{name: d, csi: {stageUnstage: true, maxVolumesPerNode: 2},\n' +
+      '  faults: {NodeStageVolume: [{grpc: DEADLINE_EXCEEDED}, {disconnect: true}, ok, {hang: true}]}}]\nsteps: [{advance: 1s}]\n',
+  );
+  const entry = s.plugins[0]!;
+  assert.ok('csi' in entry);
+  assert.deepEqual(entry.csi, { stageUnstage: true, maxVolumesPerNode: 2 });
+  assert.deepEqual(entry.faults!.NodeStageVolume, [
+    { outcome: 'grpc', code: 'DEADLINE_EXCEEDED', delayMs: 0, times: 1 },
+    { outcome: 'disconnect', delayMs: 0, times: 1 },
+    { outcome: 'ok', delayMs: 0, times: 1 },
+    { outcome: 'hang', delayMs: 0, times: 1 },
+  ]);
+  assert.throws(
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {NodeStageVolume: [{grpc: NOPE}]}}]\nsteps: [{advance: 1s}]\n'),
+    /plugins\.0\.faults\.NodeStageVolume\.0/,
+  );
+  assert.throws(
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {setUp: [ok]}}]\nsteps: [{advance: 1s}]\n'),
+    /plugins\.0\.faults/,
+  );
+  assert.throws(
+    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, attachable: true}]\nsteps: [{advance: 1s}]\n'),
+    /plugins\.0: unknown key\(s\) "attachable"/,
+  );
+});

@@ -12,7 +12,13 @@ import type { ObjectContents } from '../../sources/contents.js';
 import { contentPluginNames } from '../../world/resolve-content.js';
 import type { ContentOptions, DownwardFile, ResolvedVolume } from '../../world/types.js';
 import { caps, type VolumePlugin } from '../types.js';
-import { type BuiltinOptions, makeVolumeDir, present, removeVolumeDir, volumeDir } from './common.js';
+import {
+  type BuiltinOptions,
+  makeVolumeDir,
+  present,
+  removeVolumeDir,
+  volumeDir,
+} from './common.js';
 
 /** Kubernetes' default file mode of these volumes (0644). */
 export const defaultContentModeBits = 0o644;
@@ -33,7 +39,8 @@ function addContent(
   source: ContentOptions,
   defaultMode: number,
 ): void {
-  const what = `${kind === 'configMap' ? 'configmap' : 'secret'} "${source.namespace ?? 'default'}/${source.name}"`;
+  const kindName = kind === 'configMap' ? 'configmap' : 'secret';
+  const what = `${kindName} "${source.namespace ?? 'default'}/${source.name}"`;
   const data = contents.get(
     kind === 'configMap' ? 'ConfigMap' : 'Secret',
     source.namespace ?? 'default',
@@ -41,7 +48,10 @@ function addContent(
   );
   if (data === undefined) {
     if (source.optional === true) return;
-    throw new HostError('transient', `${what} not found; add it to the manifest directory (or mark the volume optional)`);
+    throw new HostError(
+      'transient',
+      `${what} not found; add it to the manifest directory (or mark the volume optional)`,
+    );
   }
   if (source.items === undefined) {
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
@@ -57,8 +67,13 @@ function addContent(
   }
 }
 
-function addDownward(payload: Map<string, PayloadFile>, files: readonly DownwardFile[], mode: number) {
-  for (const f of files) addFile(payload, f.path, { data: Buffer.from(f.content), mode: f.mode ?? mode });
+function addDownward(
+  payload: Map<string, PayloadFile>,
+  files: readonly DownwardFile[],
+  mode: number,
+): void {
+  for (const f of files)
+    addFile(payload, f.path, { data: Buffer.from(f.content), mode: f.mode ?? mode });
 }
 
 /** The files the volume must hold now. */
@@ -115,7 +130,9 @@ function contentPlugin(
 }
 
 /** The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`. */
-export function contentPlugins(opts: BuiltinOptions & { contents: ObjectContents }): VolumePlugin[] {
+export function contentPlugins(
+  opts: BuiltinOptions & { contents: ObjectContents },
+): VolumePlugin[] {
   return [
     contentPlugin(contentPluginNames.configMap, opts, false),
     contentPlugin(contentPluginNames.secret, opts, true),

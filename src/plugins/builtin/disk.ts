@@ -17,11 +17,20 @@
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
+import { readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/exec.js';
-import { ensureImage, formatAndMount, type FsType, resizeFs } from '../../host/fs.js';
-import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from '../../host/loop.js';
+import type { FsType } from '../../host/fs.js';
+import { findLoopForImage } from '../../host/loop.js';
+import {
+  attachDisk,
+  bindDeviceFile,
+  detachDisk,
+  growDisk,
+  isDiskAttached,
+  loopOfDisk,
+  mountDisk,
+} from '../../host/loop-disk.js';
 import { mountRefs, readMountTable } from '../../host/mountinfo.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
 import {
@@ -31,7 +40,14 @@ import {
   podVolumeDevicePath,
 } from '../../host/paths.js';
 import type { ResolvedVolume } from '../../world/types.js';
-import { type BlockMapperOps, caps, type VolumePlugin } from '../types.js';
+import {
+  type AttacherOps,
+  type BlockMapperOps,
+  caps,
+  type DeviceMounterOps,
+  type PodVolumeOps,
+  type VolumePlugin,
+} from '../types.js';
 import {
   applyFsGroup,
   type BuiltinOptions,
@@ -79,18 +95,11 @@ async function refuseSecondNode(spec: ResolvedVolume, imagePath: string, node: s
 }
 
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
-  const image = (spec: ResolvedVolume) => diskImagePath(opts.disksRoot ?? opts.root, handle(spec));
-  const globalPath = (spec: ResolvedVolume) =>
-    pluginGlobalMountPath(opts.root, diskDriver, handle(spec));
-  const loopOf = async (spec: ResolvedVolume) => {
-    const device = await findLoopForImage(image(spec));
-    if (device === undefined)
-      throw new HostError(
-        'transient',
-        `${diskDriver}: ${image(spec)} is not attached to a loop device yet`,
-      );
-    return device;
+  const paths: DiskPaths = {
+    image: (spec) => diskImagePath(opts.disksRoot ?? opts.root, handle(spec)),
+    globalPath: (spec) => pluginGlobalMountPath(opts.root, diskDriver, handle(spec)),
   };
+  const loopOf = (spec: ResolvedVolume) => loopOfDisk(paths.image(spec), diskDriver);
   return {
     name: diskDriver,
     caps: caps(diskDriver, {
@@ -101,80 +110,102 @@ export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
       requiresFSResize: true,
     }),
     blockMapper: blockMapper(opts, loopOf),
-    attacher: {
-      async attach(spec, target) {
-        if (spec.sizeBytes <= 0) {
-          throw new HostError(
-            'final',
-            `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
-          );
-        }
-        await refuseSecondNode(spec, image(spec), target.node);
-        await ensureImage(image(spec), spec.sizeBytes);
-        const { device } = await attachLoop(image(spec));
-        await writeFile(holderFile(image(spec)), target.node);
-        return device;
-      },
-      waitForAttach: (spec) => loopOf(spec),
-      async volumesAreAttached(specs) {
-        const result = new Map<string, boolean>();
-        for (const spec of specs)
-          result.set(spec.volume, (await findLoopForImage(image(spec))) !== undefined);
-        return result;
-      },
-      async detach(spec) {
-        await detachLoopForImage(image(spec));
-        await rm(holderFile(image(spec)), { force: true });
-      },
-      isAttached: async (spec) => (await findLoopForImage(image(spec))) !== undefined,
-    },
-    deviceMounter: {
-      deviceMountPath: (spec) => globalPath(spec),
-      async mountDevice(spec, devicePath, deviceMountPath) {
-        const device = devicePath || (await loopOf(spec));
-        await makeVolumeDir(opts.root, deviceMountPath);
-        if (await isMountPoint(deviceMountPath)) return; // idempotent: mounted before a crash
-        await formatAndMount({ device, target: deviceMountPath, fsType: fsTypeOf(spec) });
-      },
-      async unmountDevice(_spec, deviceMountPath) {
-        await removeVolumeDir(opts.root, deviceMountPath, { recursive: false });
-      },
-      isDeviceMounted: (_spec, deviceMountPath) => present(deviceMountPath),
-      async deviceMountRefs(deviceMountPath) {
-        return mountRefs(await readMountTable(), deviceMountPath);
-      },
-    },
+    attacher: attacher(paths),
+    deviceMounter: deviceMounter(opts, paths, loopOf),
     expander: {
       async nodeExpand(spec, expandOpts) {
-        const { grown } = await ensureImage(image(spec), expandOpts.newSizeBytes);
-        const device = await loopOf(spec);
-        if (grown || (await stat(image(spec))).size === expandOpts.newSizeBytes)
-          await resizeLoop(device);
-        if (expandOpts.deviceMountPath !== '')
-          await resizeFs({ device, mountPath: expandOpts.deviceMountPath, fsType: fsTypeOf(spec) });
+        await growDisk({
+          image: paths.image(spec),
+          device: await loopOf(spec),
+          newSizeBytes: expandOpts.newSizeBytes,
+          mountPath: expandOpts.deviceMountPath,
+          fsType: fsTypeOf(spec),
+        });
         return expandOpts.newSizeBytes;
       },
     },
-    pod: {
-      podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
-      isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
-      async setUp(spec, setUpOpts, target) {
-        const dir = volumeDir(opts.root, spec, target.pod!);
-        await makeVolumeDir(opts.root, dir);
-        const global = setUpOpts.deviceMountPath || globalPath(spec);
-        if (!(await isMountPoint(global)))
-          throw new HostError(
-            'transient',
-            `${diskDriver}: ${global} is not mounted; the device must be mounted first`,
-          );
-        if (!(await isMountPoint(dir))) await bindMount(global, dir, { readOnly: spec.readOnly });
-        if (!spec.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
-      },
-      async tearDown(spec, target) {
-        const dir = volumeDir(opts.root, spec, target.pod!);
-        await ensureUnmounted(dir);
-        await removeVolumeDir(opts.root, dir, { recursive: false });
-      },
+    pod: podOps(opts, paths),
+  };
+}
+
+interface DiskPaths {
+  image(spec: ResolvedVolume): string;
+  globalPath(spec: ResolvedVolume): string;
+}
+
+/** attach: the image (created sparse at the PV's capacity) on a loop device. */
+function attacher(paths: DiskPaths): AttacherOps {
+  return {
+    async attach(spec, target) {
+      if (spec.sizeBytes <= 0) {
+        throw new HostError(
+          'final',
+          `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
+        );
+      }
+      await refuseSecondNode(spec, paths.image(spec), target.node);
+      const device = await attachDisk(paths.image(spec), spec.sizeBytes);
+      await writeFile(holderFile(paths.image(spec)), target.node);
+      return device;
+    },
+    waitForAttach: (spec) => loopOfDisk(paths.image(spec), diskDriver),
+    async volumesAreAttached(specs) {
+      const result = new Map<string, boolean>();
+      for (const spec of specs) result.set(spec.volume, await isDiskAttached(paths.image(spec)));
+      return result;
+    },
+    async detach(spec) {
+      await detachDisk(paths.image(spec));
+      await rm(holderFile(paths.image(spec)), { force: true });
+    },
+    isAttached: (spec) => isDiskAttached(paths.image(spec)),
+  };
+}
+
+/** mountDevice: format if blank and mount at the global path. */
+function deviceMounter(
+  opts: BuiltinOptions,
+  paths: DiskPaths,
+  loopOf: (spec: ResolvedVolume) => Promise<string>,
+): DeviceMounterOps {
+  return {
+    deviceMountPath: (spec) => paths.globalPath(spec),
+    async mountDevice(spec, devicePath, deviceMountPath) {
+      const device = devicePath || (await loopOf(spec));
+      await makeVolumeDir(opts.root, deviceMountPath);
+      await mountDisk({ device, target: deviceMountPath, fsType: fsTypeOf(spec) });
+    },
+    async unmountDevice(_spec, deviceMountPath) {
+      await removeVolumeDir(opts.root, deviceMountPath, { recursive: false });
+    },
+    isDeviceMounted: (_spec, deviceMountPath) => present(deviceMountPath),
+    async deviceMountRefs(deviceMountPath) {
+      return mountRefs(await readMountTable(), deviceMountPath);
+    },
+  };
+}
+
+/** setUp: bind the global path into the pod's volume directory (+ fsGroup). */
+function podOps(opts: BuiltinOptions, paths: DiskPaths): PodVolumeOps {
+  return {
+    podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
+    isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
+    async setUp(spec, setUpOpts, target) {
+      const dir = volumeDir(opts.root, spec, target.pod!);
+      await makeVolumeDir(opts.root, dir);
+      const global = setUpOpts.deviceMountPath || paths.globalPath(spec);
+      if (!(await isMountPoint(global)))
+        throw new HostError(
+          'transient',
+          `${diskDriver}: ${global} is not mounted; the device must be mounted first`,
+        );
+      if (!(await isMountPoint(dir))) await bindMount(global, dir, { readOnly: spec.readOnly });
+      if (!spec.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
+    },
+    async tearDown(spec, target) {
+      const dir = volumeDir(opts.root, spec, target.pod!);
+      await ensureUnmounted(dir);
+      await removeVolumeDir(opts.root, dir, { recursive: false });
     },
   };
 }
@@ -207,8 +238,7 @@ function blockMapper(
       const device = devicePath || (await loopOf(spec));
       const path = podPath(spec, target.pod!);
       await makeVolumeDir(opts.root, dirname(path));
-      if (!(await present(path))) await writeFile(path, '');
-      if (!(await isMountPoint(path))) await bindMount(device, path);
+      await bindDeviceFile(device, path);
     },
     async unmapPodDevice(spec, target) {
       const path = podPath(spec, target.pod!);

@@ -13,7 +13,9 @@ export function builtinPlugins(
 ): VolumePlugin[] {
   const o: BuiltinOptions = {
     root: opts.root ?? defaultRoot,
-    ...(opts.forbiddenHostPaths === undefined ? {} : { forbiddenHostPaths: opts.forbiddenHostPaths }),
+    ...(opts.forbiddenHostPaths === undefined
+      ? {}
+      : { forbiddenHostPaths: opts.forbiddenHostPaths }),
     ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
   };
   return [

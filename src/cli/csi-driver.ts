@@ -1,0 +1,64 @@
+/**
+ * `vole csi-driver`: the loop disk as a CSI driver process (`disk.csi.vole.dev`), serving
+ * Identity, Controller and Node on its endpoint until SIGINT or SIGTERM; with
+ * --registration-dir it also registers itself the kubelet's way.
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Logger } from 'pino';
+import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
+import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
+import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import { UsageError } from './postmortem.js';
+
+export interface CsiDriverOptions {
+  readonly endpoint: string;
+  readonly nodeId: string;
+  readonly stateDir: string;
+  readonly registrationDir?: string;
+  readonly maxVolumesPerNode?: string;
+}
+
+export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): Promise<number> {
+  let socketPath: string;
+  try {
+    socketPath = socketPathOf(opts.endpoint);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const maxVolumesPerNode = Number(opts.maxVolumesPerNode ?? '0');
+  if (!Number.isSafeInteger(maxVolumesPerNode) || maxVolumesPerNode < 0)
+    throw new UsageError(`--max-volumes-per-node ${opts.maxVolumesPerNode}: give a whole number ≥ 0`);
+  mkdirSync(opts.stateDir, { recursive: true });
+  mkdirSync(dirname(socketPath), { recursive: true });
+  if (opts.registrationDir !== undefined) mkdirSync(opts.registrationDir, { recursive: true });
+  const holdIn = process.env.VOLE_CSI_DRIVER_HOLD;
+  const handlers = diskDriverHandlers({
+    nodeId: opts.nodeId,
+    stateDir: opts.stateDir,
+    maxVolumesPerNode,
+    ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),
+  });
+  const say = progressPrinter();
+  const served = await serveCsiDriver({
+    name: diskCsiDriverName,
+    endpoint: `unix://${socketPath}`,
+    handlers,
+    ...(opts.registrationDir === undefined ? {} : { registrationDir: opts.registrationDir }),
+    logger,
+  }).catch((error: unknown) => {
+    throw new UsageError(`cannot serve on ${opts.endpoint}: ${(error as Error).message}`);
+  });
+  say(
+    `${diskCsiDriverName} serving on unix://${served.socketPath} (node ${opts.nodeId}, state ${opts.stateDir})` +
+      (served.registrationSocketPath === undefined ? '' : `, registration ${served.registrationSocketPath}`),
+  );
+  return runUntilStopped({
+    say,
+    once: false,
+    timeout: undefined,
+    settled: () => false,
+    settledMessage: () => '',
+    shutdown: async () => served.close(),
+  });
+}

@@ -1,0 +1,156 @@
+/** The disk driver's Node service (CSI.md: strict order and idempotency). */
+import { mkdir, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { findLoopForImage } from '../../host/loop.js';
+import { bindDeviceFile, growDisk, mountDisk } from '../../host/loop-disk.js';
+import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
+import { type CsiRequest, type DriverContext, type Handler, accessTypeOf, fsTypeOf } from './common.js';
+import { alreadyExists, failedPrecondition, invalid, notFound, required } from './errors.js';
+import { checkVolumeId } from './state.js';
+
+export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
+  return {
+    NodeStageVolume: (r) => nodeStage(ctx, r),
+    async NodeUnstageVolume(r) {
+      const rpc = 'NodeUnstageVolume';
+      const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+      const staging = required(r.staging_target_path, 'staging_target_path', rpc);
+      await ensureUnmounted(staging);
+      await ctx.state.removeStaged(id);
+      return {};
+    },
+    NodePublishVolume: (r) => nodePublish(ctx, r),
+    NodeUnpublishVolume: (r) => nodeUnpublish(ctx, r),
+    NodeExpandVolume: (r) => nodeExpand(ctx, r),
+    NodeGetVolumeStats: (r) => volumeStats(r),
+    NodeGetCapabilities: async () => ({
+      capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME'].map((type) => ({
+        rpc: { type },
+      })),
+    }),
+    NodeGetInfo: async () => ({
+      node_id: ctx.opts.nodeId,
+      max_volumes_per_node: String(ctx.opts.maxVolumesPerNode ?? 0),
+    }),
+  };
+}
+
+/** The loop device of the volume's image on this node; FAILED_PRECONDITION when it is not published. */
+async function deviceOf(image: string, id: string, rpc: string): Promise<string> {
+  const device = await findLoopForImage(image);
+  // NodeExpandVolume's FAILED_PRECONDITION means "in use, cannot grow online" (never retried).
+  const error = rpc === 'NodeExpandVolume' ? notFound : failedPrecondition;
+  if (device === undefined)
+    throw error(`${rpc}: volume ${id} is not published to this node; ControllerPublishVolume it first`);
+  return device;
+}
+
+/**
+ * NodeStageVolume: format if blank and mount at the staging path (Filesystem), or only
+ * record the staging (Block). The same arguments again are OK; another capability or
+ * staging path is ALREADY_EXISTS.
+ */
+async function nodeStage(ctx: DriverContext, r: CsiRequest): Promise<object> {
+  const rpc = 'NodeStageVolume';
+  const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+  const stagingTargetPath = required(r.staging_target_path, 'staging_target_path', rpc);
+  const accessType = accessTypeOf(r.volume_capability, rpc);
+  const accessMode = r.volume_capability?.access_mode?.mode ?? 'UNKNOWN';
+  const image = await ctx.imageOf(id, rpc);
+  const staged = await ctx.state.readStaged(id);
+  if (staged !== undefined && (staged.stagingTargetPath !== stagingTargetPath || staged.accessType !== accessType))
+    throw alreadyExists(
+      `${rpc}: volume ${id} is already staged at ${staged.stagingTargetPath} as ${staged.accessType}; ` +
+        'NodeUnstageVolume it before staging it differently',
+    );
+  const device = await deviceOf(image, id, rpc);
+  if (accessType !== 'block') {
+    const fsType = fsTypeOf(r.volume_capability!, rpc);
+    const options = r.volume_capability?.mount?.mount_flags ?? [];
+    await mountDisk({ device, target: stagingTargetPath, fsType, options });
+  }
+  await ctx.state.writeStaged(id, { stagingTargetPath, accessType, accessMode });
+  await ctx.hold(rpc);
+  return {};
+}
+
+/**
+ * NodePublishVolume: bind the staging mount (Filesystem) or the device node (Block) onto
+ * the target. Before NodeStageVolume it is FAILED_PRECONDITION.
+ */
+async function nodePublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
+  const rpc = 'NodePublishVolume';
+  const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+  const targetPath = required(r.target_path, 'target_path', rpc);
+  const stagingTargetPath = required(r.staging_target_path, 'staging_target_path', rpc);
+  const accessType = accessTypeOf(r.volume_capability, rpc);
+  if (r.volume_context?.['csi.storage.k8s.io/ephemeral'] === 'true')
+    throw invalid(`${rpc}: ${id}: this driver does not serve inline ephemeral volumes; use a PersistentVolume`);
+  const image = await ctx.imageOf(id, rpc);
+  const staged = await ctx.state.readStaged(id);
+  if (staged === undefined || staged.stagingTargetPath !== stagingTargetPath)
+    throw failedPrecondition(`${rpc}: volume ${id} is not staged at ${stagingTargetPath}; NodeStageVolume it first`);
+  if (staged.accessType !== accessType)
+    throw alreadyExists(`${rpc}: volume ${id} is staged as ${staged.accessType}, not ${accessType}`);
+  if (accessType === 'block') {
+    await bindDeviceFile(await deviceOf(image, id, rpc), targetPath);
+  } else {
+    if (!(await isMountPoint(stagingTargetPath)))
+      throw failedPrecondition(`${rpc}: ${stagingTargetPath} is not mounted; NodeStageVolume it again`);
+    await mkdir(targetPath, { recursive: true, mode: 0o750 });
+    if (!(await isMountPoint(targetPath)))
+      await bindMount(stagingTargetPath, targetPath, { readOnly: r.readonly === true });
+  }
+  await ctx.hold(rpc);
+  return {};
+}
+
+/** NodeUnpublishVolume: unmount and remove the target; absent is OK; an unknown volume NOT_FOUND. */
+async function nodeUnpublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
+  const rpc = 'NodeUnpublishVolume';
+  const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+  const targetPath = required(r.target_path, 'target_path', rpc);
+  if (!(await isMountPoint(targetPath))) await ctx.imageOf(id, rpc);
+  await ensureUnmounted(targetPath);
+  await rm(targetPath, { recursive: false, force: true }).catch(async (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EISDIR' && error.code !== 'ERR_FS_EISDIR') throw error;
+    await rmdir(targetPath);
+  });
+  return {};
+}
+
+/**
+ * NodeExpandVolume: grow the image to required_bytes (vole runs no external resizer, so
+ * the node does the controller's part too), the loop device, and the mounted filesystem.
+ */
+async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
+  const rpc = 'NodeExpandVolume';
+  const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+  const volumePath = required(r.volume_path, 'volume_path', rpc);
+  const requiredBytes = Number(r.capacity_range?.required_bytes ?? 0);
+  if (!(requiredBytes > 0)) throw invalid(`${rpc}: capacity_range.required_bytes is required`);
+  const image = await ctx.imageOf(id, rpc);
+  const device = await deviceOf(image, id, rpc);
+  const staged = await ctx.state.readStaged(id);
+  const block = staged?.accessType === 'block';
+  if (!block && !(await isMountPoint(volumePath)))
+    throw notFound(`${rpc}: volume_path ${volumePath} is not mounted`);
+  const fsType = staged?.accessType === 'mount:xfs' ? 'xfs' : 'ext4';
+  const sizeBytes = Math.max(requiredBytes, (await stat(image)).size);
+  await growDisk({ image, device, newSizeBytes: sizeBytes, mountPath: block ? '' : volumePath, fsType });
+  return { capacity_bytes: String(sizeBytes) };
+}
+
+async function volumeStats(r: CsiRequest): Promise<object> {
+  const rpc = 'NodeGetVolumeStats';
+  required(r.volume_id, 'volume_id', rpc);
+  const volumePath = required(r.volume_path, 'volume_path', rpc);
+  const s = await statfs(volumePath).catch(() => undefined);
+  if (s === undefined) throw notFound(`${rpc}: volume_path ${volumePath} does not exist`);
+  const bytes = (n: number) => String(n * s.bsize);
+  return {
+    usage: [
+      { unit: 'BYTES', total: bytes(s.blocks), available: bytes(s.bavail), used: bytes(s.blocks - s.bfree) },
+      { unit: 'INODES', total: String(s.files), available: String(s.ffree), used: String(s.files - s.ffree) },
+    ],
+  };
+}
