@@ -62,6 +62,15 @@ const samples: Record<string, Record<string, unknown>[]> = {
       capacityBytes: 10 * 2 ** 30,
       cause: 3,
     },
+    {
+      ...base,
+      type: 'ClaimBound',
+      namespace: 'default',
+      claim: 'data',
+      volume: 'pv-1',
+      capacityBytes: 1024,
+      cause: 4,
+    },
   ],
   ReportRaised: [
     {

@@ -32,6 +32,34 @@ const disk = 'attachment|fake.disk/disk-1|node-1';
 const dir = mkdtempSync(join(tmpdir(), 'vole-inspect-'));
 const db = join(dir, 'sim.db');
 let inspector: InspectorServer;
+/**
+ * The moments of the simulated log the tests look at, found by what happened there (an
+ * event added anywhere earlier moves them): the disk's mountDevice call and the operation
+ * it belongs to, the end of the scratch volume's uncertain setUp, and the head.
+ */
+const at = { mountDevice: 0, mountStarted: 0, uncertainFinished: 0, head: 0 };
+
+function findMoments(events: readonly VoleEvent[]): void {
+  const seqOf = (what: string, found: VoleEvent | undefined): number => {
+    assert.ok(found, `the simulated log has ${what}`);
+    return found.seq;
+  };
+  const call = events.find((e) => e.type === 'CallStarted' && e.call === 'mountDevice');
+  at.mountDevice = seqOf('a mountDevice call', call);
+  const opId = (call as { opId: string }).opId;
+  at.mountStarted = seqOf(
+    'its operation',
+    events.find((e) => e.type === 'OperationStarted' && e.opId === opId),
+  );
+  const failed = events.find(
+    (e) => e.type === 'CallFailed' && e.call === 'setUp' && e.error.kind === 'uncertain',
+  ) as { opId: string } | undefined;
+  at.uncertainFinished = seqOf(
+    'an uncertain setUp, finished',
+    events.find((e) => e.type === 'OperationFinished' && e.opId === failed?.opId),
+  );
+  at.head = events.at(-1)!.seq;
+}
 
 before(async () => {
   const scenario = parseScenario(
@@ -42,6 +70,7 @@ before(async () => {
   try {
     const result = await simulate(scenario, { log });
     assert.ok(result.ok, JSON.stringify(result.failures));
+    findMoments([...log.readAll()]);
   } finally {
     log.sink.close();
   }
@@ -117,7 +146,7 @@ test('inspect: read-only — other methods get 405, paths outside the fixed rout
 
 test('inspect: the API answers from the log — the world at a seq, causes, statecharts from the machines', async () => {
   const get = async (path: string) => JSON.parse((await raw('GET', path)).body);
-  const early = await get('/api/world?at=29');
+  const early = await get(`/api/world?at=${at.mountDevice}`);
   assert.equal(
     early.pairs.find((p: { id: string }) => p.id === disk).state,
     'attached.deviceMounting',
@@ -132,7 +161,7 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
       'mount|fake.disk/uid-a-scratch|uid-a unmounted',
     ],
   );
-  const uncertain = await get('/api/world?at=17'); // the setUp failed (16), its operation finished (17)
+  const uncertain = await get(`/api/world?at=${at.uncertainFinished}`);
   const scratch = uncertain.pairs.find(
     (p: { id: string }) => p.id === 'mount|fake.disk/uid-a-scratch|uid-a',
   );
@@ -140,8 +169,11 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
   assert.equal(scratch.uncertain, true);
   assert.equal(scratch.failing, true, 'the failed setUp left a backoff');
   assert.match(scratch.lastError, /scripted uncertain failure/);
-  const chain = await get('/api/explain?seq=29');
-  assert.deepEqual(chain.map((s: { seq: number }) => s.seq).slice(0, 2), [29, 26]);
+  const chain = await get(`/api/explain?seq=${at.mountDevice}`);
+  assert.deepEqual(
+    chain.map((s: { seq: number }) => s.seq).slice(0, 2),
+    [at.mountDevice, at.mountStarted],
+  );
   const chart = await get('/api/chart?machine=attachment');
   assert.ok(
     chart.nodes.some(
@@ -222,7 +254,7 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
     await page.locator('[data-testid=scrubber]').evaluate((el, value) => {
       (el as HTMLInputElement).value = value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
-    }, '29');
+    }, String(at.mountDevice));
     await page.waitForFunction(
       () =>
         document.querySelector('[data-testid=selected-state]')?.textContent ===
@@ -233,22 +265,28 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       .locator('svg.chart g.state[data-state="attachment.attached.deviceMounting"].current')
       .waitFor();
     assert.equal(await page.locator('svg.chart g.state.current').count(), 1);
-    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 29 \/ 54/);
+    assert.match(
+      (await page.locator('[data-testid=moment]').textContent()) ?? '',
+      new RegExp(`seq ${at.mountDevice} / ${at.head}`),
+    );
     // Earlier still, the scratch mount is uncertain and failing, and stands out.
-    await page.locator('[data-testid=scrubber]').evaluate((el) => {
-      (el as HTMLInputElement).value = '17';
+    await page.locator('[data-testid=scrubber]').evaluate((el, value) => {
+      (el as HTMLInputElement).value = value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
-    });
+    }, String(at.uncertainFinished));
     await page
       .locator('li[data-pair="mount|fake.disk/uid-a-scratch|uid-a"].is-uncertain.is-failing')
       .waitFor();
   });
 
   test('clicking an event shows its payload and its chain of causes, as links', async () => {
-    await page.locator('[data-testid=events] tr[data-seq="29"]').click();
+    await page.locator(`[data-testid=events] tr[data-seq="${at.mountDevice}"]`).click();
     const detail = page.locator('[data-testid=event-detail]');
     await detail.locator('pre.payload').waitFor();
-    assert.match((await detail.locator('h3').textContent()) ?? '', /#29 CallStarted/);
+    assert.match(
+      (await detail.locator('h3').textContent()) ?? '',
+      new RegExp(`#${at.mountDevice} CallStarted`),
+    );
     assert.match(
       (await detail.locator('pre.payload').textContent()) ?? '',
       /"call": "mountDevice"/,
@@ -262,14 +300,16 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       .locator('[data-testid=causes] a[data-cause]')
       .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-cause'))));
     assert.ok(causes.length >= 2, `causes: ${causes.join(' ')}`);
-    assert.equal(causes[0], 26);
+    assert.equal(causes[0], at.mountStarted);
     mkdirSync(join(root, 'test-artifacts'), { recursive: true });
     await page.screenshot({ path: screenshotPath });
-    await detail.locator('a[data-cause="26"]').click();
-    await page.waitForFunction(() =>
-      /#26 OperationStarted/.test(
-        document.querySelector('[data-testid=event-detail] h3')?.textContent ?? '',
-      ),
+    await detail.locator(`a[data-cause="${at.mountStarted}"]`).click();
+    await page.waitForFunction(
+      (seq) =>
+        new RegExp(`#${seq} OperationStarted`).test(
+          document.querySelector('[data-testid=event-detail] h3')?.textContent ?? '',
+        ),
+      at.mountStarted,
     );
     await page.waitForFunction(
       () =>
@@ -326,9 +366,13 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
       { timeout: 10_000 },
     );
     assert.equal(await pairState(disk).textContent(), 'attaching');
-    assert.equal(await page.locator('[data-testid=head]').textContent(), '57 events');
-    await page.locator('[data-testid=events] tr[data-seq="57"]').waitFor();
-    assert.match((await page.locator('[data-testid=moment]').textContent()) ?? '', /seq 57 \/ 57/);
+    const head = at.head + 3; // the three events appended above
+    assert.equal(await page.locator('[data-testid=head]').textContent(), `${head} events`);
+    await page.locator(`[data-testid=events] tr[data-seq="${head}"]`).waitFor();
+    assert.match(
+      (await page.locator('[data-testid=moment]').textContent()) ?? '',
+      new RegExp(`seq ${head} / ${head}`),
+    );
     assert.equal(
       await page.evaluate(() => (window as unknown as { stillThisPage?: boolean }).stillThisPage),
       true,
