@@ -232,6 +232,12 @@ export const eventSchemas = {
     verifySafeToDetach: z.boolean().optional(),
     /** Controller detach forced past the wait for unmount, and why. */
     forced: z.enum(['timeout', 'out-of-service']).optional(),
+    /**
+     * An attach the planner refuses to call, and why (a CSI driver's max_volumes_per_node
+     * reached): it fails at once and is retried with backoff, so it goes on once a volume of
+     * that driver is detached.
+     */
+    refused: z.string().optional(),
     /** The seq of the event that led the planner to this operation. */
     cause: z.number().int().nonnegative(),
   }),

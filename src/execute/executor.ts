@@ -19,7 +19,7 @@ function runSteps(ctx: OpContext): Promise<void> {
   const { op } = ctx;
   switch (op.op) {
     case 'attach':
-      return attach(ctx);
+      return attach(ctx, op);
     case 'verifyControllerAttached':
       return verifyControllerAttached(ctx, op);
     case 'detach':

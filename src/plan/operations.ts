@@ -16,6 +16,8 @@ export type VolumeOperation = OperationBase & {
   readonly devicePath?: string;
   /** expand: the sizes and paths the expansion acts on, as the world had them. */
   readonly expansion?: Expansion;
+  /** attach: the planner's refusal to call the plugin, and why (max_volumes_per_node). */
+  readonly refused?: string;
 };
 
 export interface Expansion {
@@ -85,6 +87,7 @@ export function kubeletDecision(op: Operation): Decision {
     ...('node' in op ? { node: op.node } : {}),
     ...(op.op === 'mount' ? { remount: op.remount } : {}),
     ...('steps' in op ? { steps: [...op.steps] } : {}),
+    ...('refused' in op && op.refused !== undefined ? { refused: op.refused } : {}),
     cause: op.cause,
   };
 }

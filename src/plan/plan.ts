@@ -95,6 +95,33 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
   }
 }
 
+/**
+ * CSI.md: NodeGetInfo's max_volumes_per_node caps how many of a driver's volumes may be
+ * attached to this node (the capability recorded in the log). A volume past it is not
+ * attached: the planner refuses the attach, saying why, and the refusal is retried with
+ * backoff, so the attach goes on once another of the driver's volumes is detached. Counts
+ * the attachments only for a driver that has a limit.
+ */
+function volumeLimitRefusal(
+  world: World,
+  volume: UniqueVolumeName,
+  pluginName: string,
+): string | undefined {
+  const limit = world.plugins.get(pluginName)?.csi?.maxVolumesPerNode ?? 0;
+  if (limit === 0) return undefined;
+  let attachedCount = 0;
+  for (const attachment of world.attachments.values()) {
+    if (attachment.spec.pluginName !== pluginName || attachment.volume === volume) continue;
+    if (attachment.value !== 'detached') attachedCount++;
+  }
+  if (attachedCount < limit) return undefined;
+  return (
+    `AttachVolume.Attach failed for volume "${volume}": node ${world.config.node} has ` +
+    `${attachedCount} volume(s) of CSI driver ${pluginName} attached, its limit ` +
+    `(max_volumes_per_node ${limit}); detach one or schedule the pod elsewhere`
+  );
+}
+
 /** spec §3.5 waitForVolumeAttach. */
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
@@ -112,7 +139,15 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
   }
   if (!controllerAttachDetach) {
     const opKey = attachKey(volume.volume, node, entry.resolved.multiAttachAllowed);
-    claims.tryRun({ op: 'attach', volume: volume.volume, node, key: opKey, cause });
+    const refused = volumeLimitRefusal(world, volume.volume, entry.resolved.pluginName);
+    claims.tryRun({
+      op: 'attach',
+      volume: volume.volume,
+      node,
+      key: opKey,
+      cause,
+      ...(refused === undefined ? {} : { refused }),
+    });
     return;
   }
   // Controller mode: wait (no operation, no backoff) until the node reported the volume

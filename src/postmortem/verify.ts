@@ -48,6 +48,7 @@ function canonical(d: Decision, withSteps: boolean): string {
     steps: withSteps ? (d.steps ?? null) : null,
     verifySafeToDetach: d.verifySafeToDetach ?? null,
     forced: d.forced ?? null,
+    refused: d.refused ?? null,
     cause: d.cause,
   });
 }

@@ -2,7 +2,7 @@
 import type { VolumeOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 
-export async function attach(ctx: OpContext): Promise<void> {
+export async function attach(ctx: OpContext, op: VolumeOperation): Promise<void> {
   const spec = runningOp(ctx).spec;
   if (spec === null)
     failOperation(
@@ -16,8 +16,8 @@ export async function attach(ctx: OpContext): Promise<void> {
     );
   }
   const attacher = plugin.attacher;
-  const limit = volumeLimitReached(ctx, spec.pluginName);
-  if (limit !== undefined) failOperation(limit, 'transient');
+  // The planner refused the call (max_volumes_per_node): fail at once, retried with backoff.
+  if (op.refused !== undefined) failOperation(op.refused, 'transient');
   await runCall(
     ctx,
     {
@@ -26,29 +26,6 @@ export async function attach(ctx: OpContext): Promise<void> {
       succeeded: (devicePath: string) => ({ devicePath }),
     },
     (target) => attacher.attach(spec, target),
-  );
-}
-
-/**
- * CSI.md: NodeGetInfo's max_volumes_per_node caps how many of a driver's volumes may be
- * attached to this node (the capability recorded in the log). A volume past it is not
- * attached; the error says why, and the attach is retried with backoff, so it goes on once
- * another of the driver's volumes is detached.
- */
-function volumeLimitReached(ctx: OpContext, pluginName: string): string | undefined {
-  const world = ctx.host.world();
-  const limit = world.plugins.get(pluginName)?.csi?.maxVolumesPerNode ?? 0;
-  if (limit === 0) return undefined;
-  let attachedCount = 0;
-  for (const attachment of world.attachments.values()) {
-    if (attachment.spec.pluginName !== pluginName || attachment.volume === ctx.op.volume) continue;
-    if (attachment.value !== 'detached') attachedCount++;
-  }
-  if (attachedCount < limit) return undefined;
-  return (
-    `AttachVolume.Attach failed for volume "${ctx.op.volume}": node ${world.config.node} has ` +
-    `${attachedCount} volume(s) of CSI driver ${pluginName} attached, its limit ` +
-    `(max_volumes_per_node ${limit}); detach one or schedule the pod elsewhere`
   );
 }
 
