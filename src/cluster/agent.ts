@@ -15,7 +15,8 @@ import type { VolumePlugin } from '../plugins/types.js';
 import type { ObjectContents } from '../sources/contents.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys, isNamespaced, none } from './keys.js';
-import { decodeObject, decodePod } from './objects.js';
+import { decodeObject } from './objects.js';
+import { PodsByKey } from './pods-by-key.js';
 import { decodeVolumesAttached } from './status.js';
 
 export interface ClusterAgentOptions {
@@ -51,7 +52,7 @@ export function objectRefOfKey(
 export class ClusterAgent {
   readonly vm: VolumeManager;
   private readonly informers: PrefixInformer[] = [];
-  private readonly podUids = new Map<string, string>();
+  private readonly pods: PodsByKey;
   private lease: Lease | null = null;
   private publishedInUse: string | null = null;
   private publishing = false;
@@ -67,8 +68,12 @@ export class ClusterAgent {
       controllerAttachDetach: true,
       logger: opts.logger,
     });
-    for (const [uid, record] of this.vm.world.pods)
-      this.podUids.set(opts.keys.podOf(record.pod), uid);
+    this.pods = new PodsByKey({
+      add: (pod) => this.vm.addPod(pod),
+      remove: (uid) => this.vm.removePod(uid),
+      say: (line) => this.say(line),
+    });
+    for (const [uid, record] of this.vm.world.pods) this.pods.know(opts.keys.podOf(record.pod), uid);
   }
 
   private say(line: string): void {
@@ -93,9 +98,7 @@ export class ClusterAgent {
         trouble,
       }),
       new PrefixInformer(client, keys.podsOn(node), {
-        reset: (kvs) => this.resetPods(kvs),
-        put: (kv) => this.putPod(kv),
-        delete: (key) => this.deletePod(key),
+        ...this.pods.handlers(),
         trouble,
       }),
       new PrefixInformer(client, keys.volumesAttached(node), {
@@ -171,36 +174,6 @@ export class ClusterAgent {
     const decoded = decodeObject(kv);
     if (decoded.ok) this.vm.upsertObject(decoded.value);
     else this.say(`skipped ${decoded.message}`);
-  }
-
-  private resetPods(kvs: readonly IKeyValue[]): void {
-    const listed = new Set<string>();
-    for (const kv of kvs) {
-      if (this.putPod(kv)) listed.add(kv.key.toString());
-    }
-    for (const key of [...this.podUids.keys()]) if (!listed.has(key)) this.deletePod(key);
-  }
-
-  private putPod(kv: IKeyValue): boolean {
-    const decoded = decodePod(kv);
-    if (!decoded.ok) {
-      this.say(`skipped ${decoded.message}`);
-      return false;
-    }
-    const key = kv.key.toString();
-    const uid = decoded.value.metadata.uid!;
-    const previous = this.podUids.get(key);
-    if (previous !== undefined && previous !== uid) this.vm.removePod(previous);
-    this.podUids.set(key, uid);
-    this.vm.addPod(decoded.value);
-    return true;
-  }
-
-  private deletePod(key: string): void {
-    const uid = this.podUids.get(key);
-    if (uid === undefined) return;
-    this.podUids.delete(key);
-    this.vm.removePod(uid);
   }
 
   private observeAttached(kv: IKeyValue | undefined): void {

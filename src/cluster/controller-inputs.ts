@@ -11,7 +11,8 @@ import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { objectRefOfKey } from './agent.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys } from './keys.js';
-import { decodeObject, decodePod } from './objects.js';
+import { decodeObject } from './objects.js';
+import { PodsByKey } from './pods-by-key.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { decodeVolumesInUse, parseStatusKey } from './status.js';
 
@@ -27,7 +28,7 @@ export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
   private readonly inUse = new Map<string, string[]>();
   private readonly alive = new Set<string>();
-  private readonly podUids = new Map<string, string>();
+  private readonly pods: PodsByKey;
   private readonly informers: PrefixInformer[] = [];
   /** Nodes are composed only once heartbeats, status and objects were all listed. */
   private nodesListed = false;
@@ -41,7 +42,17 @@ export class ControllerInputs {
     private readonly cm: Controller,
     private readonly say: (line: string) => void,
   ) {
-    for (const [uid, record] of cm.world.pods) this.podUids.set(keys.podOf(record.pod), uid);
+    this.pods = new PodsByKey({
+      add: (pod) => {
+        const known = cm.world.pods.get(pod.metadata.uid as never)?.pod;
+        if (!same(known, pod) && cm.isRunning) cm.upsertPod(pod);
+      },
+      remove: (uid) => {
+        if (cm.world.pods.has(uid as never) && cm.isRunning) cm.removePod(uid);
+      },
+      say,
+    });
+    for (const [uid, record] of cm.world.pods) this.pods.know(keys.podOf(record.pod), uid);
   }
 
   async start(): Promise<void> {
@@ -79,9 +90,7 @@ export class ControllerInputs {
     });
     for (const name of this.nodeNames()) this.syncNode(name);
     const pods = new PrefixInformer(this.client, keys.pods, {
-      reset: (kvs) => this.resetPods(kvs),
-      put: (kv) => this.putPod(kv),
-      delete: (key) => this.deletePod(key),
+      ...this.pods.handlers(),
       trouble,
     });
     this.informers.push(pods);
@@ -229,35 +238,6 @@ export class ControllerInputs {
     }
     if (this.cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && this.cm.isRunning)
       this.cm.removeObject(ref);
-  }
-
-  private resetPods(kvs: readonly IKeyValue[]): void {
-    const listed = new Set<string>();
-    for (const kv of kvs) if (this.putPod(kv)) listed.add(kv.key.toString());
-    for (const key of [...this.podUids.keys()]) if (!listed.has(key)) this.deletePod(key);
-  }
-
-  private putPod(kv: IKeyValue): boolean {
-    const decoded = decodePod(kv);
-    if (!decoded.ok) {
-      this.say(`skipped ${decoded.message}`);
-      return false;
-    }
-    const key = kv.key.toString();
-    const pod = decoded.value;
-    const uid = pod.metadata.uid!;
-    const previous = this.podUids.get(key);
-    if (previous !== undefined && previous !== uid) this.deletePod(key);
-    this.podUids.set(key, uid);
-    if (!same(this.cm.world.pods.get(uid as never)?.pod, pod) && this.cm.isRunning) this.cm.upsertPod(pod);
-    return true;
-  }
-
-  private deletePod(key: string): void {
-    const uid = this.podUids.get(key);
-    if (uid === undefined) return;
-    this.podUids.delete(key);
-    if (this.cm.world.pods.has(uid as never) && this.cm.isRunning) this.cm.removePod(uid);
   }
 }
 

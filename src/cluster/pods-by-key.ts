@@ -1,0 +1,65 @@
+/**
+ * The pods an informer lists under a prefix, by etcd key: which pod UID each key holds now.
+ * A node agent and the controller both turn the informer's list, put and delete into their
+ * manager's pod calls through it; a key whose pod was replaced (a new UID) removes the old pod.
+ */
+import type { IKeyValue } from 'etcd3';
+import type { Pod } from '../events/k8s.js';
+import type { PrefixHandlers } from './informer.js';
+import { decodePod } from './objects.js';
+
+export interface PodTarget {
+  /** The pod (new or changed) under its key. */
+  add(pod: Pod): void;
+  /** The pod of this UID is gone. */
+  remove(uid: string): void;
+  say(line: string): void;
+}
+
+export class PodsByKey {
+  private readonly uids = new Map<string, string>();
+
+  constructor(private readonly target: PodTarget) {}
+
+  /** A pod the manager already knows (from its log) under `key`. */
+  know(key: string, uid: string): void {
+    this.uids.set(key, uid);
+  }
+
+  /** The informer's handlers for the pods' prefix. */
+  handlers(): Pick<PrefixHandlers, 'reset' | 'put' | 'delete'> {
+    return {
+      reset: (kvs) => this.reset(kvs),
+      put: (kv) => void this.put(kv),
+      delete: (key) => this.delete(key),
+    };
+  }
+
+  private reset(kvs: readonly IKeyValue[]): void {
+    const listed = new Set<string>();
+    for (const kv of kvs) if (this.put(kv)) listed.add(kv.key.toString());
+    for (const key of [...this.uids.keys()]) if (!listed.has(key)) this.delete(key);
+  }
+
+  private put(kv: IKeyValue): boolean {
+    const decoded = decodePod(kv);
+    if (!decoded.ok) {
+      this.target.say(`skipped ${decoded.message}`);
+      return false;
+    }
+    const key = kv.key.toString();
+    const uid = decoded.value.metadata.uid!;
+    const previous = this.uids.get(key);
+    if (previous !== undefined && previous !== uid) this.delete(key);
+    this.uids.set(key, uid);
+    this.target.add(decoded.value);
+    return true;
+  }
+
+  private delete(key: string): void {
+    const uid = this.uids.get(key);
+    if (uid === undefined) return;
+    this.uids.delete(key);
+    this.target.remove(uid);
+  }
+}
