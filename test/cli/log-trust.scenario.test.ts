@@ -4,7 +4,7 @@
  * damaged file refused untouched and salvaged, and input files missing a required key.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import {
   closeSync,
@@ -21,6 +21,7 @@ import {
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { vole } from '../support/agent-process.js';
 
 const repo = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'vole-trust-'));
@@ -33,10 +34,6 @@ after(() => {
 
 const cli = ['--import', 'tsx', join(repo, 'src/cli/main.ts')];
 
-function vole(...args: string[]) {
-  const r = spawnSync(process.execPath, [...cli, ...args], { cwd: repo, encoding: 'utf8' });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 /** A long-running `vole …`, ended by its pid after the test file. */
 function start(...args: string[]): ChildProcess {

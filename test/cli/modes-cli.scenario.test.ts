@@ -3,26 +3,18 @@
  * know: each command folds with the core the log's EngineStarted names, or refuses.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
+import { vole } from '../support/agent-process.js';
 
-const root = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'vole-modes-'));
 const db = join(dir, 'controller.db');
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-function vole(...args: string[]) {
-  const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 before(() => {
   const r = vole('simulate', 'test/scenarios/controller-multi-attach.yaml', '--db', db);

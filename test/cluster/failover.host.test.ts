@@ -9,7 +9,6 @@
  * reason, the agents' logs verify, and nothing is left mounted or attached.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -25,6 +24,7 @@ import { readMountTable } from '../../src/host/mountinfo.js';
 import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 import { eventually, VoleProcess } from '../support/vole-procs.js';
+import { vole } from '../support/agent-process.js';
 
 const skip = hostTestSkipReason() || etcdSkipReason();
 const repo = join(import.meta.dirname, '../..');
@@ -47,9 +47,6 @@ let watchers: Watcher[] = [];
 /** Called on every committed log event as soon as the watch delivers it (for timed kills). */
 let onLogEvent: ((event: VoleEvent) => void) | null = null;
 
-function vole(...args: string[]) {
-  return spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args], { encoding: 'utf8' });
-}
 
 function storage(): string {
   return `apiVersion: v1

@@ -1,6 +1,5 @@
 /** `vole apply|get|delete --etcd` against a real 3-member etcd, checked with etcdctl. */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +7,7 @@ import { after, before, test } from 'node:test';
 import { connect } from '../../src/cluster/client.js';
 import { PrefixInformer } from '../../src/cluster/informer.js';
 import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
+import { vole } from '../support/agent-process.js';
 
 const skip = etcdSkipReason();
 const repo = join(import.meta.dirname, '../..');
@@ -21,11 +21,6 @@ after(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function vole(...args: string[]) {
-  return spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args], {
-    encoding: 'utf8',
-  });
-}
 
 test('vole apply writes validated objects whose resourceVersion is the etcd mod revision; get and delete read and remove them', { skip }, () => {
   const manifests = join(repo, 'examples/controller/cluster.yaml');

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ensureUnmounted } from '../../src/host/mount.js';
 import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
+import { vole } from '../support/agent-process.js';
 
 const skip = hostTestSkipReason();
 const repo = join(import.meta.dirname, '../..');
@@ -22,10 +23,6 @@ after(() => {
     if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
 });
 
-function vole(...args: string[]) {
-  const r = spawnSync(process.execPath, [...cli, ...args], { cwd: repo, encoding: 'utf8' });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr };
-}
 
 /** Runs `vole …` to its end, stamping each stdout line with the time it arrived. */
 /** `vole run` with its manifests, root and log, then `extra`. */

@@ -78,6 +78,7 @@ export function startVole(args: readonly string[]): AgentProcess {
 /** Runs one vole command to completion. */
 export function vole(...args: string[]): SpawnSyncReturns<string> {
   return spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args], {
+    cwd: repo,
     encoding: 'utf8',
   });
 }
