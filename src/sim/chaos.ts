@@ -10,7 +10,7 @@
  * simulate`, so a failing seed is written out as a file that reproduces it exactly.
  */
 import { stringify } from 'yaml';
-import { parseScenario, type Scenario } from './scenario.js';
+import { csiScriptedRpcs, parseScenario, type Scenario } from './scenario.js';
 import { FakeHost } from '../plugins/fake.js';
 import { type SimulateOptions, simulate, type SimulationResult } from './simulate.js';
 
@@ -64,14 +64,8 @@ function faults(r: Random, calls: readonly string[]): Record<string, unknown[]> 
 }
 
 const csiDriverName = 'fake.csi.vole.dev';
-const csiRpcs = [
-  'ControllerPublishVolume',
-  'ControllerUnpublishVolume',
-  'NodeStageVolume',
-  'NodeUnstageVolume',
-  'NodePublishVolume',
-  'NodeUnpublishVolume',
-];
+/** The scripted driver's RPCs but expansion (chaos swarms grow no volumes). */
+const csiRpcs = csiScriptedRpcs.filter((rpc) => rpc !== 'NodeExpandVolume');
 const grpcCodes = ['DEADLINE_EXCEEDED', 'UNAVAILABLE', 'ABORTED', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARGUMENT'];
 
 /** A scripted CSI driver's answer: a status code, a broken connection, a delay or a hang. */
