@@ -51,6 +51,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly runner: (host: RunnerHost<W>) => Runner<O>;
   readonly node: string;
   readonly controllerAttachDetach: boolean;
+  /** false: the planner binds no claim (recorded in EngineStarted); default true. */
+  readonly bindClaims?: boolean;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -145,6 +147,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       tsMs: this.opts.clock.nowMs(),
       node: this.opts.node,
       controllerAttachDetach: this.opts.controllerAttachDetach,
+      ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
       mode: this.core.mode,

@@ -162,6 +162,7 @@ export function upsertPod(
     plugins: world.plugins,
     bindings: world.bindings,
     taken: () => takenVolumes(world),
+    bindClaims: world.config.bindClaims !== false,
   });
   const record: PodRecord = {
     uid,

@@ -34,7 +34,7 @@ import { podEntry } from './by-pod.js';
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
   return {
-    config: { node: NodeName(''), controllerAttachDetach: true },
+    config: { node: NodeName(''), controllerAttachDetach: true, bindClaims: true },
     plugins: new Map(),
     seq: Seq(0),
     tsMs: 0,
@@ -66,6 +66,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   world.config = {
     node: NodeName(event.node),
     controllerAttachDetach: event.controllerAttachDetach,
+    bindClaims: event.bindClaims ?? true,
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so
