@@ -208,7 +208,12 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     this.ticks++;
     const dirty = this.world.dirty;
     this.world.dirty = new Set();
-    if (dirty.size === 0) return;
+    if (dirty.size === 0) {
+      // Events that dirtied nothing (a call's outcome, an operation's end) are made durable
+      // too: a sink that only writes when flushed (etcd's) would hold them back otherwise.
+      this.opts.sink.flush();
+      return;
+    }
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
     for (const event of result.events ?? []) this.append(event);
