@@ -87,10 +87,7 @@ export function stepAttachment(
   } else {
     // The paths an event brought stay as long as the attachment: flat, not as the trees of
     // parts a template leaves (flat.ts).
-    if (next.context !== record.context) {
-      flat(next.context.devicePath);
-      flat(next.context.deviceMountPath);
-    }
+    if (next.context !== record.context) flattenPaths(next.context);
     // A literal of the record's fields, not a spread: every record then shares one shape.
     world.attachments.set(record.volume, {
       volume: record.volume,
@@ -101,6 +98,13 @@ export function stepAttachment(
       seq: world.seq as Seq,
     });
   }
+}
+
+/** A fresh context of the transition (the fold's own until it is stored): its paths flat. */
+function flattenPaths(context: AttachmentContext): void {
+  const fresh = context as { devicePath: string; deviceMountPath: string };
+  fresh.devicePath = flat(fresh.devicePath);
+  fresh.deviceMountPath = flat(fresh.deviceMountPath);
 }
 
 export function mountOrNew(
