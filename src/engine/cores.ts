@@ -17,6 +17,7 @@ import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../world/objects.js';
+import { isReferenceIndex } from '../world/references.js';
 import type { World } from '../world/types.js';
 import { type Core, type EngineMode, engineModes } from './core.js';
 import { structuredCloneCodec } from './snapshot.js';
@@ -30,11 +31,13 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 5: cluster objects kept per kind under their names (format 4 kept them under
-  // built keys; format 3 held one-pod volumes in Maps; format 1 was JSON with tagged Maps).
-  snapshot: structuredCloneCodec<World>(5, (world) => {
+  // Format 6: references and the object index under the objects' own names (format 5
+  // indexed built keys; format 4 kept objects under built keys; format 3 held one-pod
+  // volumes in Maps; format 1 was JSON with tagged Maps).
+  snapshot: structuredCloneCodec<World>(6, (world) => {
     const objects = ClusterObjects.revive(world.objects);
     return world.mounts instanceof Map &&
+      isReferenceIndex(world.podsByObject) &&
       world.unboundClaims instanceof Set &&
       world.oneNameLists instanceof Map &&
       objects

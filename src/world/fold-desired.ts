@@ -10,7 +10,6 @@ import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './
 import { mayBeGone } from './gone.js';
 import { stepMount } from './pairs.js';
 import {
-  anyPersistentVolumeKey,
   bindingVolume,
   boundVolumes,
   forgetClaim,
@@ -19,6 +18,7 @@ import {
 
 export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
+import { anyPersistentVolumeName, indexReferences, podsReferencing } from './references.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
@@ -30,40 +30,6 @@ export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world
 /** Marks a volume for planning without changing the cause its next decision cites. */
 export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
-}
-
-/**
- * Adds or removes `pod` under each object key it references. A key most often has one pod,
- * held as the bare name; a Set only when pods share the object (a Set costs ~180 bytes).
- */
-function indexReferences(
-  world: World,
-  pod: UniquePodName,
-  references: readonly string[],
-  add: boolean,
-) {
-  for (const key of references) {
-    const pods = world.podsByObject.get(key);
-    if (add) {
-      if (pods === undefined) world.podsByObject.set(key, pod);
-      else if (typeof pods !== 'string') pods.add(pod);
-      else if (pods !== pod) world.podsByObject.set(key, new Set([pods, pod]));
-    } else if (pods === pod) {
-      world.podsByObject.delete(key);
-    } else if (pods !== undefined && typeof pods !== 'string') {
-      pods.delete(pod);
-      // (An empty Set only comes from a snapshot written before single names were kept.)
-      if (pods.size === 0) world.podsByObject.delete(key);
-      else if (pods.size === 1) world.podsByObject.set(key, pods.values().next().value!);
-    }
-  }
-}
-
-/** The pods that reference an object key, in name order. */
-function podsReferencing(world: World, key: string): UniquePodName[] {
-  const pods = world.podsByObject.get(key);
-  if (pods === undefined) return [];
-  return typeof pods === 'string' ? [pods] : [...pods].sort();
 }
 
 /** The DSW record `volume` with other pods (a literal: one shape for every record). */
@@ -177,10 +143,10 @@ export function upsertPod(
   if (previous !== undefined) {
     releaseList(world, previous.expectedVolumes);
     removeFromDsw(world, previous, cause);
-    indexReferences(world, uid, previous.references, false);
+    indexReferences(world.podsByObject, uid, previous.namespace, previous.references, false);
   }
   world.pods.set(uid, record);
-  indexReferences(world, uid, resolution.references, true);
+  indexReferences(world.podsByObject, uid, record.namespace, record.references, true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
 }
@@ -230,24 +196,32 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   const record = world.pods.get(uid);
   if (record === undefined) return; // Removing an unknown pod is a no-op, as in the kubelet.
   removeFromDsw(world, record, world.seq);
-  indexReferences(world, uid, record.references, false);
+  indexReferences(world.podsByObject, uid, record.namespace, record.references, false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
 }
 
+/** An object as its events name it: kind, name and (for namespaced kinds) namespace. */
+interface ObjectName {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace?: string | undefined;
+}
+
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
-export function reresolveDependents(world: World, key: string): void {
-  for (const uid of podsReferencing(world, key)) {
+export function reresolveDependents(world: World, object: ObjectName): void {
+  for (const uid of podsReferencing(world.podsByObject, object.kind, object.name, object.namespace)) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
   }
 }
 
-/** Does this volume read the ConfigMap or Secret of that object key? */
-function readsObject(resolved: ResolvedVolume, key: string): boolean {
+/** Does this volume read that ConfigMap or Secret? */
+function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
   const s = resolved.source;
   const parts =
     s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+  const key = objectKey(object.kind, object.name, object.namespace);
   return parts.some(
     (p) =>
       p.kind !== 'downwardAPI' &&
@@ -259,12 +233,13 @@ function readsObject(resolved: ResolvedVolume, key: string): boolean {
  * A ConfigMap or Secret changed: the mounted volumes that read it are set up again
  * (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
  */
-function remountReaders(world: World, key: string): void {
-  for (const uid of podsReferencing(world, key)) {
+function remountReaders(world: World, object: ObjectName): void {
+  const { kind, name, namespace } = object;
+  for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
     const record = world.pods.get(uid);
     if (record === undefined) continue;
     for (const resolved of record.volumes) {
-      if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
+      if (!resolved.requiresRemount || !readsObject(resolved, object)) continue;
       const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
       if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
@@ -279,23 +254,25 @@ function askForBinding(world: World, kind: string): void {
   if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
   world.bindingCause = world.seq;
   world.dirty.add(bindingVolume);
-  if (kind === 'PersistentVolume') reresolveDependents(world, anyPersistentVolumeKey);
+  if (kind === 'PersistentVolume')
+    reresolveDependents(world, { kind, name: anyPersistentVolumeName, namespace: undefined });
 }
 
-function reresolveObject(world: World, kind: string, key: string): void {
-  if (kind === 'ConfigMap' || kind === 'Secret') return remountReaders(world, key);
-  reresolveDependents(world, key);
-  askForBinding(world, kind);
+function reresolveObject(world: World, object: ObjectName): void {
+  if (object.kind === 'ConfigMap' || object.kind === 'Secret') return remountReaders(world, object);
+  reresolveDependents(world, object);
+  askForBinding(world, object.kind);
 }
 
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
-  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
+  const { kind, metadata } = object;
+  if (kind === 'PersistentVolumeClaim')
+    trackClaim(world, objectKey(kind, metadata.name, metadata.namespace), object);
   const previous = world.objects.put(object);
   // The same ConfigMap or Secret content again: nothing to set up again.
   if (sameContent(previous, object)) return;
-  reresolveObject(world, object.kind, key);
+  reresolveObject(world, { kind, name: metadata.name, namespace: metadata.namespace });
 }
 
 function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
@@ -305,10 +282,10 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
-  const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.remove(event.kind, event.name, event.namespace);
-  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
-  reresolveObject(world, event.kind, key);
+  if (event.kind === 'PersistentVolumeClaim')
+    forgetClaim(world, objectKey(event.kind, event.name, event.namespace));
+  reresolveObject(world, event);
 }
 
 /** The planner's binding decision, recorded: the claim's pods resolve through the PV now. */
@@ -316,15 +293,25 @@ export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   world.unboundClaims.delete(key);
-  reresolveDependents(world, key);
+  reresolveDependents(world, {
+    kind: 'PersistentVolumeClaim',
+    name: event.claim,
+    namespace: event.namespace,
+  });
 }
 
 /** A finished expansion raises the claim's capacity, so the next mount does not expand again. */
-export function claimExpanded(world: World, claimKey: string, pvName: string, bytes: number): void {
+export function claimExpanded(
+  world: World,
+  claim: { readonly name: string; readonly namespace: string },
+  pvName: string,
+  bytes: number,
+): void {
+  const claimKey = objectKey('PersistentVolumeClaim', claim.name, claim.namespace);
   const binding = world.bindings.get(claimKey);
   if (bytes <= 0 || (binding !== undefined && binding.capacityBytes >= bytes)) return;
   world.bindings.set(claimKey, { volume: binding?.volume ?? pvName, capacityBytes: bytes });
-  reresolveDependents(world, claimKey);
+  reresolveDependents(world, { kind: 'PersistentVolumeClaim', ...claim });
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */

@@ -21,6 +21,7 @@ import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../id
 import type { ClaimBinding } from './binding.js';
 import type { ByPod } from './by-pod.js';
 import type { ClusterObjects } from './objects.js';
+import type { ReferenceIndex, References } from './references.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -101,8 +102,12 @@ export interface ResolvedVolume {
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
   readonly source: VolumeSource;
-  /** The claim's object key for PVC-backed volumes (its capacity follows expansions). */
-  readonly claim?: string;
+  /**
+   * The claim's name and namespace, for PVC-backed volumes (its capacity follows
+   * expansions): the strings the claim object already holds, no key of its own.
+   */
+  readonly claim?: string | undefined;
+  readonly claimNamespace?: string | undefined;
 }
 
 export interface PodRecord {
@@ -115,8 +120,8 @@ export interface PodRecord {
   readonly volumes: readonly ResolvedVolume[];
   /** Volumes that could not be processed, by outer name (spec §2.3 podErrors). */
   readonly errors: ReadonlyMap<string, string>;
-  /** Object keys the resolution read: a change to one of them re-resolves the pod. */
-  readonly references: readonly string[];
+  /** The objects the resolution read (references.ts): a change to one re-resolves the pod. */
+  readonly references: References;
   readonly seq: Seq;
 }
 
@@ -268,10 +273,10 @@ export interface World extends OperationBook {
   /** The object change that asks the planner to look at unbound claims (its cause). */
   bindingCause: Seq;
   /**
-   * claim key / PV name → pods that reference it, for re-resolution on object changes: the
-   * one pod's name, or a Set when several share the object.
+   * Object → the pods whose resolution read it, for re-resolution on object changes, under
+   * the objects' own names (references.ts): the one pod's name, or a Set when several do.
    */
-  podsByObject: Map<string, UniquePodName | Set<UniquePodName>>;
+  podsByObject: ReferenceIndex;
   dsw: Map<UniqueVolumeName, DswVolume>;
   attachments: Map<UniqueVolumeName, AttachmentRecord>;
   /** Mount records by volume: the one pod's record bare, a Map from two pods on (by-pod.ts). */
