@@ -8,6 +8,7 @@ import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
+import { setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -32,21 +33,14 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
 }
 
-/** The DSW record `volume` with other pods (a literal: one shape for every record). */
-function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
-  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
-}
-
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
 function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const volume = world.dsw.get(resolved.volume);
     if (volume === undefined || podEntry(volume.pods, record.uid) === undefined) continue;
     const pods = deletePodEntry(copyByPod(volume.pods), record.uid);
-    if (pods === undefined) {
-      world.dsw.delete(resolved.volume);
-      mayBeGone(world, resolved.volume);
-    } else world.dsw.set(resolved.volume, dswVolume(volume, pods));
+    setDesiredPods(world, resolved.volume, pods);
+    if (pods === undefined) mayBeGone(world, resolved.volume);
     touch(world, resolved.volume, cause);
   }
 }
@@ -71,13 +65,7 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
         ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
-    const pods = setPodEntry(copyByPod(existing?.pods), entry);
-    world.dsw.set(
-      resolved.volume,
-      existing === undefined
-        ? { volume: resolved.volume, reportedInUse: false, pods }
-        : dswVolume(existing, pods),
-    );
+    setDesiredPods(world, resolved.volume, setPodEntry(copyByPod(existing?.pods), entry));
     touch(world, resolved.volume, cause);
   }
 }
@@ -323,7 +311,7 @@ export function foldVolumesReportedInUse(
   for (const [name, volume] of world.dsw) {
     const reportedInUse = reported.has(name);
     if (volume.reportedInUse === reportedInUse) continue;
-    world.dsw.set(name, { ...volume, reportedInUse });
+    setReportedInUse(world, name, reportedInUse);
     touch(world, name);
   }
 }

@@ -16,6 +16,7 @@ import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { compileMachine } from './compiled-machine.js';
 import { flat } from './flat.js';
 import { mayBeGone } from './gone.js';
+import { setAttachment, setMounts } from './volumes.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
@@ -82,14 +83,14 @@ export function stepAttachment(
     return;
   }
   if (next.value === 'detached') {
-    world.attachments.delete(record.volume);
+    setAttachment(world, record.volume, undefined);
     mayBeGone(world, record.volume);
   } else {
     // The paths an event brought stay as long as the attachment: flat, not as the trees of
     // parts a template leaves (flat.ts).
     if (next.context !== record.context) flattenPaths(next.context);
     // A literal of the record's fields, not a spread: every record then shares one shape.
-    world.attachments.set(record.volume, {
+    setAttachment(world, record.volume, {
       volume: record.volume,
       node: record.node,
       spec: record.spec,
@@ -147,11 +148,8 @@ export function stepMount(
   if (next.value === 'unmounted') {
     const left = deletePodEntry(byPod, record.pod);
     if (left === byPod) return;
-    if (left !== undefined) world.mounts.set(record.volume, left);
-    else {
-      world.mounts.delete(record.volume);
-      mayBeGone(world, record.volume);
-    }
+    setMounts(world, record.volume, left);
+    if (left === undefined) mayBeGone(world, record.volume);
     return;
   }
   const kept = setPodEntry(byPod, {
@@ -162,5 +160,5 @@ export function stepMount(
     context: next.context,
     seq: world.seq,
   });
-  if (kept !== byPod) world.mounts.set(record.volume, kept);
+  if (kept !== byPod) setMounts(world, record.volume, kept);
 }

@@ -133,13 +133,57 @@ export interface DswPod {
   readonly seq: Seq;
 }
 
-/** spec §1.3 VolumeToMountRec. */
+/**
+ * spec §1.3 VolumeToMountRec: the volume record (VolumeRecord) of a volume some pod wants,
+ * as the desired-state view (`world.dsw`) gives it.
+ */
 export interface DswVolume {
   readonly volume: UniqueVolumeName;
   /** Its plugin's facts are its pods' resolved spec (dswSpec). */
   readonly reportedInUse: boolean;
   /** The pods that want it: the one DswPod bare, a Map from two on (by-pod.ts). */
   readonly pods: ByPod<DswPod>;
+}
+
+/**
+ * Everything the world keeps about one volume on this node, under one entry of
+ * `world.volumes` (volumes.ts): its desired-state entry, its attachment, its mounts and
+ * the cause of its next decision. The fold's own: its fields change in place, through the
+ * setters of volumes.ts; the records they hold are immutable and replaced whole.
+ */
+export interface VolumeRecord {
+  readonly volume: UniqueVolumeName;
+  /** spec §2.3 MarkVolumesReportedInUse; false while no pod wants it. */
+  reportedInUse: boolean;
+  /** The pods that want it (undefined: none, the volume is not in the DSW). */
+  pods: ByPod<DswPod> | undefined;
+  attachment: AttachmentRecord | undefined;
+  /** Its mount records: the one pod's record bare, a Map from two pods on (by-pod.ts). */
+  mounts: ByPod<MountRecord> | undefined;
+  /** The last event that touched it: the cause of its next decision (0: none yet). */
+  cause: Seq;
+}
+
+/** How many records hold each part: the views' sizes, kept by the setters. */
+export interface VolumeCounts {
+  desired: number;
+  attachments: number;
+  mounts: number;
+  causes: number;
+}
+
+/** A read-only map by volume over one part of the volume records (volumes.ts). */
+export interface VolumeView<V> extends ReadonlyMap<UniqueVolumeName, V> {
+  /** Shared by a world's views; written only by the setters of volumes.ts. */
+  readonly counts: VolumeCounts;
+}
+
+/** The cause of each volume's next decision: a Map, or the kubelet's volume records. */
+export interface VolumeCauses {
+  get(volume: UniqueVolumeName): Seq | undefined;
+  has(volume: UniqueVolumeName): boolean;
+  set(volume: UniqueVolumeName, cause: Seq): unknown;
+  delete(volume: UniqueVolumeName): boolean;
 }
 
 /**
@@ -236,7 +280,7 @@ export interface OperationBook {
   /** The last error of an operation on each volume, for waits and explanations. */
   lastErrors: Map<UniqueVolumeName, LastError>;
   /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: Map<UniqueVolumeName, Seq>;
+  causes: VolumeCauses;
   /** Volumes touched since the planner last looked (incremental planning). */
   dirty: Set<UniqueVolumeName>;
 }
@@ -277,10 +321,16 @@ export interface World extends OperationBook {
    * the objects' own names (references.ts): the one pod's name, or a Set when several do.
    */
   podsByObject: ReferenceIndex;
-  dsw: Map<UniqueVolumeName, DswVolume>;
-  attachments: Map<UniqueVolumeName, AttachmentRecord>;
+  /**
+   * One record per volume (volumes.ts): desired state, attachment, mounts and cause. The
+   * four fields below read them as maps by volume; only the fold writes them.
+   */
+  volumes: Map<UniqueVolumeName, VolumeRecord>;
+  dsw: VolumeView<DswVolume>;
+  attachments: VolumeView<AttachmentRecord>;
   /** Mount records by volume: the one pod's record bare, a Map from two pods on (by-pod.ts). */
-  mounts: Map<UniqueVolumeName, ByPod<MountRecord>>;
+  mounts: VolumeView<ByPod<MountRecord>>;
+  causes: VolumeView<Seq> & VolumeCauses;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
