@@ -19,7 +19,13 @@ import {
 
 export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
-import { anyPersistentVolumeName, indexReferences, podsReferencing } from './references.js';
+import {
+  addReference,
+  anyPersistentVolumeName,
+  indexReferences,
+  podsReferencing,
+  type References,
+} from './references.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
@@ -117,26 +123,68 @@ export function upsertPod(
     bindings: world.bindings,
     taken: () => takenVolumes(world),
   });
+  const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {
     uid,
     name: pod.metadata.name,
     namespace: pod.metadata.namespace ?? 'default',
     pod,
     expectedVolumes: sharedList(world, resolution.expectedVolumes),
-    volumes: keptVolumes(previous, resolution),
+    volumes,
     errors: resolution.errors,
-    references: resolution.references,
+    references: keptReferences(resolution.references, volumes),
     seq: opts.seq,
   };
   if (previous !== undefined) {
     releaseList(world, previous.expectedVolumes);
     removeFromDsw(world, previous, cause);
-    indexReferences(world.podsByObject, uid, previous.namespace, previous.references, false);
+    indexReferences(world.podsByObject, uid, previous.namespace, podReferences(previous), false);
   }
   world.pods.set(uid, record);
-  indexReferences(world.podsByObject, uid, record.namespace, record.references, true);
+  indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
+}
+
+/**
+ * What resolved volumes read, in resolution order: a claim and its PV, the ConfigMaps and
+ * Secrets of content volumes (references.ts).
+ */
+function volumeReferences(volumes: readonly ResolvedVolume[]): string[] {
+  const references: string[] = [];
+  for (const v of volumes) {
+    if (v.claim !== undefined) {
+      addReference(references, 'PersistentVolumeClaim', v.claim);
+      addReference(references, 'PersistentVolume', v.innerVolumeSpecName);
+    }
+    const s = v.source;
+    const parts =
+      s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+    for (const p of parts)
+      if (p.kind !== 'downwardAPI')
+        addReference(references, p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name);
+  }
+  return references;
+}
+
+/**
+ * The references a pod record keeps: null when they are exactly what its volumes read (a
+ * pod whose volumes all resolved), so no list is kept (80 bytes a pod with a claim); the
+ * list otherwise (a claim not found or not bound yet, a kept volume).
+ */
+function keptReferences(
+  references: References,
+  volumes: readonly ResolvedVolume[],
+): References | null {
+  const derived = volumeReferences(volumes);
+  if (derived.length !== references.length) return references;
+  for (let i = 0; i < derived.length; i++) if (derived[i] !== references[i]) return references;
+  return null;
+}
+
+/** The objects a pod record's resolution read. */
+export function podReferences(record: PodRecord): References {
+  return record.references ?? volumeReferences(record.volumes);
 }
 
 /** boundVolumes of the world as of this event: one walk of the objects per event at most. */
@@ -184,7 +232,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   const record = world.pods.get(uid);
   if (record === undefined) return; // Removing an unknown pod is a no-op, as in the kubelet.
   removeFromDsw(world, record, world.seq);
-  indexReferences(world.podsByObject, uid, record.namespace, record.references, false);
+  indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
 }

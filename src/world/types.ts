@@ -120,8 +120,11 @@ export interface PodRecord {
   readonly volumes: readonly ResolvedVolume[];
   /** Volumes that could not be processed, by outer name (spec §2.3 podErrors). */
   readonly errors: ReadonlyMap<string, string>;
-  /** The objects the resolution read (references.ts): a change to one re-resolves the pod. */
-  readonly references: References;
+  /**
+   * The objects the resolution read (references.ts): a change to one re-resolves the pod.
+   * null when they are exactly what its volumes read (podReferences derives them).
+   */
+  readonly references: References | null;
   readonly seq: Seq;
 }
 
