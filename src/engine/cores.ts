@@ -50,6 +50,7 @@ export const kubeletCore: Core<World, Operation> = {
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
           maybeGone: [],
+          takenVolumes: undefined,
           dirty: new Set(),
         }
       : undefined;

@@ -187,13 +187,15 @@ export function podReferences(record: PodRecord): References {
   return record.references ?? volumeReferences(record.volumes);
 }
 
-/** boundVolumes of the world as of this event: one walk of the objects per event at most. */
-const takenByWorld = new WeakMap<World, { seq: Seq; taken: ReadonlyMap<string, string> }>();
+/**
+ * boundVolumes of the world as of this event: one walk of the objects per event at most,
+ * kept in the world's scratch (`takenVolumes`, dropped when the event is folded).
+ */
 function takenVolumes(world: World): ReadonlyMap<string, string> {
-  const memo = takenByWorld.get(world);
+  const memo = world.takenVolumes;
   if (memo !== undefined && memo.seq === world.seq) return memo.taken;
   const taken = boundVolumes(world.objects, world.bindings);
-  takenByWorld.set(world, { seq: world.seq, taken });
+  world.takenVolumes = { seq: world.seq, taken };
   return taken;
 }
 

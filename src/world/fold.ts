@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
+import { endEvent, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -56,6 +56,7 @@ export function initialWorld(): World {
     running: new Map(),
     volumesAttached: new Map(),
     maybeGone: [],
+    takenVolumes: undefined,
     oneNameLists: new Map(),
     lastErrors: new Map(),
     causes: volumes.causes,
@@ -204,7 +205,7 @@ export function fold(world: World, event: VoleEvent): World {
     default:
       unreachable(event, 'event type');
   }
-  forgetGoneVolumes(world);
+  endEvent(world);
   return world;
 }
 

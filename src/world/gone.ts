@@ -24,8 +24,14 @@ export function startEvent(world: World): void {
   if (world.maybeGone.length > 0) world.maybeGone.length = 0;
 }
 
-/** Drops the causes, last errors and dirty marks of the candidates gone at the event's end. */
-export function forgetGoneVolumes(world: World): void {
+/** Ends an event: forgets the volumes it left gone, drops the event's scratch. */
+export function endEvent(world: World): void {
+  forgetGoneVolumes(world);
+  if (world.takenVolumes !== undefined) world.takenVolumes = undefined;
+}
+
+/** Drops the records, last errors and dirty marks of the candidates gone at the event's end. */
+function forgetGoneVolumes(world: World): void {
   const candidates = world.maybeGone;
   for (let i = 0; i < candidates.length; i++) {
     const volume = candidates[i]!;

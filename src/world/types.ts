@@ -349,4 +349,10 @@ export interface World extends OperationBook {
    * (src/world/gone.ts). Empty between events.
    */
   maybeGone: UniqueVolumeName[];
+  /**
+   * The fold's scratch while it folds one event: PV name → the claim bound to it
+   * (boundVolumes), walked at most once an event for pods waiting on a binding. Undefined
+   * between events.
+   */
+  takenVolumes: { readonly seq: Seq; readonly taken: ReadonlyMap<string, string> } | undefined;
 }
