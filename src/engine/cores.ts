@@ -42,6 +42,7 @@ export const kubeletCore: Core<World, Operation> = {
       isReferenceIndex(world.podsByObject) &&
       world.unboundClaims instanceof Set &&
       world.oneNameLists instanceof Map &&
+      world.mountContexts instanceof Map &&
       objects
       ? {
           ...world,

@@ -58,6 +58,7 @@ export function initialWorld(): World {
     maybeGone: [],
     takenVolumes: undefined,
     oneNameLists: new Map(),
+    mountContexts: new Map(),
     lastErrors: new Map(),
     causes: volumes.causes,
     dirty: new Set(),

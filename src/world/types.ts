@@ -345,6 +345,11 @@ export interface World extends OperationBook {
    */
   oneNameLists: Map<string, SharedList>;
   /**
+   * One settled mount context per outer volume name (pairs.ts settledContext), shared by
+   * the mount records of every pod mounting a volume under that name: at most 256 names.
+   */
+  mountContexts: Map<string, MountContext>;
+  /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.
    */
