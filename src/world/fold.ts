@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
+import { endEvent, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -30,9 +30,11 @@ import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operat
 import { ClusterObjects } from './objects.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
+import { volumeTable } from './volumes.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
+  const volumes = volumeTable();
   return {
     config: { node: NodeName(''), controllerAttachDetach: true, bindClaims: true },
     plugins: new Map(),
@@ -46,16 +48,19 @@ export function initialWorld(): World {
     unboundClaims: new Set(),
     bindingCause: Seq(0),
     podsByObject: new Map(),
-    dsw: new Map(),
-    attachments: new Map(),
-    mounts: new Map(),
+    volumes: volumes.volumes,
+    dsw: volumes.dsw,
+    attachments: volumes.attachments,
+    mounts: volumes.mounts,
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
     maybeGone: [],
+    takenVolumes: undefined,
     oneNameLists: new Map(),
+    mountContexts: new Map(),
     lastErrors: new Map(),
-    causes: new Map(),
+    causes: volumes.causes,
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
   };
@@ -202,7 +207,7 @@ export function fold(world: World, event: VoleEvent): World {
     default:
       unreachable(event, 'event type');
   }
-  forgetGoneVolumes(world);
+  endEvent(world);
   return world;
 }
 
