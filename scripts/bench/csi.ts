@@ -142,14 +142,17 @@ async function measure(
   pods: number,
   ctx: { transport: CsiTransport; echo: EchoClient; trace: StageTrace },
 ): Promise<number[]> {
+  const cpuBefore = process.cpuUsage();
   const { value, gc: pauses } = await withGcPauses(() => {
     if (row === 'grpcFloor') return onSchedule(pods, gapMs, grpcPod(ctx.transport, csiRpcDeadlineMs));
     if (row === 'socketFloor') return onSchedule(pods, gapMs, socketPod(ctx.echo));
     return runOnce(row, pods, ctx.transport, ctx.trace);
   });
+  const cpu = process.cpuUsage(cpuBefore);
   const over = pauses.pausesMs.filter((ms) => ms > 1).length;
   progress(
     `    ${row}: p50 ${quantile(value, 0.5).toFixed(2)} ms, p99 ${quantile(value, 0.99).toFixed(2)} ms; ` +
+      `this process's CPU ${((cpu.user + cpu.system) / pods).toFixed(0)} µs per pod; ` +
       `GC: ${pauses.pausesMs.length} pauses, ${over} over 1 ms, longest ${Math.max(0, ...pauses.pausesMs).toFixed(1)} ms`,
   );
   return value;
