@@ -5,11 +5,16 @@
  * - `grpcFloor`: the three RPCs of a pod (ControllerPublishVolume, NodeStageVolume,
  *   NodePublishVolume, requests shaped as the plugin's) through the same transport to the
  *   same null driver, one after the other. What gRPC costs with no engine around it.
+ * - `http2Floor`: the same through a minimal unary client on node:http2 (`Http2Unary`):
+ *   how much of the gRPC floor is grpc-js's own client.
  * - `socketFloor`: three round trips of a 200-byte line over a plain unix socket to an echo
  *   in the driver process. What any separate process costs on this machine: its wake-ups
  *   and the scheduler's delays, with no gRPC.
  */
+import { type ClientHttp2Session, connect } from 'node:http2';
 import { createConnection, type Socket } from 'node:net';
+import type { MethodDefinition } from '@grpc/grpc-js';
+import { type CsiRpc, csiServices } from '../../src/csi/proto.js';
 import type { CsiTransport } from '../../src/csi/transport.js';
 import { sleepMs } from './util.js';
 
@@ -37,8 +42,8 @@ export async function onSchedule(
 
 const capability = { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } };
 
-/** A pod's three RPCs, straight through the transport. */
-export function grpcPod(transport: CsiTransport, deadlineMs: number): (i: number) => Promise<void> {
+/** A pod's three RPCs, straight through the transport (or the minimal http2 client below). */
+export function grpcPod(transport: Pick<CsiTransport, 'call'>, deadlineMs: number): (i: number) => Promise<void> {
   const opts = { deadlineMs };
   return async (i) => {
     const volumeId = `disk-floor-${i}`;
@@ -101,4 +106,58 @@ export function socketPod(echo: EchoClient): () => Promise<void> {
     await echo.roundTrip(line);
     await echo.roundTrip(line);
   };
+}
+
+/**
+ * The same three RPCs through a minimal unary gRPC client written on node:http2 (one
+ * session on the socket, length-prefixed protobuf, `grpc-status` from the trailers): how
+ * much of the floor is grpc-js's own client. A measurement only; vole calls through grpc-js.
+ */
+export class Http2Unary {
+  private constructor(
+    private readonly session: ClientHttp2Session,
+    private readonly methods: ReadonlyMap<string, MethodDefinition<object, unknown>>,
+  ) {}
+
+  static async connect(socketPath: string): Promise<Http2Unary> {
+    const session = connect('http://localhost', { createConnection: () => createConnection(socketPath) });
+    await new Promise<void>((resolve, reject) => {
+      session.once('connect', () => resolve());
+      session.once('error', reject);
+    });
+    const services = csiServices();
+    const methods = new Map<string, MethodDefinition<object, unknown>>();
+    for (const ctor of [services.Identity, services.Controller, services.Node])
+      for (const [name, definition] of Object.entries(ctor.service)) methods.set(name, definition as MethodDefinition<object, unknown>);
+    return new Http2Unary(session, methods);
+  }
+
+  call<Res>(rpc: CsiRpc, request: object, opts: { deadlineMs: number }): Promise<Res> {
+    const method = this.methods.get(rpc)!;
+    const body = method.requestSerialize(request);
+    const frame = Buffer.alloc(5 + body.length);
+    frame.writeUInt32BE(body.length, 1);
+    body.copy(frame, 5);
+    return new Promise<Res>((resolve, reject) => {
+      const stream = this.session.request({
+        ':method': 'POST',
+        ':path': method.path,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-timeout': `${opts.deadlineMs}m`,
+      });
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('trailers', (trailers) => {
+        if (trailers['grpc-status'] !== '0') reject(new Error(`${rpc}: grpc-status ${String(trailers['grpc-status'])}`));
+        else resolve(method.responseDeserialize(Buffer.concat(chunks).subarray(5)) as Res);
+      });
+      stream.on('error', reject);
+      stream.end(frame);
+    });
+  }
+
+  close(): void {
+    this.session.close();
+  }
 }

@@ -26,7 +26,7 @@ import { caps } from '../../src/plugins/types.js';
 import { builtinPluginNames } from '../../src/world/resolve.js';
 import { podWaitStatus } from '../../src/world/index.js';
 import { benchPlugins, diskPlugin, podEvents } from './generate.js';
-import { EchoClient, grpcPod, onSchedule, socketPod } from './csi-floor.js';
+import { EchoClient, grpcPod, Http2Unary, onSchedule, socketPod } from './csi-floor.js';
 import { StageTrace, withGcPauses } from './csi-stages.js';
 import { type Figure, gc, median, progress, quantile, scratchDir, type SectionResult, sleepMs } from './util.js';
 
@@ -131,28 +131,42 @@ async function startNullDriver(socket: string): Promise<ChildProcess> {
   return child;
 }
 
-type Row = Variant | 'grpcFloor' | 'socketFloor';
-const rows: readonly Row[] = ['builtin', 'csi', 'grpcFloor', 'socketFloor'];
+type Row = Variant | 'grpcFloor' | 'http2Floor' | 'socketFloor';
+const rows: readonly Row[] = ['builtin', 'csi', 'grpcFloor', 'http2Floor', 'socketFloor'];
 type Runs = Record<Row, number[]>;
-const noRuns = (): Runs => ({ builtin: [], csi: [], grpcFloor: [], socketFloor: [] });
+const noRuns = (): Runs => ({ builtin: [], csi: [], grpcFloor: [], http2Floor: [], socketFloor: [] });
+/** Per row, each run's p50 and p99 (ms), this process's CPU per pod (µs) and GC pauses over 1 ms. */
+interface Measured {
+  readonly p50: Runs;
+  readonly p99: Runs;
+  readonly cpuUs: Runs;
+  readonly gcOver1Ms: Runs;
+}
 
 /** One measurement of a row: the pods' latencies, and the GC pauses meanwhile. */
 async function measure(
   row: Row,
   pods: number,
-  ctx: { transport: CsiTransport; echo: EchoClient; trace: StageTrace },
+  ctx: { transport: CsiTransport; http2: Http2Unary; echo: EchoClient; trace: StageTrace },
+  into: Measured,
 ): Promise<number[]> {
   const cpuBefore = process.cpuUsage();
   const { value, gc: pauses } = await withGcPauses(() => {
     if (row === 'grpcFloor') return onSchedule(pods, gapMs, grpcPod(ctx.transport, csiRpcDeadlineMs));
+    if (row === 'http2Floor') return onSchedule(pods, gapMs, grpcPod(ctx.http2, csiRpcDeadlineMs));
     if (row === 'socketFloor') return onSchedule(pods, gapMs, socketPod(ctx.echo));
     return runOnce(row, pods, ctx.transport, ctx.trace);
   });
   const cpu = process.cpuUsage(cpuBefore);
+  const cpuUs = (cpu.user + cpu.system) / pods;
   const over = pauses.pausesMs.filter((ms) => ms > 1).length;
+  into.p50[row].push(quantile(value, 0.5));
+  into.p99[row].push(quantile(value, 0.99));
+  into.cpuUs[row].push(cpuUs);
+  into.gcOver1Ms[row].push(over);
   progress(
     `    ${row}: p50 ${quantile(value, 0.5).toFixed(2)} ms, p99 ${quantile(value, 0.99).toFixed(2)} ms; ` +
-      `this process's CPU ${((cpu.user + cpu.system) / pods).toFixed(0)} µs per pod; ` +
+      `this process's CPU ${cpuUs.toFixed(0)} µs per pod; ` +
       `GC: ${pauses.pausesMs.length} pauses, ${over} over 1 ms, longest ${Math.max(0, ...pauses.pausesMs).toFixed(1)} ms`,
   );
   return value;
@@ -163,30 +177,30 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
   const driver = await startNullDriver(socket);
   const transport = new GrpcTransport(`unix://${socket}`);
   const echo = await EchoClient.connect(`${socket}.echo`);
-  const p50 = noRuns();
-  const p99 = noRuns();
+  const http2 = await Http2Unary.connect(socket);
+  const measured: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
+  const warmup: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
   const stages: Record<string, ReturnType<StageTrace['gaps']>> = {};
   try {
-    for (const row of rows) await measure(row, 50, { transport, echo, trace: new StageTrace(handleOf) }); // warm-up
+    for (const row of rows) await measure(row, 50, { transport, http2, echo, trace: new StageTrace(handleOf) }, warmup);
     for (let run = 0; run < opts.runs; run++) {
       progress(`  csi run ${run + 1}/${opts.runs} (load average ${loadavg()[0]!.toFixed(1)})`);
       for (const row of rows) {
         gc();
         const trace = new StageTrace(handleOf);
-        const latencies = await measure(row, opts.pods, { transport, echo, trace });
-        p50[row].push(quantile(latencies, 0.5));
-        p99[row].push(quantile(latencies, 0.99));
+        await measure(row, opts.pods, { transport, http2, echo, trace }, measured);
         if (row === 'csi' || row === 'builtin') stages[row] = trace.gaps();
       }
     }
     printStages(stages);
   } finally {
     echo.close();
+    http2.close();
     transport.close();
     process.kill(driver.pid!, 'SIGTERM');
   }
-  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, stagesOfLastRun: stages };
-  return { section: 'csi', figures: figures(p50, p99, opts.pods), details };
+  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, ...measured, stagesOfLastRun: stages };
+  return { section: 'csi', figures: figures(measured, opts.pods), details };
 }
 
 /** The gaps between a CSI pod's stages (last run), beside the built-in's where they match. */
@@ -201,22 +215,32 @@ function printStages(stages: Record<string, ReturnType<StageTrace['gaps']>>): vo
   }
 }
 
-function figures(p50: Runs, p99: Runs, podCount: number): Figure[] {
+function figures(m: Measured, podCount: number): Figure[] {
+  const { p50, p99 } = m;
   const pods = `${podCount.toLocaleString('en-US')} pods`;
   const minus = (a: number[], b: number[]) => a.map((v, i) => v - b[i]!);
   const added = minus(p99.csi, p99.builtin);
-  const row = (name: string, runs: number[]): Figure => ({ section: 'csi', name, value: median(runs), unit: 'ms', runs });
+  const row = (name: string, runs: number[], unit = 'ms'): Figure => ({ section: 'csi', name, value: median(runs), unit, runs });
+  const alone = "a pod's 3 RPCs alone (no engine)";
   return [
     row(`pod added → mounted, p50, built-in plugin, ${pods}`, p50.builtin),
     row(`pod added → mounted, p99, built-in plugin, ${pods}`, p99.builtin),
     row(`pod added → mounted, p50, CSI over a unix socket, ${pods}`, p50.csi),
     row(`pod added → mounted, p99, CSI over a unix socket, ${pods}`, p99.csi),
     { ...row('CSI p99 − built-in p99 (what the gRPC boundary adds per pod)', added), target: '< 1 ms', met: median(added) < 1 },
-    row(`floor: a pod's 3 RPCs alone (grpc-js, same driver, no engine), p50, ${pods}`, p50.grpcFloor),
-    row(`floor: a pod's 3 RPCs alone (grpc-js, same driver, no engine), p99, ${pods}`, p99.grpcFloor),
-    row(`floor: 3 plain unix-socket round trips to the driver process (no gRPC), p50, ${pods}`, p50.socketFloor),
-    row(`floor: 3 plain unix-socket round trips to the driver process (no gRPC), p99, ${pods}`, p99.socketFloor),
-    row('(CSI − built-in) − the 3 RPCs alone, p50 (what the engine adds around its RPCs)', minus(minus(p50.csi, p50.builtin), p50.grpcFloor)),
-    row('(CSI − built-in) − the 3 RPCs alone, p99', minus(added, p99.grpcFloor)),
+    row(`floor: ${alone}, grpc-js to the same driver, p50`, p50.grpcFloor),
+    row(`floor: ${alone}, grpc-js to the same driver, p99`, p99.grpcFloor),
+    row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p50`, p50.http2Floor),
+    row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p99`, p99.http2Floor),
+    row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p50', p50.socketFloor),
+    row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p99', p99.socketFloor),
+    row('(CSI − built-in) − the 3 grpc-js RPCs alone, p50: what the engine adds around its RPCs', minus(minus(p50.csi, p50.builtin), p50.grpcFloor)),
+    row('(CSI − built-in) − the 3 grpc-js RPCs alone, p99', minus(added, p99.grpcFloor)),
+    row('agent CPU per pod — built-in', m.cpuUs.builtin, 'µs'),
+    row('agent CPU per pod — CSI', m.cpuUs.csi, 'µs'),
+    row("agent CPU per pod — a pod's 3 grpc-js RPCs alone", m.cpuUs.grpcFloor, 'µs'),
+    row("agent CPU per pod — a pod's 3 http2 RPCs alone", m.cpuUs.http2Floor, 'µs'),
+    row(`GC pauses over 1 ms in a run of ${pods}: built-in`, m.gcOver1Ms.builtin, 'pauses'),
+    row(`GC pauses over 1 ms in a run of ${pods}: CSI`, m.gcOver1Ms.csi, 'pauses'),
   ];
 }
