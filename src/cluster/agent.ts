@@ -197,7 +197,12 @@ export class ClusterAgent {
           this.publishedInUse = text;
           if (!this.stopped) this.vm.markVolumesAsReportedInUse(inUse);
         },
-        (error: Error) => this.say(`publishing volumesInUse failed, retrying: ${error.message}`),
+        (error: Error) => {
+          // A put that failed may still be applied later (etcd timed out): what is stored is
+          // unknown, so the next pass publishes even a value believed published before.
+          this.publishedInUse = null;
+          this.say(`publishing volumesInUse failed, retrying: ${error.message}`);
+        },
       )
       .finally(() => {
         this.publishing = false;

@@ -212,6 +212,13 @@ export class SimControllerLog implements EventSink {
     return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
   }
 
+  /** The executor's wait before a call: undefined once durable; never rejects (a fenced log stops the engine). */
+  whenDurable(): Promise<void> | undefined {
+    this.flush();
+    if (this.fatal === null && this.committedSeq >= this.nextSeq - 1) return undefined;
+    return this.durable().catch(() => undefined);
+  }
+
   close(): void {
     this.flush();
   }

@@ -182,7 +182,11 @@ class AgentProcess {
           this.publishedInUse = text;
           if (this.alive) this.vm.markVolumesAsReportedInUse(inUse);
         },
-        () => undefined,
+        () => {
+          // The outcome is unknown (a timed-out put may still be applied): publish again,
+          // even a value believed published before.
+          this.publishedInUse = null;
+        },
       )
       .finally(() => {
         this.publishing = false;

@@ -16,7 +16,7 @@
  */
 import { ClusterKeys } from '../cluster/keys.js';
 import { decodeVolumesInUse } from '../cluster/status.js';
-import { VirtualClock } from '../clock.js';
+import { sleep, VirtualClock } from '../clock.js';
 import type { Pod } from '../events/k8s.js';
 import { type FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import { prng } from './chaos.js';
@@ -55,6 +55,7 @@ export class ClusterSim {
   readonly trace: string[] = [];
   readonly faults: Record<string, number> = {};
   private events = 0;
+  private adminQueue: Promise<void> = Promise.resolve();
 
   constructor(
     readonly plan: ClusterPlan,
@@ -160,13 +161,20 @@ export class ClusterSim {
     await this.settle();
   }
 
-  /** An administrator's write (`vole apply`, `vole delete`), retried until the store takes it. */
+  /**
+   * An administrator's write (`vole apply`, `vole delete`), retried every second until the
+   * store takes it; writes land in the order they were made.
+   */
   adminWrite(ops: StoreOp[]): void {
-    const attempt = () =>
-      void this.admin.call(() => this.store.txn([], ops)).catch(() => {
-        this.clock.setTimer(this.clock.nowMs() + 1_000, attempt);
-      });
-    attempt();
+    this.adminQueue = this.adminQueue.then(async () => {
+      while (true) {
+        try {
+          return void (await this.admin.call(() => this.store.txn([], ops)));
+        } catch {
+          await sleep(this.clock, 1_000);
+        }
+      }
+    });
   }
 
   async start(): Promise<void> {
