@@ -64,9 +64,12 @@ function stopAgent(sim: ClusterSim, node: string, durationMs: number): void {
 }
 
 function noSpace(sim: ClusterSim, durationMs: number): void {
+  const untilMs = Math.max(sim.noSpaceUntilMs, sim.clock.nowMs() + durationMs);
+  sim.noSpaceUntilMs = untilMs;
   sim.store.setNoSpace(true);
   sim.say(`the store is out of space for ${durationMs} ms`);
-  sim.clock.setTimer(sim.clock.nowMs() + durationMs, () => {
+  sim.clock.setTimer(untilMs, () => {
+    if (sim.noSpaceUntilMs !== untilMs) return;
     sim.store.setNoSpace(false);
     sim.say('the store has space again');
   });

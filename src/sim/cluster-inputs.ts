@@ -68,12 +68,15 @@ export class SimControllerInputs {
     });
     this.reset(kvs.map(asKeyValue));
     this.cancel = this.client.watch(this.keys.prefix, revision + 1, (event) => this.change(event));
-    // A new attachment is assumed mounted until the node's next report: apply it again.
+    // A new attachment, confirmed or uncertain, is assumed mounted until the node's next
+    // report (§2.1): apply the report again — after an attach, and for the attaches the
+    // previous leader left running, which EngineStarted made uncertain.
     this.cm.subscribe((event, world) => {
-      if (event.type !== 'CallSucceeded' || event.call !== 'attach') return;
+      if ((event.type !== 'CallSucceeded' && event.type !== 'CallFailed') || event.call !== 'attach') return;
       const node = world.running.get(event.opId as never)?.node;
       if (typeof node === 'string') queueMicrotask(() => this.reapply(node));
     });
+    for (const name of this.nodeNames()) this.reapply(name);
   }
 
   stop(): void {

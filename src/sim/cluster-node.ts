@@ -169,10 +169,10 @@ class AgentProcess {
 
   /** Publishes volumesInUse when it changed; marks them reported once the store has them. */
   private schedulePublish(): void {
-    if (this.publishing || !this.alive || !this.vm.world) return;
+    if (this.publishing || !this.alive) return;
     const inUse = this.vm.getVolumesInUse();
     const text = JSON.stringify({ volumesInUse: inUse });
-    if (text === this.publishedInUse) return;
+    if (text === this.publishedInUse) return this.markAgain(inUse);
     this.publishing = true;
     const key = this.opts.keys.volumesInUse(this.opts.node);
     void this.client
@@ -192,6 +192,16 @@ class AgentProcess {
         this.publishing = false;
         this.later(this.publishedInUse === text ? 0 : retryMs, () => this.schedulePublish());
       });
+  }
+
+  /**
+   * What is published is reported in use, even when publishing changed nothing: a volume
+   * can leave and re-enter the desired state (its pod replaced) between two publishes, as
+   * the kubelet marks them after every node status update (src/cluster/agent.ts does too).
+   */
+  private markAgain(inUse: readonly string[]): void {
+    const dsw = this.vm.world.dsw;
+    if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false)) this.vm.markVolumesAsReportedInUse(inUse);
   }
 
   /** The process stops (killed): its calls are cut off, its lease runs out by itself. */

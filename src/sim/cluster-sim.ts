@@ -55,6 +55,8 @@ export class ClusterSim {
   readonly trace: string[] = [];
   readonly faults: Record<string, number> = {};
   private events = 0;
+  /** When the store's current out-of-space fault ends. */
+  noSpaceUntilMs = 0;
   private adminQueue: Promise<void> = Promise.resolve();
 
   constructor(
