@@ -45,7 +45,7 @@ export class EtcdLogMirror {
   /** Loads the log and starts following it (the watch first, so nothing appended meanwhile is missed). */
   static async open(client: Etcd3, keys: ClusterKeys, opts: MirrorOptions = {}): Promise<EtcdLogMirror> {
     const mirror = new EtcdLogMirror(client, keys, opts);
-    const watcher = await client.watch().prefix(keys.logEntries).create();
+    const watcher = await client.watch().prefix(keys.logSegments).create();
     mirror.watcher = watcher;
     watcher.on('put', () => mirror.catchUp());
     watcher.on('error', (error: Error) => mirror.warn(`watching the controller log: ${error.message}`));
