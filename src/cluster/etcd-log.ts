@@ -402,8 +402,14 @@ export class EtcdEventLog implements EventSink {
       const old = JSON.parse(previous) as SnapshotMeta;
       if (old.seq !== snapshot.seq) ops.push(client.delete().prefix(`${keys.logSnapshot}/${old.seq}/`) as never);
     }
-    // The segments wholly before the snapshot: every one before the segment holding seq + 1.
-    const keep = opts.compact ? await segmentHolding(client, keys, snapshot.seq + 1) : undefined;
+    // The segments wholly before the snapshot: every one before the segment holding seq + 1,
+    // or every one when the snapshot is at the head (no segment holds seq + 1 yet, and a
+    // commit landing meanwhile starts a new segment at seq + 1, past the range deleted).
+    const keep = !opts.compact
+      ? undefined
+      : this.committedSeq === snapshot.seq
+        ? keys.logSegment(snapshot.seq + 1)
+        : await segmentHolding(client, keys, snapshot.seq + 1);
     if (keep !== undefined) ops.push(client.delete().range(new Range(keys.logSegment(0), keep)) as never);
     const result = await leadership.fence().then(...ops).commit();
     if (!result.succeeded) throw this.fenced('snapshot');
