@@ -22,7 +22,8 @@ type Controller = Pick<
   'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod' | 'subscribe'
 >;
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
+const same = (held: unknown, next: unknown) => held !== undefined && JSON.stringify(held) === JSON.stringify(next);
 
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
@@ -82,13 +83,18 @@ export class ControllerInputs {
     for (const informer of this.informers) await informer.start();
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      if (event.type !== 'CallSucceeded' || event.call !== 'attach') return;
+      // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
+      if ((event.type !== 'CallSucceeded' && event.type !== 'CallFailed') || event.call !== 'attach') return;
       const node = world.running.get(event.opId as never)?.node;
       if (node === undefined || node === null) return;
       if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
       this.attachedOn.add(node);
     });
     for (const name of this.nodeNames()) this.syncNode(name);
+    // EngineStarted made the attaches the previous leader left running uncertain, assumed
+    // mounted: each node's report says otherwise now, not at its next change.
+    for (const name of this.nodeNames()) this.attachedOn.add(name);
+    this.reapplyInUse();
     const pods = new PrefixInformer(this.client, keys.pods, {
       ...this.pods.handlers(),
       trouble,
@@ -105,8 +111,8 @@ export class ControllerInputs {
   }
 
   /**
-   * A new attachment is assumed mounted (spec §2.1) until the node's next status update
-   * says otherwise; in Kubernetes that update comes within the kubelet's status period.
+   * A new attachment (confirmed or uncertain) is assumed mounted (spec §2.1) until the
+   * node's next status update says otherwise; in Kubernetes that update comes within the kubelet's status period.
    * Here a node's published volumesInUse is applied again right after an attach on it
    * (safe: an agent reports a volume in use before it mounts it, spec §5).
    */
