@@ -193,9 +193,11 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
   const measured: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
   const warmup: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
   const stages: Record<string, ReturnType<StageTrace['gaps']>> = {};
+  const loadAverages: number[] = [];
   try {
     for (const row of rows) await measure(row, 50, { transport, http2, echo, trace: new StageTrace(handleOf) }, warmup);
     for (let run = 0; run < opts.runs; run++) {
+      loadAverages.push(loadavg()[0]!);
       progress(`  csi run ${run + 1}/${opts.runs} (load average ${loadavg()[0]!.toFixed(1)})`);
       for (const row of rows) {
         gc();
@@ -211,7 +213,7 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
     transport.close();
     process.kill(driver.pid!, 'SIGTERM');
   }
-  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, ...measured, stagesOfLastRun: stages };
+  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, loadAverages, ...measured, stagesOfLastRun: stages };
   return { section: 'csi', figures: figures(measured, opts.pods), details };
 }
 
