@@ -22,6 +22,8 @@ export interface ClusterRunResult {
   readonly trace: string[];
   readonly faults: Record<string, number>;
   readonly cloudCalls: number;
+  /** Detaches of a disk its node reported in use, forced with a recorded reason. */
+  readonly forcedDetaches: number;
   readonly nodeCalls: number;
   readonly terms: number;
   readonly invariantChecks: number;
@@ -144,6 +146,7 @@ export async function runClusterSeed(
     trace: sim.trace,
     faults: sim.faults,
     cloudCalls: sim.cloud.calls.length,
+    forcedDetaches: sim.cloud.calls.filter((c) => c.forced !== undefined).length,
     nodeCalls: sim.journal.length,
     terms: [...sim.retired, ...sim.replicas.values()].reduce((n, r) => n + r.terms.length, 0),
     invariantChecks: invariantChecks(sim),
