@@ -14,7 +14,6 @@ export interface ClusterRunResult {
   readonly seed: number;
   readonly ok: boolean;
   readonly failures: string[];
-  readonly notes: string[];
   readonly nodes: string[];
   readonly replicas: string[];
   readonly steps: readonly ClusterStep[];
@@ -139,7 +138,6 @@ export async function runClusterSeed(
     seed: plan.seed,
     ok: sim.failures.length === 0,
     failures: sim.failures,
-    notes: sim.notes,
     nodes: plan.nodes,
     replicas: plan.replicas,
     steps: plan.steps,
