@@ -66,6 +66,8 @@ export class ClusterAgent {
       plugins: opts.plugins,
       ...(opts.contents === undefined ? {} : { contents: opts.contents }),
       controllerAttachDetach: true,
+      // The leading controller binds claims and writes the bindings to etcd; nodes read them.
+      bindClaims: false,
       logger: opts.logger,
     });
     this.pods = new PodsByKey({

@@ -22,7 +22,8 @@ type Controller = Pick<
   'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod' | 'subscribe'
 >;
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
+const same = (held: unknown, next: unknown) => held !== undefined && JSON.stringify(held) === JSON.stringify(next);
 
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();

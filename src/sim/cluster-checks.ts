@@ -10,7 +10,7 @@ import { type ClusterSim, volumeOfDisk } from './cluster-sim.js';
 
 /** The controller log in the store now: its entries, in seq order. */
 export function storeLog(sim: ClusterSim): string[] {
-  return sim.store.range(sim.keys.logEntries).kvs.map((kv) => kv.value);
+  return sim.store.range(sim.keys.logSegments).kvs.map((kv) => kv.value);
 }
 
 /** Every term of every replica process, killed ones included. */

@@ -194,7 +194,7 @@ export class SimControllerLog implements EventSink {
     const seq = this.nextSeq++;
     const value = encodeLogValue(event, seq);
     this.pushed.set(seq, value);
-    this.buffer.push({ key: this.opts.keys.logEntry(seq), value, seq });
+    this.buffer.push({ key: this.opts.keys.logSegment(seq), value, seq });
     return Seq(seq);
   }
 
@@ -296,7 +296,7 @@ export async function loadSimLog(client: StoreClient, keys: ClusterKeys): Promis
     () => {
       const store = client.store;
       const head = Number(store.get(keys.logHead)?.value ?? '0');
-      const values = store.range(keys.logEntries).kvs.map((kv) => kv.value);
+      const values = store.range(keys.logSegments).kvs.map((kv) => kv.value);
       if (values.length !== head)
         throw new Error(`the controller log holds ${values.length} entries but its head says ${head}`);
       return { head, values };
