@@ -315,7 +315,7 @@ export async function scaleFigures(urls: string, nodes: number, pods: number, mo
   const loadMs = nowMs() - started;
   const events = controller.world!.seq;
   const { ms: planMs, calls: planCalls } = plans.stats;
-  const log = controller.logStats!;
+  const log = { ...controller.logStats! }; // as the load left it
   gc();
   const heapMiB = (heapUsedAfterGc() - heapBefore) / 2 ** 20;
   progress(`  loaded: ${Math.round(loadMs)} ms, ${events} events in ${log.txns} commits (${log.segments} segments), ${Math.round(heapMiB)} MiB, plan ${Math.round(planMs)} ms in ${planCalls} plans`);
