@@ -66,6 +66,8 @@ export class ClusterAgent {
       plugins: opts.plugins,
       ...(opts.contents === undefined ? {} : { contents: opts.contents }),
       controllerAttachDetach: true,
+      // The leading controller binds claims and writes the bindings to etcd; nodes read them.
+      bindClaims: false,
       logger: opts.logger,
     });
     this.pods = new PodsByKey({
@@ -186,7 +188,13 @@ export class ClusterAgent {
     if (this.publishing || this.stopped) return;
     const inUse = this.vm.getVolumesInUse();
     const text = JSON.stringify({ volumesInUse: inUse });
-    if (text === this.publishedInUse) return;
+    if (text === this.publishedInUse) {
+      // Published already, yet a volume may have left and re-entered the desired state
+      // (its pod replaced) since: mark it again, as the kubelet does after every status update.
+      const dsw = this.vm.world.dsw;
+      if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false)) this.vm.markVolumesAsReportedInUse(inUse);
+      return;
+    }
     this.publishing = true;
     const { client, keys, node } = this.opts;
     void client
@@ -197,7 +205,12 @@ export class ClusterAgent {
           this.publishedInUse = text;
           if (!this.stopped) this.vm.markVolumesAsReportedInUse(inUse);
         },
-        (error: Error) => this.say(`publishing volumesInUse failed, retrying: ${error.message}`),
+        (error: Error) => {
+          // A put that failed may still be applied later (etcd timed out): what is stored is
+          // unknown, so the next pass publishes even a value believed published before.
+          this.publishedInUse = null;
+          this.say(`publishing volumesInUse failed, retrying: ${error.message}`);
+        },
       )
       .finally(() => {
         this.publishing = false;

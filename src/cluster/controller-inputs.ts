@@ -83,13 +83,18 @@ export class ControllerInputs {
     for (const informer of this.informers) await informer.start();
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      if (event.type !== 'CallSucceeded' || event.call !== 'attach') return;
+      // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
+      if ((event.type !== 'CallSucceeded' && event.type !== 'CallFailed') || event.call !== 'attach') return;
       const node = world.running.get(event.opId as never)?.node;
       if (node === undefined || node === null) return;
       if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
       this.attachedOn.add(node);
     });
     for (const name of this.nodeNames()) this.syncNode(name);
+    // EngineStarted made the attaches the previous leader left running uncertain, assumed
+    // mounted: each node's report says otherwise now, not at its next change.
+    for (const name of this.nodeNames()) this.attachedOn.add(name);
+    this.reapplyInUse();
     const pods = new PrefixInformer(this.client, keys.pods, {
       ...this.pods.handlers(),
       trouble,
@@ -106,8 +111,8 @@ export class ControllerInputs {
   }
 
   /**
-   * A new attachment is assumed mounted (spec §2.1) until the node's next status update
-   * says otherwise; in Kubernetes that update comes within the kubelet's status period.
+   * A new attachment (confirmed or uncertain) is assumed mounted (spec §2.1) until the
+   * node's next status update says otherwise; in Kubernetes that update comes within the kubelet's status period.
    * Here a node's published volumesInUse is applied again right after an attach on it
    * (safe: an agent reports a volume in use before it mounts it, spec §5).
    */

@@ -3,7 +3,8 @@
  * the leader key; the leader loads the controller log from etcd (snapshot + tail), starts
  * the engine on it (EngineStarted makes calls the old leader left running uncertain, as
  * after a restart), follows the cluster through informers, and publishes each node's
- * volumesAttached. Every write — log commits, snapshots, volumesAttached — is fenced on
+ * volumesAttached. It binds claims (ClaimBound in its log) and writes each binding to the
+ * claim and its PV in etcd; node agents only read bindings. Every write — log commits, snapshots, volumesAttached — is fenced on
  * the leader's term, and no plugin call starts before the events that announce it are
  * durable in etcd. Losing leadership stops everything at once.
  */
@@ -15,6 +16,7 @@ import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
+import { ClaimBindingWriter } from './bindings.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
@@ -138,8 +140,10 @@ export class ClusterController {
     cm.start();
     const say = (line: string) => this.say(line);
     const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say);
+    const bindings = new ClaimBindingWriter(client, keys, leadership, log, cm, say);
     const inputs = new ControllerInputs(client, keys, cm, say);
-    this.stops.push(() => inputs.stop(), () => publisher.stop());
+    this.stops.push(() => inputs.stop(), () => publisher.stop(), () => bindings.stop());
+    bindings.start(); // before the inputs: no ClaimBound they lead to is missed
     await inputs.start();
     await publisher.start();
   }

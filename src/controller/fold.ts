@@ -23,6 +23,7 @@ import {
 } from '../world/binding.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
+import { referenceKeys } from '../world/references.js';
 import { resolvePod } from '../world/resolve.js';
 import {
   type ControllerAttachment,
@@ -189,16 +190,18 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
     bindings: world.bindings,
   });
   const nodeName = pod.spec.nodeName;
+  // The controller indexes its pods by object key (its index also holds nodes).
+  const references = referenceKeys(resolution.references, pod.metadata.namespace ?? 'default');
   world.pods.set(uid, {
     uid,
     pod,
     node: nodeName === undefined || nodeName === '' ? null : NodeName(nodeName),
     volumes: resolution.volumes.filter((v) => v.attachable),
-    references: resolution.references,
+    references,
     terminated: isTerminated(pod),
     seq,
   });
-  index(world, uid, [...resolution.references, `Node//${nodeName ?? ''}`], true);
+  index(world, uid, [...references, `Node//${nodeName ?? ''}`], true);
   addPodToDsw(world, uid);
 }
 

@@ -38,6 +38,7 @@ export interface ControllerPod {
   readonly node: NodeName | null;
   /** Attachable volumes of the pod (the only ones the controller handles). */
   readonly volumes: readonly ResolvedVolume[];
+  /** The object keys its resolution read (referenceKeys of the resolution's references). */
   readonly references: readonly string[];
   readonly terminated: boolean;
   readonly seq: Seq;

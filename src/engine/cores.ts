@@ -17,6 +17,8 @@ import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../world/objects.js';
+import { isReferenceIndex } from '../world/references.js';
+import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
 import { type Core, type EngineMode, engineModes } from './core.js';
 import { structuredCloneCodec } from './snapshot.js';
@@ -30,20 +32,26 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 5: cluster objects kept per kind under their names (format 4 kept them under
-  // built keys; format 3 held one-pod volumes in Maps; format 1 was JSON with tagged Maps).
-  snapshot: structuredCloneCodec<World>(5, (world) => {
+  // Format 7: one record per volume (format 6 kept desired state, attachments, mounts
+  // and causes in four maps; format 5 indexed pods by built keys; format 4 kept objects
+  // under built keys; format 3 held one-pod volumes in Maps; format 1 was JSON with
+  // tagged Maps). The views over the records are made again, not read back.
+  snapshot: structuredCloneCodec<World>(7, (world) => {
     const objects = ClusterObjects.revive(world.objects);
-    return world.mounts instanceof Map &&
+    return world.volumes instanceof Map &&
+      isReferenceIndex(world.podsByObject) &&
       world.unboundClaims instanceof Set &&
       world.oneNameLists instanceof Map &&
+      world.mountContexts instanceof Map &&
       objects
       ? {
           ...world,
           objects,
+          ...volumeTable(world.volumes),
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
           maybeGone: [],
+          takenVolumes: undefined,
           dirty: new Set(),
         }
       : undefined;

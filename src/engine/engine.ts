@@ -52,6 +52,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly runner: (host: RunnerHost<W>) => Runner<O>;
   readonly node: string;
   readonly controllerAttachDetach: boolean;
+  /** false: the planner binds no claim (recorded in EngineStarted); default true. */
+  readonly bindClaims?: boolean;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -146,6 +148,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       tsMs: this.opts.clock.nowMs(),
       node: this.opts.node,
       controllerAttachDetach: this.opts.controllerAttachDetach,
+      ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
       mode: this.core.mode,
@@ -205,7 +208,12 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     if (!this.running || this.opts.sink.writable === false) return;
     this.ticks++;
     const dirty = this.takeDirty();
-    if (dirty.size === 0) return;
+    if (dirty.size === 0) {
+      // Events that dirtied nothing (a call's outcome, an operation's end) are made durable
+      // too: a sink that only writes when flushed (etcd's) would hold them back otherwise.
+      this.opts.sink.flush();
+      return;
+    }
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
     for (const event of result.events ?? []) this.append(event);

@@ -8,9 +8,9 @@ import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
+import { setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
 import {
-  anyPersistentVolumeKey,
   bindingVolume,
   boundVolumes,
   forgetClaim,
@@ -19,6 +19,13 @@ import {
 
 export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
+import {
+  addReference,
+  anyPersistentVolumeName,
+  indexReferences,
+  podsReferencing,
+  type References,
+} from './references.js';
 import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
@@ -32,55 +39,14 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
 }
 
-/**
- * Adds or removes `pod` under each object key it references. A key most often has one pod,
- * held as the bare name; a Set only when pods share the object (a Set costs ~180 bytes).
- */
-function indexReferences(
-  world: World,
-  pod: UniquePodName,
-  references: readonly string[],
-  add: boolean,
-) {
-  for (const key of references) {
-    const pods = world.podsByObject.get(key);
-    if (add) {
-      if (pods === undefined) world.podsByObject.set(key, pod);
-      else if (typeof pods !== 'string') pods.add(pod);
-      else if (pods !== pod) world.podsByObject.set(key, new Set([pods, pod]));
-    } else if (pods === pod) {
-      world.podsByObject.delete(key);
-    } else if (pods !== undefined && typeof pods !== 'string') {
-      pods.delete(pod);
-      // (An empty Set only comes from a snapshot written before single names were kept.)
-      if (pods.size === 0) world.podsByObject.delete(key);
-      else if (pods.size === 1) world.podsByObject.set(key, pods.values().next().value!);
-    }
-  }
-}
-
-/** The pods that reference an object key, in name order. */
-function podsReferencing(world: World, key: string): UniquePodName[] {
-  const pods = world.podsByObject.get(key);
-  if (pods === undefined) return [];
-  return typeof pods === 'string' ? [pods] : [...pods].sort();
-}
-
-/** The DSW record `volume` with other pods (a literal: one shape for every record). */
-function dswVolume(volume: DswVolume, pods: ByPod<DswPod>): DswVolume {
-  return { volume: volume.volume, reportedInUse: volume.reportedInUse, pods };
-}
-
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
 function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const volume = world.dsw.get(resolved.volume);
     if (volume === undefined || podEntry(volume.pods, record.uid) === undefined) continue;
     const pods = deletePodEntry(copyByPod(volume.pods), record.uid);
-    if (pods === undefined) {
-      world.dsw.delete(resolved.volume);
-      mayBeGone(world, resolved.volume);
-    } else world.dsw.set(resolved.volume, dswVolume(volume, pods));
+    setDesiredPods(world, resolved.volume, pods);
+    if (pods === undefined) mayBeGone(world, resolved.volume);
     touch(world, resolved.volume, cause);
   }
 }
@@ -105,13 +71,7 @@ function addToDsw(world: World, record: PodRecord, cause: Seq): void {
         ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
-    const pods = setPodEntry(copyByPod(existing?.pods), entry);
-    world.dsw.set(
-      resolved.volume,
-      existing === undefined
-        ? { volume: resolved.volume, reportedInUse: false, pods }
-        : dswVolume(existing, pods),
-    );
+    setDesiredPods(world, resolved.volume, setPodEntry(copyByPod(existing?.pods), entry));
     touch(world, resolved.volume, cause);
   }
 }
@@ -162,36 +122,81 @@ export function upsertPod(
     plugins: world.plugins,
     bindings: world.bindings,
     taken: () => takenVolumes(world),
+    bindClaims: world.config.bindClaims !== false,
   });
+  const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {
     uid,
     name: pod.metadata.name,
     namespace: pod.metadata.namespace ?? 'default',
     pod,
     expectedVolumes: sharedList(world, resolution.expectedVolumes),
-    volumes: keptVolumes(previous, resolution),
+    volumes,
     errors: resolution.errors,
-    references: resolution.references,
+    references: keptReferences(resolution.references, volumes),
     seq: opts.seq,
   };
   if (previous !== undefined) {
     releaseList(world, previous.expectedVolumes);
     removeFromDsw(world, previous, cause);
-    indexReferences(world, uid, previous.references, false);
+    indexReferences(world.podsByObject, uid, previous.namespace, podReferences(previous), false);
   }
   world.pods.set(uid, record);
-  indexReferences(world, uid, resolution.references, true);
+  indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), true);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
 }
 
-/** boundVolumes of the world as of this event: one walk of the objects per event at most. */
-const takenByWorld = new WeakMap<World, { seq: Seq; taken: ReadonlyMap<string, string> }>();
+/**
+ * What resolved volumes read, in resolution order: a claim and its PV, the ConfigMaps and
+ * Secrets of content volumes (references.ts).
+ */
+function volumeReferences(volumes: readonly ResolvedVolume[]): string[] {
+  const references: string[] = [];
+  for (const v of volumes) {
+    if (v.claim !== undefined) {
+      addReference(references, 'PersistentVolumeClaim', v.claim);
+      addReference(references, 'PersistentVolume', v.innerVolumeSpecName);
+    }
+    const s = v.source;
+    const parts =
+      s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+    for (const p of parts)
+      if (p.kind !== 'downwardAPI')
+        addReference(references, p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name);
+  }
+  return references;
+}
+
+/**
+ * The references a pod record keeps: null when they are exactly what its volumes read (a
+ * pod whose volumes all resolved), so no list is kept (80 bytes a pod with a claim); the
+ * list otherwise (a claim not found or not bound yet, a kept volume).
+ */
+function keptReferences(
+  references: References,
+  volumes: readonly ResolvedVolume[],
+): References | null {
+  const derived = volumeReferences(volumes);
+  if (derived.length !== references.length) return references;
+  for (let i = 0; i < derived.length; i++) if (derived[i] !== references[i]) return references;
+  return null;
+}
+
+/** The objects a pod record's resolution read. */
+export function podReferences(record: PodRecord): References {
+  return record.references ?? volumeReferences(record.volumes);
+}
+
+/**
+ * boundVolumes of the world as of this event: one walk of the objects per event at most,
+ * kept in the world's scratch (`takenVolumes`, dropped when the event is folded).
+ */
 function takenVolumes(world: World): ReadonlyMap<string, string> {
-  const memo = takenByWorld.get(world);
+  const memo = world.takenVolumes;
   if (memo !== undefined && memo.seq === world.seq) return memo.taken;
   const taken = boundVolumes(world.objects, world.bindings);
-  takenByWorld.set(world, { seq: world.seq, taken });
+  world.takenVolumes = { seq: world.seq, taken };
   return taken;
 }
 
@@ -230,24 +235,32 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   const record = world.pods.get(uid);
   if (record === undefined) return; // Removing an unknown pod is a no-op, as in the kubelet.
   removeFromDsw(world, record, world.seq);
-  indexReferences(world, uid, record.references, false);
+  indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
 }
 
+/** An object as its events name it: kind, name and (for namespaced kinds) namespace. */
+interface ObjectName {
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace?: string | undefined;
+}
+
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
-export function reresolveDependents(world: World, key: string): void {
-  for (const uid of podsReferencing(world, key)) {
+export function reresolveDependents(world: World, object: ObjectName): void {
+  for (const uid of podsReferencing(world.podsByObject, object.kind, object.name, object.namespace)) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
   }
 }
 
-/** Does this volume read the ConfigMap or Secret of that object key? */
-function readsObject(resolved: ResolvedVolume, key: string): boolean {
+/** Does this volume read that ConfigMap or Secret? */
+function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
   const s = resolved.source;
   const parts =
     s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
+  const key = objectKey(object.kind, object.name, object.namespace);
   return parts.some(
     (p) =>
       p.kind !== 'downwardAPI' &&
@@ -259,12 +272,13 @@ function readsObject(resolved: ResolvedVolume, key: string): boolean {
  * A ConfigMap or Secret changed: the mounted volumes that read it are set up again
  * (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
  */
-function remountReaders(world: World, key: string): void {
-  for (const uid of podsReferencing(world, key)) {
+function remountReaders(world: World, object: ObjectName): void {
+  const { kind, name, namespace } = object;
+  for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
     const record = world.pods.get(uid);
     if (record === undefined) continue;
     for (const resolved of record.volumes) {
-      if (!resolved.requiresRemount || !readsObject(resolved, key)) continue;
+      if (!resolved.requiresRemount || !readsObject(resolved, object)) continue;
       const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
       if (mount === undefined || mount.value !== 'mounted') continue;
       stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
@@ -279,23 +293,25 @@ function askForBinding(world: World, kind: string): void {
   if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
   world.bindingCause = world.seq;
   world.dirty.add(bindingVolume);
-  if (kind === 'PersistentVolume') reresolveDependents(world, anyPersistentVolumeKey);
+  if (kind === 'PersistentVolume')
+    reresolveDependents(world, { kind, name: anyPersistentVolumeName, namespace: undefined });
 }
 
-function reresolveObject(world: World, kind: string, key: string): void {
-  if (kind === 'ConfigMap' || kind === 'Secret') return remountReaders(world, key);
-  reresolveDependents(world, key);
-  askForBinding(world, kind);
+function reresolveObject(world: World, object: ObjectName): void {
+  if (object.kind === 'ConfigMap' || object.kind === 'Secret') return remountReaders(world, object);
+  reresolveDependents(world, object);
+  askForBinding(world, object.kind);
 }
 
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
-  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
+  const { kind, metadata } = object;
+  if (kind === 'PersistentVolumeClaim')
+    trackClaim(world, objectKey(kind, metadata.name, metadata.namespace), object);
   const previous = world.objects.put(object);
   // The same ConfigMap or Secret content again: nothing to set up again.
   if (sameContent(previous, object)) return;
-  reresolveObject(world, object.kind, key);
+  reresolveObject(world, { kind, name: metadata.name, namespace: metadata.namespace });
 }
 
 function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
@@ -305,10 +321,10 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
-  const key = objectKey(event.kind, event.name, event.namespace);
   world.objects.remove(event.kind, event.name, event.namespace);
-  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
-  reresolveObject(world, event.kind, key);
+  if (event.kind === 'PersistentVolumeClaim')
+    forgetClaim(world, objectKey(event.kind, event.name, event.namespace));
+  reresolveObject(world, event);
 }
 
 /** The planner's binding decision, recorded: the claim's pods resolve through the PV now. */
@@ -316,15 +332,25 @@ export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   world.unboundClaims.delete(key);
-  reresolveDependents(world, key);
+  reresolveDependents(world, {
+    kind: 'PersistentVolumeClaim',
+    name: event.claim,
+    namespace: event.namespace,
+  });
 }
 
 /** A finished expansion raises the claim's capacity, so the next mount does not expand again. */
-export function claimExpanded(world: World, claimKey: string, pvName: string, bytes: number): void {
+export function claimExpanded(
+  world: World,
+  claim: { readonly name: string; readonly namespace: string },
+  pvName: string,
+  bytes: number,
+): void {
+  const claimKey = objectKey('PersistentVolumeClaim', claim.name, claim.namespace);
   const binding = world.bindings.get(claimKey);
   if (bytes <= 0 || (binding !== undefined && binding.capacityBytes >= bytes)) return;
   world.bindings.set(claimKey, { volume: binding?.volume ?? pvName, capacityBytes: bytes });
-  reresolveDependents(world, claimKey);
+  reresolveDependents(world, { kind: 'PersistentVolumeClaim', ...claim });
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
@@ -336,7 +362,7 @@ export function foldVolumesReportedInUse(
   for (const [name, volume] of world.dsw) {
     const reportedInUse = reported.has(name);
     if (volume.reportedInUse === reportedInUse) continue;
-    world.dsw.set(name, { ...volume, reportedInUse });
+    setReportedInUse(world, name, reportedInUse);
     touch(world, name);
   }
 }

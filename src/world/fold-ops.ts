@@ -102,8 +102,12 @@ export function foldCall(
     });
   }
   // A finished expansion raises the claim's capacity (its status, as Kubernetes records it).
-  if (event.type === 'CallSucceeded' && event.call === 'nodeExpand' && op.spec?.claim !== undefined)
-    claimExpanded(world, op.spec.claim, op.spec.innerVolumeSpecName, event.sizeBytes ?? 0);
+  const claim = op.spec?.claim;
+  if (event.type === 'CallSucceeded' && event.call === 'nodeExpand' && claim !== undefined) {
+    const namespace = op.spec!.claimNamespace ?? 'default';
+    const pvName = op.spec!.innerVolumeSpecName;
+    claimExpanded(world, { name: claim, namespace }, pvName, event.sizeBytes ?? 0);
+  }
   touch(world, op.volume);
 }
 

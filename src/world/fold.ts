@@ -5,7 +5,7 @@
 import { fail, unreachable } from '../assert.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { forgetGoneVolumes, mayBeGone, startEvent } from './gone.js';
+import { endEvent, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
@@ -30,11 +30,13 @@ import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operat
 import { ClusterObjects } from './objects.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
+import { volumeTable } from './volumes.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
+  const volumes = volumeTable();
   return {
-    config: { node: NodeName(''), controllerAttachDetach: true },
+    config: { node: NodeName(''), controllerAttachDetach: true, bindClaims: true },
     plugins: new Map(),
     seq: Seq(0),
     tsMs: 0,
@@ -46,16 +48,19 @@ export function initialWorld(): World {
     unboundClaims: new Set(),
     bindingCause: Seq(0),
     podsByObject: new Map(),
-    dsw: new Map(),
-    attachments: new Map(),
-    mounts: new Map(),
+    volumes: volumes.volumes,
+    dsw: volumes.dsw,
+    attachments: volumes.attachments,
+    mounts: volumes.mounts,
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
     maybeGone: [],
+    takenVolumes: undefined,
     oneNameLists: new Map(),
+    mountContexts: new Map(),
     lastErrors: new Map(),
-    causes: new Map(),
+    causes: volumes.causes,
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
   };
@@ -66,6 +71,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   world.config = {
     node: NodeName(event.node),
     controllerAttachDetach: event.controllerAttachDetach,
+    bindClaims: event.bindClaims ?? true,
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so
@@ -201,7 +207,7 @@ export function fold(world: World, event: VoleEvent): World {
     default:
       unreachable(event, 'event type');
   }
-  forgetGoneVolumes(world);
+  endEvent(world);
   return world;
 }
 

@@ -12,6 +12,7 @@
  */
 import type { UniqueVolumeName } from '../ids.js';
 import type { World } from './types.js';
+import { forgetVolume, holdsNothing } from './volumes.js';
 
 /** Notes that `volume` may be gone once the event is folded. */
 export function mayBeGone(world: World, volume: UniqueVolumeName): void {
@@ -23,16 +24,22 @@ export function startEvent(world: World): void {
   if (world.maybeGone.length > 0) world.maybeGone.length = 0;
 }
 
-/** Drops the causes, last errors and dirty marks of the candidates gone at the event's end. */
-export function forgetGoneVolumes(world: World): void {
+/** Ends an event: forgets the volumes it left gone, drops the event's scratch. */
+export function endEvent(world: World): void {
+  forgetGoneVolumes(world);
+  if (world.takenVolumes !== undefined) world.takenVolumes = undefined;
+}
+
+/** Drops the records, last errors and dirty marks of the candidates gone at the event's end. */
+function forgetGoneVolumes(world: World): void {
   const candidates = world.maybeGone;
   for (let i = 0; i < candidates.length; i++) {
     const volume = candidates[i]!;
-    if (world.dsw.has(volume) || world.attachments.has(volume) || world.mounts.has(volume))
-      continue;
+    const record = world.volumes.get(volume);
+    if (record !== undefined && !holdsNothing(record)) continue;
     if (world.ops.has(volume)) continue;
     if (world.operator.pending.has(volume) || world.operator.holds.has(volume)) continue;
-    world.causes.delete(volume);
+    forgetVolume(world, volume); // its record, and the cause it held
     world.lastErrors.delete(volume);
     // Nothing left to plan for it either: a replay's dirty set stays the size of the world.
     world.dirty.delete(volume);

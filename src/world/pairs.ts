@@ -16,6 +16,7 @@ import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { compileMachine } from './compiled-machine.js';
 import { flat } from './flat.js';
 import { mayBeGone } from './gone.js';
+import { setAttachment, setMounts } from './volumes.js';
 import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
@@ -82,17 +83,14 @@ export function stepAttachment(
     return;
   }
   if (next.value === 'detached') {
-    world.attachments.delete(record.volume);
+    setAttachment(world, record.volume, undefined);
     mayBeGone(world, record.volume);
   } else {
     // The paths an event brought stay as long as the attachment: flat, not as the trees of
     // parts a template leaves (flat.ts).
-    if (next.context !== record.context) {
-      flat(next.context.devicePath);
-      flat(next.context.deviceMountPath);
-    }
+    if (next.context !== record.context) flattenPaths(next.context);
     // A literal of the record's fields, not a spread: every record then shares one shape.
-    world.attachments.set(record.volume, {
+    setAttachment(world, record.volume, {
       volume: record.volume,
       node: record.node,
       spec: record.spec,
@@ -101,6 +99,13 @@ export function stepAttachment(
       seq: world.seq as Seq,
     });
   }
+}
+
+/** A fresh context of the transition (the fold's own until it is stored): its paths flat. */
+function flattenPaths(context: AttachmentContext): void {
+  const fresh = context as { devicePath: string; deviceMountPath: string };
+  fresh.devicePath = flat(fresh.devicePath);
+  fresh.deviceMountPath = flat(fresh.deviceMountPath);
 }
 
 export function mountOrNew(
@@ -143,11 +148,8 @@ export function stepMount(
   if (next.value === 'unmounted') {
     const left = deletePodEntry(byPod, record.pod);
     if (left === byPod) return;
-    if (left !== undefined) world.mounts.set(record.volume, left);
-    else {
-      world.mounts.delete(record.volume);
-      mayBeGone(world, record.volume);
-    }
+    setMounts(world, record.volume, left);
+    if (left === undefined) mayBeGone(world, record.volume);
     return;
   }
   const kept = setPodEntry(byPod, {
@@ -155,8 +157,27 @@ export function stepMount(
     pod: record.pod,
     spec: record.spec,
     value: next.value,
-    context: next.context,
+    context: next.context === record.context ? next.context : settledContext(world, next.context),
     seq: world.seq,
   });
-  if (kept !== byPod) world.mounts.set(record.volume, kept);
+  if (kept !== byPod) setMounts(world, record.volume, kept);
+}
+
+/** Settled contexts are shared for this many outer volume names at most (world.mountContexts). */
+const settledContextNamesMax = 256;
+
+/**
+ * A mount set up and settled (no remount required, no setUp under way) has the context
+ * `{ outerVolumeSpecName, volumeGidValue, remountRequired: false, mountFrom: null }`: the
+ * pods mounting a volume under the same name (and gid) share one, 56 bytes a mounted pair
+ * less. Contexts are immutable, so sharing one changes nothing else.
+ */
+function settledContext(world: World, context: MountContext): MountContext {
+  if (context.remountRequired || context.mountFrom !== null) return context;
+  const shared = world.mountContexts.get(context.outerVolumeSpecName);
+  if (shared !== undefined)
+    return shared.volumeGidValue === context.volumeGidValue ? shared : context;
+  if (world.mountContexts.size < settledContextNamesMax)
+    world.mountContexts.set(context.outerVolumeSpecName, context);
+  return context;
 }

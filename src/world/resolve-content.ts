@@ -4,8 +4,8 @@
  * time; resolution only records which ones the pod uses, so their changes reach it (the
  * remount rule). Downward API files are computed here from the pod object.
  */
-import { objectKey, type Pod, type PodVolume } from '../events/k8s.js';
-import { flat } from './flat.js';
+import type { Pod, PodVolume } from '../events/k8s.js';
+import { addReference } from './references.js';
 import type { ContentOptions, DownwardFile, ProjectedPart, VolumeSource } from './types.js';
 
 export const contentPluginNames = {
@@ -76,10 +76,10 @@ interface ContentRequest {
   readonly given: { items?: ContentOptions['items']; optional?: boolean; defaultMode?: number };
 }
 
-/** What the plugin will read, and the object key that makes its changes reach the pod. */
+/** What the plugin will read, and the reference that makes its changes reach the pod. */
 function contentOptions(request: ContentRequest, references: string[]): ContentOptions {
   const { kind, namespace, name, given } = request;
-  references.push(flat(objectKey(kind, name, namespace)));
+  addReference(references, kind, name); // in the pod's namespace: `namespace`
   return {
     name,
     namespace,

@@ -18,13 +18,13 @@ import {
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
 import {
-  anyPersistentVolumeKey,
   boundVolumes,
   type ClaimBinding,
   findVolumeForClaim,
 } from './binding.js';
 import { flat } from './flat.js';
 import { ClusterObjects } from './objects.js';
+import { addReference, anyPersistentVolumeName, type References } from './references.js';
 import { contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
@@ -51,14 +51,16 @@ export interface ResolveInput {
   readonly bindings?: ReadonlyMap<string, ClaimBinding>;
   /** PV name → the claim holding it (boundVolumes), computed once for many resolutions. */
   readonly taken?: () => ReadonlyMap<string, string>;
+  /** false: another binds claims (cluster mode's controller); a wait says so. */
+  readonly bindClaims?: boolean;
 }
 
 export interface PodResolution {
   readonly expectedVolumes: readonly string[];
   readonly volumes: readonly ResolvedVolume[];
   readonly errors: ReadonlyMap<string, string>;
-  /** Object keys this resolution read (claims and PVs), so their changes re-resolve it. */
-  readonly references: readonly string[];
+  /** The objects this resolution read (references.ts), so their changes re-resolve it. */
+  readonly references: References;
 }
 
 type Step<T> = { ok: true; value: T } | { ok: false; error: string };
@@ -98,7 +100,6 @@ interface Located {
   inline: boolean;
   pv?: PersistentVolume;
   pvc?: PersistentVolumeClaim;
-  claimKey?: string;
   claimSizeBytes?: number;
 }
 
@@ -176,15 +177,16 @@ function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Locate
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
-/** An object by kind and name: the world's store looks it up without its key. */
+/** An object by kind and name: the world's store looks it up without building its key. */
 function findObject(
   objects: ReadonlyMap<string, ClusterObject>,
   kind: string,
   name: string,
-  namespace: string | undefined,
-  key: string,
+  namespace?: string,
 ): ClusterObject | undefined {
-  return objects instanceof ClusterObjects ? objects.lookup(kind, name, namespace) : objects.get(key);
+  return objects instanceof ClusterObjects
+    ? objects.lookup(kind, name, namespace)
+    : objects.get(objectKey(kind, name, namespace));
 }
 
 /** The kubelet's prefix of a claim's errors (built only for an error: most pods resolve). */
@@ -198,9 +200,9 @@ function locateClaim(
   input: ResolveInput,
   references: string[],
 ): Step<Located> {
-  const claimKey = flat(objectKey('PersistentVolumeClaim', claimName, namespace));
-  references.push(claimKey);
-  const pvc = findObject(input.objects, 'PersistentVolumeClaim', claimName, namespace, claimKey);
+  // The pod's own string names the claim in its references: no key is built.
+  addReference(references, 'PersistentVolumeClaim', claimName);
+  const pvc = findObject(input.objects, 'PersistentVolumeClaim', claimName, namespace);
   if (pvc === undefined || pvc.kind !== 'PersistentVolumeClaim') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PVC from API server: ` +
@@ -212,12 +214,11 @@ function locateClaim(
       `${pvcPrefix(namespace, claimName)}: can't start pod because PVC ${namespace}/${claimName} is being deleted`,
     );
   }
-  const bound = boundVolumeOf(pvc, claimKey, input, references);
+  const bound = boundVolumeOf(pvc, input, references);
   if (!bound.ok) return bound;
   const { pvName, claimSizeBytes } = bound.value;
-  const pvKey = flat(objectKey('PersistentVolume', pvName));
-  references.push(pvKey);
-  const pv = findObject(input.objects, 'PersistentVolume', pvName, undefined, pvKey);
+  addReference(references, 'PersistentVolume', pvName);
+  const pv = findObject(input.objects, 'PersistentVolume', pvName);
   if (pv === undefined || pv.kind !== 'PersistentVolume') {
     return fail(
       `${pvcPrefix(namespace, claimName)}: failed to fetch PV "${pvName}" from API server: ` +
@@ -231,7 +232,7 @@ function locateClaim(
         `err=no volume plugin matched`,
     );
   }
-  return { ok: true, value: { ...located, pvc, claimKey, claimSizeBytes } };
+  return { ok: true, value: { ...located, pvc, claimSizeBytes } };
 }
 
 /**
@@ -240,12 +241,15 @@ function locateClaim(
  */
 function boundVolumeOf(
   pvc: PersistentVolumeClaim,
-  claimKey: string,
   input: ResolveInput,
   references: string[],
 ): Step<{ pvName: string; claimSizeBytes: number }> {
   const { namespace = 'default', name } = pvc.metadata;
-  const binding = input.bindings?.get(claimKey);
+  // A key only when the log bound some claim (most worlds bind none).
+  const binding =
+    input.bindings === undefined || input.bindings.size === 0
+      ? undefined
+      : input.bindings.get(objectKey('PersistentVolumeClaim', name, namespace));
   if (binding !== undefined)
     return { ok: true, value: { pvName: binding.volume, claimSizeBytes: binding.capacityBytes } };
   const pvName = pvc.spec.volumeName ?? '';
@@ -260,11 +264,12 @@ function boundVolumeOf(
     );
   }
   // Waiting for the planner to bind it: any PV change may change the answer.
-  references.push(anyPersistentVolumeKey);
+  addReference(references, 'PersistentVolume', anyPersistentVolumeName);
   const taken = input.taken?.() ?? boundVolumes(input.objects, input.bindings);
   const verdict = findVolumeForClaim(pvc, input.objects, taken);
+  const binder = input.bindClaims === false ? ' (the attach/detach controller binds claims)' : '';
   const why = verdict.ok
-    ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
+    ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending${binder}`
     : `it cannot bind: ${verdict.reason}`;
   return fail(`${pvcPrefix(namespace, name)}: PVC ${namespace}/${name} is not bound (${why})`);
 }
@@ -283,7 +288,7 @@ function resolveOne(
       ? locateClaim(namespace, claim.claimName, input, references)
       : locateInline(pod, v, references);
   if (!located.ok) return located;
-  const { pluginName, inline, pv, claimKey, claimSizeBytes } = located.value;
+  const { pluginName, inline, pv, pvc, claimSizeBytes } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
   const source: VolumeSource =
     inline && located.value.source.kind === 'csi'
@@ -330,7 +335,10 @@ function resolveOne(
       readOnly: (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true,
       accessModes,
       source,
-      ...(claimKey === undefined ? {} : { claim: claimKey }),
+      // Written for every volume (undefined without a claim): one shape for all, all its
+      // fields in the object (a spread put the last ones in a separate property array).
+      claim: pvc?.metadata.name,
+      claimNamespace: pvc === undefined ? undefined : namespace,
     },
   };
 }
@@ -420,7 +428,7 @@ export function resolvePod(pod: Pod, input: ResolveInput): PodResolution {
     volumes: volumes.slice(),
     // Most pods resolve cleanly: they share one empty map (a Map costs ~200 bytes a pod).
     errors: errors ?? noErrors,
-    references: references.length < 2 ? references.slice() : [...new Set(references)],
+    references: references.slice(),
   };
 }
 

@@ -21,6 +21,7 @@ import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../id
 import type { ClaimBinding } from './binding.js';
 import type { ByPod } from './by-pod.js';
 import type { ClusterObjects } from './objects.js';
+import type { ReferenceIndex, References } from './references.js';
 import type { PairState } from './compiled-machine.js';
 
 export type VolumeMode = 'Filesystem' | 'Block';
@@ -101,8 +102,12 @@ export interface ResolvedVolume {
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
   readonly source: VolumeSource;
-  /** The claim's object key for PVC-backed volumes (its capacity follows expansions). */
-  readonly claim?: string;
+  /**
+   * The claim's name and namespace, for PVC-backed volumes (its capacity follows
+   * expansions): the strings the claim object already holds, no key of its own.
+   */
+  readonly claim?: string | undefined;
+  readonly claimNamespace?: string | undefined;
 }
 
 export interface PodRecord {
@@ -115,8 +120,11 @@ export interface PodRecord {
   readonly volumes: readonly ResolvedVolume[];
   /** Volumes that could not be processed, by outer name (spec §2.3 podErrors). */
   readonly errors: ReadonlyMap<string, string>;
-  /** Object keys the resolution read: a change to one of them re-resolves the pod. */
-  readonly references: readonly string[];
+  /**
+   * The objects the resolution read (references.ts): a change to one re-resolves the pod.
+   * null when they are exactly what its volumes read (podReferences derives them).
+   */
+  readonly references: References | null;
   readonly seq: Seq;
 }
 
@@ -128,13 +136,57 @@ export interface DswPod {
   readonly seq: Seq;
 }
 
-/** spec §1.3 VolumeToMountRec. */
+/**
+ * spec §1.3 VolumeToMountRec: the volume record (VolumeRecord) of a volume some pod wants,
+ * as the desired-state view (`world.dsw`) gives it.
+ */
 export interface DswVolume {
   readonly volume: UniqueVolumeName;
   /** Its plugin's facts are its pods' resolved spec (dswSpec). */
   readonly reportedInUse: boolean;
   /** The pods that want it: the one DswPod bare, a Map from two on (by-pod.ts). */
   readonly pods: ByPod<DswPod>;
+}
+
+/**
+ * Everything the world keeps about one volume on this node, under one entry of
+ * `world.volumes` (volumes.ts): its desired-state entry, its attachment, its mounts and
+ * the cause of its next decision. The fold's own: its fields change in place, through the
+ * setters of volumes.ts; the records they hold are immutable and replaced whole.
+ */
+export interface VolumeRecord {
+  readonly volume: UniqueVolumeName;
+  /** spec §2.3 MarkVolumesReportedInUse; false while no pod wants it. */
+  reportedInUse: boolean;
+  /** The pods that want it (undefined: none, the volume is not in the DSW). */
+  pods: ByPod<DswPod> | undefined;
+  attachment: AttachmentRecord | undefined;
+  /** Its mount records: the one pod's record bare, a Map from two pods on (by-pod.ts). */
+  mounts: ByPod<MountRecord> | undefined;
+  /** The last event that touched it: the cause of its next decision (0: none yet). */
+  cause: Seq;
+}
+
+/** How many records hold each part: the views' sizes, kept by the setters. */
+export interface VolumeCounts {
+  desired: number;
+  attachments: number;
+  mounts: number;
+  causes: number;
+}
+
+/** A read-only map by volume over one part of the volume records (volumes.ts). */
+export interface VolumeView<V> extends ReadonlyMap<UniqueVolumeName, V> {
+  /** Shared by a world's views; written only by the setters of volumes.ts. */
+  readonly counts: VolumeCounts;
+}
+
+/** The cause of each volume's next decision: a Map, or the kubelet's volume records. */
+export interface VolumeCauses {
+  get(volume: UniqueVolumeName): Seq | undefined;
+  has(volume: UniqueVolumeName): boolean;
+  set(volume: UniqueVolumeName, cause: Seq): unknown;
+  delete(volume: UniqueVolumeName): boolean;
 }
 
 /**
@@ -218,6 +270,8 @@ export interface OperatorState {
 export interface WorldConfig {
   readonly node: NodeName;
   readonly controllerAttachDetach: boolean;
+  /** false: claims are bound elsewhere (cluster mode); this node only reads bindings. */
+  readonly bindClaims: boolean;
 }
 
 /**
@@ -231,7 +285,7 @@ export interface OperationBook {
   /** The last error of an operation on each volume, for waits and explanations. */
   lastErrors: Map<UniqueVolumeName, LastError>;
   /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: Map<UniqueVolumeName, Seq>;
+  causes: VolumeCauses;
   /** Volumes touched since the planner last looked (incremental planning). */
   dirty: Set<UniqueVolumeName>;
 }
@@ -268,14 +322,20 @@ export interface World extends OperationBook {
   /** The object change that asks the planner to look at unbound claims (its cause). */
   bindingCause: Seq;
   /**
-   * claim key / PV name → pods that reference it, for re-resolution on object changes: the
-   * one pod's name, or a Set when several share the object.
+   * Object → the pods whose resolution read it, for re-resolution on object changes, under
+   * the objects' own names (references.ts): the one pod's name, or a Set when several do.
    */
-  podsByObject: Map<string, UniquePodName | Set<UniquePodName>>;
-  dsw: Map<UniqueVolumeName, DswVolume>;
-  attachments: Map<UniqueVolumeName, AttachmentRecord>;
+  podsByObject: ReferenceIndex;
+  /**
+   * One record per volume (volumes.ts): desired state, attachment, mounts and cause. The
+   * four fields below read them as maps by volume; only the fold writes them.
+   */
+  volumes: Map<UniqueVolumeName, VolumeRecord>;
+  dsw: VolumeView<DswVolume>;
+  attachments: VolumeView<AttachmentRecord>;
   /** Mount records by volume: the one pod's record bare, a Map from two pods on (by-pod.ts). */
-  mounts: Map<UniqueVolumeName, ByPod<MountRecord>>;
+  mounts: VolumeView<ByPod<MountRecord>>;
+  causes: VolumeView<Seq> & VolumeCauses;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
@@ -287,8 +347,19 @@ export interface World extends OperationBook {
    */
   oneNameLists: Map<string, SharedList>;
   /**
+   * One settled mount context per outer volume name (pairs.ts settledContext), shared by
+   * the mount records of every pod mounting a volume under that name: at most 256 names.
+   */
+  mountContexts: Map<string, MountContext>;
+  /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
    * (src/world/gone.ts). Empty between events.
    */
   maybeGone: UniqueVolumeName[];
+  /**
+   * The fold's scratch while it folds one event: PV name → the claim bound to it
+   * (boundVolumes), walked at most once an event for pods waiting on a binding. Undefined
+   * between events.
+   */
+  takenVolumes: { readonly seq: Seq; readonly taken: ReadonlyMap<string, string> } | undefined;
 }

@@ -110,21 +110,36 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
   }
 });
 
-test('snapshot: a kubelet snapshot of an older format (4: objects under built keys; 2: a Map per volume) is ignored', async () => {
+test('snapshot: a kubelet snapshot of an older format (6: four maps by volume; 5: pods indexed by built keys; 4: objects under built keys; 2: a Map per volume) is ignored', async () => {
   const log = openSqliteLog(join(dir, 'old-format.db'), kubeletCore);
   await simulate(scenario, { log });
   const world = foldAll([...log.readAll()]);
   log.sink.close();
-  assert.equal(worldSnapshotFormat, 5);
-  const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), 5);
+  assert.equal(worldSnapshotFormat, 7);
+  const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), 7);
   assert.ok(decoded);
   // The objects come back as the world's store, every one under its key.
   assert.equal(decoded.objects.size, world.objects.size);
   assert.ok(world.objects.size > 0);
   for (const [key, object] of world.objects) assert.deepEqual(decoded.objects.get(key), object);
+  // The views over the volume records are made again and read the same.
+  assert.equal(decoded.volumes.size, world.volumes.size);
+  for (const view of ['dsw', 'attachments', 'mounts', 'causes'] as const) {
+    assert.equal(decoded[view].size, world[view].size, view);
+    assert.deepEqual([...decoded[view].entries()], [...world[view].entries()], view);
+  }
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 6), undefined);
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 5), undefined);
   assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 4), undefined);
   assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 2), undefined);
   // A format-4 world (objects in a plain Map) under the new number does not decode either.
   const format4 = { ...world, objects: new Map(world.objects) } as unknown as typeof world;
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format4), 5), undefined);
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format4), 7), undefined);
+  // Nor a format-5 one (pods indexed under built object keys).
+  const keyed = new Map([['PersistentVolumeClaim/default/claim-x', 'p']]);
+  const format5 = { ...world, podsByObject: keyed } as unknown as typeof world;
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format5), 7), undefined);
+  // Nor a format-6 one (desired state, attachments, mounts and causes in four maps).
+  const { volumes: _volumes, ...format6 } = world;
+  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format6 as typeof world), 7), undefined);
 });

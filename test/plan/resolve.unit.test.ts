@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { fold, initialWorld } from '../../src/world/index.js';
+import { referenceKeys } from '../../src/world/references.js';
 import { resolvePod } from '../../src/world/resolve.js';
 import type { World } from '../../src/world/types.js';
 import {
@@ -34,7 +35,16 @@ test('resolve: a duplicated pod volume name resolves once, with its last definit
     ['fake.disk/d1'],
   );
   assert.match(resolution.errors.get('data') ?? '', /used twice/);
+  // The objects it read, as kind and name (the claim in the pod's namespace): the
+  // duplicated name reads its claim once.
   assert.deepEqual(resolution.references, [
+    'PersistentVolumeClaim',
+    'claim-d1',
+    'PersistentVolume',
+    'pv-d1',
+  ]);
+  // The controller indexes them by object key.
+  assert.deepEqual(referenceKeys(resolution.references, 'default'), [
     'PersistentVolumeClaim/default/claim-d1',
     'PersistentVolume//pv-d1',
   ]);
@@ -47,8 +57,10 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     ...diskObjects('d1'),
     podUpserted('a', [claim('d1')]),
   ]);
-  const key = 'PersistentVolumeClaim/default/claim-d1';
-  assert.equal(world.podsByObject.get(key), 'a');
+  const claimPods = (w: World) =>
+    w.podsByObject.get('PersistentVolumeClaim')?.get('default')?.get('claim-d1');
+  assert.equal(claimPods(world), 'a');
+  assert.equal(world.podsByObject.get('PersistentVolume')?.get('')?.get('pv-d1'), 'a');
   const more = worldOf([
     engineStarted(),
     sourcesReady,
@@ -57,7 +69,7 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     podUpserted('b', [claim('d1')]),
     podUpserted('c', [claim('d1')]),
   ]);
-  assert.deepEqual([...(more.podsByObject.get(key) as Set<string>)].sort(), ['a', 'b', 'c']);
+  assert.deepEqual([...(claimPods(more) as Set<string>)].sort(), ['a', 'b', 'c']);
   // The claim is deleted: every pod that used it is resolved again and now has an error,
   // and keeps its volume desired while it exists (spec §2.6).
   fold(more, {
@@ -74,8 +86,9 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
   // Pods leave: the Set shrinks to a bare name, then the key goes.
   for (const uid of ['b', 'c'])
     fold(more, { type: 'PodRemoved', tsMs: 0, uid, seq: more.seq + 1 } as VoleEvent);
-  assert.equal(more.podsByObject.get(key), 'a');
+  assert.equal(claimPods(more), 'a');
   fold(more, { type: 'PodRemoved', tsMs: 0, uid: 'a', seq: more.seq + 1 } as VoleEvent);
-  assert.equal(more.podsByObject.has(key), false);
+  // Nothing is left of the index: no empty maps per kind or namespace either.
+  assert.equal(more.podsByObject.size, 0);
   assert.equal(more.dsw.size, 0);
 });
