@@ -125,7 +125,12 @@ test('cluster: a node agent alone binds no claim; its pods wait for the controll
   // Once the agent's log holds both claims and both pods, its planner has looked at them.
   await eventually(
     () => {
-      const events = agentEvents();
+      let events: VoleEvent[];
+      try {
+        events = agentEvents();
+      } catch {
+        return false; // the agent is still creating its log
+      }
       const claims = events.filter((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolumeClaim');
       return claims.length >= 2 && events.filter((e) => e.type === 'PodUpserted').length >= 2;
     },
