@@ -167,6 +167,11 @@ test('cluster: the leading controller binds both claims (smallest match, claimRe
   assert.equal(small.spec.claimRef, undefined);
   assert.equal(small.status, undefined);
 
+  const pvcs = vole('get', 'pvcs', '--etcd', etcd.urls);
+  assert.match(pvcs.stdout, /^NAMESPACE\s+NAME\s+STATUS\s+VOLUME\s+RESOURCEVERSION$/m);
+  assert.match(pvcs.stdout, /^default\s+a\s+Bound\s+pv-medium\s+\d+$/m);
+  assert.match(vole('get', 'pvs', '--etcd', etcd.urls).stdout, /^pv-small\s+Available\s+\d+$/m);
+
   // The decisions are the controller's, in its log in etcd; the agent's log has none.
   const controllerLog: VoleEvent[] = [];
   await readLogEvents(client, keys, 1, (e) => controllerLog.push(e));
