@@ -81,7 +81,9 @@ export class SimCloud {
       this.hooks.violation(`ReadWriteOnce volume ${volume} attached to ${node} while attached to ${others.join(', ')}`);
     const confirmed = this.hooks.confirmedOn(replica, volume).filter((n) => n !== node);
     if (this.readWriteOnce.has(volume) && confirmed.length > 0)
-      this.hooks.violation(`${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`);
+      this.hooks.violation(
+        `${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`,
+      );
     nodes.add(node);
     this.attached.set(volume, nodes);
   }
