@@ -79,7 +79,9 @@ export class SimCloud {
   private attachNow(replica: string, volume: string, node: string): string[] | undefined {
     const confirmed = this.hooks.confirmedOn(replica, volume).filter((n) => n !== node);
     if (this.readWriteOnce.has(volume) && confirmed.length > 0)
-      this.hooks.violation(`${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`);
+      this.hooks.violation(
+        `${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`,
+      );
     const nodes = this.attached.get(volume) ?? new Set<string>();
     const others = [...nodes].filter((n) => n !== node);
     if (this.readWriteOnce.has(volume) && others.length > 0) return others;
