@@ -1,7 +1,8 @@
 /**
  * What the leading controller reads from etcd, turned into its events: pods, objects, and
  * each Node composed from three writers — the Node object (`vole apply` or the agent's
- * registration), the agent's volumesInUse, and its heartbeat key (present = Ready). An
+ * registration), the agent's volumesInUse and CSI node IDs (the csi.volume.kubernetes.io/nodeid
+ * annotation), and its heartbeat key (present = Ready). An
  * event is appended only when the composed value differs from what the world already
  * holds, so a new leader's first list appends only what changed while nobody led.
  */
@@ -14,7 +15,7 @@ import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { decodeVolumesInUse, parseStatusKey } from './status.js';
+import { csiNodeIdAnnotation, decodeCsiNodeIds, decodeVolumesInUse, parseStatusKey } from './status.js';
 
 /** The part of the ControllerManager the inputs drive. */
 type Controller = Pick<
@@ -28,6 +29,8 @@ const same = (held: unknown, next: unknown) => held !== undefined && JSON.string
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
   private readonly inUse = new Map<string, string[]>();
+  /** Each node's CSI drivers and their node_id (the agent's status/<node>/csiNodeIds). */
+  private readonly csiNodeIds = new Map<string, Record<string, string>>();
   private readonly alive = new Set<string>();
   private readonly pods: PodsByKey;
   private readonly informers: PrefixInformer[] = [];
@@ -147,14 +150,23 @@ export class ControllerInputs {
   }
 
   private resetInUse(kvs: readonly IKeyValue[]): void {
-    const before = [...this.inUse.keys()];
+    const before = [...this.inUse.keys(), ...this.csiNodeIds.keys()];
     this.inUse.clear();
+    this.csiNodeIds.clear();
     for (const kv of kvs) this.putInUse(kv, false);
-    for (const node of new Set([...before, ...this.inUse.keys()])) this.syncNode(node);
+    for (const node of new Set([...before, ...this.inUse.keys(), ...this.csiNodeIds.keys()])) this.syncNode(node);
   }
 
+  /** A node's volumesInUse, or its CSI drivers' node IDs (the agent's two status keys). */
   private putInUse(kv: IKeyValue, sync = true): void {
     const parsed = parseStatusKey(this.keys, kv.key.toString());
+    if (parsed?.field === 'csiNodeIds') {
+      const ids = decodeCsiNodeIds(kv);
+      if (ids === undefined) return void this.say(`skipped ${kv.key.toString()}: not {csiNodeIds: {driver: id}}`);
+      this.csiNodeIds.set(parsed.node, ids);
+      if (sync) this.syncNode(parsed.node);
+      return;
+    }
     if (parsed?.field !== 'volumesInUse') return;
     const volumes = decodeVolumesInUse(kv);
     if (volumes === undefined) return void this.say(`skipped ${kv.key.toString()}: not {volumesInUse: [...]}`);
@@ -164,8 +176,9 @@ export class ControllerInputs {
 
   private deleteInUse(key: string): void {
     const parsed = parseStatusKey(this.keys, key);
-    if (parsed?.field !== 'volumesInUse') return;
-    this.inUse.delete(parsed.node);
+    if (parsed?.field === 'csiNodeIds') this.csiNodeIds.delete(parsed.node);
+    else if (parsed?.field === 'volumesInUse') this.inUse.delete(parsed.node);
+    else return;
     this.syncNode(parsed.node);
   }
 
@@ -176,6 +189,9 @@ export class ControllerInputs {
     const others = (object.status?.conditions ?? []).filter((c) => c.type !== 'Ready');
     const ready = { type: 'Ready', status: this.alive.has(name) ? 'True' : 'False' };
     const { resourceVersion: _rv, ...metadata } = object.metadata;
+    const ids = this.csiNodeIds.get(name);
+    if (ids !== undefined && Object.keys(ids).length > 0)
+      metadata.annotations = { ...metadata.annotations, [csiNodeIdAnnotation]: JSON.stringify(ids) };
     return {
       ...object,
       metadata,

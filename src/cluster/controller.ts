@@ -16,7 +16,9 @@ import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
+import { objectKey } from '../events/k8s.js';
 import { ClaimBindingWriter } from './bindings.js';
+import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
@@ -70,6 +72,7 @@ export class ClusterController {
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
   private log: EtcdEventLog | null = null;
+  private readonly knownCsiNodeIds = new Map<string, string>();
   /**
    * The plugins, each call gated on the durability of the current term's log. More may be
    * registered at any time (a CSI driver registry adds its drivers here).
@@ -183,6 +186,21 @@ export class ClusterController {
     const stops = this.stops;
     this.stops = [];
     for (const stop of stops) await stop();
+  }
+
+  /**
+   * The node_id `node`'s copy of CSI driver `driver` answered NodeGetInfo with, as its agent
+   * published it (the Node's csi.volume.kubernetes.io/nodeid annotation); the last one known
+   * once the Node is gone, so a detach from a deleted node can still name it.
+   */
+  csiNodeId(driver: string, node: string): string | undefined {
+    const object = this.cm?.world.objects.get(objectKey('Node', node));
+    const text = object?.metadata.annotations?.[csiNodeIdAnnotation];
+    const ids = text === undefined ? undefined : parseCsiNodeIds(text);
+    const key = `${driver}\n${node}`;
+    const nodeId = ids?.[driver];
+    if (nodeId !== undefined) this.knownCsiNodeIds.set(key, nodeId);
+    return nodeId ?? this.knownCsiNodeIds.get(key);
   }
 
   get logStats(): EtcdEventLog['stats'] | undefined {

@@ -5,6 +5,7 @@
  *   objects/<Kind>/<namespace|_>/<name>   PVs, PVCs, ConfigMaps, Secrets, Nodes   `vole apply`
  *   pods/<node|_>/<namespace>/<name>       Pods, keyed by spec.nodeName           `vole apply`
  *   status/<node>/volumesInUse             the node's VolumesInUse                its node agent
+ *   status/<node>/csiNodeIds               its CSI drivers' NodeGetInfo node_id   its node agent
  *   status/<node>/volumesAttached          what the controller reports attached   the leader (fenced)
  *   heartbeat/<node>                       bound to the agent's lease             its node agent
  *   controller/leader                      bound to the leader's lease            the campaign txn
@@ -62,6 +63,11 @@ export class ClusterKeys {
 
   volumesInUse(node: string): string {
     return `${this.status}${node}/volumesInUse`;
+  }
+
+  /** The node agent's CSI drivers and their NodeGetInfo node_id (composed into the Node). */
+  csiNodeIds(node: string): string {
+    return `${this.status}${node}/csiNodeIds`;
   }
 
   volumesAttached(node: string): string {

@@ -32,6 +32,7 @@ export class EtcdLogMirror {
   private poll: NodeJS.Timeout | null = null;
   private reading: Promise<void> = Promise.resolve();
   private again = false;
+  private loaded = false;
   private closed = false;
   /** The log's writer is the controller: its core folds it, even when compacted. */
   readonly mode = 'controller';
@@ -55,6 +56,7 @@ export class EtcdLogMirror {
       await mirror.close();
       throw error;
     }
+    mirror.loaded = true;
     mirror.catchUp(); // what was committed between the watch and the load
     // A safety net for a watch that misses a beat (reconnecting): a read of the tail now and then.
     mirror.poll = setInterval(() => mirror.catchUp(), opts.pollMs ?? mirrorPollMsDefault);
@@ -87,7 +89,7 @@ export class EtcdLogMirror {
 
   /** Reads what was appended after the head; one read at a time, again if asked meanwhile. */
   private catchUp(): void {
-    if (this.closed) return;
+    if (this.closed || !this.loaded) return; // the load reads everything up to now
     this.again = true;
     this.reading = this.reading.then(async () => {
       if (!this.again || this.closed) return;

@@ -97,7 +97,13 @@ export class CsiDriverRegistry {
   private readonly pending: DriverEvent[] = [];
 
   constructor(
-    private readonly opts: { root: string; plugins: PluginManager; logger: Logger },
+    private readonly opts: {
+      root: string;
+      plugins: PluginManager;
+      logger: Logger;
+      /** The attach/detach controller's: each node's node_id for a driver (CsiPluginOptions). */
+      nodeIdOf?: (driver: string, node: string) => string | undefined;
+    },
   ) {}
 
   /** Where events go; those of drivers found before (startup) are handed over now. */
@@ -153,7 +159,9 @@ export class CsiDriverRegistry {
     };
     this.drivers.set(info.name, { handle, info, endpoint: at.endpoint, via: at.via, socket: at.socket });
     const host = realCsiHost(this.opts.root);
-    this.opts.plugins.upsert(csiPlugin(handle, { root: this.opts.root, host, nowMs: () => performance.now() }));
+    const nodeIdOf = this.opts.nodeIdOf;
+    const options = { root: this.opts.root, host, nowMs: () => performance.now(), ...(nodeIdOf === undefined ? {} : { nodeIdOf }) };
+    this.opts.plugins.upsert(csiPlugin(handle, options));
     this.emit({
       type: 'CsiDriverRegistered',
       driver: info.name,

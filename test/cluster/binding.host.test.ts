@@ -125,7 +125,12 @@ test('cluster: a node agent alone binds no claim; its pods wait for the controll
   // Once the agent's log holds both claims and both pods, its planner has looked at them.
   await eventually(
     () => {
-      const events = agentEvents();
+      let events: VoleEvent[];
+      try {
+        events = agentEvents();
+      } catch {
+        return false; // the agent is still creating its log
+      }
       const claims = events.filter((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolumeClaim');
       return claims.length >= 2 && events.filter((e) => e.type === 'PodUpserted').length >= 2;
     },
@@ -161,6 +166,11 @@ test('cluster: the leading controller binds both claims (smallest match, claimRe
   const small = await stored<Volume>(volumeKey('pv-small'));
   assert.equal(small.spec.claimRef, undefined);
   assert.equal(small.status, undefined);
+
+  const pvcs = vole('get', 'pvcs', '--etcd', etcd.urls);
+  assert.match(pvcs.stdout, /^NAMESPACE\s+NAME\s+STATUS\s+VOLUME\s+RESOURCEVERSION$/m);
+  assert.match(pvcs.stdout, /^default\s+a\s+Bound\s+pv-medium\s+\d+$/m);
+  assert.match(vole('get', 'pvs', '--etcd', etcd.urls).stdout, /^pv-small\s+Available\s+\d+$/m);
 
   // The decisions are the controller's, in its log in etcd; the agent's log has none.
   const controllerLog: VoleEvent[] = [];

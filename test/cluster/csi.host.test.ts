@@ -63,9 +63,12 @@ spec:
 `;
 
 function outputs(): string {
-  const tail = existsSync(agentDb())
-    ? agentLog().slice(-12).map((e) => `  #${e.seq} ${JSON.stringify(e).slice(0, 400)}`)
-    : [];
+  let tail: string[] = [];
+  try {
+    tail = existsSync(agentDb()) ? agentLog().slice(-12).map((e) => `  #${e.seq} ${JSON.stringify(e).slice(0, 400)}`) : [];
+  } catch (error) {
+    tail = [`  (the agent's log cannot be read yet: ${(error as Error).message})`];
+  }
   return [...procs.map((p) => `--- ${p.name} (pid ${p.pid})\n${p.output}`), '--- agent log tail:', ...tail].join('\n');
 }
 
@@ -153,6 +156,10 @@ test('cluster + CSI: the controller publishes the volume to node-1 through the d
   assert.ok(await loopOverImage(), 'ControllerPublishVolume attached the image to a loop device');
   writeFileSync(join(target(), 'hello.txt'), 'written under the etcd controller\n');
 
+  // The agent published its driver's node_id; the controller has it on the Node it logged.
+  assert.deepEqual(JSON.parse((await client.get(keys.csiNodeIds('node-1')).string()) ?? 'null'), { csiNodeIds: { [driverName]: 'node-1' } });
+  const nodes = (await controllerLog()).flatMap((e) => (e.type === 'ObjectUpserted' && e.object.kind === 'Node' ? [e.object] : []));
+  assert.equal(nodes.at(-1)?.metadata.annotations?.['csi.volume.kubernetes.io/nodeid'], JSON.stringify({ [driverName]: 'node-1' }));
   const controllerRpcs = rpcsOf(await controllerLog());
   assert.deepEqual(controllerRpcs, ['ControllerPublishVolume'], 'the controller makes the controller calls, and only those');
   const agentRpcs = rpcsOf(agentLog());

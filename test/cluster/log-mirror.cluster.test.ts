@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
-import { EtcdEventLog } from '../../src/cluster/etcd-log.js';
+import { EtcdEventLog, loadLogHead } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
 import { EtcdLogMirror } from '../../src/cluster/log-mirror.js';
@@ -38,10 +38,11 @@ const engineStarted = (tsMs: number): NewEvent => ({
   version: 'test',
   mode: 'controller',
 });
+/** A Node of ~10 KiB: a few a segment, so a snapshot compacts whole segments away. */
 const node = (name: string, tsMs: number): NewEvent => ({
   type: 'ObjectUpserted',
   tsMs,
-  object: { apiVersion: 'v1', kind: 'Node', metadata: { name } },
+  object: { apiVersion: 'v1', kind: 'Node', metadata: { name, annotations: { note: 'x'.repeat(10_000) } } },
 });
 
 test('a compacted controller log is read from its snapshot and followed as the leader commits', { skip }, async () => {
@@ -58,6 +59,7 @@ test('a compacted controller log is read from its snapshot and followed as the l
   for (let i = 21; i <= 25; i++) append(node(`n${i}`, i));
   await log.durable();
 
+  assert.ok((await loadLogHead(client, keys)).firstSeq > 1, 'the segments before the snapshot are compacted away');
   const warnings: string[] = [];
   const mirror = await EtcdLogMirror.open(client, keys, { warn: (m) => warnings.push(m), pollMs: 60_000 });
   try {
