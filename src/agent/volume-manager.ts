@@ -61,6 +61,12 @@ export interface VolumeManagerOptions {
    */
   readonly controllerAttachDetach?: boolean;
   /**
+   * Whether this node's planner binds claims to PersistentVolumes (default true). false in
+   * cluster mode: the leading controller binds and writes the claims' status; the node
+   * reads it.
+   */
+  readonly bindClaims?: boolean;
+  /**
    * Where events go, with what the log held before (a restart): its events, or the world
    * already folded from them (a snapshot plus the tail). In memory by default.
    */
@@ -165,6 +171,7 @@ export class VolumeManager {
       runner: (host) => new Executor(host),
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
+      ...(opts.bindClaims === false ? { bindClaims: false } : {}),
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),

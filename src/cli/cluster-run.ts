@@ -155,7 +155,8 @@ export async function clusterControllerCommand(
     say,
   });
   // CSI drivers before the campaign: their capabilities are in the leader's EngineStarted.
-  const csi = await startCsi(opts, { root, plugins: controller.plugins, logger, say });
+  const nodeIdOf = (driver: string, node: string) => controller.csiNodeId(driver, node);
+  const csi = await startCsi(opts, { root, plugins: controller.plugins, logger, say, nodeIdOf });
   say(`vole controller ${identity}: etcd ${opts.etcd}, campaigning`);
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());

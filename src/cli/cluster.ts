@@ -8,6 +8,7 @@ import { ClusterError, connect, describeEtcdError, withDeadline } from '../clust
 import { loadLogHead, readLogEvents } from '../cluster/etcd-log.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
 import type { VoleEvent } from '../events/index.js';
+import type { ManifestObject } from '../events/k8s.js';
 import { toJsonLines } from '../postmortem/jsonl.js';
 import {
   applyManifestSet,
@@ -98,6 +99,18 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
 }
 
+/** A claim's or PV's binding, as the leading controller wrote it (kubectl's STATUS and VOLUME/CLAIM). */
+function bindingColumns(o: ManifestObject): Record<string, string> {
+  if (o.kind === 'PersistentVolumeClaim')
+    return { status: o.status?.phase ?? 'Pending', volume: o.spec.volumeName ?? '' };
+  if (o.kind !== 'PersistentVolume') return {};
+  const ref = o.spec.claimRef;
+  return {
+    status: o.status?.phase ?? 'Available',
+    claim: ref?.name === undefined ? '' : `${ref.namespace ?? 'default'}/${ref.name}`,
+  };
+}
+
 export async function getCommand(
   what: string,
   opts: EtcdOptions & { json?: boolean },
@@ -128,6 +141,7 @@ export async function getCommand(
           ? { namespace: o.metadata.namespace ?? 'default' }
           : {}),
         name: o.metadata.name,
+        ...bindingColumns(o),
         resourceVersion: String(o.metadata.resourceVersion ?? ''),
       }));
   });

@@ -1,11 +1,46 @@
-/** `vole inspect --db FILE [--port N] [--host ADDR]`: serve the inspector until SIGINT/SIGTERM. */
+/**
+ * `vole inspect --db FILE | --etcd URLS [--port N] [--host ADDR]`: serve the inspector until
+ * SIGINT/SIGTERM, over a log file or over the controller log in etcd, followed live.
+ */
 import { UsageError } from './postmortem.js';
-import { startInspector } from '../inspect/server.js';
+import { type InspectedSource, startInspector } from '../inspect/server.js';
+import { connect, describeEtcdError, withDeadline } from '../cluster/client.js';
+import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
+import { EtcdLogMirror } from '../cluster/log-mirror.js';
 
 export interface InspectCliOptions {
-  readonly db: string;
+  readonly db?: string;
+  readonly etcd?: string;
+  readonly prefix?: string;
   readonly port?: string;
   readonly host?: string;
+}
+
+const etcdLoadDeadlineMs = 30_000;
+
+/** The controller log in etcd, loaded and followed (`--etcd`). */
+async function etcdSource(urls: string, prefix: string, warn: (m: string) => void): Promise<InspectedSource> {
+  let client;
+  try {
+    client = connect(urls);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const keys = new ClusterKeys(prefix);
+  try {
+    const mirror = await withDeadline(EtcdLogMirror.open(client, keys, { warn }), etcdLoadDeadlineMs, `etcd at ${urls}`);
+    return {
+      store: mirror,
+      name: `controller log in etcd (${prefix})`,
+      close: async () => {
+        await mirror.close();
+        client.close();
+      },
+    };
+  } catch (error) {
+    client.close();
+    throw new UsageError(describeEtcdError(error, urls));
+  }
 }
 
 export const inspectPortDefault = 7421;
@@ -16,9 +51,18 @@ export async function inspectCommand(opts: InspectCliOptions): Promise<number> {
     throw new UsageError(`--port ${portText}: give a port number (0 picks a free one)`);
   }
   const host = opts.host ?? '127.0.0.1';
+  if ((opts.db === undefined) === (opts.etcd === undefined))
+    throw new UsageError('give the log to inspect: --db FILE, or --etcd URLS for the controller log in etcd');
+  const warn = (m: string) => process.stderr.write(`vole inspect: ${m}\n`);
+  const source = opts.etcd === undefined ? undefined : await etcdSource(opts.etcd, opts.prefix ?? defaultPrefix, warn);
   let inspector;
   try {
-    inspector = await startInspector({ db: opts.db, port: Number(portText), host });
+    inspector = await startInspector({
+      ...(source === undefined ? { db: opts.db } : { source }),
+      port: Number(portText),
+      host,
+      warn,
+    });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE')
@@ -33,7 +77,7 @@ export async function inspectCommand(opts: InspectCliOptions): Promise<number> {
     throw error;
   }
   process.stderr.write(
-    `vole inspect: ${opts.db} at ${inspector.url} (read-only; Ctrl-C to stop)\n`,
+    `vole inspect: ${source?.name ?? opts.db} at ${inspector.url} (read-only; Ctrl-C to stop)\n`,
   );
   await new Promise<void>((resolve) => {
     const stop = () => {

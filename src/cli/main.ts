@@ -22,7 +22,7 @@ import { type ControllerCommandOptions, controllerCommand } from './controller.j
 import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
-import { inspectCommand } from './inspect.js';
+import { type InspectCliOptions, inspectCommand } from './inspect.js';
 import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
 import { exportEtcdCommand } from './cluster.js';
 import {
@@ -199,7 +199,11 @@ program
   .option('--runs <k>', 'how many seeds to run', '100')
   .option('--out <dir>', 'where failing seeds are written as scenario files', 'chaos-failures')
   .option('--json', 'JSON output')
-  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean }) =>
+  .option(
+    '--cluster',
+    'cluster mode: controller replicas with leader election, node agents and a simulated etcd, with its faults',
+  )
+  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean; cluster?: boolean }) =>
     run(() => chaosCommand(opts))(),
   );
 
@@ -370,14 +374,16 @@ program
   .description(
     'a read-only web page over a log: pairs, statecharts, a timeline; follows a live log',
   )
-  .addOption(dbOption())
+  .option('--db <file>', 'the vole log (SQLite file)')
+  .addOption(etcdOption().conflicts('db'))
+  .addOption(prefixOption())
   .option('--port <n>', 'port to listen on (0: any free one)', '7421')
   .option(
     '--host <addr>',
     'address to listen on (default 127.0.0.1; another only when given)',
     '127.0.0.1',
   )
-  .action((opts: { db: string; port: string; host: string }) => run(() => inspectCommand(opts))());
+  .action((opts: InspectCliOptions) => run(() => inspectCommand(opts))());
 
 registerClusterCommands(program, run, logger);
 

@@ -57,7 +57,13 @@ export function parseCsiFlag(value: string): { name: string; endpoint: string } 
  */
 export async function startCsi(
   opts: Pick<RunOptions, 'csi'>,
-  ctx: { root: string; plugins: PluginManager; logger: Logger; say: (line: string) => void },
+  ctx: {
+    root: string;
+    plugins: PluginManager;
+    logger: Logger;
+    say: (line: string) => void;
+    nodeIdOf?: (driver: string, node: string) => string | undefined;
+  },
 ): Promise<{ registry: CsiDriverRegistry; stop: () => void }> {
   const registry = new CsiDriverRegistry(ctx);
   const flags = (opts.csi ?? []).map(parseCsiFlag);

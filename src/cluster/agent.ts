@@ -55,6 +55,8 @@ export class ClusterAgent {
   private readonly pods: PodsByKey;
   private lease: Lease | null = null;
   private publishedInUse: string | null = null;
+  private csiNodeIds: Record<string, string> = {};
+  private csiPublishing: Promise<void> = Promise.resolve();
   private publishing = false;
   private stopped = false;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -66,6 +68,8 @@ export class ClusterAgent {
       plugins: opts.plugins,
       ...(opts.contents === undefined ? {} : { contents: opts.contents }),
       controllerAttachDetach: true,
+      // The leading controller binds claims and writes the bindings to etcd; nodes read them.
+      bindClaims: false,
       logger: opts.logger,
     });
     this.pods = new PodsByKey({
@@ -85,7 +89,10 @@ export class ClusterAgent {
     this.vm.start({ hostObserved: await this.vm.checkHost() });
     await this.registerNode();
     await this.keepHeartbeat();
-    this.vm.subscribe(() => this.schedulePublish());
+    this.vm.subscribe((event) => {
+      if (event.type === 'CsiDriverRegistered') this.publishCsiNodeId(event.driver, event.nodeId);
+      this.schedulePublish();
+    });
     const trouble = (message: string) => this.say(`etcd: ${message}`);
     this.informers.push(
       new PrefixInformer(client, keys.objects, {
@@ -181,12 +188,41 @@ export class ClusterAgent {
     this.vm.observeVolumesAttached(list.map((v) => ({ name: v.name, devicePath: v.devicePath ?? '' })));
   }
 
+  /**
+   * Publishes the node_id each CSI driver registered here answered NodeGetInfo with (the
+   * controller names this node by it in ControllerPublishVolume), kept while a driver is
+   * away so a detach can still name the node; retried until etcd has it.
+   */
+  private publishCsiNodeId(driver: string, nodeId: string): void {
+    if (this.csiNodeIds[driver] === nodeId) return;
+    this.csiNodeIds = { ...this.csiNodeIds, [driver]: nodeId };
+    const { client, keys, node } = this.opts;
+    // One put at a time, each of the latest map: a late answer never puts an older one back.
+    this.csiPublishing = this.csiPublishing.then(async () => {
+      while (!this.stopped) {
+        try {
+          await client.put(keys.csiNodeIds(node)).value(JSON.stringify({ csiNodeIds: this.csiNodeIds }));
+          return;
+        } catch (error) {
+          this.say(`publishing CSI node IDs failed, retrying: ${(error as Error).message}`);
+          await new Promise((resolve) => setTimeout(resolve, 500));
+        }
+      }
+    });
+  }
+
   /** Publishes volumesInUse when it changed; marks them reported once etcd has them. */
   private schedulePublish(): void {
     if (this.publishing || this.stopped) return;
     const inUse = this.vm.getVolumesInUse();
     const text = JSON.stringify({ volumesInUse: inUse });
-    if (text === this.publishedInUse) return;
+    if (text === this.publishedInUse) {
+      // Published already, yet a volume may have left and re-entered the desired state
+      // (its pod replaced) since: mark it again, as the kubelet does after every status update.
+      const dsw = this.vm.world.dsw;
+      if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false)) this.vm.markVolumesAsReportedInUse(inUse);
+      return;
+    }
     this.publishing = true;
     const { client, keys, node } = this.opts;
     void client
@@ -197,7 +233,12 @@ export class ClusterAgent {
           this.publishedInUse = text;
           if (!this.stopped) this.vm.markVolumesAsReportedInUse(inUse);
         },
-        (error: Error) => this.say(`publishing volumesInUse failed, retrying: ${error.message}`),
+        (error: Error) => {
+          // A put that failed may still be applied later (etcd timed out): what is stored is
+          // unknown, so the next pass publishes even a value believed published before.
+          this.publishedInUse = null;
+          this.say(`publishing volumesInUse failed, retrying: ${error.message}`);
+        },
       )
       .finally(() => {
         this.publishing = false;

@@ -1,7 +1,8 @@
 /**
  * What the leading controller reads from etcd, turned into its events: pods, objects, and
  * each Node composed from three writers — the Node object (`vole apply` or the agent's
- * registration), the agent's volumesInUse, and its heartbeat key (present = Ready). An
+ * registration), the agent's volumesInUse and CSI node IDs (the csi.volume.kubernetes.io/nodeid
+ * annotation), and its heartbeat key (present = Ready). An
  * event is appended only when the composed value differs from what the world already
  * holds, so a new leader's first list appends only what changed while nobody led.
  */
@@ -14,7 +15,7 @@ import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { decodeVolumesInUse, parseStatusKey } from './status.js';
+import { csiNodeIdAnnotation, decodeCsiNodeIds, decodeVolumesInUse, parseStatusKey } from './status.js';
 
 /** The part of the ControllerManager the inputs drive. */
 type Controller = Pick<
@@ -22,11 +23,14 @@ type Controller = Pick<
   'world' | 'isRunning' | 'upsertObject' | 'removeObject' | 'upsertPod' | 'removePod' | 'subscribe'
 >;
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
+const same = (held: unknown, next: unknown) => held !== undefined && JSON.stringify(held) === JSON.stringify(next);
 
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
   private readonly inUse = new Map<string, string[]>();
+  /** Each node's CSI drivers and their node_id (the agent's status/<node>/csiNodeIds). */
+  private readonly csiNodeIds = new Map<string, Record<string, string>>();
   private readonly alive = new Set<string>();
   private readonly pods: PodsByKey;
   private readonly informers: PrefixInformer[] = [];
@@ -82,13 +86,18 @@ export class ControllerInputs {
     for (const informer of this.informers) await informer.start();
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      if (event.type !== 'CallSucceeded' || event.call !== 'attach') return;
+      // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
+      if ((event.type !== 'CallSucceeded' && event.type !== 'CallFailed') || event.call !== 'attach') return;
       const node = world.running.get(event.opId as never)?.node;
       if (node === undefined || node === null) return;
       if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
       this.attachedOn.add(node);
     });
     for (const name of this.nodeNames()) this.syncNode(name);
+    // EngineStarted made the attaches the previous leader left running uncertain, assumed
+    // mounted: each node's report says otherwise now, not at its next change.
+    for (const name of this.nodeNames()) this.attachedOn.add(name);
+    this.reapplyInUse();
     const pods = new PrefixInformer(this.client, keys.pods, {
       ...this.pods.handlers(),
       trouble,
@@ -105,8 +114,8 @@ export class ControllerInputs {
   }
 
   /**
-   * A new attachment is assumed mounted (spec §2.1) until the node's next status update
-   * says otherwise; in Kubernetes that update comes within the kubelet's status period.
+   * A new attachment (confirmed or uncertain) is assumed mounted (spec §2.1) until the
+   * node's next status update says otherwise; in Kubernetes that update comes within the kubelet's status period.
    * Here a node's published volumesInUse is applied again right after an attach on it
    * (safe: an agent reports a volume in use before it mounts it, spec §5).
    */
@@ -141,14 +150,23 @@ export class ControllerInputs {
   }
 
   private resetInUse(kvs: readonly IKeyValue[]): void {
-    const before = [...this.inUse.keys()];
+    const before = [...this.inUse.keys(), ...this.csiNodeIds.keys()];
     this.inUse.clear();
+    this.csiNodeIds.clear();
     for (const kv of kvs) this.putInUse(kv, false);
-    for (const node of new Set([...before, ...this.inUse.keys()])) this.syncNode(node);
+    for (const node of new Set([...before, ...this.inUse.keys(), ...this.csiNodeIds.keys()])) this.syncNode(node);
   }
 
+  /** A node's volumesInUse, or its CSI drivers' node IDs (the agent's two status keys). */
   private putInUse(kv: IKeyValue, sync = true): void {
     const parsed = parseStatusKey(this.keys, kv.key.toString());
+    if (parsed?.field === 'csiNodeIds') {
+      const ids = decodeCsiNodeIds(kv);
+      if (ids === undefined) return void this.say(`skipped ${kv.key.toString()}: not {csiNodeIds: {driver: id}}`);
+      this.csiNodeIds.set(parsed.node, ids);
+      if (sync) this.syncNode(parsed.node);
+      return;
+    }
     if (parsed?.field !== 'volumesInUse') return;
     const volumes = decodeVolumesInUse(kv);
     if (volumes === undefined) return void this.say(`skipped ${kv.key.toString()}: not {volumesInUse: [...]}`);
@@ -158,8 +176,9 @@ export class ControllerInputs {
 
   private deleteInUse(key: string): void {
     const parsed = parseStatusKey(this.keys, key);
-    if (parsed?.field !== 'volumesInUse') return;
-    this.inUse.delete(parsed.node);
+    if (parsed?.field === 'csiNodeIds') this.csiNodeIds.delete(parsed.node);
+    else if (parsed?.field === 'volumesInUse') this.inUse.delete(parsed.node);
+    else return;
     this.syncNode(parsed.node);
   }
 
@@ -170,6 +189,9 @@ export class ControllerInputs {
     const others = (object.status?.conditions ?? []).filter((c) => c.type !== 'Ready');
     const ready = { type: 'Ready', status: this.alive.has(name) ? 'True' : 'False' };
     const { resourceVersion: _rv, ...metadata } = object.metadata;
+    const ids = this.csiNodeIds.get(name);
+    if (ids !== undefined && Object.keys(ids).length > 0)
+      metadata.annotations = { ...metadata.annotations, [csiNodeIdAnnotation]: JSON.stringify(ids) };
     return {
       ...object,
       metadata,

@@ -3,7 +3,8 @@
  * the leader key; the leader loads the controller log from etcd (snapshot + tail), starts
  * the engine on it (EngineStarted makes calls the old leader left running uncertain, as
  * after a restart), follows the cluster through informers, and publishes each node's
- * volumesAttached. Every write — log commits, snapshots, volumesAttached — is fenced on
+ * volumesAttached. It binds claims (ClaimBound in its log) and writes each binding to the
+ * claim and its PV in etcd; node agents only read bindings. Every write — log commits, snapshots, volumesAttached — is fenced on
  * the leader's term, and no plugin call starts before the events that announce it are
  * durable in etcd. Losing leadership stops everything at once.
  */
@@ -15,6 +16,9 @@ import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
+import { objectKey } from '../events/k8s.js';
+import { ClaimBindingWriter } from './bindings.js';
+import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
@@ -68,6 +72,7 @@ export class ClusterController {
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
   private log: EtcdEventLog | null = null;
+  private readonly knownCsiNodeIds = new Map<string, string>();
   /**
    * The plugins, each call gated on the durability of the current term's log. More may be
    * registered at any time (a CSI driver registry adds its drivers here).
@@ -138,8 +143,10 @@ export class ClusterController {
     cm.start();
     const say = (line: string) => this.say(line);
     const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say);
+    const bindings = new ClaimBindingWriter(client, keys, leadership, log, cm, say);
     const inputs = new ControllerInputs(client, keys, cm, say);
-    this.stops.push(() => inputs.stop(), () => publisher.stop());
+    this.stops.push(() => inputs.stop(), () => publisher.stop(), () => bindings.stop());
+    bindings.start(); // before the inputs: no ClaimBound they lead to is missed
     await inputs.start();
     await publisher.start();
   }
@@ -179,6 +186,21 @@ export class ClusterController {
     const stops = this.stops;
     this.stops = [];
     for (const stop of stops) await stop();
+  }
+
+  /**
+   * The node_id `node`'s copy of CSI driver `driver` answered NodeGetInfo with, as its agent
+   * published it (the Node's csi.volume.kubernetes.io/nodeid annotation); the last one known
+   * once the Node is gone, so a detach from a deleted node can still name it.
+   */
+  csiNodeId(driver: string, node: string): string | undefined {
+    const object = this.cm?.world.objects.get(objectKey('Node', node));
+    const text = object?.metadata.annotations?.[csiNodeIdAnnotation];
+    const ids = text === undefined ? undefined : parseCsiNodeIds(text);
+    const key = `${driver}\n${node}`;
+    const nodeId = ids?.[driver];
+    if (nodeId !== undefined) this.knownCsiNodeIds.set(key, nodeId);
+    return nodeId ?? this.knownCsiNodeIds.get(key);
   }
 
   get logStats(): EtcdEventLog['stats'] | undefined {

@@ -1,18 +1,23 @@
 /**
  * The controller's event log in etcd: an event-store backend beside the SQLite file.
  *
- *   controller/log/e/<seq, 16 digits>   one event: the SQLite row [seq, tsMs, type, data]
+ *   controller/log/s/<seq, 16 digits>   a segment: the SQLite rows [seq, tsMs, type, data]
+ *                                       of consecutive seqs from <seq>, one JSON row a line
  *   controller/log/head                 the last durable seq
  *   controller/log/snapshot             {seq, tsMs, format, chunks}: the latest snapshot
  *   controller/log/snapshot/<seq>/<n>   its data, in chunks under etcd's request limit
  *
+ * Several events a key: etcd allows 128 operations a transaction, and each key costs it an
+ * index entry and a revision of its own, so one key per event capped a commit at about 100
+ * events. A group commit is one transaction of up to 1 MiB of rows in segments of up to
+ * 32 KiB (a row larger than that is a segment of its own).
+ *
  * One writer, fenced: each group commit is one transaction comparing the leader's term and
  * the expected head (the last seq the previous commit left), so a deposed leader, or a
- * second writer, is refused instead of forking the log. A commit larger than one request
- * (128 operations, 1.5 MiB) is split into several such transactions, in order.
+ * second writer, is refused instead of forking the log.
  *
- * The sink is synchronous (the engine assigns seqs and folds at once); `durable()` is the
- * promise that everything pushed so far is in etcd: nothing touches the host before it.
+ * The sink is synchronous (the engine assigns seqs and folds at once); `whenDurable()` and
+ * `durable()` wait until everything pushed so far is in etcd: nothing touches the host before.
  */
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { Range } from 'etcd3';
@@ -25,16 +30,22 @@ import { isNoSpace } from './client.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
 
-/** Events per transaction (etcd allows 128 operations; one is the head). */
-export const eventsPerTxnMax = 100;
-/** Bytes of event values per transaction (etcd's default request limit is 1.5 MiB). */
+/** Bytes of rows per transaction (etcd's default request limit is 1.5 MiB). */
 export const bytesPerTxnMax = 1024 * 1024;
+/** Bytes of rows per segment: a read page of `readPageSegments` stays under gRPC's 4 MiB. */
+export const segmentBytesMax = 32 * 1024;
+/** Segments per transaction (etcd allows 128 operations; one is the head). */
+export const segmentsPerTxnMax = 100;
 const snapshotChunkBytes = 1024 * 1024;
-/** Events per read page: a page stays under gRPC's 4 MiB message limit. */
-const readPageSize = 1_000;
+/** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
+const readPageSegments = 96;
 
 export class LogFenced extends Error {
   override name = 'LogFenced';
+}
+
+export class LogRowTooLarge extends Error {
+  override name = 'LogRowTooLarge';
 }
 
 export interface SnapshotMeta {
@@ -52,16 +63,58 @@ export interface LoadedLog {
   readonly firstSeq: number;
 }
 
-function rowOf(kv: IKeyValue): VoleEvent {
-  return decodeRow(eventCodec, JSON.parse(kv.value.toString()) as EventRow);
+/**
+ * Segments back to events: whole segments at once, a row larger than a segment once its
+ * last part arrives (parts come in key order, from a range read or one transaction's watch
+ * event). Every row is validated by the codec.
+ */
+export class SegmentDecoder {
+  private parts: string[] = [];
+
+  constructor(private readonly keys: ClusterKeys) {}
+
+  take(key: string, value: string): VoleEvent[] {
+    const part = /\+(\d{4})\/(\d{4})$/.exec(key);
+    if (part === null) return value.split('\n').map(decodeLine);
+    if (Number(part[1]) !== this.parts.length)
+      throw new Error(`the etcd log's row at ${key} lacks its earlier parts (${this.parts.length} read)`);
+    this.parts.push(value);
+    if (this.parts.length < Number(part[2])) return [];
+    const line = this.parts.join('');
+    this.parts = [];
+    return [decodeLine(line)];
+  }
+
+  /** The first seq a segment key holds. */
+  seqOf(key: string): number {
+    return Number(key.slice(this.keys.logSegments.length, this.keys.logSegments.length + 16));
+  }
+}
+
+function decodeLine(line: string): VoleEvent {
+  return decodeRow(eventCodec, JSON.parse(line) as EventRow);
+}
+
+/**
+ * Where to start reading for `seq`: the last segment starting at or before it (the one
+ * holding it), from its first part when it is a row in parts; undefined when none is.
+ */
+async function segmentHolding(client: Etcd3, keys: ClusterKeys, seq: number): Promise<string | undefined> {
+  const found = await client
+    .getAll()
+    .inRange(new Range(keys.logSegment(0), keys.logSegment(seq + 1)))
+    .sort('Key', 'Descend')
+    .limit(1)
+    .keys();
+  return found[0]?.slice(0, keys.logSegments.length + 16);
 }
 
 /** Reads the head and the latest snapshot (without the events). */
 export async function loadLogHead(client: Etcd3, keys: ClusterKeys): Promise<LoadedLog> {
   const head = Number((await client.get(keys.logHead).string()) ?? '0');
   const metaText = await client.get(keys.logSnapshot).string();
-  const first = await client.getAll().prefix(keys.logEntries).sort('Key', 'Ascend').limit(1).keys();
-  const firstSeq = first.length === 0 ? head + 1 : Number(first[0]!.slice(keys.logEntries.length));
+  const first = await client.getAll().prefix(keys.logSegments).sort('Key', 'Ascend').limit(1).keys();
+  const firstSeq = first.length === 0 ? head + 1 : new SegmentDecoder(keys).seqOf(first[0]!);
   if (metaText === null) return { head, firstSeq };
   const meta = JSON.parse(metaText) as SnapshotMeta;
   // One chunk per request: a chunk is 1 MiB, gRPC answers at most 4 MiB.
@@ -75,7 +128,7 @@ export async function loadLogHead(client: Etcd3, keys: ClusterKeys): Promise<Loa
   return { head, firstSeq, snapshot: { meta, data } };
 }
 
-/** Streams the stored events from `fromSeq` to the head, in pages, each validated. */
+/** Streams the stored events from `fromSeq` to the head, in pages of segments, each validated. */
 export async function readLogEvents(
   client: Etcd3,
   keys: ClusterKeys,
@@ -84,27 +137,76 @@ export async function readLogEvents(
 ): Promise<number> {
   let next = Math.max(1, fromSeq);
   let count = 0;
+  const decoder = new SegmentDecoder(keys);
+  const end = `${keys.logSegments}\xff`;
+  let start = (await segmentHolding(client, keys, next)) ?? keys.logSegment(next);
   while (true) {
-    const page = await client
-      .getAll()
-      .inRange(new Range(keys.logEntry(next), `${keys.logEntries}\xff`))
-      .sort('Key', 'Ascend')
-      .limit(readPageSize)
-      .exec();
+    // Every key holds at most segmentBytesMax: a page stays under gRPC's 4 MiB limit.
+    const page = await client.getAll().inRange(new Range(start, end)).sort('Key', 'Ascend').limit(readPageSegments).exec();
     for (const kv of page.kvs) {
-      const event = rowOf(kv);
-      if (event.seq !== next)
-        throw new Error(`the etcd log skips from seq ${next - 1} to ${event.seq} (${kv.key.toString()})`);
-      onEvent(event);
-      next++;
-      count++;
+      const key = kv.key.toString();
+      for (const event of decoder.take(key, kv.value.toString())) {
+        if (event.seq < next) continue; // the part of the first segment before fromSeq
+        if (event.seq !== next) throw new Error(`the etcd log skips from seq ${next - 1} to ${event.seq} (${key})`);
+        onEvent(event);
+        next++;
+        count++;
+      }
     }
-    if (page.kvs.length < readPageSize) return count;
+    if (!page.more || page.kvs.length === 0) return count;
+    start = `${page.kvs[page.kvs.length - 1]!.key.toString()}\0`;
   }
 }
 
-interface Pending {
-  readonly rows: { key: string; value: string; seq: number }[];
+/** A row waiting for its commit: its seq and its JSON. */
+export interface PendingRow {
+  readonly seq: number;
+  readonly value: string;
+}
+
+/** One transaction's worth of rows: its segments (by first seq; a row in parts by part) and how many rows. */
+export interface TxnPlan {
+  readonly segments: { firstSeq: number; part?: { part: number; parts: number }; value: string }[];
+  readonly rows: number;
+  readonly bytes: number;
+}
+
+/**
+ * The next transaction of `rows` from index `from`: up to bytesPerTxnMax of rows (at least
+ * one), cut into segments of up to segmentBytesMax, at most segmentsPerTxnMax of them; a
+ * row larger than a segment is written in parts of segmentBytesMax.
+ */
+export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
+  const segments: TxnPlan['segments'] = [];
+  let lines: string[] = [];
+  let segmentBytes = 0;
+  let bytes = 0;
+  let i = from;
+  const close = () => {
+    segments.push({ firstSeq: rows[i - lines.length]!.seq, value: lines.join('\n') });
+    lines = [];
+    segmentBytes = 0;
+  };
+  for (; i < rows.length; i++) {
+    const row = rows[i]!;
+    const size = row.value.length + 1;
+    if (bytes > 0 && bytes + size > bytesPerTxnMax) break;
+    if (lines.length > 0 && segmentBytes + size > segmentBytesMax) close();
+    const parts = Math.ceil(row.value.length / segmentBytesMax);
+    if (segments.length + (size > segmentBytesMax ? parts : 1) > segmentsPerTxnMax) break;
+    if (size > segmentBytesMax) {
+      for (let part = 0; part < parts; part++) {
+        const value = row.value.slice(part * segmentBytesMax, (part + 1) * segmentBytesMax);
+        segments.push({ firstSeq: row.seq, part: { part, parts }, value });
+      }
+    } else {
+      lines.push(row.value);
+      segmentBytes += size;
+    }
+    bytes += size;
+  }
+  if (lines.length > 0) close();
+  return { segments, rows: i - from, bytes };
 }
 
 export interface EtcdLogOptions {
@@ -122,13 +224,15 @@ export interface EtcdLogOptions {
 export class EtcdEventLog implements EventSink {
   private nextSeq: number;
   private committedSeq: number;
-  private buffer: Pending['rows'] = [];
+  /** Rows pushed and not yet committed: `buffer` from index `start`. */
+  private buffer: PendingRow[] = [];
+  private start = 0;
   private draining = false;
   private waiters: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
   private fatal: Error | null = null;
   private closed = false;
   /** Commits and their sizes (for benchmarks and the progress line). */
-  readonly stats = { txns: 0, events: 0, bytes: 0, retries: 0 };
+  readonly stats = { txns: 0, segments: 0, events: 0, bytes: 0, retries: 0 };
 
   constructor(private readonly opts: EtcdLogOptions) {
     this.nextSeq = opts.head + 1;
@@ -143,18 +247,25 @@ export class EtcdEventLog implements EventSink {
   push(event: NewEvent): Seq {
     if (this.fatal !== null) throw this.fatal;
     const seq = this.nextSeq++;
-    const row = encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq);
-    this.buffer.push({ key: this.opts.keys.logEntry(seq), value: JSON.stringify(row), seq });
+    const value = JSON.stringify(encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq));
+    if (value.length > bytesPerTxnMax) {
+      this.nextSeq--;
+      throw new LogRowTooLarge(
+        `${event.type} is ${value.length} bytes as a log row; the controller log in etcd takes rows up to ${bytesPerTxnMax} ` +
+          '(one transaction under etcd\'s 1.5 MiB request limit): shrink the object (its annotations, its spec)',
+      );
+    }
+    this.buffer.push({ seq, value });
     return Seq(seq);
   }
 
   /**
    * The engine's group commit point: starts committing what is buffered. While one
    * transaction is in flight, what is pushed and flushed meanwhile waits and goes in the
-   * next one (at most 100 events or 1 MiB each).
+   * next one (up to 1 MiB each).
    */
   flush(): void {
-    if (this.fatal !== null || this.buffer.length === 0 || this.draining) return;
+    if (this.fatal !== null || this.start === this.buffer.length || this.draining) return;
     this.draining = true;
     void this.drain();
   }
@@ -166,6 +277,18 @@ export class EtcdEventLog implements EventSink {
     const seq = this.nextSeq - 1;
     if (this.committedSeq >= seq) return Promise.resolve();
     return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
+  }
+
+  /**
+   * The engine's wait before a plugin call (EventSink.whenDurable): undefined when every
+   * event pushed so far is in etcd, else a promise that resolves once they are (a commit in
+   * flight, or retried while etcd is out of space or unreachable) and rejects once this
+   * writer is fenced (the engine is stopped by then).
+   */
+  whenDurable(): Promise<void> | undefined {
+    this.flush();
+    if (this.fatal === null && this.committedSeq >= this.nextSeq - 1) return undefined;
+    return this.durable();
   }
 
   close(): void {
@@ -182,21 +305,15 @@ export class EtcdEventLog implements EventSink {
 
   private async drain(): Promise<void> {
     try {
-      while (this.buffer.length > 0 && this.fatal === null) {
-        let end = 0;
-        let bytes = 0;
-        while (
-          end < this.buffer.length &&
-          end < eventsPerTxnMax &&
-          (end === 0 || bytes + this.buffer[end]!.value.length <= bytesPerTxnMax)
-        )
-          bytes += this.buffer[end++]!.value.length;
-        const chunk = this.buffer.slice(0, end);
-        await this.commitChunk(chunk, bytes);
-        this.buffer.splice(0, end);
-        const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
-        this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
-        for (const waiter of done) waiter.resolve();
+      while (this.start < this.buffer.length && this.fatal === null) {
+        const txn = planTxn(this.buffer, this.start);
+        await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
+        this.start += txn.rows;
+        if (this.start === this.buffer.length) {
+          this.buffer = [];
+          this.start = 0;
+        }
+        this.wake();
       }
     } catch (error) {
       this.fail(error as Error);
@@ -205,28 +322,37 @@ export class EtcdEventLog implements EventSink {
     }
   }
 
-  private async commitChunk(rows: Pending['rows'], bytes: number): Promise<void> {
+  private wake(): void {
+    if (this.waiters.length === 0 || this.waiters[0]!.seq > this.committedSeq) return;
+    const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
+    this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
+    for (const waiter of done) waiter.resolve();
+  }
+
+  private async commitTxn(txn: TxnPlan, last: number): Promise<void> {
     const { client, keys, leadership } = this.opts;
-    const last = rows[rows.length - 1]!.seq;
     let backoffMs = 50;
     while (true) {
       if (this.fatal !== null) throw this.fatal;
       try {
-        const txn = leadership.fence();
-        if (this.committedSeq === 0) txn.and(keys.logHead, 'Create', '==', 0);
-        else txn.and(keys.logHead, 'Value', '==', String(this.committedSeq));
-        const result = await txn
-          .then(...rows.map((r) => client.put(r.key).value(r.value)), client.put(keys.logHead).value(String(last)))
-          .commit();
+        const fenced = leadership.fence();
+        if (this.committedSeq === 0) fenced.and(keys.logHead, 'Create', '==', 0);
+        else fenced.and(keys.logHead, 'Value', '==', String(this.committedSeq));
+        const puts = txn.segments.map((s) =>
+          client.put(s.part === undefined ? keys.logSegment(s.firstSeq) : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts)).value(s.value),
+        );
+        const result = await fenced.then(...puts, client.put(keys.logHead).value(String(last))).commit();
         if (result.succeeded || (await this.appliedBefore(last))) {
           this.committedSeq = last;
           this.stats.txns++;
-          this.stats.events += rows.length;
-          this.stats.bytes += bytes;
+          this.stats.segments += txn.segments.length;
+          this.stats.events += txn.rows;
+          this.stats.bytes += txn.bytes;
           return;
         }
+        const first = txn.segments[0]!.firstSeq;
         const error = new LogFenced(
-          `the controller log in etcd refused seqs ${rows[0]!.seq}–${last}: this replica no longer leads, or another writer moved the head past ${this.committedSeq}`,
+          `the controller log in etcd refused seqs ${first}–${last}: this replica no longer leads, or another writer moved the head past ${this.committedSeq}`,
         );
         leadership.lose(error.message);
         this.fail(error);
@@ -256,8 +382,8 @@ export class EtcdEventLog implements EventSink {
   }
 
   /**
-   * Stores a snapshot of the world at `seq` (≤ the durable head) and, with `compact`, deletes
-   * the entries up to it and the previous snapshot. Every write is fenced.
+   * Stores a snapshot of the world at `seq` (≤ the durable head) and deletes the previous
+   * one; with `compact`, also the segments wholly before it. Every write is fenced.
    */
   async saveSnapshot(snapshot: { seq: number; tsMs: number; format: number; data: Buffer }, opts: { compact: boolean }): Promise<void> {
     await this.durable();
@@ -276,10 +402,23 @@ export class EtcdEventLog implements EventSink {
       const old = JSON.parse(previous) as SnapshotMeta;
       if (old.seq !== snapshot.seq) ops.push(client.delete().prefix(`${keys.logSnapshot}/${old.seq}/`) as never);
     }
-    if (opts.compact)
-      ops.push(client.delete().range(new Range(keys.logEntry(0), keys.logEntry(snapshot.seq + 1))) as never);
+    const upTo = opts.compact ? await this.compactionEnd(snapshot.seq) : undefined;
+    if (upTo !== undefined) ops.push(client.delete().range(new Range(keys.logSegment(0), upTo)) as never);
     const result = await leadership.fence().then(...ops).commit();
     if (!result.succeeded) throw this.fenced('snapshot');
+  }
+
+  /**
+   * Where compaction at `seq` stops: every segment ending at or before `seq` goes. The
+   * segment holding seq + 1 stays (with the rows before it when seq is inside it); when
+   * seq is the durable head, nothing holds seq + 1 yet and every segment up to it goes.
+   */
+  private async compactionEnd(seq: number): Promise<string | undefined> {
+    const { client, keys } = this.opts;
+    const holding = await segmentHolding(client, keys, seq + 1);
+    if (holding === undefined) return undefined;
+    const startsAfter = new SegmentDecoder(keys).seqOf(holding) === seq + 1;
+    return startsAfter || this.committedSeq === seq ? keys.logSegment(seq + 1) : holding;
   }
 
   private fenced(what: string): LogFenced {

@@ -9,28 +9,66 @@ import { type Etcd3, type IKeyValue, Range, type Watcher } from 'etcd3';
 /** Keys per page of a list: a page stays well under gRPC's 4 MiB message limit. */
 export const listPageKeys = 1_000;
 
+/** Keys as numbers (big-endian, zero-padded to this many bytes) for guessing page bounds. */
+const boundBytes = 512;
+
+function keyNumber(key: Buffer): bigint {
+  const padded = Buffer.alloc(boundBytes);
+  key.copy(padded, 0, 0, Math.min(key.length, boundBytes));
+  return BigInt(`0x${padded.toString('hex')}`);
+}
+
+function numberKey(value: bigint): Buffer {
+  return Buffer.from(value.toString(16).padStart(boundBytes * 2, '0'), 'hex');
+}
+
+/**
+ * The end of the next page's range, guessed from the key span the last page covered:
+ * etcd 3.4 walks the whole rest of a range to count it, whatever the limit, so pages over
+ * an unbounded range cost O(keys left) each and a list of N keys O(N²) (0.8 s a page at
+ * 200,000 keys on the benchmark machine). A bounded range costs what it holds.
+ */
+function guessEnd(start: Buffer, span: bigint | null, end: Buffer): Buffer {
+  if (span === null || start.length > boundBytes) return end;
+  const bound = numberKey(keyNumber(start) + span);
+  return bound.length > boundBytes || Buffer.compare(bound, end) >= 0 || Buffer.compare(bound, start) <= 0 ? end : bound;
+}
+
 /**
  * Everything under `prefix` at one revision, in pages (etcd's limit and a continue key,
  * as the kube-apiserver lists): a large prefix in one range answer would exceed gRPC's
- * message limit. `revision` defaults to the current one (the first page's).
+ * message limit. Each page after the first asks a range bounded by a guess of where
+ * `pageKeys` keys end (the span of the last page, widened when a page comes back short),
+ * so each costs etcd about what it returns. `revision` defaults to the current one.
  */
 export async function listPrefix(
   client: Etcd3,
   prefix: string,
-  opts: { revision?: number } = {},
+  opts: { revision?: number; pageKeys?: number } = {},
 ): Promise<{ kvs: IKeyValue[]; revision: number }> {
-  const end = Range.prefix(prefix).end;
+  const pageKeys = opts.pageKeys ?? listPageKeys;
+  const end = Buffer.from(Range.prefix(prefix).end);
   const kvs: IKeyValue[] = [];
   let start: Buffer = Buffer.from(prefix);
   let revision = opts.revision ?? 0;
+  let span: bigint | null = null;
   while (true) {
-    let request = client.getAll().inRange(new Range(start, end)).sort('Key', 'Ascend').limit(listPageKeys);
+    const bound = guessEnd(start, span, end);
+    let request = client.getAll().inRange(new Range(start, bound)).sort('Key', 'Ascend').limit(pageKeys);
     if (revision > 0) request = request.revision(String(revision));
     const page = await request.exec();
     if (revision === 0) revision = Number(page.header.revision);
     kvs.push(...page.kvs);
-    if (!page.more || page.kvs.length === 0) return { kvs, revision };
-    start = Buffer.concat([page.kvs[page.kvs.length - 1]!.key, Buffer.from([0])]);
+    if (page.more && page.kvs.length > 0) {
+      const last = page.kvs[page.kvs.length - 1]!.key;
+      span = keyNumber(last) - keyNumber(start) + 1n; // what held pageKeys keys
+      start = Buffer.concat([last, Buffer.from([0])]);
+    } else {
+      if (bound === end) return { kvs, revision };
+      const grow = BigInt(Math.min(8, Math.ceil(pageKeys / Math.max(1, page.kvs.length))));
+      span = (span ?? 1n) * grow;
+      start = bound;
+    }
   }
 }
 

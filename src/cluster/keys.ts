@@ -5,10 +5,11 @@
  *   objects/<Kind>/<namespace|_>/<name>   PVs, PVCs, ConfigMaps, Secrets, Nodes   `vole apply`
  *   pods/<node|_>/<namespace>/<name>       Pods, keyed by spec.nodeName           `vole apply`
  *   status/<node>/volumesInUse             the node's VolumesInUse                its node agent
+ *   status/<node>/csiNodeIds               its CSI drivers' NodeGetInfo node_id   its node agent
  *   status/<node>/volumesAttached          what the controller reports attached   the leader (fenced)
  *   heartbeat/<node>                       bound to the agent's lease             its node agent
  *   controller/leader                      bound to the leader's lease            the campaign txn
- *   controller/log/head, log/e/<seq>       the controller's event log             the leader (fenced)
+ *   controller/log/head, log/s/<seq>       the controller's event log (segments)  the leader (fenced)
  *   controller/log/snapshot                the world at a seq                     the leader (fenced)
  */
 import type { ClusterObject, Pod } from '../events/k8s.js';
@@ -64,6 +65,11 @@ export class ClusterKeys {
     return `${this.status}${node}/volumesInUse`;
   }
 
+  /** The node agent's CSI drivers and their NodeGetInfo node_id (composed into the Node). */
+  csiNodeIds(node: string): string {
+    return `${this.status}${node}/csiNodeIds`;
+  }
+
   volumesAttached(node: string): string {
     return `${this.status}${node}/volumesAttached`;
   }
@@ -88,12 +94,18 @@ export class ClusterKeys {
     return `${this.log}head`;
   }
 
-  get logEntries(): string {
-    return `${this.log}e/`;
+  /** The log's segments: each holds the rows of consecutive seqs, keyed by its first. */
+  get logSegments(): string {
+    return `${this.log}s/`;
   }
 
-  logEntry(seq: number): string {
-    return `${this.logEntries}${String(seq).padStart(16, '0')}`;
+  logSegment(firstSeq: number): string {
+    return `${this.logSegments}${String(firstSeq).padStart(16, '0')}`;
+  }
+
+  /** Part `part` of `parts` of one row larger than a segment (it sorts right after logSegment(seq)). */
+  logSegmentPart(seq: number, part: number, parts: number): string {
+    return `${this.logSegment(seq)}+${String(part).padStart(4, '0')}/${String(parts).padStart(4, '0')}`;
   }
 
   get logSnapshot(): string {

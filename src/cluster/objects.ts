@@ -110,15 +110,42 @@ async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<stri
   return byName;
 }
 
+/**
+ * What the binder wrote stays when a manifest is applied again without it, as the API
+ * server keeps a claim's and a PV's status (a subresource) and fields another writer set:
+ * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses.
+ */
+export function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
+  if (existingText === null || (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume'))
+    return object;
+  let existing: { kind?: unknown; spec?: Record<string, unknown>; status?: unknown };
+  try {
+    existing = JSON.parse(existingText) as typeof existing;
+  } catch {
+    return object;
+  }
+  if (existing.kind !== object.kind) return object;
+  const field = object.kind === 'PersistentVolumeClaim' ? 'volumeName' : 'claimRef';
+  const spec = object.spec as Record<string, unknown>;
+  const kept = spec[field] === undefined && existing.spec?.[field] !== undefined;
+  const status = object.status ?? existing.status;
+  return {
+    ...object,
+    spec: kept ? { ...spec, [field]: existing.spec![field] } : spec,
+    ...(status === undefined ? {} : { status }),
+  } as ManifestObject;
+}
+
 async function putIfChanged(
   client: Etcd3,
   key: string,
-  value: string,
+  value: string | ((existing: string | null) => string),
   stale: readonly string[],
   result: ApplyResult,
   what: string,
 ): Promise<void> {
   const existing = await client.get(key).string();
+  if (typeof value === 'function') value = value(existing);
   if (existing === value && stale.length === 0) return void result.unchanged.push(what);
   if (stale.length === 0) await client.put(key).value(value);
   else
@@ -137,7 +164,7 @@ export async function applyManifestSet(
 ): Promise<ApplyResult> {
   const result: ApplyResult = { created: [], configured: [], unchanged: [] };
   for (const object of set.objects.values()) {
-    const value = JSON.stringify(storedForm(object));
+    const value = (existing: string | null) => JSON.stringify(storedForm(keepBinding(object, existing)));
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);

@@ -1,6 +1,7 @@
 /**
- * Node status in etcd, split by writer: a node agent writes its volumesInUse, the leading
- * controller its volumesAttached, each under status/<node>/ (KEP-free: one key, one writer).
+ * Node status in etcd, split by writer: a node agent writes its volumesInUse and its CSI
+ * drivers' node IDs, the leading controller its volumesAttached, each under status/<node>/
+ * (one key, one writer).
  */
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { z } from 'zod';
@@ -11,15 +12,41 @@ export const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) })
 export const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
 export type AttachedVolume = z.infer<typeof attachedVolume>;
 export const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
+/** A node agent's CSI drivers and the node_id each answered NodeGetInfo with. */
+export const csiNodeIdsValue = z.object({ csiNodeIds: z.record(z.string(), z.string()) });
+
+/** The Node annotation the kubelet keeps its drivers' node IDs in (CSINode's predecessor). */
+export const csiNodeIdAnnotation = 'csi.volume.kubernetes.io/nodeid';
+
+/** The annotation's value: driver name → node_id (anything else: none). */
+export function parseCsiNodeIds(text: string): Record<string, string> | undefined {
+  try {
+    const parsed = z.record(z.string(), z.string()).safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function decodeCsiNodeIds(kv: IKeyValue): Record<string, string> | undefined {
+  try {
+    const parsed = csiNodeIdsValue.safeParse(JSON.parse(kv.value.toString()));
+    return parsed.success ? parsed.data.csiNodeIds : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export type StatusField = 'volumesInUse' | 'volumesAttached' | 'csiNodeIds';
 
 /** The node and field of a status key, or undefined for a key that is not one. */
 export function parseStatusKey(
   keys: ClusterKeys,
   key: string,
-): { node: string; field: 'volumesInUse' | 'volumesAttached' } | undefined {
+): { node: string; field: StatusField } | undefined {
   const [node, field, ...more] = ClusterKeys.rest(key, keys.status).split('/');
   if (node === undefined || node === '' || more.length > 0) return undefined;
-  if (field !== 'volumesInUse' && field !== 'volumesAttached') return undefined;
+  if (field !== 'volumesInUse' && field !== 'volumesAttached' && field !== 'csiNodeIds') return undefined;
   return { node, field };
 }
 

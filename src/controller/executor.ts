@@ -7,6 +7,7 @@ import type { Runner } from '../engine/core.js';
 import {
   type ExecutorHost,
   failOperation,
+  OperationAbandoned,
   type OpContext,
   runCall,
   runningOp,
@@ -40,6 +41,27 @@ async function attach(ctx: Ctx): Promise<void> {
   );
 }
 
+/**
+ * §3.8 / S3: a detach that must verify reads the node's volumesInUse again right before
+ * it runs, once OperationStarted is durable. Waiting for the log (a full disk, an etcd
+ * commit in cluster mode) takes time, and the node may have reported the volume in use
+ * again meanwhile (its pod came back): then the detach fails without a call, retried.
+ */
+async function verifySafeToDetach(ctx: Ctx, specName: string): Promise<void> {
+  const { op, host } = ctx;
+  if (op.verifySafeToDetach !== true) return;
+  const waiting = host.flush();
+  if (waiting !== undefined) {
+    await waiting;
+    if (!host.alive()) throw new OperationAbandoned('engine stopped before detach');
+  }
+  if (host.world().nodes.get(op.node)?.volumesInUse.has(op.volume) === true)
+    failOperation(
+      `DetachVolume failed for volume "${specName}": node ${op.node} reports it in use again (verifySafeToDetach)`,
+      'transient',
+    );
+}
+
 async function detach(ctx: Ctx): Promise<void> {
   const { op } = ctx;
   const spec = runningOp(ctx).spec;
@@ -49,6 +71,7 @@ async function detach(ctx: Ctx): Promise<void> {
     failOperation(
       `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${spec.pluginName}"`,
     );
+  await verifySafeToDetach(ctx, spec.innerVolumeSpecName);
   await runCall(
     ctx,
     {

@@ -48,10 +48,21 @@ export interface CsiDriverHandle {
   readonly caps: CsiDriverCaps;
   /** NodeGetInfo's node_id: what ControllerPublishVolume names the node by. */
   readonly nodeId: string;
+  /**
+   * Before each RPC: undefined to go on, or a promise to wait for first (the registry asks
+   * a restarted driver again); it rejects with a PluginError when the RPC must not go.
+   */
+  readonly beforeRpc?: () => Promise<void> | undefined;
 }
 
 export interface CsiPluginOptions {
   readonly root: string;
+  /**
+   * The node_id a node's copy of this driver answered NodeGetInfo with, by node name (the
+   * attach/detach controller in cluster mode: what `csi.volume.kubernetes.io/nodeid` on the
+   * Node says). Absent: the node is this driver's own (a node agent attaching itself).
+   */
+  readonly nodeIdOf?: (driver: string, node: string) => string | undefined;
   readonly host: CsiHostOps;
   /** A clock for RPC durations (the virtual clock in a simulation). */
   readonly nowMs: () => number;
@@ -85,6 +96,8 @@ class CsiClient {
     spec: ResolvedVolume,
     target: CallTarget,
   ): Promise<Res> {
+    const waitFor = this.driver.beforeRpc?.();
+    if (waitFor !== undefined) await waitFor;
     const method = fullMethod(rpc);
     const transport = this.driver.transport;
     const startMs = this.opts.nowMs();
@@ -138,6 +151,20 @@ export function csiPlugin(driver: CsiDriverHandle, opts: CsiPluginOptions): Volu
   };
 }
 
+/** The node_id ControllerPublish/Unpublish name `node` by: its driver's NodeGetInfo answer. */
+function nodeIdFor(client: CsiClient, node: string): string {
+  const { nodeIdOf } = client.opts;
+  if (nodeIdOf === undefined) return client.driver.nodeId;
+  const nodeId = nodeIdOf(client.driver.name, node);
+  if (nodeId === undefined)
+    throw new PluginError(
+      'final',
+      `node ${node} has not registered CSI driver ${client.driver.name} (no node ID for it in the Node's ` +
+        `csi.volume.kubernetes.io/nodeid annotation): run the driver on that node; vole retries`,
+    );
+  return nodeId;
+}
+
 /** attach → ControllerPublishVolume; its publish_context becomes the devicePath. */
 function attacherOps(client: CsiClient): AttacherOps {
   return {
@@ -146,7 +173,7 @@ function attacherOps(client: CsiClient): AttacherOps {
         'ControllerPublishVolume',
         {
           volume_id: volumeIdOf(spec, null),
-          node_id: client.driver.nodeId,
+          node_id: nodeIdFor(client, target.node),
           volume_capability: volumeCapabilityOf(spec, client.driver.caps),
           readonly: spec.readOnly,
           volume_context: volumeContextOf(spec, null),
@@ -162,7 +189,7 @@ function attacherOps(client: CsiClient): AttacherOps {
     async detach(spec, target) {
       await client.rpc(
         'ControllerUnpublishVolume',
-        { volume_id: volumeIdOf(spec, null), node_id: client.driver.nodeId },
+        { volume_id: volumeIdOf(spec, null), node_id: nodeIdFor(client, target.node) },
         spec,
         target,
       );

@@ -6,7 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { ErrorKind } from '../../machines/index.js';
-import { type CsiRpc, csiServices, serviceOf } from './proto.js';
+import { type CsiRpc, csiRpcs, csiServices } from './proto.js';
 
 /** What the caller knows about an RPC, for a fake's journal (real transports ignore it). */
 export interface RpcInfo {
@@ -68,50 +68,68 @@ export function grpcCode(name: string): grpc.status {
   return index as grpc.status;
 }
 
-type UnaryMethod = (
-  request: object,
-  metadata: grpc.Metadata,
-  options: grpc.CallOptions,
-  callback: (error: grpc.ServiceError | null, response?: unknown) => void,
-) => void;
-
 /**
- * Reconnect quickly: a driver restarted on the same socket is used again within a second,
- * instead of after grpc-js's default backoff of up to two minutes.
+ * One channel to the driver, tuned for a local socket:
+ * - it reconnects quickly: a driver restarted on the same socket is used again within a
+ *   second, instead of after grpc-js's default backoff of up to two minutes;
+ * - no channelz: vole serves no channelz, and its bookkeeping is work on every call;
+ * - no keepalive pings (grpc-js's default): a unix socket's peer going away is seen at once.
  */
 const channelOptions: grpc.ChannelOptions = {
   'grpc.initial_reconnect_backoff_ms': 100,
   'grpc.max_reconnect_backoff_ms': 1000,
+  'grpc.enable_channelz': 0,
 };
 
-/** gRPC to a driver at `unix:///abs/path.sock` (or any grpc-js address). */
+/** What a unary call needs of its method: its path and (de)serializers, found once per RPC. */
+type MethodDefinition = grpc.MethodDefinition<object, unknown>;
+
+function methodDefinitions(): ReadonlyMap<CsiRpc, MethodDefinition> {
+  const services = csiServices();
+  const definitions = new Map<CsiRpc, MethodDefinition>();
+  for (const service of ['Identity', 'Controller', 'Node'] as const) {
+    for (const rpc of csiRpcs[service]) {
+      const definition = services[service].service[rpc];
+      if (definition === undefined) throw new Error(`csi.proto has no ${service}.${rpc}; reinstall vole`);
+      definitions.set(rpc, definition as MethodDefinition);
+    }
+  }
+  return definitions;
+}
+
+/**
+ * gRPC to a driver at `unix:///abs/path.sock` (or any grpc-js address): one channel for
+ * the three CSI services, opened once (its address resolved once), each call a unary
+ * request with its deadline.
+ */
 export class GrpcTransport implements CsiTransport {
-  private readonly clients: Record<'Identity' | 'Controller' | 'Node', grpc.Client>;
+  private readonly client: grpc.Client;
+  private readonly methods = methodDefinitions();
 
   constructor(readonly endpoint: string) {
-    const services = csiServices();
-    const credentials = grpc.credentials.createInsecure();
-    this.clients = {
-      Identity: new services.Identity(endpoint, credentials, channelOptions),
-      Controller: new services.Controller(endpoint, credentials, channelOptions),
-      Node: new services.Node(endpoint, credentials, channelOptions),
-    };
+    this.client = new grpc.Client(endpoint, grpc.credentials.createInsecure(), channelOptions);
   }
 
   call<Res>(rpc: CsiRpc, request: object, opts: { deadlineMs: number }): Promise<Res> {
-    const client = this.clients[serviceOf(rpc)];
-    const method = (client as unknown as Record<string, UnaryMethod>)[rpc]!.bind(client);
+    const method = this.methods.get(rpc)!;
     return new Promise<Res>((resolve, reject) => {
-      const deadline = new Date(Date.now() + opts.deadlineMs);
-      method(request, new grpc.Metadata(), { deadline }, (error, response) => {
-        if (error === null) resolve(response as Res);
-        else reject(toRpcError(rpc, error));
-      });
+      const deadline = Date.now() + opts.deadlineMs;
+      this.client.makeUnaryRequest(
+        method.path,
+        method.requestSerialize,
+        method.responseDeserialize,
+        request,
+        { deadline },
+        (error: grpc.ServiceError | null, response?: unknown) => {
+          if (error === null) resolve(response as Res);
+          else reject(toRpcError(rpc, error));
+        },
+      );
     });
   }
 
   close(): void {
-    for (const client of Object.values(this.clients)) client.close();
+    this.client.close();
   }
 }
 

@@ -12,6 +12,7 @@ import { assert } from '../assert.js';
 import {
   callTimeoutMsDefault,
   operationsInFlightMax,
+  planOperationsMax,
   waitForAttachTimeoutMs,
 } from '../constants.js';
 import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
@@ -51,6 +52,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly runner: (host: RunnerHost<W>) => Runner<O>;
   readonly node: string;
   readonly controllerAttachDetach: boolean;
+  /** false: the planner binds no claim (recorded in EngineStarted); default true. */
+  readonly bindClaims?: boolean;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -145,6 +148,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       tsMs: this.opts.clock.nowMs(),
       node: this.opts.node,
       controllerAttachDetach: this.opts.controllerAttachDetach,
+      ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
       mode: this.core.mode,
@@ -203,9 +207,13 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     // A blocked log (disk full) starts nothing: the dirty volumes wait for onWritable.
     if (!this.running || this.opts.sink.writable === false) return;
     this.ticks++;
-    const dirty = this.world.dirty;
-    this.world.dirty = new Set();
-    if (dirty.size === 0) return;
+    const dirty = this.takeDirty();
+    if (dirty.size === 0) {
+      // Events that dirtied nothing (a call's outcome, an operation's end) are made durable
+      // too: a sink that only writes when flushed (etcd's) would hold them back otherwise.
+      this.opts.sink.flush();
+      return;
+    }
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
     if (this.opts.checkIncrementalPlan === true) this.checkAgainstFullPlan(result.operations);
     for (const event of result.events ?? []) this.append(event);
@@ -217,7 +225,30 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
     this.opts.sink.flush();
     this.maybeSnapshot();
-    if (this.world.dirty.size > 0) this.scheduleTick();
+    // At capacity, the next operation to finish appends its outcome, which ticks again.
+    if (this.world.dirty.size > 0 && this.executor.capacity() > 0) this.scheduleTick();
+  }
+
+  /**
+   * The dirty volumes this tick plans: the oldest, at most as many as operations may still
+   * start (and planOperationsMax); the rest stay dirty for the next tick. A tick thus costs
+   * O(what can start), not O(dirty): a whole cluster listed at once, or ten thousand
+   * operations waiting on the log, are not planned again on every event.
+   */
+  private takeDirty(): Set<UniqueVolumeName> {
+    const dirty = this.world.dirty;
+    const max = Math.min(planOperationsMax, this.executor.capacity());
+    if (dirty.size <= max) {
+      this.world.dirty = new Set();
+      return dirty;
+    }
+    const taken = new Set<UniqueVolumeName>();
+    for (const volume of dirty) {
+      if (taken.size >= max) break;
+      taken.add(volume);
+      dirty.delete(volume);
+    }
+    return taken;
   }
 
   /** Snapshots are taken between ticks, after a flush, so they never run ahead of the log. */

@@ -126,6 +126,11 @@ export const eventSchemas = {
     type: z.literal('EngineStarted'),
     node: z.string().min(1),
     controllerAttachDetach: z.boolean(),
+    /**
+     * false: this node's planner binds no claim; a control plane binds them and the node
+     * reads the bindings from the claims' status (cluster mode). Absent: true.
+     */
+    bindClaims: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     version: z.string(),
     /**

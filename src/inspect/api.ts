@@ -7,12 +7,11 @@
  * the world when it returns to its initial state, but the list keeps showing it). Other
  * moments are replayed on request from the latest snapshot at or before them.
  */
-import { basename } from 'node:path';
 import { eventCodec, type VoleEvent } from '../events/index.js';
-import type { EventStore } from '../log/store.js';
 import {
   coreOfStore,
   describeEvent,
+  type ReadableLog,
   explain,
   history,
   volumeWhyText,
@@ -36,7 +35,16 @@ import type {
   WorldPayload,
 } from './protocol.js';
 
-export type Store = EventStore<VoleEvent>;
+/**
+ * What the inspector reads: a read-only SQLite log (EventStore), or the controller log in
+ * etcd followed live (src/cluster/log-mirror.ts).
+ */
+export interface Store extends ReadableLog {
+  head(): { seq: number };
+  read(opts?: { fromSeq?: number; toSeq?: number; limit?: number }): Iterable<VoleEvent>;
+  get(seq: number): VoleEvent | undefined;
+  bounds(): { firstSeq: number; lastSeq: number; firstTsMs: number; lastTsMs: number };
+}
 export { eventCodec };
 
 /** Notable events kept for the timeline's marks (the latest ones when there are more). */
@@ -207,7 +215,11 @@ export class Tracker {
   private version = '';
 
   constructor(readonly store: Store) {
-    this.world = logWorld(coreOfStore(store));
+    // A log whose first entries were compacted into a snapshot starts from that snapshot.
+    const firstSeq = store.bounds().firstSeq;
+    const snapshot = firstSeq > 1 ? store.latestSnapshot({ atOrBeforeSeq: firstSeq - 1 }) : undefined;
+    this.world = logWorld(coreOfStore(store), snapshot);
+    this.trackedSeq = this.world.seq;
     this.catchUp();
   }
 
@@ -272,10 +284,11 @@ export class Tracker {
     if (!this.known.has(id)) this.known.set(id, pair);
   }
 
-  meta(file: string): Meta {
+  /** `name`: the log's file name, or what else the page shows for it. */
+  meta(name: string): Meta {
     const bounds = this.store.bounds();
     return {
-      file: basename(file),
+      file: name,
       head: this.trackedSeq,
       firstSeq: bounds.firstSeq,
       firstTsMs: bounds.firstTsMs,

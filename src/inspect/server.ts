@@ -1,10 +1,12 @@
 /**
  * `vole inspect`: a read-only web page over one log. The server opens the database
- * read-only, serves the page's assets from memory, answers GET/HEAD only (405 for any other
- * method), reads no file but the database, and binds 127.0.0.1 unless told otherwise.
+ * read-only (or follows the controller log in etcd, src/cluster/log-mirror.ts, writing
+ * nothing there), serves the page's assets from memory, answers GET/HEAD only (405 for any
+ * other method), reads no file but the database, and binds 127.0.0.1 unless told otherwise.
  *
- * It polls the log's head (the file is in WAL mode, so a reader sees an agent's commits)
- * and pushes what is new to every open page with Server-Sent Events.
+ * It polls the log's head (the file is in WAL mode, so a reader sees an agent's commits;
+ * the etcd mirror's head moves with its watch) and pushes what is new to every open page
+ * with Server-Sent Events.
  *
  *   GET /                    the page (/app.js, /app.css, /favicon.svg)
  *   GET /api/meta            file name, head, bounds, node, timeline marks
@@ -17,15 +19,26 @@
  *   GET /api/stream          Server-Sent Events: `head` whenever the log grows
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { basename } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { LogReadError } from '../log/errors.js';
 import { openReadonly } from '../postmortem/open.js';
-import { Tracker } from './api.js';
+import { type Store, Tracker } from './api.js';
 import { type Assets, faviconSvg, indexHtml, loadAssets } from './assets.js';
 import { charts } from './chart.js';
 
+/** A log the inspector reads that is not a SQLite file (the controller log in etcd). */
+export interface InspectedSource {
+  readonly store: Store;
+  /** What the page calls it. */
+  readonly name: string;
+  close(): void | Promise<void>;
+}
+
 export interface InspectorOptions {
-  readonly db: string;
+  /** A SQLite log file, opened read-only; or `source`. */
+  readonly db?: string;
+  readonly source?: InspectedSource;
   /** 0 (default) picks a free port. */
   readonly port?: number;
   /** Default 127.0.0.1. */
@@ -137,13 +150,13 @@ function pageRoutes(assets: Assets): Record<string, Route> {
 }
 
 /** The JSON behind the page. */
-function apiRoutes(tracker: Tracker, db: string): Record<string, Route> {
+function apiRoutes(tracker: Tracker, name: string): Record<string, Route> {
   const found = <T>(value: T | undefined): T => {
     if (value === undefined) throw new HttpError(404, 'no event with that seq in this log');
     return value;
   };
   return {
-    '/api/meta': (_p, req, res) => json(res, req, tracker.meta(db)),
+    '/api/meta': (_p, req, res) => json(res, req, tracker.meta(name)),
     '/api/world': (p, req, res) => json(res, req, tracker.worldAt(seqParam(p, 'at', tracker.head))),
     '/api/events': (p, req, res) => {
       const to = seqParam(p, 'to', tracker.head);
@@ -278,23 +291,30 @@ function follow(
   };
 }
 
+function sqliteSource(db: string | undefined): InspectedSource {
+  if (db === undefined) throw new Error('startInspector: give db or source');
+  const store = openReadonly(db);
+  return { store, name: basename(db), close: () => store.close() };
+}
+
 export async function startInspector(opts: InspectorOptions): Promise<InspectorServer> {
   const host = opts.host ?? '127.0.0.1';
   const warn = opts.warn ?? ((m: string) => process.stderr.write(`vole inspect: ${m}\n`));
-  const store = openReadonly(opts.db);
+  const source = opts.source ?? sqliteSource(opts.db);
+  const store = source.store;
   let tracker: Tracker;
   let assets: Assets;
   try {
     tracker = new Tracker(store);
     assets = await loadAssets();
   } catch (error) {
-    store.close();
+    await source.close();
     throw error;
   }
   const streams = new Set<ServerResponse>();
   const routes: Record<string, Route> = {
     ...pageRoutes(assets),
-    ...apiRoutes(tracker, opts.db),
+    ...apiRoutes(tracker, source.name),
     '/api/stream': streamRoute(tracker, streams),
   };
   const server: Server = createServer((req, res) => {
@@ -305,8 +325,8 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
       sendError(req, res, error, warn);
     }
   });
-  await listen(server, opts.port ?? 0, host).catch((error: unknown) => {
-    store.close();
+  await listen(server, opts.port ?? 0, host).catch(async (error: unknown) => {
+    await source.close();
     throw error;
   });
   const stopFollowing = follow(tracker, streams, opts.pollMs ?? inspectorPollMsDefault, warn);
@@ -323,8 +343,7 @@ export async function startInspector(opts: InspectorOptions): Promise<InspectorS
       closed ??= new Promise<void>((resolve) => {
         stopFollowing();
         server.close(() => {
-          store.close();
-          resolve();
+          void Promise.resolve(source.close()).finally(resolve);
         });
         server.closeAllConnections();
       });

@@ -389,7 +389,9 @@ function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanRes
  */
 export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
   const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
-  const lookAtClaims = volumes === undefined || volumes.includes(bindingVolume);
+  // A snapshot written before bindClaims existed holds no such field: it bound claims.
+  const binds = world.config.bindClaims !== false;
+  const lookAtClaims = binds && (volumes === undefined || volumes.includes(bindingVolume));
   const events = lookAtClaims ? planBindings(world, nowMs) : [];
   if (events.length === 0)
     return planOperations(world, nowMs, volumes === undefined ? {} : { volumes });

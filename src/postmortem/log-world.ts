@@ -5,7 +5,7 @@
  */
 import type { ControllerWorld } from '../controller/types.js';
 import type { CoreWorld } from '../engine/core.js';
-import { controllerCore, coreOfLog, kubeletCore, type LogCore } from '../engine/cores.js';
+import { controllerCore, coreOfLog, coreOfMode, kubeletCore, type LogCore } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
@@ -228,10 +228,13 @@ export function peekCore(events: Iterable<VoleEvent>): {
 export interface ReadableLog {
   read(opts?: { fromSeq?: number; toSeq?: number; limit?: number }): Iterable<VoleEvent>;
   latestSnapshot(opts?: { atOrBeforeSeq?: number }): { data: Buffer; format: number } | undefined;
+  /** The core that wrote it, when the log knows (the controller log in etcd, compacted or not). */
+  readonly mode?: string;
 }
 
 /** The core the log's first EngineStarted names (UnknownModeError for an unknown mode). */
 export function coreOfStore(store: ReadableLog): LogCore {
+  if (store.mode !== undefined) return coreOfMode(store.mode);
   return coreOfLog(store.read({ limit: 16 }));
 }
 

@@ -124,6 +124,7 @@ export function upsertPod(
     plugins: world.plugins,
     bindings: world.bindings,
     taken: () => takenVolumes(world),
+    bindClaims: world.config.bindClaims !== false,
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {

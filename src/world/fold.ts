@@ -36,7 +36,7 @@ import { volumeTable } from './volumes.js';
 export function initialWorld(): World {
   const volumes = volumeTable();
   return {
-    config: { node: NodeName(''), controllerAttachDetach: true },
+    config: { node: NodeName(''), controllerAttachDetach: true, bindClaims: true },
     plugins: new Map(),
     seq: Seq(0),
     tsMs: 0,
@@ -71,6 +71,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   world.config = {
     node: NodeName(event.node),
     controllerAttachDetach: event.controllerAttachDetach,
+    bindClaims: event.bindClaims ?? true,
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so

@@ -51,6 +51,8 @@ export interface ResolveInput {
   readonly bindings?: ReadonlyMap<string, ClaimBinding>;
   /** PV name → the claim holding it (boundVolumes), computed once for many resolutions. */
   readonly taken?: () => ReadonlyMap<string, string>;
+  /** false: another binds claims (cluster mode's controller); a wait says so. */
+  readonly bindClaims?: boolean;
 }
 
 export interface PodResolution {
@@ -265,8 +267,9 @@ function boundVolumeOf(
   addReference(references, 'PersistentVolume', anyPersistentVolumeName);
   const taken = input.taken?.() ?? boundVolumes(input.objects, input.bindings);
   const verdict = findVolumeForClaim(pvc, input.objects, taken);
+  const binder = input.bindClaims === false ? ' (the attach/detach controller binds claims)' : '';
   const why = verdict.ok
-    ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending`
+    ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending${binder}`
     : `it cannot bind: ${verdict.reason}`;
   return fail(`${pvcPrefix(namespace, name)}: PVC ${namespace}/${name} is not bound (${why})`);
 }

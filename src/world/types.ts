@@ -270,6 +270,8 @@ export interface OperatorState {
 export interface WorldConfig {
   readonly node: NodeName;
   readonly controllerAttachDetach: boolean;
+  /** false: claims are bound elsewhere (cluster mode); this node only reads bindings. */
+  readonly bindClaims: boolean;
 }
 
 /**

@@ -4,6 +4,7 @@ import { VolumeManager, WaitForAttachAndMountError } from '../../src/agent/volum
 import { VirtualClock } from '../../src/clock.js';
 import { FakePlugin, type FakeCallRecord, type FaultScript } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
+import { MemorySink } from '../../src/engine/sink.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -139,5 +140,28 @@ test('agent: events reach subscribers in order, with the world after each', asyn
     seen,
     Array.from({ length: vm.world.seq - from }, (_, i) => from + 1 + i),
   );
+  await vm.drainAndStop();
+});
+
+test('agent: every event reaches a sink that writes only when flushed, the last ones too (a call outcome that dirties nothing)', async () => {
+  const clock = new VirtualClock(0);
+  /** A sink whose events are durable only once flushed (as etcd's controller log). */
+  class FlushOnlySink extends MemorySink {
+    durable = 0;
+    override flush(): void {
+      this.durable = this.events.length;
+    }
+  }
+  const sink = new FlushOnlySink();
+  const emptyDir = new FakePlugin({ caps: caps('kubernetes.io/empty-dir'), clock, journal: [] });
+  const vm = VolumeManager.create({ node: 'node-1', plugins: [emptyDir], clock, log: { sink, history: [] } });
+  vm.start();
+  vm.markSourcesReady();
+  vm.addPod(pod('uid-a', [{ name: 'scratch', emptyDir: {} }]));
+  await vm.waitForAttachAndMount('uid-a');
+  vm.removePod('uid-a');
+  await advance(clock, 1_000);
+  assert.equal(sink.events.at(-1)?.type, 'OperationFinished');
+  assert.equal(sink.durable, sink.events.length, 'the events after the last plan were flushed too');
   await vm.drainAndStop();
 });

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Etcd3, Watcher } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
-import { readLogEvents } from '../../src/cluster/etcd-log.js';
+import { readLogEvents, SegmentDecoder } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { checkControllerVolume } from '../../src/controller/invariants.js';
 import { controllerCore } from '../../src/engine/cores.js';
@@ -134,12 +134,13 @@ async function watchEtcd(): Promise<void> {
     const nodes = attachedTo();
     if (nodes.length > 1) violations.push(`${volume} published attached to ${nodes.join(' and ')} at revision ${kv.mod_revision}`);
   });
-  const log = await client.watch().prefix(keys.logEntries).create();
+  const log = await client.watch().prefix(keys.logSegments).create();
+  const segments = new SegmentDecoder(keys);
   log.on('put', (kv) => {
-    const [seq, tsMs, type, data] = JSON.parse(kv.value.toString()) as [number, number, string, string];
-    const event = { ...(JSON.parse(data) as object), seq, tsMs, type } as VoleEvent;
-    logEvents.push(event);
-    onLogEvent?.(event);
+    for (const event of segments.take(kv.key.toString(), kv.value.toString())) {
+      logEvents.push(event);
+      onLogEvent?.(event);
+    }
   });
   watchers = [status, log];
 }

@@ -1,0 +1,238 @@
+/**
+ * Claim bindings in cluster mode: the leading controller's planner binds claims (its log
+ * records each ClaimBound, by the persistent-volume controller's rules, src/world/binding.ts)
+ * and this writer makes each binding the cluster's: the claim gets `spec.volumeName` and
+ * `status: {phase: Bound, capacity}`, the PV `spec.claimRef` and `status.phase: Bound`, both
+ * in one transaction fenced on the leader's term and on the two objects' mod revisions (an
+ * object changed meanwhile is read again). Node agents only read these bindings (their
+ * planners bind nothing: EngineStarted `bindClaims: false`).
+ *
+ * A binding is written once the ClaimBound holding it is durable in etcd. A new leader
+ * writes every binding of its log that etcd lacks, and a claim or PV written again without
+ * its binding (`vole apply` of the original manifest) gets it back.
+ */
+import type { Etcd3 } from 'etcd3';
+import type { ControllerManager } from '../agent/controller-manager.js';
+import {
+  type ManifestObject,
+  objectKey,
+  parseQuantityBytes,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+} from '../events/k8s.js';
+import type { ClaimBinding } from '../world/binding.js';
+import type { EtcdEventLog } from './etcd-log.js';
+import type { ClusterKeys } from './keys.js';
+import type { Leadership } from './leadership.js';
+import { decodeObject, storedForm } from './objects.js';
+
+type Controller = Pick<ControllerManager, 'world' | 'subscribe'>;
+
+interface Stored<T> {
+  readonly object: T;
+  readonly modRevision: string;
+}
+
+/** The claim as a binding leaves it: volumeName, phase Bound, its capacity. */
+export function boundClaim(pvc: PersistentVolumeClaim, binding: ClaimBinding, pv: PersistentVolume): PersistentVolumeClaim {
+  const pvStorage = pv.spec.capacity?.storage;
+  const storage =
+    pvStorage !== undefined && parseQuantityBytes(pvStorage) === binding.capacityBytes
+      ? pvStorage
+      : String(binding.capacityBytes);
+  return {
+    ...pvc,
+    spec: { ...pvc.spec, volumeName: binding.volume },
+    status: { ...pvc.status, phase: 'Bound', capacity: { ...pvc.status?.capacity, storage } },
+  };
+}
+
+/** The PV as a binding leaves it: claimRef to the claim, phase Bound. */
+export function boundVolume(pv: PersistentVolume, pvc: PersistentVolumeClaim): PersistentVolume {
+  const claimRef = {
+    ...pv.spec.claimRef,
+    kind: 'PersistentVolumeClaim',
+    namespace: pvc.metadata.namespace ?? 'default',
+    name: pvc.metadata.name,
+    ...(pvc.metadata.uid === undefined ? {} : { uid: pvc.metadata.uid }),
+  };
+  return { ...pv, spec: { ...pv.spec, claimRef }, status: { ...pv.status, phase: 'Bound' } };
+}
+
+function claimHolds(pvc: PersistentVolumeClaim, binding: ClaimBinding): boolean {
+  return pvc.spec.volumeName === binding.volume && pvc.status?.phase === 'Bound';
+}
+
+function volumeHolds(pv: PersistentVolume, pvc: PersistentVolumeClaim): boolean {
+  const ref = pv.spec.claimRef;
+  return (
+    pv.status?.phase === 'Bound' &&
+    ref?.name === pvc.metadata.name &&
+    (ref.namespace ?? 'default') === (pvc.metadata.namespace ?? 'default')
+  );
+}
+
+/** Why etcd's objects name another binding (a claim's volumeName or a PV's claimRef is never taken back). */
+function conflictOf(pvc: PersistentVolumeClaim, pv: PersistentVolume, binding: ClaimBinding): string | undefined {
+  const volumeName = pvc.spec.volumeName ?? '';
+  if (volumeName !== '' && volumeName !== binding.volume) return `the claim names volumeName ${volumeName}`;
+  const ref = pv.spec.claimRef;
+  const claim = `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
+  if (ref?.name !== undefined && `${ref.namespace ?? 'default'}/${ref.name}` !== claim)
+    return `the PersistentVolume's claimRef names ${ref.namespace ?? 'default'}/${ref.name}`;
+  return undefined;
+}
+
+export class ClaimBindingWriter {
+  /** Claim keys whose binding etcd may lack. */
+  private readonly dirty = new Set<string>();
+  /** PV name → the claim key bound to it (a PV written again names its claim). */
+  private readonly claimOfVolume = new Map<string, string>();
+  private scheduled = false;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private unsubscribe: (() => void) | null = null;
+  /** Bindings written (for tests and the progress line). */
+  written = 0;
+
+  constructor(
+    private readonly client: Etcd3,
+    private readonly keys: ClusterKeys,
+    private readonly leadership: Leadership,
+    private readonly log: Pick<EtcdEventLog, 'durable'>,
+    private readonly cm: Controller,
+    private readonly say: (line: string) => void,
+  ) {}
+
+  start(): void {
+    for (const [key, binding] of this.cm.world.bindings) {
+      this.claimOfVolume.set(binding.volume, key);
+      this.dirty.add(key); // a new leader: whatever the old one had not written yet
+    }
+    this.unsubscribe = this.cm.subscribe((event, world) => {
+      if (event.type === 'ClaimBound') {
+        const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
+        this.claimOfVolume.set(event.volume, key);
+        this.mark(key);
+      } else if (event.type === 'ObjectUpserted') {
+        const { object } = event;
+        if (object.kind === 'PersistentVolumeClaim') {
+          const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+          const binding = world.bindings.get(key);
+          if (binding !== undefined && !claimHolds(object, binding)) this.mark(key);
+        } else if (object.kind === 'PersistentVolume') {
+          const key = this.claimOfVolume.get(object.metadata.name);
+          if (key !== undefined && world.bindings.get(key)?.volume === object.metadata.name) this.mark(key);
+        }
+      }
+    });
+    this.schedule();
+  }
+
+  private mark(key: string): void {
+    this.dirty.add(key);
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped || this.dirty.size === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      const claims = [...this.dirty];
+      this.dirty.clear();
+      this.running = this.running.then(() => this.writeAll(claims));
+    });
+  }
+
+  private async writeAll(claims: readonly string[]): Promise<void> {
+    if (this.stopped || this.leadership.isLost) return;
+    let failed: string[] = [];
+    try {
+      await this.log.durable();
+      for (let i = 0; i < claims.length; i++) {
+        if (this.stopped || this.leadership.isLost) return;
+        const ok = await this.writeOne(claims[i]!).catch((error: Error) => {
+          this.say(`writing the binding of claim ${claims[i]} failed, retrying: ${error.message}`);
+          return false;
+        });
+        if (!ok) failed.push(claims[i]!);
+      }
+    } catch (error) {
+      if (this.leadership.isLost) return;
+      this.say(`writing claim bindings failed, retrying: ${(error as Error).message}`);
+      failed = [...claims];
+    }
+    if (failed.length === 0 || this.stopped) return;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const key of failed) this.dirty.add(key);
+    this.schedule();
+  }
+
+  /** The object under `key` as stored (validated again: etcdctl can write anything). */
+  private async read<K extends 'PersistentVolume' | 'PersistentVolumeClaim'>(
+    key: string,
+    kind: K,
+  ): Promise<Stored<Extract<ManifestObject, { kind: K }>> | undefined> {
+    const { kvs } = await this.client.get(key).exec();
+    const kv = kvs[0];
+    if (kv === undefined) return undefined;
+    const decoded = decodeObject(kv);
+    if (!decoded.ok || decoded.value.kind !== kind) {
+      this.say(`not binding through ${key}: ${decoded.ok ? `not a ${kind}` : decoded.message}`);
+      return undefined;
+    }
+    const object = storedForm(decoded.value) as Extract<ManifestObject, { kind: K }>;
+    return { object, modRevision: kv.mod_revision };
+  }
+
+  /**
+   * Writes one claim's binding; true when etcd holds it (or there is nothing to write: the
+   * claim, its PV or its binding is gone), false to try again later.
+   */
+  private async writeOne(claimKey: string): Promise<boolean> {
+    const binding = this.cm.world.bindings.get(claimKey);
+    if (binding === undefined) return true;
+    const [, namespace, name] = claimKey.split('/');
+    const pvcKey = this.keys.object('PersistentVolumeClaim', name!, namespace);
+    const pvKey = this.keys.object('PersistentVolume', binding.volume);
+    const [pvc, pv] = await Promise.all([
+      this.read(pvcKey, 'PersistentVolumeClaim'),
+      this.read(pvKey, 'PersistentVolume'),
+    ]);
+    if (pvc === undefined || pv === undefined) return true;
+    const conflict = conflictOf(pvc.object, pv.object, binding);
+    if (conflict !== undefined) {
+      this.say(`not writing claim ${claimKey}'s binding to PersistentVolume ${binding.volume}: ${conflict}`);
+      return true;
+    }
+    const claimDone = claimHolds(pvc.object, binding);
+    const volumeDone = volumeHolds(pv.object, pvc.object);
+    if (claimDone && volumeDone) return true;
+    const ops = [];
+    if (!claimDone)
+      ops.push(this.client.put(pvcKey).value(JSON.stringify(boundClaim(pvc.object, binding, pv.object))));
+    if (!volumeDone) ops.push(this.client.put(pvKey).value(JSON.stringify(boundVolume(pv.object, pvc.object))));
+    const result = await this.leadership
+      .fence()
+      .and(pvcKey, 'Mod', '==', pvc.modRevision)
+      .and(pvKey, 'Mod', '==', pv.modRevision)
+      .then(...ops)
+      .commit();
+    if (result.succeeded) {
+      this.written++;
+      return true;
+    }
+    // Refused: this term no longer leads, or one of the objects changed (read it again).
+    const leader = await this.client.get(this.keys.leader).exec();
+    if (leader.kvs[0]?.create_revision !== this.leadership.term)
+      this.leadership.lose('a claim binding write was refused (fenced)');
+    return false;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe?.();
+    await this.running.catch(() => undefined);
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * The simulated cluster of `vole chaos --cluster` (cluster-chaos.ts) on the virtual clock:
+ * two or three controller replicas with leader election on a lease and fenced
+ * writes, two or three node agents (the real kubelet core) publishing volumesInUse and
+ * heartbeats, the controller log in a simulated store (cluster-store.ts) with the etcd
+ * log's commit rule, a cloud where the disks really attach (cluster-cloud.ts), and the
+ * faults of cluster mode: the leading controller killed in the middle of an attach, the
+ * store's leader member lost, a node agent stopped longer than maxWaitForUnmount, the
+ * store out of space, the leader cut off from the store past its lease.
+ *
+ * After every step: no ReadWriteOnce disk attached to two nodes, no detach while the node
+ * reports the disk in use unless forced with a recorded reason, every replica's view of the
+ * controller log a prefix of the log in the store, the cores' own invariants. At the end,
+ * with every fault over: one leader, the cloud and every node holding exactly what the
+ * present pods need, nothing running.
+ */
+import { ClusterKeys } from '../cluster/keys.js';
+import { decodeVolumesInUse } from '../cluster/status.js';
+import { sleep, VirtualClock } from '../clock.js';
+import type { Pod } from '../events/k8s.js';
+import { type FakeCallRecord, FakeHost } from '../plugins/fake.js';
+import { prng } from './chaos.js';
+import { SimCloud } from './cluster-cloud.js';
+import { type ClusterPlan, clusterTimings } from './cluster-draw.js';
+import { asKeyValue } from './cluster-inputs.js';
+import { SimNodeAgent } from './cluster-node.js';
+import { SimReplica } from './cluster-replica.js';
+import { SimStore, StoreClient, type StoreOp } from './cluster-store.js';
+import { simulationPlugins } from './plugins.js';
+
+export interface ClusterChaosOptions {
+  /** The deliberately broken fencing rule (a deposed leader may write): the checks must bite. */
+  readonly unfenced?: boolean;
+  /** Given the simulation before it starts (tests look inside it afterwards). */
+  readonly onSim?: (sim: ClusterSim) => void;
+}
+
+export const volumeOfDisk = (disk: number) => `fake.disk/disk-${disk}`;
+
+export class ClusterSim {
+  readonly clock = new VirtualClock(0);
+  readonly keys = new ClusterKeys();
+  readonly store: SimStore;
+  readonly cloud: SimCloud;
+  readonly admin: StoreClient;
+  readonly replicas = new Map<string, SimReplica>();
+  readonly retired: SimReplica[] = [];
+  readonly agents = new Map<string, SimNodeAgent>();
+  readonly hosts = new Map<string, FakeHost>();
+  readonly journal: FakeCallRecord[] = [];
+  readonly present = new Map<string, Pod>();
+  readonly failures: string[] = [];
+  readonly trace: string[] = [];
+  readonly faults: Record<string, number> = {};
+  private events = 0;
+  /** When the store's current out-of-space fault ends. */
+  noSpaceUntilMs = 0;
+  private adminQueue: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly plan: ClusterPlan,
+    readonly opts: ClusterChaosOptions,
+  ) {
+    // The faults' own draws come from a second stream: the plan's draws stay as they are.
+    const random = prng(plan.seed ^ 0x5bd1e995);
+    this.store = new SimStore(this.clock, random);
+    this.admin = new StoreClient(this.store, this.clock, 'vole apply');
+    const rwo = new Set(Array.from({ length: plan.disks }, (_, d) => volumeOfDisk(d)));
+    this.cloud = new SimCloud(this.clock, random, rwo, {
+      inUse: (volume, node) => this.inUse(volume, node),
+      confirmedOn: (replica, volume) => this.replicas.get(replica)?.confirmedOn(volume) ?? [],
+      forced: (replica, volume, node) => this.replicas.get(replica)?.detachDecision(volume, node).forced,
+      violation: (message) => this.fail(message),
+    });
+    for (const node of plan.nodes) this.addAgent(node, random);
+  }
+
+  private addAgent(node: string, random: () => number): void {
+    const host = new FakeHost();
+    this.hosts.set(node, host);
+    const delay = () => ({ outcome: 'ok' as const, delayMs: 100 + Math.floor(random() * 3_000), times: 1 });
+    const transient = { outcome: 'transient' as const, delayMs: 0, times: 1 };
+    const faults = { mountDevice: [delay(), transient], setUp: [delay()], unmountDevice: [delay(), transient], tearDown: [delay()] };
+    const plugins = simulationPlugins([{ name: 'fake.disk', attachable: true, faults }], {
+      clock: this.clock,
+      journal: this.journal,
+      host,
+      node,
+    });
+    const agent = new SimNodeAgent({
+      node,
+      store: this.store,
+      keys: this.keys,
+      clock: this.clock,
+      plugins,
+      heartbeatTtlMs: clusterTimings.heartbeatTtlMs,
+      onEvent: () => this.events++,
+    });
+    this.agents.set(node, agent);
+  }
+
+  say(line: string): void {
+    this.trace.push(`${(this.clock.nowMs() / 1000).toFixed(3)}s ${line}`);
+  }
+
+  fail(message: string): void {
+    const line = `${(this.clock.nowMs() / 1000).toFixed(3)}s ${message}`;
+    if (!this.failures.some((f) => f.endsWith(message))) this.failures.push(line);
+  }
+
+  private inUse(volume: string, node: string): boolean {
+    const kv = this.store.get(this.keys.volumesInUse(node));
+    const reported = kv === undefined ? [] : (decodeVolumesInUse(asKeyValue(kv)) ?? []);
+    return reported.includes(volume) || this.hosts.get(node)?.devicesMounted.has(volume) === true;
+  }
+
+  startReplica(identity: string): void {
+    const previous = this.replicas.get(identity);
+    if (previous !== undefined) this.retired.push(previous);
+    const replica = new SimReplica({
+      identity,
+      client: new StoreClient(this.store, this.clock, identity),
+      keys: this.keys,
+      clock: this.clock,
+      leaseTtlMs: clusterTimings.leaseTtlMs,
+      maxWaitForUnmountMs: clusterTimings.maxWaitForUnmountMs,
+      plugin: (r) => this.cloud.plugin(r.name),
+      ...(this.opts.unfenced === true ? { unfenced: true } : {}),
+      onEvent: () => this.events++,
+      say: (line) => this.say(`${identity}: ${line}`),
+    });
+    this.replicas.set(identity, replica);
+    void replica.run();
+  }
+
+  leader(): SimReplica | undefined {
+    return [...this.replicas.values()].find((r) => r.leading);
+  }
+
+  private activity(): number {
+    return this.events + this.store.requests + this.store.revision + this.cloud.calls.length + this.journal.length;
+  }
+
+  async settle(): Promise<void> {
+    let quiet = 0;
+    let last = -1;
+    for (let turn = 0; turn < 100_000; turn++) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      const now = this.activity();
+      quiet = now === last ? quiet + 1 : 0;
+      last = now;
+      if (quiet >= 3) return;
+    }
+    throw new Error('cluster simulation: no quiescence within 100,000 turns (a livelock?)');
+  }
+
+  async advance(durationMs: number): Promise<void> {
+    const target = this.clock.nowMs() + durationMs;
+    while (this.clock.fireNext(target)) await this.settle();
+    this.clock.moveTo(target);
+    await this.settle();
+  }
+
+  /**
+   * An administrator's write (`vole apply`, `vole delete`), retried every second until the
+   * store takes it; writes land in the order they were made.
+   */
+  adminWrite(ops: StoreOp[]): void {
+    this.adminQueue = this.adminQueue.then(async () => {
+      while (true) {
+        try {
+          return void (await this.admin.call(() => this.store.txn([], ops)));
+        } catch {
+          await sleep(this.clock, 1_000);
+        }
+      }
+    });
+  }
+
+  async start(): Promise<void> {
+    const objects: StoreOp[] = [];
+    for (let d = 0; d < this.plan.disks; d++) {
+      const pv = {
+        apiVersion: 'v1',
+        kind: 'PersistentVolume',
+        metadata: { name: `pv-${d}` },
+        spec: { accessModes: ['ReadWriteOnce'], capacity: { storage: '1Gi' }, csi: { driver: 'fake.disk', volumeHandle: `disk-${d}` } },
+      };
+      const pvc = {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name: `claim-${d}`, namespace: 'default' },
+        spec: { volumeName: `pv-${d}`, accessModes: ['ReadWriteOnce'] },
+      };
+      objects.push({ put: this.keys.objectOf(pv as never), value: JSON.stringify(pv) });
+      objects.push({ put: this.keys.objectOf(pvc as never), value: JSON.stringify(pvc) });
+    }
+    this.adminWrite(objects);
+    for (const agent of this.agents.values()) void agent.start();
+    for (const identity of this.plan.replicas) this.startReplica(identity);
+    await this.advance(1_000);
+  }
+}
