@@ -8,7 +8,7 @@ import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
-import { setDesiredPods, setReportedInUse } from './volumes.js';
+import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
 import { bindingVolume, boundVolumes, forgetClaim, trackClaim } from './binding.js';
 
@@ -21,12 +21,19 @@ import {
   podsReferencing,
   type References,
 } from './references.js';
-import type { DswPod, PodRecord, ResolvedVolume, World } from './types.js';
+import type {
+  DswPod,
+  PodRecord,
+  ProjectedPart,
+  ResolvedVolume,
+  VolumeSource,
+  World,
+} from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
   world.dirty.add(volume);
-  world.causes.set(volume, cause);
+  setCause(world, volume, cause);
 }
 
 /** Marks a volume for planning without changing the cause its next decision cites. */
@@ -37,9 +44,9 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
 /** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
 function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
-    const volume = world.dsw.get(resolved.volume);
-    if (volume === undefined || podEntry(volume.pods, record.uid) === undefined) continue;
-    const pods = deletePodEntry(copyByPod(volume.pods), record.uid);
+    const desired = world.volumes.get(resolved.volume)?.pods;
+    if (desired === undefined || podEntry(desired, record.uid) === undefined) continue;
+    const pods = deletePodEntry(copyByPod(desired), record.uid);
     setDesiredPods(world, resolved.volume, pods);
     if (pods === undefined) mayBeGone(world, resolved.volume);
     touch(world, resolved.volume, cause);
@@ -58,15 +65,15 @@ function onlyName(record: PodRecord, name: string): readonly string[] {
 /** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
-    const existing = world.dsw.get(resolved.volume);
-    const previous = podEntry(existing?.pods, record.uid);
+    const existing = world.volumes.get(resolved.volume)?.pods;
+    const previous = podEntry(existing, record.uid);
     // [newer] one unique volume reached through two pod volumes keeps both outer names.
     const outerVolumeSpecNames =
       previous === undefined || previous.seq !== record.seq
         ? onlyName(record, resolved.outerVolumeSpecName)
         : [...new Set([...previous.outerVolumeSpecNames, resolved.outerVolumeSpecName])];
     const entry: DswPod = { pod: record.uid, outerVolumeSpecNames, resolved, seq: record.seq };
-    setDesiredPods(world, resolved.volume, setPodEntry(copyByPod(existing?.pods), entry));
+    setDesiredPods(world, resolved.volume, setPodEntry(copyByPod(existing), entry));
     touch(world, resolved.volume, cause);
   }
 }
@@ -134,10 +141,9 @@ export function upsertPod(
   if (previous !== undefined) {
     releaseList(world, previous.expectedVolumes);
     removeFromDsw(world, previous, cause);
-    indexReferences(world.podsByObject, uid, previous.namespace, podReferences(previous), false);
   }
   world.pods.set(uid, record);
-  indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), true);
+  reindexReferences(world, previous, record, resolution.references);
   addToDsw(world, record, cause);
   if (opts.reprocessed && resolution.errors.size === 0) markRemountRequired(world, record);
 }
@@ -153,14 +159,50 @@ function volumeReferences(volumes: readonly ResolvedVolume[]): string[] {
       addReference(references, 'PersistentVolumeClaim', v.claim);
       addReference(references, 'PersistentVolume', v.innerVolumeSpecName);
     }
-    const s = v.source;
-    const parts =
-      s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
-    for (const p of parts)
-      if (p.kind !== 'downwardAPI')
-        addReference(references, p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name);
+    for (const p of contentParts(v.source))
+      if (p.kind !== 'downwardAPI') addReference(references, contentKind(p.kind), p.name);
   }
   return references;
+}
+
+/**
+ * Are `references` exactly volumeReferences(volumes)? Walked without building that list
+ * (every pod is resolved again at each engine start).
+ */
+function readsExactly(references: References, volumes: readonly ResolvedVolume[]): boolean {
+  let n = 0;
+  for (const v of volumes) {
+    if (v.claim !== undefined) {
+      n = matchNext(references, n, 'PersistentVolumeClaim', v.claim);
+      if (n >= 0) n = matchNext(references, n, 'PersistentVolume', v.innerVolumeSpecName);
+    }
+    for (const p of contentParts(v.source))
+      if (n >= 0 && p.kind !== 'downwardAPI')
+        n = matchNext(references, n, contentKind(p.kind), p.name);
+    if (n < 0) return false;
+  }
+  return n === references.length;
+}
+
+/**
+ * The next reference as addReference would append it to the first `n` entries: `n` when
+ * they hold it already, `n + 2` when the next entry is it, -1 when the lists differ.
+ */
+function matchNext(references: References, n: number, kind: string, name: string): number {
+  for (let i = 0; i < n; i += 2) if (references[i] === kind && references[i + 1] === name) return n;
+  return references[n] === kind && references[n + 1] === name ? n + 2 : -1;
+}
+
+const noParts: readonly never[] = Object.freeze([]);
+
+/** The ConfigMap and Secret parts a content volume reads (and downward API parts). */
+function contentParts(source: VolumeSource): readonly ProjectedPart[] {
+  if (source.kind === 'configMap' || source.kind === 'secret') return [source];
+  return source.kind === 'projected' ? source.sources : noParts;
+}
+
+function contentKind(kind: 'configMap' | 'secret'): string {
+  return kind === 'configMap' ? 'ConfigMap' : 'Secret';
 }
 
 /**
@@ -172,10 +214,36 @@ function keptReferences(
   references: References,
   volumes: readonly ResolvedVolume[],
 ): References | null {
-  const derived = volumeReferences(volumes);
-  if (derived.length !== references.length) return references;
-  for (let i = 0; i < derived.length; i++) if (derived[i] !== references[i]) return references;
-  return null;
+  return readsExactly(references, volumes) ? null : references;
+}
+
+/**
+ * Moves the pod in the object index from what its previous resolution read to what this
+ * one read (`references`); nothing to do when they are the same objects (a pod resolved
+ * again against unchanged objects: every pod at each engine start).
+ */
+function reindexReferences(
+  world: World,
+  previous: PodRecord | undefined,
+  record: PodRecord,
+  references: References,
+): void {
+  if (previous !== undefined) {
+    const same =
+      previous.references === null
+        ? readsExactly(references, previous.volumes)
+        : sameList(previous.references, references);
+    if (same && previous.namespace === record.namespace) return;
+    const before = podReferences(previous);
+    indexReferences(world.podsByObject, record.uid, previous.namespace, before, false);
+  }
+  indexReferences(world.podsByObject, record.uid, record.namespace, references, true);
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }
 
 /** The objects a pod record's resolution read. */
@@ -253,14 +321,9 @@ export function reresolveDependents(world: World, object: ObjectName): void {
 
 /** Does this volume read that ConfigMap or Secret? */
 function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
-  const s = resolved.source;
-  const parts =
-    s.kind === 'configMap' || s.kind === 'secret' ? [s] : s.kind === 'projected' ? s.sources : [];
   const key = objectKey(object.kind, object.name, object.namespace);
-  return parts.some(
-    (p) =>
-      p.kind !== 'downwardAPI' &&
-      objectKey(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', p.name, p.namespace) === key,
+  return contentParts(resolved.source).some(
+    (p) => p.kind !== 'downwardAPI' && objectKey(contentKind(p.kind), p.name, p.namespace) === key,
   );
 }
 

@@ -20,10 +20,10 @@ import type { RunningOp, World } from './types.js';
 
 /** The desired spec of an operation's volume: the pod's entry, else any desiring pod's. */
 function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName | null) {
-  const entry = world.dsw.get(volume);
-  if (entry === undefined) return null;
-  if (pod !== null) return podEntry(entry.pods, pod)?.resolved ?? null;
-  for (const first of podEntries(entry.pods)) return first.resolved;
+  const pods = world.volumes.get(volume)?.pods;
+  if (pods === undefined) return null;
+  if (pod !== null) return podEntry(pods, pod)?.resolved ?? null;
+  for (const first of podEntries(pods)) return first.resolved;
   return null;
 }
 
@@ -34,17 +34,8 @@ function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName 
  */
 function canonicalVolume(world: World, name: string): UniqueVolumeName {
   const volume = UniqueVolumeName(name);
-  return (
-    world.dsw.get(volume)?.volume ??
-    world.attachments.get(volume)?.volume ??
-    firstMount(world, volume)?.volume ??
-    volume
-  );
-}
-
-function firstMount(world: World, volume: UniqueVolumeName) {
-  for (const mount of podEntries(world.mounts.get(volume))) return mount;
-  return undefined;
+  // The record holds the name it was made with (its map key is the same string).
+  return world.volumes.get(volume)?.volume ?? volume;
 }
 
 /** The world's own copy of a pod UID equal to `uid` (see canonicalVolume). */
@@ -123,10 +114,11 @@ export function foldOperationFinished(world: World, event: EventOf<'OperationFin
  */
 export function cutOffRunningOperations(world: World, tsMs: number): void {
   const ops = cutOffOperations(world, { seq: world.seq, tsMs }, 'engine', (op) => {
-    const attachment = world.attachments.get(op.volume);
+    const attachment = world.volumes.get(op.volume)?.attachment;
     if (attachment !== undefined)
       stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });
-    const mount = op.pod === null ? undefined : podEntry(world.mounts.get(op.volume), op.pod);
+    const mounts = world.volumes.get(op.volume)?.mounts;
+    const mount = op.pod === null ? undefined : podEntry(mounts, op.pod);
     if (mount !== undefined) stepMount(world, mount, { type: 'CRASH' }, { observation: true });
   });
   for (const op of ops) if (!world.ops.has(op.volume)) mayBeGone(world, op.volume);

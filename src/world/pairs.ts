@@ -46,7 +46,7 @@ export function attachmentOrNew(
   volume: UniqueVolumeName,
   spec: ResolvedVolume | undefined,
 ): AttachmentRecord {
-  const existing = world.attachments.get(volume);
+  const existing = world.volumes.get(volume)?.attachment;
   if (existing !== undefined) return existing;
   if (spec === undefined)
     fail(
@@ -114,7 +114,7 @@ export function mountOrNew(
   pod: UniquePodName,
   spec: ResolvedVolume | undefined,
 ): MountRecord {
-  const existing = podEntry(world.mounts.get(volume), pod);
+  const existing = podEntry(world.volumes.get(volume)?.mounts, pod);
   if (existing !== undefined) return existing;
   if (spec === undefined)
     fail(`mount ${mountName(volume, pod)}: no spec to create it (seq ${world.seq})`);
@@ -144,7 +144,7 @@ export function stepMount(
       );
     return;
   }
-  const byPod = world.mounts.get(record.volume);
+  const byPod = world.volumes.get(record.volume)?.mounts;
   if (next.value === 'unmounted') {
     const left = deletePodEntry(byPod, record.pod);
     if (left === byPod) return;

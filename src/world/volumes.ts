@@ -208,6 +208,13 @@ export function setReportedInUse(world: VolumeWorld, volume: UniqueVolumeName, i
   if (record !== undefined && record.pods !== undefined) record.reportedInUse = inUse;
 }
 
+/** Sets the cause of the next decision about `volume` (touch). */
+export function setCause(world: VolumeWorld, volume: UniqueVolumeName, cause: Seq): void {
+  const record = recordOf(world.volumes, volume);
+  if (record.cause === noCause) countsOf(world).causes++;
+  record.cause = cause;
+}
+
 /** Sets (or clears) the attachment of `volume`. */
 export function setAttachment(
   world: VolumeWorld,

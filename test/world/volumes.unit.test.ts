@@ -11,6 +11,7 @@ import { foldAll } from '../../src/world/index.js';
 import type { World } from '../../src/world/types.js';
 import {
   claim,
+  configMap,
   diskObjects,
   emptyDir,
   engineStarted,
@@ -135,6 +136,44 @@ test('volumes: a pod record keeps no reference list when its volumes say what it
   // The pods go: their entries go from the index (no empty maps left either).
   const after = foldAll(seqd([...history, removed('uid-a'), removed('uid-b')]));
   assert.equal(after.podsByObject.size, 0);
+});
+
+test('volumes: a pod reading a claim twice and ConfigMaps keeps no list either, and leaves no index', () => {
+  const configObject = (name: string): NewEvent => ({
+    type: 'ObjectUpserted',
+    tsMs: 0,
+    object: {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: 'default' },
+      contentHash: `sha256:${name}`,
+    },
+  } as NewEvent);
+  const history: NewEvent[] = [
+    engineStarted(),
+    sourcesReady,
+    ...diskObjects('d1'),
+    configObject('settings'),
+    podUpserted('uid-a', [
+      claim('d1', 'data'),
+      claim('d1', 'again'),
+      configMap('settings'),
+      configMap('settings'),
+    ]),
+  ];
+  const world = foldAll(seqd(history));
+  const a = world.pods.get(UniquePodName('uid-a'))!;
+  assert.equal(a.errors.size, 1, 'the second volume named settings is refused');
+  assert.equal(a.references, null);
+  assert.equal(world.podsByObject.get('ConfigMap')!.get('default')!.get('settings'), 'uid-a');
+  assert.equal(world.podsByObject.get('PersistentVolumeClaim')!.get('default')!.get('claim-d1'), 'uid-a');
+  // Resolved again at an engine start: the same objects, the index as it was.
+  history.push(engineStarted());
+  const restarted = foldAll(seqd(history));
+  assert.equal(restarted.pods.get(UniquePodName('uid-a'))!.references, null);
+  assert.equal(restarted.podsByObject.get('PersistentVolume')!.get('')!.get('pv-d1'), 'uid-a');
+  history.push(removed('uid-a'));
+  assert.equal(foldAll(seqd(history)).podsByObject.size, 0);
 });
 
 test('volumes: settled mounts of one volume name share one context', () => {
