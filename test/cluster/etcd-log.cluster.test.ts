@@ -9,6 +9,7 @@ import { Leadership } from '../../src/cluster/leadership.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
 import { loadControllerWorld } from '../../src/cluster/controller.js';
+import { ControllerInputs } from '../../src/cluster/controller-inputs.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
@@ -186,4 +187,29 @@ test('whenDurable: undefined once the log is in etcd, a promise while a commit i
   deposed.push(nodeEvent('late', 2));
   await assert.rejects(deposed.whenDurable() ?? Promise.resolve(), /no longer leads/);
   await leader.resign();
+});
+
+test('a pod too large for a log row is skipped with a message; the leader goes on with the others', { skip }, async () => {
+  const keys = new ClusterKeys('/t5/');
+  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const cm = ControllerManager.create({ plugins: [], log: { sink: log, history: [] }, verifyAttachments: false });
+  cm.start();
+  const big = pod('uid-big', []);
+  big.metadata.annotations = { note: 'x'.repeat(1_100 * 1024) };
+  for (const p of [big, pod('uid-small', [])]) await client.put(keys.podOf(p)).value(JSON.stringify(p));
+  const said: string[] = [];
+  const inputs = new ControllerInputs(client, keys, cm, (line) => said.push(line));
+  try {
+    await inputs.start();
+    assert.deepEqual([...cm.world.pods.keys()], ['uid-small']);
+    assert.equal(said.length, 1);
+    assert.match(said[0]!, /skipped pod default\/uid-big: PodUpserted is \d+ bytes as a log row; .* rows up to 1048576/);
+    await log.durable();
+    assert.equal(log.head, cm.world.seq, 'nothing half-appended');
+  } finally {
+    await inputs.stop();
+    cm.stop();
+    await leader.resign();
+  }
 });
