@@ -309,10 +309,7 @@ export class EtcdEventLog implements EventSink {
         const txn = planTxn(this.buffer, this.start);
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
-        if (this.start === this.buffer.length) {
-          this.buffer = [];
-          this.start = 0;
-        }
+        this.dropCommitted();
         this.wake();
       }
     } catch (error) {
@@ -320,6 +317,17 @@ export class EtcdEventLog implements EventSink {
     } finally {
       this.draining = false;
     }
+  }
+
+  /**
+   * Committed rows leave the buffer: at once when all are, else once they are half of it
+   * (under a steady load it never empties, and would keep every row ever pushed).
+   */
+  private dropCommitted(): void {
+    if (this.start === this.buffer.length) this.buffer = [];
+    else if (this.start >= 1_024 && 2 * this.start >= this.buffer.length) this.buffer = this.buffer.slice(this.start);
+    else return;
+    this.start = 0;
   }
 
   private wake(): void {
