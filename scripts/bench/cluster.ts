@@ -77,7 +77,10 @@ async function ourAppends(client: Etcd3, prefix: string, events: readonly NewEve
 /** Events per second as bare etcd3 transactions putting the same segments and head, encoded beforehand. */
 async function rawPuts(client: Etcd3, prefix: string, events: readonly NewEvent[]): Promise<number> {
   const keys = new ClusterKeys(prefix);
-  const rows = events.map((e, i) => ({ seq: i + 1, value: JSON.stringify(encodeEvent(eventCodec, e as Omit<VoleEvent, 'seq'>, i + 1)) }));
+  const rows = events.map((e, i) => {
+    const value = JSON.stringify(encodeEvent(eventCodec, e as Omit<VoleEvent, 'seq'>, i + 1));
+    return { seq: i + 1, value, bytes: Buffer.byteLength(value) };
+  });
   const txns: { segments: { key: string; value: string }[]; head: string }[] = [];
   for (let i = 0; i < rows.length; ) {
     const txn = planTxn(rows, i);

@@ -141,6 +141,19 @@ test('a group commit carries up to 1 MiB of events in segments of up to 32 KiB; 
   assert.deepEqual((await readAll(keys, 1_503)).map((e) => e.seq), [1_503, 1_504, 1_505, 1_506], 'read from a row in parts');
   assert.throws(() => log.push(bigNodeEvent('huge', 1_507, 1_100 * 1024)), /rows up to 1048576/);
   assert.equal(log.push(nodeEvent('after', 1_507)), 1_507, 'a refused row takes no seq');
+  // Sizes are UTF-8 bytes, and parts are cut between characters: 225,000 characters of
+  // 1, 2 and 4 bytes (~513 KiB) in parts that each stay within 32 KiB and read back whole.
+  const text = 'aé😀'.repeat(75_000);
+  const wide = nodeEvent('wide', 1_508) as unknown as { object: { metadata: { annotations?: Record<string, string> } } };
+  wide.object.metadata.annotations = { text };
+  log.push(wide as unknown as NewEvent);
+  await log.durable();
+  const wideParts = etcd.etcdctl('get', keys.logSegment(1_508), '--prefix', '--keys-only').split('\n').filter((k) => k !== '');
+  assert.ok(wideParts.length >= 17 && wideParts.length <= 18, `${wideParts.length} parts of up to 32 KiB`);
+  const partBytes = Object.values(await client.getAll().prefix(keys.logSegment(1_508)).buffers()).map((b) => b.length);
+  assert.ok(Math.max(...partBytes) <= 32 * 1024, `parts of ${Math.max(...partBytes)} bytes at most`);
+  const readBack = (await readAll(keys, 1_508))[0] as unknown as { object: { metadata: { annotations: Record<string, string> } } };
+  assert.equal(readBack.object.metadata.annotations.text, text);
   await leader.resign();
 });
 
