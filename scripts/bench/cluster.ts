@@ -35,7 +35,7 @@ import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { encodeEvent } from '../../src/log/codec.js';
-import { FakePlugin } from '../../src/plugins/fake.js';
+import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { EtcdCluster, etcdSkipReason } from '../../test/support/etcd-cluster.js';
 import { diskPlugin, podEvents } from './generate.js';
@@ -268,12 +268,19 @@ function timePlans(): { stats: { ms: number; calls: number }; restore: () => voi
   return { stats, restore: () => void (core.plan = plan) };
 }
 
+/** A journal that keeps nothing: the fake plugin's call records are no part of the controller's heap. */
+function noJournal(): FakeCallRecord[] {
+  const journal: FakeCallRecord[] = [];
+  journal.push = () => 0;
+  return journal;
+}
+
 function newController(client: Etcd3, prefix: string): ClusterController {
   return new ClusterController({
     client,
     keys: new ClusterKeys(prefix),
     identity: 'scale',
-    plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: [] })],
+    plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: noJournal() })],
     logger: pino({ level: 'silent' }),
     leaseTtlS: 30,
     snapshotEveryEvents: 10_000_000,
