@@ -161,3 +161,18 @@ export class Http2Unary {
     this.session.close();
   }
 }
+
+/**
+ * A driver inside the agent's process, answering each RPC on the next turn of the event
+ * loop: with it, the CSI row measures the engine and the CSI plugin alone (their events,
+ * requests, deadlines and hops), without gRPC or another process. It is a diagnostic
+ * row, never the CSI figure.
+ */
+export const inProcessTransport: CsiTransport = {
+  call: <Res>(rpc: CsiRpc) =>
+    new Promise<Res>((resolve) => {
+      const answer = rpc === 'ControllerPublishVolume' ? { publish_context: { devicePath: '/dev/in-process' } } : {};
+      setImmediate(() => resolve(answer as Res));
+    }),
+  close: () => {},
+};

@@ -1,9 +1,18 @@
 /**
- * §6 CSI: pod added → all volumes mounted through a CSI driver on a unix socket, beside
+ * §7 CSI: pod added → all volumes mounted through a CSI driver on a unix socket, beside
  * the built-in (in-process) plugin, in the same run on the same arrival schedule as §4.
  * The driver is a separate process that answers every RPC at once (null-driver.ts), so
  * the difference is what the gRPC boundary adds per pod: ControllerPublishVolume,
  * NodeStageVolume and NodePublishVolume, each a round trip with a deadline.
+ *
+ * To show where that time goes, the same run measures, on the same schedule:
+ * - the CSI plugin with a driver inside the agent (csi-floor.ts `inProcessTransport`): the
+ *   engine's and the plugin's own share, with no gRPC and no other process;
+ * - the floors (csi-floor.ts): a pod's three RPCs through grpc-js with no engine, the same
+ *   through a minimal node:http2 client, and three plain unix-socket round trips;
+ * - the agent's CPU per pod and its GC pauses for each, and the time between each stage
+ *   of a CSI pod (csi-stages.ts).
+ * BENCH_CSI_ROWS=csi,grpcFloor measures only some rows (for a profile with --cpu-prof).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
@@ -26,11 +35,11 @@ import { caps } from '../../src/plugins/types.js';
 import { builtinPluginNames } from '../../src/world/resolve.js';
 import { podWaitStatus } from '../../src/world/index.js';
 import { benchPlugins, diskPlugin, podEvents } from './generate.js';
-import { EchoClient, grpcPod, Http2Unary, onSchedule, socketPod } from './csi-floor.js';
+import { EchoClient, grpcPod, Http2Unary, inProcessTransport, onSchedule, socketPod } from './csi-floor.js';
 import { StageTrace, withGcPauses } from './csi-stages.js';
 import { type Figure, gc, median, progress, quantile, scratchDir, type SectionResult, sleepMs } from './util.js';
 
-type Variant = 'builtin' | 'csi';
+type Variant = 'builtin' | 'csi' | 'csiInProcess';
 const gapMs = 10;
 
 function csiPlugins(clock: RealClock, journal: FakeCallRecord[], transport: CsiTransport): PluginManager {
@@ -66,7 +75,9 @@ async function runOnce(
   const journal: FakeCallRecord[] = [];
   const sink = new MemorySink();
   const plugins =
-    variant === 'csi' ? csiPlugins(clock, journal, trace.wrap(transport)) : benchPlugins(clock, journal);
+    variant === 'builtin'
+      ? benchPlugins(clock, journal)
+      : csiPlugins(clock, journal, trace.wrap(variant === 'csi' ? transport : inProcessTransport));
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
@@ -132,9 +143,10 @@ async function startNullDriver(socket: string): Promise<ChildProcess> {
 }
 
 type Row = Variant | 'grpcFloor' | 'http2Floor' | 'socketFloor';
-const rows: readonly Row[] = ['builtin', 'csi', 'grpcFloor', 'http2Floor', 'socketFloor'];
+const allRows: readonly Row[] = ['builtin', 'csi', 'csiInProcess', 'grpcFloor', 'http2Floor', 'socketFloor'];
+const rows = allRows.filter((row) => (process.env.BENCH_CSI_ROWS ?? row).split(',').includes(row));
 type Runs = Record<Row, number[]>;
-const noRuns = (): Runs => ({ builtin: [], csi: [], grpcFloor: [], http2Floor: [], socketFloor: [] });
+const noRuns = (): Runs => ({ builtin: [], csi: [], csiInProcess: [], grpcFloor: [], http2Floor: [], socketFloor: [] });
 /** Per row, each run's p50 and p99 (ms), this process's CPU per pod (µs) and GC pauses over 1 ms. */
 interface Measured {
   readonly p50: Runs;
@@ -181,9 +193,11 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
   const measured: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
   const warmup: Measured = { p50: noRuns(), p99: noRuns(), cpuUs: noRuns(), gcOver1Ms: noRuns() };
   const stages: Record<string, ReturnType<StageTrace['gaps']>> = {};
+  const loadAverages: number[] = [];
   try {
     for (const row of rows) await measure(row, 50, { transport, http2, echo, trace: new StageTrace(handleOf) }, warmup);
     for (let run = 0; run < opts.runs; run++) {
+      loadAverages.push(loadavg()[0]!);
       progress(`  csi run ${run + 1}/${opts.runs} (load average ${loadavg()[0]!.toFixed(1)})`);
       for (const row of rows) {
         gc();
@@ -199,7 +213,7 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
     transport.close();
     process.kill(driver.pid!, 'SIGTERM');
   }
-  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, ...measured, stagesOfLastRun: stages };
+  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, loadAverages, ...measured, stagesOfLastRun: stages };
   return { section: 'csi', figures: figures(measured, opts.pods), details };
 }
 
@@ -228,16 +242,17 @@ function figures(m: Measured, podCount: number): Figure[] {
     row(`pod added → mounted, p50, CSI over a unix socket, ${pods}`, p50.csi),
     row(`pod added → mounted, p99, CSI over a unix socket, ${pods}`, p99.csi),
     { ...row('CSI p99 − built-in p99 (what the gRPC boundary adds per pod)', added), target: '< 1 ms', met: median(added) < 1 },
+    row('diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p50', p50.csiInProcess),
+    row('diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p99', p99.csiInProcess),
     row(`floor: ${alone}, grpc-js to the same driver, p50`, p50.grpcFloor),
     row(`floor: ${alone}, grpc-js to the same driver, p99`, p99.grpcFloor),
     row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p50`, p50.http2Floor),
     row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p99`, p99.http2Floor),
     row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p50', p50.socketFloor),
     row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p99', p99.socketFloor),
-    row('(CSI − built-in) − the 3 grpc-js RPCs alone, p50: what the engine adds around its RPCs', minus(minus(p50.csi, p50.builtin), p50.grpcFloor)),
-    row('(CSI − built-in) − the 3 grpc-js RPCs alone, p99', minus(added, p99.grpcFloor)),
     row('agent CPU per pod — built-in', m.cpuUs.builtin, 'µs'),
     row('agent CPU per pod — CSI', m.cpuUs.csi, 'µs'),
+    row('agent CPU per pod — the CSI plugin with a driver inside the agent', m.cpuUs.csiInProcess, 'µs'),
     row("agent CPU per pod — a pod's 3 grpc-js RPCs alone", m.cpuUs.grpcFloor, 'µs'),
     row("agent CPU per pod — a pod's 3 http2 RPCs alone", m.cpuUs.http2Floor, 'µs'),
     row(`GC pauses over 1 ms in a run of ${pods}: built-in`, m.gcOver1Ms.builtin, 'pauses'),

@@ -1,8 +1,12 @@
-/** `vole chaos --seed N --runs K [--out DIR]`: randomized fault simulation (src/sim/chaos.ts). */
+/**
+ * `vole chaos --seed N --runs K [--out DIR] [--cluster]`: randomized fault simulation
+ * (src/sim/chaos.ts; with --cluster, cluster mode: src/sim/cluster-chaos.ts).
+ */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chaos } from '../sim/chaos.js';
+import { clusterChaos } from '../sim/cluster-chaos.js';
 import { UsageError } from './postmortem.js';
 
 function commit(): string {
@@ -21,7 +25,9 @@ export async function chaosCommand(opts: {
   runs?: string;
   out?: string;
   json?: boolean;
+  cluster?: boolean;
 }): Promise<number> {
+  if (opts.cluster === true) return clusterChaosCommand(opts);
   const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
   const runs = Number(opts.runs ?? 100);
   if (!Number.isSafeInteger(seed) || seed < 0)
@@ -29,16 +35,9 @@ export async function chaosCommand(opts: {
   if (!Number.isSafeInteger(runs) || runs < 1)
     throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
   process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs}\n`);
-  const tty = process.stderr.isTTY === true;
-  const report = await chaos({
-    seed,
-    runs,
-    onProgress: (done) => {
-      if (tty && (done % 25 === 0 || done === runs))
-        process.stderr.write(`\rchaos ${done}/${runs}`);
-    },
-  });
-  if (tty) process.stderr.write('\r\x1b[K');
+  const bar = progress(runs);
+  const report = await chaos({ seed, runs, onProgress: bar.onProgress });
+  bar.done();
   const out = opts.out ?? 'chaos-failures';
   const files: string[] = [];
   if (report.failures.length > 0) {
@@ -62,6 +61,59 @@ export async function chaosCommand(opts: {
     process.stdout.write(
       `${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} runs, ${report.events} events, ` +
         `${report.calls} plugin calls (${report.faultsInjected} faulty), ${report.restarts} restarts, ` +
+        `${report.invariantChecks} invariant checks, ${report.failures.length} failures\n`,
+    );
+  }
+  return report.failures.length === 0 ? 0 : 1;
+}
+
+/** A TTY progress line on stderr, every 25 runs. */
+function progress(runs: number): { onProgress: (done: number) => void; done: () => void } {
+  const tty = process.stderr.isTTY === true;
+  return {
+    onProgress: (done) => {
+      if (tty && (done % 25 === 0 || done === runs)) process.stderr.write(`\rchaos ${done}/${runs}`);
+    },
+    done: () => {
+      if (tty) process.stderr.write('\r\x1b[K');
+    },
+  };
+}
+
+/** `vole chaos --cluster`: each failing seed is written as its run (plan, trace, failures) in JSON. */
+async function clusterChaosCommand(opts: {
+  seed?: string;
+  runs?: string;
+  out?: string;
+  json?: boolean;
+}): Promise<number> {
+  const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
+  const runs = Number(opts.runs ?? 100);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new UsageError(`--seed ${opts.seed}: give a whole number`);
+  if (!Number.isSafeInteger(runs) || runs < 1)
+    throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
+  process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=cluster\n`);
+  const bar = progress(runs);
+  const report = await clusterChaos({ seed, runs, onProgress: bar.onProgress });
+  bar.done();
+  const out = opts.out ?? 'chaos-failures';
+  const files: string[] = [];
+  if (report.failures.length > 0) mkdirSync(out, { recursive: true });
+  for (const f of report.failures) {
+    const file = join(out, `chaos-cluster-seed-${f.seed}.json`);
+    writeFileSync(file, `${JSON.stringify({ reproduce: `vole chaos --cluster --seed ${f.seed} --runs 1`, ...f }, null, 2)}\n`);
+    files.push(file);
+  }
+  if (opts.json === true) {
+    const failures = report.failures.map((f, i) => ({ seed: f.seed, messages: f.failures, file: files[i] }));
+    process.stdout.write(`${JSON.stringify({ ...report, failures }, null, 2)}\n`);
+  } else {
+    for (const [i, f] of report.failures.entries())
+      process.stdout.write(`seed ${f.seed}: ${f.failures[0]} (${files[i]})\n`);
+    process.stdout.write(
+      `${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} cluster runs, ${report.events} controller log events, ` +
+        `${report.calls} plugin calls, ${report.terms} leader terms, ${report.faultsInjected} faults, ` +
         `${report.invariantChecks} invariant checks, ${report.failures.length} failures\n`,
     );
   }

@@ -199,7 +199,11 @@ program
   .option('--runs <k>', 'how many seeds to run', '100')
   .option('--out <dir>', 'where failing seeds are written as scenario files', 'chaos-failures')
   .option('--json', 'JSON output')
-  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean }) =>
+  .option(
+    '--cluster',
+    'cluster mode: controller replicas with leader election, node agents and a simulated etcd, with its faults',
+  )
+  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean; cluster?: boolean }) =>
     run(() => chaosCommand(opts))(),
   );
 

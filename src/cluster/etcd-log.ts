@@ -402,11 +402,23 @@ export class EtcdEventLog implements EventSink {
       const old = JSON.parse(previous) as SnapshotMeta;
       if (old.seq !== snapshot.seq) ops.push(client.delete().prefix(`${keys.logSnapshot}/${old.seq}/`) as never);
     }
-    // The segments wholly before the snapshot: every one before the segment holding seq + 1.
-    const keep = opts.compact ? await segmentHolding(client, keys, snapshot.seq + 1) : undefined;
-    if (keep !== undefined) ops.push(client.delete().range(new Range(keys.logSegment(0), keep)) as never);
+    const upTo = opts.compact ? await this.compactionEnd(snapshot.seq) : undefined;
+    if (upTo !== undefined) ops.push(client.delete().range(new Range(keys.logSegment(0), upTo)) as never);
     const result = await leadership.fence().then(...ops).commit();
     if (!result.succeeded) throw this.fenced('snapshot');
+  }
+
+  /**
+   * Where compaction at `seq` stops: every segment ending at or before `seq` goes. The
+   * segment holding seq + 1 stays (with the rows before it when seq is inside it); when
+   * seq is the durable head, nothing holds seq + 1 yet and every segment up to it goes.
+   */
+  private async compactionEnd(seq: number): Promise<string | undefined> {
+    const { client, keys } = this.opts;
+    const holding = await segmentHolding(client, keys, seq + 1);
+    if (holding === undefined) return undefined;
+    const startsAfter = new SegmentDecoder(keys).seqOf(holding) === seq + 1;
+    return startsAfter || this.committedSeq === seq ? keys.logSegment(seq + 1) : holding;
   }
 
   private fenced(what: string): LogFenced {

@@ -48,6 +48,11 @@ export interface CsiDriverHandle {
   readonly caps: CsiDriverCaps;
   /** NodeGetInfo's node_id: what ControllerPublishVolume names the node by. */
   readonly nodeId: string;
+  /**
+   * Before each RPC: undefined to go on, or a promise to wait for first (the registry asks
+   * a restarted driver again); it rejects with a PluginError when the RPC must not go.
+   */
+  readonly beforeRpc?: () => Promise<void> | undefined;
 }
 
 export interface CsiPluginOptions {
@@ -91,6 +96,8 @@ class CsiClient {
     spec: ResolvedVolume,
     target: CallTarget,
   ): Promise<Res> {
+    const waitFor = this.driver.beforeRpc?.();
+    if (waitFor !== undefined) await waitFor;
     const method = fullMethod(rpc);
     const transport = this.driver.transport;
     const startMs = this.opts.nowMs();

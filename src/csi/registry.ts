@@ -5,9 +5,11 @@
  * controller service, ControllerGetCapabilities), then served by a CSI plugin. Each
  * registration and each driver that goes away is an event in the log.
  */
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { CsiDriverCaps, EventOf } from '../events/index.js';
 import type { PluginManager } from '../plugins/manager.js';
+import { PluginError } from '../plugins/types.js';
 import { realCsiHost } from './host.js';
 import { type CsiDriverHandle, csiPlugin, csiPluginCaps } from './plugin.js';
 import type { ServiceCapability } from './proto.js';
@@ -62,8 +64,35 @@ export async function probeDriver(transport: CsiTransport): Promise<DriverInfo> 
   };
 }
 
+/** Whether two probes of a driver answered the same (then nothing is recorded again). */
+function sameInfo(a: DriverInfo, b: DriverInfo): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+interface Registered {
+  readonly handle: CsiDriverHandle;
+  readonly endpoint: string;
+  readonly via: 'flag' | 'registration';
+  readonly info: DriverInfo;
+  /** The socket file the answers came from (a new file is a restarted driver). */
+  socket: string | undefined;
+  /** The questions being asked again, while they are. */
+  asking?: Promise<void>;
+}
+
+/** Which socket file is at the endpoint now (inode and change time), or undefined. */
+function socketIdentity(endpoint: string): string | undefined {
+  if (!endpoint.startsWith('unix://')) return undefined;
+  try {
+    const st = statSync(endpoint.slice('unix://'.length), { bigint: true });
+    return `${st.ino}:${st.ctimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
+
 export class CsiDriverRegistry {
-  private readonly drivers = new Map<string, { handle: CsiDriverHandle; endpoint: string }>();
+  private readonly drivers = new Map<string, Registered>();
   private record: ((event: DriverEvent) => void) | undefined;
   private readonly pending: DriverEvent[] = [];
 
@@ -88,9 +117,17 @@ export class CsiDriverRegistry {
     else this.record(event);
   }
 
-  /** Connects, asks, and serves the driver's volumes from now on. */
+  /**
+   * Connects, asks, and serves the driver's volumes from now on. Its answers are kept (the
+   * kubelet asks NodeGetCapabilities before each operation; vole asks once per driver
+   * process): before each RPC the socket file is looked at, and when it is a new one (the
+   * driver restarted, maybe as another version) the driver is asked again before the RPC
+   * goes. Different answers are recorded as a new registration, and that RPC is not sent:
+   * its operation was planned with the old answers, and is planned again with the new.
+   */
   async add(endpoint: string, via: 'flag' | 'registration', expectedName?: string): Promise<DriverInfo> {
     const transport = new GrpcTransport(endpoint);
+    const socket = socketIdentity(endpoint);
     let info: DriverInfo;
     try {
       info = await probeDriver(transport);
@@ -103,8 +140,24 @@ export class CsiDriverRegistry {
       throw new Error(`CSI driver at ${endpoint} calls itself ${info.name}, not ${expectedName}`);
     }
     this.drivers.get(info.name)?.handle.transport?.close();
-    const handle: CsiDriverHandle = { name: info.name, transport, caps: info.caps, nodeId: info.nodeId };
-    this.drivers.set(info.name, { handle, endpoint });
+    this.install(info, transport, { endpoint, via, socket });
+    return info;
+  }
+
+  /** Serves the driver's volumes with what it answered, and records it. */
+  private install(
+    info: DriverInfo,
+    transport: CsiTransport,
+    at: Pick<Registered, 'endpoint' | 'via' | 'socket'>,
+  ): void {
+    const handle: CsiDriverHandle = {
+      name: info.name,
+      transport,
+      caps: info.caps,
+      nodeId: info.nodeId,
+      beforeRpc: () => this.beforeRpc(info.name, handle),
+    };
+    this.drivers.set(info.name, { handle, info, endpoint: at.endpoint, via: at.via, socket: at.socket });
     const host = realCsiHost(this.opts.root);
     const nodeIdOf = this.opts.nodeIdOf;
     const options = { root: this.opts.root, host, nowMs: () => performance.now(), ...(nodeIdOf === undefined ? {} : { nodeIdOf }) };
@@ -112,15 +165,54 @@ export class CsiDriverRegistry {
     this.emit({
       type: 'CsiDriverRegistered',
       driver: info.name,
-      endpoint,
-      via,
+      endpoint: at.endpoint,
+      via: at.via,
       vendorVersion: info.vendorVersion,
       nodeId: info.nodeId,
       nodeCapabilities: info.nodeCapabilities,
       controllerCapabilities: info.controllerCapabilities,
       caps: csiPluginCaps(info.name, info.caps),
     });
-    return info;
+  }
+
+  /** Undefined (go on) unless the socket is a new file: then the driver is asked again first. */
+  private beforeRpc(name: string, handle: CsiDriverHandle): Promise<void> | undefined {
+    const entry = this.drivers.get(name);
+    if (entry === undefined || entry.handle !== handle) return this.replaced(name);
+    const socket = socketIdentity(entry.endpoint);
+    // No socket: the RPC fails as UNAVAILABLE by itself (uncertain), as it should.
+    if (socket === undefined || socket === entry.socket) return entry.asking;
+    entry.socket = socket;
+    entry.asking = this.askAgain(entry).finally(() => (entry.asking = undefined));
+    return entry.asking;
+  }
+
+  /** A call planned with a registration that has been replaced since does not go. */
+  private replaced(name: string): Promise<void> {
+    return Promise.reject(
+      new PluginError('final', `CSI driver ${name} registered again with other answers; planning again with them`),
+    );
+  }
+
+  /** The same questions to a restarted driver; new answers replace the registration. */
+  private async askAgain(entry: Registered): Promise<void> {
+    const { handle, info: before } = entry;
+    let info: DriverInfo;
+    try {
+      info = await probeDriver(handle.transport!);
+    } catch (error) {
+      entry.socket = undefined; // asked again before the next RPC
+      this.opts.logger.warn({ driver: handle.name, err: (error as Error).message }, 'restarted CSI driver did not answer');
+      return;
+    }
+    if (this.drivers.get(handle.name) !== entry || sameInfo(info, before)) return;
+    if (info.name !== handle.name) {
+      this.remove(handle.name, `the driver at ${entry.endpoint} now calls itself ${info.name}; register it by that name`);
+    } else {
+      this.opts.logger.info({ driver: handle.name }, 'restarted CSI driver answered differently; registered again');
+      this.install(info, handle.transport!, entry);
+    }
+    throw new PluginError('final', `CSI driver ${handle.name} restarted with other answers; planning again with them`)
   }
 
   /** The driver went away: its calls fail as uncertain until it registers again. */

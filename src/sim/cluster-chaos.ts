@@ -14,7 +14,6 @@ export interface ClusterRunResult {
   readonly seed: number;
   readonly ok: boolean;
   readonly failures: string[];
-  readonly notes: string[];
   readonly nodes: string[];
   readonly replicas: string[];
   readonly steps: readonly ClusterStep[];
@@ -22,6 +21,8 @@ export interface ClusterRunResult {
   readonly trace: string[];
   readonly faults: Record<string, number>;
   readonly cloudCalls: number;
+  /** Detaches of a disk its node reported in use, forced with a recorded reason. */
+  readonly forcedDetaches: number;
   readonly nodeCalls: number;
   readonly terms: number;
   readonly invariantChecks: number;
@@ -137,13 +138,13 @@ export async function runClusterSeed(
     seed: plan.seed,
     ok: sim.failures.length === 0,
     failures: sim.failures,
-    notes: sim.notes,
     nodes: plan.nodes,
     replicas: plan.replicas,
     steps: plan.steps,
     trace: sim.trace,
     faults: sim.faults,
     cloudCalls: sim.cloud.calls.length,
+    forcedDetaches: sim.cloud.calls.filter((c) => c.forced !== undefined).length,
     nodeCalls: sim.journal.length,
     terms: [...sim.retired, ...sim.replicas.values()].reduce((n, r) => n + r.terms.length, 0),
     invariantChecks: invariantChecks(sim),

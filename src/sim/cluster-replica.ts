@@ -18,7 +18,7 @@ import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { decodeLogValue, loadSimLog, SimControllerLog, SimLeadership } from './cluster-log.js';
 import { SimControllerInputs } from './cluster-inputs.js';
-import type { SimStore, StoreClient } from './cluster-store.js';
+import type { StoreClient } from './cluster-store.js';
 
 export interface ReplicaOptions {
   readonly identity: string;
@@ -230,4 +230,3 @@ export class SimReplica {
   }
 }
 
-export type { SimStore };

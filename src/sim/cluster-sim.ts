@@ -50,8 +50,6 @@ export class ClusterSim {
   readonly journal: FakeCallRecord[] = [];
   readonly present = new Map<string, Pod>();
   readonly failures: string[] = [];
-  /** What a check reported that is not a failure (see cluster-checks.ts checkCores). */
-  readonly notes: string[] = [];
   readonly trace: string[] = [];
   readonly faults: Record<string, number> = {};
   private events = 0;

@@ -6,16 +6,11 @@ import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
-import { type ByPod, copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
+import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
-import {
-  bindingVolume,
-  boundVolumes,
-  forgetClaim,
-  trackClaim,
-} from './binding.js';
+import { bindingVolume, boundVolumes, forgetClaim, trackClaim } from './binding.js';
 
 export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
@@ -26,7 +21,7 @@ import {
   podsReferencing,
   type References,
 } from './references.js';
-import type { DswPod, DswVolume, PodRecord, ResolvedVolume, World } from './types.js';
+import type { DswPod, PodRecord, ResolvedVolume, World } from './types.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
@@ -249,7 +244,8 @@ interface ObjectName {
 
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
 export function reresolveDependents(world: World, object: ObjectName): void {
-  for (const uid of podsReferencing(world.podsByObject, object.kind, object.name, object.namespace)) {
+  const { kind, name, namespace } = object;
+  for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
   }

@@ -11,7 +11,7 @@
  * maps they were. A record lives while any of them holds something, or while operations
  * or operator requests name its volume (gone.ts drops it at the end of the event).
  */
-import type { Seq, UniqueVolumeName } from '../ids.js';
+import { Seq, type UniqueVolumeName } from '../ids.js';
 import type { ByPod } from './by-pod.js';
 import type {
   AttachmentRecord,
@@ -25,6 +25,9 @@ import type {
 } from './types.js';
 
 type Volumes = Map<UniqueVolumeName, VolumeRecord>;
+
+/** A record's cause before any event touched it (seqs start at 1). */
+const noCause = Seq(0);
 
 type Counts = VolumeCounts;
 
@@ -120,7 +123,7 @@ export class CausesView extends VolumeView<Seq> implements VolumeCauses {
     const record = this.volumes.get(volume);
     if (record === undefined || record.cause === 0) return false;
     this.counts.causes--;
-    record.cause = 0 as Seq;
+    record.cause = noCause;
     return true;
   }
 }
@@ -162,7 +165,7 @@ function recordOf(volumes: Volumes, volume: UniqueVolumeName): VolumeRecord {
       pods: undefined,
       attachment: undefined,
       mounts: undefined,
-      cause: 0 as Seq,
+      cause: noCause,
     };
     volumes.set(volume, record);
   }
@@ -236,7 +239,8 @@ export function setMounts(
 
 /** Is the record empty of desired pods, attachment and mounts? */
 export function holdsNothing(record: VolumeRecord): boolean {
-  return record.pods === undefined && record.attachment === undefined && record.mounts === undefined;
+  const { pods, attachment, mounts } = record;
+  return pods === undefined && attachment === undefined && mounts === undefined;
 }
 
 /** Drops the record of a volume gone from the world (its cause with it). */

@@ -89,7 +89,8 @@ before(async () => {
     identity: 'q1',
     plugins: [fakeDisk()],
     logger,
-    leaseTtlS: 5,
+    // Long: filling etcd with 512 KiB puts can hold a keepalive back for seconds on a loaded machine.
+    leaseTtlS: 15,
     maxWaitForUnmountMs: 1000,
     say: (line) => said.push(line),
   });

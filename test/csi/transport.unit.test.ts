@@ -2,7 +2,9 @@
  * The gRPC transport alone, against real servers on unix sockets: its one channel still
  * gives every failure the code CSI.md classifies (a deadline that passes is
  * DEADLINE_EXCEEDED, a socket with no driver UNAVAILABLE, both `uncertain`), and a driver
- * restarted on the same socket is used again within a few seconds.
+ * restarted on the same socket is used again within a few seconds; the registry asks a
+ * restarted driver again before the next RPC, and records its answers again only when
+ * they changed (the RPC planned with the old answers then does not go).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -12,7 +14,11 @@ import { after, test } from 'node:test';
 import pino from 'pino';
 import type { Handler } from '../../src/csi/driver/common.js';
 import { serveCsiDriver } from '../../src/csi/driver/server.js';
+import { CsiDriverRegistry } from '../../src/csi/registry.js';
 import { CsiRpcError, errorClassOf, GrpcTransport } from '../../src/csi/transport.js';
+import { PluginManager } from '../../src/plugins/manager.js';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import type { VoleEvent } from '../../src/events/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-transport-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -87,5 +93,65 @@ test('transport: no driver on the socket is UNAVAILABLE (uncertain); a driver st
     }
   } finally {
     transport.close();
+  }
+});
+
+test('registry: a restarted driver is asked again before the next RPC; other answers are registered anew and that RPC waits for a new plan', async () => {
+  const name = 'restarting.example.com';
+  const socket = join(dir, 'restarting.sock');
+  const asked = { count: 0 };
+  const version = (vendorVersion: string): Record<string, Handler> => ({
+    GetPluginInfo: async () => {
+      asked.count++;
+      return { name, vendor_version: vendorVersion };
+    },
+    NodeGetInfo: async () => ({ node_id: 'node-1', max_volumes_per_node: '0' }),
+    NodeGetCapabilities: async () => ({ capabilities: [] }),
+    GetPluginCapabilities: async () => ({ capabilities: [] }),
+    NodePublishVolume: async () => ({}),
+  });
+  const serve = (vendorVersion: string) =>
+    serveCsiDriver({ name, endpoint: `unix://${socket}`, handlers: version(vendorVersion), logger });
+  const plugins = new PluginManager();
+  const registry = new CsiDriverRegistry({ root: join(dir, 'root'), plugins, logger });
+  const vm = VolumeManager.create({ node: 'node-1', plugins, controllerAttachDetach: false, logger });
+  const events: VoleEvent[] = [];
+  vm.subscribe((event) => void events.push(event));
+  let served = await serve('1');
+  const pod = (uid: string) => ({
+    metadata: { name: uid, namespace: 'default', uid },
+    spec: { volumes: [{ name: 'scratch', csi: { driver: name, volumeHandle: 'eph' } }] },
+  });
+  const registrations = () => events.filter((e) => e.type === 'CsiDriverRegistered');
+  try {
+    await registry.add(`unix://${socket}`, 'flag', name);
+    vm.start();
+    registry.setRecorder((event) => vm.recordCsiDriver(event)); // as `vole run` does
+    vm.markSourcesReady();
+    vm.addPod(pod('uid-1'));
+    await vm.waitForAttachAndMount('uid-1', { timeoutMs: 10_000 });
+    assert.equal(asked.count, 1);
+
+    served.close();
+    served = await serve('1'); // the same driver again
+    vm.addPod(pod('uid-2'));
+    await vm.waitForAttachAndMount('uid-2', { timeoutMs: 10_000 });
+    assert.equal(asked.count, 2, 'asked again before the first RPC to the new process');
+    assert.equal(registrations().length, 1, 'the same answers are not recorded again');
+
+    served.close();
+    served = await serve('2'); // another version
+    vm.addPod(pod('uid-3'));
+    await vm.waitForAttachAndMount('uid-3', { timeoutMs: 10_000 });
+    assert.deepEqual(registrations().map((e) => e.type === 'CsiDriverRegistered' && e.vendorVersion), ['1', '2']);
+    const held = events.find((e) => e.type === 'CallFailed');
+    assert.ok(held?.type === 'CallFailed', 'the RPC planned with the old answers did not go');
+    assert.equal(held.rpc, undefined, 'no RPC is logged for it');
+    assert.equal(held.error.kind, 'final');
+    assert.match(held.error.message, /restarted with other answers/);
+  } finally {
+    vm.stop();
+    registry.close();
+    served.close();
   }
 });

@@ -44,9 +44,6 @@ function bind(server: grpc.Server, path: string): Promise<void> {
   });
 }
 
-/** vole serves no channelz: its bookkeeping would be work on every call. */
-const serverOptions: grpc.ServerOptions = { 'grpc.enable_channelz': 0 };
-
 type UnaryHandler = grpc.handleUnaryCall<CsiRequest, object>;
 
 function implementation(
@@ -94,7 +91,7 @@ export async function serveCsiDriver(opts: {
   logger: Logger;
 }): Promise<ServedDriver> {
   const socketPath = socketPathOf(opts.endpoint);
-  const server = new grpc.Server(serverOptions);
+  const server = new grpc.Server();
   const services = csiServices();
   for (const ctor of [services.Identity, services.Controller, services.Node])
     server.addService(ctor.service, implementation(ctor.service, opts.handlers, opts.logger));
@@ -120,7 +117,7 @@ async function serveRegistration(opts: {
 }): Promise<{ server: grpc.Server; path: string }> {
   mkdirSync(opts.registrationDir!, { recursive: true });
   const path = join(opts.registrationDir!, `${opts.name}-reg.sock`);
-  const server = new grpc.Server(serverOptions);
+  const server = new grpc.Server();
   server.addService(registrationService().service, {
     GetInfo: ((_call, callback) =>
       callback(null, {
