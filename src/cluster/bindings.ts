@@ -129,7 +129,9 @@ export class ClaimBindingWriter {
           if (binding !== undefined && !claimHolds(object, binding)) this.mark(key);
         } else if (object.kind === 'PersistentVolume') {
           const key = this.claimOfVolume.get(object.metadata.name);
-          if (key !== undefined && world.bindings.get(key)?.volume === object.metadata.name) this.mark(key);
+          if (key === undefined || world.bindings.get(key)?.volume !== object.metadata.name) return;
+          const pvc = world.objects.get(key);
+          if (pvc?.kind !== 'PersistentVolumeClaim' || !volumeHolds(object, pvc)) this.mark(key);
         }
       }
     });
