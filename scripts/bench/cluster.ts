@@ -35,7 +35,7 @@ import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { encodeEvent } from '../../src/log/codec.js';
-import { FakePlugin } from '../../src/plugins/fake.js';
+import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { EtcdCluster, etcdSkipReason } from '../../test/support/etcd-cluster.js';
 import { diskPlugin, podEvents } from './generate.js';
@@ -77,7 +77,10 @@ async function ourAppends(client: Etcd3, prefix: string, events: readonly NewEve
 /** Events per second as bare etcd3 transactions putting the same segments and head, encoded beforehand. */
 async function rawPuts(client: Etcd3, prefix: string, events: readonly NewEvent[]): Promise<number> {
   const keys = new ClusterKeys(prefix);
-  const rows = events.map((e, i) => ({ seq: i + 1, value: JSON.stringify(encodeEvent(eventCodec, e as Omit<VoleEvent, 'seq'>, i + 1)) }));
+  const rows = events.map((e, i) => {
+    const value = JSON.stringify(encodeEvent(eventCodec, e as Omit<VoleEvent, 'seq'>, i + 1));
+    return { seq: i + 1, value, bytes: Buffer.byteLength(value) };
+  });
   const txns: { segments: { key: string; value: string }[]; head: string }[] = [];
   for (let i = 0; i < rows.length; ) {
     const txn = planTxn(rows, i);
@@ -265,12 +268,19 @@ function timePlans(): { stats: { ms: number; calls: number }; restore: () => voi
   return { stats, restore: () => void (core.plan = plan) };
 }
 
+/** A journal that keeps nothing: the fake plugin's call records are no part of the controller's heap. */
+function noJournal(): FakeCallRecord[] {
+  const journal: FakeCallRecord[] = [];
+  journal.push = () => 0;
+  return journal;
+}
+
 function newController(client: Etcd3, prefix: string): ClusterController {
   return new ClusterController({
     client,
     keys: new ClusterKeys(prefix),
     identity: 'scale',
-    plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: [] })],
+    plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: noJournal() })],
     logger: pino({ level: 'silent' }),
     leaseTtlS: 30,
     snapshotEveryEvents: 10_000_000,

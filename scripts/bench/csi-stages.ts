@@ -29,7 +29,7 @@ export class StageTrace {
     this.addedAt.set(uid, atMs);
   }
 
-  /** An engine listener: records the stages of operations on volumes of `plugin`. */
+  /** An engine listener: records the stages of operations on the volumes `volumeOfInterest` picks. */
   event(event: VoleEvent, volumeOfInterest: (volume: string) => boolean): void {
     const now = performance.now();
     if (event.type === 'OperationStarted') {

@@ -4,7 +4,7 @@
  */
 import { UsageError } from './postmortem.js';
 import { type InspectedSource, startInspector } from '../inspect/server.js';
-import { connect, describeEtcdError, withDeadline } from '../cluster/client.js';
+import { ClusterError, connect, describeEtcdError, withDeadline } from '../cluster/client.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
 import { EtcdLogMirror } from '../cluster/log-mirror.js';
 
@@ -39,7 +39,7 @@ async function etcdSource(urls: string, prefix: string, warn: (m: string) => voi
     };
   } catch (error) {
     client.close();
-    throw new UsageError(describeEtcdError(error, urls));
+    throw new UsageError(error instanceof ClusterError ? error.message : describeEtcdError(error, urls));
   }
 }
 

@@ -105,9 +105,16 @@ export class ClaimBindingWriter {
   ) {}
 
   start(): void {
-    for (const [key, binding] of this.cm.world.bindings) {
+    // A new leader: the bindings of its log that the claims and PVs it holds lack (what the
+    // old leader had not written yet). Objects that changed in etcd meanwhile come in as
+    // ObjectUpserted once the inputs list them, and are looked at then: no read per binding.
+    const { world } = this.cm;
+    for (const [key, binding] of world.bindings) {
       this.claimOfVolume.set(binding.volume, key);
-      this.dirty.add(key); // a new leader: whatever the old one had not written yet
+      const pvc = world.objects.get(key);
+      const pv = world.objects.get(objectKey('PersistentVolume', binding.volume));
+      if (pvc?.kind !== 'PersistentVolumeClaim' || pv?.kind !== 'PersistentVolume') continue;
+      if (!claimHolds(pvc, binding) || !volumeHolds(pv, pvc)) this.dirty.add(key);
     }
     this.unsubscribe = this.cm.subscribe((event, world) => {
       if (event.type === 'ClaimBound') {
@@ -122,7 +129,9 @@ export class ClaimBindingWriter {
           if (binding !== undefined && !claimHolds(object, binding)) this.mark(key);
         } else if (object.kind === 'PersistentVolume') {
           const key = this.claimOfVolume.get(object.metadata.name);
-          if (key !== undefined && world.bindings.get(key)?.volume === object.metadata.name) this.mark(key);
+          if (key === undefined || world.bindings.get(key)?.volume !== object.metadata.name) return;
+          const pvc = world.objects.get(key);
+          if (pvc?.kind !== 'PersistentVolumeClaim' || !volumeHolds(object, pvc)) this.mark(key);
         }
       }
     });

@@ -10,6 +10,7 @@ import type { Etcd3, IKeyValue } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { objectRefOfKey } from './agent.js';
+import { LogRowTooLarge } from './etcd-log.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
@@ -49,7 +50,7 @@ export class ControllerInputs {
     this.pods = new PodsByKey({
       add: (pod) => {
         const known = cm.world.pods.get(pod.metadata.uid as never)?.pod;
-        if (!same(known, pod) && cm.isRunning) cm.upsertPod(pod);
+        if (!same(known, pod) && cm.isRunning) this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
       },
       remove: (uid) => {
         if (cm.world.pods.has(uid as never) && cm.isRunning) cm.removePod(uid);
@@ -127,7 +128,24 @@ export class ControllerInputs {
       const held = this.cm.world.nodes.get(name as never)?.volumesInUse;
       const reported = node?.status?.volumesInUse ?? [];
       if (node === null || held === undefined || !this.cm.isRunning) continue;
-      if (held.size !== reported.length || reported.some((v) => !held.has(v))) this.cm.upsertObject(node);
+      if (held.size !== reported.length || reported.some((v) => !held.has(v))) this.upsert(node);
+    }
+  }
+
+  private upsert(object: ClusterObject): void {
+    this.guard(`${object.kind} ${object.metadata.namespace ?? ''}/${object.metadata.name}`, () => this.cm.upsertObject(object));
+  }
+
+  /**
+   * An object too large for a log row is left out, said, instead of stopping the leader
+   * (the next leader would meet it again): nothing was appended for it.
+   */
+  private guard(what: string, append: () => void): void {
+    try {
+      append();
+    } catch (error) {
+      if (!(error instanceof LogRowTooLarge)) throw error;
+      this.say(`skipped ${what}: ${error.message}`);
     }
   }
 
@@ -207,7 +225,7 @@ export class ControllerInputs {
       if (held !== undefined && this.cm.isRunning) this.cm.removeObject({ kind: 'Node', name });
       return;
     }
-    if (!same(held, node) && this.cm.isRunning) this.cm.upsertObject(node);
+    if (!same(held, node) && this.cm.isRunning) this.upsert(node);
   }
 
   private resetObjects(kvs: readonly IKeyValue[]): void {
@@ -241,7 +259,7 @@ export class ControllerInputs {
       return;
     }
     const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.cm.upsertObject(object);
+    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.upsert(object);
   }
 
   private putObject(kv: IKeyValue): void {

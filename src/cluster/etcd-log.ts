@@ -158,10 +158,33 @@ export async function readLogEvents(
   }
 }
 
-/** A row waiting for its commit: its seq and its JSON. */
+/** A row waiting for its commit: its seq, its JSON and that JSON's size in UTF-8. */
 export interface PendingRow {
   readonly seq: number;
   readonly value: string;
+  readonly bytes: number;
+}
+
+/**
+ * `value` in parts of at most `maxBytes` in UTF-8, cut between characters (never inside a
+ * surrogate pair), so each part is valid text of its own.
+ */
+export function splitUtf8(value: string, maxBytes: number): string[] {
+  const parts: string[] = [];
+  let at = 0;
+  while (at < value.length) {
+    let end = Math.min(value.length, at + maxBytes);
+    let bytes = Buffer.byteLength(value.slice(at, end));
+    while (bytes > maxBytes) {
+      end = at + Math.max(1, Math.floor(((end - at) * maxBytes) / bytes) - 1);
+      bytes = Buffer.byteLength(value.slice(at, end));
+    }
+    const last = value.charCodeAt(end - 1);
+    if (end < value.length && end - at > 1 && last >= 0xd800 && last <= 0xdbff) end--; // a high surrogate
+    parts.push(value.slice(at, end));
+    at = end;
+  }
+  return parts;
 }
 
 /** One transaction's worth of rows: its segments (by first seq; a row in parts by part) and how many rows. */
@@ -189,16 +212,13 @@ export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
   };
   for (; i < rows.length; i++) {
     const row = rows[i]!;
-    const size = row.value.length + 1;
+    const size = row.bytes + 1;
     if (bytes > 0 && bytes + size > bytesPerTxnMax) break;
     if (lines.length > 0 && segmentBytes + size > segmentBytesMax) close();
-    const parts = Math.ceil(row.value.length / segmentBytesMax);
-    if (segments.length + (size > segmentBytesMax ? parts : 1) > segmentsPerTxnMax) break;
-    if (size > segmentBytesMax) {
-      for (let part = 0; part < parts; part++) {
-        const value = row.value.slice(part * segmentBytesMax, (part + 1) * segmentBytesMax);
-        segments.push({ firstSeq: row.seq, part: { part, parts }, value });
-      }
+    const parts = size > segmentBytesMax ? splitUtf8(row.value, segmentBytesMax) : undefined;
+    if (segments.length + (parts?.length ?? 1) > segmentsPerTxnMax) break;
+    if (parts !== undefined) {
+      parts.forEach((value, part) => segments.push({ firstSeq: row.seq, part: { part, parts: parts.length }, value }));
     } else {
       lines.push(row.value);
       segmentBytes += size;
@@ -248,14 +268,15 @@ export class EtcdEventLog implements EventSink {
     if (this.fatal !== null) throw this.fatal;
     const seq = this.nextSeq++;
     const value = JSON.stringify(encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq));
-    if (value.length > bytesPerTxnMax) {
+    const bytes = Buffer.byteLength(value);
+    if (bytes > bytesPerTxnMax) {
       this.nextSeq--;
       throw new LogRowTooLarge(
-        `${event.type} is ${value.length} bytes as a log row; the controller log in etcd takes rows up to ${bytesPerTxnMax} ` +
+        `${event.type} is ${bytes} bytes as a log row; the controller log in etcd takes rows up to ${bytesPerTxnMax} ` +
           '(one transaction under etcd\'s 1.5 MiB request limit): shrink the object (its annotations, its spec)',
       );
     }
-    this.buffer.push({ seq, value });
+    this.buffer.push({ seq, value, bytes });
     return Seq(seq);
   }
 
@@ -309,10 +330,7 @@ export class EtcdEventLog implements EventSink {
         const txn = planTxn(this.buffer, this.start);
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
-        if (this.start === this.buffer.length) {
-          this.buffer = [];
-          this.start = 0;
-        }
+        this.dropCommitted();
         this.wake();
       }
     } catch (error) {
@@ -320,6 +338,17 @@ export class EtcdEventLog implements EventSink {
     } finally {
       this.draining = false;
     }
+  }
+
+  /**
+   * Committed rows leave the buffer: at once when all are, else once they are half of it
+   * (under a steady load it never empties, and would keep every row ever pushed).
+   */
+  private dropCommitted(): void {
+    if (this.start === this.buffer.length) this.buffer = [];
+    else if (this.start >= 1_024 && 2 * this.start >= this.buffer.length) this.buffer = this.buffer.slice(this.start);
+    else return;
+    this.start = 0;
   }
 
   private wake(): void {

@@ -1,7 +1,7 @@
 /**
  * The controller log in etcd, followed live for a reader (`vole inspect --etcd`): loaded as
  * a new leader loads it (the latest snapshot and the entries after it, through the etcd log
- * reader), then kept current by a watch on the entries — each watch event only says "the
+ * reader), then kept current by a watch on its segments — each watch event only says "the
  * log grew"; the new entries are read from the mirror's head with the same reader, in
  * order, so no entry is skipped or taken twice whatever the watch delivers (and once a
  * second without one, in case the watch missed a beat). Readers get
@@ -32,7 +32,6 @@ export class EtcdLogMirror {
   private poll: NodeJS.Timeout | null = null;
   private reading: Promise<void> = Promise.resolve();
   private again = false;
-  private loaded = false;
   private closed = false;
   /** The log's writer is the controller: its core folds it, even when compacted. */
   readonly mode = 'controller';
@@ -43,21 +42,18 @@ export class EtcdLogMirror {
     private readonly opts: MirrorOptions,
   ) {}
 
-  /** Loads the log and starts following it (the watch first, so nothing appended meanwhile is missed). */
+  /**
+   * Loads the log (an unreachable etcd fails here, at once), then follows it: the catch-up
+   * once the watch is established reads what was committed between the load and the watch.
+   */
   static async open(client: Etcd3, keys: ClusterKeys, opts: MirrorOptions = {}): Promise<EtcdLogMirror> {
     const mirror = new EtcdLogMirror(client, keys, opts);
+    await mirror.load();
     const watcher = await client.watch().prefix(keys.logSegments).create();
     mirror.watcher = watcher;
     watcher.on('put', () => mirror.catchUp());
     watcher.on('error', (error: Error) => mirror.warn(`watching the controller log: ${error.message}`));
-    try {
-      await mirror.load();
-    } catch (error) {
-      await mirror.close();
-      throw error;
-    }
-    mirror.loaded = true;
-    mirror.catchUp(); // what was committed between the watch and the load
+    mirror.catchUp(); // what was committed between the load and the watch
     // A safety net for a watch that misses a beat (reconnecting): a read of the tail now and then.
     mirror.poll = setInterval(() => mirror.catchUp(), opts.pollMs ?? mirrorPollMsDefault);
     mirror.poll.unref();
@@ -89,7 +85,7 @@ export class EtcdLogMirror {
 
   /** Reads what was appended after the head; one read at a time, again if asked meanwhile. */
   private catchUp(): void {
-    if (this.closed || !this.loaded) return; // the load reads everything up to now
+    if (this.closed) return;
     this.again = true;
     this.reading = this.reading.then(async () => {
       if (!this.again || this.closed) return;

@@ -9,7 +9,12 @@ import type { Violation } from '../world/invariants.js';
 import { keysConflict } from '../world/pending.js';
 import type { ControllerWorld } from './types.js';
 
-const onNode = /^(attached|attaching|detaching)/;
+/**
+ * Where a volume is confirmed attached or being attached. A detaching entry is not counted:
+ * it may come from an uncertain one, beside which the spec lets an attach elsewhere go ahead
+ * (§3.4, S7), and an attach beside a confirmed entry is caught while that entry is attached.
+ */
+const onNode = /^(attached|attaching)/;
 
 export function checkControllerVolume(
   world: ControllerWorld,
@@ -19,7 +24,7 @@ export function checkControllerVolume(
   const at = (invariant: string, message: string) =>
     out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachments = [...world.attachments.values()].filter((a) => a.volume === volume);
-  // S7: a ReadWriteOnce volume is attached (or attaching) to one node at most.
+  // S7: a ReadWriteOnce volume is confirmed attached (or attaching) on one node at most.
   const nodes = attachments.filter((a) => onNode.test(a.state.value));
   if (nodes.length > 1 && nodes.some((a) => !a.spec.multiAttachAllowed)) {
     at(

@@ -46,16 +46,6 @@ function confirmedOn(a: ControllerAttachment): boolean {
   return a.state.value.startsWith('attached') || a.state.value === 'detaching';
 }
 
-/**
- * Where a ReadWriteOnce volume may be attached now: confirmed, or uncertain. The spec lets
- * an attach go ahead beside an uncertain entry and relies on the storage to refuse (§3.4,
- * S7); vole does not: a cut-off attach (a controller killed or failed over in the middle of
- * one) may well have taken effect, and not every storage refuses a second attach.
- */
-function mayBeOn(a: ControllerAttachment): boolean {
-  return confirmedOn(a) || a.state.value === 'attachUncertain';
-}
-
 type Claims = BookClaims<ControllerOperation>;
 
 /** §3.3 the detach pass for one attachment no pod wants on its node. */
@@ -136,7 +126,10 @@ function planAttach(
   if (claims.verdict(op).kind === 'alreadyExists') return;
   if (!entry.spec.multiAttachAllowed) {
     const otherNodes = attachmentsOf(world, entry.volume)
-      .filter((o) => o.node !== entry.node && mayBeOn(o))
+      // Confirmed only (§3.4, S7): an uncertain entry elsewhere does not block, or a dead
+      // node's cut-off attach would hold the volume forever (L1); the storage refuses a
+      // second attach of a disk that did attach there.
+      .filter((o) => o.node !== entry.node && confirmedOn(o))
       .map((o) => o.node)
       .sort();
     if (otherNodes.length > 0) {

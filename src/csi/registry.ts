@@ -157,10 +157,16 @@ export class CsiDriverRegistry {
       nodeId: info.nodeId,
       beforeRpc: () => this.beforeRpc(info.name, handle),
     };
-    this.drivers.set(info.name, { handle, info, endpoint: at.endpoint, via: at.via, socket: at.socket });
+    const { endpoint, via, socket } = at;
+    this.drivers.set(info.name, { handle, info, endpoint, via, socket });
     const host = realCsiHost(this.opts.root);
     const nodeIdOf = this.opts.nodeIdOf;
-    const options = { root: this.opts.root, host, nowMs: () => performance.now(), ...(nodeIdOf === undefined ? {} : { nodeIdOf }) };
+    const options = {
+      root: this.opts.root,
+      host,
+      nowMs: () => performance.now(),
+      ...(nodeIdOf === undefined ? {} : { nodeIdOf }),
+    };
     this.opts.plugins.upsert(csiPlugin(handle, options));
     this.emit({
       type: 'CsiDriverRegistered',
@@ -190,7 +196,7 @@ export class CsiDriverRegistry {
   /** A call planned with a registration that has been replaced since does not go. */
   private replaced(name: string): Promise<void> {
     return Promise.reject(
-      new PluginError('final', `CSI driver ${name} registered again with other answers; planning again with them`),
+      new PluginError('final', `CSI driver ${name} registered again since this call was planned; planning again`),
     );
   }
 
@@ -202,17 +208,20 @@ export class CsiDriverRegistry {
       info = await probeDriver(handle.transport!);
     } catch (error) {
       entry.socket = undefined; // asked again before the next RPC
-      this.opts.logger.warn({ driver: handle.name, err: (error as Error).message }, 'restarted CSI driver did not answer');
+      const err = (error as Error).message;
+      this.opts.logger.warn({ driver: handle.name, err }, 'restarted CSI driver did not answer');
       return;
     }
     if (this.drivers.get(handle.name) !== entry || sameInfo(info, before)) return;
     if (info.name !== handle.name) {
-      this.remove(handle.name, `the driver at ${entry.endpoint} now calls itself ${info.name}; register it by that name`);
+      const reason = `the driver at ${entry.endpoint} now calls itself ${info.name}; register it by that name`;
+      this.remove(handle.name, reason);
     } else {
-      this.opts.logger.info({ driver: handle.name }, 'restarted CSI driver answered differently; registered again');
+      this.opts.logger.info({ driver: handle.name }, 'restarted CSI driver answered differently');
       this.install(info, handle.transport!, entry);
     }
-    throw new PluginError('final', `CSI driver ${handle.name} restarted with other answers; planning again with them`)
+    const message = `CSI driver ${handle.name} restarted with other answers; planning again with them`;
+    throw new PluginError('final', message);
   }
 
   /** The driver went away: its calls fail as uncertain until it registers again. */

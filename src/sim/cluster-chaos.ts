@@ -78,7 +78,8 @@ function noSpace(sim: ClusterSim, durationMs: number): void {
 
 async function runStep(sim: ClusterSim, step: ClusterStep): Promise<void> {
   const kind = Object.keys(step)[0]!;
-  if (kind !== 'addPod' && kind !== 'removePod' && kind !== 'advance') sim.faults[kind] = (sim.faults[kind] ?? 0) + 1;
+  if (kind !== 'addPod' && kind !== 'removePod' && kind !== 'advance')
+    sim.faults[kind] = (sim.faults[kind] ?? 0) + 1;
   if ('addPod' in step) {
     const pod = step.addPod;
     sim.present.set(pod.metadata.uid!, pod);
@@ -186,5 +187,6 @@ export async function clusterChaos(opts: {
     if (!result.ok) failures.push(result);
     opts.onProgress?.(i + 1);
   }
-  return { seed: opts.seed, runs: opts.runs, events, calls, terms, faultsInjected, invariantChecks: checks, failures };
+  const { seed, runs } = opts;
+  return { seed, runs, events, calls, terms, faultsInjected, invariantChecks: checks, failures };
 }

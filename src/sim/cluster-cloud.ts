@@ -5,14 +5,15 @@
  * so a call cut off with its controller (killed in the middle of an attach) has taken
  * effect: only "uncertain" is a safe assumption for the new leader.
  *
- * A detach fails only after taking effect ("uncertain"): the spec lets the controller
- * attach a ReadWriteOnce disk elsewhere while a failed detach left it uncertain, relying
- * on the storage to refuse (spec §3.4, S7); this cloud never refuses, so that every
- * double attach it sees is the controller's doing.
+ * A detach fails only after taking effect ("uncertain"). The spec lets the controller
+ * attach a ReadWriteOnce disk elsewhere while an entry is uncertain, relying on the
+ * storage to refuse (spec §3.4, S7): this cloud refuses, as real storage (and vole's disk
+ * plugin) does, an attach of a ReadWriteOnce disk attached to another node — a transient
+ * failure that takes no effect.
  *
- * It checks, at the moment each call takes effect, the rules about the real disks: a
- * ReadWriteOnce disk is never attached to two nodes, nor attached by a controller whose
- * own world has it confirmed on another node (S7); a disk is never detached while its
+ * It checks, at the moment each call takes effect, the rules about the real disks: no
+ * controller attaches a ReadWriteOnce disk its own world has confirmed on another node
+ * (S7), and the cloud never holds one on two nodes; a disk is never detached while its
  * node reports it in use (or has it mounted) unless the detach was forced, with the
  * reason recorded in the controller's log.
  */
@@ -74,16 +75,19 @@ export class SimCloud {
     return { outcome, delayMs: 200 + Math.floor(this.random() * 5_800) };
   }
 
-  private attachNow(replica: string, volume: string, node: string): void {
-    const nodes = this.attached.get(volume) ?? new Set<string>();
-    const others = [...nodes].filter((n) => n !== node);
-    if (this.readWriteOnce.has(volume) && others.length > 0)
-      this.hooks.violation(`ReadWriteOnce volume ${volume} attached to ${node} while attached to ${others.join(', ')}`);
+  /** Attaches, or answers the nodes that hold this ReadWriteOnce disk (the storage refuses). */
+  private attachNow(replica: string, volume: string, node: string): string[] | undefined {
     const confirmed = this.hooks.confirmedOn(replica, volume).filter((n) => n !== node);
     if (this.readWriteOnce.has(volume) && confirmed.length > 0)
-      this.hooks.violation(`${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`);
+      this.hooks.violation(
+        `${replica} attached ${volume} to ${node} while its world has it attached to ${confirmed.join(', ')} (S7)`,
+      );
+    const nodes = this.attached.get(volume) ?? new Set<string>();
+    const others = [...nodes].filter((n) => n !== node);
+    if (this.readWriteOnce.has(volume) && others.length > 0) return others;
     nodes.add(node);
     this.attached.set(volume, nodes);
+    return undefined;
   }
 
   private detachNow(replica: string, volume: string, node: string): string | undefined {
@@ -100,13 +104,18 @@ export class SimCloud {
     spec: ResolvedVolume,
     target: { node: string; signal: AbortSignal },
   ): Promise<void> {
-    const { outcome, delayMs } = this.draw(call);
+    const drawn = this.draw(call);
+    let { outcome } = drawn;
+    const { delayMs } = drawn;
     const { volume } = spec;
     const { node } = target;
     let forced: string | undefined;
+    let holders: string[] | undefined;
     if (outcome !== 'transient') {
-      if (call === 'attach') this.attachNow(replica, volume, node);
-      else {
+      if (call === 'attach') {
+        holders = this.attachNow(replica, volume, node);
+        if (holders !== undefined) outcome = 'transient';
+      } else {
         forced = this.detachNow(replica, volume, node);
         this.attached.get(volume)?.delete(node);
       }
@@ -118,6 +127,8 @@ export class SimCloud {
     if (call === 'attach') this.inFlight.set(replica, this.attachesInFlight(replica) - 1);
     // Cut off (its controller died or stopped): the answer goes nowhere.
     if (target.signal.aborted) return new Promise<void>(() => {});
+    if (holders !== undefined)
+      throw new PluginError('transient', `cloud attach of ${volume} to ${node}: refused, attached to ${holders.join(', ')}`);
     if (outcome !== 'ok') throw new PluginError(outcome, `cloud ${call} of ${volume} to ${node}: ${outcome} failure`);
   }
 

@@ -64,10 +64,9 @@ export class SimLeadership {
     while (true) {
       try {
         const leaseId = await client.call(() => store.grant(opts.ttlMs));
+        const claim = { put: keys.leader, value: opts.identity, lease: leaseId };
         const result = await client.call(() =>
-          store.txn([{ key: keys.leader, create: 0 }], [{ put: keys.leader, value: opts.identity, lease: leaseId }], [
-            { get: keys.leader },
-          ]),
+          store.txn([{ key: keys.leader, create: 0 }], [claim], [{ get: keys.leader }]),
         );
         if (result.succeeded) return new SimLeadership(client, keys, opts, leaseId, result.revision);
         await client.call(() => store.revoke(leaseId)).catch(() => undefined);
@@ -268,7 +267,8 @@ export class SimControllerLog implements EventSink {
           return;
         }
         const error = new LogFenced(
-          `the controller log refused seqs ${rows[0]!.seq}–${last}: this replica no longer leads, or another writer moved the head past ${this.committedSeq}`,
+          `the controller log refused seqs ${rows[0]!.seq}–${last}: this replica no longer leads, ` +
+            `or another writer moved the head past ${this.committedSeq}`,
         );
         leadership.lose(error.message, { evenUnfenced: true });
         throw error;

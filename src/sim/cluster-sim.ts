@@ -80,7 +80,12 @@ export class ClusterSim {
     this.hosts.set(node, host);
     const delay = () => ({ outcome: 'ok' as const, delayMs: 100 + Math.floor(random() * 3_000), times: 1 });
     const transient = { outcome: 'transient' as const, delayMs: 0, times: 1 };
-    const faults = { mountDevice: [delay(), transient], setUp: [delay()], unmountDevice: [delay(), transient], tearDown: [delay()] };
+    const faults = {
+      mountDevice: [delay(), transient],
+      setUp: [delay()],
+      unmountDevice: [delay(), transient],
+      tearDown: [delay()],
+    };
     const plugins = simulationPlugins([{ name: 'fake.disk', attachable: true, faults }], {
       clock: this.clock,
       journal: this.journal,
@@ -184,7 +189,11 @@ export class ClusterSim {
         apiVersion: 'v1',
         kind: 'PersistentVolume',
         metadata: { name: `pv-${d}` },
-        spec: { accessModes: ['ReadWriteOnce'], capacity: { storage: '1Gi' }, csi: { driver: 'fake.disk', volumeHandle: `disk-${d}` } },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          capacity: { storage: '1Gi' },
+          csi: { driver: 'fake.disk', volumeHandle: `disk-${d}` },
+        },
       };
       const pvc = {
         apiVersion: 'v1',

@@ -5,7 +5,9 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
 import { managedAnnotation } from '../../src/controller/index.js';
-import { VirtualClock } from '../../src/clock.js';
+import { RealClock, VirtualClock } from '../../src/clock.js';
+import { operationsInFlightMax, planOperationsMax } from '../../src/constants.js';
+import { controllerCore } from '../../src/engine/cores.js';
 import type { Node } from '../../src/events/k8s.js';
 import { describeControllerWorld } from '../../src/postmortem/index.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
@@ -93,4 +95,45 @@ test('controller manager: a restart loads the latest snapshot and folds only the
   await settle();
   assert.deepEqual(second.volumesAttached('node-2').map((v) => v.name), ['fake.disk/disk-2']);
   await second.drainAndStop();
+});
+
+test('controller manager: with more volumes to attach than may run, a tick plans at most what can start, and nothing while the executor is full', async () => {
+  const journal: FakeCallRecord[] = [];
+  const fake = new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock: new RealClock(), journal });
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  const attacher = fake.attacher!;
+  const gated = { ...fake, attacher: { ...attacher, attach: async (...args: Parameters<typeof attacher.attach>) => (await gate, attacher.attach(...args)) } };
+  const core = controllerCore as { plan: typeof controllerCore.plan };
+  const plan = core.plan;
+  const planned: number[] = [];
+  core.plan = (world, nowMs, opts) => {
+    planned.push(opts?.volumes === undefined ? -1 : [...opts.volumes].length);
+    return plan(world, nowMs, opts);
+  };
+  const cm = ControllerManager.create({ plugins: [gated], verifyAttachments: false });
+  try {
+    cm.start();
+    cm.upsertObject(node('node-1'));
+    const pods = operationsInFlightMax + 904; // 5,000
+    for (let i = 0; i < pods; i++) {
+      for (const e of diskObjects(`d${i}`)) if (e.type === 'ObjectUpserted') cm.upsertObject(e.object);
+      const scheduled = pod(`uid-${i}`, [claim(`d${i}`)]);
+      cm.upsertPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
+    }
+    await settle();
+    assert.equal(cm.world.running.size, operationsInFlightMax, 'the executor is full');
+    assert.ok(Math.max(...planned) <= planOperationsMax, `at most ${planOperationsMax} volumes a plan (${Math.max(...planned)})`);
+    const plansAtCapacity = planned.length;
+    cm.upsertObject(node('node-2')); // an event while full: no plan, no busy loop
+    for (let i = 0; i < 20; i++) await turn();
+    assert.equal(planned.length, plansAtCapacity, 'nothing is planned while no operation may start');
+    release();
+    await cm.waitUntilSettled({ timeoutMs: 30_000 });
+    assert.equal(journal.filter((c) => c.call === 'attach').length, pods);
+    assert.ok(Math.max(...planned) <= planOperationsMax);
+  } finally {
+    core.plan = plan;
+    cm.stop();
+  }
 });

@@ -9,6 +9,7 @@ import { Leadership } from '../../src/cluster/leadership.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
 import { loadControllerWorld } from '../../src/cluster/controller.js';
+import { ControllerInputs } from '../../src/cluster/controller-inputs.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
@@ -140,6 +141,19 @@ test('a group commit carries up to 1 MiB of events in segments of up to 32 KiB; 
   assert.deepEqual((await readAll(keys, 1_503)).map((e) => e.seq), [1_503, 1_504, 1_505, 1_506], 'read from a row in parts');
   assert.throws(() => log.push(bigNodeEvent('huge', 1_507, 1_100 * 1024)), /rows up to 1048576/);
   assert.equal(log.push(nodeEvent('after', 1_507)), 1_507, 'a refused row takes no seq');
+  // Sizes are UTF-8 bytes, and parts are cut between characters: 225,000 characters of
+  // 1, 2 and 4 bytes (~513 KiB) in parts that each stay within 32 KiB and read back whole.
+  const text = 'aé😀'.repeat(75_000);
+  const wide = nodeEvent('wide', 1_508) as unknown as { object: { metadata: { annotations?: Record<string, string> } } };
+  wide.object.metadata.annotations = { text };
+  log.push(wide as unknown as NewEvent);
+  await log.durable();
+  const wideParts = etcd.etcdctl('get', keys.logSegment(1_508), '--prefix', '--keys-only').split('\n').filter((k) => k !== '');
+  assert.ok(wideParts.length >= 17 && wideParts.length <= 18, `${wideParts.length} parts of up to 32 KiB`);
+  const partBytes = Object.values(await client.getAll().prefix(keys.logSegment(1_508)).buffers()).map((b) => b.length);
+  assert.ok(Math.max(...partBytes) <= 32 * 1024, `parts of ${Math.max(...partBytes)} bytes at most`);
+  const readBack = (await readAll(keys, 1_508))[0] as unknown as { object: { metadata: { annotations: Record<string, string> } } };
+  assert.equal(readBack.object.metadata.annotations.text, text);
   await leader.resign();
 });
 
@@ -186,4 +200,29 @@ test('whenDurable: undefined once the log is in etcd, a promise while a commit i
   deposed.push(nodeEvent('late', 2));
   await assert.rejects(deposed.whenDurable() ?? Promise.resolve(), /no longer leads/);
   await leader.resign();
+});
+
+test('a pod too large for a log row is skipped with a message; the leader goes on with the others', { skip }, async () => {
+  const keys = new ClusterKeys('/t5/');
+  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const cm = ControllerManager.create({ plugins: [], log: { sink: log, history: [] }, verifyAttachments: false });
+  cm.start();
+  const big = pod('uid-big', []);
+  big.metadata.annotations = { note: 'x'.repeat(1_100 * 1024) };
+  for (const p of [big, pod('uid-small', [])]) await client.put(keys.podOf(p)).value(JSON.stringify(p));
+  const said: string[] = [];
+  const inputs = new ControllerInputs(client, keys, cm, (line) => said.push(line));
+  try {
+    await inputs.start();
+    assert.deepEqual([...cm.world.pods.keys()], ['uid-small']);
+    assert.equal(said.length, 1);
+    assert.match(said[0]!, /skipped pod default\/uid-big: PodUpserted is \d+ bytes as a log row; .* rows up to 1048576/);
+    await log.durable();
+    assert.equal(log.head, cm.world.seq, 'nothing half-appended');
+  } finally {
+    await inputs.stop();
+    cm.stop();
+    await leader.resign();
+  }
 });

@@ -13,7 +13,8 @@ import { EtcdLogMirror } from '../../src/cluster/log-mirror.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent } from '../../src/events/index.js';
 import { Tracker } from '../../src/inspect/api.js';
-import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
+import { vole } from '../support/agent-process.js';
+import { EtcdCluster, etcdSkipReason, freePort } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
 
 const skip = etcdSkipReason();
@@ -86,4 +87,15 @@ test('a compacted controller log is read from its snapshot and followed as the l
     await mirror.close();
     await leader.resign();
   }
+});
+
+test('vole inspect says which log to give, and that an etcd it cannot reach is not there (exit 2, at once)', { skip }, async () => {
+  const neither = vole('inspect');
+  assert.equal(neither.status, 2);
+  assert.match(neither.stderr, /give the log to inspect: --db FILE, or --etcd URLS/);
+  const startedMs = Date.now();
+  const unreachable = vole('inspect', '--etcd', `http://127.0.0.1:${await freePort()}`, '--port', '0');
+  assert.equal(unreachable.status, 2);
+  assert.match(unreachable.stderr, /^vole: cannot reach etcd at http:\/\/127\.0\.0\.1:\d+: .*check the URLs/);
+  assert.ok(Date.now() - startedMs < 15_000, 'refused without waiting for a deadline');
 });

@@ -6,7 +6,7 @@
  * agent in this process, on fake plugins (no host).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -123,6 +123,20 @@ async function fill(): Promise<number> {
   throw new Error('etcd never ran out of space');
 }
 
+/**
+ * `vole apply` as a child process, waited for without blocking this one: the controller
+ * runs here, and a spawnSync as long as its lease TTL (a loaded machine) would lose it.
+ */
+function voleApply(file: string): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), 'apply', '--etcd', etcd.urls, '-f', file]);
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stdout.resume();
+    child.on('close', (status) => resolve({ status, stderr }));
+  });
+}
+
 const calls = (call: string) => journal.filter((c) => c.call === call).length;
 
 test('etcd out of space: nothing acts on a decision that is not durable; after compact, defrag and disarm the controller resumes and nothing is lost', { skip, timeout: 60_000 }, async () => {
@@ -139,10 +153,10 @@ test('etcd out of space: nothing acts on a decision that is not durable; after c
   await agent.stop();
   const puts = await fill();
   assert.ok(puts > 0, `filled after ${puts} puts`);
-  const applied = spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), 'apply', '--etcd', etcd.urls, '-f', file], { encoding: 'utf8' });
+  const applied = await voleApply(file);
   // Unchanged objects need no write; a changed one is refused with what to do.
   writeFileSync(file, manifests.replace('uid: q-1', 'uid: q-2'));
-  const refused = spawnSync(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), 'apply', '--etcd', etcd.urls, '-f', file], { encoding: 'utf8' });
+  const refused = await voleApply(file);
   assert.equal(applied.status, 0, applied.stderr);
   assert.equal(refused.status, 2);
   assert.match(refused.stderr, /out of space .*compact and defragment/);

@@ -88,7 +88,9 @@ test('group commit: a refused append blocks, is retried with backoff, and resume
   assert.ok((blockages[0]?.freeBytes ?? -1) >= 0, 'the free space is reported');
   committer.push(added('c'));
   committer.flush(); // a no-op while blocked: the retry owns the buffer
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  // About 130 ms (20 + 40 + 40 ms of backoff, 10 ms busy waits); longer on a loaded machine.
+  for (let waitedMs = 0; blockages.length < 3 && waitedMs < 5_000; waitedMs += 25)
+    await new Promise((resolve) => setTimeout(resolve, 25));
   assert.ok(blockages.length >= 3, `retried (${blockages.length} attempts)`);
   assert.deepEqual(
     blockages.slice(0, 3).map((b) => b.retryInMs),

@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type ClusterRunResult, clusterChaos, runClusterSeed } from '../../src/sim/cluster-chaos.js';
+import { storeLog } from '../../src/sim/cluster-checks.js';
 import { type ClusterPlan, drawClusterPlan, podOf } from '../../src/sim/cluster-draw.js';
+import { decodeLogValue } from '../../src/sim/cluster-log.js';
+import type { ClusterSim } from '../../src/sim/cluster-sim.js';
 
 const runs = Number(process.env.VOLE_CLUSTER_CHAOS_RUNS ?? 40);
 const seed = Number(process.env.VOLE_CLUSTER_CHAOS_SEED ?? 20_261_125);
@@ -27,16 +30,23 @@ test('cluster chaos: the seeds cover every fault, and leaders are killed in the 
   const faults = new Set<string>();
   let midAttach = 0;
   let forced = 0;
+  let recorded = 0;
   for (let i = 0; i < 12; i++) {
-    const result = await runClusterSeed(seed + i);
+    let sim: ClusterSim | undefined;
+    const result = await runClusterSeed(seed + i, { onSim: (s) => (sim = s) });
     for (const kind of Object.keys(result.faults)) faults.add(kind);
     midAttach += result.trace.filter((line) => line.includes('in the middle of an attach')).length;
     forced += result.forcedDetaches;
+    // Each forced detach's reason is in the controller log.
+    recorded += storeLog(sim!)
+      .map(decodeLogValue)
+      .filter((e) => e.type === 'OperationStarted' && e.op === 'detach' && e.forced === 'timeout').length;
   }
   for (const kind of ['killLeader', 'storeLeaderLost', 'stopAgent', 'noSpace', 'partitionLeader'])
     assert.ok(faults.has(kind), `a seed injected ${kind}`);
   assert.ok(midAttach > 0, 'a leader was killed with an attach running');
   assert.ok(forced > 0, 'a node agent stopped past maxWaitForUnmount got its disk force-detached');
+  assert.ok(recorded >= forced, `every forced detach has its reason in the log (${recorded} of ${forced})`);
 });
 
 test('cluster chaos: the same seed is the same run, byte for byte', async () => {
