@@ -283,7 +283,6 @@ function newController(client: Etcd3, prefix: string): ClusterController {
     plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: noJournal() })],
     logger: pino({ level: 'silent' }),
     leaseTtlS: 30,
-    snapshotEveryEvents: 10_000_000,
     say: (line) => progress(`  controller: ${line}`),
   });
 }
@@ -328,7 +327,9 @@ export async function scaleFigures(urls: string, nodes: number, pods: number, mo
   const log = { ...controller.logStats! }; // as the load left it
   gc();
   const heapMiB = (heapUsedAfterGc() - heapBefore) / 2 ** 20;
-  progress(`  loaded: ${Math.round(loadMs)} ms, ${events} events in ${log.txns} commits (${log.segments} segments), ${Math.round(heapMiB)} MiB, plan ${Math.round(planMs)} ms in ${planCalls} plans`);
+  const snapshot = await client.get(new ClusterKeys(prefix).logSnapshot).string();
+  const snapshotNote = snapshot === null ? 'no snapshot' : `latest snapshot at seq ${(JSON.parse(snapshot) as { seq: number }).seq}, ${(JSON.parse(snapshot) as { chunks: number }).chunks} MiB`;
+  progress(`  loaded: ${Math.round(loadMs)} ms, ${events} events in ${log.txns} commits (${log.segments} segments), ${Math.round(heapMiB)} MiB, plan ${Math.round(planMs)} ms in ${planCalls} plans, ${snapshotNote}`);
   const move = await movePods(client, controller, prefix, nodes, pods, moves);
   progress(`  moved ${moves}: written in ${Math.round(move.writtenMs)} ms, converged after ${Math.round(move.convergedMs)} ms (${move.events} events)`);
   plans.restore();
@@ -336,7 +337,7 @@ export async function scaleFigures(urls: string, nodes: number, pods: number, mo
   await running;
   client.close();
   return [
-    { section: 'cluster', name: `load ${nodes} nodes / ${pods} pods through the controller`, value: loadMs, unit: 'ms', note: `${events} log events in ${log.txns} commits` },
+    { section: 'cluster', name: `load ${nodes} nodes / ${pods} pods through the controller`, value: loadMs, unit: 'ms', note: `${events} log events in ${log.txns} commits; ${snapshotNote}` },
     { section: 'cluster', name: 'controller heap after the load', value: heapMiB, unit: 'MiB' },
     { section: 'cluster', name: 'controller time per log event during the load (incl. etcd)', value: (loadMs * 1000) / events, unit: 'µs' },
     { section: 'cluster', name: 'plan time per log event during the load', value: (planMs * 1000) / events, unit: 'µs', note: `${Math.round(planMs)} ms in ${planCalls} plans` },

@@ -25,6 +25,7 @@ import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
 import { FencedPluginManager } from './fenced-plugins.js';
+import { SnapshotPacer } from './snapshot-pacer.js';
 import { VolumesAttachedPublisher } from './publisher.js';
 
 export interface ClusterControllerOptions {
@@ -48,7 +49,7 @@ export const controllerSnapshotEveryEventsDefault = 10_000;
 export async function loadControllerWorld(
   client: Etcd3,
   keys: ClusterKeys,
-): Promise<{ world: ControllerWorld; head: number; lastSnapshotSeq: number }> {
+): Promise<{ world: ControllerWorld; head: number; lastSnapshotSeq: number; lastSnapshotBytes: number }> {
   const loaded = await loadLogHead(client, keys);
   const fromSnapshot =
     loaded.snapshot === undefined
@@ -63,7 +64,8 @@ export async function loadControllerWorld(
   await readLogEvents(client, keys, world.seq + 1, (event) => controllerCore.fold(world, event));
   if (world.seq !== loaded.head)
     throw new ClusterError(`the controller log in etcd ends at seq ${world.seq} but its head says ${loaded.head}`);
-  return { world, head: loaded.head, lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0 };
+  const lastSnapshotBytes = loaded.snapshot?.data.length ?? 0;
+  return { world, head: loaded.head, lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0, lastSnapshotBytes };
 }
 
 export class ClusterController {
@@ -126,7 +128,7 @@ export class ClusterController {
 
   private async lead(leadership: Leadership): Promise<void> {
     const { client, keys } = this.opts;
-    const { world, head, lastSnapshotSeq } = await loadControllerWorld(client, keys);
+    const { world, head, lastSnapshotSeq, lastSnapshotBytes } = await loadControllerWorld(client, keys);
     this.say(`leading (term ${leadership.term}): controller log at seq ${head}`);
     const log = new EtcdEventLog({
       client,
@@ -137,7 +139,7 @@ export class ClusterController {
       onTrouble: (message) => this.say(message),
     });
     this.log = log;
-    const cm = this.newManager(log, world, lastSnapshotSeq);
+    const cm = this.newManager(log, world, { seq: lastSnapshotSeq, bytes: lastSnapshotBytes });
     this.cm = cm;
     if (leadership.isLost) return;
     cm.start();
@@ -151,17 +153,20 @@ export class ClusterController {
     await publisher.start();
   }
 
-  private newManager(log: EtcdEventLog, world: ControllerWorld, lastSnapshotSeq: number): ControllerManager {
+  private newManager(log: EtcdEventLog, world: ControllerWorld, last: { seq: number; bytes: number }): ControllerManager {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
     const codec = controllerCore.snapshot;
+    const pacer = new SnapshotPacer(last.bytes);
     return ControllerManager.create({
       plugins: this.plugins,
       log: { sink: log, history: [], world },
       snapshot: {
         everyEvents,
-        lastSeq: lastSnapshotSeq,
+        lastSeq: last.seq,
         save: (w) => {
+          if (!pacer.due(log.stats.bytes)) return; // the log has not grown by the last snapshot's size yet
           const snapshot = { seq: w.seq, tsMs: w.tsMs, format: codec.format, data: codec.encode(w) };
+          pacer.saved(snapshot.data.length, log.stats.bytes);
           void log
             .saveSnapshot(snapshot, { compact: true })
             .catch((error: Error) => this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`));
