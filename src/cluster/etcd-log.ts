@@ -26,6 +26,7 @@ import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
 import { decodeRow, encodeEvent } from '../log/codec.js';
 import type { EventRow } from '../log/statements.js';
+import { SeqWaiters } from '../log/seq-waiters.js';
 import { isNoSpace } from './client.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
@@ -248,7 +249,7 @@ export class EtcdEventLog implements EventSink {
   private buffer: PendingRow[] = [];
   private start = 0;
   private draining = false;
-  private waiters: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
+  private readonly waiters = new SeqWaiters();
   private fatal: Error | null = null;
   private closed = false;
   /** Commits and their sizes (for benchmarks and the progress line). */
@@ -297,7 +298,7 @@ export class EtcdEventLog implements EventSink {
     if (this.fatal !== null) return Promise.reject(this.fatal);
     const seq = this.nextSeq - 1;
     if (this.committedSeq >= seq) return Promise.resolve();
-    return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
+    return this.waiters.wait(seq);
   }
 
   /**
@@ -320,7 +321,7 @@ export class EtcdEventLog implements EventSink {
   private fail(error: Error): void {
     if (this.fatal !== null) return;
     this.fatal = error;
-    for (const waiter of this.waiters.splice(0)) waiter.reject(error);
+    this.waiters.rejectAll(error);
     this.opts.onFatal(error);
   }
 
@@ -331,7 +332,7 @@ export class EtcdEventLog implements EventSink {
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
         this.dropCommitted();
-        this.wake();
+        this.waiters.reach(this.committedSeq);
       }
     } catch (error) {
       this.fail(error as Error);
@@ -349,13 +350,6 @@ export class EtcdEventLog implements EventSink {
     else if (this.start >= 1_024 && 2 * this.start >= this.buffer.length) this.buffer = this.buffer.slice(this.start);
     else return;
     this.start = 0;
-  }
-
-  private wake(): void {
-    if (this.waiters.length === 0 || this.waiters[0]!.seq > this.committedSeq) return;
-    const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
-    this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
-    for (const waiter of done) waiter.resolve();
   }
 
   private async commitTxn(txn: TxnPlan, last: number): Promise<void> {

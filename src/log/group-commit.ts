@@ -16,6 +16,7 @@ import { assert } from '../assert.js';
 import { Seq } from '../ids.js';
 import type { EventEnvelope } from './codec.js';
 import type { EventStore } from './event-store.js';
+import { SeqWaiters } from './seq-waiters.js';
 
 /** What a blocked log reports: to say so, with the file and the free space. */
 export interface LogBlockage {
@@ -56,7 +57,7 @@ export class GroupCommitter<E extends EventEnvelope> {
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
   private blocked: Blocked | undefined;
-  private waiters: { seq: number; resolve: () => void }[] = [];
+  private readonly waiters = new SeqWaiters();
   private readonly writableListeners: (() => void)[] = [];
 
   /** Takes over appending to `store`, which must be writable; nothing else may append to it. */
@@ -134,7 +135,7 @@ export class GroupCommitter<E extends EventEnvelope> {
     this.flush();
     if (this.buffer.length === 0) return undefined;
     const seq = this.durable + this.buffer.length;
-    return new Promise((resolve) => this.waiters.push({ seq, resolve }));
+    return this.waiters.wait(seq);
   }
 
   private writeBuffer(): void {
@@ -147,11 +148,7 @@ export class GroupCommitter<E extends EventEnvelope> {
       this.durable = result.lastSeq;
       this.buffer = this.buffer.length === batch.length ? [] : this.buffer.slice(batch.length);
     }
-    if (this.waiters.length > 0) {
-      const done = this.waiters.filter((w) => w.seq <= this.durable);
-      this.waiters = this.waiters.filter((w) => w.seq > this.durable);
-      for (const waiter of done) waiter.resolve();
-    }
+    this.waiters.reach(this.durable);
   }
 
   private block(error: InstanceType<typeof SqliteError>): void {

@@ -21,6 +21,7 @@ import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
 import { decodeRow, encodeEvent } from '../log/codec.js';
 import type { EventRow } from '../log/statements.js';
+import { SeqWaiters } from '../log/seq-waiters.js';
 import type { ClusterKeys } from '../cluster/keys.js';
 import { type Compare, type StoreClient, StoreError } from './cluster-store.js';
 
@@ -173,7 +174,7 @@ export class SimControllerLog implements EventSink {
   private committedSeq: number;
   private buffer: { key: string; value: string; seq: number }[] = [];
   private draining = false;
-  private waiters: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
+  private readonly waiters = new SeqWaiters();
   private fatal: Error | null = null;
   /** What this writer pushed, by seq: its view of the log beyond the head it loaded. */
   readonly pushed = new Map<number, string>();
@@ -208,7 +209,7 @@ export class SimControllerLog implements EventSink {
     if (this.fatal !== null) return Promise.reject(this.fatal);
     const seq = this.nextSeq - 1;
     if (this.committedSeq >= seq) return Promise.resolve();
-    return new Promise((resolve, reject) => this.waiters.push({ seq, resolve, reject }));
+    return this.waiters.wait(seq);
   }
 
   /** The executor's wait before a call: undefined once durable; never rejects (a fenced log stops the engine). */
@@ -225,7 +226,7 @@ export class SimControllerLog implements EventSink {
   private fail(error: Error): void {
     if (this.fatal !== null) return;
     this.fatal = error;
-    for (const waiter of this.waiters.splice(0)) waiter.reject(error);
+    this.waiters.rejectAll(error);
     this.opts.onFatal(error);
   }
 
@@ -235,9 +236,7 @@ export class SimControllerLog implements EventSink {
         const chunk = this.buffer.slice(0, eventsPerTxnMax);
         await this.commitChunk(chunk);
         this.buffer.splice(0, chunk.length);
-        const done = this.waiters.filter((w) => w.seq <= this.committedSeq);
-        this.waiters = this.waiters.filter((w) => w.seq > this.committedSeq);
-        for (const waiter of done) waiter.resolve();
+        this.waiters.reach(this.committedSeq);
       }
     } catch (error) {
       this.fail(error as Error);

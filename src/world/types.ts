@@ -3,9 +3,10 @@
  * volumes they need), actual state of world (ASW: attachment and mount pair records),
  * pending operations with their backoff, and the observations the planner needs.
  *
- * The index maps are owned by the fold and updated in place; the records inside them are
- * immutable and replaced whole, so an event costs work proportional to the records it
- * touches (PERF.md), never a copy of the world.
+ * The index — its maps, and the volume records (VolumeRecord) that are one map entry per
+ * volume — is owned by the fold and updated in place; the records it holds (pods, desired
+ * pods, attachments, mounts, operations) are immutable and replaced whole, so an event
+ * costs work proportional to the records it touches (PERF.md), never a copy of the world.
  */
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type {
