@@ -1,28 +1,18 @@
 /** Claim bindings written to etcd by the leader: fenced on its term, never over another binding. */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ComparatorBuilder, Etcd3 } from 'etcd3';
 import type { ControllerManager } from '../../src/agent/controller-manager.js';
 import { ClaimBindingWriter } from '../../src/cluster/bindings.js';
-import { connect } from '../../src/cluster/client.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
 import type { ClaimBinding } from '../../src/world/binding.js';
-import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
+import { type EtcdCluster, useEtcdCluster } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
 
-const skip = etcdSkipReason();
 let etcd: EtcdCluster;
 let client: Etcd3;
-before(async () => {
-  if (skip !== false) return;
-  etcd = await EtcdCluster.start();
-  client = connect(etcd.urls);
-});
-after(async () => {
-  client?.close();
-  await etcd?.stop();
-});
+const skip = useEtcdCluster((e, c) => ((etcd = e), (client = c)));
 
 const pv = (name: string) => ({ apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name }, spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], hostPath: { path: `/srv/${name}` } } });
 const pvc = (name: string, extra: object = {}) => ({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name, namespace: 'default' }, spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } }, ...extra } });

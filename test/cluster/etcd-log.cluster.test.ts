@@ -1,8 +1,7 @@
 /** The controller's log in etcd: fenced group commits, failover, snapshots with compaction. */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { ComparatorBuilder, Etcd3 } from 'etcd3';
-import { connect } from '../../src/cluster/client.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
@@ -15,20 +14,11 @@ import { managedAnnotation } from '../../src/controller/index.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
-import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
+import { type EtcdCluster, useEtcdCluster } from '../support/etcd-cluster.js';
 
-const skip = etcdSkipReason();
 let etcd: EtcdCluster;
 let client: Etcd3;
-before(async () => {
-  if (skip !== false) return;
-  etcd = await EtcdCluster.start();
-  client = connect(etcd.urls);
-});
-after(async () => {
-  client?.close();
-  await etcd?.stop();
-});
+const skip = useEtcdCluster((e, c) => ((etcd = e), (client = c)));
 
 function nodeEvent(name: string, tsMs: number): NewEvent {
   return {

@@ -3,9 +3,8 @@
  * loaded from its snapshot and tail when compacted, then kept current as the leader commits.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
-import { connect } from '../../src/cluster/client.js';
 import { EtcdEventLog, loadLogHead } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
@@ -14,21 +13,12 @@ import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent } from '../../src/events/index.js';
 import { Tracker } from '../../src/inspect/api.js';
 import { vole } from '../support/agent-process.js';
-import { EtcdCluster, etcdSkipReason, freePort } from '../support/etcd-cluster.js';
+import { type EtcdCluster, useEtcdCluster, freePort } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
 
-const skip = etcdSkipReason();
 let etcd: EtcdCluster;
 let client: Etcd3;
-before(async () => {
-  if (skip !== false) return;
-  etcd = await EtcdCluster.start();
-  client = connect(etcd.urls);
-});
-after(async () => {
-  client?.close();
-  await etcd?.stop();
-});
+const skip = useEtcdCluster((e, c) => ((etcd = e), (client = c)));
 
 const engineStarted = (tsMs: number): NewEvent => ({
   type: 'EngineStarted',

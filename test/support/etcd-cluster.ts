@@ -9,6 +9,9 @@ import { mkdirSync, mkdtempSync, openSync, rmSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { connect } from '../../src/cluster/client.js';
 
 export interface EtcdMember {
   readonly name: string;
@@ -23,6 +26,27 @@ export interface EtcdClusterOptions {
   /** etcd's --quota-backend-bytes: a small one fills fast (NOSPACE). */
   readonly quotaBackendBytes?: number;
   readonly startTimeoutMs?: number;
+}
+
+/**
+ * A cluster for the test file that calls this (started before its tests, stopped after,
+ * with a client on it handed to `ready`); answers etcdSkipReason() for its tests' `skip`.
+ */
+export function useEtcdCluster(ready: (etcd: EtcdCluster, client: Etcd3) => void, opts: EtcdClusterOptions = {}): string | false {
+  const skip = etcdSkipReason();
+  let etcd: EtcdCluster | undefined;
+  let client: Etcd3 | undefined;
+  before(async () => {
+    if (skip !== false) return;
+    etcd = await EtcdCluster.start(opts);
+    client = connect(etcd.urls);
+    ready(etcd, client);
+  });
+  after(async () => {
+    client?.close();
+    await etcd?.stop();
+  });
+  return skip;
 }
 
 /** Why etcd tests cannot run here, or false when the binaries are present. */
