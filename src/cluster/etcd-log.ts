@@ -250,7 +250,6 @@ export class EtcdEventLog implements EventSink {
   private start = 0;
   private draining = false;
   private readonly waiters = new SeqWaiters();
-  private fatal: Error | null = null;
   private closed = false;
   /** Commits and their sizes (for benchmarks and the progress line). */
   readonly stats = { txns: 0, segments: 0, events: 0, bytes: 0, retries: 0 };
@@ -266,7 +265,7 @@ export class EtcdEventLog implements EventSink {
   }
 
   push(event: NewEvent): Seq {
-    if (this.fatal !== null) throw this.fatal;
+    if (this.waiters.fatal !== null) throw this.waiters.fatal;
     const seq = this.nextSeq++;
     const value = JSON.stringify(encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq));
     const bytes = Buffer.byteLength(value);
@@ -287,7 +286,7 @@ export class EtcdEventLog implements EventSink {
    * next one (up to 1 MiB each).
    */
   flush(): void {
-    if (this.fatal !== null || this.start === this.buffer.length || this.draining) return;
+    if (this.waiters.fatal !== null || this.start === this.buffer.length || this.draining) return;
     this.draining = true;
     void this.drain();
   }
@@ -295,10 +294,7 @@ export class EtcdEventLog implements EventSink {
   /** Resolves once every event pushed so far is in etcd; rejects once this writer is fenced. */
   durable(): Promise<void> {
     this.flush();
-    if (this.fatal !== null) return Promise.reject(this.fatal);
-    const seq = this.nextSeq - 1;
-    if (this.committedSeq >= seq) return Promise.resolve();
-    return this.waiters.wait(seq);
+    return this.waiters.pending(this.nextSeq - 1, this.committedSeq) ?? Promise.resolve();
   }
 
   /**
@@ -309,8 +305,7 @@ export class EtcdEventLog implements EventSink {
    */
   whenDurable(): Promise<void> | undefined {
     this.flush();
-    if (this.fatal === null && this.committedSeq >= this.nextSeq - 1) return undefined;
-    return this.durable();
+    return this.waiters.pending(this.nextSeq - 1, this.committedSeq);
   }
 
   close(): void {
@@ -319,15 +314,12 @@ export class EtcdEventLog implements EventSink {
   }
 
   private fail(error: Error): void {
-    if (this.fatal !== null) return;
-    this.fatal = error;
-    this.waiters.rejectAll(error);
-    this.opts.onFatal(error);
+    if (this.waiters.fail(error)) this.opts.onFatal(error);
   }
 
   private async drain(): Promise<void> {
     try {
-      while (this.start < this.buffer.length && this.fatal === null) {
+      while (this.start < this.buffer.length && this.waiters.fatal === null) {
         const txn = planTxn(this.buffer, this.start);
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
@@ -356,7 +348,7 @@ export class EtcdEventLog implements EventSink {
     const { client, keys, leadership } = this.opts;
     let backoffMs = 50;
     while (true) {
-      if (this.fatal !== null) throw this.fatal;
+      if (this.waiters.fatal !== null) throw this.waiters.fatal;
       try {
         const fenced = leadership.fence();
         if (this.committedSeq === 0) fenced.and(keys.logHead, 'Create', '==', 0);
@@ -381,7 +373,7 @@ export class EtcdEventLog implements EventSink {
         this.fail(error);
         throw error;
       } catch (error) {
-        if (error instanceof LogFenced || this.fatal !== null) throw this.fatal ?? error;
+        if (error instanceof LogFenced || this.waiters.fatal !== null) throw this.waiters.fatal ?? error;
         this.stats.retries++;
         this.opts.onTrouble?.(
           isNoSpace(error)

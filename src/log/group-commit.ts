@@ -133,9 +133,7 @@ export class GroupCommitter<E extends EventEnvelope> {
    */
   whenDurable(): Promise<void> | undefined {
     this.flush();
-    if (this.buffer.length === 0) return undefined;
-    const seq = this.durable + this.buffer.length;
-    return this.waiters.wait(seq);
+    return this.waiters.pending(this.durable + this.buffer.length, this.durable);
   }
 
   private writeBuffer(): void {

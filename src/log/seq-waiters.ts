@@ -1,18 +1,29 @@
 /**
- * Promises waiting for the log to be durable up to a seq: the group committers' (SQLite,
- * the controller log in etcd, and its simulated stand-in) shared bookkeeping. Each waiter
- * is resolved once the durable head reaches its seq, or rejected when the log fails.
+ * The waits on a log's durable head: the group committers' (SQLite, the controller log in
+ * etcd, and its simulated stand-in) shared bookkeeping. A wait for a seq ends once the
+ * durable head reaches it, or with the log's failure; after a failure every wait fails.
  */
 export class SeqWaiters {
   /** In the order added; each waits for the head at the time, so their seqs never decrease. */
   private waiting: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
+  private failed: Error | null = null;
 
-  /** A promise that resolves once `reach(seq)` (or later) is called. */
-  wait(seq: number): Promise<void> {
+  /** The failure that ended the log (fenced, refused), or null while it works. */
+  get fatal(): Error | null {
+    return this.failed;
+  }
+
+  /**
+   * Undefined when `seq` is durable already (`durableSeq` ≥ it) and the log has not failed;
+   * else a promise that resolves once `reach(seq)` is called and rejects once it fails.
+   */
+  pending(seq: number, durableSeq: number): Promise<void> | undefined {
+    if (this.failed !== null) return Promise.reject(this.failed);
+    if (durableSeq >= seq) return undefined;
     return new Promise((resolve, reject) => this.waiting.push({ seq, resolve, reject }));
   }
 
-  /** The durable head moved to `durableSeq`: every waiter at or below it is resolved. */
+  /** The durable head moved to `durableSeq`: every wait at or below it ends. */
   reach(durableSeq: number): void {
     let done = 0;
     while (done < this.waiting.length && this.waiting[done]!.seq <= durableSeq) done++;
@@ -20,8 +31,11 @@ export class SeqWaiters {
     for (const waiter of this.waiting.splice(0, done)) waiter.resolve();
   }
 
-  /** The log will never be durable (fenced, failed): every waiter is rejected with `error`. */
-  rejectAll(error: Error): void {
+  /** The log will never be durable: every wait fails with `error`. False when it had failed already. */
+  fail(error: Error): boolean {
+    if (this.failed !== null) return false;
+    this.failed = error;
     for (const waiter of this.waiting.splice(0)) waiter.reject(error);
+    return true;
   }
 }

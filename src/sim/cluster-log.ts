@@ -175,7 +175,6 @@ export class SimControllerLog implements EventSink {
   private buffer: { key: string; value: string; seq: number }[] = [];
   private draining = false;
   private readonly waiters = new SeqWaiters();
-  private fatal: Error | null = null;
   /** What this writer pushed, by seq: its view of the log beyond the head it loaded. */
   readonly pushed = new Map<number, string>();
 
@@ -190,7 +189,7 @@ export class SimControllerLog implements EventSink {
   }
 
   push(event: NewEvent): Seq {
-    if (this.fatal !== null) throw this.fatal;
+    if (this.waiters.fatal !== null) throw this.waiters.fatal;
     const seq = this.nextSeq++;
     const value = encodeLogValue(event, seq);
     this.pushed.set(seq, value);
@@ -199,24 +198,20 @@ export class SimControllerLog implements EventSink {
   }
 
   flush(): void {
-    if (this.fatal !== null || this.buffer.length === 0 || this.draining) return;
+    if (this.waiters.fatal !== null || this.buffer.length === 0 || this.draining) return;
     this.draining = true;
     void this.drain();
   }
 
   durable(): Promise<void> {
     this.flush();
-    if (this.fatal !== null) return Promise.reject(this.fatal);
-    const seq = this.nextSeq - 1;
-    if (this.committedSeq >= seq) return Promise.resolve();
-    return this.waiters.wait(seq);
+    return this.waiters.pending(this.nextSeq - 1, this.committedSeq) ?? Promise.resolve();
   }
 
   /** The executor's wait before a call: undefined once durable; never rejects (a fenced log stops the engine). */
   whenDurable(): Promise<void> | undefined {
     this.flush();
-    if (this.fatal === null && this.committedSeq >= this.nextSeq - 1) return undefined;
-    return this.durable().catch(() => undefined);
+    return this.waiters.pending(this.nextSeq - 1, this.committedSeq)?.catch(() => undefined);
   }
 
   close(): void {
@@ -224,15 +219,12 @@ export class SimControllerLog implements EventSink {
   }
 
   private fail(error: Error): void {
-    if (this.fatal !== null) return;
-    this.fatal = error;
-    this.waiters.rejectAll(error);
-    this.opts.onFatal(error);
+    if (this.waiters.fail(error)) this.opts.onFatal(error);
   }
 
   private async drain(): Promise<void> {
     try {
-      while (this.buffer.length > 0 && this.fatal === null) {
+      while (this.buffer.length > 0 && this.waiters.fatal === null) {
         const chunk = this.buffer.slice(0, eventsPerTxnMax);
         await this.commitChunk(chunk);
         this.buffer.splice(0, chunk.length);
@@ -256,7 +248,7 @@ export class SimControllerLog implements EventSink {
     const last = rows[rows.length - 1]!.seq;
     let backoffMs = 50;
     while (true) {
-      if (this.fatal !== null) throw this.fatal;
+      if (this.waiters.fatal !== null) throw this.waiters.fatal;
       try {
         const compares = [...leadership.fence(), ...this.headCompare()];
         const puts = [...rows.map((r) => ({ put: r.key, value: r.value })), { put: keys.logHead, value: String(last) }];
@@ -272,7 +264,7 @@ export class SimControllerLog implements EventSink {
         leadership.lose(error.message, { evenUnfenced: true });
         throw error;
       } catch (error) {
-        if (error instanceof LogFenced || this.fatal !== null) throw this.fatal ?? error;
+        if (error instanceof LogFenced || this.waiters.fatal !== null) throw this.waiters.fatal ?? error;
         await sleep(clock, backoffMs);
         backoffMs = Math.min(backoffMs * 2, 2_000);
       }
