@@ -28,12 +28,12 @@ import { noCsiHost } from '../../src/csi/host.js';
 import { csiPlugin } from '../../src/csi/plugin.js';
 import { type CsiTransport, GrpcTransport } from '../../src/csi/transport.js';
 import { RealClock } from '../../src/clock.js';
-import { UniquePodName } from '../../src/ids.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
 import { builtinPluginNames } from '../../src/world/resolve.js';
-import { podWaitStatus } from '../../src/world/index.js';
+import type { NewEvent } from '../../src/events/index.js';
+import { podLatencies } from './e2e.js';
 import { benchPlugins, diskPlugin, podEvents } from './generate.js';
 import { EchoClient, grpcPod, Http2Unary, inProcessTransport, onSchedule, socketPod } from './csi-floor.js';
 import { StageTrace, withGcPauses } from './csi-stages.js';
@@ -91,42 +91,19 @@ async function runOnce(
   engine.start();
   engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
   const prefix = `${variant}${Date.now() % 100_000}`;
-  const podAdds = [];
+  const podAdds: NewEvent[] = [];
   for (let i = 0; i < pods; i++) {
     const { events } = podEvents(i, clock.nowMs(), prefix);
     for (const event of events.slice(0, 2)) engine.append(event);
     podAdds.push(events[2]!);
   }
   await sleepMs(200);
-  const addedAt = new Map<string, number>();
-  const latencies: number[] = [];
-  let resolveDone: () => void = () => {};
-  const done = new Promise<void>((resolve) => (resolveDone = resolve));
-  engine.subscribe((event, world) => {
-    trace.event(event, isDisk);
-    if (event.type !== 'CallSucceeded' || event.call !== 'setUp') return;
-    const pod = world.running.get(event.opId as never)?.pod;
-    const t0 = pod === undefined || pod === null ? undefined : addedAt.get(pod);
-    if (t0 === undefined || !podWaitStatus(world, UniquePodName(pod!)).ready) return;
-    latencies.push(performance.now() - t0);
-    addedAt.delete(pod!);
-    if (latencies.length === pods) resolveDone();
+  const latencies = await podLatencies(engine, clock, podAdds, {
+    gapMs,
+    label: variant,
+    onEvent: (event) => trace.event(event, isDisk),
+    onAdded: (uid, atMs) => trace.podAdded(uid, atMs),
   });
-  const start = performance.now();
-  for (let i = 0; i < pods; i++) {
-    const wait = start + i * gapMs - performance.now();
-    if (wait > 0) await sleepMs(wait);
-    const event = podAdds[i]!;
-    const uid = (event as { pod: { metadata: { uid: string } } }).pod.metadata.uid;
-    addedAt.set(uid, performance.now());
-    trace.podAdded(uid, addedAt.get(uid)!);
-    engine.append({ ...event, tsMs: clock.nowMs() });
-  }
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${variant}: ${pods - latencies.length} pods not mounted after 60 s`)), 60_000);
-  });
-  await Promise.race([done, timeout]).finally(() => clearTimeout(timer));
   await engine.drainAndStop();
   sink.close();
   return latencies;

@@ -19,8 +19,9 @@ import type { Operation } from '../../src/plan/index.js';
 import type { World } from '../../src/world/types.js';
 import { type EventSink, MemorySink } from '../../src/engine/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
-import { RealClock } from '../../src/clock.js';
+import { type Clock, RealClock } from '../../src/clock.js';
 import { UniquePodName } from '../../src/ids.js';
+import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podWaitStatus } from '../../src/world/index.js';
 import { benchPlugins, podEvents } from './generate.js';
@@ -72,7 +73,7 @@ async function runOnce(variant: Variant, pods: number, dir: string): Promise<num
   engine.start();
   engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
   // The PVs and PVCs exist before the pods arrive.
-  const podAdds = [];
+  const podAdds: NewEvent[] = [];
   for (let i = 0; i < pods; i++) {
     const { events } = podEvents(i, clock.nowMs());
     for (const event of events.slice(0, 2)) engine.append(event);
@@ -80,13 +81,39 @@ async function runOnce(variant: Variant, pods: number, dir: string): Promise<num
   }
   await sleepMs(pollPeriodMs * 2);
 
+  const latencies = await podLatencies(engine, clock, podAdds, { gapMs, label: variant });
+  poller?.stop();
+  await engine.drainAndStop();
+  sink.close();
+  return latencies;
+}
+
+/** What podLatencies watches: each event as folded, and each pod as it is added. */
+export interface LatencyHooks {
+  readonly gapMs: number;
+  /** Names the run in the timeout's error. */
+  readonly label: string;
+  readonly onEvent?: (event: VoleEvent) => void;
+  readonly onAdded?: (uid: string, atMs: number) => void;
+}
+
+/**
+ * Appends `podAdds` one every `gapMs` on the real clock and answers each pod's latency
+ * (ms) from just before its PodUpserted to the fold after which all its volumes are
+ * mounted; rejects when some are not mounted 60 s after the last.
+ */
+export async function podLatencies(
+  engine: Engine<World, Operation>,
+  clock: Clock,
+  podAdds: readonly NewEvent[],
+  hooks: LatencyHooks,
+): Promise<number[]> {
   const addedAt = new Map<string, number>();
   const latencies: number[] = [];
   let resolveDone: () => void = () => {};
-  const done = new Promise<void>((resolve) => {
-    resolveDone = resolve;
-  });
+  const done = new Promise<void>((resolve) => (resolveDone = resolve));
   engine.subscribe((event, world) => {
+    hooks.onEvent?.(event);
     if (event.type !== 'CallSucceeded' || event.call !== 'setUp') return;
     const pod = world.running.get(event.opId as never)?.pod;
     if (pod === undefined || pod === null) return;
@@ -94,24 +121,25 @@ async function runOnce(variant: Variant, pods: number, dir: string): Promise<num
     if (t0 === undefined || !podWaitStatus(world, UniquePodName(pod)).ready) return;
     latencies.push(performance.now() - t0);
     addedAt.delete(pod);
-    if (latencies.length === pods) resolveDone();
+    if (latencies.length === podAdds.length) resolveDone();
   });
   const start = performance.now();
-  for (let i = 0; i < pods; i++) {
-    const wait = start + i * gapMs - performance.now();
+  for (let i = 0; i < podAdds.length; i++) {
+    const wait = start + i * hooks.gapMs - performance.now();
     if (wait > 0) await sleepMs(wait);
     const event = podAdds[i]!;
     const uid = (event as { pod: { metadata: { uid: string } } }).pod.metadata.uid;
-    addedAt.set(uid, performance.now());
+    const atMs = performance.now();
+    addedAt.set(uid, atMs);
+    hooks.onAdded?.(uid, atMs);
     engine.append({ ...event, tsMs: clock.nowMs() });
   }
-  const timeout = sleepMs(60_000).then(() => {
-    throw new Error(`${variant}: ${pods - latencies.length} pods not mounted after 60 s`);
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    const message = `${hooks.label}: ${podAdds.length - latencies.length} pods not mounted after 60 s`;
+    timer = setTimeout(() => reject(new Error(message)), 60_000);
   });
-  await Promise.race([done, timeout]);
-  poller?.stop();
-  await engine.drainAndStop();
-  sink.close();
+  await Promise.race([done, timeout]).finally(() => clearTimeout(timer));
   return latencies;
 }
 
