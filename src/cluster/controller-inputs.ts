@@ -27,6 +27,45 @@ type Controller = Pick<
 /** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
 const same = (held: unknown, next: unknown) => held !== undefined && JSON.stringify(held) === JSON.stringify(next);
 
+/**
+ * An object as the controller takes it in from etcd: a Node is kept in `nodes`, to be
+ * composed with its agent's status and heartbeat (the caller syncs it); any other kind is
+ * handed to `upsert` when the world holds something else under its name.
+ */
+export function takeObject(
+  cm: Pick<ControllerManager, 'world' | 'isRunning'>,
+  nodes: Map<string, Node>,
+  object: ClusterObject,
+  upsert: (object: ClusterObject) => void,
+): void {
+  if (object.kind === 'Node') {
+    nodes.set(object.metadata.name, object);
+    return;
+  }
+  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  if (!same(cm.world.objects.get(key), object) && cm.isRunning) upsert(object);
+}
+
+/**
+ * An object's key deleted in etcd: a Node leaves `nodes` and its name is answered (the
+ * caller composes it again); any other object leaves the world.
+ */
+export function dropObjectKey(
+  cm: Pick<ControllerManager, 'world' | 'isRunning' | 'removeObject'>,
+  keys: ClusterKeys,
+  nodes: Map<string, Node>,
+  key: string,
+): string | undefined {
+  const ref = objectRefOfKey(keys, key);
+  if (ref === undefined) return undefined;
+  if (ref.kind === 'Node') {
+    nodes.delete(ref.name);
+    return ref.name;
+  }
+  if (cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && cm.isRunning) cm.removeObject(ref);
+  return undefined;
+}
+
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
   private readonly inUse = new Map<string, string[]>();
@@ -254,12 +293,7 @@ export class ControllerInputs {
   }
 
   private useObject(object: ClusterObject): void {
-    if (object.kind === 'Node') {
-      this.nodeObjects.set(object.metadata.name, object);
-      return;
-    }
-    const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.upsert(object);
+    takeObject(this.cm, this.nodeObjects, object, (o) => this.upsert(o));
   }
 
   private putObject(kv: IKeyValue): void {
@@ -270,14 +304,8 @@ export class ControllerInputs {
   }
 
   private deleteObject(key: string): void {
-    const ref = objectRefOfKey(this.keys, key);
-    if (ref === undefined) return;
-    if (ref.kind === 'Node') {
-      this.nodeObjects.delete(ref.name);
-      return this.syncNode(ref.name);
-    }
-    if (this.cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && this.cm.isRunning)
-      this.cm.removeObject(ref);
+    const node = dropObjectKey(this.cm, this.keys, this.nodeObjects, key);
+    if (node !== undefined) this.syncNode(node);
   }
 }
 

@@ -8,7 +8,7 @@
  */
 import type { IKeyValue } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
-import { objectRefOfKey } from '../cluster/agent.js';
+import { dropObjectKey, takeObject } from '../cluster/controller-inputs.js';
 import { ClusterKeys } from '../cluster/keys.js';
 import { decodeObject } from '../cluster/objects.js';
 import { PodsByKey } from '../cluster/pods-by-key.js';
@@ -133,14 +133,8 @@ export class SimControllerInputs {
       if (object?.kind === 'Node') this.syncNode(object.metadata.name);
       return;
     }
-    const ref = objectRefOfKey(this.keys, event.key);
-    if (ref === undefined) return;
-    if (ref.kind === 'Node') {
-      this.nodeObjects.delete(ref.name);
-      return this.syncNode(ref.name);
-    }
-    if (this.cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && this.cm.isRunning)
-      this.cm.removeObject(ref);
+    const node = dropObjectKey(this.cm, this.keys, this.nodeObjects, event.key);
+    if (node !== undefined) this.syncNode(node);
   }
 
   /** Decodes an object and hands it on (a Node is kept to be composed). */
@@ -148,12 +142,7 @@ export class SimControllerInputs {
     const decoded = decodeObject(kv);
     if (!decoded.ok) return undefined;
     const object = toLoggedObject(decoded.value);
-    if (object.kind === 'Node') {
-      this.nodeObjects.set(object.metadata.name, object);
-      return object;
-    }
-    const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-    if (!same(this.cm.world.objects.get(key), object) && this.cm.isRunning) this.cm.upsertObject(object);
+    takeObject(this.cm, this.nodeObjects, object, (o) => this.cm.upsertObject(o));
     return object;
   }
 
