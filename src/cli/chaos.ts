@@ -28,12 +28,7 @@ export async function chaosCommand(opts: {
   cluster?: boolean;
 }): Promise<number> {
   if (opts.cluster === true) return clusterChaosCommand(opts);
-  const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
-  const runs = Number(opts.runs ?? 100);
-  if (!Number.isSafeInteger(seed) || seed < 0)
-    throw new UsageError(`--seed ${opts.seed}: give a whole number`);
-  if (!Number.isSafeInteger(runs) || runs < 1)
-    throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
+  const { seed, runs } = seedAndRuns(opts);
   process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs}\n`);
   const bar = progress(runs);
   const report = await chaos({ seed, runs, onProgress: bar.onProgress });
@@ -67,6 +62,17 @@ export async function chaosCommand(opts: {
   return report.failures.length === 0 ? 0 : 1;
 }
 
+/** --seed (default: drawn from the clock) and --runs (default 100), checked. */
+function seedAndRuns(opts: { seed?: string; runs?: string }): { seed: number; runs: number } {
+  const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
+  const runs = Number(opts.runs ?? 100);
+  if (!Number.isSafeInteger(seed) || seed < 0)
+    throw new UsageError(`--seed ${opts.seed}: give a whole number`);
+  if (!Number.isSafeInteger(runs) || runs < 1)
+    throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
+  return { seed, runs };
+}
+
 /** A TTY progress line on stderr, every 25 runs. */
 function progress(runs: number): { onProgress: (done: number) => void; done: () => void } {
   const tty = process.stderr.isTTY === true;
@@ -87,12 +93,7 @@ async function clusterChaosCommand(opts: {
   out?: string;
   json?: boolean;
 }): Promise<number> {
-  const seed = opts.seed === undefined ? Date.now() % 1_000_000 : Number(opts.seed);
-  const runs = Number(opts.runs ?? 100);
-  if (!Number.isSafeInteger(seed) || seed < 0)
-    throw new UsageError(`--seed ${opts.seed}: give a whole number`);
-  if (!Number.isSafeInteger(runs) || runs < 1)
-    throw new UsageError(`--runs ${opts.runs}: give a whole number ≥ 1`);
+  const { seed, runs } = seedAndRuns(opts);
   process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=cluster\n`);
   const bar = progress(runs);
   const report = await clusterChaos({ seed, runs, onProgress: bar.onProgress });
