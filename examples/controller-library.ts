@@ -1,5 +1,5 @@
 /**
- * The README's controller example: the attach/detach controller as a library, with an
+ * The controller example of docs/library.md: the attach/detach controller as a library, with an
  * attachable plugin of its own. Run it: `npx tsx examples/controller-library.ts`.
  */
 // #region controller-library

@@ -1,5 +1,5 @@
 /**
- * The README's library example: an agent that imports vole, registers one plugin of its
+ * The library example of docs/library.md: an agent that imports vole, registers one plugin of its
  * own, and waits for a pod's volumes. Run it: `npx tsx examples/library.ts`.
  */
 // #region library

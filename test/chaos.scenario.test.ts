@@ -48,7 +48,7 @@ test('chaos: a seed always generates the same scenario, and its file reproduces 
 });
 
 /**
- * The README's "checks bite": a kubelet core that forgets the uncertain state after an
+ * The "checks bite" of docs/reliability.md: a kubelet core that forgets the uncertain state after an
  * uncertain setUp (it folds the failure as a transient one, so the mount counts as not
  * there) must be caught by the same seeds the real core passes: the pod volume the fake
  * plugin did set up is never torn down, and the convergence check finds it leaked.

@@ -1,6 +1,6 @@
 /**
  * Where everything lives in etcd, under one prefix (default `/vole/`). Each key has one
- * writer (README "Cluster mode"):
+ * writer (docs/cluster.md):
  *
  *   objects/<Kind>/<namespace|_>/<name>   PVs, PVCs, ConfigMaps, Secrets, Nodes   `vole apply`
  *   pods/<node|_>/<namespace>/<name>       Pods, keyed by spec.nodeName           `vole apply`

@@ -1,5 +1,5 @@
 /**
- * `vole chaos --cluster`: cluster mode (README "Cluster mode on etcd") on the virtual clock,
+ * `vole chaos --cluster`: cluster mode (docs/cluster.md) on the virtual clock,
  * seeded — same seed, same run, byte for byte. Each seed draws a cluster and its steps
  * (cluster-draw.ts), runs them on the simulated cluster (cluster-sim.ts) with the
  * invariants checked after every step, then ends every fault, restarts everything that was
