@@ -1,22 +1,67 @@
 /**
- * Docs that compile (STYLE.md §15): README.md and every page of docs/. The library examples are
- * the tested examples' regions, and the outputs shown are what the commands print.
+ * Docs that compile (STYLE.md §15): README.md and every page of docs/. Every code block in them
+ * is checked here: the library examples are the tested examples' regions and run; an output
+ * block is what the commands before it print; every `vole` command line, in a block or in the
+ * text, names a subcommand and flags the CLI has; the pictures name what the code has.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { test } from 'node:test';
+import { execFile, execFileSync } from 'node:child_process';
+import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { after, test } from 'node:test';
+import { promisify } from 'node:util';
+import { attachmentMachine, mountMachine } from '../machines/index.js';
+import { logBlockedReporter } from '../src/cli/lifecycle.js';
+import { ClusterKeys } from '../src/cluster/keys.js';
 import { snapshotEveryEvents } from '../src/constants.js';
+import { inUseMessage } from '../src/log/writer-lock.js';
+import type { CliCommand } from './support/cli-commands.js';
 
 const root = join(import.meta.dirname, '..');
+const execFileAsync = promisify(execFile);
+const scratch = mkdtempSync(join(tmpdir(), 'vole-docs-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
 
 /** README.md and docs/*.md, by path from the root. */
 const pages: ReadonlyMap<string, string> = new Map(
-  ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)].map(
-    (path) => [path, readFileSync(join(root, path), 'utf8')],
-  ),
+  [
+    'README.md',
+    ...readdirSync(join(root, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .sort()
+      .map((f) => `docs/${f}`),
+  ].map((path) => [path, readFileSync(join(root, path), 'utf8')]),
 );
+
+interface Block {
+  readonly page: string;
+  readonly line: number;
+  readonly lang: string;
+  readonly text: string;
+  /** The markdown between the previous block (or the page's start) and this one. */
+  readonly before: string;
+}
+
+function blocksOf(path: string, text: string): Block[] {
+  const blocks: Block[] = [];
+  const fence = /^```([a-z]*)\n([\s\S]*?)^```$/gm;
+  let end = 0;
+  for (const match of text.matchAll(fence)) {
+    blocks.push({
+      page: path,
+      line: text.slice(0, match.index).split('\n').length,
+      lang: match[1]!,
+      text: match[2]!,
+      before: text.slice(end, match.index),
+    });
+    end = match.index + match[0].length;
+  }
+  return blocks;
+}
+
+const blocks: readonly Block[] = [...pages].flatMap(([path, text]) => blocksOf(path, text));
+const where = (b: Block) => `${b.page}:${b.line}`;
 
 function page(path: string): string {
   const text = pages.get(path);
@@ -30,77 +75,250 @@ function region(text: string, name: string): string {
   return match[1]!.trim();
 }
 
-function docRegion(path: string, name: string): string {
-  const block = new RegExp(
-    `<!-- #region ${name}[^>]*-->\\n\`\`\`ts\\n([\\s\\S]*?)\`\`\`\\n<!-- #endregion ${name} -->`,
-  ).exec(page(path));
-  assert.ok(block, `${name} region in ${path}`);
-  return block[1]!.trim();
+/** The block between `<!-- #region NAME … -->` and `<!-- #endregion NAME -->`, if it is one. */
+function regionName(b: Block): string | undefined {
+  const open = /<!-- #region ([\w-]+)[^>]*-->\n$/.exec(b.before);
+  if (open === null) return undefined;
+  const after = page(b.page).split('\n').slice(b.line + b.text.split('\n').length);
+  assert.equal(after[0], `<!-- #endregion ${open[1]} -->`, `${where(b)}: the region closes`);
+  return open[1];
 }
 
-function vole(...args: string[]): string {
-  return execFileSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+/** The CLI's subcommands and their flags, read from the commander program. */
+const cli: readonly CliCommand[] = JSON.parse(
+  execFileSync(process.execPath, ['--import', 'tsx', 'test/support/cli-commands.ts'], {
     cwd: root,
     encoding: 'utf8',
-  });
+  }),
+);
+
+function cliCommand(name: string): CliCommand | undefined {
+  return cli.find((c) => c.name === name || c.aliases.includes(name));
 }
 
-test('docs: the library example is the region of examples/library.ts', () => {
-  assert.equal(
-    docRegion('docs/library.md', 'library'),
-    region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'),
-  );
-});
+/** A placeholder in a command: DIR, URLS, POD|VOLUME, …, [optional parts]. */
+const isPlaceholder = (word: string) => /^[A-Z][A-Z|_-]*$|^…$/.test(word);
 
-test('docs: the library example runs and prints what docs/library.md says', () => {
-  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], {
-    cwd: root,
-    encoding: 'utf8',
+/**
+ * Checks one `vole …` command as written in the docs: `vole a / b / c … --flag` names each
+ * subcommand, and every flag is one of each named subcommand's (or the program's).
+ */
+function checkVoleCommand(text: string, at: string): void {
+  const words = text
+    .replace(/\\\|/g, '|')
+    .split(/\s+/)
+    .filter((w) => w !== '');
+  assert.equal(words[0], 'vole', `${at}: ${text}`);
+  const names = [words[1]!];
+  for (let i = 2; words[i] === '/' && /^[a-z][a-z-]*$/.test(words[i + 1] ?? ''); i += 2) {
+    names.push(words[i + 1]!);
+  }
+  assert.ok(names.length > 0, `${at}: \`${text}\` names a subcommand`);
+  const flags = [...text.matchAll(/(?<![\w-])(--?[a-zA-Z][\w-]*)/g)].map((m) => m[1]!);
+  for (const name of names) {
+    const command = cliCommand(name);
+    assert.ok(command, `${at}: \`${text}\`: vole has no subcommand ${name}`);
+    for (const flag of flags) {
+      assert.ok(
+        command.options.includes(flag),
+        `${at}: \`${text}\`: vole ${name} has no flag ${flag} (it has ${command.options.join(' ')})`,
+      );
+    }
+  }
+}
+
+/** A shell line of the docs: `vole …`, `npm run --silent vole -- …`, a script, `npx tsx FILE`. */
+function checkShellLine(line: string, at: string): void {
+  const npmVole = /^npm run --silent vole -- (.*)$/.exec(line);
+  if (npmVole) {
+    const rest = npmVole[1]!;
+    if (!isPlaceholder(rest.split(' ')[0]!)) checkVoleCommand(`vole ${rest}`, at);
+    return;
+  }
+  if (line.startsWith('vole ')) return checkVoleCommand(line, at);
+  const tsx = /^npx tsx (\S+)$/.exec(line);
+  if (tsx) return accessSync(join(root, tsx[1]!));
+  const script = /^(scripts\/\S+\.sh)$/.exec(line);
+  if (script) return accessSync(join(root, script[1]!), constants.X_OK);
+  assert.fail(`${at}: a command the docs test does not know how to check: ${line}`);
+}
+
+/** The commands of a shell block: comments dropped, `\` continuations joined. */
+function shellLines(b: Block): string[] {
+  return b.text
+    .replace(/\\\n\s*/g, ' ')
+    .split('\n')
+    .map((l) => l.replace(/(^|\s)#.*$/, '').trim())
+    .filter((l) => l !== '');
+}
+
+/** A plain block right after a shell block is that block's output. */
+function outputOf(b: Block): Block | undefined {
+  const next = blocks[blocks.indexOf(b) + 1];
+  return next?.page === b.page && next.lang === '' && next.before.trim() === '' ? next : undefined;
+}
+
+/** Runs a shell block's commands (SQLite files in a scratch directory); the last one's stdout. */
+async function runShell(b: Block): Promise<string> {
+  const commands = shellLines(b).map((line) => {
+    const words = line.replace(/^npm run --silent vole -- /, 'vole ').split(' ');
+    assert.equal(words[0], 'vole', `${where(b)}: runs only vole commands`);
+    return words.slice(1).map((w) => (w.endsWith('.db') ? join(scratch, basename(w)) : w));
   });
-  assert.match(out, /mounted: \[ 'cache' \]/);
-  assert.match(out, /still mounted: \[\]/);
-});
+  for (const db of commands.flat().filter((a) => a.startsWith(scratch))) {
+    for (const suffix of ['', '-wal', '-shm', '-lock']) rmSync(db + suffix, { force: true });
+  }
+  let out = '';
+  for (const args of commands) {
+    const cli = ['--import', 'tsx', 'src/cli/main.ts', ...args];
+    out = (await execFileAsync(process.execPath, cli, { cwd: root, encoding: 'utf8' })).stdout;
+  }
+  return out;
+}
 
-test('docs: the simulate example prints what docs/scenarios.md shows', () => {
-  const out = vole('simulate', 'examples/scenarios/attach-mount.yaml');
-  const shown = /```\n(ok {2}mount an attachable volume[\s\S]*?)```/.exec(page('docs/scenarios.md'));
-  assert.ok(shown);
-  assert.equal(out, shown[1]);
-});
+const runnable = (b: Block) =>
+  shellLines(b).every((l) => !/[[\]…]|\b[A-Z]{2,}\b/.test(l) && !/\binspect\b/.test(l));
 
-test('docs: the snapshot interval is stated once, and it is the one the agent uses', () => {
-  const all = [...pages.values()].join('\n');
-  const stated = [...all.matchAll(/([0-9][0-9,]*) events\s+\(`snapshotEveryEvents`\)/g)];
-  assert.equal(stated.length, 1, 'the docs name snapshotEveryEvents with its value once');
-  assert.equal(Number(stated[0]![1]!.replaceAll(',', '')), snapshotEveryEvents);
-  const others = [...all.matchAll(/snapshots?[^.|]*?every [0-9][0-9,]* events/gi)];
-  assert.deepEqual(
-    others.map((m) => m[0]),
-    [],
-    'no other sentence gives snapshots an interval',
-  );
-});
+interface StateNodeLike {
+  readonly id: string;
+  readonly states: Readonly<Record<string, StateNodeLike>>;
+}
 
-test('docs: the controller example is the region of examples/controller-library.ts and runs', () => {
-  const example = readFileSync(join(root, 'examples/controller-library.ts'), 'utf8');
-  assert.equal(
-    docRegion('docs/library.md', 'controller-library'),
-    region(example, 'controller-library'),
-  );
-  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/controller-library.ts'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
-  assert.match(out, /name: 'example\.com\/disk\/disk-1'/);
-  assert.match(out, /attached: \[\]/);
-});
+/** Every state of a machine, nested ones included. */
+function statesOf(node: StateNodeLike): string[] {
+  return Object.entries(node.states).flatMap(([name, child]) => [name, ...statesOf(child)]);
+}
 
-test('docs: the CSI simulate example prints what docs/csi.md shows', () => {
-  const out = vole('simulate', 'examples/scenarios/csi-driver.yaml');
-  const shown = /```\n(ok {2}a CSI driver answering[\s\S]*?)```/.exec(page('docs/csi.md'));
-  assert.ok(shown);
-  assert.equal(out, shown[1]);
-});
+const wordsIn = (text: string) => new Set(text.match(/[A-Za-z][\w-]*/g) ?? []);
+
+/** The pictures and samples that are not commands: each checked against the code it shows. */
+const pictures: ReadonlyArray<{ startsWith: string; check: (b: Block) => void }> = [
+  {
+    startsWith: ' pod sources ──► events',
+    check: (b) => {
+      const planSource = readFileSync(join(root, 'src/plan/plan.ts'), 'utf8');
+      assert.match(planSource, /export function plan\(\s*world[^,]*,\s*nowMs/, 'plan(world, nowMs)');
+      for (const name of ['OperationStarted', 'EngineStarted']) {
+        if (b.text.includes(name)) {
+          const events = readFileSync(join(root, 'src/events/types.ts'), 'utf8');
+          assert.ok(events.includes(`'${name}'`), `${where(b)}: the event ${name} exists`);
+        }
+      }
+    },
+  },
+  {
+    startsWith: 'attachment: detached →',
+    check: (b) => {
+      const [attachmentLines, mountLine] = b.text.split(/^mount:/m);
+      assert.ok(mountLine, `${where(b)}: the picture has both machines`);
+      const machines: ReadonlyArray<[StateNodeLike, string]> = [
+        [attachmentMachine.root, attachmentLines!],
+        [mountMachine.root, mountLine],
+      ];
+      for (const [machine, text] of machines) {
+        const shown = [...wordsIn(text)].filter((w) => w !== 'attachment');
+        assert.deepEqual(
+          shown.sort(),
+          statesOf(machine).sort(),
+          `${where(b)}: the picture shows exactly the states of ${machine.id}`,
+        );
+      }
+    },
+  },
+  {
+    startsWith: '                     vole apply / vole delete',
+    check: (b) => {
+      const keys = new ClusterKeys('/vole/');
+      const real = [
+        keys.object('PersistentVolume', 'pv-1'),
+        keys.object('PersistentVolumeClaim', 'data', 'default'),
+        keys.pod('node-1', 'default', 'web'),
+        keys.pod(undefined, 'default', 'web'),
+        keys.volumesInUse('node-1'),
+        keys.csiNodeIds('node-1'),
+        keys.heartbeat('node-1'),
+        keys.volumesAttached('node-1'),
+        keys.leader,
+        keys.logSegment(1),
+        keys.logHead,
+        keys.logSnapshot,
+      ].map((k) => ClusterKeys.rest(k, '/vole/'));
+      // The box's lines: ` │ key   what   ◄── writer`; `s/<seq>, head` is two keys.
+      const shown = [...b.text.matchAll(/^ │ ([a-z]+\/\S*)( head)?/gm)].flatMap((m) =>
+        m[2] ? [m[1]!.replace(/,$/, ''), m[1]!.replace(/[^/]*\/[^/]*,$/, 'head')] : [m[1]!],
+      );
+      const pattern = (template: string) =>
+        new RegExp(`^${template.replace(/<[^>]*>/g, '[^/]+').replace(/…$/, '.*')}$`);
+      for (const template of shown) {
+        assert.ok(
+          real.some((k) => pattern(template).test(k)),
+          `${where(b)}: ${template} is a key of src/cluster/keys.ts (${real.join(' ')})`,
+        );
+      }
+      for (const key of real) {
+        assert.ok(
+          shown.some((s) => pattern(s).test(key)),
+          `${where(b)}: the picture shows ${key} (${shown.join(' ')})`,
+        );
+      }
+    },
+  },
+  {
+    startsWith: 'machines/        ',
+    check: (b) => {
+      const listed = [...b.text.matchAll(/^(\S+)/gm)].map((m) => m[1]!);
+      for (const path of listed) accessSync(join(root, path));
+      const folders = readdirSync(join(root, 'src'), { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => `src/${d.name}/`);
+      for (const folder of folders) {
+        assert.ok(listed.includes(folder), `${where(b)}: the layout lists ${folder}`);
+      }
+      const tiers = new Set(
+        readdirSync(join(root, 'test'), { recursive: true, encoding: 'utf8' }).flatMap((f) => {
+          const tier = /\.([a-z]+)\.test\.ts$/.exec(f);
+          return tier ? [tier[1]!] : [];
+        }),
+      );
+      const testLine = b.text.split('\n').find((l) => l.startsWith('test/'))!;
+      for (const tier of tiers) {
+        assert.ok(testLine.includes(`*.${tier}`), `${where(b)}: the layout names *.${tier} tests`);
+      }
+    },
+  },
+  {
+    startsWith: 'vole: /var/lib/vole/vole.db is being written',
+    check: (b) => {
+      const message = inUseMessage('/var/lib/vole/vole.db', {
+        pid: 4242,
+        host: 'node-1',
+        sinceMs: Date.parse('2026-11-25T09:45:22.306Z'),
+        command: 'vole run --manifests /etc/vole/pods',
+      });
+      assert.equal(b.text.replaceAll('\n', ' ').trim(), `vole: ${message}`);
+    },
+  },
+  {
+    startsWith: 'log /var/lib/vole/vole.db cannot be written',
+    check: (b) => {
+      const said: string[] = [];
+      const reporter = logBlockedReporter((line) => said.push(line));
+      reporter.onBlocked!({
+        path: '/var/lib/vole/vole.db',
+        code: 'SQLITE_FULL',
+        message: 'database or disk is full',
+        freeBytes: 0,
+        pendingCount: 2,
+        attempts: 1,
+        sinceMs: 0,
+        retryInMs: 100,
+      });
+      reporter.onResumed!({ path: '/var/lib/vole/vole.db', blockedMs: 1500, written: 600 });
+      const shown = b.text.trim().split(/\n(?=log )/).map((m) => m.replaceAll('\n', ' '));
+      assert.deepEqual(shown, said);
+    },
+  },
+];
 
 test('docs: the README is a front door of at most 250 lines that links every page of docs/', () => {
   const readme = page('README.md');
@@ -116,8 +334,102 @@ test('docs: every relative link between the pages names a file that exists', () 
   for (const [path, text] of pages) {
     const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '.';
     for (const [, target] of text.matchAll(/\]\(([^)#:]+)(?:#[^)]*)?\)/g)) {
-      const file = join(root, dir, target!);
-      assert.doesNotThrow(() => readFileSync(file), `${path} links ${target}, which exists`);
+      accessSync(join(root, dir, target!));
     }
   }
+});
+
+test('docs: every code block is checked by this test', () => {
+  const unchecked = blocks.filter(
+    (b) =>
+      regionName(b) === undefined &&
+      b.lang !== 'sh' &&
+      !blocks.some((s) => s.lang === 'sh' && outputOf(s) === b) &&
+      !b.text.startsWith('vole ') &&
+      !pictures.some((p) => b.text.startsWith(p.startsWith)),
+  );
+  assert.deepEqual(unchecked.map(where), [], 'blocks no check of docs.unit.test.ts covers');
+});
+
+test('docs: the library example is the region of examples/library.ts and runs', () => {
+  const block = blocks.find((b) => regionName(b) === 'library');
+  assert.ok(block, 'the library region in the docs');
+  assert.equal(block.text.trim(), region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'));
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  assert.match(out, /mounted: \[ 'cache' \]/);
+  assert.match(out, /still mounted: \[\]/);
+});
+
+test('docs: the controller example is the region of examples/controller-library.ts and runs', () => {
+  const block = blocks.find((b) => regionName(b) === 'controller-library');
+  assert.ok(block, 'the controller-library region in the docs');
+  const example = readFileSync(join(root, 'examples/controller-library.ts'), 'utf8');
+  assert.equal(block.text.trim(), region(example, 'controller-library'));
+  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/controller-library.ts'], {
+    cwd: root,
+    encoding: 'utf8',
+  });
+  assert.match(out, /name: 'example\.com\/disk\/disk-1'/);
+  assert.match(out, /attached: \[\]/);
+});
+
+test('docs: every region is an example that exists', () => {
+  for (const b of blocks) {
+    const name = regionName(b);
+    if (name === undefined) continue;
+    assert.ok(['library', 'controller-library'].includes(name), `${where(b)}: region ${name} is tested`);
+  }
+});
+
+test('docs: every output block is what its commands print', async () => {
+  const pairs = blocks.filter((b) => b.lang === 'sh' && outputOf(b) !== undefined);
+  assert.ok(pairs.length >= 5, `commands with their output: ${pairs.map(where).join(' ')}`);
+  await Promise.all(
+    pairs.map(async (b) => {
+      assert.ok(runnable(b), `${where(b)}: a block with its output runs as written`);
+      assert.equal(await runShell(b), outputOf(b)!.text, `${where(b)}: the output shown`);
+    }),
+  );
+});
+
+test('docs: every command line names a vole subcommand and flags it has', () => {
+  for (const b of blocks) {
+    if (b.lang === 'sh') for (const line of shellLines(b)) checkShellLine(line, where(b));
+    else if (b.text.startsWith('vole ')) {
+      for (const line of b.text.trim().split('\n')) checkVoleCommand(line, where(b));
+    }
+  }
+  for (const [path, text] of pages) {
+    const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```$/gm, '');
+    for (const [, span] of prose.matchAll(/`([^`]+)`/g)) {
+      const line = span!.replaceAll('\n', ' ');
+      if (line.startsWith('vole ') || line.startsWith('npm run --silent vole -- ')) {
+        checkShellLine(line, path);
+      }
+    }
+  }
+});
+
+test('docs: the pictures and messages show what the code has', () => {
+  for (const picture of pictures) {
+    const shown = blocks.filter((b) => b.text.startsWith(picture.startsWith));
+    assert.equal(shown.length, 1, `one block starts with ${JSON.stringify(picture.startsWith)}`);
+    picture.check(shown[0]!);
+  }
+});
+
+test('docs: the snapshot interval is stated once, and it is the one the agent uses', () => {
+  const all = [...pages.values()].join('\n');
+  const stated = [...all.matchAll(/([0-9][0-9,]*) events\s+\(`snapshotEveryEvents`\)/g)];
+  assert.equal(stated.length, 1, 'the docs name snapshotEveryEvents with its value once');
+  assert.equal(Number(stated[0]![1]!.replaceAll(',', '')), snapshotEveryEvents);
+  const others = [...all.matchAll(/snapshots?[^.|]*?every [0-9][0-9,]* events/gi)];
+  assert.deepEqual(
+    others.map((m) => m[0]),
+    [],
+    'no other sentence gives snapshots an interval',
+  );
 });
