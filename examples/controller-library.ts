@@ -43,7 +43,10 @@ cm.upsertObject(node([]));
 cm.upsertObject({
   kind: 'PersistentVolume',
   metadata: { name: 'pv-1' },
-  spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'example.com/disk', volumeHandle: 'disk-1' } },
+  spec: {
+    accessModes: ['ReadWriteOnce'],
+    csi: { driver: 'example.com/disk', volumeHandle: 'disk-1' },
+  },
 });
 cm.upsertObject({
   kind: 'PersistentVolumeClaim',
@@ -52,7 +55,10 @@ cm.upsertObject({
 });
 cm.upsertPod({
   metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
-  spec: { nodeName: 'node-1', volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }] },
+  spec: {
+    nodeName: 'node-1',
+    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'data' } }],
+  },
 });
 await cm.waitUntilSettled();
 console.log('volumesAttached:', cm.volumesAttached('node-1')); // [ { name: 'example.com/disk/disk-1', devicePath: '/dev/disk/by-id/pv-1' } ]

@@ -13,8 +13,10 @@ const scratch: VolumePlugin = {
   caps: caps('scratch.example.com'),
   pod: {
     podVolumePath: (spec, podUid) => `/tmp/example/${podUid}/${spec.innerVolumeSpecName}`,
-    setUp: async (spec, _opts, target) => void mounted.add(`${target.pod}/${spec.outerVolumeSpecName}`),
-    tearDown: async (spec, target) => void mounted.delete(`${target.pod}/${spec.outerVolumeSpecName}`),
+    setUp: async (spec, _opts, target) =>
+      void mounted.add(`${target.pod}/${spec.outerVolumeSpecName}`),
+    tearDown: async (spec, target) =>
+      void mounted.delete(`${target.pod}/${spec.outerVolumeSpecName}`),
   },
 };
 

@@ -79,7 +79,9 @@ function region(text: string, name: string): string {
 function regionName(b: Block): string | undefined {
   const open = /<!-- #region ([\w-]+)[^>]*-->\n$/.exec(b.before);
   if (open === null) return undefined;
-  const after = page(b.page).split('\n').slice(b.line + b.text.split('\n').length);
+  const after = page(b.page)
+    .split('\n')
+    .slice(b.line + b.text.split('\n').length);
   assert.equal(after[0], `<!-- #endregion ${open[1]} -->`, `${where(b)}: the region closes`);
   return open[1];
 }
@@ -197,7 +199,11 @@ const pictures: ReadonlyArray<{ startsWith: string; check: (b: Block) => void }>
     startsWith: ' pod sources ──► events',
     check: (b) => {
       const planSource = readFileSync(join(root, 'src/plan/plan.ts'), 'utf8');
-      assert.match(planSource, /export function plan\(\s*world[^,]*,\s*nowMs/, 'plan(world, nowMs)');
+      assert.match(
+        planSource,
+        /export function plan\(\s*world[^,]*,\s*nowMs/,
+        'plan(world, nowMs)',
+      );
       for (const name of ['OperationStarted', 'EngineStarted']) {
         if (b.text.includes(name)) {
           const events = readFileSync(join(root, 'src/events/types.ts'), 'utf8');
@@ -314,7 +320,10 @@ const pictures: ReadonlyArray<{ startsWith: string; check: (b: Block) => void }>
         retryInMs: 100,
       });
       reporter.onResumed!({ path: '/var/lib/vole/vole.db', blockedMs: 1500, written: 600 });
-      const shown = b.text.trim().split(/\n(?=log )/).map((m) => m.replaceAll('\n', ' '));
+      const shown = b.text
+        .trim()
+        .split(/\n(?=log )/)
+        .map((m) => m.replaceAll('\n', ' '));
       assert.deepEqual(shown, said);
     },
   },
@@ -354,7 +363,10 @@ test('docs: every code block is checked by this test', () => {
 test('docs: the library example is the region of examples/library.ts and runs', () => {
   const block = blocks.find((b) => regionName(b) === 'library');
   assert.ok(block, 'the library region in the docs');
-  assert.equal(block.text.trim(), region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'));
+  assert.equal(
+    block.text.trim(),
+    region(readFileSync(join(root, 'examples/library.ts'), 'utf8'), 'library'),
+  );
   const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/library.ts'], {
     cwd: root,
     encoding: 'utf8',
@@ -368,10 +380,14 @@ test('docs: the controller example is the region of examples/controller-library.
   assert.ok(block, 'the controller-library region in the docs');
   const example = readFileSync(join(root, 'examples/controller-library.ts'), 'utf8');
   assert.equal(block.text.trim(), region(example, 'controller-library'));
-  const out = execFileSync(process.execPath, ['--import', 'tsx', 'examples/controller-library.ts'], {
-    cwd: root,
-    encoding: 'utf8',
-  });
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', 'examples/controller-library.ts'],
+    {
+      cwd: root,
+      encoding: 'utf8',
+    },
+  );
   assert.match(out, /name: 'example\.com\/disk\/disk-1'/);
   assert.match(out, /attached: \[\]/);
 });
@@ -380,7 +396,10 @@ test('docs: every region is an example that exists', () => {
   for (const b of blocks) {
     const name = regionName(b);
     if (name === undefined) continue;
-    assert.ok(['library', 'controller-library'].includes(name), `${where(b)}: region ${name} is tested`);
+    assert.ok(
+      ['library', 'controller-library'].includes(name),
+      `${where(b)}: region ${name} is tested`,
+    );
   }
 });
 

@@ -232,6 +232,7 @@ test('tidy: every declared dependency is imported (runtime ones by src/)', () =>
     ...Object.keys(pkg.dependencies).filter((name) => !bySrc.has(name)),
     ...Object.keys(pkg.devDependencies).filter((name) => {
       if (byAny.has(name)) return false;
+      if (name === 'prettier') return !/^prettier /m.test(Object.values(pkg.scripts).join('\n'));
       if (name === 'typescript') return !/\btsc\b/.test(runners);
       if (name === 'tsx') return !/--import', 'tsx'|--import tsx/.test(runners);
       const typed = name.match(/^@types\/(.+)$/)?.[1];
