@@ -101,22 +101,24 @@ function cliCommand(name: string): CliCommand | undefined {
 /** A placeholder in a command: DIR, URLS, POD|VOLUME, …, [optional parts]. */
 const isPlaceholder = (word: string) => /^[A-Z][A-Z|_-]*$|^…$/.test(word);
 
-/**
- * Checks one `vole …` command as written in the docs: `vole a / b / c … --flag` names each
- * subcommand, and every flag is one of each named subcommand's (or the program's).
- */
-function checkVoleCommand(text: string, at: string): void {
+/** The subcommands (`vole a / b / c …` names three) and the flags of a `vole …` command. */
+function parseVoleCommand(text: string): { names: string[]; flags: string[] } {
   const words = text
     .replace(/\\\|/g, '|')
     .split(/\s+/)
     .filter((w) => w !== '');
-  assert.equal(words[0], 'vole', `${at}: ${text}`);
+  assert.equal(words[0], 'vole', text);
   const names = [words[1]!];
   for (let i = 2; words[i] === '/' && /^[a-z][a-z-]*$/.test(words[i + 1] ?? ''); i += 2) {
     names.push(words[i + 1]!);
   }
-  assert.ok(names.length > 0, `${at}: \`${text}\` names a subcommand`);
   const flags = [...text.matchAll(/(?<![\w-])(--?[a-zA-Z][\w-]*)/g)].map((m) => m[1]!);
+  return { names, flags };
+}
+
+/** Checks one `vole …` command of the docs: each subcommand exists and has every flag named. */
+function checkVoleCommand(text: string, at: string): void {
+  const { names, flags } = parseVoleCommand(text);
   for (const name of names) {
     const command = cliCommand(name);
     assert.ok(command, `${at}: \`${text}\`: vole has no subcommand ${name}`);
@@ -430,6 +432,28 @@ test('docs: every command line names a vole subcommand and flags it has', () => 
       }
     }
   }
+});
+
+test('docs: docs/cli.md names every subcommand with every flag it takes', () => {
+  const documented = new Map<string, Set<string>>();
+  for (const [, span] of page('docs/cli.md').matchAll(/`(vole [^`]+)`/g)) {
+    const { names, flags } = parseVoleCommand(span!);
+    for (const name of names) {
+      const primary = cliCommand(name)?.name ?? name;
+      const known = documented.get(primary) ?? new Set();
+      for (const flag of flags) known.add(flag);
+      documented.set(primary, known);
+    }
+  }
+  const global = new Set(['--version', '-V', '--log-level', '--help', '-h']);
+  const missing = cli.flatMap((command) => {
+    const known = documented.get(command.name);
+    if (known === undefined) return [`vole ${command.name}`];
+    return command.options
+      .filter((flag) => !global.has(flag) && !known.has(flag))
+      .map((flag) => `vole ${command.name} ${flag}`);
+  });
+  assert.deepEqual(missing, [], 'subcommands and flags docs/cli.md does not name');
 });
 
 test('docs: the pictures and messages show what the code has', () => {
