@@ -6,7 +6,15 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { after, test } from 'node:test';
@@ -348,6 +356,31 @@ test('docs: every relative link between the pages names a file that exists', () 
       accessSync(join(root, dir, target!));
     }
   }
+});
+
+test('docs: every file or folder of the repository the text names exists', () => {
+  const missing: string[] = [];
+  for (const [path, text] of pages) {
+    const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```$/gm, '');
+    for (const [, span] of prose.matchAll(/`([^`]+)`/g)) {
+      const named = span!.matchAll(
+        /(?:^|[\s(])((?:src|test|scripts|machines|examples|docs)\/[\w./*-]*)/g,
+      );
+      for (const [, raw] of named) {
+        const name = raw!.replace(/[.,;:]+$/, '');
+        if (/[<>{]/.test(name)) continue;
+        if (!name.includes('*')) {
+          if (!existsSync(join(root, name))) missing.push(`${path}: ${name}`);
+          continue;
+        }
+        const dir = name.slice(0, name.lastIndexOf('/', name.indexOf('*')));
+        const pattern = new RegExp(`^${name.replaceAll('.', '\\.').replaceAll('*', '[^/]*')}$`);
+        const files = readdirSync(join(root, dir), { recursive: true, encoding: 'utf8' });
+        if (!files.some((f) => pattern.test(`${dir}/${f}`))) missing.push(`${path}: ${name}`);
+      }
+    }
+  }
+  assert.deepEqual(missing, [], 'files and folders the docs name that do not exist');
 });
 
 test('docs: every code block is checked by this test', () => {
