@@ -349,11 +349,29 @@ test('docs: the README is a front door of at most 250 lines that links every pag
   }
 });
 
-test('docs: every relative link between the pages names a file that exists', () => {
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+function anchorsOf(text: string): Set<string> {
+  const prose = text.replace(/^```[a-z]*\n[\s\S]*?^```$/gm, '');
+  return new Set(
+    [...prose.matchAll(/^#+ (.*)$/gm)].map((m) =>
+      m[1]!
+        .toLowerCase()
+        .replace(/[^\p{L}\p{N} _-]/gu, '')
+        .replaceAll(' ', '-'),
+    ),
+  );
+}
+
+test('docs: every relative link between the pages names a file and heading that exist', () => {
   for (const [path, text] of pages) {
     const dir = path.includes('/') ? path.slice(0, path.lastIndexOf('/')) : '.';
-    for (const [, target] of text.matchAll(/\]\(([^)#:]+)(?:#[^)]*)?\)/g)) {
-      accessSync(join(root, dir, target!));
+    for (const [, target, anchor] of text.matchAll(/\]\(([^)#:]*)(?:#([^)]*))?\)/g)) {
+      const file = target === '' ? path : join(dir, target!);
+      accessSync(join(root, file));
+      if (anchor === undefined) continue;
+      const linked = target === '' ? text : pages.get(file);
+      assert.ok(linked, `${path}: ${file} is a page`);
+      assert.ok(anchorsOf(linked).has(anchor), `${path}: ${file} has a heading #${anchor}`);
     }
   }
 });
