@@ -170,20 +170,21 @@ function outputOf(b: Block): Block | undefined {
   return next?.page === b.page && next.lang === '' && next.before.trim() === '' ? next : undefined;
 }
 
-/** Runs a shell block's commands (SQLite files in a scratch directory); the last one's stdout. */
+/** Runs a shell block's commands (its SQLite files in a scratch directory); the last one's stdout. */
 async function runShell(b: Block): Promise<string> {
   const commands = shellLines(b).map((line) => {
     const words = line.replace(/^npm run --silent vole -- /, 'vole ').split(' ');
     assert.equal(words[0], 'vole', `${where(b)}: runs only vole commands`);
-    return words.slice(1).map((w) => (w.endsWith('.db') ? join(scratch, basename(w)) : w));
+    const own = (w: string) => join(scratch, `${blocks.indexOf(b)}-${basename(w)}`);
+    return words.slice(1).map((w) => (w.endsWith('.db') ? own(w) : w));
   });
   for (const db of commands.flat().filter((a) => a.startsWith(scratch))) {
     for (const suffix of ['', '-wal', '-shm', '-lock']) rmSync(db + suffix, { force: true });
   }
   let out = '';
   for (const args of commands) {
-    const cli = ['--import', 'tsx', 'src/cli/main.ts', ...args];
-    out = (await execFileAsync(process.execPath, cli, { cwd: root, encoding: 'utf8' })).stdout;
+    const argv = ['--import', 'tsx', 'src/cli/main.ts', ...args];
+    out = (await execFileAsync(process.execPath, argv, { cwd: root, encoding: 'utf8' })).stdout;
   }
   return out;
 }
