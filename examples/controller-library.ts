@@ -61,7 +61,8 @@ cm.upsertPod({
   },
 });
 await cm.waitUntilSettled();
-console.log('volumesAttached:', cm.volumesAttached('node-1')); // [ { name: 'example.com/disk/disk-1', devicePath: '/dev/disk/by-id/pv-1' } ]
+// volumesAttached: [ { name: 'example.com/disk/disk-1', devicePath: '/dev/disk/by-id/pv-1' } ]
+console.log('volumesAttached:', cm.volumesAttached('node-1'));
 
 cm.removePod('uid-web');
 cm.upsertObject(node([])); // the node reports the volume no longer in use: it may detach

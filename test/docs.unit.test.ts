@@ -133,13 +133,13 @@ function checkVoleCommand(text: string, at: string): void {
     for (const flag of flags) {
       assert.ok(
         command.options.includes(flag),
-        `${at}: \`${text}\`: vole ${name} has no flag ${flag} (it has ${command.options.join(' ')})`,
+        `${at}: \`${text}\`: vole ${name} has no flag ${flag} (it has ${command.options})`,
       );
     }
   }
 }
 
-/** A shell line of the docs: `vole …`, `npm run --silent vole -- …`, a script, `npx tsx FILE`. */
+/** A shell line: `vole …`, `npm run --silent vole -- …`, a script, `npx tsx FILE`. */
 function checkShellLine(line: string, at: string): void {
   const npmVole = /^npm run --silent vole -- (.*)$/.exec(line);
   if (npmVole) {
@@ -170,7 +170,7 @@ function outputOf(b: Block): Block | undefined {
   return next?.page === b.page && next.lang === '' && next.before.trim() === '' ? next : undefined;
 }
 
-/** Runs a shell block's commands (its SQLite files in a scratch directory); the last one's stdout. */
+/** Runs a shell block's commands (its SQLite files in scratch); the last one's stdout. */
 async function runShell(b: Block): Promise<string> {
   const commands = shellLines(b).map((line) => {
     const words = line.replace(/^npm run --silent vole -- /, 'vole ').split(' ');
@@ -414,7 +414,7 @@ test('docs: every code block is checked by this test', () => {
   assert.deepEqual(unchecked.map(where), [], 'blocks no check of docs.unit.test.ts covers');
 });
 
-test('docs: the library example is the region of examples/library.ts and runs', () => {
+test('docs: the library example is the region of its example file and runs', () => {
   const block = blocks.find((b) => regionName(b) === 'library');
   assert.ok(block, 'the library region in the docs');
   assert.equal(
@@ -429,7 +429,7 @@ test('docs: the library example is the region of examples/library.ts and runs', 
   assert.match(out, /still mounted: \[\]/);
 });
 
-test('docs: the controller example is the region of examples/controller-library.ts and runs', () => {
+test('docs: the controller example is the region of its example file and runs', () => {
   const block = blocks.find((b) => regionName(b) === 'controller-library');
   assert.ok(block, 'the controller-library region in the docs');
   const example = readFileSync(join(root, 'examples/controller-library.ts'), 'utf8');

@@ -33,7 +33,7 @@ function check(args: string[], input?: string) {
   });
 }
 
-test('format: npm run format covers the sources, tests, scripts, machines, examples and root json', () => {
+test('format: npm run format covers src, test, scripts, machines, examples and root json', () => {
   const patterns = formatPatterns();
   const tree = patterns.find((p) => p.startsWith('{'));
   assert.ok(tree, `a pattern over the folders: ${patterns.join(' ')}`);
