@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 
@@ -26,6 +26,7 @@ function formatPatterns(): string[] {
 }
 
 function check(args: string[], input?: string) {
+  assert.ok(existsSync(prettier), `${prettier} is installed (npm ci)`);
   return spawnSync(process.execPath, [prettier, '--check', ...args], {
     cwd: root,
     encoding: 'utf8',
