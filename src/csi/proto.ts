@@ -1,6 +1,6 @@
 /**
- * The CSI v1 and plugin-registration services, loaded from the project's own `.proto`
- * files with @grpc/proto-loader, and the TypeScript shapes of the messages vole uses.
+ * The CSI v1 (spec v1.12.0, the whole csi.proto) and plugin-registration services, loaded
+ * from the project's own `.proto` files with @grpc/proto-loader, and the TypeScript shapes of the messages vole uses.
  * Loader options follow CSI.md: field names as in the spec (`keepCase`), 64-bit integers
  * as decimal strings, enums by name, defaults filled in, oneofs named.
  */
@@ -70,6 +70,9 @@ export const csiRpcs = {
     'DeleteVolume',
     'ControllerPublishVolume',
     'ControllerUnpublishVolume',
+    'ValidateVolumeCapabilities',
+    'ListVolumes',
+    'GetCapacity',
     'ControllerGetCapabilities',
     'ControllerExpandVolume',
   ],
