@@ -6,6 +6,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Logger } from 'pino';
+import { parseQuantityBytes } from '../events/k8s.js';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
 import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
@@ -17,6 +18,16 @@ export interface CsiDriverOptions {
   readonly stateDir: string;
   readonly registrationDir?: string;
   readonly maxVolumesPerNode?: string;
+  readonly capacity?: string;
+}
+
+/** `--capacity`: a Kubernetes quantity (10Gi) or bytes; undefined when not given. */
+function capacityBytesOf(capacity: string | undefined): number | undefined {
+  if (capacity === undefined) return undefined;
+  const bytes = parseQuantityBytes(capacity);
+  if (bytes === undefined || !Number.isSafeInteger(bytes) || bytes <= 0)
+    throw new UsageError(`--capacity ${capacity}: give a Kubernetes quantity such as 10Gi`);
+  return bytes;
 }
 
 export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): Promise<number> {
@@ -29,6 +40,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   const maxVolumesPerNode = Number(opts.maxVolumesPerNode ?? '0');
   if (!Number.isSafeInteger(maxVolumesPerNode) || maxVolumesPerNode < 0)
     throw new UsageError(`--max-volumes-per-node ${opts.maxVolumesPerNode}: give a whole number ≥ 0`);
+  const capacityBytes = capacityBytesOf(opts.capacity);
   mkdirSync(opts.stateDir, { recursive: true });
   mkdirSync(dirname(socketPath), { recursive: true });
   if (opts.registrationDir !== undefined) mkdirSync(opts.registrationDir, { recursive: true });
@@ -37,6 +49,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     nodeId: opts.nodeId,
     stateDir: opts.stateDir,
     maxVolumesPerNode,
+    ...(capacityBytes === undefined ? {} : { capacityBytes }),
     ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),
   });
   const say = progressPrinter();
@@ -50,7 +63,8 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     throw new UsageError(`cannot serve on ${opts.endpoint}: ${(error as Error).message}`);
   });
   say(
-    `${diskCsiDriverName} serving on unix://${served.socketPath} (node ${opts.nodeId}, state ${opts.stateDir})` +
+    `${diskCsiDriverName} serving on unix://${served.socketPath} (node ${opts.nodeId}, state ${opts.stateDir}` +
+      `${capacityBytes === undefined ? '' : `, capacity ${opts.capacity}`})` +
       (served.registrationSocketPath === undefined ? '' : `, registration ${served.registrationSocketPath}`),
   );
   return runUntilStopped({

@@ -4,7 +4,7 @@ import { findLoopForImage } from '../../host/loop.js';
 import { bindDeviceFile, growDisk, mountDisk } from '../../host/loop-disk.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
 import { type CsiRequest, type DriverContext, type Handler, accessTypeOf, fsTypeOf } from './common.js';
-import { alreadyExists, failedPrecondition, invalid, notFound, required } from './errors.js';
+import { alreadyExists, DriverError, failedPrecondition, invalid, notFound, required } from './errors.js';
 import { checkVolumeId } from './state.js';
 
 export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
@@ -21,7 +21,7 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
     NodePublishVolume: (r) => nodePublish(ctx, r),
     NodeUnpublishVolume: (r) => nodeUnpublish(ctx, r),
     NodeExpandVolume: (r) => nodeExpand(ctx, r),
-    NodeGetVolumeStats: (r) => volumeStats(r),
+    NodeGetVolumeStats: (r) => volumeStats(ctx, r),
     NodeGetCapabilities: async () => ({
       capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME'].map((type) => ({
         rpc: { type },
@@ -30,6 +30,7 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
     NodeGetInfo: async () => ({
       node_id: ctx.opts.nodeId,
       max_volumes_per_node: String(ctx.opts.maxVolumesPerNode ?? 0),
+      accessible_topology: { segments: ctx.segments },
     }),
   };
 }
@@ -119,16 +120,19 @@ async function nodeUnpublish(ctx: DriverContext, r: CsiRequest): Promise<object>
 }
 
 /**
- * NodeExpandVolume: grow the image to required_bytes (vole runs no external resizer, so
- * the node does the controller's part too), the loop device, and the mounted filesystem.
+ * NodeExpandVolume: grow the loop device and the mounted filesystem to the image's size, or
+ * to capacity_range.required_bytes when that is more (the image grows too: vole also runs
+ * without an external resizer, so the node can do the controller's part). Spec order:
+ * volume_id, then an unknown volume NOT_FOUND, then volume_path; capacity_range is optional.
  */
 async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'NodeExpandVolume';
   const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
+  const image = await ctx.imageOf(id, rpc);
   const volumePath = required(r.volume_path, 'volume_path', rpc);
   const requiredBytes = Number(r.capacity_range?.required_bytes ?? 0);
-  if (!(requiredBytes > 0)) throw invalid(`${rpc}: capacity_range.required_bytes is required`);
-  const image = await ctx.imageOf(id, rpc);
+  const limitBytes = Number(r.capacity_range?.limit_bytes ?? 0);
+  if (!(requiredBytes >= 0 && limitBytes >= 0)) throw invalid(`${rpc}: capacity_range must not be negative`);
   const device = await deviceOf(image, id, rpc);
   const staged = await ctx.state.readStaged(id);
   const block = staged?.accessType === 'block';
@@ -136,16 +140,30 @@ async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
     throw notFound(`${rpc}: volume_path ${volumePath} is not mounted`);
   const fsType = staged?.accessType === 'mount:xfs' ? 'xfs' : 'ext4';
   const sizeBytes = Math.max(requiredBytes, (await stat(image)).size);
+  if (limitBytes > 0 && sizeBytes > limitBytes)
+    throw new DriverError('OUT_OF_RANGE', `${rpc}: volume ${id} is ${sizeBytes} bytes, above limit_bytes ${limitBytes}`);
   await growDisk({ image, device, newSizeBytes: sizeBytes, mountPath: block ? '' : volumePath, fsType });
+  const record = await ctx.state.readVolume(id);
+  if (record !== undefined && record.capacityBytes < sizeBytes)
+    await ctx.state.writeVolume(id, { ...record, capacityBytes: sizeBytes });
   return { capacity_bytes: String(sizeBytes) };
 }
 
-async function volumeStats(r: CsiRequest): Promise<object> {
+/** NodeGetVolumeStats: bytes and inodes of the mounted filesystem, or the size of a Block volume's device. */
+async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'NodeGetVolumeStats';
-  required(r.volume_id, 'volume_id', rpc);
+  const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
   const volumePath = required(r.volume_path, 'volume_path', rpc);
-  const s = await statfs(volumePath).catch(() => undefined);
-  if (s === undefined) throw notFound(`${rpc}: volume_path ${volumePath} does not exist`);
+  const image = await ctx.imageOf(id, rpc);
+  const st = await stat(volumePath).catch(() => undefined);
+  if (st === undefined) throw notFound(`${rpc}: volume_path ${volumePath} does not exist`);
+  if (st.isBlockDevice()) {
+    const sizeBytes = String((await stat(image)).size);
+    return { usage: [{ unit: 'BYTES', total: sizeBytes, available: '0', used: '0' }] };
+  }
+  if (!(await isMountPoint(volumePath)))
+    throw notFound(`${rpc}: volume ${id} is not mounted at ${volumePath}`);
+  const s = await statfs(volumePath);
   const bytes = (n: number) => String(n * s.bsize);
   return {
     usage: [

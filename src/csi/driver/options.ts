@@ -1,9 +1,16 @@
 /** How `vole csi-driver` runs the disk driver. */
 export interface DiskDriverOptions {
+  /** This node's id: NodeGetInfo's node_id and the value of the driver's topology segment. */
   readonly nodeId: string;
   readonly stateDir: string;
   /** NodeGetInfo's max_volumes_per_node (0: no limit). */
   readonly maxVolumesPerNode?: number;
+  /**
+   * How many bytes the volumes it creates may take together (`--capacity`). With it the
+   * driver advertises GET_CAPACITY and answers OUT_OF_RANGE beyond it; without it there is
+   * no limit and no GET_CAPACITY.
+   */
+  readonly capacityBytes?: number;
   /**
    * Fault injection for tests: after doing this RPC's work, and before answering, write
    * `<state-dir>/held-<RPC>` and never answer (so a test can kill the driver mid-RPC).

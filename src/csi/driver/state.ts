@@ -1,11 +1,13 @@
 /**
  * The disk driver's own records under `--state-dir`: the images (`images/<id>.img`), the
- * volumes it created (`volumes/<id>.json`: the CreateVolume name and capacity) and the
+ * volumes it created (`volumes/<id>.json`: the CreateVolume name, capacity and accessible
+ * topology) and the
  * volumes it has staged (`staged/<id>.json`: where, and with which capability), so its
  * order and idempotency rules hold across restarts. Each record is one small file written
  * whole (write to a temporary name, then rename).
  */
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { safeName } from '../../host/paths.js';
 import { invalid } from './errors.js';
@@ -13,6 +15,8 @@ import { invalid } from './errors.js';
 export interface VolumeRecord {
   readonly name: string;
   readonly capacityBytes: number;
+  /** The topology segments the volume is accessible from (its node). */
+  readonly segments?: Readonly<Record<string, string>>;
 }
 
 export interface StagedRecord {
@@ -31,6 +35,15 @@ export function checkVolumeId(id: string, rpc: string): string {
   }
 }
 
+/**
+ * The volume id CreateVolume gives a name: the name itself when it is a plain file name
+ * (as `pvc-<uid>` is), else a digest of it, so the same name always finds the same volume.
+ */
+export function volumeIdOf(name: string): string {
+  if (/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/.test(name)) return name;
+  return `vol-${createHash('sha256').update(name).digest('hex').slice(0, 40)}`;
+}
+
 export class DriverState {
   constructor(readonly dir: string) {}
 
@@ -44,6 +57,18 @@ export class DriverState {
 
   writeVolume(id: string, record: VolumeRecord): Promise<void> {
     return this.write('volumes', id, record);
+  }
+
+  /** Every volume the driver created, by id, in id order. */
+  async listVolumes(): Promise<{ id: string; record: VolumeRecord }[]> {
+    const files = await readdir(join(this.dir, 'volumes')).catch(() => [] as string[]);
+    const ids = files.filter((f) => f.endsWith('.json')).map((f) => f.slice(0, -'.json'.length));
+    const volumes: { id: string; record: VolumeRecord }[] = [];
+    for (const id of ids.sort()) {
+      const record = await this.readVolume(id);
+      if (record !== undefined) volumes.push({ id, record });
+    }
+    return volumes;
   }
 
   removeVolume(id: string): Promise<void> {
