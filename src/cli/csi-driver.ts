@@ -39,7 +39,9 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   }
   const maxVolumesPerNode = Number(opts.maxVolumesPerNode ?? '0');
   if (!Number.isSafeInteger(maxVolumesPerNode) || maxVolumesPerNode < 0)
-    throw new UsageError(`--max-volumes-per-node ${opts.maxVolumesPerNode}: give a whole number ≥ 0`);
+    throw new UsageError(
+      `--max-volumes-per-node ${opts.maxVolumesPerNode}: give a whole number ≥ 0`,
+    );
   const capacityBytes = capacityBytesOf(opts.capacity);
   mkdirSync(opts.stateDir, { recursive: true });
   mkdirSync(dirname(socketPath), { recursive: true });
@@ -63,9 +65,12 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     throw new UsageError(`cannot serve on ${opts.endpoint}: ${(error as Error).message}`);
   });
   say(
-    `${diskCsiDriverName} serving on unix://${served.socketPath} (node ${opts.nodeId}, state ${opts.stateDir}` +
+    `${diskCsiDriverName} serving on unix://${served.socketPath} ` +
+      `(node ${opts.nodeId}, state ${opts.stateDir}` +
       `${capacityBytes === undefined ? '' : `, capacity ${opts.capacity}`})` +
-      (served.registrationSocketPath === undefined ? '' : `, registration ${served.registrationSocketPath}`),
+      (served.registrationSocketPath === undefined
+        ? ''
+        : `, registration ${served.registrationSocketPath}`),
   );
   return runUntilStopped({
     say,

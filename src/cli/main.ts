@@ -149,12 +149,16 @@ program
   .requiredOption('--endpoint <unix:///path.sock>', 'the unix socket to serve CSI on')
   .requiredOption(
     '--node-id <id>',
-    "this node's id (NodeGetInfo; ControllerPublishVolume's node_id) and its topology segment topology.disk.csi.vole.dev/node",
+    "this node's id (NodeGetInfo; ControllerPublishVolume's node_id), " +
+      'its topology segment topology.disk.csi.vole.dev/node',
   )
   .requiredOption('--state-dir <dir>', "where the driver keeps its disk images and records")
   .option('--registration-dir <dir>', 'register the kubelet way: a registration socket in this directory (e.g. <root>/plugins_registry)')
   .option('--max-volumes-per-node <n>', "NodeGetInfo's max_volumes_per_node (0: no limit)", '0')
-  .option('--capacity <quantity>', 'bytes its created volumes may take together, e.g. 10Gi (GetCapacity; none: no limit)')
+  .option(
+    '--capacity <quantity>',
+    'bytes its created volumes may take together, e.g. 10Gi (GetCapacity; none: no limit)',
+  )
   .action((opts: CsiDriverOptions) => run(() => csiDriverCommand(opts, logger()))());
 
 program

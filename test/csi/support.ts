@@ -40,12 +40,13 @@ export function sandboxIn(base: string, name: string): Sandbox {
 /** Starts `vole csi-driver`; resolves once its socket is there. */
 export async function startDriver(
   s: Sandbox,
-  opts: { hold?: string; registrationDir?: string } = {},
+  opts: { hold?: string; registrationDir?: string; args?: string[] } = {},
 ): Promise<ChildProcess> {
   rmSync(join(s.state, `held-${opts.hold ?? ''}`), { force: true });
   const args = ['--import', 'tsx', main, 'csi-driver', '--endpoint', `unix://${s.socket}`];
   args.push('--node-id', 'node-1', '--state-dir', s.state);
   if (opts.registrationDir !== undefined) args.push('--registration-dir', opts.registrationDir);
+  args.push(...(opts.args ?? []));
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'ignore', 'inherit'],
     env: { ...process.env, VOLE_CSI_DRIVER_HOLD: opts.hold ?? '' },
@@ -64,13 +65,32 @@ export async function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTER
 }
 
 export function agentArgs(s: Sandbox, extra: string[]): string[] {
-  return ['--import', 'tsx', main, 'run', '--manifests', s.manifests, '--root', s.root, '--db', s.db, ...extra];
+  return [
+    '--import',
+    'tsx',
+    main,
+    'run',
+    '--manifests',
+    s.manifests,
+    '--root',
+    s.root,
+    '--db',
+    s.db,
+    ...extra,
+  ];
 }
 
 /** `vole run --once` until settled; its exit status and output. */
 export function runOnce(s: Sandbox, extra: string[] = [], timeoutSeconds = 60) {
   const flag = `disk.csi.vole.dev=unix://${s.socket}`;
-  const args = agentArgs(s, ['--csi', flag, '--once', '--timeout', String(timeoutSeconds), ...extra]);
+  const args = agentArgs(s, [
+    '--csi',
+    flag,
+    '--once',
+    '--timeout',
+    String(timeoutSeconds),
+    ...extra,
+  ]);
   return spawnSync(process.execPath, args, { encoding: 'utf8' });
 }
 

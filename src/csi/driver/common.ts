@@ -47,7 +47,7 @@ export interface DriverContext {
   /** The known volume's image (NOT_FOUND otherwise). */
   imageOf(id: string, rpc: string): Promise<string>;
   hold(rpc: string): Promise<void>;
-  /** Runs `work` after every earlier call of it ended: the controller's volume changes, one at a time. */
+  /** Runs `work` once every earlier call of it ended: volume changes, one at a time. */
   serially<T>(work: () => Promise<T>): Promise<T>;
   /** The topology segments of this node: `{<diskTopologyKey>: <node id>}`. */
   readonly segments: Readonly<Record<string, string>>;
@@ -57,7 +57,10 @@ export interface DriverContext {
 export function accessTypeOf(capability: VolumeCapability | null | undefined, rpc: string): string {
   if (capability === null || capability === undefined)
     throw invalid(`${rpc}: volume_capability is required`);
-  if (capability.access_type === 'block' || (capability.block !== undefined && capability.block !== null))
+  if (
+    capability.access_type === 'block' ||
+    (capability.block !== undefined && capability.block !== null)
+  )
     return 'block';
   return `mount:${fsTypeOf(capability, rpc)}`;
 }
@@ -67,24 +70,38 @@ export function accessTypeOf(capability: VolumeCapability | null | undefined, rp
  * modes (SINGLE_NODE_SINGLE_WRITER and _MULTI_WRITER need the SINGLE_NODE_MULTI_WRITER
  * capability, which this driver does not advertise).
  */
-const supportedAccessModes: readonly AccessModeName[] = ['SINGLE_NODE_WRITER', 'SINGLE_NODE_READER_ONLY'];
+const supportedAccessModes: readonly AccessModeName[] = [
+  'SINGLE_NODE_WRITER',
+  'SINGLE_NODE_READER_ONLY',
+];
 
 /** Why the driver cannot give this capability, or undefined when it can. */
 export function unsupportedReason(capability: VolumeCapability): string | undefined {
   const mode = capability.access_mode?.mode ?? 'UNKNOWN';
   if (!(supportedAccessModes as readonly string[]).includes(mode))
-    return `access mode ${mode} is not supported (a loop disk is on one node: ${supportedAccessModes.join(', ')})`;
-  const block = capability.access_type === 'block' || (capability.block !== undefined && capability.block !== null);
-  const mount = capability.access_type === 'mount' || (capability.mount !== undefined && capability.mount !== null);
+    return (
+      `access mode ${mode} is not supported ` +
+      `(a loop disk is on one node: ${supportedAccessModes.join(', ')})`
+    );
+  const block =
+    capability.access_type === 'block' ||
+    (capability.block !== undefined && capability.block !== null);
+  const mount =
+    capability.access_type === 'mount' ||
+    (capability.mount !== undefined && capability.mount !== null);
   if (!block && !mount) return 'the access type (block or mount) is missing';
   if (block) return undefined;
   const fsType = capability.mount?.fs_type || 'ext4';
-  if (fsType !== 'ext4' && fsType !== 'xfs') return `fs_type "${fsType}" is not supported (ext4 or xfs)`;
+  if (fsType !== 'ext4' && fsType !== 'xfs')
+    return `fs_type "${fsType}" is not supported (ext4 or xfs)`;
   return undefined;
 }
 
-/** Every capability must be one the driver gives (INVALID_ARGUMENT naming the first that is not). */
-export function checkCapabilities(capabilities: VolumeCapability[] | undefined, rpc: string): VolumeCapability[] {
+/** Every capability must be one the driver gives (INVALID_ARGUMENT naming one that is not). */
+export function checkCapabilities(
+  capabilities: VolumeCapability[] | undefined,
+  rpc: string,
+): VolumeCapability[] {
   if (capabilities === undefined || capabilities.length === 0)
     throw invalid(`${rpc}: volume_capabilities is required`);
   for (const capability of capabilities) {
@@ -97,7 +114,8 @@ export function checkCapabilities(capabilities: VolumeCapability[] | undefined, 
 export function fsTypeOf(capability: VolumeCapability, rpc: string): FsType {
   const fsType = capability.mount?.fs_type || 'ext4';
   if (fsType !== 'ext4' && fsType !== 'xfs')
-    throw invalid(`${rpc}: fs_type "${fsType}" is not supported by ${diskCsiDriverName}; use ext4 or xfs`);
+    throw invalid(
+      `${rpc}: fs_type "${fsType}" is not supported by ${diskCsiDriverName}; use ext4 or xfs`,
+    );
   return fsType;
 }
-

@@ -19,7 +19,14 @@ import {
   type Handler,
   unsupportedReason,
 } from './common.js';
-import { DriverError, alreadyExists, failedPrecondition, invalid, notFound, required } from './errors.js';
+import {
+  DriverError,
+  alreadyExists,
+  failedPrecondition,
+  invalid,
+  notFound,
+  required,
+} from './errors.js';
 import { checkVolumeId, type VolumeRecord, volumeIdOf } from './state.js';
 import { placeVolume, segmentsMatch } from './topology.js';
 
@@ -27,7 +34,12 @@ import { placeVolume, segmentsMatch } from './topology.js';
 export const defaultVolumeBytes = 64 * 2 ** 20;
 
 export function controllerHandlers(ctx: DriverContext): Record<string, Handler> {
-  const capabilities = ['CREATE_DELETE_VOLUME', 'PUBLISH_UNPUBLISH_VOLUME', 'LIST_VOLUMES', 'EXPAND_VOLUME'];
+  const capabilities = [
+    'CREATE_DELETE_VOLUME',
+    'PUBLISH_UNPUBLISH_VOLUME',
+    'LIST_VOLUMES',
+    'EXPAND_VOLUME',
+  ];
   if (ctx.opts.capacityBytes !== undefined) capabilities.push('GET_CAPACITY');
   return {
     CreateVolume: (r) => createVolume(ctx, r),
@@ -36,22 +48,28 @@ export function controllerHandlers(ctx: DriverContext): Record<string, Handler> 
     ControllerUnpublishVolume: (r) => controllerUnpublish(ctx, r),
     ValidateVolumeCapabilities: (r) => validateCapabilities(ctx, r),
     ListVolumes: (r) => listVolumes(ctx, r),
-    ...(ctx.opts.capacityBytes === undefined ? {} : { GetCapacity: (r: CsiRequest) => getCapacity(ctx, r) }),
+    ...(ctx.opts.capacityBytes === undefined
+      ? {}
+      : { GetCapacity: (r: CsiRequest) => getCapacity(ctx, r) }),
     ControllerExpandVolume: (r) => controllerExpand(ctx, r),
-    ControllerGetCapabilities: async () => ({ capabilities: capabilities.map((type) => ({ rpc: { type } })) }),
+    ControllerGetCapabilities: async () => ({
+      capabilities: capabilities.map((type) => ({ rpc: { type } })),
+    }),
   };
 }
 
 const outOfRange = (message: string) => new DriverError('OUT_OF_RANGE', message);
 
-/** required_bytes and limit_bytes as numbers (0: not set); INVALID_ARGUMENT when they contradict. */
+/** required_bytes and limit_bytes (0: not set); INVALID_ARGUMENT when they contradict. */
 function rangeOf(r: CsiRequest, rpc: string): { requiredBytes: number; limitBytes: number } {
   const requiredBytes = Number(r.capacity_range?.required_bytes ?? 0);
   const limitBytes = Number(r.capacity_range?.limit_bytes ?? 0);
   if (!(requiredBytes >= 0 && limitBytes >= 0))
     throw invalid(`${rpc}: capacity_range must not be negative`);
   if (limitBytes > 0 && requiredBytes > limitBytes)
-    throw invalid(`${rpc}: capacity_range.required_bytes ${requiredBytes} is above limit_bytes ${limitBytes}`);
+    throw invalid(
+      `${rpc}: capacity_range.required_bytes ${requiredBytes} is above limit_bytes ${limitBytes}`,
+    );
   return { requiredBytes, limitBytes };
 }
 
@@ -76,7 +94,9 @@ async function createVolume(ctx: DriverContext, r: CsiRequest): Promise<object> 
   const name = required(r.name, 'name', rpc);
   checkCapabilities(r.volume_capabilities, rpc);
   if (r.volume_content_source !== null && r.volume_content_source !== undefined)
-    throw invalid(`${rpc}: ${diskCsiDriverName} creates only empty volumes (no snapshot or clone source)`);
+    throw invalid(
+      `${rpc}: ${diskCsiDriverName} creates only empty volumes (no snapshot or clone source)`,
+    );
   const unknown = Object.keys(r.parameters ?? {});
   if (unknown.length > 0)
     throw invalid(`${rpc}: ${diskCsiDriverName} takes no parameters; remove ${unknown.join(', ')}`);
@@ -86,18 +106,29 @@ async function createVolume(ctx: DriverContext, r: CsiRequest): Promise<object> 
   return ctx.serially(async () => {
     const existing = await ctx.state.readVolume(id);
     if (existing !== undefined) {
-      const fits = existing.capacityBytes >= requiredBytes && (limitBytes === 0 || existing.capacityBytes <= limitBytes);
+      const fits =
+        existing.capacityBytes >= requiredBytes &&
+        (limitBytes === 0 || existing.capacityBytes <= limitBytes);
       if (existing.name !== name || !fits)
         throw alreadyExists(
-          `${rpc}: volume ${name} exists with ${existing.capacityBytes} bytes, which does not fit ` +
+          `${rpc}: volume ${name} exists with ${existing.capacityBytes} bytes, ` +
+            'which does not fit ' +
             'the requested range; use another name or the same capacity',
         );
       return { volume: volumeOf(id, existing) };
     }
-    const sizeBytes = requiredBytes > 0 ? requiredBytes : limitBytes > 0 ? Math.min(limitBytes, defaultVolumeBytes) : defaultVolumeBytes;
+    const sizeBytes =
+      requiredBytes > 0
+        ? requiredBytes
+        : limitBytes > 0
+          ? Math.min(limitBytes, defaultVolumeBytes)
+          : defaultVolumeBytes;
     const remaining = await remainingBytes(ctx);
     if (sizeBytes > remaining)
-      throw outOfRange(`${rpc}: ${sizeBytes} bytes asked, ${remaining} of --capacity ${ctx.opts.capacityBytes} left`);
+      throw outOfRange(
+        `${rpc}: ${sizeBytes} bytes asked, ` +
+          `${remaining} of --capacity ${ctx.opts.capacityBytes} left`,
+      );
     const record: VolumeRecord = { name, capacityBytes: sizeBytes, segments };
     await ensureImage(ctx.state.image(id), sizeBytes);
     await ctx.state.writeVolume(id, record);
@@ -111,7 +142,9 @@ async function deleteVolume(ctx: DriverContext, r: CsiRequest): Promise<object> 
   return ctx.serially(async () => {
     const image = ctx.state.image(id);
     if (await isDiskAttached(image))
-      throw failedPrecondition(`DeleteVolume: volume ${id} is still published; ControllerUnpublishVolume it first`);
+      throw failedPrecondition(
+        `DeleteVolume: volume ${id} is still published; ControllerUnpublishVolume it first`,
+      );
     await rm(image, { force: true });
     await ctx.state.removeVolume(id);
     return {};
@@ -139,10 +172,13 @@ async function controllerPublish(ctx: DriverContext, r: CsiRequest): Promise<obj
       );
   }
   if (nodeId !== ctx.opts.nodeId)
-    throw notFound(`${rpc}: node ${nodeId} is not known to this driver (it serves node ${ctx.opts.nodeId})`);
+    throw notFound(
+      `${rpc}: node ${nodeId} is not known to this driver (it serves node ${ctx.opts.nodeId})`,
+    );
   if (record?.segments !== undefined && !segmentsMatch(record.segments, ctx.segments))
     throw failedPrecondition(
-      `${rpc}: volume ${id} is accessible from ${JSON.stringify(record.segments)}, not from this node`,
+      `${rpc}: volume ${id} is accessible from ${JSON.stringify(record.segments)}, ` +
+        'not from this node',
     );
   const current = (await stat(image).catch(() => undefined))?.size ?? 0;
   const device = await attachDisk(image, Math.max(current, sizeBytes ?? 0));
@@ -155,7 +191,8 @@ async function controllerUnpublish(ctx: DriverContext, r: CsiRequest): Promise<o
   const staged = await ctx.state.readStaged(id);
   if (staged !== undefined)
     throw failedPrecondition(
-      `${rpc}: volume ${id} is still staged at ${staged.stagingTargetPath}; NodeUnstageVolume it first`,
+      `${rpc}: volume ${id} is still staged at ${staged.stagingTargetPath}; ` +
+        'NodeUnstageVolume it first',
     );
   await detachDisk(ctx.state.image(id));
   return {};
@@ -187,7 +224,8 @@ async function validateCapabilities(ctx: DriverContext, r: CsiRequest): Promise<
     if (reason !== undefined) return { message: `${diskCsiDriverName}: ${reason}` };
   }
   const unknown = Object.keys(r.parameters ?? {});
-  if (unknown.length > 0) return { message: `${diskCsiDriverName} takes no parameters: ${unknown.join(', ')}` };
+  if (unknown.length > 0)
+    return { message: `${diskCsiDriverName} takes no parameters: ${unknown.join(', ')}` };
   return {
     confirmed: {
       volume_context: r.volume_context ?? {},
@@ -209,7 +247,10 @@ async function listVolumes(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const token = r.starting_token ?? '';
   const start = token === '' ? 0 : /^[0-9]+$/.test(token) ? Number(token) : Number.NaN;
   if (!(start >= 0 && start <= volumes.length))
-    throw new DriverError('ABORTED', `${rpc}: starting_token "${token}" is not one this driver gave; list from the start`);
+    throw new DriverError(
+      'ABORTED',
+      `${rpc}: starting_token "${token}" is not one this driver gave; list from the start`,
+    );
   const end = maxEntries === 0 ? volumes.length : Math.min(volumes.length, start + maxEntries);
   return {
     entries: volumes.slice(start, end).map((v) => ({ volume: volumeOf(v.id, v.record) })),
@@ -217,13 +258,21 @@ async function listVolumes(ctx: DriverContext, r: CsiRequest): Promise<object> {
   };
 }
 
-/** GetCapacity: what `--capacity` leaves for new volumes here; 0 for another node or what the driver cannot give. */
+/**
+ * GetCapacity: what `--capacity` leaves for new volumes here; 0 for another node or for
+ * capabilities or parameters the driver cannot give.
+ */
 async function getCapacity(ctx: DriverContext, r: CsiRequest): Promise<object> {
-  const elsewhere = r.accessible_topology?.segments !== undefined && !segmentsMatch(r.accessible_topology.segments, ctx.segments);
+  const elsewhere =
+    r.accessible_topology?.segments !== undefined &&
+    !segmentsMatch(r.accessible_topology.segments, ctx.segments);
   const unsupported = (r.volume_capabilities ?? []).some((c) => unsupportedReason(c) !== undefined);
   const withParameters = Object.keys(r.parameters ?? {}).length > 0;
   const available = elsewhere || unsupported || withParameters ? 0 : await remainingBytes(ctx);
-  return { available_capacity: String(available), maximum_volume_size: { value: String(available) } };
+  return {
+    available_capacity: String(available),
+    maximum_volume_size: { value: String(available) },
+  };
 }
 
 /**
@@ -233,7 +282,8 @@ async function getCapacity(ctx: DriverContext, r: CsiRequest): Promise<object> {
 async function controllerExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'ControllerExpandVolume';
   const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
-  if (r.capacity_range === null || r.capacity_range === undefined) throw invalid(`${rpc}: capacity_range is required`);
+  if (r.capacity_range === null || r.capacity_range === undefined)
+    throw invalid(`${rpc}: capacity_range is required`);
   const { requiredBytes, limitBytes } = rangeOf(r, rpc);
   return ctx.serially(async () => {
     const volume = await known(ctx, id);
@@ -242,12 +292,19 @@ async function controllerExpand(ctx: DriverContext, r: CsiRequest): Promise<obje
     const currentBytes = volume === 'static' ? (await stat(image)).size : volume.capacityBytes;
     const newBytes = Math.max(currentBytes, requiredBytes);
     if (limitBytes > 0 && newBytes > limitBytes)
-      throw outOfRange(`${rpc}: volume ${id} is ${currentBytes} bytes, above limit_bytes ${limitBytes}; volumes never shrink`);
+      throw outOfRange(
+        `${rpc}: volume ${id} is ${currentBytes} bytes, above limit_bytes ${limitBytes}; ` +
+          'volumes never shrink',
+      );
     if (volume !== 'static' && newBytes - currentBytes > (await remainingBytes(ctx)))
-      throw outOfRange(`${rpc}: growing ${id} by ${newBytes - currentBytes} bytes exceeds what --capacity leaves`);
+      throw outOfRange(
+        `${rpc}: growing ${id} by ${newBytes - currentBytes} bytes exceeds what --capacity leaves`,
+      );
     await ensureImage(image, newBytes);
-    if (volume !== 'static') await ctx.state.writeVolume(id, { ...volume, capacityBytes: newBytes });
-    const block = r.volume_capability?.access_type === 'block' || (r.volume_capability?.block ?? null) !== null;
+    if (volume !== 'static')
+      await ctx.state.writeVolume(id, { ...volume, capacityBytes: newBytes });
+    const block =
+      r.volume_capability?.access_type === 'block' || (r.volume_capability?.block ?? null) !== null;
     const nodeExpansionRequired = !block || (await isDiskAttached(image));
     return { capacity_bytes: String(newBytes), node_expansion_required: nodeExpansionRequired };
   });

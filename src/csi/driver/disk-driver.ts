@@ -47,7 +47,11 @@ async function present(path: string): Promise<boolean> {
 
 function identityHandlers(): Record<string, Handler> {
   return {
-    GetPluginInfo: async () => ({ name: diskCsiDriverName, vendor_version: engineVersion, manifest: {} }),
+    GetPluginInfo: async () => ({
+      name: diskCsiDriverName,
+      vendor_version: engineVersion,
+      manifest: {},
+    }),
     GetPluginCapabilities: async () => ({
       capabilities: [
         { service: { type: 'CONTROLLER_SERVICE' } },

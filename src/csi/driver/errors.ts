@@ -14,7 +14,8 @@ export class DriverError extends Error {
 export const invalid = (message: string) => new DriverError('INVALID_ARGUMENT', message);
 export const notFound = (message: string) => new DriverError('NOT_FOUND', message);
 export const alreadyExists = (message: string) => new DriverError('ALREADY_EXISTS', message);
-export const failedPrecondition = (message: string) => new DriverError('FAILED_PRECONDITION', message);
+export const failedPrecondition = (message: string) =>
+  new DriverError('FAILED_PRECONDITION', message);
 
 /** A required request field: INVALID_ARGUMENT naming it when empty. */
 export function required(value: string | undefined, field: string, rpc: string): string {

@@ -3,8 +3,21 @@ import { mkdir, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { findLoopForImage } from '../../host/loop.js';
 import { bindDeviceFile, growDisk, mountDisk } from '../../host/loop-disk.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
-import { type CsiRequest, type DriverContext, type Handler, accessTypeOf, fsTypeOf } from './common.js';
-import { alreadyExists, DriverError, failedPrecondition, invalid, notFound, required } from './errors.js';
+import {
+  type CsiRequest,
+  type DriverContext,
+  type Handler,
+  accessTypeOf,
+  fsTypeOf,
+} from './common.js';
+import {
+  alreadyExists,
+  DriverError,
+  failedPrecondition,
+  invalid,
+  notFound,
+  required,
+} from './errors.js';
 import { checkVolumeId } from './state.js';
 
 export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
@@ -35,13 +48,15 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
   };
 }
 
-/** The loop device of the volume's image on this node; FAILED_PRECONDITION when it is not published. */
+/** The loop device of the volume's image here; FAILED_PRECONDITION when it is not published. */
 async function deviceOf(image: string, id: string, rpc: string): Promise<string> {
   const device = await findLoopForImage(image);
   // NodeExpandVolume's FAILED_PRECONDITION means "in use, cannot grow online" (never retried).
   const error = rpc === 'NodeExpandVolume' ? notFound : failedPrecondition;
   if (device === undefined)
-    throw error(`${rpc}: volume ${id} is not published to this node; ControllerPublishVolume it first`);
+    throw error(
+      `${rpc}: volume ${id} is not published to this node; ControllerPublishVolume it first`,
+    );
   return device;
 }
 
@@ -58,9 +73,13 @@ async function nodeStage(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const accessMode = r.volume_capability?.access_mode?.mode ?? 'UNKNOWN';
   const image = await ctx.imageOf(id, rpc);
   const staged = await ctx.state.readStaged(id);
-  if (staged !== undefined && (staged.stagingTargetPath !== stagingTargetPath || staged.accessType !== accessType))
+  if (
+    staged !== undefined &&
+    (staged.stagingTargetPath !== stagingTargetPath || staged.accessType !== accessType)
+  )
     throw alreadyExists(
-      `${rpc}: volume ${id} is already staged at ${staged.stagingTargetPath} as ${staged.accessType}; ` +
+      `${rpc}: volume ${id} is already staged at ${staged.stagingTargetPath} ` +
+        `as ${staged.accessType}; ` +
         'NodeUnstageVolume it before staging it differently',
     );
   const device = await deviceOf(image, id, rpc);
@@ -85,18 +104,26 @@ async function nodePublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const stagingTargetPath = required(r.staging_target_path, 'staging_target_path', rpc);
   const accessType = accessTypeOf(r.volume_capability, rpc);
   if (r.volume_context?.['csi.storage.k8s.io/ephemeral'] === 'true')
-    throw invalid(`${rpc}: ${id}: this driver does not serve inline ephemeral volumes; use a PersistentVolume`);
+    throw invalid(
+      `${rpc}: ${id}: this driver does not serve inline ephemeral volumes; use a PersistentVolume`,
+    );
   const image = await ctx.imageOf(id, rpc);
   const staged = await ctx.state.readStaged(id);
   if (staged === undefined || staged.stagingTargetPath !== stagingTargetPath)
-    throw failedPrecondition(`${rpc}: volume ${id} is not staged at ${stagingTargetPath}; NodeStageVolume it first`);
+    throw failedPrecondition(
+      `${rpc}: volume ${id} is not staged at ${stagingTargetPath}; NodeStageVolume it first`,
+    );
   if (staged.accessType !== accessType)
-    throw alreadyExists(`${rpc}: volume ${id} is staged as ${staged.accessType}, not ${accessType}`);
+    throw alreadyExists(
+      `${rpc}: volume ${id} is staged as ${staged.accessType}, not ${accessType}`,
+    );
   if (accessType === 'block') {
     await bindDeviceFile(await deviceOf(image, id, rpc), targetPath);
   } else {
     if (!(await isMountPoint(stagingTargetPath)))
-      throw failedPrecondition(`${rpc}: ${stagingTargetPath} is not mounted; NodeStageVolume it again`);
+      throw failedPrecondition(
+        `${rpc}: ${stagingTargetPath} is not mounted; NodeStageVolume it again`,
+      );
     await mkdir(targetPath, { recursive: true, mode: 0o750 });
     if (!(await isMountPoint(targetPath)))
       await bindMount(stagingTargetPath, targetPath, { readOnly: r.readonly === true });
@@ -105,17 +132,19 @@ async function nodePublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
   return {};
 }
 
-/** NodeUnpublishVolume: unmount and remove the target; absent is OK; an unknown volume NOT_FOUND. */
+/** NodeUnpublishVolume: unmount and remove the target; absent is OK; unknown volume NOT_FOUND. */
 async function nodeUnpublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'NodeUnpublishVolume';
   const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
   const targetPath = required(r.target_path, 'target_path', rpc);
   if (!(await isMountPoint(targetPath))) await ctx.imageOf(id, rpc);
   await ensureUnmounted(targetPath);
-  await rm(targetPath, { recursive: false, force: true }).catch(async (error: NodeJS.ErrnoException) => {
-    if (error.code !== 'EISDIR' && error.code !== 'ERR_FS_EISDIR') throw error;
-    await rmdir(targetPath);
-  });
+  await rm(targetPath, { recursive: false, force: true }).catch(
+    async (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EISDIR' && error.code !== 'ERR_FS_EISDIR') throw error;
+      await rmdir(targetPath);
+    },
+  );
   return {};
 }
 
@@ -132,7 +161,8 @@ async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const volumePath = required(r.volume_path, 'volume_path', rpc);
   const requiredBytes = Number(r.capacity_range?.required_bytes ?? 0);
   const limitBytes = Number(r.capacity_range?.limit_bytes ?? 0);
-  if (!(requiredBytes >= 0 && limitBytes >= 0)) throw invalid(`${rpc}: capacity_range must not be negative`);
+  if (!(requiredBytes >= 0 && limitBytes >= 0))
+    throw invalid(`${rpc}: capacity_range must not be negative`);
   const device = await deviceOf(image, id, rpc);
   const staged = await ctx.state.readStaged(id);
   const block = staged?.accessType === 'block';
@@ -141,15 +171,24 @@ async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const fsType = staged?.accessType === 'mount:xfs' ? 'xfs' : 'ext4';
   const sizeBytes = Math.max(requiredBytes, (await stat(image)).size);
   if (limitBytes > 0 && sizeBytes > limitBytes)
-    throw new DriverError('OUT_OF_RANGE', `${rpc}: volume ${id} is ${sizeBytes} bytes, above limit_bytes ${limitBytes}`);
-  await growDisk({ image, device, newSizeBytes: sizeBytes, mountPath: block ? '' : volumePath, fsType });
+    throw new DriverError(
+      'OUT_OF_RANGE',
+      `${rpc}: volume ${id} is ${sizeBytes} bytes, above limit_bytes ${limitBytes}`,
+    );
+  await growDisk({
+    image,
+    device,
+    newSizeBytes: sizeBytes,
+    mountPath: block ? '' : volumePath,
+    fsType,
+  });
   const record = await ctx.state.readVolume(id);
   if (record !== undefined && record.capacityBytes < sizeBytes)
     await ctx.state.writeVolume(id, { ...record, capacityBytes: sizeBytes });
   return { capacity_bytes: String(sizeBytes) };
 }
 
-/** NodeGetVolumeStats: bytes and inodes of the mounted filesystem, or the size of a Block volume's device. */
+/** NodeGetVolumeStats: bytes and inodes of the mounted filesystem, or a Block device's size. */
 async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'NodeGetVolumeStats';
   const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
@@ -167,8 +206,18 @@ async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const bytes = (n: number) => String(n * s.bsize);
   return {
     usage: [
-      { unit: 'BYTES', total: bytes(s.blocks), available: bytes(s.bavail), used: bytes(s.blocks - s.bfree) },
-      { unit: 'INODES', total: String(s.files), available: String(s.ffree), used: String(s.files - s.ffree) },
+      {
+        unit: 'BYTES',
+        total: bytes(s.blocks),
+        available: bytes(s.bavail),
+        used: bytes(s.blocks - s.bfree),
+      },
+      {
+        unit: 'INODES',
+        total: String(s.files),
+        available: String(s.ffree),
+        used: String(s.files - s.ffree),
+      },
     ],
   };
 }

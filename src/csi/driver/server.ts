@@ -17,7 +17,9 @@ import { DriverError, driverErrorOf } from './errors.js';
 export function socketPathOf(endpoint: string): string {
   const path = endpoint.startsWith('unix://') ? endpoint.slice('unix://'.length) : endpoint;
   if (!path.startsWith('/'))
-    throw new Error(`endpoint "${endpoint}" is not unix:///absolute/path.sock; give an absolute socket path`);
+    throw new Error(
+      `endpoint "${endpoint}" is not unix:///absolute/path.sock; give an absolute socket path`,
+    );
   return path;
 }
 
@@ -31,7 +33,8 @@ function clearStaleSocket(path: string): void {
     }
   })();
   if (st === undefined) return;
-  if (!st.isSocket()) throw new Error(`${path} exists and is not a socket; remove it or choose another endpoint`);
+  if (!st.isSocket())
+    throw new Error(`${path} exists and is not a socket; remove it or choose another endpoint`);
   rmSync(path, { force: true });
 }
 
@@ -58,7 +61,9 @@ function implementation(
       const handler = handlers[name];
       const answer =
         handler === undefined
-          ? Promise.reject(new DriverError('UNIMPLEMENTED', `${name} is not implemented by this driver`))
+          ? Promise.reject(
+              new DriverError('UNIMPLEMENTED', `${name} is not implemented by this driver`),
+            )
           : handler(call.request);
       answer.then(
         (response) => {
@@ -67,7 +72,10 @@ function implementation(
         },
         (error: unknown) => {
           const e = driverErrorOf(error);
-          logger.info({ rpc: name, code: e.code, durationMs: performance.now() - startMs, err: e.message }, 'rpc');
+          logger.info(
+            { rpc: name, code: e.code, durationMs: performance.now() - startMs, err: e.message },
+            'rpc',
+          );
           callback({ code: grpcCode(e.code), details: e.message });
         },
       );
@@ -96,7 +104,10 @@ export async function serveCsiDriver(opts: {
   for (const ctor of [services.Identity, services.Controller, services.Node])
     server.addService(ctor.service, implementation(ctor.service, opts.handlers, opts.logger));
   await bind(server, socketPath);
-  const registration = opts.registrationDir === undefined ? undefined : await serveRegistration({ ...opts, socketPath });
+  const registration =
+    opts.registrationDir === undefined
+      ? undefined
+      : await serveRegistration({ ...opts, socketPath });
   return {
     socketPath,
     ...(registration === undefined ? {} : { registrationSocketPath: registration.path }),
@@ -128,7 +139,10 @@ async function serveRegistration(opts: {
       })) as UnaryHandler,
     NotifyRegistrationStatus: ((call, callback) => {
       const status = call.request as unknown as { plugin_registered: boolean; error: string };
-      opts.logger.info({ registered: status.plugin_registered, error: status.error }, 'registration status');
+      opts.logger.info(
+        { registered: status.plugin_registered, error: status.error },
+        'registration status',
+      );
       callback(null, {});
     }) as UnaryHandler,
   });

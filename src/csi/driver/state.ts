@@ -31,7 +31,9 @@ export function checkVolumeId(id: string, rpc: string): string {
   try {
     return safeName('volume id', id);
   } catch (error) {
-    throw invalid(`${rpc}: volume_id "${id}" is not a valid disk name: ${(error as Error).message}`);
+    throw invalid(
+      `${rpc}: volume_id "${id}" is not a valid disk name: ${(error as Error).message}`,
+    );
   }
 }
 

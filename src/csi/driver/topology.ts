@@ -31,7 +31,8 @@ export function placeVolume(
     throw new DriverError(
       'RESOURCE_EXHAUSTED',
       `${rpc}: this driver serves ${JSON.stringify(segments)}, which is none of the requisite ` +
-        `topologies ${JSON.stringify(requisite.map((t) => t.segments))}; call the driver on one of those nodes`,
+        `topologies ${JSON.stringify(requisite.map((t) => t.segments))}; ` +
+        'call the driver on one of those nodes',
     );
   return segments;
 }
