@@ -4,7 +4,7 @@
  * --registration-dir it also registers itself the kubelet's way.
  */
 import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { parseQuantityBytes } from '../events/k8s.js';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
@@ -49,7 +49,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   const holdIn = process.env.VOLE_CSI_DRIVER_HOLD;
   const handlers = diskDriverHandlers({
     nodeId: opts.nodeId,
-    stateDir: opts.stateDir,
+    stateDir: resolve(opts.stateDir),
     maxVolumesPerNode,
     ...(capacityBytes === undefined ? {} : { capacityBytes }),
     ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),

@@ -32,14 +32,14 @@ const block = () => ({ block: {}, access_mode: { mode: 'SINGLE_NODE_WRITER' } })
 const here = { segments: { [diskTopologyKey]: 'node-1' } };
 
 /** The driver served in-process on the sandbox socket, and a client of it. */
-async function driver(s: Sandbox, capacityBytes?: number) {
+async function driver(s: Sandbox, limits: { capacityBytes?: number; maxVolumesPerNode?: number }) {
   const served = await serveCsiDriver({
     name: 'disk.csi.vole.dev',
     endpoint: `unix://${s.socket}`,
     handlers: diskDriverHandlers({
       nodeId: 'node-1',
       stateDir: s.state,
-      ...(capacityBytes === undefined ? {} : { capacityBytes }),
+      ...limits,
     }),
     logger: pino({ level: 'silent' }),
   });
@@ -72,7 +72,7 @@ test(
   { skip, timeout: 120_000 },
   async () => {
     const s = sandboxIn(base, 'provision');
-    let d = await driver(s, 100 * MiB);
+    let d = await driver(s, { capacityBytes: 100 * MiB });
     try {
       const plugin = await d.call<{ capabilities: { service?: { type: string } }[] }>(
         'GetPluginCapabilities',
@@ -90,6 +90,7 @@ test(
         'EXPAND_VOLUME',
         'GET_CAPACITY',
         'LIST_VOLUMES',
+        'LIST_VOLUMES_PUBLISHED_NODES',
         'PUBLISH_UNPUBLISH_VOLUME',
       ]);
       const info = await d.call<{ accessible_topology: { segments: Record<string, string> } }>(
@@ -213,7 +214,7 @@ test(
       assert.match(no.message, /MULTI_NODE_READER_ONLY is not supported/);
 
       d.close();
-      d = await driver(s, 100 * MiB);
+      d = await driver(s, { capacityBytes: 100 * MiB });
       const again = (await d.call<{ volume: Volume }>('CreateVolume', create('pvc-a', 40 * MiB)))
         .volume;
       assert.deepEqual(
@@ -238,7 +239,7 @@ test(
   { skip, timeout: 120_000 },
   async () => {
     const s = sandboxIn(base, 'expand');
-    const d = await driver(s);
+    const d = await driver(s, { maxVolumesPerNode: 1 });
     const staging = join(s.root, 'staging');
     const target = join(s.root, 'target', 'device');
     try {
@@ -270,6 +271,32 @@ test(
         target_path: target,
         volume_capability: block(),
       });
+      const other = (await d.call<{ volume: Volume }>('CreateVolume', create('pvc-2', MiB))).volume;
+      const publishOther = {
+        volume_id: other.volume_id,
+        node_id: 'node-1',
+        volume_capability: block(),
+      };
+      assert.equal(
+        await d.code('ControllerPublishVolume', publishOther),
+        'RESOURCE_EXHAUSTED',
+        'max_volumes_per_node 1',
+      );
+      type Entry = { volume: Volume; status: { published_node_ids: string[] } };
+      const listed = await d.call<{ entries: Entry[] }>('ListVolumes', {});
+      assert.deepEqual(
+        listed.entries.map((e) => [e.volume.volume_id, e.status.published_node_ids]),
+        [
+          ['pvc-2', []],
+          ['pvc-blk', ['node-1']],
+        ],
+      );
+      type Stats = {
+        usage: { unit: string; total: string }[];
+        volume_condition: { abnormal: boolean };
+      };
+      const statsOf = () =>
+        d.call<Stats>('NodeGetVolumeStats', { volume_id: id, volume_path: target });
       const grown = await d.call<{ node_expansion_required: boolean }>('ControllerExpandVolume', {
         volume_id: id,
         capacity_range: { required_bytes: String(48 * MiB) },
@@ -280,6 +307,7 @@ test(
         true,
         'an attached loop device must be told on the node',
       );
+      assert.equal((await statsOf()).usage[0]!.total, String(32 * MiB), 'not yet on the node');
       const expanded = await d.call<{ capacity_bytes: string }>('NodeExpandVolume', {
         volume_id: id,
         volume_path: target,
@@ -289,18 +317,17 @@ test(
         encoding: 'utf8',
       }).stdout.trim();
       assert.equal(size, String(48 * MiB), 'the published device is the new size');
-      const stats = await d.call<{ usage: { unit: string; total: string }[] }>(
-        'NodeGetVolumeStats',
-        { volume_id: id, volume_path: target },
-      );
+      const stats = await statsOf();
       assert.deepEqual(
         stats.usage.map((u) => [u.unit, u.total]),
         [['BYTES', String(48 * MiB)]],
       );
+      assert.equal(stats.volume_condition.abnormal, false);
       await d.call('NodeUnpublishVolume', { volume_id: id, target_path: target });
       await d.call('NodeUnstageVolume', { volume_id: id, staging_target_path: staging });
       await d.call('ControllerUnpublishVolume', { volume_id: id, node_id: 'node-1' });
       await d.call('DeleteVolume', { volume_id: id });
+      await d.call('DeleteVolume', { volume_id: other.volume_id });
       await assertNothingLeft(s, [target]);
     } finally {
       d.close();

@@ -2,8 +2,9 @@
  * The CSI conformance suite, csi-sanity (kubernetes-csi/csi-test), against `vole csi-driver`
  * as a separate process, once for the Filesystem and once for the Block access type: every
  * spec that applies to what the driver advertises passes, none fails. The driver runs with
- * `--capacity` so GetCapacity's specs run too; csi-sanity's staging and target paths are in
- * the sandbox, and nothing is left after it (mounts, loop devices).
+ * `--capacity` and `--max-volumes-per-node` so the GetCapacity and attach-limit specs run
+ * too; csi-sanity's staging and target paths are in the sandbox, and nothing is left after
+ * it (mounts, loop devices, the volumes it created).
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -59,7 +60,9 @@ for (const accessType of ['mount', 'block'] as const) {
     { skip, timeout: 360_000 },
     async () => {
       const s = sandboxIn(base, accessType);
-      const driver = await startDriver(s, { args: ['--capacity', '10Gi'] });
+      const driver = await startDriver(s, {
+        args: ['--capacity', '10Gi', '--max-volumes-per-node', '2'],
+      });
       try {
         const output = await runSanity(
           [
@@ -69,6 +72,7 @@ for (const accessType of ['mount', 'block'] as const) {
             `-csi.testvolumeaccesstype=${accessType}`,
             `-csi.testvolumesize=${64 * 2 ** 20}`,
             `-csi.testvolumeexpandsize=${128 * 2 ** 20}`,
+            '-csi.testnodevolumeattachlimit',
             '-ginkgo.no-color',
           ],
           300_000,

@@ -7,9 +7,11 @@
  * (controller and node are one host here) and answers its path as publish_context.
  */
 import { rm, stat } from 'node:fs/promises';
+import { dirname, sep } from 'node:path';
 import { parseQuantityBytes } from '../../events/k8s.js';
 import { ensureImage } from '../../host/fs.js';
 import { attachDisk, detachDisk, isDiskAttached } from '../../host/loop-disk.js';
+import { listLoops } from '../../host/loop.js';
 import {
   accessTypeOf,
   checkCapabilities,
@@ -38,6 +40,7 @@ export function controllerHandlers(ctx: DriverContext): Record<string, Handler> 
     'CREATE_DELETE_VOLUME',
     'PUBLISH_UNPUBLISH_VOLUME',
     'LIST_VOLUMES',
+    'LIST_VOLUMES_PUBLISHED_NODES',
     'EXPAND_VOLUME',
   ];
   if (ctx.opts.capacityBytes !== undefined) capabilities.push('GET_CAPACITY');
@@ -180,9 +183,26 @@ async function controllerPublish(ctx: DriverContext, r: CsiRequest): Promise<obj
       `${rpc}: volume ${id} is accessible from ${JSON.stringify(record.segments)}, ` +
         'not from this node',
     );
-  const current = (await stat(image).catch(() => undefined))?.size ?? 0;
-  const device = await attachDisk(image, Math.max(current, sizeBytes ?? 0));
-  return { publish_context: { devicePath: device } };
+  return ctx.serially(async () => {
+    await checkAttachLimit(ctx, image, rpc);
+    const current = (await stat(image).catch(() => undefined))?.size ?? 0;
+    const device = await attachDisk(image, Math.max(current, sizeBytes ?? 0));
+    return { publish_context: { devicePath: device } };
+  });
+}
+
+/** RESOURCE_EXHAUSTED when attaching one more image would pass --max-volumes-per-node. */
+async function checkAttachLimit(ctx: DriverContext, image: string, rpc: string): Promise<void> {
+  const limit = ctx.opts.maxVolumesPerNode ?? 0;
+  if (limit === 0 || (await isDiskAttached(image))) return;
+  const images = dirname(image) + sep;
+  const attached = (await listLoops()).filter((l) => l.backFile.startsWith(images)).length;
+  if (attached >= limit)
+    throw new DriverError(
+      'RESOURCE_EXHAUSTED',
+      `${rpc}: node ${ctx.opts.nodeId} has ${attached} volume(s) of ${diskCsiDriverName} ` +
+        `attached, its limit (max_volumes_per_node ${limit}); unpublish one first`,
+    );
 }
 
 async function controllerUnpublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
@@ -237,7 +257,8 @@ async function validateCapabilities(ctx: DriverContext, r: CsiRequest): Promise<
 
 /**
  * ListVolumes: the volumes the driver created, in id order; a page of max_entries (0: all)
- * starting at the index starting_token names, and next_token the index after it.
+ * starting at the index starting_token names, and next_token the index after it. Each
+ * says whether it is published (attached to a loop device: this node) or not.
  */
 async function listVolumes(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'ListVolumes';
@@ -252,8 +273,12 @@ async function listVolumes(ctx: DriverContext, r: CsiRequest): Promise<object> {
       `${rpc}: starting_token "${token}" is not one this driver gave; list from the start`,
     );
   const end = maxEntries === 0 ? volumes.length : Math.min(volumes.length, start + maxEntries);
+  const attached = new Set((await listLoops()).map((l) => l.backFile));
   return {
-    entries: volumes.slice(start, end).map((v) => ({ volume: volumeOf(v.id, v.record) })),
+    entries: volumes.slice(start, end).map((v) => ({
+      volume: volumeOf(v.id, v.record),
+      status: { published_node_ids: attached.has(ctx.state.image(v.id)) ? [ctx.opts.nodeId] : [] },
+    })),
     next_token: end < volumes.length ? String(end) : '',
   };
 }

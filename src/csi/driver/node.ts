@@ -1,5 +1,6 @@
 /** The disk driver's Node service (CSI.md: strict order and idempotency). */
-import { mkdir, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { mkdir, readFile, rm, rmdir, stat, statfs } from 'node:fs/promises';
+import { basename } from 'node:path';
 import { findLoopForImage } from '../../host/loop.js';
 import { bindDeviceFile, growDisk, mountDisk } from '../../host/loop-disk.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
@@ -36,9 +37,12 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
     NodeExpandVolume: (r) => nodeExpand(ctx, r),
     NodeGetVolumeStats: (r) => volumeStats(ctx, r),
     NodeGetCapabilities: async () => ({
-      capabilities: ['STAGE_UNSTAGE_VOLUME', 'GET_VOLUME_STATS', 'EXPAND_VOLUME'].map((type) => ({
-        rpc: { type },
-      })),
+      capabilities: [
+        'STAGE_UNSTAGE_VOLUME',
+        'GET_VOLUME_STATS',
+        'EXPAND_VOLUME',
+        'VOLUME_CONDITION',
+      ].map((type) => ({ rpc: { type } })),
     }),
     NodeGetInfo: async () => ({
       node_id: ctx.opts.nodeId,
@@ -188,7 +192,10 @@ async function nodeExpand(ctx: DriverContext, r: CsiRequest): Promise<object> {
   return { capacity_bytes: String(sizeBytes) };
 }
 
-/** NodeGetVolumeStats: bytes and inodes of the mounted filesystem, or a Block device's size. */
+/**
+ * NodeGetVolumeStats: bytes and inodes of the mounted filesystem, or a Block device's size;
+ * the volume is abnormal when its image is attached to no loop device.
+ */
 async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'NodeGetVolumeStats';
   const id = checkVolumeId(required(r.volume_id, 'volume_id', rpc), rpc);
@@ -196,15 +203,24 @@ async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const image = await ctx.imageOf(id, rpc);
   const st = await stat(volumePath).catch(() => undefined);
   if (st === undefined) throw notFound(`${rpc}: volume_path ${volumePath} does not exist`);
+  const device = await findLoopForImage(image);
+  const condition =
+    device === undefined
+      ? { abnormal: true, message: `the image of ${id} is attached to no loop device here` }
+      : { abnormal: false, message: `on ${device}` };
   if (st.isBlockDevice()) {
-    const sizeBytes = String((await stat(image)).size);
-    return { usage: [{ unit: 'BYTES', total: sizeBytes, available: '0', used: '0' }] };
+    const sizeBytes = device === undefined ? '0' : String(await deviceSizeBytes(device));
+    return {
+      usage: [{ unit: 'BYTES', total: sizeBytes, available: '0', used: '0' }],
+      volume_condition: condition,
+    };
   }
   if (!(await isMountPoint(volumePath)))
     throw notFound(`${rpc}: volume ${id} is not mounted at ${volumePath}`);
   const s = await statfs(volumePath);
   const bytes = (n: number) => String(n * s.bsize);
   return {
+    volume_condition: condition,
     usage: [
       {
         unit: 'BYTES',
@@ -220,4 +236,10 @@ async function volumeStats(ctx: DriverContext, r: CsiRequest): Promise<object> {
       },
     ],
   };
+}
+
+/** A block device's size (sysfs counts 512-byte sectors). */
+async function deviceSizeBytes(device: string): Promise<number> {
+  const sectors = await readFile(`/sys/class/block/${basename(device)}/size`, 'utf8');
+  return Number(sectors.trim()) * 512;
 }
