@@ -12,10 +12,10 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { peerBin, peerSkipReason } from './peer.js';
+import { peerBin } from '../support/peers.js';
 import { assertNothingLeft, sandboxIn, startDriver, stop } from './support.js';
 
-const skip = hostTestSkipReason() || peerSkipReason();
+const skip = hostTestSkipReason();
 const { base } = skip === false ? hostSandbox('csi-sanity') : { base: '' };
 
 interface Summary {
