@@ -5,8 +5,8 @@
  * beyond it, for CreateVolume and ControllerExpandVolume), ListVolumes pages and its
  * ABORTED token, ValidateVolumeCapabilities (INVALID_ARGUMENT, NOT_FOUND, confirmed only for
  * what it gives), NodeExpandVolume without capacity_range (NOT_FOUND first for an unknown
- * volume; a Block volume's device grown to what the controller made), and its records
- * surviving a restart of the driver.
+ * volume; a Block volume's device grown to what the controller made), xfs volumes raised
+ * to the size mkfs.xfs needs, and its records surviving a restart of the driver.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -271,6 +271,19 @@ test(
         target_path: target,
         volume_capability: block(),
       });
+      const xfs = {
+        mount: { fs_type: 'xfs', mount_flags: [] },
+        access_mode: { mode: 'SINGLE_NODE_WRITER' },
+      };
+      const small = { ...create('pvc-xfs', 100 * MiB), volume_capabilities: [xfs] };
+      const bounded = {
+        ...small,
+        capacity_range: { required_bytes: String(100 * MiB), limit_bytes: String(200 * MiB) },
+      };
+      assert.equal(await d.code('CreateVolume', bounded), 'OUT_OF_RANGE', 'xfs cannot fit 200Mi');
+      const raised = (await d.call<{ volume: Volume }>('CreateVolume', small)).volume;
+      assert.equal(raised.capacity_bytes, String(300 * MiB), 'raised to what mkfs.xfs needs');
+      await d.call('DeleteVolume', { volume_id: raised.volume_id });
       const other = (await d.call<{ volume: Volume }>('CreateVolume', create('pvc-2', MiB))).volume;
       const publishOther = {
         volume_id: other.volume_id,

@@ -35,6 +35,31 @@ import { placeVolume, segmentsMatch } from './topology.js';
 /** A CreateVolume without a capacity range gets this much. */
 export const defaultVolumeBytes = 64 * 2 ** 20;
 
+/** mkfs.xfs refuses smaller devices (xfsprogs 5.19 and later). */
+export const xfsVolumeBytesMin = 300 * 2 ** 20;
+
+/**
+ * The size of a new volume: required_bytes, else the default within limit_bytes; raised to
+ * the minimum a requested xfs filesystem needs when the range allows (OUT_OF_RANGE if not).
+ */
+function newVolumeBytes(r: CsiRequest, range: { requiredBytes: number; limitBytes: number }) {
+  const { requiredBytes, limitBytes } = range;
+  const wantedBytes =
+    requiredBytes > 0
+      ? requiredBytes
+      : limitBytes > 0
+        ? Math.min(limitBytes, defaultVolumeBytes)
+        : defaultVolumeBytes;
+  const xfs = (r.volume_capabilities ?? []).some((c) => c.mount?.fs_type === 'xfs');
+  if (!xfs || wantedBytes >= xfsVolumeBytesMin) return wantedBytes;
+  if (limitBytes > 0 && limitBytes < xfsVolumeBytesMin)
+    throw outOfRange(
+      `CreateVolume: xfs needs at least ${xfsVolumeBytesMin} bytes, ` +
+        `above limit_bytes ${limitBytes}; allow more or use ext4`,
+    );
+  return xfsVolumeBytesMin;
+}
+
 export function controllerHandlers(ctx: DriverContext): Record<string, Handler> {
   const capabilities = [
     'CREATE_DELETE_VOLUME',
@@ -120,12 +145,7 @@ async function createVolume(ctx: DriverContext, r: CsiRequest): Promise<object> 
         );
       return { volume: volumeOf(id, existing) };
     }
-    const sizeBytes =
-      requiredBytes > 0
-        ? requiredBytes
-        : limitBytes > 0
-          ? Math.min(limitBytes, defaultVolumeBytes)
-          : defaultVolumeBytes;
+    const sizeBytes = newVolumeBytes(r, { requiredBytes, limitBytes });
     const remaining = await remainingBytes(ctx);
     if (sizeBytes > remaining)
       throw outOfRange(
