@@ -133,8 +133,16 @@ export class GrpcTransport implements CsiTransport {
   }
 }
 
+/**
+ * A gRPC error's message without the "Resolution note: …" grpc-js appends to a failed
+ * connection's (empty for a unix socket, and about name resolution, never the driver).
+ */
+export function grpcErrorMessage(error: Error): string {
+  const details = 'details' in error && typeof error.details === 'string' ? error.details : error.message;
+  return details.replace(/\.?\s*Resolution note:[\s\S]*$/, '');
+}
+
 function toRpcError(rpc: CsiRpc, error: grpc.ServiceError | Error): CsiRpcError {
   const code = 'code' in error && typeof error.code === 'number' ? grpcCodeNames[error.code] : undefined;
-  const details = 'details' in error && typeof error.details === 'string' ? error.details : error.message;
-  return new CsiRpcError(code ?? null, `${rpc}: ${code ?? 'no gRPC status'}: ${details}`);
+  return new CsiRpcError(code ?? null, `${rpc}: ${code ?? 'no gRPC status'}: ${grpcErrorMessage(error)}`);
 }
