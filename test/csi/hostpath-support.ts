@@ -160,6 +160,8 @@ export interface DriverVolume {
   readonly VolPath: string;
   readonly Ephemeral?: boolean;
   readonly Attached?: boolean;
+  /** The name some releases give `Attached`. */
+  readonly IsAttached?: boolean;
   readonly Staged?: string[] | null;
   readonly Published?: string[] | null;
 }
@@ -174,7 +176,8 @@ export function driverVolumes(s: Sandbox): DriverVolume[] {
 /** The driver holds no volume attached, staged or published. */
 export function assertDriverIdle(s: Sandbox): void {
   for (const v of driverVolumes(s)) {
-    assert.equal(v.Attached ?? false, false, `${v.VolName} still attached in the driver's state`);
+    const attached = v.Attached ?? v.IsAttached ?? false;
+    assert.equal(attached, false, `${v.VolName} still attached in the driver's state`);
     assert.deepEqual(v.Staged ?? [], [], `${v.VolName} still staged in the driver's state`);
     assert.deepEqual(v.Published ?? [], [], `${v.VolName} still published in the driver's state`);
   }
