@@ -160,8 +160,10 @@ export interface DriverVolume {
   readonly VolPath: string;
   readonly Ephemeral?: boolean;
   readonly Attached?: boolean;
-  /** The name some releases give `Attached`. */
+  /** What older releases call `Attached`, and hold instead of the path sets. */
   readonly IsAttached?: boolean;
+  readonly IsStaged?: boolean;
+  readonly IsPublished?: boolean;
   readonly Staged?: string[] | null;
   readonly Published?: string[] | null;
 }
@@ -178,8 +180,10 @@ export function assertDriverIdle(s: Sandbox): void {
   for (const v of driverVolumes(s)) {
     const attached = v.Attached ?? v.IsAttached ?? false;
     assert.equal(attached, false, `${v.VolName} still attached in the driver's state`);
-    assert.deepEqual(v.Staged ?? [], [], `${v.VolName} still staged in the driver's state`);
-    assert.deepEqual(v.Published ?? [], [], `${v.VolName} still published in the driver's state`);
+    const staged = v.Staged ?? (v.IsStaged === true ? ['(staged)'] : []);
+    const published = v.Published ?? (v.IsPublished === true ? ['(published)'] : []);
+    assert.deepEqual(staged, [], `${v.VolName} still staged in the driver's state`);
+    assert.deepEqual(published, [], `${v.VolName} still published in the driver's state`);
   }
 }
 

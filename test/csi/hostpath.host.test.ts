@@ -144,7 +144,7 @@ test('host: hostpath driver: static Filesystem and Block PVs and an inline volum
     const ephemeralId = `csi-${createHash('sha256').update('uid-ephscratch').digest('hex')}`;
     const ephemeral = driverVolumes(s).find((v) => v.VolID === ephemeralId);
     assert.ok(ephemeral?.Ephemeral === true, `the driver made ephemeral volume ${ephemeralId}`);
-    const publish = hostpathLog(s).split('\n').find((line) => line.includes(ephemeralId) && line.includes('target_path'));
+    const publish = hostpathLog(s).split('\n').find((line) => line.includes(ephemeralId) && line.includes('volume_context'));
     assert.ok(publish !== undefined, 'the driver logged the ephemeral NodePublishVolume request');
     const context: [string, string][] = [['ephemeral', 'true'], ['pod\\.name', 'uid-eph'], ['pod\\.namespace', 'default'], ['pod\\.uid', 'uid-eph']];
     for (const [key, value] of context)
