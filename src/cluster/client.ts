@@ -3,6 +3,7 @@
  * endpoints) to an Etcd3 client, and etcd's errors to messages that say what to do.
  */
 import { Etcd3 } from 'etcd3';
+import { withoutResolutionNote } from '../csi/grpc-text.js';
 
 export class ClusterError extends Error {
   override name = 'ClusterError';
@@ -35,7 +36,7 @@ export function isNoSpace(error: unknown): boolean {
 }
 
 export function describeEtcdError(error: unknown, urls: string): string {
-  const message = String((error as Error)?.message ?? error);
+  const message = withoutResolutionNote(String((error as Error)?.message ?? error));
   if (isNoSpace(error))
     return (
       `etcd at ${urls} is out of space (NOSPACE alarm: --quota-backend-bytes reached); ` +

@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { ErrorKind } from '../../machines/index.js';
+import { withoutResolutionNote } from './grpc-text.js';
 import { type CsiRpc, csiRpcs, csiServices } from './proto.js';
 
 /** What the caller knows about an RPC, for a fake's journal (real transports ignore it). */
@@ -133,13 +134,10 @@ export class GrpcTransport implements CsiTransport {
   }
 }
 
-/**
- * A gRPC error's message without the "Resolution note: …" grpc-js appends to a failed
- * connection's (empty for a unix socket, and about name resolution, never the driver).
- */
+/** A gRPC error's message (its details), without grpc-js's trailing resolution note. */
 export function grpcErrorMessage(error: Error): string {
   const details = 'details' in error && typeof error.details === 'string' ? error.details : error.message;
-  return details.replace(/\.?\s*Resolution note:[\s\S]*$/, '');
+  return withoutResolutionNote(details);
 }
 
 function toRpcError(rpc: CsiRpc, error: grpc.ServiceError | Error): CsiRpcError {

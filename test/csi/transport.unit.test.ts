@@ -14,7 +14,9 @@ import { after, test } from 'node:test';
 import pino from 'pino';
 import type { Handler } from '../../src/csi/driver/common.js';
 import { serveCsiDriver } from '../../src/csi/driver/server.js';
+import { withoutResolutionNote } from '../../src/csi/grpc-text.js';
 import { CsiDriverRegistry } from '../../src/csi/registry.js';
+import { describeEtcdError } from '../../src/cluster/client.js';
 import { CsiRpcError, errorClassOf, GrpcTransport } from '../../src/csi/transport.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
@@ -65,6 +67,14 @@ test('transport: each service answers on the one channel; a passed deadline is D
     transport.close();
     served.close();
   }
+});
+
+test('grpc-js\'s trailing resolution note is cut, empty or not; other text is kept', () => {
+  const cut = 'No connection established. Last error: connect ENOENT /run/x.sock';
+  assert.equal(withoutResolutionNote(`${cut}. Resolution note: `), cut);
+  assert.equal(withoutResolutionNote(`${cut}. Resolution note: no addresses for dns:x`), cut);
+  assert.equal(withoutResolutionNote(cut), cut);
+  assert.equal(describeEtcdError(new Error(`14 UNAVAILABLE: ${cut}. Resolution note: `), 'http://127.0.0.1:1').includes('Resolution'), false);
 });
 
 test('transport: no driver on the socket is UNAVAILABLE (uncertain); a driver started there is used', async () => {
