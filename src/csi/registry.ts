@@ -211,7 +211,8 @@ export class CsiDriverRegistry {
     if (entry?.handle !== handle || !entry.endpoint.startsWith('unix://')) return undefined;
     const path = entry.endpoint.slice('unix://'.length);
     if (existsSync(path)) return undefined;
-    return `CSI driver ${name}'s endpoint socket ${path} is gone; start the driver again, vole retries`;
+    const fix = 'start the driver again, vole retries';
+    return `CSI driver ${name}'s endpoint socket ${path} is gone; ${fix}`;
   }
 
   /** A call planned with a registration that has been replaced since does not go. */

@@ -136,11 +136,13 @@ export class GrpcTransport implements CsiTransport {
 
 /** A gRPC error's message (its details), without grpc-js's trailing resolution note. */
 export function grpcErrorMessage(error: Error): string {
-  const details = 'details' in error && typeof error.details === 'string' ? error.details : error.message;
+  const details =
+    'details' in error && typeof error.details === 'string' ? error.details : error.message;
   return withoutResolutionNote(details);
 }
 
 function toRpcError(rpc: CsiRpc, error: grpc.ServiceError | Error): CsiRpcError {
   const code = 'code' in error && typeof error.code === 'number' ? grpcCodeNames[error.code] : undefined;
-  return new CsiRpcError(code ?? null, `${rpc}: ${code ?? 'no gRPC status'}: ${grpcErrorMessage(error)}`);
+  const message = `${rpc}: ${code ?? 'no gRPC status'}: ${grpcErrorMessage(error)}`;
+  return new CsiRpcError(code ?? null, message);
 }

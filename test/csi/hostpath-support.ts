@@ -89,7 +89,8 @@ export function hostpathLog(s: Sandbox): string {
 }
 
 export const registrationDir = (s: Sandbox) => join(s.root, 'plugins_registry');
-export const registrationSocket = (s: Sandbox) => join(registrationDir(s), `${driverName}-reg.sock`);
+export const registrationSocket = (s: Sandbox) =>
+  join(registrationDir(s), `${driverName}-reg.sock`);
 
 /** node-driver-registrar for the driver, registering into `<root>/plugins_registry/`. */
 export async function startRegistrar(peers: HostpathPeers, s: Sandbox): Promise<ChildProcess> {
@@ -110,7 +111,10 @@ export async function startRegistrar(peers: HostpathPeers, s: Sandbox): Promise<
 }
 
 /** Ends a process by its PID and waits for it. */
-export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+export async function stopProcess(
+  child: ChildProcess,
+  signal: NodeJS.Signals = 'SIGTERM',
+): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   if (signal === 'SIGKILL' || signal === 'SIGTERM') process.kill(child.pid!, 'SIGCONT');
@@ -209,7 +213,12 @@ export class LogTail {
   }
 
   /** Polls every `pollMs` until `find` answers; its answer. */
-  async waitFor<T>(what: string, find: (events: VoleEvent[]) => T | undefined, timeoutMs = 60_000, pollMs = 20): Promise<T> {
+  async waitFor<T>(
+    what: string,
+    find: (events: VoleEvent[]) => T | undefined,
+    timeoutMs = 60_000,
+    pollMs = 20,
+  ): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = find(this.poll());
@@ -226,18 +235,33 @@ export class LogTail {
 
 type Ev<T extends VoleEvent['type']> = Extract<VoleEvent, { type: T }>;
 
-export function operationStarted(events: VoleEvent[], op: string, pod: string, afterSeq = 0): Ev<'OperationStarted'> | undefined {
+export function operationStarted(
+  events: VoleEvent[],
+  op: string,
+  pod: string,
+  afterSeq = 0,
+): Ev<'OperationStarted'> | undefined {
   return events.find(
-    (e): e is Ev<'OperationStarted'> => e.type === 'OperationStarted' && e.seq > afterSeq && e.op === op && e.pod === pod,
+    (e): e is Ev<'OperationStarted'> =>
+      e.type === 'OperationStarted' && e.seq > afterSeq && e.op === op && e.pod === pod,
   );
 }
 
-export function operationFinished(events: VoleEvent[], opId: string): Ev<'OperationFinished'> | undefined {
-  return events.find((e): e is Ev<'OperationFinished'> => e.type === 'OperationFinished' && e.opId === opId);
+export function operationFinished(
+  events: VoleEvent[],
+  opId: string,
+): Ev<'OperationFinished'> | undefined {
+  return events.find(
+    (e): e is Ev<'OperationFinished'> => e.type === 'OperationFinished' && e.opId === opId,
+  );
 }
 
 /** The call's events of one operation (CallStarted, then CallSucceeded or CallFailed). */
-export function callEvents(events: VoleEvent[], opId: string, call: string): (Ev<'CallStarted'> | Ev<'CallSucceeded'> | Ev<'CallFailed'>)[] {
+export function callEvents(
+  events: VoleEvent[],
+  opId: string,
+  call: string,
+): (Ev<'CallStarted'> | Ev<'CallSucceeded'> | Ev<'CallFailed'>)[] {
   return events.filter(
     (e): e is Ev<'CallStarted'> | Ev<'CallSucceeded'> | Ev<'CallFailed'> =>
       (e.type === 'CallStarted' || e.type === 'CallSucceeded' || e.type === 'CallFailed') &&
@@ -248,18 +272,31 @@ export function callEvents(events: VoleEvent[], opId: string, call: string): (Ev
 
 /** A pod's mount (or map) operation that finished ok, once there is one. */
 export function podMounted(events: VoleEvent[], pod: string): boolean {
-  return events.some((e) => e.type === 'OperationStarted' && e.op === 'mount' && e.pod === pod && operationFinished(events, e.opId)?.outcome === 'ok');
+  return events.some(
+    (e) =>
+      e.type === 'OperationStarted' &&
+      e.op === 'mount' &&
+      e.pod === pod &&
+      operationFinished(events, e.opId)?.outcome === 'ok',
+  );
 }
 
 /** Every volume of the pod unmounted: an unmount of it finished ok, and no mount since. */
 export function podUnmounted(events: VoleEvent[], pod: string): boolean {
-  const last = events.filter((e): e is Ev<'OperationStarted'> => e.type === 'OperationStarted' && e.pod === pod && (e.op === 'mount' || e.op === 'unmount')).at(-1);
+  const last = events
+    .filter(
+      (e): e is Ev<'OperationStarted'> =>
+        e.type === 'OperationStarted' && e.pod === pod && (e.op === 'mount' || e.op === 'unmount'),
+    )
+    .at(-1);
   return last?.op === 'unmount' && operationFinished(events, last.opId)?.outcome === 'ok';
 }
 
 /** The RPC methods that answered OK for a volume, in the log's order. */
 export function rpcsOf(events: VoleEvent[], volume: string): string[] {
-  const volumeOf = new Map(events.flatMap((e) => (e.type === 'OperationStarted' ? [[e.opId, e.volume] as const] : [])));
+  const volumeOf = new Map(
+    events.flatMap((e) => (e.type === 'OperationStarted' ? [[e.opId, e.volume] as const] : [])),
+  );
   return events.flatMap((e) =>
     e.type === 'CallSucceeded' && e.rpc !== undefined && volumeOf.get(e.opId) === volume
       ? [e.rpc.method.slice(e.rpc.method.lastIndexOf('/') + 1)]

@@ -35,18 +35,24 @@ const pod = UniquePodName('uid-1');
 
 /** A driver with a controller (PUBLISH_UNPUBLISH) that stages; it records each RPC it gets. */
 function handlers(received: string[]): Record<string, Handler> {
-  const ok = (rpc: string, response: object = {}): Handler => async () => {
-    received.push(rpc);
-    return response;
-  };
+  const ok =
+    (rpc: string, response: object = {}): Handler =>
+    async () => {
+      received.push(rpc);
+      return response;
+    };
   return {
     GetPluginInfo: async () => ({ name: driver, vendor_version: '1' }),
-    GetPluginCapabilities: async () => ({ capabilities: [{ service: { type: 'CONTROLLER_SERVICE' } }] }),
+    GetPluginCapabilities: async () => ({
+      capabilities: [{ service: { type: 'CONTROLLER_SERVICE' } }],
+    }),
     ControllerGetCapabilities: async () => ({
       capabilities: [{ rpc: { type: 'PUBLISH_UNPUBLISH_VOLUME' } }],
     }),
     NodeGetInfo: async () => ({ node_id: 'node-1', max_volumes_per_node: '0' }),
-    NodeGetCapabilities: async () => ({ capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] }),
+    NodeGetCapabilities: async () => ({
+      capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }],
+    }),
     ControllerPublishVolume: ok('ControllerPublishVolume', { publish_context: {} }),
     ControllerUnpublishVolume: ok('ControllerUnpublishVolume'),
     NodeStageVolume: ok('NodeStageVolume'),
@@ -71,7 +77,11 @@ function claimAndPod(vm: VolumeManager): void {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: 'claim-1', namespace: 'default' },
-    spec: { volumeName: 'pv-1', accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+    spec: {
+      volumeName: 'pv-1',
+      accessModes: ['ReadWriteOnce'],
+      resources: { requests: { storage: '1Gi' } },
+    },
   });
   vm.addPod({
     metadata: { name: 'a', namespace: 'default', uid: pod },
@@ -89,7 +99,8 @@ async function failedOperation(
     for (const started of events.slice(fromIndex)) {
       if (started.type !== 'OperationStarted' || started.op !== op) continue;
       const finished = events.find(
-        (e): e is EventOf<'OperationFinished'> => e.type === 'OperationFinished' && e.opId === started.opId,
+        (e): e is EventOf<'OperationFinished'> =>
+          e.type === 'OperationFinished' && e.opId === started.opId,
       );
       if (finished?.outcome === 'failed') return { started, finished };
     }
@@ -102,7 +113,8 @@ async function failedOperation(
 /** The operation made no call of `call` (neither started nor with an outcome). */
 function callsOf(events: VoleEvent[], opId: string): string[] {
   return events.flatMap((e) =>
-    (e.type === 'CallStarted' || e.type === 'CallFailed' || e.type === 'CallSucceeded') && e.opId === opId
+    (e.type === 'CallStarted' || e.type === 'CallFailed' || e.type === 'CallSucceeded') &&
+    e.opId === opId
       ? [`${e.type}:${e.call}`]
       : [],
   );
@@ -111,11 +123,18 @@ function callsOf(events: VoleEvent[], opId: string): string[] {
 const rpcSamples = async (metrics: VoleMetrics, method: string) =>
   (await metrics.text())
     .split('\n')
-    .filter((line) => line.startsWith('csi_operations_seconds_count') && line.includes(`/${method}"`));
+    .filter(
+      (line) => line.startsWith('csi_operations_seconds_count') && line.includes(`/${method}"`),
+    );
 
 test('a driver whose registration is gone, or whose socket is gone, is not called: a plain failure, pair untouched, no RPC metric', async () => {
   const received: string[] = [];
-  let served = await serveCsiDriver({ name: driver, endpoint: `unix://${socketPath}`, handlers: handlers(received), logger });
+  let served = await serveCsiDriver({
+    name: driver,
+    endpoint: `unix://${socketPath}`,
+    handlers: handlers(received),
+    logger,
+  });
   const register = () => serveRegistration({ name: driver, socketPath, registrationDir, logger });
   let registrar: Awaited<ReturnType<typeof register>> | undefined = await register();
   const unregister = () => {
@@ -126,7 +145,12 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
   const plugins = new PluginManager();
   const registry = new CsiDriverRegistry({ root, plugins, logger });
   const watcher = new RegistrationWatcher({ dir: registrationDir, registry, logger });
-  const vm = VolumeManager.create({ node: 'node-1', plugins, controllerAttachDetach: false, logger });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins,
+    controllerAttachDetach: false,
+    logger,
+  });
   const metrics = new VoleMetrics({ source: { mode: 'kubelet', world: () => vm.world } });
   const events: VoleEvent[] = [];
   vm.subscribe((event, world) => {
@@ -138,7 +162,10 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
     vm.start();
     registry.setRecorder((event) => vm.recordCsiDriver(event)); // as `vole run` does
     vm.markSourcesReady();
-    assert.ok(events.some((e) => e.type === 'CsiDriverRegistered'), 'registered through plugins_registry');
+    assert.ok(
+      events.some((e) => e.type === 'CsiDriverRegistered'),
+      'registered through plugins_registry',
+    );
 
     // The registrar stops: the driver is deregistered; its attach is not sent.
     unregister();
@@ -146,15 +173,25 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
     assert.equal(events.at(-1)?.type, 'CsiDriverDeregistered');
     claimAndPod(vm);
     const attach = await failedOperation(events, 'attach', 0);
-    assert.deepEqual(callsOf(events, attach.started.opId), [], 'no call recorded for an RPC never sent');
+    assert.deepEqual(
+      callsOf(events, attach.started.opId),
+      [],
+      'no call recorded for an RPC never sent',
+    );
     assert.equal(received.length, 0, 'the driver got nothing');
     assert.equal(attach.finished.error?.kind, 'final');
     assert.match(
       attach.finished.error?.message ?? '',
-      new RegExp(`^AttachVolume.Attach failed: CSI driver ${driver} is not registered: no socket in ${registrationDir}/ registers it`),
+      new RegExp(
+        `^AttachVolume.Attach failed: CSI driver ${driver} is not registered: no socket in ${registrationDir}/ registers it`,
+      ),
     );
     assert.doesNotMatch(attach.finished.error?.message ?? '', /Resolution note/);
-    assert.equal(vm.world.attachments.get(volume)?.value ?? 'detached', 'detached', 'not attachUncertain');
+    assert.equal(
+      vm.world.attachments.get(volume)?.value ?? 'detached',
+      'detached',
+      'not attachUncertain',
+    );
     assert.deepEqual(await rpcSamples(metrics, 'ControllerPublishVolume'), [], 'no RPC sample');
 
     // Registered again: the same pod mounts.
@@ -172,16 +209,27 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
     assert.deepEqual(callsOf(events, tearDown.started.opId), []);
     assert.match(
       tearDown.finished.error?.message ?? '',
-      new RegExp(`^UnmountVolume.TearDown failed: CSI driver ${driver}'s endpoint socket ${socketPath} is gone`),
+      new RegExp(
+        `^UnmountVolume.TearDown failed: CSI driver ${driver}'s endpoint socket ${socketPath} is gone`,
+      ),
     );
     const mount = podEntry(vm.world.mounts.get(volume), pod);
     assert.equal(mount?.value, 'mounted', 'still mounted, not mountUncertain');
     assert.deepEqual(await rpcSamples(metrics, 'NodeUnpublishVolume'), []);
 
     // Started again: the teardown goes through, back to the detach.
-    served = await serveCsiDriver({ name: driver, endpoint: `unix://${socketPath}`, handlers: handlers(received), logger });
+    served = await serveCsiDriver({
+      name: driver,
+      endpoint: `unix://${socketPath}`,
+      handlers: handlers(received),
+      logger,
+    });
     await until(() => received.includes('ControllerUnpublishVolume'), 'the detach', 15_000);
-    assert.deepEqual(received.slice(3), ['NodeUnpublishVolume', 'NodeUnstageVolume', 'ControllerUnpublishVolume']);
+    assert.deepEqual(received.slice(3), [
+      'NodeUnpublishVolume',
+      'NodeUnstageVolume',
+      'ControllerUnpublishVolume',
+    ]);
     const uncertain = events.filter((e) => e.type === 'CallFailed' && e.error.kind === 'uncertain');
     assert.deepEqual(uncertain, [], 'nothing was ever uncertain');
   } finally {
