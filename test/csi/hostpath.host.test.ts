@@ -346,6 +346,7 @@ async function killDuring(
 async function killTest(
   name: string,
   rpc: 'NodeStageVolume' | 'NodeUnpublishVolume',
+  say: (line: string) => void,
 ): Promise<void> {
   const node = await startNode(name);
   const { s, log } = node;
@@ -355,7 +356,9 @@ async function killTest(
     ids.push(vol.volumeId);
     write(s, 'k.yaml', hostpathPv({ name: 'k', ...vol }));
     let killedOp: string | undefined;
+    let attempts = 0;
     for (let attempt = 1; killedOp === undefined && attempt <= 3; attempt++) {
+      attempts = attempt;
       const uid = `uid-k${attempt}`;
       const afterSeq = log.poll().at(-1)?.seq ?? 0;
       write(s, 'pod.yaml', pod({ uid, claim: 'k' }));
@@ -391,6 +394,7 @@ async function killTest(
       );
     }
     assert.ok(killedOp !== undefined, `caught ${rpc} in flight in one of 3 attempts`);
+    say(`${rpc} caught in flight at attempt ${attempts}`);
     const call = rpc === 'NodeStageVolume' ? 'mountDevice' : 'tearDown';
     const [first, outcome] = callEvents(log.poll(), killedOp, call);
     assert.equal(first?.type, 'CallStarted');
@@ -409,15 +413,15 @@ async function killTest(
 test(
   'host: hostpath driver SIGKILLed in the middle of NodeStageVolume and restarted: retried, nothing leaks, 0 divergences',
   { skip, timeout },
-  async () => {
-    await killTest('kill-stage', 'NodeStageVolume');
+  async (t) => {
+    await killTest('kill-stage', 'NodeStageVolume', (line) => t.diagnostic(line));
   },
 );
 
 test(
   'host: hostpath driver SIGKILLed in the middle of NodeUnpublishVolume and restarted: retried, nothing leaks, 0 divergences',
   { skip, timeout },
-  async () => {
-    await killTest('kill-unpublish', 'NodeUnpublishVolume');
+  async (t) => {
+    await killTest('kill-unpublish', 'NodeUnpublishVolume', (line) => t.diagnostic(line));
   },
 );
