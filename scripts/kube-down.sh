@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stops the control plane scripts/kube-up.sh DIR started: exactly the PIDs in DIR/pids
 # (each checked to still be that program running on DIR, so a reused PID is left alone),
-# SIGTERM, then SIGKILL after 10 s. Leaves DIR (logs, data) for a look; remove it yourself.
+# newest first, each SIGTERM, then SIGKILL after 10 s. Leaves DIR (logs, data) for a look;
+# remove it yourself.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: kube-down.sh DIR" >&2; exit 2; }
 dir="$(cd "$1" && pwd)"
@@ -19,19 +20,19 @@ alive() { # a process that has not exited (a zombie nobody reaped yet counts as 
   [ -n "$state" ] && [ "$state" != Z ]
 }
 
-stopped=()
+# Newest first, one at a time (the API server shuts down cleanly only while etcd still runs).
+stopped=0
 while read -r name pid; do
   [ -n "${pid:-}" ] || continue
-  if alive "$pid" && ours "$pid" "$name"; then kill -TERM "$pid" && stopped+=("$name $pid"); fi
-done < <(tac "$dir/pids")
-deadline=$((SECONDS + 10))
-for entry in "${stopped[@]}"; do
-  read -r name pid <<<"$entry"
+  alive "$pid" && ours "$pid" "$name" || continue
+  kill -TERM "$pid" || continue
+  stopped=$((stopped + 1))
+  deadline=$((SECONDS + 10))
   while alive "$pid" && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
   if alive "$pid" && ours "$pid" "$name"; then
-    echo "kube-down: $name (pid $pid) ignored SIGTERM: SIGKILL" >&2
+    echo "kube-down: $name (pid $pid) still runs 10 s after SIGTERM: SIGKILL" >&2
     kill -KILL "$pid" || true
   fi
-done
+done < <(tac "$dir/pids")
 rm -f "$dir/pids"
-echo "kube-down: stopped ${#stopped[@]} process(es) of $dir" >&2
+echo "kube-down: stopped $stopped process(es) of $dir" >&2

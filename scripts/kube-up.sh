@@ -126,7 +126,8 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-key-file "$dir/pki/sa.pub" \
   --service-account-signing-key-file "$dir/pki/sa.key" \
   --service-account-issuer https://kubernetes.default.svc \
-  --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true
+  --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
+  --endpoint-reconciler-type none
 api_pid=$!
 write_kubeconfig
 wait_for kube-apiserver "$api_pid" sh -c "curl -sf --cacert '$dir/pki/ca.crt' \

@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, test } from 'node:test';
+import { test } from 'node:test';
 import { hostTestSkipReason } from '../support/host.js';
 import { peerBin, peersBinDir } from '../support/peers.js';
 
@@ -51,11 +51,11 @@ provisioner: disk.csi.vole.dev
 volumeBindingMode: WaitForFirstConsumer
 `;
 
-test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip }, () => {
+test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip }, (t) => {
   const binDir = peersBinDir(['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl']);
   const dir = mkdtempSync(join(tmpdir(), 'vole-kube-up-'));
   let pids = new Map<string, number>();
-  after(() => {
+  t.after(() => {
     if (existsSync(join(dir, 'pids'))) sh('bash', [join(repoRoot, 'scripts/kube-down.sh'), dir]);
     for (const pid of pids.values()) if (running(pid)) process.kill(pid, 'SIGKILL');
     rmSync(dir, { recursive: true, force: true });
