@@ -26,7 +26,10 @@ const skip = hostTestSkipReason();
 const names = peerNames();
 
 test('every peer has a version check here', () => {
-  assert.deepEqual(names.filter((n) => versionCheck[n] === undefined), []);
+  assert.deepEqual(
+    names.filter((n) => versionCheck[n] === undefined),
+    [],
+  );
 });
 
 for (const name of names) {
