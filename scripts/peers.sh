@@ -57,9 +57,16 @@ for name in "${wanted[@]}"; do
     || die "unknown program '$name' (known: $(programs | cut -d'|' -f1 | tr '\n' ' '))"
 done
 
+missing=()
+for name in "${wanted[@]}"; do [ -x "$bin/$name" ] || missing+=("$name"); done
+if [ ${#missing[@]} -eq 0 ]; then echo "$bin"; exit 0; fi
+
 # One builder at a time per cache (parallel test processes may all ask at once).
 exec 9>"$cache/.lock"
-flock 9
+if ! flock -n 9; then
+  log "another scripts/peers.sh is building; waiting for it"
+  flock 9
+fi
 
 for name in "${wanted[@]}"; do
   [ -x "$bin/$name" ] && continue
