@@ -29,6 +29,7 @@ import { ClusterController } from '../../src/cluster/controller.js';
 import { EtcdEventLog, planTxn, readLogEvents, type TxnPlan } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
 import { controllerCore } from '../../src/engine/cores.js';
@@ -59,8 +60,10 @@ const eventsPerTick = 1_000;
  */
 async function ourAppends(client: Etcd3, prefix: string, events: readonly NewEvent[]): Promise<{ rate: number; txns: number }> {
   const keys = new ClusterKeys(prefix);
-  const leadership = await Leadership.campaign(client, keys, { identity: 'bench', ttlS: 10 });
-  const log = new EtcdEventLog({ client, keys, leadership, head: 0, onFatal: () => undefined });
+  const store = new EtcdStore(client);
+  const clock = new RealClock();
+  const leadership = await Leadership.campaign(store, keys, { identity: 'bench', ttlS: 10, clock });
+  const log = new EtcdEventLog({ store, clock, keys, leadership, head: 0, onFatal: () => undefined });
   const started = nowMs();
   for (let i = 0; i < events.length; i++) {
     log.push(events[i]!);
@@ -219,7 +222,7 @@ async function waitFor<T>(fn: () => Promise<T | undefined>, what: string, timeou
 /** Whether the log holds an OperationStarted attach of `volumeHandle`. */
 async function attachStarted(client: Etcd3, keys: ClusterKeys, volumeHandle: string): Promise<true | undefined> {
   let found = false;
-  await readLogEvents(client, keys, 1, (event) => {
+  await readLogEvents(new EtcdStore(client), keys, 1, (event) => {
     if (event.type === 'OperationStarted' && event.op === 'attach' && event.volume.endsWith(`/${volumeHandle}`)) found = true;
   });
   return found ? true : undefined;
@@ -280,7 +283,7 @@ function noJournal(): FakeCallRecord[] {
 
 function newController(client: Etcd3, prefix: string): ClusterController {
   return new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys: new ClusterKeys(prefix),
     identity: 'scale',
     plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: noJournal() })],

@@ -4,7 +4,6 @@
  * under the cluster prefix. An object's resourceVersion is its etcd mod revision.
  */
 import { statSync, readdirSync } from 'node:fs';
-import type { Etcd3, IKeyValue } from 'etcd3';
 import {
   type ManifestObject,
   manifestObject,
@@ -20,6 +19,7 @@ import {
 import { ClusterError } from './client.js';
 import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
+import { getText, type KeyValue, type KvStore, put, remove } from './store.js';
 
 /** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
 export function readManifestPaths(paths: readonly string[]): ManifestSet {
@@ -56,8 +56,8 @@ export function storedForm<T extends { metadata: Record<string, unknown> }>(obje
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; message: string };
 
-function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T {
-  return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.mod_revision) } };
+function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue): T {
+  return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.modRevision) } };
 }
 
 /**
@@ -65,7 +65,7 @@ function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T
  * and Secrets keep their data, as in the API server's store: a node agent hands them to its
  * contents store, and every log gets only their content hash (toLoggedObject).
  */
-export function decodeObject(kv: IKeyValue): Decoded<ManifestObject> {
+export function decodeObject(kv: KeyValue): Decoded<ManifestObject> {
   try {
     const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
@@ -75,7 +75,7 @@ export function decodeObject(kv: IKeyValue): Decoded<ManifestObject> {
   }
 }
 
-export function decodePod(kv: IKeyValue): Decoded<Pod> {
+export function decodePod(kv: KeyValue): Decoded<Pod> {
   try {
     const parsed = podSchema.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success || parsed.data.metadata.uid === undefined)
@@ -99,7 +99,7 @@ function describeObject(object: ManifestObject | Pod): string {
 }
 
 /** The keys of pods named namespace/name under any node (a pod that moved is deleted). */
-async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<string, string[]>> {
+async function podKeysByName(client: KvStore, keys: ClusterKeys): Promise<Map<string, string[]>> {
   const { kvs } = await listPrefix(client, keys.pods);
   const byName = new Map<string, string[]>();
   for (const key of kvs.map((kv) => kv.key.toString())) {
@@ -137,28 +137,25 @@ export function keepBinding(object: ManifestObject, existingText: string | null)
 }
 
 async function putIfChanged(
-  client: Etcd3,
+  client: KvStore,
   key: string,
   value: string | ((existing: string | null) => string),
   stale: readonly string[],
   result: ApplyResult,
   what: string,
 ): Promise<void> {
-  const existing = await client.get(key).string();
+  const existing = await getText(client, key);
   if (typeof value === 'function') value = value(existing);
   if (existing === value && stale.length === 0) return void result.unchanged.push(what);
-  if (stale.length === 0) await client.put(key).value(value);
-  else
-    await client
-      .if(key, 'Mod', '>', -1) // always true: one transaction moves the pod
-      .then(client.put(key).value(value), ...stale.map((old) => client.delete().key(old)))
-      .commit();
+  // One transaction moves the pod.
+  if (stale.length === 0) await put(client, key, value);
+  else await client.txn([], [{ put: key, value }, ...stale.map((old) => ({ delete: old }))]);
   (existing === null ? result.created : result.configured).push(what);
 }
 
 /** Writes every object and pod of `set` (objects first, so pods find their claims). */
 export async function applyManifestSet(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   set: ManifestSet,
 ): Promise<ApplyResult> {
@@ -179,7 +176,7 @@ export async function applyManifestSet(
 
 /** Deletes every object and pod named in `set`; returns what was deleted and what was absent. */
 export async function deleteManifestSet(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   set: ManifestSet,
 ): Promise<{ deleted: string[]; absent: string[] }> {
@@ -188,12 +185,12 @@ export async function deleteManifestSet(
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
   for (const pod of set.pods.values()) {
     const found: string[] = byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
-    for (const key of found) await client.delete().key(key);
+    for (const key of found) await remove(client, key);
     (found.length > 0 ? deleted : absent).push(describeObject(pod));
   }
   for (const object of set.objects.values()) {
-    const response = await client.delete().key(keys.objectOf(object));
-    (Number(response.deleted) > 0 ? deleted : absent).push(describeObject(object));
+    const gone = await remove(client, keys.objectOf(object));
+    (gone > 0 ? deleted : absent).push(describeObject(object));
   }
   return { deleted, absent };
 }
@@ -207,7 +204,7 @@ export interface ListedState {
 
 /** Every pod (or those of one node) and every object, at one revision. */
 export async function listState(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   opts: { node?: string } = {},
 ): Promise<ListedState> {

@@ -6,25 +6,24 @@
  * leader's first list appends only what changed while nobody led. The pods and objects
  * are decoded and validated by the cluster code's own decoders (src/cluster/objects.ts).
  */
-import type { IKeyValue } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { dropObjectKey, takeObject } from '../cluster/controller-inputs.js';
 import { ClusterKeys } from '../cluster/keys.js';
 import { decodeObject } from '../cluster/objects.js';
 import { PodsByKey } from '../cluster/pods-by-key.js';
+import type { KeyValue } from '../cluster/store.js';
 import { decodeVolumesInUse, parseStatusKey } from '../cluster/status.js';
 import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { toLoggedObject } from '../sources/contents.js';
 import type { StoreClient, StoreKv, WatchEvent } from './cluster-store.js';
 
 /** The store's key-value in etcd3's shape, for the cluster code's decoders. */
-export function asKeyValue(kv: StoreKv): IKeyValue {
+export function asKeyValue(kv: StoreKv): KeyValue {
   return {
-    key: Buffer.from(kv.key),
+    key: kv.key,
     value: Buffer.from(kv.value),
-    create_revision: String(kv.createRevision),
-    mod_revision: String(kv.modRevision),
-    version: '1',
+    createRevision: kv.createRevision,
+    modRevision: kv.modRevision,
     lease: String(kv.lease),
   };
 }
@@ -83,7 +82,7 @@ export class SimControllerInputs {
     this.cancel?.();
   }
 
-  private reset(kvs: IKeyValue[]): void {
+  private reset(kvs: KeyValue[]): void {
     const listed = new Set<string>();
     for (const kv of kvs) {
       const key = kv.key.toString();
@@ -138,7 +137,7 @@ export class SimControllerInputs {
   }
 
   /** Decodes an object and hands it on (a Node is kept to be composed). */
-  private decode(kv: IKeyValue): ClusterObject | undefined {
+  private decode(kv: KeyValue): ClusterObject | undefined {
     const decoded = decodeObject(kv);
     if (!decoded.ok) return undefined;
     const object = toLoggedObject(decoded.value);
@@ -146,7 +145,7 @@ export class SimControllerInputs {
     return object;
   }
 
-  private putInUse(kv: IKeyValue): void {
+  private putInUse(kv: KeyValue): void {
     const parsed = parseStatusKey(this.keys, kv.key.toString());
     const volumes = decodeVolumesInUse(kv);
     if (parsed?.field === 'volumesInUse' && volumes !== undefined) this.inUse.set(parsed.node, volumes);

@@ -14,6 +14,7 @@ import type { Etcd3 } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
 import { readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { readMountTable } from '../../src/host/mountinfo.js';
 import { openReadonly } from '../../src/postmortem/open.js';
@@ -174,7 +175,7 @@ test('cluster: the leading controller binds both claims (smallest match, claimRe
 
   // The decisions are the controller's, in its log in etcd; the agent's log has none.
   const controllerLog: VoleEvent[] = [];
-  await readLogEvents(client, keys, 1, (e) => controllerLog.push(e));
+  await readLogEvents(new EtcdStore(client), keys, 1, (e) => controllerLog.push(e));
   const bound = controllerLog.flatMap((e) => (e.type === 'ClaimBound' ? [`${e.claim}=${e.volume}`] : []));
   assert.deepEqual(bound.sort(), ['a=pv-medium', 'b=pv-reserved']);
   assert.deepEqual(agentEvents().filter((e) => e.type === 'ClaimBound'), []);

@@ -1,14 +1,19 @@
 /** Claim bindings written to etcd by the leader: fenced on its term, never over another binding. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ComparatorBuilder, Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
+import type { Compare } from '../../src/cluster/store.js';
 import type { ControllerManager } from '../../src/agent/controller-manager.js';
 import { ClaimBindingWriter } from '../../src/cluster/bindings.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { RealClock } from '../../src/clock.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { Leadership } from '../../src/cluster/leadership.js';
 import type { ClaimBinding } from '../../src/world/binding.js';
 import { type EtcdCluster, useEtcdCluster } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
+
+const realClock = new RealClock();
 
 let etcd: EtcdCluster;
 let client: Etcd3;
@@ -35,11 +40,11 @@ test('the leader writes a binding to the claim and its PV; a deposed leader is r
   const keys = new ClusterKeys('/b1/');
   for (const name of ['pv-1', 'pv-2']) await client.put(keys.object('PersistentVolume', name)).value(JSON.stringify(pv(name)));
   for (const name of ['c1', 'c2']) await client.put(keys.object('PersistentVolumeClaim', name, 'default')).value(JSON.stringify(pvc(name)));
-  const a = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const a = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
   const said: string[] = [];
   const bindings = new Map([['PersistentVolumeClaim/default/c1', { volume: 'pv-1', capacityBytes: 2 ** 30 }]]);
   const durable = { durable: () => Promise.resolve() };
-  const writer = new ClaimBindingWriter(client, keys, a, durable, controllerWith(bindings), (l) => said.push(l));
+  const writer = new ClaimBindingWriter(new EtcdStore(client), keys, a, durable, controllerWith(bindings), (l) => said.push(l), realClock);
   writer.start();
   await eventually(() => writer.written === 1, 'the binding written', 10_000, () => said.join('\n'));
   const claim = await json(keys.object('PersistentVolumeClaim', 'c1', 'default'));
@@ -55,13 +60,13 @@ test('the leader writes a binding to the claim and its PV; a deposed leader is r
   const stale = {
     term: a.term,
     isLost: false,
-    fence: (): ComparatorBuilder => client.if(keys.leader, 'Create', '==', a.term),
+    fence: (): Compare[] => [{ key: keys.leader, createRevision: a.term }],
     lose: (why: string) => lost.push(why),
   };
   etcd.etcdctl('del', keys.leader);
-  const b = await Leadership.campaign(client, keys, { identity: 'b', ttlS: 3 });
+  const b = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'b', ttlS: 3, clock: realClock });
   const more = new Map([['PersistentVolumeClaim/default/c2', { volume: 'pv-2', capacityBytes: 2 ** 30 }]]);
-  const deposed = new ClaimBindingWriter(client, keys, stale as unknown as Leadership, durable, controllerWith(more), () => undefined);
+  const deposed = new ClaimBindingWriter(new EtcdStore(client), keys, stale as unknown as Leadership, durable, controllerWith(more), () => undefined, realClock);
   deposed.start();
   await eventually(() => lost.length > 0, 'the deposed writer to learn it lost', 10_000);
   await deposed.stop();
@@ -76,10 +81,10 @@ test('a binding is never written over a claim or PV that etcd binds elsewhere', 
   const keys = new ClusterKeys('/b2/');
   await client.put(keys.object('PersistentVolume', 'pv-1')).value(JSON.stringify(pv('pv-1')));
   await client.put(keys.object('PersistentVolumeClaim', 'c1', 'default')).value(JSON.stringify(pvc('c1', { volumeName: 'pv-9' })));
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
   const said: string[] = [];
   const bindings = new Map([['PersistentVolumeClaim/default/c1', { volume: 'pv-1', capacityBytes: 2 ** 30 }]]);
-  const writer = new ClaimBindingWriter(client, keys, leader, { durable: () => Promise.resolve() }, controllerWith(bindings), (l) => said.push(l));
+  const writer = new ClaimBindingWriter(new EtcdStore(client), keys, leader, { durable: () => Promise.resolve() }, controllerWith(bindings), (l) => said.push(l), realClock);
   writer.start();
   await eventually(() => said.length > 0, 'the writer to say why it does not write', 10_000);
   await writer.stop();
@@ -94,12 +99,12 @@ test('a claim written again without its binding (etcdctl, a manifest with a stat
   const claimKey = keys.object('PersistentVolumeClaim', 'c1', 'default');
   await client.put(keys.object('PersistentVolume', 'pv-1')).value(JSON.stringify(pv('pv-1')));
   await client.put(claimKey).value(JSON.stringify(pvc('c1')));
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
   const bindings = new Map([['PersistentVolumeClaim/default/c1', { volume: 'pv-1', capacityBytes: 2 ** 30 }]]);
   const controller = controllerWith(bindings);
   let listener: ((event: unknown, world: unknown) => void) | undefined;
   (controller as { subscribe: unknown }).subscribe = (l: typeof listener) => ((listener = l), () => undefined);
-  const writer = new ClaimBindingWriter(client, keys, leader, { durable: () => Promise.resolve() }, controller, () => undefined);
+  const writer = new ClaimBindingWriter(new EtcdStore(client), keys, leader, { durable: () => Promise.resolve() }, controller, () => undefined, realClock);
   writer.start();
   await eventually(() => writer.written === 1, 'the binding written', 10_000);
   // Overwritten behind the controller's back; its informer brings the claim in as it is now.

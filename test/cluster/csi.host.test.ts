@@ -15,6 +15,7 @@ import type { Etcd3 } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
 import { readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { readVolumesAttached } from '../../src/cluster/status.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { listLoops } from '../../src/host/loop.js';
@@ -73,7 +74,7 @@ function outputs(): string {
 }
 
 async function attachedOnNode1(): Promise<string[]> {
-  const reports = await readVolumesAttached(client, keys);
+  const reports = await readVolumesAttached(new EtcdStore(client), keys);
   return reports.find((r) => r.node === 'node-1')?.volumes.map((v) => v.name) ?? [];
 }
 
@@ -95,7 +96,7 @@ function rpcsOf(events: readonly VoleEvent[]): string[] {
 
 async function controllerLog(): Promise<VoleEvent[]> {
   const events: VoleEvent[] = [];
-  await readLogEvents(client, keys, 1, (e) => events.push(e));
+  await readLogEvents(new EtcdStore(client), keys, 1, (e) => events.push(e));
   return events;
 }
 

@@ -1,9 +1,11 @@
 /** The controller's log in etcd: fenced group commits, failover, snapshots with compaction. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { ComparatorBuilder, Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
+import type { Compare } from '../../src/cluster/store.js';
 import { EtcdEventLog, loadLogHead, readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { Leadership } from '../../src/cluster/leadership.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
@@ -15,6 +17,8 @@ import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
 import { type EtcdCluster, useEtcdCluster } from '../support/etcd-cluster.js';
+
+const realClock = new RealClock();
 
 let etcd: EtcdCluster;
 let client: Etcd3;
@@ -30,36 +34,36 @@ function nodeEvent(name: string, tsMs: number): NewEvent {
 
 async function readAll(keys: ClusterKeys, from = 1): Promise<VoleEvent[]> {
   const events: VoleEvent[] = [];
-  await readLogEvents(client, keys, from, (e) => events.push(e));
+  await readLogEvents(new EtcdStore(client), keys, from, (e) => events.push(e));
   return events;
 }
 
 test('a leader commits the log in fenced transactions; the next leader resumes at its head; the old one is refused', { skip }, async () => {
   const keys = new ClusterKeys('/t1/');
-  const a = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
+  const a = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
   const fatalA: Error[] = [];
-  const logA = new EtcdEventLog({ client, keys, leadership: a, head: 0, onFatal: (e) => fatalA.push(e) });
+  const logA = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: a, head: 0, onFatal: (e) => fatalA.push(e) });
   for (let i = 1; i <= 250; i++) assert.equal(logA.push(nodeEvent(`n${i}`, i)), i);
   await logA.durable();
   assert.equal(logA.stats.txns, 1, '250 small events in one transaction');
   assert.equal(etcd.etcdctl('get', keys.logHead, '--print-value-only').trim(), '250');
 
-  const bCampaign = Leadership.campaign(client, keys, { identity: 'b', ttlS: 3 });
+  const bCampaign = Leadership.campaign(new EtcdStore(client), keys, { identity: 'b', ttlS: 3, clock: realClock });
   await new Promise((r) => setTimeout(r, 300));
   // A is deposed behind its back: its key is deleted, B takes over. A still holds its old
   // term; its next commit must be refused by etcd itself, whatever A believes.
-  const stale = { term: a.term, fence: (): ComparatorBuilder => client.if(keys.leader, 'Create', '==', a.term), onLost: () => undefined, lose: () => undefined };
+  const stale = { term: a.term, fence: (): Compare[] => [{ key: keys.leader, createRevision: a.term }], onLost: () => undefined, lose: () => undefined };
   etcd.etcdctl('del', keys.leader);
   const b = await bCampaign;
   assert.notEqual(b.term, a.term);
-  const head = await loadLogHead(client, keys);
+  const head = await loadLogHead(new EtcdStore(client), keys);
   assert.equal(head.head, 250);
-  const logB = new EtcdEventLog({ client, keys, leadership: b, head: head.head, onFatal: () => undefined });
+  const logB = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: b, head: head.head, onFatal: () => undefined });
   logB.push(nodeEvent('from-b', 251));
   await logB.durable();
 
   const fatal: Error[] = [];
-  const deposed = new EtcdEventLog({ client, keys, leadership: stale as unknown as Leadership, head: 250, onFatal: (e) => fatal.push(e) });
+  const deposed = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: stale as unknown as Leadership, head: 250, onFatal: (e) => fatal.push(e) });
   deposed.push(nodeEvent('from-a', 252));
   await assert.rejects(deposed.durable(), /no longer leads/);
   assert.equal(fatal.length, 1);
@@ -69,7 +73,7 @@ test('a leader commits the log in fenced transactions; the next leader resumes a
   assert.deepEqual(events.map((e) => e.seq), Array.from({ length: 251 }, (_, i) => i + 1));
   assert.equal((events[250] as unknown as { object: { metadata: { name: string } } }).object.metadata.name, 'from-b');
 
-  const racing = new EtcdEventLog({ client, keys, leadership: b, head: 249, onFatal: () => undefined });
+  const racing = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: b, head: 249, onFatal: () => undefined });
   racing.push(nodeEvent('second-writer', 253));
   await assert.rejects(racing.durable(), /another writer moved the head/);
   await a.resign();
@@ -78,8 +82,8 @@ test('a leader commits the log in fenced transactions; the next leader resumes a
 
 test('a snapshot with compaction deletes the entries before it; loading gives the snapshot and the tail', { skip }, async () => {
   const keys = new ClusterKeys('/t2/');
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
-  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
+  const log = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: leader, head: 0, onFatal: () => undefined });
   // Three commits, three segments: 1–15, 16–25 (it holds the snapshot's seq 20), 26–30.
   for (const [from, to] of [[1, 15], [16, 25], [26, 30]] as const) {
     for (let i = from; i <= to; i++) log.push(nodeEvent(`n${i}`, i));
@@ -90,7 +94,7 @@ test('a snapshot with compaction deletes the entries before it; loading gives th
   assert.deepEqual((await readAll(keys, 20)).map((e) => e.seq), Array.from({ length: 11 }, (_, i) => 20 + i), 'read from inside a segment');
   const data = Buffer.alloc(2.5 * 1024 * 1024, 7); // three chunks
   await log.saveSnapshot({ seq: 20, tsMs: 20, format: 99, data }, { compact: true });
-  const loaded = await loadLogHead(client, keys);
+  const loaded = await loadLogHead(new EtcdStore(client), keys);
   assert.equal(loaded.head, 30);
   assert.equal(loaded.firstSeq, 16, 'the segment holding seq 21 is kept whole');
   assert.equal(loaded.snapshot?.meta.seq, 20);
@@ -109,8 +113,8 @@ function bigNodeEvent(name: string, tsMs: number, bytes: number): NewEvent {
 
 test('a group commit carries up to 1 MiB of events in segments of up to 32 KiB; a row larger than a segment goes in parts; all read back', { skip }, async () => {
   const keys = new ClusterKeys('/t3/');
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
-  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
+  const log = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: leader, head: 0, onFatal: () => undefined });
   for (let i = 1; i <= 1_500; i++) log.push(bigNodeEvent(`n${i}`, i, 1_000)); // ~1.1 KiB rows
   await log.durable();
   assert.equal(log.stats.events, 1_500);
@@ -149,8 +153,8 @@ test('a group commit carries up to 1 MiB of events in segments of up to 32 KiB; 
 
 test('whenDurable: undefined once the log is in etcd, a promise while a commit is in flight, rejected once fenced; the engine waits on it before a plugin call', { skip }, async () => {
   const keys = new ClusterKeys('/t4/');
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
-  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
+  const log = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: leader, head: 0, onFatal: () => undefined });
   assert.equal(log.whenDurable(), undefined, 'nothing pushed');
   log.push(nodeEvent('n1', 1));
   const waiting = log.whenDurable();
@@ -167,7 +171,7 @@ test('whenDurable: undefined once the log is in etcd, a promise while a commit i
   const journal: FakeCallRecord[] = [];
   const cm = ControllerManager.create({
     plugins: [new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock: new RealClock(), journal })],
-    log: { sink: log, history: [], world: await loadControllerWorld(client, keys).then((l) => l.world) },
+    log: { sink: log, history: [], world: await loadControllerWorld(new EtcdStore(client), keys).then((l) => l.world) },
     verifyAttachments: false,
   });
   journal.push = (...records: FakeCallRecord[]) => {
@@ -185,8 +189,8 @@ test('whenDurable: undefined once the log is in etcd, a promise while a commit i
   cm.stop();
 
   // A deposed writer: whenDurable rejects (the engine it served is stopped by then).
-  const stale = { term: leader.term, fence: (): ComparatorBuilder => client.if(keys.leader, 'Create', '==', '1'), onLost: () => undefined, lose: () => undefined };
-  const deposed = new EtcdEventLog({ client, keys, leadership: stale as unknown as Leadership, head: log.head, onFatal: () => undefined });
+  const stale = { term: leader.term, fence: (): Compare[] => [{ key: keys.leader, createRevision: 1 }], onLost: () => undefined, lose: () => undefined };
+  const deposed = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: stale as unknown as Leadership, head: log.head, onFatal: () => undefined });
   deposed.push(nodeEvent('late', 2));
   await assert.rejects(deposed.whenDurable() ?? Promise.resolve(), /no longer leads/);
   await leader.resign();
@@ -194,15 +198,15 @@ test('whenDurable: undefined once the log is in etcd, a promise while a commit i
 
 test('a pod too large for a log row is skipped with a message; the leader goes on with the others', { skip }, async () => {
   const keys = new ClusterKeys('/t5/');
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
-  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
+  const log = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: leader, head: 0, onFatal: () => undefined });
   const cm = ControllerManager.create({ plugins: [], log: { sink: log, history: [] }, verifyAttachments: false });
   cm.start();
   const big = pod('uid-big', []);
   big.metadata.annotations = { note: 'x'.repeat(1_100 * 1024) };
   for (const p of [big, pod('uid-small', [])]) await client.put(keys.podOf(p)).value(JSON.stringify(p));
   const said: string[] = [];
-  const inputs = new ControllerInputs(client, keys, cm, (line) => said.push(line));
+  const inputs = new ControllerInputs(new EtcdStore(client), keys, cm, (line) => said.push(line), realClock);
   try {
     await inputs.start();
     assert.deepEqual([...cm.world.pods.keys()], ['uid-small']);

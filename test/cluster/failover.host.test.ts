@@ -16,6 +16,7 @@ import type { Etcd3, Watcher } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
 import { readLogEvents, SegmentDecoder } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { checkControllerVolume } from '../../src/controller/invariants.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { VoleEvent } from '../../src/events/index.js';
@@ -269,7 +270,7 @@ test('cluster: every pod deleted, nothing is left mounted or attached; the logs 
   // The controller log in etcd, folded again: contiguous, invariants after every event,
   // and no detach of a volume its node reported in use unless forced.
   const events: VoleEvent[] = [];
-  await readLogEvents(client, keys, 1, (e) => events.push(e));
+  await readLogEvents(new EtcdStore(client), keys, 1, (e) => events.push(e));
   const world = controllerCore.initialWorld();
   const problems: string[] = [];
   let starts = 0;

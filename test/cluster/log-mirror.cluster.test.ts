@@ -7,6 +7,8 @@ import { test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { EtcdEventLog, loadLogHead } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { RealClock } from '../../src/clock.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { Leadership } from '../../src/cluster/leadership.js';
 import { EtcdLogMirror } from '../../src/cluster/log-mirror.js';
 import { controllerCore } from '../../src/engine/cores.js';
@@ -15,6 +17,8 @@ import { Tracker } from '../../src/inspect/api.js';
 import { vole } from '../support/agent-process.js';
 import { type EtcdCluster, useEtcdCluster, freePort } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
+
+const realClock = new RealClock();
 
 let etcd: EtcdCluster;
 let client: Etcd3;
@@ -38,8 +42,8 @@ const node = (name: string, tsMs: number): NewEvent => ({
 
 test('a compacted controller log is read from its snapshot and followed as the leader commits', { skip }, async () => {
   const keys = new ClusterKeys('/m1/');
-  const leader = await Leadership.campaign(client, keys, { identity: 'a', ttlS: 3 });
-  const log = new EtcdEventLog({ client, keys, leadership: leader, head: 0, onFatal: () => undefined });
+  const leader = await Leadership.campaign(new EtcdStore(client), keys, { identity: 'a', ttlS: 3, clock: realClock });
+  const log = new EtcdEventLog({ store: new EtcdStore(client), clock: realClock, keys, leadership: leader, head: 0, onFatal: () => undefined });
   // The leader's own world, folded as it appends: what the snapshot holds.
   const world = controllerCore.initialWorld();
   const append = (event: NewEvent) => controllerCore.fold(world, { ...event, seq: log.push(event) } as never);
@@ -50,9 +54,9 @@ test('a compacted controller log is read from its snapshot and followed as the l
   for (let i = 21; i <= 25; i++) append(node(`n${i}`, i));
   await log.durable();
 
-  assert.ok((await loadLogHead(client, keys)).firstSeq > 1, 'the segments before the snapshot are compacted away');
+  assert.ok((await loadLogHead(new EtcdStore(client), keys)).firstSeq > 1, 'the segments before the snapshot are compacted away');
   const warnings: string[] = [];
-  const mirror = await EtcdLogMirror.open(client, keys, { warn: (m) => warnings.push(m), pollMs: 60_000 });
+  const mirror = await EtcdLogMirror.open(new EtcdStore(client), keys, realClock, { warn: (m) => warnings.push(m), pollMs: 60_000 });
   try {
     assert.equal(mirror.head().seq, 25);
     assert.deepEqual(mirror.bounds(), { firstSeq: 21, lastSeq: 25, firstTsMs: 21, lastTsMs: 25 });

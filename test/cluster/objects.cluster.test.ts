@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { connect } from '../../src/cluster/client.js';
+import { RealClock } from '../../src/clock.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { listPrefix, PrefixInformer } from '../../src/cluster/informer.js';
 import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
 import { vole } from '../support/agent-process.js';
@@ -63,7 +65,7 @@ test('an informer lists, watches, and lists again after its revision is compacte
   const client = connect(etcd.urls);
   const seen = new Map<string, string>();
   let resets = 0;
-  const informer = new PrefixInformer(client, '/inf/', {
+  const informer = new PrefixInformer(new EtcdStore(client), '/inf/', {
     reset: (kvs) => {
       resets++;
       seen.clear();
@@ -71,7 +73,7 @@ test('an informer lists, watches, and lists again after its revision is compacte
     },
     put: (kv) => seen.set(kv.key.toString(), kv.value.toString()),
     delete: (key) => seen.delete(key),
-  });
+  }, new RealClock());
   try {
     await client.put('/inf/a').value('1');
     await informer.start();
@@ -110,12 +112,12 @@ test('listPrefix reads every key once, in order, at one revision, through pages 
     for (let i = 0; i < 600; i++) names.push(`pods/zz/ns/${String.fromCharCode(97 + (i % 26))}${i}`);
     for (let i = 0; i < names.length; i += 100)
       await client.if('/lst/pods/', 'Mod', '>', -1).then(...names.slice(i, i + 100).map((n) => client.put(`/lst/${n}`).value(n))).commit();
-    const { revision } = await listPrefix(client, '/lst/', { pageKeys: 40 });
+    const { revision } = await listPrefix(new EtcdStore(client), '/lst/', { pageKeys: 40 });
     await client.put('/lst/pods/node-0/default/later').value('after the list');
-    const { kvs } = await listPrefix(client, '/lst/', { revision, pageKeys: 40 });
+    const { kvs } = await listPrefix(new EtcdStore(client), '/lst/', { revision, pageKeys: 40 });
     const want = [...names].map((n) => `/lst/${n}`).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
     assert.deepEqual(kvs.map((kv) => kv.key.toString()), want);
-    const now = await listPrefix(client, '/lst/', { pageKeys: 7 });
+    const now = await listPrefix(new EtcdStore(client), '/lst/', { pageKeys: 7 });
     assert.equal(now.kvs.length, names.length + 1);
   } finally {
     client.close();

@@ -18,6 +18,7 @@ import { connect, isNoSpace } from '../../src/cluster/client.js';
 import { ClusterController } from '../../src/cluster/controller.js';
 import { readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { applyManifestSet, readManifestPaths } from '../../src/cluster/objects.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { RealClock } from '../../src/clock.js';
@@ -84,7 +85,7 @@ before(async () => {
   agentClient = connect(etcd.urls);
   const logger = pino({ level: 'silent' });
   controller = new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys,
     identity: 'q1',
     plugins: [fakeDisk()],
@@ -95,7 +96,7 @@ before(async () => {
     say: (line) => said.push(line),
   });
   leading = controller.run(stop.signal);
-  agent = new ClusterAgent({ client: agentClient, keys, node: 'node-1', db: join(dir, 'node-1.db'), plugins: [fakeDisk()], logger, heartbeatTtlS: 5 });
+  agent = new ClusterAgent({ client: new EtcdStore(agentClient), clock: new RealClock(), keys, node: 'node-1', db: join(dir, 'node-1.db'), plugins: [fakeDisk()], logger, heartbeatTtlS: 5 });
   await agent.start();
 });
 
@@ -143,7 +144,7 @@ test('etcd out of space: nothing acts on a decision that is not durable; after c
   const file = join(dir, 'q.yaml');
   writeFileSync(file, manifests);
   const set = readManifestPaths([file]);
-  await applyManifestSet(operator, keys, set);
+  await applyManifestSet(new EtcdStore(operator), keys, set);
   await eventually(() => agent.vm.getMountedVolumesForPod('q-1').size === 1, 'the pod mounted', 20_000, () => said.join('\n'));
   const attaches = calls('attach');
   assert.equal(attaches, 1);
@@ -181,7 +182,7 @@ test('etcd out of space: nothing acts on a decision that is not durable; after c
   await eventually(() => calls('detach') === 1, 'the detach once the log is durable again', 30_000, () => said.join('\n'));
 
   const events: VoleEvent[] = [];
-  await readLogEvents(operator, keys, 1, (e) => events.push(e));
+  await readLogEvents(new EtcdStore(operator), keys, 1, (e) => events.push(e));
   assert.deepEqual(events.map((e) => e.seq), events.map((_, i) => i + 1), 'contiguous');
   const removed = events.findIndex((e) => e.type === 'PodRemoved');
   const detach = events.findIndex((e) => e.type === 'OperationStarted' && e.op === 'detach' && e.forced === 'timeout');

@@ -15,6 +15,7 @@ import { RealClock } from '../../src/clock.js';
 import { connect } from '../../src/cluster/client.js';
 import { ClusterController } from '../../src/cluster/controller.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { applyManifestSet, readManifestPaths } from '../../src/cluster/objects.js';
 import { FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
@@ -78,7 +79,7 @@ async function applyHere(name: string, text: string): Promise<void> {
   writeFileSync(join(dir, name), text);
   const set = readManifestPaths([join(dir, name)]);
   assert.deepEqual(set.problems, []);
-  await applyManifestSet(client, new ClusterKeys('/vole/'), set);
+  await applyManifestSet(new EtcdStore(client), new ClusterKeys('/vole/'), set);
 }
 
 before(async () => {
@@ -89,7 +90,7 @@ before(async () => {
   apply('cluster.yaml', cluster);
   const clock = new RealClock();
   const controller = new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys: new ClusterKeys('/vole/'),
     identity: 'c1',
     plugins: [new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal: [] })],
