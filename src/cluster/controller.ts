@@ -20,7 +20,7 @@ import { ClaimBindingWriter } from './bindings.js';
 import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
-import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
+import { EtcdEventLog, loadLogHead, type LogLimits, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
 import { FencedPluginManager } from './fenced-plugins.js';
@@ -40,6 +40,17 @@ export interface ClusterControllerOptions {
   readonly snapshotEveryEvents?: number;
   readonly clock?: Clock;
   readonly say?: (line: string) => void;
+  /** How the log cuts its rows (default: etcd's limits). */
+  readonly logLimits?: LogLimits;
+  /** Told of each term as it starts leading, before its engine starts (tests, the simulation). */
+  readonly onLead?: (term: LeadingTerm) => void;
+}
+
+/** One term of this replica: its leadership, its log writer, its engine. */
+export interface LeadingTerm {
+  readonly leadership: Leadership;
+  readonly log: EtcdEventLog;
+  readonly manager: ControllerManager;
 }
 
 export const leaseTtlSDefault = 5;
@@ -159,11 +170,13 @@ export class ClusterController {
       head,
       onFatal: (error) => leadership.lose(error.message),
       onTrouble: (message) => this.say(message),
+      ...(this.opts.logLimits === undefined ? {} : { limits: this.opts.logLimits }),
     });
     this.log = log;
     const cm = this.newManager(log, world, { seq: lastSnapshotSeq, bytes: lastSnapshotBytes });
     this.cm = cm;
     if (leadership.isLost) return;
+    this.opts.onLead?.({ leadership, log, manager: cm });
     cm.start();
     const say = (line: string) => this.say(line);
     const { clock } = this;

@@ -38,6 +38,23 @@ export const bytesPerTxnMax = 1024 * 1024;
 export const segmentBytesMax = 32 * 1024;
 /** Segments per transaction (etcd allows 128 operations; one is the head). */
 export const segmentsPerTxnMax = 100;
+
+/**
+ * How the log cuts its rows: bytes per transaction (also the largest row), bytes per
+ * segment, segments per transaction. The simulation uses small ones, so that its few
+ * events still fill several segments, rows in parts and transactions in a row.
+ */
+export interface LogLimits {
+  readonly txnBytes: number;
+  readonly segmentBytes: number;
+  readonly segmentsPerTxn: number;
+}
+
+export const etcdLogLimits: LogLimits = {
+  txnBytes: bytesPerTxnMax,
+  segmentBytes: segmentBytesMax,
+  segmentsPerTxn: segmentsPerTxnMax,
+};
 const snapshotChunkBytes = 1024 * 1024;
 /** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
 const readPageSegments = 96;
@@ -244,7 +261,12 @@ export interface TxnPlan {
  * one), cut into segments of up to segmentBytesMax, at most segmentsPerTxnMax of them; a
  * row larger than a segment is written in parts of segmentBytesMax.
  */
-export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
+export function planTxn(
+  rows: readonly PendingRow[],
+  from: number,
+  limits: LogLimits = etcdLogLimits,
+): TxnPlan {
+  const { txnBytes, segmentBytes: segmentMax, segmentsPerTxn } = limits;
   const segments: TxnPlan['segments'] = [];
   let lines: string[] = [];
   let segmentBytes = 0;
@@ -258,10 +280,10 @@ export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
   for (; i < rows.length; i++) {
     const row = rows[i]!;
     const size = row.bytes + 1;
-    if (bytes > 0 && bytes + size > bytesPerTxnMax) break;
-    if (lines.length > 0 && segmentBytes + size > segmentBytesMax) close();
-    const parts = size > segmentBytesMax ? splitUtf8(row.value, segmentBytesMax) : undefined;
-    if (segments.length + (parts?.length ?? 1) > segmentsPerTxnMax) break;
+    if (bytes > 0 && bytes + size > txnBytes) break;
+    if (lines.length > 0 && segmentBytes + size > segmentMax) close();
+    const parts = size > segmentMax ? splitUtf8(row.value, segmentMax) : undefined;
+    if (bytes > 0 && segments.length + (parts?.length ?? 1) > segmentsPerTxn) break;
     if (parts !== undefined) {
       parts.forEach((value, part) =>
         segments.push({ firstSeq: row.seq, part: { part, parts: parts.length }, value }),
@@ -287,6 +309,8 @@ export interface EtcdLogOptions {
   readonly onFatal: (error: Error) => void;
   /** A commit failed for now and is retried (NOSPACE, etcd unreachable). */
   readonly onTrouble?: (message: string) => void;
+  /** How rows are cut (default: etcdLogLimits). */
+  readonly limits?: LogLimits;
 }
 
 export class EtcdEventLog implements EventSink {
@@ -301,7 +325,15 @@ export class EtcdEventLog implements EventSink {
   /** Commits and their sizes (for benchmarks and the progress line). */
   readonly stats = { txns: 0, segments: 0, events: 0, bytes: 0, retries: 0 };
 
+  private readonly limits: LogLimits;
+
   constructor(private readonly opts: EtcdLogOptions) {
+    this.limits = opts.limits ?? etcdLogLimits;
+    const { txnBytes, segmentBytes, segmentsPerTxn } = this.limits;
+    assert(
+      Math.ceil(txnBytes / segmentBytes) < segmentsPerTxn,
+      'the largest row in parts must fit one transaction',
+    );
     this.nextSeq = opts.head + 1;
     this.committedSeq = opts.head;
     opts.leadership.onLost((error) => this.fail(error));
@@ -316,10 +348,11 @@ export class EtcdEventLog implements EventSink {
     const seq = this.nextSeq++;
     const value = JSON.stringify(encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq));
     const bytes = Buffer.byteLength(value);
-    if (bytes > bytesPerTxnMax) {
+    const rowBytesMax = this.limits.txnBytes;
+    if (bytes > rowBytesMax) {
       this.nextSeq--;
       throw new LogRowTooLarge(
-        `${event.type} is ${bytes} bytes as a log row; the controller log in etcd takes rows up to ${bytesPerTxnMax} ` +
+        `${event.type} is ${bytes} bytes as a log row; the controller log in etcd takes rows up to ${rowBytesMax} ` +
           "(one transaction under etcd's 1.5 MiB request limit): shrink the object (its annotations, its spec)",
       );
     }
@@ -367,7 +400,7 @@ export class EtcdEventLog implements EventSink {
   private async drain(): Promise<void> {
     try {
       while (this.start < this.buffer.length && this.waiters.fatal === null) {
-        const txn = planTxn(this.buffer, this.start);
+        const txn = planTxn(this.buffer, this.start, this.limits);
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
         this.dropCommitted();

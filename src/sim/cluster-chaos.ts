@@ -7,7 +7,12 @@
  */
 import { createHash } from 'node:crypto';
 import { checkConvergence, checkInvariants, invariantChecks, storeLog } from './cluster-checks.js';
-import { type ClusterPlan, type ClusterStep, clusterTimings, drawClusterPlan } from './cluster-draw.js';
+import {
+  type ClusterPlan,
+  type ClusterStep,
+  clusterTimings,
+  drawClusterPlan,
+} from './cluster-draw.js';
 import { type ClusterChaosOptions, ClusterSim } from './cluster-sim.js';
 
 export interface ClusterRunResult {
@@ -49,7 +54,7 @@ async function killLeader(sim: ClusterSim): Promise<void> {
 function partitionLeader(sim: ClusterSim, durationMs: number): void {
   const leader = sim.leader();
   if (leader === undefined) return sim.say('no leader to cut off');
-  leader.opts.client.partition(durationMs);
+  leader.client.partition(durationMs);
   sim.say(`${leader.name} cut off from the store for ${durationMs} ms`);
 }
 
@@ -107,7 +112,8 @@ async function runStep(sim: ClusterSim, step: ClusterStep): Promise<void> {
 
 /** The liveness phase: every killed replica started again; faults end on their own timers. */
 async function liveness(sim: ClusterSim): Promise<void> {
-  for (const replica of [...sim.replicas.values()]) if (!replica.alive) sim.startReplica(replica.name);
+  for (const replica of [...sim.replicas.values()])
+    if (!replica.alive) sim.startReplica(replica.name);
   await sim.advance(clusterTimings.livenessMs);
 }
 
@@ -178,7 +184,10 @@ export async function clusterChaos(opts: {
   let faultsInjected = 0;
   let checks = 0;
   for (let i = 0; i < opts.runs; i++) {
-    const result = await runClusterSeed((opts.seed + i) >>> 0, opts.unfenced === true ? { unfenced: true } : {});
+    const result = await runClusterSeed(
+      (opts.seed + i) >>> 0,
+      opts.unfenced === true ? { unfenced: true } : {},
+    );
     events += result.log.head;
     calls += result.cloudCalls + result.nodeCalls;
     terms += result.terms;

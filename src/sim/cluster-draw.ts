@@ -45,7 +45,9 @@ const int = (r: Random, lo: number, hi: number) => lo + Math.floor(r() * (hi - l
 const pick = <T>(r: Random, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 
 export function podOf(k: number, node: string, disk: number, scratch: boolean): Pod {
-  const volumes: Pod['spec']['volumes'] = [{ name: 'data', persistentVolumeClaim: { claimName: `claim-${disk}` } }];
+  const volumes: Pod['spec']['volumes'] = [
+    { name: 'data', persistentVolumeClaim: { claimName: `claim-${disk}` } },
+  ];
   if (scratch) volumes.push({ name: 'scratch', emptyDir: {} });
   return {
     apiVersion: 'v1',
@@ -57,7 +59,8 @@ export function podOf(k: number, node: string, disk: number, scratch: boolean): 
 
 /** The disk a pod claims (each pod claims one). */
 export function diskOf(pod: Pod): number {
-  const claim = pod.spec.volumes?.find((v) => v.persistentVolumeClaim !== undefined)?.persistentVolumeClaim?.claimName;
+  const claim = pod.spec.volumes?.find((v) => v.persistentVolumeClaim !== undefined)
+    ?.persistentVolumeClaim?.claimName;
   return Number(claim?.split('-')[1]);
 }
 
@@ -98,9 +101,18 @@ class Drawing {
     if (free.length > 0 && (this.byDisk.size === 0 || this.r() < 0.6)) {
       return this.add(pick(this.r, free), pick(this.r, this.nodes));
     }
-    const disk = pick(this.r, [...this.byDisk.keys()].sort((a, b) => a - b));
+    const disk = pick(
+      this.r,
+      [...this.byDisk.keys()].sort((a, b) => a - b),
+    );
     const from = this.remove(disk).spec.nodeName!;
-    this.add(disk, pick(this.r, this.nodes.filter((n) => n !== from)));
+    this.add(
+      disk,
+      pick(
+        this.r,
+        this.nodes.filter((n) => n !== from),
+      ),
+    );
   }
 
   fault(roll: number): void {
@@ -126,7 +138,13 @@ class Drawing {
       const disk = [...this.byDisk].find(([, pod]) => pod.spec.nodeName === node)?.[0];
       if (disk !== undefined) {
         this.remove(disk);
-        this.add(disk, pick(r, this.nodes.filter((n) => n !== node)));
+        this.add(
+          disk,
+          pick(
+            r,
+            this.nodes.filter((n) => n !== node),
+          ),
+        );
       }
     }
   }
@@ -135,7 +153,10 @@ class Drawing {
 export function drawClusterPlan(seed: number): ClusterPlan {
   const r = prng(seed);
   const nodes = Array.from({ length: int(r, 2, 3) }, (_, i) => `node-${i + 1}`);
-  const replicas = Array.from({ length: int(r, 2, 3) }, (_, i) => `controller-${String.fromCharCode(97 + i)}`);
+  const replicas = Array.from(
+    { length: int(r, 2, 3) },
+    (_, i) => `controller-${String.fromCharCode(97 + i)}`,
+  );
   const d = new Drawing(r, nodes, replicas.length, int(r, 2, 4));
   for (let i = int(r, 1, d.disks); i > 0; i--) d.churn();
   d.steps.push({ advance: 20_000 });
@@ -143,7 +164,13 @@ export function drawClusterPlan(seed: number): ClusterPlan {
   for (let s = 0; s < stepCount; s++) {
     const roll = r();
     if (roll < 0.3) d.churn();
-    else if (roll < 0.4 && d.byDisk.size > 0) d.remove(pick(r, [...d.byDisk.keys()].sort((a, b) => a - b)));
+    else if (roll < 0.4 && d.byDisk.size > 0)
+      d.remove(
+        pick(
+          r,
+          [...d.byDisk.keys()].sort((a, b) => a - b),
+        ),
+      );
     else if (roll < 0.55) d.steps.push({ advance: int(r, 500, 30_000) });
     else if (roll < 0.65 && d.dead > 0) {
       d.steps.push({ startReplica: {} });
