@@ -63,6 +63,11 @@ export class LogFenced extends Error {
   override name = 'LogFenced';
 }
 
+/** The entries a reader asked for were compacted away: read the snapshot again. */
+export class LogCompactedPast extends Error {
+  override name = 'LogCompactedPast';
+}
+
 export class LogRowTooLarge extends Error {
   override name = 'LogRowTooLarge';
 }
@@ -208,6 +213,10 @@ export async function readLogEvents(
       const key = kv.key;
       for (const event of decoder.take(key, kv.value.toString())) {
         if (event.seq < next) continue; // the part of the first segment before fromSeq
+        if (event.seq !== next && count === 0 && event.seq > fromSeq)
+          throw new LogCompactedPast(
+            `the etcd log's seq ${next} was compacted away (it starts at ${event.seq})`,
+          );
         if (event.seq !== next)
           throw new Error(`the etcd log skips from seq ${next - 1} to ${event.seq} (${key})`);
         onEvent(event);

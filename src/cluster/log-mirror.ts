@@ -11,7 +11,7 @@
 import type { Clock, TimerHandle } from '../clock.js';
 import type { VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
-import { loadLogHead, readLogEvents } from './etcd-log.js';
+import { loadLogHead, LogCompactedPast, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { KvStore, StoreWatch } from './store.js';
 
@@ -26,7 +26,7 @@ export const mirrorPollMsDefault = 1_000;
 
 export class EtcdLogMirror {
   /** The events from `firstSeq` on, by seq − firstSeq. */
-  private readonly events: VoleEvent[] = [];
+  private events: VoleEvent[] = [];
   private firstSeq = 1;
   private snapshot: { seq: number; tsMs: number; format: number; data: Buffer } | undefined;
   private watcher: StoreWatch | null = null;
@@ -80,15 +80,22 @@ export class EtcdLogMirror {
     this.opts.warn?.(message);
   }
 
+  /** Loads the latest snapshot (once compacted) and the events after it, all at one revision. */
   private async load(): Promise<void> {
     const loaded = await loadLogHead(this.store, this.keys);
+    let firstSeq = 1;
+    let snapshot: typeof this.snapshot;
     if (loaded.snapshot !== undefined && loaded.firstSeq > 1) {
       const { meta, data } = loaded.snapshot;
-      this.snapshot = { seq: meta.seq, tsMs: meta.tsMs, format: meta.format, data };
-      this.firstSeq = meta.seq + 1;
+      snapshot = { seq: meta.seq, tsMs: meta.tsMs, format: meta.format, data };
+      firstSeq = meta.seq + 1;
     }
-    const push = (event: VoleEvent) => this.push(event);
-    await readLogEvents(this.store, this.keys, this.firstSeq, push, { revision: loaded.revision });
+    const events: VoleEvent[] = [];
+    const push = (event: VoleEvent) => events.push(event);
+    await readLogEvents(this.store, this.keys, firstSeq, push, { revision: loaded.revision });
+    this.events = events;
+    this.firstSeq = firstSeq;
+    this.snapshot = snapshot;
   }
 
   private push(event: VoleEvent): void {
@@ -110,6 +117,13 @@ export class EtcdLogMirror {
       try {
         await readLogEvents(this.store, this.keys, this.headSeq + 1, (event) => this.push(event));
       } catch (error) {
+        if (error instanceof LogCompactedPast) {
+          // Compacted while this reader was behind: start again from the latest snapshot.
+          this.warn(`${error.message}; loading the latest snapshot again`);
+          return this.load().catch((again: Error) =>
+            this.warn(`reloading the log: ${again.message}`),
+          );
+        }
         this.warn(
           `reading the controller log after seq ${this.headSeq}: ${(error as Error).message}`,
         );

@@ -17,8 +17,11 @@ export function segmentRows(value: string): string[] {
   return value.split('\n');
 }
 
+/** A row's seq: its first column (`[seq,tsMs,…]`), read without parsing the row. */
 export function seqOfRow(row: string): number {
-  return (JSON.parse(row) as EventRow)[0];
+  const seq = Number(row.slice(1, row.indexOf(',')));
+  if (!Number.isSafeInteger(seq)) throw new Error(`not a log row: ${row.slice(0, 40)}`);
+  return seq;
 }
 
 export function decodeLogRow(row: string): VoleEvent {
@@ -27,6 +30,8 @@ export function decodeLogRow(row: string): VoleEvent {
 
 export class LogArchive {
   readonly rows = new Map<number, string>();
+  /** The rows from seq 1 hold no gap up to this seq. */
+  private contiguous = 0;
   /** Rows in parts, by the key of their first part: the parts seen so far. */
   private readonly parts = new Map<string, string[]>();
 
@@ -58,13 +63,20 @@ export class LogArchive {
       this.fail(
         `the controller log's seq ${seq} was written twice, differently: an event was lost`,
       );
-    if (before === undefined) this.rows.set(seq, row);
+    if (before !== undefined) return;
+    this.rows.set(seq, row);
+    while (this.rows.has(this.contiguous + 1)) this.contiguous++;
+  }
+
+  /** How far the rows from seq 1 go without a gap. */
+  get head(): number {
+    return this.contiguous;
   }
 
   /** The rows from seq 1 while they have no gap. */
   get prefix(): string[] {
     const out: string[] = [];
-    for (let seq = 1; this.rows.has(seq); seq++) out.push(this.rows.get(seq)!);
+    for (let seq = 1; seq <= this.contiguous; seq++) out.push(this.rows.get(seq)!);
     return out;
   }
 }

@@ -7,9 +7,9 @@
 import { prefixRange } from '../cluster/store.js';
 import { eventCodec } from '../events/index.js';
 import { encodeEvent } from '../log/codec.js';
-import { decodeLogRow, segmentRows, seqOfRow } from './cluster-archive.js';
+import { decodeLogRow } from './cluster-archive.js';
 import { diskOf } from './cluster-draw.js';
-import type { SimReplica } from './cluster-replica.js';
+import type { SimReplica, Term } from './cluster-replica.js';
 import { type ClusterSim, volumeOfDisk } from './cluster-sim.js';
 
 /** The controller log as it ever was: every row from seq 1, compacted ones included. */
@@ -32,24 +32,50 @@ function allReplicas(sim: ClusterSim): SimReplica[] {
  * between the first kept one and the head (compaction only takes the oldest).
  */
 function checkStoredLog(sim: ClusterSim): void {
-  const range = prefixRange(sim.keys.logSegments);
-  const kvs = sim.store.range({ start: range.start, end: range.end }).kvs;
-  const seqs: number[] = [];
-  for (const kv of kvs) {
-    if (/\+\d{4}\/\d{4}$/.test(kv.key)) {
-      if (kv.key.endsWith('+0000/' + kv.key.slice(-4))) seqs.push(Number(kv.key.slice(-26, -10)));
-      continue;
-    }
-    for (const row of segmentRows(kv.value.toString())) seqs.push(seqOfRow(row));
+  const { keys } = sim;
+  const range = prefixRange(keys.logSegments);
+  const seqAt = keys.logSegments.length;
+  let last: number | undefined;
+  for (const kv of sim.store.range({ start: range.start, end: range.end }).kvs) {
+    const first = Number(kv.key.slice(seqAt, seqAt + 16));
+    const part = /\+(\d{4})\/\d{4}$/.exec(kv.key);
+    if (part !== null && part[1] !== '0000') continue;
+    if (last !== undefined && first !== last + 1)
+      sim.fail(`the controller log in the store skips from seq ${last} to ${first}`);
+    // One row a line; a row in parts is one row.
+    last = part !== null ? first : first + kv.value.toString().split('\n').length - 1;
   }
-  const head = Number(sim.store.get(sim.keys.logHead)?.value.toString() ?? '0');
-  const last = seqs.at(-1) ?? head;
-  if (last !== head)
+  const head = Number(sim.store.get(keys.logHead)?.value.toString() ?? '0');
+  if ((last ?? head) !== head)
     sim.fail(`the controller log's head says ${head} but its last stored seq is ${last}`);
-  const gap = seqs.findIndex((seq, i) => i > 0 && seq !== seqs[i - 1]! + 1);
-  if (gap > 0)
-    sim.fail(`the controller log in the store skips from seq ${seqs[gap - 1]} to ${seqs[gap]}`);
 }
+
+/**
+ * The snapshot the log names is whole, and no chunks older than it stay behind (those of
+ * a snapshot cut off mid-write go with the next one; newer ones may be being written).
+ */
+function checkSnapshot(sim: ClusterSim): void {
+  const { keys, store } = sim;
+  const meta = store.get(keys.logSnapshot);
+  if (meta === undefined) return;
+  const { seq, chunks } = JSON.parse(meta.value.toString()) as { seq: number; chunks: number };
+  const base = `${keys.logSnapshot}/`;
+  const range = prefixRange(base);
+  const held = new Map<number, number>();
+  for (const kv of store.range({ start: range.start, end: range.end, keysOnly: true }).kvs) {
+    const of = Number(kv.key.slice(base.length).split('/')[0]);
+    held.set(of, (held.get(of) ?? 0) + 1);
+  }
+  if (held.get(seq) !== chunks)
+    sim.fail(
+      `the snapshot at seq ${seq} has ${held.get(seq) ?? 0} of its ${chunks} chunks in the store`,
+    );
+  for (const of of held.keys())
+    if (of < seq) sim.fail(`chunks of a snapshot at seq ${of} stayed behind the one at seq ${seq}`);
+}
+
+/** How far each term's durable view was checked already. */
+const checkedUpTo = new WeakMap<Term, number>();
 
 /**
  * Nothing in any log lost: what each term loaded is in the log's history, and what it
@@ -58,6 +84,7 @@ function checkStoredLog(sim: ClusterSim): void {
  */
 function checkLogs(sim: ClusterSim): void {
   checkStoredLog(sim);
+  checkSnapshot(sim);
   const history = sim.archive.rows;
   const known = sim.archive.prefix.length;
   for (const replica of allReplicas(sim)) {
@@ -173,6 +200,24 @@ function checkNodes(sim: ClusterSim): void {
 /** At the end of the liveness phase: one leader, exactly what the present pods need, nothing running. */
 export function checkConvergence(sim: ClusterSim): void {
   checkLeader(sim);
+  checkReader(sim);
   checkCloud(sim);
   checkNodes(sim);
+}
+
+/**
+ * The log's reader (`vole inspect --etcd`) caught up with the log, whatever was compacted
+ * while it was cut off: its head is the log's, and each event it holds is the log's.
+ */
+function checkReader(sim: ClusterSim): void {
+  const mirror = sim.reader?.mirror;
+  if (mirror === undefined) return sim.fail('the log reader never opened');
+  const head = sim.archive.head;
+  if (mirror.head().seq !== head)
+    return sim.fail(`the log reader is at seq ${mirror.head().seq}, the log at ${head}`);
+  for (const event of mirror.read()) {
+    const row = JSON.stringify(encodeEvent(eventCodec, event, event.seq));
+    if (sim.archive.rows.get(event.seq) !== row)
+      return sim.fail(`the log reader holds another event than the log at seq ${event.seq}`);
+  }
 }

@@ -13,6 +13,17 @@ export type ClusterStep =
   | { readonly advance: number }
   /** The leading controller is killed (SIGKILL) in the middle of an attach. */
   | { readonly killLeader: Record<string, never> }
+  /** The leading controller is killed after writing a snapshot's chunks, before its meta. */
+  | { readonly killLeaderMidSnapshot: Record<string, never> }
+  /**
+   * The leading controller is killed as one of its log transactions lands, its answer lost:
+   * between two transactions of one commit (a segment boundary) when it can.
+   */
+  | { readonly crashMidCommit: Record<string, never> }
+  /** The log's reader (`vole inspect --etcd`) is cut off while the log is compacted. */
+  | { readonly partitionReader: number }
+  /** etcd compacts its history: reads at an older revision are refused. */
+  | { readonly compactStore: Record<string, never> }
   | { readonly startReplica: Record<string, never> }
   /** The store's leader member is lost for this long. */
   | { readonly storeLeaderLost: number }
@@ -115,21 +126,34 @@ class Drawing {
     );
   }
 
+  /** A step that kills the leader: a standby is started first when none would be left. */
+  private kill(step: ClusterStep): void {
+    if (this.dead >= this.replicas - 1) {
+      this.steps.push({ startReplica: {} });
+      this.dead--;
+    }
+    this.churn();
+    this.steps.push(step);
+    this.dead++;
+  }
+
   fault(roll: number): void {
     const r = this.r;
-    if (roll < 0.25) {
-      if (this.dead >= this.replicas - 1) {
-        this.steps.push({ startReplica: {} });
-        this.dead--;
-      }
-      this.churn();
-      this.steps.push({ killLeader: {} });
-      this.dead++;
-    } else if (roll < 0.4) this.steps.push({ storeLeaderLost: int(r, 1_000, 15_000) });
-    else if (roll < 0.55) this.steps.push({ noSpace: int(r, 1_000, 20_000) });
-    else if (roll < 0.7) {
+    if (roll < 0.2) this.kill({ killLeader: {} });
+    else if (roll < 0.3) this.steps.push({ storeLeaderLost: int(r, 1_000, 15_000) });
+    else if (roll < 0.4) this.steps.push({ noSpace: int(r, 1_000, 20_000) });
+    else if (roll < 0.5) {
       this.churn();
       this.steps.push({ partitionLeader: int(r, clusterTimings.leaseTtlMs + 500, 20_000) });
+    } else if (roll < 0.57) this.kill({ killLeaderMidSnapshot: {} });
+    else if (roll < 0.64) this.kill({ crashMidCommit: {} });
+    else if (roll < 0.74) {
+      this.steps.push({ partitionReader: int(r, 5_000, 60_000) });
+      this.churn();
+      this.churn();
+    } else if (roll < 0.8) {
+      this.churn();
+      this.steps.push({ compactStore: {} });
     } else {
       const node = pick(r, this.nodes);
       const durationMs = clusterTimings.maxWaitForUnmountMs + int(r, 15_000, 90_000);

@@ -98,6 +98,12 @@ export class SimReplica {
     );
   }
 
+  /** The last seq the current term appended (committed or not). */
+  get lastAppended(): number | undefined {
+    const term = this.current;
+    return term === undefined ? undefined : term.loadedHead + term.appended.size;
+  }
+
   get world(): ControllerWorld | undefined {
     return this.current?.leading.manager.world;
   }

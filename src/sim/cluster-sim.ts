@@ -16,6 +16,7 @@
  */
 import type { LogLimits } from '../cluster/etcd-log.js';
 import { ClusterKeys } from '../cluster/keys.js';
+import { EtcdLogMirror } from '../cluster/log-mirror.js';
 import { decodeVolumesInUse } from '../cluster/status.js';
 import type { TxnOp } from '../cluster/store.js';
 import { sleep, VirtualClock } from '../clock.js';
@@ -28,7 +29,7 @@ import { type ClusterPlan, clusterTimings } from './cluster-draw.js';
 import { SimNodeAgent } from './cluster-node.js';
 import { SimReplica } from './cluster-replica.js';
 import { simulationPlugins } from './plugins.js';
-import { SimStore } from './store-sim.js';
+import { SimStore, type StoreChange } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
 
 /**
@@ -41,7 +42,7 @@ export const simLogLimits: LogLimits = {
   segmentsPerTxn: 12,
 };
 /** Snapshots (and compaction) this often, paced by size as in production. */
-export const simSnapshotEveryEvents = 40;
+export const simSnapshotEveryEvents = 16;
 
 export interface ClusterChaosOptions {
   /** The deliberately broken fencing rule (a deposed leader may write): the checks must bite. */
@@ -59,6 +60,10 @@ export class ClusterSim {
   readonly cloud: SimCloud;
   readonly admin: SimStoreClient;
   readonly archive: LogArchive;
+  /** A fault waiting for its moment: told of each change as it lands; true once it fired. */
+  trap: ((change: StoreChange) => boolean) | null = null;
+  /** The controller log's reader (`vole inspect --etcd`), following it from its own client. */
+  reader: { readonly client: SimStoreClient; readonly mirror: EtcdLogMirror } | null = null;
   readonly replicas = new Map<string, SimReplica>();
   readonly retired: SimReplica[] = [];
   readonly agents = new Map<string, SimNodeAgent>();
@@ -81,7 +86,10 @@ export class ClusterSim {
     const random = prng(plan.seed ^ 0x5bd1e995);
     this.store = new SimStore(this.clock, random);
     this.archive = new LogArchive(this.keys, (message) => this.fail(message));
-    this.store.onChange = (change) => this.archive.take(change);
+    this.store.onChange = (change) => {
+      this.archive.take(change);
+      if (this.trap?.(change) === true) this.trap = null;
+    };
     this.admin = new SimStoreClient(this.store, this.clock, 'vole apply');
     const rwo = new Set(Array.from({ length: plan.disks }, (_, d) => volumeOfDisk(d)));
     this.cloud = new SimCloud(this.clock, random, rwo, {
@@ -243,5 +251,13 @@ export class ClusterSim {
     for (const agent of this.agents.values()) void agent.start();
     for (const identity of this.plan.replicas) this.startReplica(identity);
     await this.advance(1_000);
+    const client = new SimStoreClient(this.store, this.clock, 'vole inspect');
+    let said = '';
+    const warn = (message: string) => {
+      if (message !== said) this.say(`vole inspect: ${message}`);
+      said = message;
+    };
+    const mirror = await EtcdLogMirror.open(client, this.keys, this.clock, { warn, pollMs: 5_000 });
+    this.reader = { client, mirror };
   }
 }

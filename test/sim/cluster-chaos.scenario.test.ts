@@ -40,19 +40,29 @@ test('cluster chaos: the seeds cover every fault, and leaders are killed in the 
   let midAttach = 0;
   let forced = 0;
   let recorded = 0;
+  const fired = { midSnapshot: 0, atCommit: 0, readerReloaded: 0 };
   for (let i = 0; i < 12; i++) {
     let sim: ClusterSim | undefined;
     const result = await runClusterSeed(seed + i, { onSim: (s) => (sim = s) });
     for (const kind of Object.keys(result.faults)) faults.add(kind);
     midAttach += result.trace.filter((line) => line.includes('in the middle of an attach')).length;
+    const said = (text: string) => result.trace.filter((line) => line.includes(text)).length;
+    fired.midSnapshot += said('(SIGKILL) in the middle of writing a snapshot');
+    fired.atCommit += said('(SIGKILL) as its log commit landed');
+    fired.readerReloaded += said('compacted away (it starts at');
     forced += result.forcedDetaches;
     // Each forced detach's reason is in the controller log.
     recorded += loggedEvents(sim!).filter(
       (e) => e.type === 'OperationStarted' && e.op === 'detach' && e.forced === 'timeout',
     ).length;
   }
-  for (const kind of ['killLeader', 'storeLeaderLost', 'stopAgent', 'noSpace', 'partitionLeader'])
-    assert.ok(faults.has(kind), `a seed injected ${kind}`);
+  const kinds = ['killLeader', 'storeLeaderLost', 'stopAgent', 'noSpace', 'partitionLeader'];
+  kinds.push('killLeaderMidSnapshot', 'crashMidCommit', 'partitionReader', 'compactStore');
+  for (const kind of kinds) assert.ok(faults.has(kind), `a seed injected ${kind}`);
+  // The faults in what the real code now covers came at their moment, and were survived.
+  assert.ok(fired.midSnapshot > 0, 'a leader was killed with a snapshot half written');
+  assert.ok(fired.atCommit > 0, 'a leader was killed as a log commit landed');
+  assert.ok(fired.readerReloaded > 0, 'the log was compacted past its reader, which reloaded');
   assert.ok(midAttach > 0, 'a leader was killed with an attach running');
   assert.ok(forced > 0, 'a node agent stopped past maxWaitForUnmount got its disk force-detached');
   assert.ok(
