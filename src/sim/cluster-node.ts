@@ -18,6 +18,9 @@ import type { World } from '../world/types.js';
 import type { SimStore } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
 
+/** One silent logger for every process of every run (each pino() opens a stream). */
+const silentLogger = pino({ level: 'silent' });
+
 export interface NodeAgentOptions {
   readonly node: string;
   readonly store: SimStore;
@@ -56,7 +59,7 @@ export class SimNodeAgent {
     const { opts } = this;
     this.runs++;
     const client = new SimStoreClient(opts.store, opts.clock, `${opts.node}#${this.runs}`);
-    const logger = pino({ level: 'silent' });
+    const logger = silentLogger;
     const vm = VolumeManager.create({
       node: opts.node,
       plugins: opts.plugins,

@@ -20,6 +20,9 @@ import type { VolumePlugin } from '../plugins/types.js';
 import type { BrokenRules, SimStore } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
 
+/** One silent logger for every process of every run (each pino() opens a stream). */
+const silentLogger = pino({ level: 'silent' });
+
 export interface ReplicaOptions {
   readonly identity: string;
   readonly store: SimStore;
@@ -67,7 +70,7 @@ export class SimReplica {
       keys: opts.keys,
       identity: opts.identity,
       plugins: [opts.plugin],
-      logger: pino({ level: 'silent' }),
+      logger: silentLogger,
       leaseTtlS: opts.leaseTtlS,
       maxWaitForUnmountMs: opts.maxWaitForUnmountMs,
       snapshotEveryEvents: opts.snapshotEveryEvents,
