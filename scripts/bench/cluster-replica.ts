@@ -23,7 +23,13 @@ const controller = new ClusterController({
   client: new EtcdStore(client),
   keys: new ClusterKeys(prefix),
   identity,
-  plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: [] })],
+  plugins: [
+    new FakePlugin({
+      caps: caps(diskPlugin, { attachable: true }),
+      clock: new RealClock(),
+      journal: [],
+    }),
+  ],
   logger: pino({ level: 'silent' }),
   leaseTtlS: Number(ttl),
 });

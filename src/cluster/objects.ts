@@ -4,12 +4,7 @@
  * under the cluster prefix. An object's resourceVersion is its etcd mod revision.
  */
 import { statSync, readdirSync } from 'node:fs';
-import {
-  type ManifestObject,
-  manifestObject,
-  type Pod,
-  pod as podSchema,
-} from '../events/k8s.js';
+import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
 import {
   type ManifestSet,
   manifestFilesMax,
@@ -38,7 +33,10 @@ export function readManifestPaths(paths: readonly string[]): ManifestSet {
     const read = readManifestDir(path);
     for (const [uid, p] of read.pods) {
       if (set.pods.has(uid))
-        set.problems.push({ file: path, message: `pod UID ${uid} is used twice; podUidMustBeUnique` });
+        set.problems.push({
+          file: path,
+          message: `pod UID ${uid} is used twice; podUidMustBeUnique`,
+        });
       set.pods.set(uid, p);
     }
     for (const [k, o] of read.objects) set.objects.set(k, o);
@@ -68,7 +66,8 @@ function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue): T 
 export function decodeObject(kv: KeyValue): Decoded<ManifestObject> {
   try {
     const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
-    if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
+    if (!parsed.success)
+      return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
     return { ok: true, value: withVersion(parsed.data, kv) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
@@ -116,7 +115,10 @@ async function podKeysByName(client: KvStore, keys: ClusterKeys): Promise<Map<st
  * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses.
  */
 export function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
-  if (existingText === null || (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume'))
+  if (
+    existingText === null ||
+    (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume')
+  )
     return object;
   let existing: { kind?: unknown; spec?: Record<string, unknown>; status?: unknown };
   try {
@@ -161,7 +163,8 @@ export async function applyManifestSet(
 ): Promise<ApplyResult> {
   const result: ApplyResult = { created: [], configured: [], unchanged: [] };
   for (const object of set.objects.values()) {
-    const value = (existing: string | null) => JSON.stringify(storedForm(keepBinding(object, existing)));
+    const value = (existing: string | null) =>
+      JSON.stringify(storedForm(keepBinding(object, existing)));
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
@@ -169,7 +172,14 @@ export async function applyManifestSet(
     const key = keys.podOf(pod);
     const ns = pod.metadata.namespace ?? 'default';
     const stale = (byName.get(`${ns}/${pod.metadata.name}`) ?? []).filter((k: string) => k !== key);
-    await putIfChanged(client, key, JSON.stringify(storedForm(pod)), stale, result, describeObject(pod));
+    await putIfChanged(
+      client,
+      key,
+      JSON.stringify(storedForm(pod)),
+      stale,
+      result,
+      describeObject(pod),
+    );
   }
   return result;
 }
@@ -184,7 +194,8 @@ export async function deleteManifestSet(
   const absent: string[] = [];
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
   for (const pod of set.pods.values()) {
-    const found: string[] = byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
+    const found: string[] =
+      byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
     for (const key of found) await remove(client, key);
     (found.length > 0 ? deleted : absent).push(describeObject(pod));
   }
@@ -225,4 +236,3 @@ export async function listState(
   }
   return state;
 }
-

@@ -46,7 +46,8 @@ export function parseStatusKey(
 ): { node: string; field: StatusField } | undefined {
   const [node, field, ...more] = ClusterKeys.rest(key, keys.status).split('/');
   if (node === undefined || node === '' || more.length > 0) return undefined;
-  if (field !== 'volumesInUse' && field !== 'volumesAttached' && field !== 'csiNodeIds') return undefined;
+  if (field !== 'volumesInUse' && field !== 'volumesAttached' && field !== 'csiNodeIds')
+    return undefined;
   return { node, field };
 }
 
