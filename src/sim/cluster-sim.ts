@@ -33,13 +33,14 @@ import { SimStore, type StoreChange } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
 
 /**
- * The log's limits in the simulation: small, so that a run's few hundred events fill many
- * segments, rows go in parts and a commit takes several transactions.
+ * The log's limits in the simulation: small, so that a run's few hundred events (rows of
+ * 100–450 bytes) fill many segments, a row in five goes in parts, and a burst of events
+ * commits in several transactions.
  */
 export const simLogLimits: LogLimits = {
-  txnBytes: 8 * 1024,
-  segmentBytes: 1024,
-  segmentsPerTxn: 12,
+  txnBytes: 2 * 1024,
+  segmentBytes: 256,
+  segmentsPerTxn: 10,
 };
 /** Snapshots (and compaction) this often, paced by size as in production. */
 export const simSnapshotEveryEvents = 16;
