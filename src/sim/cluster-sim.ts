@@ -1,18 +1,14 @@
 /**
  * The simulated cluster of `vole chaos --cluster` (cluster-chaos.ts) on the virtual clock:
- * two or three controller replicas with leader election on a lease and fenced
- * writes, two or three node agents (the real kubelet core) publishing volumesInUse and
- * heartbeats, the controller log in a simulated store (cluster-store.ts) with the etcd
- * log's commit rule, a cloud where the disks really attach (cluster-cloud.ts), and the
- * faults of cluster mode: the leading controller killed in the middle of an attach, the
- * store's leader member lost, a node agent stopped longer than maxWaitForUnmount, the
- * store out of space, the leader cut off from the store past its lease.
- *
- * After every step: no ReadWriteOnce disk attached to two nodes, no detach while the node
- * reports the disk in use unless forced with a recorded reason, every replica's view of the
- * controller log a prefix of the log in the store, the cores' own invariants. At the end,
- * with every fault over: one leader, the cloud and every node holding exactly what the
- * present pods need, nothing running.
+ * two or three controller replicas and two or three node agents, each the real cluster
+ * code (cluster-replica.ts, cluster-node.ts) on its own client of the simulated store
+ * (store-sim.ts), a reader following the controller log as `vole inspect --etcd` does, and
+ * a cloud where the disks really attach (cluster-cloud.ts). The faults are in
+ * cluster-faults.ts, the checks in cluster-checks.ts: after every step, no ReadWriteOnce
+ * disk on two nodes, no unforced detach of a disk its node reports in use, no event of
+ * any log lost, the snapshot whole, the cores' own invariants; at the end, with every
+ * fault over, one leader, the reader at the log's head, the cloud and every node holding
+ * exactly what the present pods need, nothing running.
  */
 import type { LogLimits } from '../cluster/etcd-log.js';
 import { ClusterKeys } from '../cluster/keys.js';
