@@ -3,6 +3,7 @@
  * endpoints) to an Etcd3 client, and etcd's errors to messages that say what to do.
  */
 import { Etcd3 } from 'etcd3';
+import type { Clock } from '../clock.js';
 import { withoutResolutionNote } from '../csi/grpc-text.js';
 
 export class ClusterError extends Error {
@@ -48,14 +49,20 @@ export function describeEtcdError(error: unknown, urls: string): string {
 }
 
 /** Bounds a call: etcd3 retries unreachable hosts for long; a command should say so sooner. */
-export async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
+export async function withDeadline<T>(
+  promise: Promise<T>,
+  ms: number,
+  what: string,
+  clock: Clock,
+): Promise<T> {
+  let timer: ReturnType<Clock['setTimer']> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ClusterError(`${what}: no answer from etcd within ${ms} ms`)), ms);
+    const error = new ClusterError(`${what}: no answer from etcd within ${ms} ms`);
+    timer = clock.setTimer(clock.nowMs() + ms, () => reject(error));
   });
   try {
     return await Promise.race([promise, timeout]);
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clock.clearTimer(timer);
   }
 }
