@@ -126,6 +126,11 @@ program
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .option(
+    '--allocatable <list>',
+    "the node's allocatable, e.g. cpu=4,memory=16Gi,ephemeral-storage=100Gi: what a " +
+      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's)",
+  )
+  .option(
     '--csi <name=unix:///path.sock>',
     'a CSI driver and its socket (repeatable); drivers in <root>/plugins_registry register themselves',
     (value: string, previous: string[]) => [...previous, value],

@@ -25,6 +25,7 @@ import {
   runUntilStopped,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { allocatableOf } from './allocatable.js';
 
 export interface RunOptions {
   readonly manifests: string;
@@ -39,6 +40,8 @@ export interface RunOptions {
   readonly csi?: readonly string[];
   /** HOST:PORT to serve /metrics, /healthz and /readyz on. */
   readonly metricsAddress?: string;
+  /** `cpu=4,memory=16Gi,ephemeral-storage=100Gi`; what is not given is the host's. */
+  readonly allocatable?: string;
 }
 
 /** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
@@ -130,6 +133,7 @@ async function startAgent(
       plugins,
       contents,
       controllerAttachDetach: opts.controllerAttachDetach ?? false,
+      allocatable: allocatableOf(opts.allocatable, root),
       logger,
     });
   } catch (error) {

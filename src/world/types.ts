@@ -12,6 +12,7 @@ import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type {
   CallError,
   CallName,
+  NodeAllocatable,
   OperationKind,
   OperatorAction,
   OpKey,
@@ -273,6 +274,8 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
   /** false: claims are bound elsewhere (cluster mode); this node only reads bindings. */
   readonly bindClaims: boolean;
+  /** The node's allocatable as EngineStarted recorded it (undefined: not known). */
+  readonly allocatable?: NodeAllocatable | undefined;
 }
 
 /**

@@ -1,9 +1,11 @@
 /**
- * The kubelet's atomic-writer volumes: kubernetes.io/configmap, kubernetes.io/secret (on a
- * tmpfs, never on disk), kubernetes.io/downward-api and kubernetes.io/projected (on a
- * tmpfs: it may hold secrets). setUp builds the payload — ConfigMap and Secret data read
- * now from the agent's contents store, never from the log — and writes it through the
- * AtomicWriter; setUp again (the remount) swaps in the new content without unmounting.
+ * The kubelet's atomic-writer volumes: kubernetes.io/configmap (on disk), and on a tmpfs of
+ * their own, never on disk, kubernetes.io/secret, kubernetes.io/downward-api and
+ * kubernetes.io/projected: each of the three kubelet plugins wraps an emptyDir of medium
+ * Memory (`wrappedVolumeSpec` in pkg/volume/secret, downwardapi and projected), while
+ * the configmap plugin wraps a plain emptyDir. setUp builds the payload — ConfigMap and
+ * Secret data read now from the agent's contents store, never from the log — and writes it
+ * through the AtomicWriter; setUp again (the remount) swaps in the new content without unmounting.
  */
 import { type Payload, type PayloadFile, writeAtomically } from '../../host/atomic-writer.js';
 import { HostError } from '../../host/errors.js';
@@ -129,14 +131,17 @@ function contentPlugin(
   };
 }
 
-/** The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`. */
+/**
+ * The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`; all but
+ * configMap on a tmpfs, as the kubelet's wrappedVolumeSpec of each puts them.
+ */
 export function contentPlugins(
   opts: BuiltinOptions & { contents: ObjectContents },
 ): VolumePlugin[] {
   return [
     contentPlugin(contentPluginNames.configMap, opts, false),
     contentPlugin(contentPluginNames.secret, opts, true),
-    contentPlugin(contentPluginNames.downwardAPI, opts, false),
+    contentPlugin(contentPluginNames.downwardAPI, opts, true),
     contentPlugin(contentPluginNames.projected, opts, true),
   ];
 }
