@@ -117,6 +117,8 @@ async function startAgent(
     say: (line: string) => void;
     logBlocked: ReturnType<typeof logBlockedReporter>;
     contents: ObjectContents;
+    /** The manifest file of a pod, named in progress lines that report a problem. */
+    originOf?: (uid: string) => string | undefined;
   },
 ): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
   const { root, db, logger, say, contents } = ctx;
@@ -140,7 +142,7 @@ async function startAgent(
     csi.stop(); // its timers would keep a process that cannot open its log alive
     throw error;
   }
-  const progress = new PodProgress(say);
+  const progress = new PodProgress(say, ctx.originOf);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
   csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
@@ -156,7 +158,10 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const { vm, csi } = await startAgent(opts, { root, db, logger, say, logBlocked, contents });
+  let watcher: ManifestWatcher | undefined;
+  const originOf = (uid: string) => watcher?.originOf(uid);
+  const agent = { root, db, logger, say, logBlocked, contents, originOf };
+  const { vm, csi } = await startAgent(opts, agent);
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
   );
@@ -165,7 +170,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     objects: new Map(vm.world.objects),
     problems: [],
   };
-  const watcher = new ManifestWatcher({
+  watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
     onChanges: (changes) => apply(vm, contents, changes),

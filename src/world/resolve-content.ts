@@ -95,6 +95,13 @@ interface ContentRequest {
   readonly namespace: string;
   readonly name: string;
   readonly given: { items?: ContentOptions['items']; optional?: boolean; defaultMode?: number };
+  /** The field path of the source in the pod (for messages). */
+  readonly field: string;
+}
+
+/** `spec.volumes[i]`: the volume's place in the pod, as the API server's field paths say. */
+function volumeField(pod: Pod, v: PodVolume): string {
+  return `spec.volumes[${(pod.spec.volumes ?? []).lastIndexOf(v)}]`;
 }
 
 /** What the plugin will read, and the reference that makes its changes reach the pod. */
@@ -104,6 +111,7 @@ function contentOptions(request: ContentRequest, references: string[]): ContentO
   return {
     name,
     namespace,
+    field: request.field,
     ...(given.items === undefined ? {} : { items: given.items }),
     ...(given.defaultMode === undefined ? {} : { defaultMode: given.defaultMode }),
     optional: given.optional ?? false,
@@ -122,15 +130,19 @@ function projectedParts(
 ): ProjectedPart[] | string {
   const namespace = pod.metadata.namespace ?? 'default';
   const parts: ProjectedPart[] = [];
-  for (const s of v.projected?.sources ?? []) {
+  const sources = v.projected?.sources ?? [];
+  for (const [i, s] of sources.entries()) {
+    const at = `${volumeField(pod, v)}.projected.sources[${i}]`;
     if (s.serviceAccountToken !== undefined) return `volume "${v.name}": ${noTokenIssuer}`;
     if (s.configMap !== undefined) {
       const name = s.configMap.name ?? '';
-      const request = { kind: 'ConfigMap', namespace, name, given: s.configMap } as const;
+      const field = `${at}.configMap`;
+      const request = { kind: 'ConfigMap', namespace, name, given: s.configMap, field } as const;
       parts.push({ kind: 'configMap', ...contentOptions(request, references) });
     } else if (s.secret !== undefined) {
       const name = s.secret.name ?? '';
-      const request = { kind: 'Secret', namespace, name, given: s.secret } as const;
+      const field = `${at}.secret`;
+      const request = { kind: 'Secret', namespace, name, given: s.secret, field } as const;
       parts.push({ kind: 'secret', ...contentOptions(request, references) });
     } else if (s.downwardAPI !== undefined) {
       const files = downwardFiles(pod, v.name, s.downwardAPI.items, allocatable);
@@ -154,14 +166,16 @@ export function contentSource(
   const namespace = pod.metadata.namespace ?? 'default';
   if (v.configMap !== undefined) {
     const name = v.configMap.name ?? v.name;
-    const request = { kind: 'ConfigMap', namespace, name, given: v.configMap } as const;
+    const field = `${volumeField(pod, v)}.configMap`;
+    const request = { kind: 'ConfigMap', namespace, name, given: v.configMap, field } as const;
     const options = contentOptions(request, references);
     const source: VolumeSource = { kind: 'configMap', ...options };
     return { ok: true, source, pluginName: contentPluginNames.configMap };
   }
   if (v.secret !== undefined) {
     const name = v.secret.secretName ?? v.name;
-    const request = { kind: 'Secret', namespace, name, given: v.secret } as const;
+    const field = `${volumeField(pod, v)}.secret`;
+    const request = { kind: 'Secret', namespace, name, given: v.secret, field } as const;
     const source: VolumeSource = { kind: 'secret', ...contentOptions(request, references) };
     return { ok: true, source, pluginName: contentPluginNames.secret };
   }

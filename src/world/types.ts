@@ -70,6 +70,11 @@ export interface ContentOptions {
   readonly items?: readonly KeyToPath[];
   readonly defaultMode?: number;
   readonly optional?: boolean;
+  /**
+   * Where the pod asks for it (`spec.volumes[2].configMap`,
+   * `spec.volumes[0].projected.sources[1].secret`): a missing key's error names the field.
+   */
+  readonly field?: string;
 }
 
 /** A downward API file, its content taken from the pod object when the pod resolved. */

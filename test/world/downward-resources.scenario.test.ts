@@ -120,8 +120,9 @@ test('downwardAPI resourceFieldRef in a projected volume, and a container that i
   ];
   const world = worldOf([started(true), { type: 'PodUpserted', tsMs: 0, pod }]);
   const source = world.pods.get('u1' as never)!.volumes[0]!.source;
-  assert.ok(source.kind === 'projected' && source.sources[0]!.kind === 'downwardAPI');
-  assert.deepEqual(source.sources[0].files, [{ path: 'cpu', content: '500' }]);
+  const part = source.kind === 'projected' ? source.sources[0] : undefined;
+  assert.ok(part?.kind === 'downwardAPI', 'a projected downwardAPI part');
+  assert.deepEqual(part.files, [{ path: 'cpu', content: '500' }]);
   const missing: Pod = structuredClone(resourcesPod);
   missing.spec.volumes![0]!.downwardAPI!.items = [
     { path: 'x', resourceFieldRef: { containerName: 'sidecar', resource: 'limits.cpu' } },

@@ -59,11 +59,17 @@ function addContent(
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
     return;
   }
-  for (const item of source.items) {
+  for (const [j, item] of source.items.entries()) {
     const bytes = data.get(item.key);
     if (bytes === undefined) {
       if (source.optional === true) continue;
-      throw new HostError('final', `${what} has no key "${item.key}" (asked for by items)`);
+      const field = `${source.field === undefined ? '' : `${source.field}.`}items[${j}].key`;
+      const keys = [...data.keys()].sort().join(', ');
+      throw new HostError(
+        'final',
+        `${field}: ${what} has no key "${item.key}" (its keys: ${keys || 'none'}); ` +
+          'fix the key in the pod, or add it to the object',
+      );
     }
     addFile(payload, item.path, { data: bytes, mode: item.mode ?? defaultMode });
   }
