@@ -132,12 +132,13 @@ program
   .option(
     '--timeout <seconds>',
     'with --once: give up after this many seconds, printing `vole why` for each pod not ' +
-      'mounted (exit 1; default 120)',
+      'mounted (exit 1; default 120 with --manifests)',
   )
   .option(
     '--allocatable <list>',
     "the node's allocatable, e.g. cpu=4,memory=16Gi,ephemeral-storage=100Gi: what a " +
-      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's)",
+      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's; " +
+      'with --manifests)',
   )
   .option(
     '--csi <name=unix:///path.sock>',
