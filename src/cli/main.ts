@@ -137,8 +137,7 @@ program
   .option(
     '--allocatable <list>',
     "the node's allocatable, e.g. cpu=4,memory=16Gi,ephemeral-storage=100Gi: what a " +
-      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's; " +
-      'with --manifests)',
+      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's)",
   )
   .option(
     '--csi <name=unix:///path.sock>',

@@ -9,6 +9,7 @@ import type { Etcd3, IKeyValue, Lease } from 'etcd3';
 import type { Logger } from 'pino';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
+import type { NodeAllocatable } from '../events/types.js';
 import { managedAnnotation } from '../controller/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -31,6 +32,8 @@ export interface ClusterAgentOptions {
   /** The heartbeat lease's TTL: the controller sees the node not Ready this long after it stops. */
   readonly heartbeatTtlS?: number;
   readonly say?: (line: string) => void;
+  /** The node's allocatable (downwardAPI resourceFieldRef of unset limits). */
+  readonly allocatable?: NodeAllocatable;
 }
 
 export const heartbeatTtlSDefault = 10;
@@ -70,6 +73,7 @@ export class ClusterAgent {
       controllerAttachDetach: true,
       // The leading controller binds claims and writes the bindings to etcd; nodes read them.
       bindClaims: false,
+      ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
       logger: opts.logger,
     });
     this.pods = new PodsByKey({
