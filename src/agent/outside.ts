@@ -19,10 +19,12 @@ function missingContent(world: World, spec: ResolvedVolume): boolean {
   if (s.kind === 'secret') return missing('Secret', s);
   if (s.kind !== 'projected') return false;
   return s.sources.some(
-    (p) => p.kind !== 'downwardAPI' && missing(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', {
-      ...p,
-      namespace: s.namespace,
-    }),
+    (p) =>
+      p.kind !== 'downwardAPI' &&
+      missing(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', {
+        ...p,
+        namespace: s.namespace,
+      }),
   );
 }
 

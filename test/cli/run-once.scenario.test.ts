@@ -70,7 +70,9 @@ test('vole run --once exits 3 on a key typo, printing vole why, the field path a
   const podFile = join(at.manifests, 'pod.yaml');
   writeFileSync(podFile, podYaml(', items: [{key: indx.html, path: index.html}]'));
   writeFileSync(join(at.manifests, 'web-configmap.yaml'), configMapYaml);
-  const run = vole(...['run', '--manifests', at.manifests, '--root', at.root, '--db', at.db, '--once']);
+  const run = vole(
+    ...['run', '--manifests', at.manifests, '--root', at.root, '--db', at.db, '--once'],
+  );
   const out = run.stdout;
   assert.equal(run.status, 3, out + run.stderr);
   const typo =
@@ -102,7 +104,8 @@ spec:
     await agent.line(/pod default\/task: mounted \[scratch\]/);
     const pods = join(at.root, 'pods');
     const [first] = readdirSync(pods);
-    const scratch = (uid: string) => join(pods, uid, 'volumes', 'kubernetes.io~empty-dir', 'scratch');
+    const scratch = (uid: string) =>
+      join(pods, uid, 'volumes', 'kubernetes.io~empty-dir', 'scratch');
     writeFileSync(join(scratch(first!), 'left-behind'), 'old pod data');
     rmSync(podFile);
     await until(() => !existsSync(join(pods, first!)), 'the old pod torn down');

@@ -64,7 +64,8 @@ test(modeTest, { skip }, async () => {
   }
 });
 
-const tmpfsTest = 'host: downwardAPI and projected volumes are tmpfs; resourceFieldRef files written';
+const tmpfsTest =
+  'host: downwardAPI and projected volumes are tmpfs; resourceFieldRef files written';
 test(tmpfsTest, { skip }, async () => {
   const vm = agent();
   try {
@@ -84,13 +85,27 @@ test(tmpfsTest, { skip }, async () => {
           },
         ],
         volumes: [
-          { name: 'podinfo', downwardAPI: { items: [
-            { path: 'cpu_limit', resourceFieldRef: cpu },
-            { path: 'mem_limit', resourceFieldRef: mem },
-          ] } },
-          { name: 'all', projected: { sources: [{ downwardAPI: { items: [
-            { path: 'name', fieldRef: { fieldPath: 'metadata.name' } },
-          ] } }] } },
+          {
+            name: 'podinfo',
+            downwardAPI: {
+              items: [
+                { path: 'cpu_limit', resourceFieldRef: cpu },
+                { path: 'mem_limit', resourceFieldRef: mem },
+              ],
+            },
+          },
+          {
+            name: 'all',
+            projected: {
+              sources: [
+                {
+                  downwardAPI: {
+                    items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }],
+                  },
+                },
+              ],
+            },
+          },
         ],
       },
     });

@@ -110,13 +110,19 @@ test('downwardAPI resourceFieldRef: the allocatable comes from EngineStarted, so
   // Without a recorded allocatable, an unset limit cannot be written: the volume says why.
   const unknown = worldOf([started(false), events[1]!]);
   const error = [...unknown.pods.get('u1' as never)!.errors.values()].join('');
-  assert.match(error, /downward API file "mem_limit": no memory limit is set and the node's allocatable is not known/);
+  assert.match(
+    error,
+    /downward API file "mem_limit": no memory limit is set and the node's allocatable is not known/,
+  );
 });
 
 test('downwardAPI resourceFieldRef in a projected volume, and a container that is not there', () => {
   const pod: Pod = structuredClone(resourcesPod);
   pod.spec.volumes = [
-    { name: 'podinfo', projected: { sources: [{ downwardAPI: { items: [item('cpu', 'limits.cpu', '1m')] } }] } },
+    {
+      name: 'podinfo',
+      projected: { sources: [{ downwardAPI: { items: [item('cpu', 'limits.cpu', '1m')] } }] },
+    },
   ];
   const world = worldOf([started(true), { type: 'PodUpserted', tsMs: 0, pod }]);
   const source = world.pods.get('u1' as never)!.volumes[0]!.source;
@@ -128,7 +134,10 @@ test('downwardAPI resourceFieldRef in a projected volume, and a container that i
     { path: 'x', resourceFieldRef: { containerName: 'sidecar', resource: 'limits.cpu' } },
   ];
   const w2 = worldOf([started(true), { type: 'PodUpserted', tsMs: 0, pod: missing }]);
-  assert.match([...w2.pods.get('u1' as never)!.errors.values()].join(''), /container "sidecar" not found/);
+  assert.match(
+    [...w2.pods.get('u1' as never)!.errors.values()].join(''),
+    /container "sidecar" not found/,
+  );
 });
 
 test('validation: resourceFieldRef in a volume needs containerName, a known resource, a valid divisor', () => {
@@ -143,7 +152,9 @@ test('validation: resourceFieldRef in a volume needs containerName, a known reso
   });
   const fields = (items: unknown[]) => validate(withItems(items)).map((e) => e.field);
   const at = 'spec.volumes[0].downwardAPI.items[0].resourceFieldRef';
-  assert.deepEqual(fields([{ path: 'a', resourceFieldRef: { resource: 'limits.cpu' } }]), [`${at}.containerName`]);
+  assert.deepEqual(fields([{ path: 'a', resourceFieldRef: { resource: 'limits.cpu' } }]), [
+    `${at}.containerName`,
+  ]);
   assert.deepEqual(fields([item('a', 'limits.gpu')]), [`${at}.resource`]);
   assert.deepEqual(fields([item('a', 'limits.cpu', '1Mi')]), [`${at}.divisor`]);
   assert.deepEqual(fields([item('a', 'limits.memory', '1Mi')]), []);
