@@ -7,11 +7,12 @@
  * And a manifest pod without a UID, deleted and created again, is a new pod.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { startVole, vole } from '../support/agent-process.js';
+import { repo, startVole, vole } from '../support/agent-process.js';
 import { until } from '../support/host.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-once-'));
@@ -70,9 +71,17 @@ test('vole run --once exits 3 on a key typo, printing vole why, the field path a
   const podFile = join(at.manifests, 'pod.yaml');
   writeFileSync(podFile, podYaml(', items: [{key: indx.html, path: index.html}]'));
   writeFileSync(join(at.manifests, 'web-configmap.yaml'), configMapYaml);
-  const run = vole(
-    ...['run', '--manifests', at.manifests, '--root', at.root, '--db', at.db, '--once'],
+  // No --timeout: it must end by itself, long before the 120 s default (killed at 90 s).
+  const started = Date.now();
+  const run = spawnSync(
+    process.execPath,
+    [
+      ...['--import', 'tsx', join(repo, 'src/cli/main.ts')],
+      ...['run', '--manifests', at.manifests, '--root', at.root, '--db', at.db, '--once'],
+    ],
+    { encoding: 'utf8', timeout: 90_000 },
   );
+  assert.ok(Date.now() - started < 60_000, `it took ${Date.now() - started} ms`);
   const out = run.stdout;
   assert.equal(run.status, 3, out + run.stderr);
   const typo =
@@ -86,6 +95,25 @@ test('vole run --once exits 3 on a key typo, printing vole why, the field path a
   assert.equal(status.status, 0, status.stderr);
   assert.match(status.stdout, /world at seq \d+ \(\+[0-9.]+s\)/);
   assert.doesNotMatch(status.stdout, /\+\d{6,} ms/, 'no wall-clock time printed as a duration');
+});
+
+test('vole run --once --timeout: exit 1 at the timeout, printing vole why for each pod left', () => {
+  const at = place('timeout');
+  writeFileSync(join(at.manifests, 'pod.yaml'), podYaml()); // its ConfigMap never comes
+  const run = vole(
+    ...['run', '--manifests', at.manifests, '--root', at.root, '--db', at.db],
+    ...['--once', '--timeout', '1'],
+  );
+  assert.equal(run.status, 1, run.stdout + run.stderr);
+  assert.match(run.stdout, /timed out after 1 s without settling/);
+  assert.match(
+    run.stdout,
+    /pod default\/web \([0-9a-f-]{36}\) at seq \d+: 1 of 1 volume\(s\) not ready/,
+  );
+  assert.match(
+    run.stdout,
+    /last error at seq \d+ \(\+[0-9.]+s\): .*configmap "default\/web" not found/,
+  );
 });
 
 test('vole run: a pod without a UID deleted and created again is a new pod, its emptyDir new', async () => {
