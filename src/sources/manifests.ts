@@ -137,9 +137,20 @@ function addDocument(
   set.origins?.set(key, file);
 }
 
+/** Each set's pod names (`namespace/name`), so a duplicate is found in O(1), not O(pods). */
+const podNames = new WeakMap<ManifestSet, Set<string>>();
+
+/** Is `namespace/name` taken in the set? Records it when it is not. */
 function podNamed(set: ManifestSet, namespace: string, name: string): boolean {
-  for (const p of set.pods.values())
-    if (p.metadata.name === name && (p.metadata.namespace ?? 'default') === namespace) return true;
+  let names = podNames.get(set);
+  if (names === undefined) {
+    const existing = [...set.pods.values()];
+    names = new Set(existing.map((p) => `${p.metadata.namespace}/${p.metadata.name}`));
+    podNames.set(set, names);
+  }
+  const key = `${namespace}/${name}`;
+  if (names.has(key)) return true;
+  names.add(key);
   return false;
 }
 
