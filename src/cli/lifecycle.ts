@@ -77,8 +77,10 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       if (opts.once && opts.settled()) return void stop(0, opts.settledMessage());
       const stuck = opts.once ? opts.stuck?.() : undefined;
       stuckSinceMs = stuck === undefined ? undefined : (stuckSinceMs ?? Date.now());
-      if (stuck !== undefined && Date.now() - stuckSinceMs! >= stuckMsMin)
-        void stop(3, `${stuck}\nnothing left that vole can do without a change outside it: exit 3`);
+      if (stuck !== undefined && Date.now() - stuckSinceMs! >= stuckMsMin) {
+        const why = 'nothing left that vole can do without a change outside it: exit 3';
+        void stop(3, `${stuck}\n${why}`);
+      }
       else if (Date.now() - startedMs > timeoutMs) {
         const left = opts.leftAtTimeout?.();
         const why = left === undefined || left === '' ? '' : `\n${left}`;

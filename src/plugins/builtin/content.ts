@@ -5,7 +5,8 @@
  * Memory (`wrappedVolumeSpec` in pkg/volume/secret, downwardapi and projected), while
  * the configmap plugin wraps a plain emptyDir. setUp builds the payload — ConfigMap and
  * Secret data read now from the agent's contents store, never from the log — and writes it
- * through the AtomicWriter; setUp again (the remount) swaps in the new content without unmounting.
+ * through the AtomicWriter; setUp again (the remount) swaps in the new content without
+ * unmounting.
  */
 import { type Payload, type PayloadFile, writeAtomically } from '../../host/atomic-writer.js';
 import { HostError } from '../../host/errors.js';
