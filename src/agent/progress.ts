@@ -12,7 +12,14 @@ import { podEntries, podEntry } from '../world/by-pod.js';
 export class PodProgress {
   private readonly last = new Map<string, string>();
 
-  constructor(private readonly print: (line: string) => void) {}
+  /**
+   * `originOf`: the manifest file a pod came from, named in lines that report a problem,
+   * so a typo is found where it was made.
+   */
+  constructor(
+    private readonly print: (line: string) => void,
+    private readonly originOf: (uid: string) => string | undefined = () => undefined,
+  ) {}
 
   /** Pods an event may change: its volume's desired and mounted pods, or the pod itself. */
   private podsOf(event: VoleEvent, world: World): string[] {
@@ -44,10 +51,12 @@ export class PodProgress {
         : `pod ${uid}: removed, tearing down ${left} volume(s)`;
     }
     const name = `${record.namespace}/${record.name}`;
+    const origin = this.originOf(uid);
+    const named = origin === undefined ? name : `${name} (${origin})`;
     const status = podWaitStatus(world, uid);
     // Unprocessable volumes (a claim not bound yet, a missing object): the pod waits on them.
     if (status.errors.length > 0)
-      return `pod ${name}: cannot process volumes yet: ${status.errors.join('; ')}`;
+      return `pod ${named}: cannot process volumes yet: ${status.errors.join('; ')}`;
     if (status.ready) return `pod ${name}: mounted [${record.expectedVolumes.join(' ')}]`;
     const attached = record.volumes.filter(
       (v) => world.attachments.get(v.volume)?.value.startsWith('attached') === true,
@@ -58,7 +67,8 @@ export class PodProgress {
       attached.length > 0
         ? `, attached [${attached.map((v) => v.outerVolumeSpecName).join(' ')}]`
         : '';
-    return `pod ${name}: waiting for [${status.unmounted.join(' ')}]${attachedText}${why}`;
+    const who = why === '' ? name : named;
+    return `pod ${who}: waiting for [${status.unmounted.join(' ')}]${attachedText}${why}`;
   }
 }
 

@@ -9,7 +9,7 @@
  */
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
+import type { EventOf, NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { describeInvalid, validate } from '../sources/validate.js';
@@ -66,6 +66,12 @@ export interface VolumeManagerOptions {
    * reads it.
    */
   readonly bindClaims?: boolean;
+  /**
+   * The node's allocatable resources, recorded in EngineStarted: what a downwardAPI
+   * `resourceFieldRef` writes where the container sets no limit. Absent: such a file
+   * cannot be written (`vole run` reads the host's when not given).
+   */
+  readonly allocatable?: NodeAllocatable;
   /**
    * Where events go, with what the log held before (a restart): its events, or the world
    * already folded from them (a snapshot plus the tail). In memory by default.
@@ -172,6 +178,7 @@ export class VolumeManager {
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       ...(opts.bindClaims === false ? { bindClaims: false } : {}),
+      ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),

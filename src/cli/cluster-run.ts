@@ -19,6 +19,7 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
+import { allocatableOf } from './allocatable.js';
 import { UsageError } from './postmortem.js';
 import { startCsi } from './run.js';
 import { PluginManager } from '../plugins/manager.js';
@@ -35,6 +36,8 @@ export interface ClusterAgentCommandOptions {
   readonly csi?: readonly string[];
   readonly once?: boolean;
   readonly timeout?: string;
+  /** `cpu=4,memory=16Gi`; what is not given is the host's. */
+  readonly allocatable?: string;
   readonly metricsAddress?: string;
 }
 
@@ -90,6 +93,7 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     logger,
     heartbeatTtlS: seconds(opts.heartbeatTtl, heartbeatTtlSDefault, '--heartbeat-ttl'),
     say,
+    allocatable: allocatableOf(opts.allocatable, root),
   });
   try {
     await agent.start();

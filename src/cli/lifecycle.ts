@@ -5,8 +5,9 @@ import { UsageError } from './postmortem.js';
 
 /**
  * The life of a long-running command (the agent, the controller): it runs until SIGINT or
- * SIGTERM (running operations finish first, within 10 s), or with --once until settled,
- * or until --timeout (exit 1).
+ * SIGTERM (running operations finish first, within 10 s), or with --once until settled
+ * (exit 0), until what is left can only wait for outside change (exit 3), or until
+ * --timeout (exit 1).
  */
 export interface LifecycleOptions {
   readonly say: (line: string) => void;
@@ -21,7 +22,21 @@ export interface LifecycleOptions {
   readonly abandon?: () => void;
   /** True while the log cannot be written: a stop then abandons at once (nothing can drain). */
   readonly logBlocked?: () => boolean;
+  /**
+   * With once: what is left when it can only wait for a change outside vole (printed,
+   * then exit 3), undefined while something may still progress. Asked every check; it must
+   * hold for stuckMsMin in a row, so a retry or a manifest read in flight gets its turn.
+   */
+  readonly stuck?: () => string | undefined;
+  /** With once, at the timeout: what is still not ready and why (printed before exit 1). */
+  readonly leftAtTimeout?: () => string;
 }
+
+/** How long `--once` must find every pod left waiting on outside change before it exits. */
+export const stuckMsMin = 3_000;
+
+/** `--once` without --timeout gives up after this long: a pod that never works ends it. */
+export const onceTimeoutSecondsDefault = 120;
 
 /** How long a clean stop waits for running operations. */
 const drainMsMax = 10_000;
@@ -57,10 +72,20 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       opts.timeout === undefined
         ? Number.POSITIVE_INFINITY
         : Number.parseFloat(opts.timeout) * 1000;
+    let stuckSinceMs: number | undefined;
     const check = setInterval(() => {
-      if (opts.once && opts.settled()) void stop(0, opts.settledMessage());
-      else if (Date.now() - startedMs > timeoutMs)
-        void stop(1, `timed out after ${opts.timeout} s without settling`);
+      if (opts.once && opts.settled()) return void stop(0, opts.settledMessage());
+      const stuck = opts.once ? opts.stuck?.() : undefined;
+      stuckSinceMs = stuck === undefined ? undefined : (stuckSinceMs ?? Date.now());
+      if (stuck !== undefined && Date.now() - stuckSinceMs! >= stuckMsMin) {
+        const why = 'nothing left that vole can do without a change outside it: exit 3';
+        void stop(3, `${stuck}\n${why}`);
+      }
+      else if (Date.now() - startedMs > timeoutMs) {
+        const left = opts.leftAtTimeout?.();
+        const why = left === undefined || left === '' ? '' : `\n${left}`;
+        void stop(1, `timed out after ${opts.timeout} s without settling${why}`);
+      }
     }, 50);
   });
 }

@@ -123,8 +123,22 @@ program
     '--controller-attach-detach',
     'only verify attachments a controller reports (default: attach and detach here)',
   )
-  .option('--once', 'exit once every pod is mounted and nothing else is attached')
-  .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
+  .option(
+    '--once',
+    'watch the manifest directory as without it, and exit: 0 once every pod is mounted and ' +
+      'nothing else is attached; 3 when what is left can only wait for a change outside ' +
+      "vole (printing `vole why` for each such pod); 1 at the timeout",
+  )
+  .option(
+    '--timeout <seconds>',
+    'with --once: give up after this many seconds, printing `vole why` for each pod not ' +
+      'mounted (exit 1; default 120 with --manifests)',
+  )
+  .option(
+    '--allocatable <list>',
+    "the node's allocatable, e.g. cpu=4,memory=16Gi,ephemeral-storage=100Gi: what a " +
+      "downwardAPI resourceFieldRef writes for an unset limit (default: this host's)",
+  )
   .option(
     '--csi <name=unix:///path.sock>',
     'a CSI driver and its socket (repeatable); drivers in <root>/plugins_registry register themselves',

@@ -82,15 +82,19 @@ export function worldAt(store: Store, seq: number): WorldView {
   ).describe();
 }
 
-function printHeader(view: WorldView, out: NodeJS.WritableStream): void {
+/**
+ * The view's times are wall-clock milliseconds (event timestamps): they print as offsets
+ * from the log's first event, the form --at and --since take, never as a bare number.
+ */
+function printHeader(view: WorldView, out: NodeJS.WritableStream, originMs: number): void {
   const s = style(out);
-  const head = s.bold(`world at seq ${view.seq}`);
+  const head = `${s.bold(`world at seq ${view.seq}`)} (${offset(view.tsMs, originMs)})`;
   if (view.mode === 'controller') {
-    out.write(`${head} (+${view.tsMs} ms)  the attach/detach controller\n`);
+    out.write(`${head}  the attach/detach controller\n`);
     return;
   }
   out.write(
-    `${head} (+${view.tsMs} ms)  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
+    `${head}  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
   );
 }
 
@@ -107,9 +111,9 @@ function printNodes(view: WorldView, out: NodeJS.WritableStream): void {
   }
 }
 
-function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
+function printWorld(view: WorldView, out: NodeJS.WritableStream, originMs: number): void {
   const s = style(out);
-  printHeader(view, out);
+  printHeader(view, out, originMs);
   out.write(`${s.bold('pods')}\n`);
   for (const p of view.pods)
     out.write(
@@ -134,7 +138,7 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
   out.write(`${s.bold('backoffs')}\n`);
   for (const b of view.backoffs)
     out.write(
-      `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
+      `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at ${offset(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
   if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
 }
@@ -144,7 +148,7 @@ export function replayCommand(db: string, opts: { at?: string; json?: boolean })
   try {
     const view = worldAt(store, resolveMoment(store, opts.at));
     if (opts.json === true) process.stdout.write(`${JSON.stringify(view, null, 2)}\n`);
-    else printWorld(view, process.stdout);
+    else printWorld(view, process.stdout, store.bounds().firstTsMs);
     return 0;
   } finally {
     store.close();
@@ -264,6 +268,7 @@ export function diffCommand(db: string, a: string, b: string, opts: { json?: boo
     const diff = diffWorlds(
       worldAt(store, resolveMoment(store, a)),
       worldAt(store, resolveMoment(store, b)),
+      store.bounds().firstTsMs,
     );
     if (opts.json === true) {
       process.stdout.write(`${JSON.stringify(diff, null, 2)}\n`);

@@ -18,13 +18,20 @@ import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metric
 import { ObjectContents } from '../sources/contents.js';
 import type { ManifestChanges } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
+import { podsWaitingOnOutside } from '../agent/outside.js';
+import type { UniquePodName } from '../ids.js';
+import { why, whyText } from '../postmortem/why.js';
+import { podWaitStatus } from '../world/queries.js';
+import type { World } from '../world/types.js';
 import {
   logBlockedReporter,
+  onceTimeoutSecondsDefault,
   progressPrinter,
   refuseBadManifests,
   runUntilStopped,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import { allocatableOf } from './allocatable.js';
 
 export interface RunOptions {
   readonly manifests: string;
@@ -32,13 +39,19 @@ export interface RunOptions {
   readonly db?: string;
   readonly node?: string;
   readonly controllerAttachDetach?: boolean;
-  /** Exit 0 once settled (every pod mounted, nothing else attached), 1 at the timeout. */
+  /**
+   * Watch as without it, and exit 0 once settled (every pod mounted, nothing else
+   * attached), 3 when every pod left can only wait for outside change, 1 at the timeout.
+   */
   readonly once?: boolean;
+  /** Seconds; with once, default onceTimeoutSecondsDefault (120). */
   readonly timeout?: string;
   /** CSI drivers by name and endpoint (`disk.csi.vole.dev=unix:///run/disk.sock`). */
   readonly csi?: readonly string[];
   /** HOST:PORT to serve /metrics, /healthz and /readyz on. */
   readonly metricsAddress?: string;
+  /** `cpu=4,memory=16Gi,ephemeral-storage=100Gi`; what is not given is the host's. */
+  readonly allocatable?: string;
 }
 
 /** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
@@ -64,13 +77,15 @@ export async function startCsi(
     say: (line: string) => void;
     nodeIdOf?: (driver: string, node: string) => string | undefined;
   },
-): Promise<{ registry: CsiDriverRegistry; stop: () => void }> {
+): Promise<{ registry: CsiDriverRegistry; stop: () => void; waiting: () => number }> {
   const registry = new CsiDriverRegistry(ctx);
   const flags = (opts.csi ?? []).map(parseCsiFlag);
   const timers = new Set<ReturnType<typeof setTimeout>>();
+  const unregistered = new Set(flags.map((f) => f.name));
   const attempt = async (flag: { name: string; endpoint: string }, first: boolean): Promise<void> => {
     try {
       await registry.add(flag.endpoint, 'flag', flag.name);
+      unregistered.delete(flag.name);
       ctx.say(`CSI driver ${flag.name} at ${flag.endpoint} registered`);
     } catch (error) {
       if (first) ctx.say(`${(error as Error).message}; vole asks again every second`);
@@ -87,6 +102,8 @@ export async function startCsi(
   await watcher.start();
   return {
     registry,
+    /** --csi drivers still being asked: vole itself is still making progress. */
+    waiting: () => unregistered.size,
     stop: () => {
       for (const timer of timers) clearTimeout(timer);
       watcher.stop();
@@ -114,6 +131,8 @@ async function startAgent(
     say: (line: string) => void;
     logBlocked: ReturnType<typeof logBlockedReporter>;
     contents: ObjectContents;
+    /** The manifest file of a pod, named in progress lines that report a problem. */
+    originOf?: (uid: string) => string | undefined;
   },
 ): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
   const { root, db, logger, say, contents } = ctx;
@@ -130,13 +149,14 @@ async function startAgent(
       plugins,
       contents,
       controllerAttachDetach: opts.controllerAttachDetach ?? false,
+      allocatable: allocatableOf(opts.allocatable, root),
       logger,
     });
   } catch (error) {
     csi.stop(); // its timers would keep a process that cannot open its log alive
     throw error;
   }
-  const progress = new PodProgress(say);
+  const progress = new PodProgress(say, ctx.originOf);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
   csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
@@ -152,7 +172,11 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const { vm, csi } = await startAgent(opts, { root, db, logger, say, logBlocked, contents });
+  const startedMs = Date.now(); // the origin of the times `vole why` lines show
+  let watcher: ManifestWatcher | undefined;
+  const originOf = (uid: string) => watcher?.originOf(uid);
+  const agent = { root, db, logger, say, logBlocked, contents, originOf };
+  const { vm, csi } = await startAgent(opts, agent);
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
   );
@@ -161,7 +185,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     objects: new Map(vm.world.objects),
     problems: [],
   };
-  const watcher = new ManifestWatcher({
+  watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
     onChanges: (changes) => apply(vm, contents, changes),
@@ -180,12 +204,12 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   await cleanUpOrphans(vm, root, say);
-  if (opts.once !== true) watcher.start();
+  // --once watches too: advice such as "add it to the manifest directory" must work in it.
+  watcher.start();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({
     say,
-    once: opts.once === true,
-    timeout: opts.timeout,
+    ...onceOptions(opts, vm.world, { startedMs, csiWaiting: csi.waiting }),
     settled: () => !logBlocked.blocked() && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
@@ -204,6 +228,42 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     },
     logBlocked: logBlocked.blocked,
   });
+}
+
+/**
+ * --once: the timeout (onceTimeoutSecondsDefault unless given), and what is printed when
+ * it stops unsettled: `vole why` of each pod left.
+ */
+function onceOptions(
+  opts: RunOptions,
+  world: World,
+  at: { startedMs: number; csiWaiting: () => number },
+) {
+  const once = opts.once === true;
+  const { startedMs } = at;
+  return {
+    once,
+    timeout: opts.timeout ?? (once ? String(onceTimeoutSecondsDefault) : undefined),
+    stuck: () => {
+      // A --csi driver not answering yet is retried every second: not stuck while it is.
+      const pods = at.csiWaiting() > 0 ? undefined : podsWaitingOnOutside(world);
+      return pods === undefined ? undefined : whyPods(world, pods, startedMs);
+    },
+    leftAtTimeout: () => whyPods(world, notReady(world), startedMs),
+  };
+}
+
+/** `vole why` for each pod, as the command prints it (times from the agent's start). */
+function whyPods(world: World, pods: readonly UniquePodName[], originMs: number): string {
+  return pods
+    .map((uid) => why(world, uid))
+    .filter((a) => a !== undefined)
+    .map((answer) => whyText(answer, { originMs }))
+    .join('\n');
+}
+
+function notReady(world: World): UniquePodName[] {
+  return [...world.pods.keys()].filter((uid) => !podWaitStatus(world, uid).ready).sort();
 }
 
 /** What the log does not know under the root, recorded and cleaned up (spec §3.7). */

@@ -10,6 +10,7 @@ import { assert } from '../assert.js';
 import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
+import type { NodeAllocatable } from '../events/types.js';
 import { managedAnnotation } from '../controller/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -37,6 +38,8 @@ export interface ClusterAgentOptions {
   /** The heartbeat lease's TTL: the controller sees the node not Ready this long after it stops. */
   readonly heartbeatTtlS?: number;
   readonly say?: (line: string) => void;
+  /** The node's allocatable (downwardAPI resourceFieldRef of unset limits). */
+  readonly allocatable?: NodeAllocatable;
 }
 
 export const heartbeatTtlSDefault = 10;
@@ -85,6 +88,7 @@ export class ClusterAgent {
         controllerAttachDetach: true,
         // The leading controller binds claims and writes the bindings to etcd; nodes read them.
         bindClaims: false,
+        ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
         logger: opts.logger,
       });
     this.pods = new PodsByKey({

@@ -18,7 +18,12 @@ import { getText, type KeyValue, type KvStore, put, remove } from './store.js';
 
 /** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
 export function readManifestPaths(paths: readonly string[]): ManifestSet {
-  const set: ManifestSet = { pods: new Map(), objects: new Map(), problems: [] };
+  const set: ManifestSet = {
+    pods: new Map(),
+    objects: new Map(),
+    problems: [],
+    assignedUids: new Set(),
+  };
   for (const path of paths) {
     let isDir: boolean;
     try {
@@ -31,6 +36,7 @@ export function readManifestPaths(paths: readonly string[]): ManifestSet {
       continue;
     }
     const read = readManifestDir(path);
+    for (const uid of read.assignedUids ?? []) set.assignedUids?.add(uid);
     for (const [uid, p] of read.pods) {
       if (set.pods.has(uid))
         set.problems.push({
@@ -168,10 +174,14 @@ export async function applyManifestSet(
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
-  for (const pod of set.pods.values()) {
+  for (const given of set.pods.values()) {
+    const ns = given.metadata.namespace ?? 'default';
+    const existing: string[] = byName.get(`${ns}/${given.metadata.name}`) ?? [];
+    const pod = set.assignedUids?.has(given.metadata.uid ?? '')
+      ? await keepStoredUid(client, given, existing)
+      : given;
     const key = keys.podOf(pod);
-    const ns = pod.metadata.namespace ?? 'default';
-    const stale = (byName.get(`${ns}/${pod.metadata.name}`) ?? []).filter((k: string) => k !== key);
+    const stale = existing.filter((k) => k !== key);
     await putIfChanged(
       client,
       key,
@@ -182,6 +192,26 @@ export async function applyManifestSet(
     );
   }
   return result;
+}
+
+/**
+ * A pod whose manifest has no `metadata.uid` keeps the UID of the stored pod of its name,
+ * as an update through the API server keeps the object's UID; only a pod that does not
+ * exist yet gets the fresh one the manifest reader gave it.
+ */
+async function keepStoredUid(
+  client: KvStore,
+  pod: Pod,
+  keysOfName: readonly string[],
+): Promise<Pod> {
+  for (const key of keysOfName) {
+    const text = await getText(client, key);
+    if (text === null) continue;
+    const parsed = podSchema.safeParse(JSON.parse(text));
+    const uid = parsed.success ? parsed.data.metadata.uid : undefined;
+    if (uid !== undefined) return { ...pod, metadata: { ...pod.metadata, uid } };
+  }
+  return pod;
 }
 
 /** Deletes every object and pod named in `set`; returns what was deleted and what was absent. */

@@ -116,6 +116,10 @@ function complete(
     recordError(book, op.volume, failure, at.seq, at.tsMs);
   finishRecord(book.ops, op.volume, op, { failure, tsMs: at.tsMs, seq: at.seq });
   book.running.delete(op.opId);
+  // A success leaves the volume's last error standing only while another operation on it
+  // still holds a failure: an error a later remount (or retry) got past is not news.
+  if (failure === null && !(book.ops.get(op.volume) ?? []).some((r) => r.lastError !== null))
+    book.lastErrors.delete(op.volume);
 }
 
 export function finishOperation(

@@ -15,7 +15,7 @@ import {
   planOperationsMax,
   waitForAttachTimeoutMs,
 } from '../constants.js';
-import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
+import type { CallName, NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { PluginManager } from '../plugins/manager.js';
@@ -68,6 +68,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly checkIncrementalPlan?: boolean;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
+  /** The node's allocatable (downwardAPI resourceFieldRef), recorded in EngineStarted. */
+  readonly allocatable?: NodeAllocatable;
   /** The controller's configuration, recorded in EngineStarted. */
   readonly controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
 }
@@ -150,6 +152,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       controllerAttachDetach: this.opts.controllerAttachDetach,
       ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       plugins: this.opts.plugins.catalog(),
+      ...(this.opts.allocatable === undefined ? {} : { allocatable: this.opts.allocatable }),
       version: engineVersion,
       mode: this.core.mode,
       ...(this.opts.controller === undefined ? {} : { controller: this.opts.controller }),

@@ -29,14 +29,20 @@ const keyItems = z.array(
   z.looseObject({ key: z.string(), path: z.string(), mode: z.number().int().optional() }),
 );
 
-/** `items` of a downwardAPI volume (fieldRef only: vole has no containers' resources). */
+/** `items` of a downwardAPI volume: a field of the pod, or a container's resources. */
 const downwardItems = z.array(
   z.looseObject({
     path: z.string(),
     fieldRef: z
       .looseObject({ fieldPath: z.string(), apiVersion: z.string().optional() })
       .optional(),
-    resourceFieldRef: z.looseObject({ resource: z.string() }).optional(),
+    resourceFieldRef: z
+      .looseObject({
+        resource: z.string(),
+        containerName: z.string().optional(),
+        divisor: z.union([z.string(), z.number()]).optional(),
+      })
+      .optional(),
     mode: z.number().int().optional(),
   }),
 );
@@ -103,8 +109,14 @@ export const podVolume = z.looseObject({
 });
 export type PodVolume = z.infer<typeof podVolume>;
 
+/** A resource list (`cpu: 500m`, `memory: 64Mi`): quantities by resource name. */
+const resourceList = z.record(z.string(), z.union([z.string(), z.number()]));
+
 const container = z.looseObject({
   name: z.string().optional(),
+  resources: z
+    .looseObject({ limits: resourceList.optional(), requests: resourceList.optional() })
+    .optional(),
   volumeMounts: z.array(z.looseObject({ name, mountPath: z.string().optional() })).optional(),
   volumeDevices: z.array(z.looseObject({ name, devicePath: z.string().optional() })).optional(),
 });

@@ -58,6 +58,18 @@ export const pluginCaps = z.object({
 });
 export type PluginCaps = z.infer<typeof pluginCaps>;
 
+/**
+ * The node's allocatable resources as the agent was configured with them (or read from the
+ * host) when it started: what a downwardAPI `resourceFieldRef` writes for a limit the
+ * container does not set. Recorded so a replay writes the same files without the host.
+ */
+export const nodeAllocatable = z.object({
+  cpuMillis: z.number().int().nonnegative(),
+  memoryBytes: z.number().int().nonnegative(),
+  ephemeralStorageBytes: z.number().int().nonnegative(),
+});
+export type NodeAllocatable = z.infer<typeof nodeAllocatable>;
+
 export const operationKinds = [
   'attach',
   'verifyControllerAttached',
@@ -132,6 +144,8 @@ export const eventSchemas = {
      */
     bindClaims: z.boolean().optional(),
     plugins: z.array(pluginCaps),
+    /** The node's allocatable resources (downwardAPI resourceFieldRef); absent: unknown. */
+    allocatable: nodeAllocatable.optional(),
     version: z.string(),
     /**
      * The core that wrote the log: kubelet (the default) or controller. Any name reads,

@@ -175,7 +175,12 @@ export interface WorldDiff {
   readonly changes: { what: string; before: string | null; after: string | null }[];
 }
 
-function entries(view: WorldView): Map<string, string> {
+/** A wall-clock time as an offset from the log's first event (`+1.5s`). */
+function offsetText(tsMs: number, originMs: number): string {
+  return `+${((tsMs - originMs) / 1000).toFixed(3).replace(/\.?0+$/, '')}s`;
+}
+
+function entries(view: WorldView, originMs: number): Map<string, string> {
   const map = new Map<string, string>();
   for (const p of view.pods)
     map.set(
@@ -192,7 +197,7 @@ function entries(view: WorldView): Map<string, string> {
   for (const b of view.backoffs)
     map.set(
       `backoff ${b.op} ${b.volume}${b.pod === '' ? '' : ` pod ${b.pod}`}`,
-      `until ${b.retryAtMs} ms (${b.durationMs} ms)`,
+      `until ${offsetText(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)`,
     );
   if (view.mode === 'kubelet') map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
   for (const n of view.nodes) {
@@ -204,9 +209,10 @@ function entries(view: WorldView): Map<string, string> {
 }
 
 /** What changed between two worlds: every entry added, removed or changed. */
-export function diffWorlds(a: WorldView, b: WorldView): WorldDiff {
-  const before = entries(a);
-  const after = entries(b);
+/** `originMs`: the log's first event's time, from which retry times are shown as offsets. */
+export function diffWorlds(a: WorldView, b: WorldView, originMs = 0): WorldDiff {
+  const before = entries(a, originMs);
+  const after = entries(b, originMs);
   const changes = [...new Set([...before.keys(), ...after.keys()])]
     .sort()
     .filter((k) => before.get(k) !== after.get(k))

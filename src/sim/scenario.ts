@@ -161,9 +161,18 @@ const objectRef = z.strictObject({
   namespace: z.string().optional(),
 });
 
+/**
+ * A scenario's pod names its UID: steps, waits and expectations name pods by UID, and a
+ * scenario must replay the same (a UID drawn when the pod appears could not be named).
+ */
+const scenarioPod = pod.refine((p) => p.metadata.uid !== undefined, {
+  message: 'metadata.uid is required in a scenario (pods are named by UID everywhere)',
+  path: ['metadata', 'uid'],
+});
+
 const stepSchemas = {
-  addPod: pod,
-  updatePod: pod,
+  addPod: scenarioPod,
+  updatePod: scenarioPod,
   removePod: z.string().min(1),
   advance: duration,
   addObject: manifestObject,

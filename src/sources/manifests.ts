@@ -5,7 +5,7 @@
  * validated as the API server would (validate.ts); an invalid one is refused whole, reported
  * with its file, its name and the fields at fault, and the others are used.
  */
-import { createHash } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -37,11 +37,29 @@ export interface ManifestSet {
   readonly problems: ManifestProblem[];
   /** The file each pod (`Pod/<uid>`) and object (its key) came from, when read from files. */
   readonly origins?: Map<string, string>;
+  /** UIDs vole gave pods whose manifest has no `metadata.uid` (the rest were given). */
+  readonly assignedUids?: Set<string>;
 }
 
-/** A pod without a UID gets one derived from its namespace and name, as static pods do. */
-export function derivedPodUid(namespace: string, name: string): string {
-  return createHash('sha256').update(`${namespace}/${name}`).digest('hex').slice(0, 32);
+/**
+ * Where a pod without `metadata.uid` gets its UID, as the API server gives one when the
+ * object is created (metav1.ObjectMeta.UID, set by rest.FillObjectMetaSystemFields): the
+ * UID of the pod of that namespace and name that exists already (an update keeps it), or
+ * a fresh one (a pod deleted and created again is a new pod, with a new UID).
+ */
+export interface PodIdentities {
+  /** The UID of the existing pod namespace/name, if there is one. */
+  readonly uidOf?: (namespace: string, name: string) => string | undefined;
+  /** A fresh UID (default: a random UUID); the log records it with the pod. */
+  readonly newUid?: () => string;
+}
+
+/** The UIDs of a set's pods by `namespace/name`: what a later read keeps. */
+export function identitiesOf(set: ManifestSet | undefined): PodIdentities {
+  const byName = new Map<string, string>();
+  for (const [uid, p] of set?.pods ?? [])
+    byName.set(`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, uid);
+  return { uidOf: (namespace, name) => byName.get(`${namespace}/${name}`) };
 }
 
 function describe(error: z.ZodError): string {
@@ -56,7 +74,20 @@ function describe(error: z.ZodError): string {
 
 const safeUid = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-function addDocument(set: ManifestSet, file: string, index: number, doc: unknown): void {
+/** The pod's UID: given, kept from the existing pod of its name, or fresh. */
+function uidFor(p: Pod, namespace: string, ids: PodIdentities, set: ManifestSet): string {
+  if (p.metadata.uid !== undefined) return p.metadata.uid;
+  const uid = ids.uidOf?.(namespace, p.metadata.name) ?? (ids.newUid ?? randomUUID)();
+  set.assignedUids?.add(uid);
+  return uid;
+}
+
+function addDocument(
+  set: ManifestSet,
+  at: { file: string; index: number; ids: PodIdentities },
+  doc: unknown,
+): void {
+  const { file, index, ids } = at;
   const where = `${file}${index > 0 ? ` (document ${index + 1})` : ''}`;
   const kind = (doc as { kind?: unknown } | null)?.kind;
   if (doc === null || doc === undefined) return;
@@ -70,7 +101,14 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
       });
     const p = parsed.data;
     const namespace = p.metadata.namespace ?? 'default';
-    const uid = p.metadata.uid ?? derivedPodUid(namespace, p.metadata.name);
+    if (podNamed(set, namespace, p.metadata.name))
+      return void set.problems.push({
+        file: where,
+        message:
+          `pod ${namespace}/${p.metadata.name} is defined twice; ` +
+          'names must be unique in a namespace',
+      });
+    const uid = uidFor(p, namespace, ids, set);
     if (!safeUid.test(uid)) {
       return void set.problems.push({
         file: where,
@@ -97,6 +135,23 @@ function addDocument(set: ManifestSet, file: string, index: number, doc: unknown
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   set.objects.set(key, object);
   set.origins?.set(key, file);
+}
+
+/** Each set's pod names (`namespace/name`), so a duplicate is found in O(1), not O(pods). */
+const podNames = new WeakMap<ManifestSet, Set<string>>();
+
+/** Is `namespace/name` taken in the set? Records it when it is not. */
+function podNamed(set: ManifestSet, namespace: string, name: string): boolean {
+  let names = podNames.get(set);
+  if (names === undefined) {
+    const existing = [...set.pods.values()];
+    names = new Set(existing.map((p) => `${p.metadata.namespace}/${p.metadata.name}`));
+    podNames.set(set, names);
+  }
+  const key = `${namespace}/${name}`;
+  if (names.has(key)) return true;
+  names.add(key);
+  return false;
 }
 
 /**
@@ -133,7 +188,7 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
 }
 
 /** Adds one manifest file's documents to `set` (bad content becomes problems; never throws). */
-export function readManifestFile(set: ManifestSet, file: string): void {
+export function readManifestFile(set: ManifestSet, file: string, ids: PodIdentities = {}): void {
   try {
     const stat = statSync(file);
     if (!stat.isFile()) return;
@@ -159,25 +214,30 @@ export function readManifestFile(set: ManifestSet, file: string): void {
         });
         return;
       }
-      addDocument(set, file, index, doc.toJS({ maxAliasCount: 100 }));
+      addDocument(set, { file, index, ids }, doc.toJS({ maxAliasCount: 100 }));
     });
   } catch (error) {
     set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
   }
 }
 
-/** Reads the whole directory now. Never throws for bad content; throws if `dir` is unreadable. */
-export function readManifestDir(dir: string): ManifestSet {
+/**
+ * Reads the whole directory now. Never throws for bad content; throws if `dir` is
+ * unreadable. Pods without a UID get theirs from `ids` (identitiesOf the previous read).
+ */
+export function readManifestDir(dir: string, ids: PodIdentities = {}): ManifestSet {
   const set: ManifestSet = {
     pods: new Map(),
     objects: new Map(),
     problems: [],
     origins: new Map(),
+    assignedUids: new Set(),
   };
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();
-  for (const name of names.slice(0, manifestFilesMax)) readManifestFile(set, join(dir, name));
+  for (const name of names.slice(0, manifestFilesMax))
+    readManifestFile(set, join(dir, name), ids);
   if (names.length > manifestFilesMax) {
     set.problems.push({
       file: dir,

@@ -1,4 +1,5 @@
 /** ValidatePodSpec, for what vole reads: volumes and the containers' use of them. */
+import { downwardResources } from '../world/downward-resources.js';
 import {
   dnsLabelMessage,
   dnsSubdomainMessage,
@@ -15,6 +16,7 @@ import {
   localDescendingPathProblem,
   modeField,
   notSupported,
+  parseQuantity,
   quantityField,
   required,
   stringField,
@@ -105,6 +107,32 @@ const downwardFieldPaths = [
 ];
 const downwardKeyedPath = /^metadata\.(labels|annotations)\['[^']+'\]$/;
 
+const cpuDivisors = ['1m', '1'];
+const byteDivisors = [
+  '1', '1k', '1M', '1G', '1T', '1P', '1E', '1Ki', '1Mi', '1Gi', '1Ti', '1Pi', '1Ei',
+];
+
+/**
+ * validateContainerResourceFieldSelector (volume = true) and validateContainerResourceDivisor:
+ * containerName is required, the resource one of downwardResources, the divisor one of the
+ * values the API server accepts for that resource.
+ */
+function validateResourceFieldRef(errors: FieldError[], at: string, ref: unknown): void {
+  if (!isRecord(ref)) return void errors.push(invalid(at, ref, 'must be an object'));
+  const resource = ref['resource'];
+  if (!stringField(errors, `${at}.containerName`, ref['containerName'], true)) return;
+  if (!stringField(errors, `${at}.resource`, resource, true)) return;
+  if (!(downwardResources as readonly string[]).includes(resource))
+    return void errors.push(notSupported(`${at}.resource`, resource, downwardResources));
+  const divisor = ref['divisor'];
+  if (divisor === undefined || parseQuantity(divisor) === 0) return;
+  const allowed = resource.endsWith('.cpu') ? cpuDivisors : byteDivisors;
+  if (!allowed.includes(String(divisor))) {
+    const detail = `only divisor's values ${allowed.join(', ')} are supported with this resource`;
+    errors.push(invalid(`${at}.divisor`, divisor, detail));
+  }
+}
+
 function validateDownwardItems(errors: FieldError[], field: string, items: unknown): void {
   eachRecord(errors, field, items, (item, at) => {
     descendingPath(errors, `${at}.path`, item['path']);
@@ -112,6 +140,8 @@ function validateDownwardItems(errors: FieldError[], field: string, items: unkno
     const names = ['fieldRef', 'resourceFieldRef'];
     const what = 'fieldRef or resourceFieldRef';
     const which = exactlyOne(errors, item, { field: at, names, what });
+    if (which === 'resourceFieldRef')
+      return validateResourceFieldRef(errors, `${at}.resourceFieldRef`, item['resourceFieldRef']);
     const ref = item['fieldRef'];
     if (which !== 'fieldRef' || !isRecord(ref)) return;
     const path = ref['fieldPath'];

@@ -6,6 +6,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import {
   diffManifests,
+  identitiesOf,
   type ManifestChanges,
   type ManifestProblem,
   type ManifestSet,
@@ -70,7 +71,9 @@ export class ManifestWatcher {
 
   /** Reads the directory once and reports everything in it; throws if it is unreadable. */
   sync(): void {
-    const next = keepRefusedUpdates(this.current, readManifestDir(this.opts.dir));
+    // A pod without metadata.uid keeps the UID it has while it exists (identitiesOf).
+    const read = readManifestDir(this.opts.dir, identitiesOf(this.current));
+    const next = keepRefusedUpdates(this.current, read);
     const changes = diffManifests(this.current, next);
     this.current = next;
     const keys = new Set(next.problems.map((p) => `${p.file}\0${p.message}`));
@@ -109,6 +112,11 @@ export class ManifestWatcher {
         },
       ]);
     }
+  }
+
+  /** The manifest file a pod came from (by UID), as last read. */
+  originOf(uid: string): string | undefined {
+    return this.current?.origins?.get(`Pod/${uid}`);
   }
 
   stop(): void {

@@ -125,6 +125,7 @@ export function upsertPod(
     bindings: world.bindings,
     taken: () => takenVolumes(world),
     bindClaims: world.config.bindClaims !== false,
+    allocatable: world.config.allocatable,
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {

@@ -2,9 +2,12 @@
  * The atomic-writer sources of a pod volume — configMap, secret, downwardAPI, projected —
  * resolved from the pod (pure). ConfigMaps and Secrets are read by their plugins at setUp
  * time; resolution only records which ones the pod uses, so their changes reach it (the
- * remount rule). Downward API files are computed here from the pod object.
+ * remount rule). Downward API files are computed here from the pod object (and, for
+ * resourceFieldRef, the node's allocatable that EngineStarted recorded).
  */
 import type { Pod, PodVolume } from '../events/k8s.js';
+import type { NodeAllocatable } from '../events/types.js';
+import { resourceFieldValue } from './downward-resources.js';
 import { addReference } from './references.js';
 import type { ContentOptions, DownwardFile, ProjectedPart, VolumeSource } from './types.js';
 
@@ -51,20 +54,38 @@ function fieldValue(pod: Pod, fieldPath: string): string | undefined {
   return map?.[match[2]!] ?? '';
 }
 
-function downwardFiles(pod: Pod, volume: string, items: DownwardItems | undefined) {
+type DownwardItem = DownwardItems[number];
+
+/** One file's content: a field of the pod, or a container's resources; else why not. */
+function itemContent(
+  pod: Pod,
+  item: DownwardItem,
+  allocatable: NodeAllocatable | undefined,
+): { ok: true; content: string } | { ok: false; error: string } {
+  if (item.resourceFieldRef !== undefined)
+    return resourceFieldValue(pod, item.resourceFieldRef, allocatable);
+  const fieldPath = item.fieldRef?.fieldPath;
+  const content = fieldPath === undefined ? undefined : fieldValue(pod, fieldPath);
+  if (content !== undefined) return { ok: true, content };
+  const error =
+    fieldPath === undefined
+      ? 'neither fieldRef nor resourceFieldRef is set'
+      : `fieldPath "${fieldPath}" is not supported in volumes`;
+  return { ok: false, error };
+}
+
+function downwardFiles(
+  pod: Pod,
+  volume: string,
+  items: DownwardItems | undefined,
+  allocatable: NodeAllocatable | undefined,
+) {
   const files: DownwardFile[] = [];
   for (const item of items ?? []) {
-    const fieldPath = item.fieldRef?.fieldPath;
-    const content = fieldPath === undefined ? undefined : fieldValue(pod, fieldPath);
-    if (content === undefined) {
-      const why =
-        fieldPath === undefined
-          ? 'resourceFieldRef needs container resources, which vole does not run'
-          : `fieldPath "${fieldPath}" is not supported in volumes`;
-      return `volume "${volume}": downward API file "${item.path}": ${why}`;
-    }
+    const got = itemContent(pod, item, allocatable);
+    if (!got.ok) return `volume "${volume}": downward API file "${item.path}": ${got.error}`;
     const mode = item.mode === undefined ? {} : { mode: item.mode };
-    files.push({ path: item.path, content, ...mode });
+    files.push({ path: item.path, content: got.content, ...mode });
   }
   return files;
 }
@@ -74,6 +95,13 @@ interface ContentRequest {
   readonly namespace: string;
   readonly name: string;
   readonly given: { items?: ContentOptions['items']; optional?: boolean; defaultMode?: number };
+  /** The field path of the source in the pod (for messages). */
+  readonly field: string;
+}
+
+/** `spec.volumes[i]`: the volume's place in the pod, as the API server's field paths say. */
+function volumeField(pod: Pod, v: PodVolume): string {
+  return `spec.volumes[${(pod.spec.volumes ?? []).lastIndexOf(v)}]`;
 }
 
 /** What the plugin will read, and the reference that makes its changes reach the pod. */
@@ -83,6 +111,7 @@ function contentOptions(request: ContentRequest, references: string[]): ContentO
   return {
     name,
     namespace,
+    field: request.field,
     ...(given.items === undefined ? {} : { items: given.items }),
     ...(given.defaultMode === undefined ? {} : { defaultMode: given.defaultMode }),
     optional: given.optional ?? false,
@@ -97,21 +126,26 @@ function projectedParts(
   pod: Pod,
   v: PodVolume,
   references: string[],
+  allocatable: NodeAllocatable | undefined,
 ): ProjectedPart[] | string {
   const namespace = pod.metadata.namespace ?? 'default';
   const parts: ProjectedPart[] = [];
-  for (const s of v.projected?.sources ?? []) {
+  const sources = v.projected?.sources ?? [];
+  for (const [i, s] of sources.entries()) {
+    const at = `${volumeField(pod, v)}.projected.sources[${i}]`;
     if (s.serviceAccountToken !== undefined) return `volume "${v.name}": ${noTokenIssuer}`;
     if (s.configMap !== undefined) {
       const name = s.configMap.name ?? '';
-      const request = { kind: 'ConfigMap', namespace, name, given: s.configMap } as const;
+      const field = `${at}.configMap`;
+      const request = { kind: 'ConfigMap', namespace, name, given: s.configMap, field } as const;
       parts.push({ kind: 'configMap', ...contentOptions(request, references) });
     } else if (s.secret !== undefined) {
       const name = s.secret.name ?? '';
-      const request = { kind: 'Secret', namespace, name, given: s.secret } as const;
+      const field = `${at}.secret`;
+      const request = { kind: 'Secret', namespace, name, given: s.secret, field } as const;
       parts.push({ kind: 'secret', ...contentOptions(request, references) });
     } else if (s.downwardAPI !== undefined) {
-      const files = downwardFiles(pod, v.name, s.downwardAPI.items);
+      const files = downwardFiles(pod, v.name, s.downwardAPI.items, allocatable);
       if (typeof files === 'string') return files;
       parts.push({ kind: 'downwardAPI', files });
     }
@@ -127,30 +161,33 @@ export function contentSource(
   pod: Pod,
   v: PodVolume,
   references: string[],
+  allocatable?: NodeAllocatable,
 ): ContentStep | undefined {
   const namespace = pod.metadata.namespace ?? 'default';
   if (v.configMap !== undefined) {
     const name = v.configMap.name ?? v.name;
-    const request = { kind: 'ConfigMap', namespace, name, given: v.configMap } as const;
+    const field = `${volumeField(pod, v)}.configMap`;
+    const request = { kind: 'ConfigMap', namespace, name, given: v.configMap, field } as const;
     const options = contentOptions(request, references);
     const source: VolumeSource = { kind: 'configMap', ...options };
     return { ok: true, source, pluginName: contentPluginNames.configMap };
   }
   if (v.secret !== undefined) {
     const name = v.secret.secretName ?? v.name;
-    const request = { kind: 'Secret', namespace, name, given: v.secret } as const;
+    const field = `${volumeField(pod, v)}.secret`;
+    const request = { kind: 'Secret', namespace, name, given: v.secret, field } as const;
     const source: VolumeSource = { kind: 'secret', ...contentOptions(request, references) };
     return { ok: true, source, pluginName: contentPluginNames.secret };
   }
   if (v.downwardAPI !== undefined) {
-    const files = downwardFiles(pod, v.name, v.downwardAPI.items);
+    const files = downwardFiles(pod, v.name, v.downwardAPI.items, allocatable);
     if (typeof files === 'string') return { ok: false, error: files };
     const mode = withMode(v.downwardAPI.defaultMode);
     const source: VolumeSource = { kind: 'downwardAPI', files, ...mode };
     return { ok: true, source, pluginName: contentPluginNames.downwardAPI };
   }
   if (v.projected !== undefined) {
-    const sources = projectedParts(pod, v, references);
+    const sources = projectedParts(pod, v, references, allocatable);
     if (typeof sources === 'string') return { ok: false, error: sources };
     const mode = withMode(v.projected.defaultMode);
     const source: VolumeSource = { kind: 'projected', namespace, sources, ...mode };

@@ -6,7 +6,7 @@
  * pod error with the kubelet's wording, and the pod's other volumes go on (SCENARIOS.md:
  * "runs and fails as it would there").
  */
-import type { PluginCaps } from '../events/index.js';
+import type { NodeAllocatable, PluginCaps } from '../events/index.js';
 import {
   type ClusterObject,
   objectKey,
@@ -53,6 +53,8 @@ export interface ResolveInput {
   readonly taken?: () => ReadonlyMap<string, string>;
   /** false: another binds claims (cluster mode's controller); a wait says so. */
   readonly bindClaims?: boolean;
+  /** The node's allocatable (EngineStarted): downwardAPI resourceFieldRef of unset limits. */
+  readonly allocatable?: NodeAllocatable | undefined;
 }
 
 export interface PodResolution {
@@ -166,8 +168,13 @@ function sourceOfInline(v: PodVolume): Located | undefined {
   return undefined;
 }
 
-function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Located> {
-  const content = contentSource(pod, v, references);
+function locateInline(
+  pod: Pod,
+  v: PodVolume,
+  references: string[],
+  allocatable: NodeAllocatable | undefined,
+): Step<Located> {
+  const content = contentSource(pod, v, references, allocatable);
   if (content !== undefined) {
     if (!content.ok) return content;
     const { source, pluginName } = content;
@@ -286,7 +293,7 @@ function resolveOne(
   const located: Step<Located> =
     claim !== undefined
       ? locateClaim(namespace, claim.claimName, input, references)
-      : locateInline(pod, v, references);
+      : locateInline(pod, v, references, input.allocatable);
   if (!located.ok) return located;
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).

@@ -12,6 +12,7 @@ import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type {
   CallError,
   CallName,
+  NodeAllocatable,
   OperationKind,
   OperatorAction,
   OpKey,
@@ -69,6 +70,11 @@ export interface ContentOptions {
   readonly items?: readonly KeyToPath[];
   readonly defaultMode?: number;
   readonly optional?: boolean;
+  /**
+   * Where the pod asks for it (`spec.volumes[2].configMap`,
+   * `spec.volumes[0].projected.sources[1].secret`): a missing key's error names the field.
+   */
+  readonly field?: string;
 }
 
 /** A downward API file, its content taken from the pod object when the pod resolved. */
@@ -273,6 +279,8 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
   /** false: claims are bound elsewhere (cluster mode); this node only reads bindings. */
   readonly bindClaims: boolean;
+  /** The node's allocatable as EngineStarted recorded it (undefined: not known). */
+  readonly allocatable?: NodeAllocatable | undefined;
 }
 
 /**

@@ -4,8 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { connect } from '../../src/cluster/client.js';
 import { RealClock } from '../../src/clock.js';
+import { connect } from '../../src/cluster/client.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { listPrefix, PrefixInformer } from '../../src/cluster/informer.js';
 import { EtcdCluster, etcdSkipReason } from '../support/etcd-cluster.js';
@@ -167,5 +167,40 @@ test(
     } finally {
       client.close();
     }
+  },
+);
+
+test(
+  'vole apply: a pod without metadata.uid keeps its stored UID when applied again; deleted and applied again, a new one',
+  { skip },
+  () => {
+    const file = join(dir, 'no-uid.yaml');
+    writeFileSync(
+      file,
+      'apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: default}\n' +
+        'spec: {nodeName: node-1, volumes: [{name: s, emptyDir: {}}]}\n',
+    );
+    const uidNow = () => {
+      const raw = etcd.etcdctl('get', '/vole/pods/node-1/default/web', '--print-value-only');
+      return (JSON.parse(raw) as { metadata: { uid: string } }).metadata.uid;
+    };
+    assert.match(
+      vole('apply', '--etcd', etcd.urls, '-f', file).stdout,
+      /pod\/default\/web created/,
+    );
+    const first = uidNow();
+    assert.match(first, /^[0-9a-f-]{36}$/);
+    assert.match(
+      vole('apply', '--etcd', etcd.urls, '-f', file).stdout,
+      /pod\/default\/web unchanged/,
+    );
+    assert.equal(uidNow(), first, 'an update keeps the UID, as the API server does');
+    assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
+    assert.match(
+      vole('apply', '--etcd', etcd.urls, '-f', file).stdout,
+      /pod\/default\/web created/,
+    );
+    assert.notEqual(uidNow(), first, 'created again: a new pod');
+    assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
   },
 );

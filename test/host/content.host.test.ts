@@ -11,6 +11,7 @@ import {
   existsSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   readlinkSync,
   statSync,
@@ -25,7 +26,6 @@ import { isMountPoint } from '../../src/host/mount.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { ObjectContents } from '../../src/sources/contents.js';
-import { derivedPodUid } from '../../src/sources/manifests.js';
 import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
 const skip = hostTestSkipReason();
@@ -207,8 +207,10 @@ test(edit, { skip, timeout: 120_000 }, async () => {
     { stdio: 'ignore' },
   );
   try {
-    const uid = derivedPodUid('default', 'site');
-    const volumes = join(runRoot, 'pods', uid, 'volumes');
+    // The pod has no metadata.uid: the agent gives it a fresh one, its only pod directory.
+    const pods = join(runRoot, 'pods');
+    await until(() => existsSync(pods) && readdirSync(pods).length === 1, 'the pod directory');
+    const volumes = join(pods, readdirSync(pods)[0]!, 'volumes');
     const file = join(volumes, 'kubernetes.io~configmap', 'html', 'index.html');
     const reads = (text: string) => existsSync(file) && readFileSync(file, 'utf8') === text;
     await until(() => reads('version 1'), 'the first content', 60_000);

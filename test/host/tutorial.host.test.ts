@@ -9,14 +9,13 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { ensureUnmounted, isMountPoint, tmpfs } from '../../src/host/mount.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { derivedPodUid } from '../../src/sources/manifests.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 
 const skip = hostTestSkipReason();
@@ -44,7 +43,10 @@ test(title, { skip, timeout: 120_000 }, async () => {
     { encoding: 'utf8' },
   );
   assert.equal(run.status, 0, run.stdout + run.stderr);
-  const uid = derivedPodUid('default', 'task-pv-pod');
+  // The pod has no metadata.uid: the agent gave it a fresh one, the only pod directory.
+  const uids = readdirSync(join(root, 'pods'));
+  assert.equal(uids.length, 1, `one pod directory: ${uids.join(' ')}`);
+  const uid = uids[0]!;
   const dir = join(root, 'pods', uid, 'volumes', 'kubernetes.io~host-path', 'task-pv-volume');
   assert.ok(await isMountPoint(dir), `${dir} is a mount`);
   assert.equal(readFileSync(join(dir, 'index.html'), 'utf8'), 'Hello from Kubernetes storage\n');

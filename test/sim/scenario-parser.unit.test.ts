@@ -142,3 +142,17 @@ test('scenario parser: a csi: plugin is a scripted CSI driver with RPC-named fau
     /plugins\.0: unknown key\(s\) "attachable"/,
   );
 });
+
+test('scenario parser: a pod without metadata.uid is refused, naming the field (not a crash)', () => {
+  const text = [
+    'name: x',
+    'steps:',
+    '  - addPod: {metadata: {name: a, namespace: default}, spec: {volumes: []}}',
+  ].join('\n');
+  assert.throws(
+    () => parseScenario(text),
+    (e: unknown) =>
+      e instanceof ScenarioFormatError &&
+      /steps\.0\.addPod\.metadata\.uid: metadata\.uid is required/.test(e.message),
+  );
+});

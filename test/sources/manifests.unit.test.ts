@@ -4,7 +4,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { derivedPodUid, diffManifests, readManifestDir } from '../../src/sources/manifests.js';
+import {
+  diffManifests,
+  identitiesOf,
+  readManifestDir,
+} from '../../src/sources/manifests.js';
 
 function dirWith(files: Record<string, string | Buffer>): string {
   const dir = mkdtempSync(join(tmpdir(), 'vole-manifests-'));
@@ -37,7 +41,9 @@ test('sources: manifests: pods, PVs and claims from multi-document files', () =>
   try {
     const set = readManifestDir(dir);
     assert.deepEqual(set.problems, []);
-    assert.deepEqual([...set.pods.keys()], [derivedPodUid('default', 'web')]);
+    const [uid] = [...set.pods.keys()];
+    assert.match(uid ?? '', /^[0-9a-f-]{36}$/, 'a pod without metadata.uid gets a fresh UUID');
+    assert.equal(set.pods.get(uid!)?.metadata.uid, uid);
     assert.deepEqual([...set.objects.keys()].sort(), [
       'PersistentVolume//pv-1',
       'PersistentVolumeClaim/default/c',
@@ -100,6 +106,7 @@ test('sources: manifests: diff reports pods and objects added, changed and remov
       'pv-1.yaml': pvYaml('pv-1', '2Gi'),
       'pv-3.yaml': pvYaml('pv-3', '1Gi'),
     }),
+    identitiesOf(before),
   );
   const changes = diffManifests(before, after);
   assert.deepEqual(changes.upsertPods.map((p) => p.metadata.name).sort(), ['b', 'c']);
@@ -107,13 +114,41 @@ test('sources: manifests: diff reports pods and objects added, changed and remov
   // Objects come in lists of their own: the sources apply them before the pods.
   assert.deepEqual(changes.upsertObjects.map((o) => o.metadata.name).sort(), ['pv-1', 'pv-3']);
   assert.deepEqual(changes.removeObjects, [{ kind: 'PersistentVolume', name: 'pv-2' }]);
-  const gone = diffManifests(after, readManifestDir(dirWith({ 'a.yaml': podYaml('a') })));
-  assert.deepEqual(
-    gone.removePods.sort(),
-    [derivedPodUid('default', 'b'), derivedPodUid('default', 'c')].sort(),
+  const gone = diffManifests(
+    after,
+    readManifestDir(dirWith({ 'a.yaml': podYaml('a') }), identitiesOf(after)),
   );
+  const uidOf = (name: string) =>
+    [...after.pods].find(([, p]) => p.metadata.name === name)?.[0] ?? '';
+  assert.deepEqual(gone.removePods.sort(), [uidOf('b'), uidOf('c')].sort());
   assert.deepEqual(gone.removeObjects.map((o) => o.name).sort(), ['pv-1', 'pv-3']);
   assert.deepEqual(diffManifests(after, after).upsertObjects, [], 'nothing changed, nothing sent');
+});
+
+test('sources: manifests: a pod without a UID gets a fresh one, kept while it exists', () => {
+  // As the API server: the UID is given when the object is created; an update keeps it; a
+  // pod deleted and created again is a new pod (its emptyDir must not outlive the old one).
+  const dir = dirWith({ 'web.yaml': podYaml('web') });
+  try {
+    const first = readManifestDir(dir);
+    const [uid] = [...first.pods.keys()];
+    const again = readManifestDir(dir, identitiesOf(first));
+    assert.deepEqual([...again.pods.keys()], [uid], 'the same pod keeps its UID');
+    assert.deepEqual(diffManifests(first, again).upsertPods, [], 'nothing changed');
+    rmSync(join(dir, 'web.yaml'));
+    const gone = readManifestDir(dir, identitiesOf(again));
+    assert.deepEqual(diffManifests(again, gone).removePods, [uid]);
+    writeFileSync(join(dir, 'web.yaml'), podYaml('web'));
+    const back = readManifestDir(dir, identitiesOf(gone));
+    const [newUid] = [...back.pods.keys()];
+    assert.notEqual(newUid, uid, 'created again: a new pod with a new UID');
+    assert.deepEqual(diffManifests(gone, back).upsertPods.map((p) => p.metadata.uid), [newUid]);
+    writeFileSync(join(dir, 'twin.yaml'), podYaml('web'));
+    const twice = readManifestDir(dir, identitiesOf(back));
+    assert.match(twice.problems.map((p) => p.message).join(), /pod default\/web is defined twice/);
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
 });
 
 test('sources: manifests: any text in a file gives problems or pods, never an exception', () => {

@@ -96,7 +96,12 @@ export async function present(path: string): Promise<boolean> {
 /** Files chowned at most by one fsGroup pass (a limit on everything). */
 const fsGroupFilesMax = 100_000;
 
-/** SetVolumeOwnership: the volume's files belong to fsGroup, group-writable, setgid dirs. */
+/**
+ * SetVolumeOwnership (pkg/volume/volume_linux.go, changeFilePermission): every file of the
+ * volume gets group fsGroup (its owner kept) and its mode ORed with rw for owner and group
+ * (0660), directories also with x for owner and group and the setgid bit (02110), so files
+ * made later inherit the group: an emptyDir's 0777 becomes 2777. Symlinks are left alone.
+ */
 export async function applyFsGroup(dir: string, fsGroup: number | null): Promise<void> {
   if (fsGroup === null) return;
   let count = 0;
@@ -106,7 +111,7 @@ export async function applyFsGroup(dir: string, fsGroup: number | null): Promise
     const st = await lstat(path);
     if (st.isSymbolicLink()) return;
     await chown(path, st.uid, fsGroup);
-    await chmod(path, (st.mode & 0o7777) | (st.isDirectory() ? 0o2070 : 0o060));
+    await chmod(path, (st.mode & 0o7777) | (st.isDirectory() ? 0o2770 : 0o660));
     if (st.isDirectory()) for (const name of await readdir(path)) await walk(join(path, name));
   };
   await walk(dir);

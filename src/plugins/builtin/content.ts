@@ -1,9 +1,12 @@
 /**
- * The kubelet's atomic-writer volumes: kubernetes.io/configmap, kubernetes.io/secret (on a
- * tmpfs, never on disk), kubernetes.io/downward-api and kubernetes.io/projected (on a
- * tmpfs: it may hold secrets). setUp builds the payload — ConfigMap and Secret data read
- * now from the agent's contents store, never from the log — and writes it through the
- * AtomicWriter; setUp again (the remount) swaps in the new content without unmounting.
+ * The kubelet's atomic-writer volumes: kubernetes.io/configmap (on disk), and on a tmpfs of
+ * their own, never on disk, kubernetes.io/secret, kubernetes.io/downward-api and
+ * kubernetes.io/projected: each of the three kubelet plugins wraps an emptyDir of medium
+ * Memory (`wrappedVolumeSpec` in pkg/volume/secret, downwardapi and projected), while
+ * the configmap plugin wraps a plain emptyDir. setUp builds the payload — ConfigMap and
+ * Secret data read now from the agent's contents store, never from the log — and writes it
+ * through the AtomicWriter; setUp again (the remount) swaps in the new content without
+ * unmounting.
  */
 import { type Payload, type PayloadFile, writeAtomically } from '../../host/atomic-writer.js';
 import { HostError } from '../../host/errors.js';
@@ -57,11 +60,17 @@ function addContent(
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
     return;
   }
-  for (const item of source.items) {
+  for (const [j, item] of source.items.entries()) {
     const bytes = data.get(item.key);
     if (bytes === undefined) {
       if (source.optional === true) continue;
-      throw new HostError('final', `${what} has no key "${item.key}" (asked for by items)`);
+      const field = `${source.field === undefined ? '' : `${source.field}.`}items[${j}].key`;
+      const keys = [...data.keys()].sort().join(', ');
+      throw new HostError(
+        'final',
+        `${field}: ${what} has no key "${item.key}" (its keys: ${keys || 'none'}); ` +
+          'fix the key in the pod, or add it to the object',
+      );
     }
     addFile(payload, item.path, { data: bytes, mode: item.mode ?? defaultMode });
   }
@@ -129,14 +138,17 @@ function contentPlugin(
   };
 }
 
-/** The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`. */
+/**
+ * The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`; all but
+ * configMap on a tmpfs, as the kubelet's wrappedVolumeSpec of each puts them.
+ */
 export function contentPlugins(
   opts: BuiltinOptions & { contents: ObjectContents },
 ): VolumePlugin[] {
   return [
     contentPlugin(contentPluginNames.configMap, opts, false),
     contentPlugin(contentPluginNames.secret, opts, true),
-    contentPlugin(contentPluginNames.downwardAPI, opts, false),
+    contentPlugin(contentPluginNames.downwardAPI, opts, true),
     contentPlugin(contentPluginNames.projected, opts, true),
   ];
 }

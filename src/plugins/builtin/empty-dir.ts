@@ -1,4 +1,5 @@
 /** kubernetes.io/empty-dir: a directory, or a tmpfs when medium is Memory (honouring sizeLimit). */
+import { chmod, lstat } from 'node:fs/promises';
 import { HostError } from '../../host/exec.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import { builtinPluginNames } from '../../world/resolve.js';
@@ -12,6 +13,20 @@ import {
   volumeDir,
 } from './common.js';
 
+/** The mode of an emptyDir's directory: anyone may write, whatever user the container runs as. */
+export const emptyDirModeBits = 0o777;
+
+/**
+ * The kubelet's emptyDir setupDir (pkg/volume/emptydir/empty_dir.go): mkdir with 0777, then,
+ * when the process umask took bits away, chmod to 0777 rather than touching the umask of
+ * the whole process. A tmpfs (medium Memory) is mounted over this directory afterwards.
+ */
+async function setUpEmptyDir(root: string, dir: string): Promise<void> {
+  await makeVolumeDir(root, dir, emptyDirModeBits);
+  const st = await lstat(dir);
+  if ((st.mode & 0o777) !== emptyDirModeBits) await chmod(dir, emptyDirModeBits);
+}
+
 export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
   const name = builtinPluginNames.emptyDir;
   return {
@@ -24,7 +39,7 @@ export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
         if (spec.source.kind !== 'emptyDir')
           throw new HostError('final', `${name} cannot set up a ${spec.source.kind} volume`);
         const dir = volumeDir(opts.root, spec, target.pod!);
-        await makeVolumeDir(opts.root, dir, 0o777);
+        await setUpEmptyDir(opts.root, dir);
         if (spec.source.medium === 'Memory' && !(await isMountPoint(dir))) {
           await tmpfs(dir, { sizeBytes: spec.source.sizeLimitBytes });
         }

@@ -1,0 +1,64 @@
+/**
+ * Which pods can only wait for a change outside vole (`vole run --once` stops early for
+ * them): every volume a pod still waits on cannot be processed (a claim without a PV, a
+ * plugin or object missing), reads a ConfigMap or Secret that does not exist, or its last
+ * operation failed with a final error (a retry of the same input fails the same way).
+ * A transient failure (a busy device, a slow driver) is not outside: retries may cure it.
+ */
+import type { UniquePodName } from '../ids.js';
+import { podWaitStatus } from '../world/queries.js';
+import type { ContentOptions, ResolvedVolume, World } from '../world/types.js';
+
+/** A ConfigMap or Secret the volume must read that the world does not have. */
+function missingContent(world: World, spec: ResolvedVolume): boolean {
+  const s = spec.source;
+  const missing = (kind: 'ConfigMap' | 'Secret', o: ContentOptions) =>
+    o.optional !== true &&
+    world.objects.lookup(kind, o.name, o.namespace ?? 'default') === undefined;
+  if (s.kind === 'configMap') return missing('ConfigMap', s);
+  if (s.kind === 'secret') return missing('Secret', s);
+  if (s.kind !== 'projected') return false;
+  return s.sources.some(
+    (p) =>
+      p.kind !== 'downwardAPI' &&
+      missing(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', {
+        ...p,
+        namespace: s.namespace,
+      }),
+  );
+}
+
+/** The volume's operations for this pod last failed with a final error. */
+function failedFinally(world: World, spec: ResolvedVolume, pod: UniquePodName): boolean {
+  const records = (world.ops.get(spec.volume) ?? []).filter(
+    (r) => r.key.pod === '' || r.key.pod === pod,
+  );
+  return records.length > 0 && records.every((r) => r.lastError?.kind === 'final');
+}
+
+/** Does this pod wait only on what a change outside vole can give it? */
+export function waitsOnOutside(world: World, pod: UniquePodName): boolean {
+  const record = world.pods.get(pod);
+  if (record === undefined) return false;
+  const status = podWaitStatus(world, pod);
+  if (status.ready) return false;
+  const byOuter = new Map(record.volumes.map((v) => [v.outerVolumeSpecName, v]));
+  return status.unmounted.every((name) => {
+    const spec = byOuter.get(name);
+    if (spec === undefined) return true; // cannot be processed: waits on objects or plugins
+    return missingContent(world, spec) || failedFinally(world, spec, pod);
+  });
+}
+
+/**
+ * The pods not mounted, when every one of them can only wait for outside change;
+ * undefined while any may still make progress, an operation runs, or the sources have not
+ * all reported.
+ */
+export function podsWaitingOnOutside(world: World): UniquePodName[] | undefined {
+  // An operation in flight (a retry, a provisioning call) may still change things.
+  if (!world.sourcesReady || world.running.size > 0) return undefined;
+  const waiting = [...world.pods.keys()].filter((uid) => !podWaitStatus(world, uid).ready);
+  if (waiting.length === 0) return undefined;
+  return waiting.every((uid) => waitsOnOutside(world, uid)) ? waiting.sort() : undefined;
+}
