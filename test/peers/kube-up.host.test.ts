@@ -88,9 +88,16 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
   assert.equal(apply.status, 0, apply.stderr);
   const sc = kubectl('get', 'storageclass', 'vole-test', '-o', 'jsonpath={.provisioner}');
   assert.equal(sc.stdout, 'disk.csi.vole.dev');
-  // RBAC is on: an unknown token is refused, not let in as an anonymous admin.
+  // An unknown token is refused, not let in as an anonymous admin.
   const intruder = kubectl('--token', 'not-a-token', 'get', 'ns');
   assert.notEqual(intruder.status, 0);
+  // A service account's token (TokenRequest: the signing key works) is let in, but RBAC
+  // grants it nothing: the ground for least-privilege tests.
+  assert.equal(kubectl('create', 'serviceaccount', 'nobody', '-n', 'default').status, 0);
+  const token = kubectl('create', 'token', 'nobody', '-n', 'default');
+  assert.equal(token.status, 0, token.stderr);
+  const denied = kubectl('--token', token.stdout.trim(), 'get', 'ns');
+  assert.match(denied.stderr, /"system:serviceaccount:default:nobody" cannot list/);
 
   const down = sh('bash', [join(repoRoot, 'scripts/kube-down.sh'), dir]);
   assert.equal(down.status, 0, down.stderr);
