@@ -67,6 +67,8 @@ export function describeEvent(event: VoleEvent): string {
       return `${event.kind} ${event.name} removed`;
     case 'ClaimBound':
       return `claim ${event.namespace}/${event.claim} bound to PersistentVolume ${event.volume} (cause: seq ${event.cause})`;
+    case 'ClaimFinalizerRemoved':
+      return `claim ${event.namespace}/${event.claim} released by pvc-protection: no pod uses it (cause: seq ${event.cause})`;
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':

@@ -15,6 +15,7 @@ import {
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
+import { claimClassName, type ObjectLookup } from './storage-class.js';
 
 /** A binding the log recorded: the claim's PV and its capacity (claim.status.capacity). */
 export interface ClaimBinding {
@@ -98,8 +99,29 @@ function selectorMatches(selector: LabelSelector | undefined, labels: Record<str
   return true;
 }
 
-/** checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can. */
-export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): string | undefined {
+/**
+ * The objects as a lookup by kind and name: the world's ClusterObjects are one; a plain
+ * map (a test's, the controller's) is read through objectKey.
+ */
+export function lookupOf(objects: ReadonlyMap<string, ClusterObject>): ObjectLookup {
+  if ('lookup' in objects && 'ofKind' in objects) return objects as unknown as ObjectLookup;
+  return {
+    lookup: (kind, name, namespace) => objects.get(objectKey(kind, name, namespace)),
+    *ofKind(kind) {
+      for (const object of objects.values()) if (object.kind === kind) yield object;
+    },
+  };
+}
+
+/**
+ * checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can.
+ * `wantedClass` is the claim's class (claimClassName: the default class when it names none).
+ */
+export function mismatch(
+  pv: PersistentVolume,
+  pvc: PersistentVolumeClaim,
+  wantedClass: string = pvc.spec.storageClassName ?? '',
+): string | undefined {
   if (pv.metadata.deletionTimestamp !== undefined) return 'it is being deleted';
   const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
   const capacity = parseQuantityBytes(pv.spec.capacity?.storage) ?? 0;
@@ -108,7 +130,6 @@ export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): stri
     const asked = String(pvc.spec.resources?.requests?.storage);
     return `its capacity ${has} is less than the ${asked} requested`;
   }
-  const wantedClass = pvc.spec.storageClassName ?? '';
   if ((pv.spec.storageClassName ?? '') !== wantedClass)
     return `its storageClassName "${pv.spec.storageClassName ?? ''}" is not "${wantedClass}"`;
   const pvMode = pv.spec.volumeMode ?? 'Filesystem';
@@ -155,15 +176,42 @@ function preBound(
         `PersistentVolume "${name}" is bound to another claim ` +
         `(${taken.get(name) ?? pv.spec.claimRef?.name})`,
     };
-  const why = mismatch(pv, pvc);
+  const why = mismatch(pv, pvc, claimClassName(pvc, lookupOf(objects)));
   if (why !== undefined)
     return { ok: false, reason: `PersistentVolume "${name}" cannot serve it: ${why}` };
   return { ok: true, pv, capacityBytes: capacityOf(pv, pvc) };
 }
 
+/** The access modes of a PV as findByClaim groups them: how many, then which. */
+function modesRank(pv: PersistentVolume): string {
+  const modes = [...(pv.spec.accessModes ?? [])].sort();
+  return `${String(modes.length).padStart(2, '0')}:${modes.join(',')}`;
+}
+
+/** Is `a` a better match than `b` (findByClaim, then findMatchingVolume)? */
+function better(a: PersistentVolume, b: PersistentVolume | undefined, claim: string): boolean {
+  if (b === undefined) return true;
+  const ra = modesRank(a);
+  const rb = modesRank(b);
+  if (ra !== rb) return ra < rb; // the fewest access modes first
+  const pa = preBoundTo(a, claim);
+  const pb = preBoundTo(b, claim);
+  if (pa !== pb) return pa; // a PV whose claimRef names the claim, within its group
+  const bytesA = parseQuantityBytes(a.spec.capacity?.storage) ?? 0;
+  const bytesB = parseQuantityBytes(b.spec.capacity?.storage) ?? 0;
+  if (bytesA !== bytesB) return bytesA < bytesB; // then the smallest
+  return a.metadata.name < b.metadata.name;
+}
+
+function preBoundTo(pv: PersistentVolume, claim: string): boolean {
+  const ref = pv.spec.claimRef;
+  return ref?.name !== undefined && `${ref.namespace ?? 'default'}/${ref.name}` === claim;
+}
+
 /**
- * The PV this claim binds to now, or why none: findMatchingVolume's rules (a PV pre-bound
- * to the claim by claimRef first, then the smallest satisfying Available one; ties by name).
+ * The PV this claim binds to now, or why none: index.go findByClaim's order (the PVs with
+ * the fewest access modes first; within them findMatchingVolume's: one pre-bound to the
+ * claim by claimRef, else the smallest that satisfies it; ties by name).
  */
 export function findVolumeForClaim(
   pvc: PersistentVolumeClaim,
@@ -171,13 +219,14 @@ export function findVolumeForClaim(
   taken: ReadonlyMap<string, string>,
 ): BindingVerdict {
   if ((pvc.spec.volumeName ?? '') !== '') return preBound(pvc, objects, taken);
+  const lookup = lookupOf(objects);
+  const wantedClass = claimClassName(pvc, lookup);
   const claim = claimName(pvc);
   let best: PersistentVolume | undefined;
-  let bestBytes = Infinity;
   let considered = 0;
   let held = 0;
   let reason = '';
-  for (const object of objects.values()) {
+  for (const object of lookup.ofKind('PersistentVolume')) {
     if (object.kind !== 'PersistentVolume') continue;
     if (!freeFor(object, claim, taken)) {
       held++;
@@ -185,7 +234,7 @@ export function findVolumeForClaim(
     }
     considered++;
     const why =
-      mismatch(object, pvc) ??
+      mismatch(object, pvc, wantedClass) ??
       (selectorMatches(pvc.spec.selector, object.metadata.labels ?? {})
         ? undefined
         : 'its labels do not match the claim selector');
@@ -193,14 +242,7 @@ export function findVolumeForClaim(
       reason ||= `PersistentVolume "${object.metadata.name}": ${why}`;
       continue;
     }
-    const ref = object.spec.claimRef;
-    if (ref?.name !== undefined)
-      return { ok: true, pv: object, capacityBytes: capacityOf(object, pvc) };
-    const bytes = parseQuantityBytes(object.spec.capacity?.storage) ?? 0;
-    if (bytes < bestBytes || (bytes === bestBytes && object.metadata.name < best!.metadata.name)) {
-      best = object;
-      bestBytes = bytes;
-    }
+    if (better(object, best, claim)) best = object;
   }
   if (best !== undefined) return { ok: true, pv: best, capacityBytes: capacityOf(best, pvc) };
   if (considered === 0) {

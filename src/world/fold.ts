@@ -28,6 +28,7 @@ import {
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import { ClusterObjects } from './objects.js';
+import { foldClaimFinalizerRemoved } from './provisioning.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 import { volumeTable } from './volumes.js';
@@ -63,6 +64,12 @@ export function initialWorld(): World {
     causes: volumes.causes,
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
+    provisioning: {
+      inFlight: new Map(),
+      provisioned: new Map(),
+      protectedClaims: new Set(),
+      resizing: new Set(),
+    },
   };
 }
 
@@ -98,6 +105,9 @@ function foldCsiDriverRegistered(world: World, event: EventOf<'CsiDriverRegister
   const before = world.plugins.get(event.caps.name);
   if (before !== undefined && JSON.stringify(before) === JSON.stringify(event.caps)) return;
   world.plugins = new Map(world.plugins).set(event.caps.name, event.caps);
+  // A provisioner came: claims of its classes may be provisioned now.
+  world.bindingCause = event.seq as Seq;
+  world.dirty.add(bindingVolume);
   for (const record of [...world.pods.values()]) {
     upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: event.seq as Seq });
   }
@@ -168,6 +178,9 @@ export function fold(world: World, event: VoleEvent): World {
       break;
     case 'ClaimBound':
       foldClaimBound(world, event);
+      break;
+    case 'ClaimFinalizerRemoved':
+      foldClaimFinalizerRemoved(world, event);
       break;
     case 'VolumesReportedInUse':
       foldVolumesReportedInUse(world, event);
