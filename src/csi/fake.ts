@@ -129,7 +129,7 @@ export class FakeCsiDriver implements CsiTransport {
     const info = opts.info ?? { volume: '', node: '', pod: null, handle: '' };
     const entry = this.script.next(info.handle, rpc);
     const { clock } = this.opts;
-    this.opts.journal.push({
+    const record: FakeCallRecord = {
       t: clock.nowMs(),
       plugin: this.opts.name,
       call: rpc,
@@ -137,7 +137,8 @@ export class FakeCsiDriver implements CsiTransport {
       node: info.node,
       pod: info.pod,
       outcome: entry.outcome === 'grpc' ? entry.code! : entry.outcome,
-    });
+    };
+    this.opts.journal.push(record);
     const call = effectOf[rpc];
     const backend = this.opts.backend;
     const effect = () => {
@@ -162,7 +163,14 @@ export class FakeCsiDriver implements CsiTransport {
     if (waitMs > 0) await sleep(clock, waitMs);
     // A call cut off by an engine stop dies with the process: no late effect.
     if (cutOff()) return new Promise<Res>(() => {});
-    return this.answer<Res>(rpc, request, { entry, info, effect });
+    try {
+      return this.answer<Res>(rpc, request, { entry, info, effect });
+    } catch (error) {
+      // The backend refused what the script let through: the journal says how.
+      if (entry.outcome !== 'grpc' && error instanceof CsiRpcError && error.code !== null)
+        record.outcome = error.code;
+      throw error;
+    }
   }
 
   private answer<Res>(

@@ -58,6 +58,23 @@ export function claimName(pvc: PersistentVolumeClaim): string {
   return `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
 }
 
+/**
+ * A uid for a claim a source gave without one: a stable digest of its namespace and name
+ * (FNV-1a), so the volume's name `pvc-<uid>` is the same on every replay.
+ */
+export function claimUid(pvc: PersistentVolumeClaim): string {
+  const given = pvc.metadata.uid;
+  if (given !== undefined && given !== '') return given;
+  const text = `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
+  const parts = [0x811c9dc5, 0x01000193, 0x5bd1e995, 0x2545f491].map((seed) => {
+    let h = seed >>> 0;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+    return h.toString(16).padStart(8, '0');
+  });
+  const hex = parts.join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 /** A claim is bound when the log recorded it, or when its status says so (the API's record). */
 export function isClaimBound(
   pvc: PersistentVolumeClaim,
@@ -141,12 +158,16 @@ export function mismatch(
   return undefined;
 }
 
-/** Is the PV free for this claim: no claimRef, or one naming this claim, and not taken? */
-function freeFor(pv: PersistentVolume, claim: string, taken: ReadonlyMap<string, string>) {
+/**
+ * Is the PV free for this claim: no claimRef, or one naming this claim (and its uid, when
+ * the claimRef has one: a claim made again under the same name is another), and not taken?
+ */
+function freeFor(pv: PersistentVolume, pvc: PersistentVolumeClaim, taken: ReadonlyMap<string, string>) {
+  const claim = claimName(pvc);
   const holder = taken.get(pv.metadata.name);
   if (holder !== undefined) return holder === claim;
   const ref = pv.spec.claimRef;
-  if (ref?.name !== undefined) return `${ref.namespace ?? 'default'}/${ref.name}` === claim;
+  if (ref?.name !== undefined) return refNames(ref, pvc);
   const phase = pv.status?.phase;
   return phase === undefined || phase === 'Available' || phase === 'Pending';
 }
@@ -169,7 +190,7 @@ function preBound(
   const pv = objects.get(objectKey('PersistentVolume', name));
   if (pv === undefined || pv.kind !== 'PersistentVolume')
     return { ok: false, reason: `its volumeName PersistentVolume "${name}" does not exist` };
-  if (!freeFor(pv, claimName(pvc), taken))
+  if (!freeFor(pv, pvc, taken))
     return {
       ok: false,
       reason:
@@ -189,7 +210,11 @@ function modesRank(pv: PersistentVolume): string {
 }
 
 /** Is `a` a better match than `b` (findByClaim, then findMatchingVolume)? */
-function better(a: PersistentVolume, b: PersistentVolume | undefined, claim: string): boolean {
+function better(
+  a: PersistentVolume,
+  b: PersistentVolume | undefined,
+  claim: PersistentVolumeClaim,
+): boolean {
   if (b === undefined) return true;
   const ra = modesRank(a);
   const rb = modesRank(b);
@@ -203,9 +228,18 @@ function better(a: PersistentVolume, b: PersistentVolume | undefined, claim: str
   return a.metadata.name < b.metadata.name;
 }
 
-function preBoundTo(pv: PersistentVolume, claim: string): boolean {
+function preBoundTo(pv: PersistentVolume, pvc: PersistentVolumeClaim): boolean {
   const ref = pv.spec.claimRef;
-  return ref?.name !== undefined && `${ref.namespace ?? 'default'}/${ref.name}` === claim;
+  return ref?.name !== undefined && refNames(ref, pvc);
+}
+
+/** Does a claimRef name this claim (namespace, name, and uid when it has one)? */
+function refNames(
+  ref: { name?: string | undefined; namespace?: string | undefined; uid?: unknown },
+  pvc: PersistentVolumeClaim,
+): boolean {
+  if (`${ref.namespace ?? 'default'}/${ref.name}` !== claimName(pvc)) return false;
+  return typeof ref.uid !== 'string' || ref.uid === claimUid(pvc);
 }
 
 /**
@@ -221,14 +255,13 @@ export function findVolumeForClaim(
   if ((pvc.spec.volumeName ?? '') !== '') return preBound(pvc, objects, taken);
   const lookup = lookupOf(objects);
   const wantedClass = claimClassName(pvc, lookup);
-  const claim = claimName(pvc);
   let best: PersistentVolume | undefined;
   let considered = 0;
   let held = 0;
   let reason = '';
   for (const object of lookup.ofKind('PersistentVolume')) {
     if (object.kind !== 'PersistentVolume') continue;
-    if (!freeFor(object, claim, taken)) {
+    if (!freeFor(object, pvc, taken)) {
       held++;
       continue;
     }
@@ -242,7 +275,7 @@ export function findVolumeForClaim(
       reason ||= `PersistentVolume "${object.metadata.name}": ${why}`;
       continue;
     }
-    if (better(object, best, claim)) best = object;
+    if (better(object, best, pvc)) best = object;
   }
   if (best !== undefined) return { ok: true, pv: best, capacityBytes: capacityOf(best, pvc) };
   if (considered === 0) {

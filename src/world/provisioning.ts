@@ -20,7 +20,9 @@ import {
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume, boundVolumes, forgetClaim } from './binding.js';
+import { bindingVolume, boundVolumes, claimUid, forgetClaim } from './binding.js';
+
+export { claimUid };
 import { podsReferencing } from './references.js';
 import {
   claimClassName,
@@ -34,23 +36,6 @@ import { claimExpanded, reresolveObject } from './fold-desired.js';
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */
 export function csiVolumeName(driver: string, handle: string): UniqueVolumeName {
   return UniqueVolumeName(`kubernetes.io/csi/${driver}^${handle}`);
-}
-
-/**
- * A uid for a claim a source gave without one: a stable digest of its namespace and name
- * (FNV-1a), so the volume's name `pvc-<uid>` is the same on every replay.
- */
-export function claimUid(pvc: PersistentVolumeClaim): string {
-  const given = pvc.metadata.uid;
-  if (given !== undefined && given !== '') return given;
-  const text = `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
-  const parts = [0x811c9dc5, 0x01000193, 0x5bd1e995, 0x2545f491].map((seed) => {
-    let h = seed >>> 0;
-    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-    return h.toString(16).padStart(8, '0');
-  });
-  const hex = parts.join('');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** A provision operation started: its CreateVolume request is in flight from now on. */
