@@ -137,6 +137,25 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream): void {
       `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at +${b.retryAtMs} ms (${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
   if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
+  printStorage(view, out);
+}
+
+/** PersistentVolumes with their phase, and claims with their binding or provisioning. */
+function printStorage(view: WorldView, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  if (view.pvs.length > 0) out.write(`${s.bold('persistent volumes')}\n`);
+  for (const pv of view.pvs)
+    out.write(
+      `  ${pv.name}  ${s.state(pv.phase)}${pv.claim === null ? '' : `  claim ${pv.claim}`}` +
+        `  ${pv.capacityBytes ?? '?'} bytes${pv.reclaimPolicy === null ? '' : `  ${pv.reclaimPolicy}`}` +
+        `${pv.zone === null ? '' : `  zone ${pv.zone}`}${pv.provisioned ? '  provisioned' : ''}\n`,
+    );
+  if (view.claims.length > 0) out.write(`${s.bold('claims')}\n`);
+  for (const c of view.claims) {
+    const retry = c.nextRetryAtMs === null ? '' : `  next retry at +${c.nextRetryAtMs} ms`;
+    out.write(`  ${c.claim}  ${s.state(c.state)}  ${c.detail}${c.running ? '  (running)' : ''}${retry}\n`);
+    if (c.lastError !== null) out.write(`    ${s.red(`last error: ${c.lastError.message}`)}\n`);
+  }
 }
 
 export function replayCommand(db: string, opts: { at?: string; json?: boolean }): number {
@@ -162,7 +181,12 @@ function offset(tsMs: number, originMs: number): string {
 
 function printTransition(t: Transition, originMs: number, out: NodeJS.WritableStream): void {
   const s = style(out);
-  const pair = t.pair === 'attachment' ? `${t.volume}@${t.node}` : `${t.volume} × pod ${t.pod}`;
+  const pair =
+    t.pair === 'attachment'
+      ? `${t.volume}@${t.node}`
+      : t.pair === 'persistentVolume'
+        ? `PersistentVolume ${t.volume}`
+        : `${t.volume} × pod ${t.pod}`;
   out.write(
     `${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`,
   );

@@ -26,15 +26,13 @@ import {
 import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../engine/book.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound } from '../world/binding.js';
+import { provisioningClass } from '../world/claims-view.js';
 import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
 import {
-  bindingModeOf,
-  claimClassName,
   classParameters,
   nodeTopology,
   reclaimPolicyOf,
   requisiteOf,
-  storageClassOf,
 } from '../world/storage-class.js';
 import type { World } from '../world/types.js';
 import type { Operation, StorageOperation } from './operations.js';
@@ -54,21 +52,6 @@ function unboundClaim(world: World, key: string): PersistentVolumeClaim | undefi
   if ((object.spec.volumeName ?? '') !== '') return; // pre-bound: the binder's alone
   const phase = object.status?.phase;
   return phase === undefined || phase === 'Pending' ? object : undefined;
-}
-
-/**
- * The class of a claim that this engine provisions now, or undefined: a class whose
- * provisioner is a registered CSI driver able to create volumes, and for
- * WaitForFirstConsumer a pod that uses the claim (its first consumer).
- */
-export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
-  const className = claimClassName(pvc, world.objects);
-  if (className === '') return undefined; // "": static PVs without a class only
-  const sc = storageClassOf(world.objects, className);
-  if (sc === undefined || world.plugins.get(sc.provisioner)?.csi?.createDelete !== true) return;
-  const waits = bindingModeOf(sc) === 'WaitForFirstConsumer';
-  if (waits && !claimInUse(world, pvc)) return undefined;
-  return { sc, selected: waits };
 }
 
 /** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
