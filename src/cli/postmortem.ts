@@ -399,3 +399,43 @@ export async function importCommand(file: string, db: string): Promise<number> {
     store.close();
   }
 }
+
+/** `vole get pvs|pvcs --db FILE`: a node agent's PersistentVolumes and claims, as kubectl lists them. */
+export function getFromLogCommand(what: string, db: string, opts: { json?: boolean }): number {
+  if (what !== 'pvs' && what !== 'pvcs')
+    throw new UsageError(`vole get --db: lists pvs or pvcs of a node log, not "${what}"`);
+  const store = openReadonly(db);
+  try {
+    const view = worldAt(store, store.head().seq);
+    const rows =
+      what === 'pvs'
+        ? view.pvs.map((pv) => ({
+            name: pv.name,
+            capacity: pv.capacityBytes === null ? '' : String(pv.capacityBytes),
+            reclaimPolicy: pv.reclaimPolicy ?? '',
+            status: pv.phase,
+            claim: pv.claim ?? '',
+            storageClass: pv.storageClassName ?? '',
+            zone: pv.zone ?? '',
+          }))
+        : view.claims.map((c) => ({
+            claim: c.claim,
+            status: c.state,
+            volume: c.volume ?? '',
+            storageClass: c.storageClassName,
+            detail: c.detail,
+          }));
+    if (opts.json === true) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+    else if (rows.length === 0) process.stdout.write(`no ${what}\n`);
+    else {
+      const header = Object.keys(rows[0]!);
+      const cells = [header.map((h) => h.toUpperCase()), ...rows.map((r) => Object.values(r))];
+      const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
+      for (const r of cells)
+        process.stdout.write(`${r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()}\n`);
+    }
+    return 0;
+  } finally {
+    store.close();
+  }
+}
