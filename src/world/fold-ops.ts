@@ -11,7 +11,8 @@ import {
 } from '../engine/book.js';
 import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
 import { type EventOf, provisionCallNames } from '../events/index.js';
-import { foldProvisioningCall, provisionStarted } from './provisioning.js';
+import { foldProvisioningCall } from './fold-provisioning.js';
+import { provisionStarted } from './provisioning.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
 import { podEntries, podEntry } from './by-pod.js';

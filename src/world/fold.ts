@@ -28,7 +28,7 @@ import {
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import { ClusterObjects } from './objects.js';
-import { foldClaimFinalizerRemoved } from './provisioning.js';
+import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 import { volumeTable } from './volumes.js';
@@ -138,6 +138,12 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
   }
 }
 
+/** The binder's and pvc-protection's decisions about a claim. */
+function foldClaimDecision(world: World, event: EventOf<'ClaimBound' | 'ClaimFinalizerRemoved'>) {
+  if (event.type === 'ClaimBound') foldClaimBound(world, event);
+  else foldClaimFinalizerRemoved(world, event);
+}
+
 function foldSourcesReady(world: World): void {
   world.sourcesReady = true;
   // Passes A and C may now act on every pair, not only the ones touched since.
@@ -177,10 +183,8 @@ export function fold(world: World, event: VoleEvent): World {
       foldObjectRemoved(world, event);
       break;
     case 'ClaimBound':
-      foldClaimBound(world, event);
-      break;
     case 'ClaimFinalizerRemoved':
-      foldClaimFinalizerRemoved(world, event);
+      foldClaimDecision(world, event);
       break;
     case 'VolumesReportedInUse':
       foldVolumesReportedInUse(world, event);
@@ -191,15 +195,14 @@ export function fold(world: World, event: VoleEvent): World {
     case 'HostObserved':
       foldHostObserved(world, event);
       break;
-    case 'ReportRaised':
-      break; // for people; the kubelet's decisions do not read it
-    case 'AttachmentsVerified':
-      break; // the controller's observation
     case 'CsiDriverRegistered':
       foldCsiDriverRegistered(world, event);
       break;
+    // For people; the controller's; a driver gone (its calls fail until it comes back).
+    case 'ReportRaised':
+    case 'AttachmentsVerified':
     case 'CsiDriverDeregistered':
-      break; // its calls fail (uncertain) until it comes back; its volumes stay known
+      break;
     case 'OperationStarted':
       foldOperationStarted(world, event);
       break;

@@ -1,5 +1,5 @@
 /**
- * Folding dynamic provisioning, as Kubernetes' persistent-volume controller and the CSI
+ * Dynamic provisioning's state (the fold's part is fold-provisioning.ts), as Kubernetes' persistent-volume controller and the CSI
  * external-provisioner, external-resizer and pvc-protection controller record it:
  *
  * - a provision operation's CreateVolume in flight (`inFlight`, until it answers OK);
@@ -31,7 +31,6 @@ import {
   storageClassOf,
 } from './storage-class.js';
 import type { RunningOp, World } from './types.js';
-import { claimExpanded, reresolveObject } from './fold-desired.js';
 
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */
 export function csiVolumeName(driver: string, handle: string): UniqueVolumeName {
@@ -45,140 +44,11 @@ export function provisionStarted(world: World, volume: UniqueVolumeName, request
 }
 
 /** Does a claim with that key and uid exist (a claim deleted and made again is another)? */
-function claimExists(world: World, request: ProvisionRequest): PersistentVolumeClaim | undefined {
+export function claimExists(world: World, request: ProvisionRequest): PersistentVolumeClaim | undefined {
   const { namespace, name, uid } = request.claim;
   const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
   if (pvc?.kind !== 'PersistentVolumeClaim') return undefined;
   return claimUid(pvc) === uid ? pvc : undefined;
-}
-
-/**
- * A provisioning call's outcome: CreateVolume answered OK (the PV is recorded), failed
- * finally (the volume does not exist: a deleted claim's provisioning ends) or may be in
- * progress; DeleteVolume and ControllerExpandVolume answered OK.
- */
-export function foldProvisioningCall(
-  world: World,
-  op: RunningOp,
-  event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
-): void {
-  const record = world.provisioning.inFlight.get(op.volume);
-  if (event.call === 'createVolume' && record !== undefined) {
-    if (event.type === 'CallStarted') record.mayExist = true;
-    else if (event.type === 'CallFailed') record.mayExist = event.error.kind === 'uncertain';
-    else if (event.provisioned !== undefined) volumeProvisioned(world, op.volume, event);
-    if (event.type === 'CallFailed' && !record.mayExist && claimExists(world, record.request) === undefined)
-      world.provisioning.inFlight.delete(op.volume);
-    return;
-  }
-  if (event.type !== 'CallSucceeded') return;
-  if (event.call === 'deleteVolume') volumeDeleted(world, op.volume);
-  if (event.call === 'controllerExpand') volumeExpanded(world, op.volume, event);
-}
-
-/** provisionClaimOperation: CreateVolume answered; the PV is made, bound to its claim. */
-function volumeProvisioned(
-  world: World,
-  volume: UniqueVolumeName,
-  event: EventOf<'CallSucceeded'>,
-): void {
-  const { request } = world.provisioning.inFlight.get(volume)!;
-  const created = event.provisioned!;
-  const capacityBytes = created.capacityBytes > 0 ? created.capacityBytes : request.requiredBytes;
-  const pv = provisionedPv(request, { ...created, capacityBytes });
-  world.provisioning.inFlight.delete(volume);
-  world.provisioning.provisioned.set(csiVolumeName(request.driver, created.volumeId), pv.metadata.name);
-  world.objects.put(pv);
-  const pvc = claimExists(world, request);
-  if (pvc !== undefined) {
-    const key = objectKey('PersistentVolumeClaim', request.claim.name, request.claim.namespace);
-    world.bindings.set(key, { volume: pv.metadata.name, capacityBytes });
-    world.unboundClaims.delete(key);
-    trackResize(world, key, pvc);
-  }
-  reresolveObject(world, { kind: 'PersistentVolumeClaim', ...request.claim });
-  reresolveObject(world, { kind: 'PersistentVolume', name: pv.metadata.name });
-}
-
-/** The PV the external-provisioner records for a created volume. */
-function provisionedPv(
-  request: ProvisionRequest,
-  created: { volumeId: string; capacityBytes: number; volumeContext: Record<string, string>;
-    accessibleTopology: Record<string, string>[] },
-): PersistentVolume {
-  const { claim } = request;
-  return {
-    apiVersion: 'v1',
-    kind: 'PersistentVolume',
-    metadata: { name: request.name, annotations: { [provisionedByAnnotation]: request.driver } },
-    spec: {
-      accessModes: [...request.accessModes],
-      capacity: { storage: created.capacityBytes },
-      volumeMode: request.volumeMode,
-      storageClassName: request.storageClassName,
-      persistentVolumeReclaimPolicy: request.reclaimPolicy,
-      claimRef: { kind: 'PersistentVolumeClaim', namespace: claim.namespace, name: claim.name, uid: claim.uid },
-      ...(request.mountOptions.length === 0 ? {} : { mountOptions: [...request.mountOptions] }),
-      csi: {
-        driver: request.driver,
-        volumeHandle: created.volumeId,
-        ...(request.fsType === '' || request.volumeMode === 'Block' ? {} : { fsType: request.fsType }),
-        ...(Object.keys(created.volumeContext).length === 0
-          ? {}
-          : { volumeAttributes: { ...created.volumeContext } }),
-      },
-      ...(created.accessibleTopology.length === 0
-        ? {}
-        : { nodeAffinity: { required: nodeAffinityOf(created.accessibleTopology) } }),
-    },
-  };
-}
-
-/** deleteVolumeOperation: DeleteVolume answered; the PV goes. */
-function volumeDeleted(world: World, volume: UniqueVolumeName): void {
-  const pvName = world.provisioning.provisioned.get(volume);
-  if (pvName === undefined) return;
-  world.provisioning.provisioned.delete(volume);
-  world.objects.remove('PersistentVolume', pvName);
-  reresolveObject(world, { kind: 'PersistentVolume', name: pvName });
-}
-
-/** The resizer: ControllerExpandVolume answered; the PV's capacity is the new size. */
-function volumeExpanded(world: World, volume: UniqueVolumeName, event: EventOf<'CallSucceeded'>) {
-  const pvName = world.provisioning.provisioned.get(volume) ?? pvNameOfVolume(world, volume);
-  const pv = pvName === undefined ? undefined : world.objects.lookup('PersistentVolume', pvName);
-  const sizeBytes = event.sizeBytes ?? 0;
-  if (pv?.kind !== 'PersistentVolume' || sizeBytes <= 0) return;
-  world.objects.put({ ...pv, spec: { ...pv.spec, capacity: { ...pv.spec.capacity, storage: sizeBytes } } });
-  const claim = claimOfPv(world, pv);
-  if (claim !== undefined) {
-    world.provisioning.resizing.delete(claim.key);
-    // No node expansion to come: the claim's capacity is the new size at once.
-    if (event.nodeExpansionRequired === false) claimExpanded(world, claim, pv.metadata.name, sizeBytes);
-  }
-  reresolveObject(world, { kind: 'PersistentVolume', name: pv.metadata.name });
-}
-
-/** The PV a bound claim's binding names whose CSI volume is `volume` (static CSI PVs). */
-function pvNameOfVolume(world: World, volume: UniqueVolumeName): string | undefined {
-  for (const key of world.provisioning.resizing) {
-    const pvName = world.bindings.get(key)?.volume;
-    const pv = pvName === undefined ? undefined : world.objects.lookup('PersistentVolume', pvName);
-    const csi = pv?.kind === 'PersistentVolume' ? pv.spec.csi : undefined;
-    if (csi?.volumeHandle !== undefined && csiVolumeName(csi.driver, csi.volumeHandle) === volume)
-      return pvName;
-  }
-  return undefined;
-}
-
-/** The claim a PV is bound to (the log's binding), with its key. */
-function claimOfPv(world: World, pv: PersistentVolume) {
-  const ref = pv.spec.claimRef;
-  if (ref?.name === undefined) return undefined;
-  const namespace = ref.namespace ?? 'default';
-  const key = objectKey('PersistentVolumeClaim', ref.name, namespace);
-  if (world.bindings.get(key)?.volume !== pv.metadata.name) return undefined;
-  return { key, name: ref.name, namespace };
 }
 
 /**
@@ -202,11 +72,13 @@ export function trackResize(world: World, key: string, pvc: PersistentVolumeClai
  * it is kept; the planner removes it once no pod uses it.
  */
 export function protectClaim(world: World, event: EventOf<'ObjectRemoved'>): boolean {
-  if (event.kind !== 'PersistentVolumeClaim') return false;
+  // Where claims are bound elsewhere (cluster mode) the API server applies it: a claim
+  // removed from the source is gone.
+  if (event.kind !== 'PersistentVolumeClaim' || world.config.bindClaims === false) return false;
   const pvc = world.objects.lookup('PersistentVolumeClaim', event.name, event.namespace);
   if (pvc?.kind !== 'PersistentVolumeClaim') return false;
   if (!claimInUse(world, pvc)) return false;
-  const deletionTimestamp = pvc.metadata.deletionTimestamp ?? new Date(event.tsMs).toISOString();
+  const deletionTimestamp = pvc.metadata.deletionTimestamp ?? rfc3339(event.tsMs);
   world.objects.put({ ...pvc, metadata: { ...pvc.metadata, deletionTimestamp } });
   world.provisioning.protectedClaims.add(
     objectKey('PersistentVolumeClaim', event.name, event.namespace),
@@ -221,15 +93,6 @@ export function claimInUse(world: World, pvc: PersistentVolumeClaim): boolean {
   for (const _uid of podsReferencing(world.podsByObject, 'PersistentVolumeClaim', name, namespace))
     return true;
   return false;
-}
-
-/** The pvc-protection controller's decision recorded: the claim goes now. */
-export function foldClaimFinalizerRemoved(world: World, event: EventOf<'ClaimFinalizerRemoved'>) {
-  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
-  world.provisioning.protectedClaims.delete(key);
-  world.objects.remove('PersistentVolumeClaim', event.claim, event.namespace);
-  claimGone(world, key);
-  reresolveObject(world, { kind: 'PersistentVolumeClaim', name: event.claim, namespace: event.namespace });
 }
 
 /** A claim is gone: its binding, its wanted expansion, and a provisioning that cannot have begun. */
@@ -303,4 +166,22 @@ export function persistentVolumes(world: World): PvView[] {
     });
   }
   return views.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** An RFC 3339 UTC time of a log timestamp (civil-from-days: no Date in the core). */
+export function rfc3339(tsMs: number): string {
+  const days = Math.floor(tsMs / 86_400_000);
+  const msOfDay = tsMs - days * 86_400_000;
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365);
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const [h, m, sec] = [msOfDay / 3_600_000, (msOfDay / 60_000) % 60, (msOfDay / 1000) % 60].map(Math.floor);
+  return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${pad(h!)}:${pad(m!)}:${pad(sec!)}Z`;
 }
