@@ -141,3 +141,17 @@ test('binding: the PVs with the fewest access modes first, then the smallest (fi
   const roxVerdict = findVolumeForClaim(rox, objects, new Map());
   assert.equal(roxVerdict.ok && roxVerdict.pv.metadata.name, 'two-small');
 });
+
+test('provisioning: vole verify re-plans claim decisions and names one it would not make', async () => {
+  const file = 'provision-pvc-protection.yaml';
+  const { events } = await run(readFileSync(join(dir, file), 'utf8'), file);
+  const released = events.find((e) => e.type === 'ClaimFinalizerRemoved');
+  assert.ok(released !== undefined);
+  // Released one event too early: the pod still used the claim then.
+  const early = events.map((e) =>
+    e === released ? { ...e, cause: e.cause + 1 } : e,
+  );
+  const report = verify(early);
+  assert.equal(report.divergences[0]?.seq, released.seq);
+  assert.match(report.divergences[0]?.message ?? '', /the log decided ClaimFinalizerRemoved default\/data cause \d+; this version would decide/);
+});
