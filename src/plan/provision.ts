@@ -93,6 +93,8 @@ export function provisionRequestOf(
 /** Provision operations for the unbound claims no static PV serves (sorted by key). */
 function planProvisions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
   if (world.unboundClaims.size === 0) return;
+  // Asked about some volumes only: a provisioned volume's name is `…^pvc-<uid>`.
+  if (!scope.all && ![...scope.volumes].some((v) => v.includes('^pvc-'))) return;
   const keys = [...world.unboundClaims].sort();
   let taken: ReadonlyMap<string, string> | undefined;
   for (const key of keys) {
@@ -117,10 +119,28 @@ function planProvisions(world: World, claims: Claims<Operation>, scope: StorageS
   }
 }
 
+/**
+ * The entries of a map by volume that a plan looks at: all of them, or those of the
+ * volumes it was asked about (a retry, a finished operation): O(what changed), not O(map).
+ */
+function* inScope<V>(
+  map: ReadonlyMap<UniqueVolumeName, V>,
+  scope: StorageScope,
+): Generator<[UniqueVolumeName, V]> {
+  if (scope.all) {
+    yield* map;
+    return;
+  }
+  for (const volume of scope.volumes) {
+    const value = map.get(volume);
+    if (value !== undefined) yield [volume, value];
+  }
+}
+
 /** A CreateVolume that may have taken effect for a claim now gone: retried, same request. */
 function planOrphanProvisions(world: World, claims: Claims<Operation>, scope: StorageScope) {
-  for (const [volume, record] of world.provisioning.inFlight) {
-    if (!record.mayExist || (!scope.all && !scope.volumes.has(volume))) continue;
+  for (const [volume, record] of inScope(world.provisioning.inFlight, scope)) {
+    if (!record.mayExist) continue;
     const { namespace, name, uid } = record.request.claim;
     const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
     if (pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid) continue;
@@ -143,8 +163,7 @@ function inUseHere(world: World, volume: UniqueVolumeName): boolean {
 
 /** reclaimVolume: a Released provisioned PV with policy Delete, once nothing uses it. */
 function planReclaims(world: World, claims: Claims<Operation>, scope: StorageScope): void {
-  for (const [volume, pvName] of world.provisioning.provisioned) {
-    if (!scope.all && !scope.volumes.has(volume)) continue;
+  for (const [volume, pvName] of inScope(world.provisioning.provisioned, scope)) {
     const pv = world.objects.lookup('PersistentVolume', pvName);
     if (pv?.kind !== 'PersistentVolume') continue;
     if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
