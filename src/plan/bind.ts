@@ -24,11 +24,12 @@ function waitsForConsumer(
   pvc: PersistentVolumeClaim,
   inUse: ((pvc: PersistentVolumeClaim) => boolean) | undefined,
 ): boolean {
-  if ((pvc.spec.volumeName ?? '') !== '') return false;
+  // A binder that cannot tell who uses a claim (the controller core) does not delay.
+  if ((pvc.spec.volumeName ?? '') !== '' || inUse === undefined) return false;
   const lookup = lookupOf(world.objects);
   const sc = storageClassOf(lookup, claimClassName(pvc, lookup));
   if (sc === undefined || bindingModeOf(sc) !== 'WaitForFirstConsumer') return false;
-  return inUse?.(pvc) !== true;
+  return !inUse(pvc);
 }
 
 export function planBindings(
