@@ -81,11 +81,7 @@ export function provisionRequestOf(
     requisite: requisite.ok ? requisite.requisite : [],
     ...(selected ? { selectedNode: world.config.node } : {}),
   };
-  const refused = !params.ok
-    ? params.error
-    : !requisite.ok
-      ? requisite.error
-      : undefined;
+  const refused = !params.ok ? params.error : !requisite.ok ? requisite.error : undefined;
   const prefix = `failed to provision volume with StorageClass "${sc.metadata.name}"`;
   return refused === undefined ? { request } : { request, refused: `${prefix}: ${refused}` };
 }
@@ -158,7 +154,9 @@ function planOrphanProvisions(world: World, claims: Claims<Operation>, scope: St
 function inUseHere(world: World, volume: UniqueVolumeName): boolean {
   const record = world.volumes.get(volume);
   if (record === undefined) return false;
-  return record.pods !== undefined || record.attachment !== undefined || record.mounts !== undefined;
+  return (
+    record.pods !== undefined || record.attachment !== undefined || record.mounts !== undefined
+  );
 }
 
 /** reclaimVolume: a Released provisioned PV with policy Delete, once nothing uses it. */
@@ -255,4 +253,3 @@ export function storageWaits(world: World): boolean {
     p.protectedClaims.size > 0
   );
 }
-

@@ -42,7 +42,11 @@ export interface ClaimView {
   /** The PV it is bound to, or the volume being provisioned for it. */
   readonly volume: string | null;
   readonly running: boolean;
-  readonly lastError: { readonly message: string; readonly seq: number; readonly tsMs: number } | null;
+  readonly lastError: {
+    readonly message: string;
+    readonly seq: number;
+    readonly tsMs: number;
+  } | null;
   readonly nextRetryAtMs: number | null;
 }
 
@@ -60,14 +64,21 @@ function provisioningOf(world: World, volume: UniqueVolumeName) {
 export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
   const claim = claimName(pvc);
   const className = claimClassName(pvc, world.objects);
-  const base = { claim, storageClassName: className, running: false, lastError: null,
-    nextRetryAtMs: null };
+  const base = {
+    claim,
+    storageClassName: className,
+    running: false,
+    lastError: null,
+    nextRetryAtMs: null,
+  };
   const key = `PersistentVolumeClaim/${claim}`;
   const deleting = pvc.metadata.deletionTimestamp !== undefined;
   if (isClaimBound(pvc, world.bindings)) {
     const volume = world.bindings.get(key)?.volume ?? pvc.spec.volumeName ?? null;
     const state = deleting ? 'Deleting' : 'Bound';
-    const detail = deleting ? 'deleted; kept while a pod uses it (pvc-protection)' : `bound to ${volume}`;
+    const detail = deleting
+      ? 'deleted; kept while a pod uses it (pvc-protection)'
+      : `bound to ${volume}`;
     return { ...base, state, detail, volume };
   }
   const chosen = provisionerClass(world, pvc);
@@ -75,13 +86,26 @@ export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
   const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
   const about = provisioner(chosen.sc);
   if (chosen.driverMissing)
-    return { ...base, state: 'WaitingForProvisioner', volume, detail:
-      `${about}: CSI driver "${chosen.sc.provisioner}" is not registered or cannot create volumes` };
+    return {
+      ...base,
+      state: 'WaitingForProvisioner',
+      volume,
+      detail: `${about}: CSI driver "${chosen.sc.provisioner}" is not registered or cannot create volumes`,
+    };
   if (chosen.waitsForConsumer)
-    return { ...base, state: 'WaitingForFirstConsumer', volume,
-      detail: `${about}: waiting for the first pod that uses the claim` };
-  return { ...base, ...provisioningOf(world, volume), state: 'Provisioning', volume,
-    detail: `${about}: CreateVolume ${volume.slice(volume.indexOf('^') + 1)}` };
+    return {
+      ...base,
+      state: 'WaitingForFirstConsumer',
+      volume,
+      detail: `${about}: waiting for the first pod that uses the claim`,
+    };
+  return {
+    ...base,
+    ...provisioningOf(world, volume),
+    state: 'Provisioning',
+    volume,
+    detail: `${about}: CreateVolume ${volume.slice(volume.indexOf('^') + 1)}`,
+  };
 }
 
 function provisioner(sc: StorageClass): string {
@@ -91,7 +115,10 @@ function provisioner(sc: StorageClass): string {
 function pendingWhy(className: string) {
   return className === ''
     ? { state: 'Pending', detail: 'no class: waits for a static PersistentVolume without one' }
-    : { state: 'Pending', detail: `StorageClass "${className}" not found or provisions nothing here` };
+    : {
+        state: 'Pending',
+        detail: `StorageClass "${className}" not found or provisions nothing here`,
+      };
 }
 
 /** Every claim the world knows, by `namespace/name`. */

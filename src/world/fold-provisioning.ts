@@ -6,18 +6,10 @@
  * answered (the PV's capacity grows), and the pvc-protection controller's decision.
  */
 import type { EventOf, ProvisionRequest } from '../events/index.js';
-import {
-  objectKey,
-  type PersistentVolume,
-} from '../events/k8s.js';
+import { objectKey, type PersistentVolume } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { claimExpanded, reresolveObject } from './fold-desired.js';
-import {
-  claimExists,
-  claimGone,
-  csiVolumeName,
-  trackResize,
-} from './provisioning.js';
+import { claimExists, claimGone, csiVolumeName, trackResize } from './provisioning.js';
 import { nodeAffinityOf, provisionedByAnnotation } from './storage-class.js';
 import type { RunningOp, World } from './types.js';
 
@@ -36,7 +28,11 @@ export function foldProvisioningCall(
     if (event.type === 'CallStarted') record.mayExist = true;
     else if (event.type === 'CallFailed') record.mayExist = event.error.kind === 'uncertain';
     else if (event.provisioned !== undefined) volumeProvisioned(world, op.volume, event);
-    if (event.type === 'CallFailed' && !record.mayExist && claimExists(world, record.request) === undefined)
+    if (
+      event.type === 'CallFailed' &&
+      !record.mayExist &&
+      claimExists(world, record.request) === undefined
+    )
       world.provisioning.inFlight.delete(op.volume);
     return;
   }
@@ -56,7 +52,10 @@ function volumeProvisioned(
   const capacityBytes = created.capacityBytes > 0 ? created.capacityBytes : request.requiredBytes;
   const pv = provisionedPv(request, { ...created, capacityBytes });
   world.provisioning.inFlight.delete(volume);
-  world.provisioning.provisioned.set(csiVolumeName(request.driver, created.volumeId), pv.metadata.name);
+  world.provisioning.provisioned.set(
+    csiVolumeName(request.driver, created.volumeId),
+    pv.metadata.name,
+  );
   world.objects.put(pv);
   const pvc = claimExists(world, request);
   if (pvc !== undefined) {
@@ -72,8 +71,12 @@ function volumeProvisioned(
 /** The PV the external-provisioner records for a created volume. */
 function provisionedPv(
   request: ProvisionRequest,
-  created: { volumeId: string; capacityBytes: number; volumeContext: Record<string, string>;
-    accessibleTopology: Record<string, string>[] },
+  created: {
+    volumeId: string;
+    capacityBytes: number;
+    volumeContext: Record<string, string>;
+    accessibleTopology: Record<string, string>[];
+  },
 ): PersistentVolume {
   const { claim } = request;
   return {
@@ -86,12 +89,19 @@ function provisionedPv(
       volumeMode: request.volumeMode,
       storageClassName: request.storageClassName,
       persistentVolumeReclaimPolicy: request.reclaimPolicy,
-      claimRef: { kind: 'PersistentVolumeClaim', namespace: claim.namespace, name: claim.name, uid: claim.uid },
+      claimRef: {
+        kind: 'PersistentVolumeClaim',
+        namespace: claim.namespace,
+        name: claim.name,
+        uid: claim.uid,
+      },
       ...(request.mountOptions.length === 0 ? {} : { mountOptions: [...request.mountOptions] }),
       csi: {
         driver: request.driver,
         volumeHandle: created.volumeId,
-        ...(request.fsType === '' || request.volumeMode === 'Block' ? {} : { fsType: request.fsType }),
+        ...(request.fsType === '' || request.volumeMode === 'Block'
+          ? {}
+          : { fsType: request.fsType }),
         ...(Object.keys(created.volumeContext).length === 0
           ? {}
           : { volumeAttributes: { ...created.volumeContext } }),
@@ -118,12 +128,16 @@ function volumeExpanded(world: World, volume: UniqueVolumeName, event: EventOf<'
   const pv = pvName === undefined ? undefined : world.objects.lookup('PersistentVolume', pvName);
   const sizeBytes = event.sizeBytes ?? 0;
   if (pv?.kind !== 'PersistentVolume' || sizeBytes <= 0) return;
-  world.objects.put({ ...pv, spec: { ...pv.spec, capacity: { ...pv.spec.capacity, storage: sizeBytes } } });
+  world.objects.put({
+    ...pv,
+    spec: { ...pv.spec, capacity: { ...pv.spec.capacity, storage: sizeBytes } },
+  });
   const claim = claimOfPv(world, pv);
   if (claim !== undefined) {
     world.provisioning.resizing.delete(claim.key);
     // No node expansion to come: the claim's capacity is the new size at once.
-    if (event.nodeExpansionRequired === false) claimExpanded(world, claim, pv.metadata.name, sizeBytes);
+    if (event.nodeExpansionRequired === false)
+      claimExpanded(world, claim, pv.metadata.name, sizeBytes);
   }
   reresolveObject(world, { kind: 'PersistentVolume', name: pv.metadata.name });
 }
@@ -156,6 +170,9 @@ export function foldClaimFinalizerRemoved(world: World, event: EventOf<'ClaimFin
   world.provisioning.protectedClaims.delete(key);
   world.objects.remove('PersistentVolumeClaim', event.claim, event.namespace);
   claimGone(world, key);
-  reresolveObject(world, { kind: 'PersistentVolumeClaim', name: event.claim, namespace: event.namespace });
+  reresolveObject(world, {
+    kind: 'PersistentVolumeClaim',
+    name: event.claim,
+    namespace: event.namespace,
+  });
 }
-

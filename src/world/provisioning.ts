@@ -38,13 +38,20 @@ export function csiVolumeName(driver: string, handle: string): UniqueVolumeName 
 }
 
 /** A provision operation started: its CreateVolume request is in flight from now on. */
-export function provisionStarted(world: World, volume: UniqueVolumeName, request: ProvisionRequest) {
+export function provisionStarted(
+  world: World,
+  volume: UniqueVolumeName,
+  request: ProvisionRequest,
+) {
   const known = world.provisioning.inFlight.get(volume);
   world.provisioning.inFlight.set(volume, { request, mayExist: known?.mayExist ?? false });
 }
 
 /** Does a claim with that key and uid exist (a claim deleted and made again is another)? */
-export function claimExists(world: World, request: ProvisionRequest): PersistentVolumeClaim | undefined {
+export function claimExists(
+  world: World,
+  request: ProvisionRequest,
+): PersistentVolumeClaim | undefined {
   const { namespace, name, uid } = request.claim;
   const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
   if (pvc?.kind !== 'PersistentVolumeClaim') return undefined;
@@ -58,9 +65,11 @@ export function claimExists(world: World, request: ProvisionRequest): Persistent
 export function trackResize(world: World, key: string, pvc: PersistentVolumeClaim): void {
   const binding = world.bindings.get(key);
   const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
-  const pv = binding === undefined ? undefined : world.objects.lookup('PersistentVolume', binding.volume);
+  const pv =
+    binding === undefined ? undefined : world.objects.lookup('PersistentVolume', binding.volume);
   const sc = storageClassOf(world.objects, claimClassName(pvc, world.objects));
-  const has = pv?.kind === 'PersistentVolume' ? (parseQuantityBytes(pv.spec.capacity?.storage) ?? 0) : 0;
+  const has =
+    pv?.kind === 'PersistentVolume' ? (parseQuantityBytes(pv.spec.capacity?.storage) ?? 0) : 0;
   const wanted = sc?.allowVolumeExpansion === true && pv !== undefined && requested > has;
   if (wanted) world.provisioning.resizing.add(key);
   else world.provisioning.resizing.delete(key);
@@ -114,7 +123,8 @@ export function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<s
   if (ref?.name !== undefined) {
     const pvc = world.objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
     const uid = (ref as { uid?: string }).uid;
-    const same = pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
+    const same =
+      pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
     if (!same) return 'Released';
     return 'Bound';
   }
@@ -128,7 +138,6 @@ export function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>
   const ref = pv.spec.claimRef;
   return ref?.name === undefined ? null : `${ref.namespace ?? 'default'}/${ref.name}`;
 }
-
 
 /** A PV as `state.pvs`, `vole get pvs` and the inspector show it. */
 export interface PvView {
@@ -150,7 +159,8 @@ export function persistentVolumes(world: World): PvView[] {
   const views: PvView[] = [];
   for (const object of world.objects.ofKind('PersistentVolume')) {
     if (object.kind !== 'PersistentVolume') continue;
-    const expression = object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];
+    const expression =
+      object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];
     views.push({
       name: object.metadata.name,
       phase: pvPhase(world, object, taken),
@@ -175,13 +185,17 @@ export function rfc3339(tsMs: number): string {
   const z = days + 719_468;
   const era = Math.floor(z / 146_097);
   const doe = z - era * 146_097;
-  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365);
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365,
+  );
   const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
   const mp = Math.floor((5 * doy + 2) / 153);
   const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
   const month = mp < 10 ? mp + 3 : mp - 9;
   const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
   const pad = (n: number, w = 2) => String(n).padStart(w, '0');
-  const [h, m, sec] = [msOfDay / 3_600_000, (msOfDay / 60_000) % 60, (msOfDay / 1000) % 60].map(Math.floor);
+  const [h, m, sec] = [msOfDay / 3_600_000, (msOfDay / 60_000) % 60, (msOfDay / 1000) % 60].map(
+    Math.floor,
+  );
   return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${pad(h!)}:${pad(m!)}:${pad(sec!)}Z`;
 }

@@ -32,8 +32,10 @@ export function storageClassOf(objects: ObjectLookup, name: string): StorageClas
 
 function isDefaultClass(sc: StorageClass): boolean {
   const annotations = sc.metadata.annotations ?? {};
-  return annotations[defaultClassAnnotation] === 'true' ||
-    annotations[betaDefaultClassAnnotation] === 'true';
+  return (
+    annotations[defaultClassAnnotation] === 'true' ||
+    annotations[betaDefaultClassAnnotation] === 'true'
+  );
 }
 
 /**
@@ -81,11 +83,19 @@ export function bindingModeOf(sc: StorageClass): 'Immediate' | 'WaitForFirstCons
 export const csiParameterPrefix = 'csi.storage.k8s.io/';
 
 /** The reserved keys it knows (fstype, and the secrets' names and namespaces). */
-const reservedKeys: ReadonlySet<string> = new Set([
-  'fstype',
-  ...['provisioner', 'controller-publish', 'node-stage', 'node-publish', 'controller-expand',
-    'node-expand'].flatMap((s) => [`${s}-secret-name`, `${s}-secret-namespace`]),
-].map((k) => `${csiParameterPrefix}${k}`));
+const reservedKeys: ReadonlySet<string> = new Set(
+  [
+    'fstype',
+    ...[
+      'provisioner',
+      'controller-publish',
+      'node-stage',
+      'node-publish',
+      'controller-expand',
+      'node-expand',
+    ].flatMap((s) => [`${s}-secret-name`, `${s}-secret-namespace`]),
+  ].map((k) => `${csiParameterPrefix}${k}`),
+);
 
 export type ClassParameters =
   | { readonly ok: true; readonly parameters: Record<string, string>; readonly fsType: string }
@@ -200,7 +210,11 @@ export function nodeAffinityMismatch(
     if (fits) return undefined;
   }
   const wanted = terms
-    .map((t) => (t.matchExpressions ?? []).map((e) => `${e.key} ${e.operator} [${(e.values ?? []).join(',')}]`).join(' and '))
+    .map((t) =>
+      (t.matchExpressions ?? [])
+        .map((e) => `${e.key} ${e.operator} [${(e.values ?? []).join(',')}]`)
+        .join(' and '),
+    )
     .join(' or ');
   return `its node affinity (${wanted}) excludes this node`;
 }

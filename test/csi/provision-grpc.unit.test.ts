@@ -39,7 +39,8 @@ const caps = {
 
 test('provisioning over gRPC: CreateVolume, ControllerExpandVolume and DeleteVolume as the sidecars send them', async () => {
   const requests: { rpc: string; request: CsiRequest & Record<string, unknown> }[] = [];
-  const record = (rpc: string, answer: (r: CsiRequest & Record<string, unknown>) => object): Handler =>
+  const record =
+    (rpc: string, answer: (r: CsiRequest & Record<string, unknown>) => object): Handler =>
     async (request) => {
       requests.push({ rpc, request: request as CsiRequest & Record<string, unknown> });
       return answer(request as CsiRequest & Record<string, unknown>);
@@ -60,13 +61,23 @@ test('provisioning over gRPC: CreateVolume, ControllerExpandVolume and DeleteVol
     DeleteVolume: record('DeleteVolume', () => ({})),
   };
   const socket = join(dir, 'prov.sock');
-  const served = await serveCsiDriver({ name: driver, endpoint: `unix://${socket}`, handlers, logger });
+  const served = await serveCsiDriver({
+    name: driver,
+    endpoint: `unix://${socket}`,
+    handlers,
+    logger,
+  });
   const transport = new GrpcTransport(`unix://${socket}`);
   const plugin = csiPlugin(
     { name: driver, transport, caps, nodeId: 'node-1' },
     { root: '/var/lib/vole', host: noCsiHost, nowMs: () => performance.now() },
   );
-  const vm = VolumeManager.create({ node: 'node-1', plugins: [plugin], controllerAttachDetach: false, logger });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins: [plugin],
+    controllerAttachDetach: false,
+    logger,
+  });
   let latest: World | undefined;
   vm.subscribe((_event, w) => void (latest = w));
   vm.start();
@@ -83,25 +94,48 @@ test('provisioning over gRPC: CreateVolume, ControllerExpandVolume and DeleteVol
     const claim = (storage: string) => ({
       kind: 'PersistentVolumeClaim' as const,
       metadata: { name: 'data', namespace: 'default', uid: 'c-1' },
-      spec: { storageClassName: 'fast', accessModes: ['ReadWriteOnce', 'ReadOnlyMany'], resources: { requests: { storage } } },
+      spec: {
+        storageClassName: 'fast',
+        accessModes: ['ReadWriteOnce', 'ReadOnlyMany'],
+        resources: { requests: { storage } },
+      },
     });
     vm.upsertObject(claim('1Gi'));
-    await until(() => persistentVolumes(world()).some((pv) => pv.phase === 'Bound'), 'the PV', 10_000);
+    await until(
+      () => persistentVolumes(world()).some((pv) => pv.phase === 'Bound'),
+      'the PV',
+      10_000,
+    );
     const create = requests.find((r) => r.rpc === 'CreateVolume')!.request;
     assert.equal(create.name, 'pvc-c-1');
     assert.deepEqual(create.capacity_range, { required_bytes: String(2 ** 30), limit_bytes: '0' });
     assert.deepEqual(create.parameters, { type: 'ssd' });
-    const modes = (create.volume_capabilities ?? []).map((c) => [c.access_mode?.mode, c.mount?.fs_type]);
-    assert.deepEqual(modes, [['SINGLE_NODE_WRITER', 'xfs'], ['MULTI_NODE_READER_ONLY', 'xfs']]);
-    const requisite = (create['accessibility_requirements'] as { requisite: { segments: object }[] }).requisite;
-    assert.deepEqual(requisite.map((t) => t.segments), [{ 'topology.example.com/zone': 'z1' }]);
+    const modes = (create.volume_capabilities ?? []).map((c) => [
+      c.access_mode?.mode,
+      c.mount?.fs_type,
+    ]);
+    assert.deepEqual(modes, [
+      ['SINGLE_NODE_WRITER', 'xfs'],
+      ['MULTI_NODE_READER_ONLY', 'xfs'],
+    ]);
+    const requisite = (
+      create['accessibility_requirements'] as { requisite: { segments: object }[] }
+    ).requisite;
+    assert.deepEqual(
+      requisite.map((t) => t.segments),
+      [{ 'topology.example.com/zone': 'z1' }],
+    );
     const [pv] = persistentVolumes(world());
     assert.deepEqual(
       { name: pv!.name, handle: pv!.volumeHandle, bytes: pv!.capacityBytes, zone: pv!.zone },
       { name: 'pvc-c-1', handle: 'id-pvc-c-1', bytes: 2 ** 30, zone: 'z1' },
     );
     vm.upsertObject(claim('2Gi'));
-    await until(() => persistentVolumes(world())[0]?.capacityBytes === 2 ** 31, 'the expansion', 10_000);
+    await until(
+      () => persistentVolumes(world())[0]?.capacityBytes === 2 ** 31,
+      'the expansion',
+      10_000,
+    );
     const expand = requests.find((r) => r.rpc === 'ControllerExpandVolume')!.request;
     assert.equal(expand.volume_id, 'id-pvc-c-1');
     vm.removeObject({ kind: 'PersistentVolumeClaim', name: 'data', namespace: 'default' });

@@ -11,7 +11,11 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { MemorySink } from '../../src/engine/sink.js';
-import type { PersistentVolume, PersistentVolumeClaim, StorageClass } from '../../src/events/k8s.js';
+import type {
+  PersistentVolume,
+  PersistentVolumeClaim,
+  StorageClass,
+} from '../../src/events/k8s.js';
 import { verify, why, whyText } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
@@ -21,7 +25,9 @@ import { foldAll } from '../../src/world/index.js';
 import { classParameters } from '../../src/world/storage-class.js';
 
 const dir = join(import.meta.dirname, '..', 'scenarios');
-const provisioning = readdirSync(dir).filter((f) => f.startsWith('provision-')).sort();
+const provisioning = readdirSync(dir)
+  .filter((f) => f.startsWith('provision-'))
+  .sort();
 
 async function run(text: string, name: string) {
   const sink = new MemorySink();
@@ -42,8 +48,10 @@ for (const file of provisioning) {
     const report = verify(events);
     assert.deepEqual(report.divergences, [], file);
     assert.ok(report.decisions > 0);
-    assert.ok(events.some((e) => e.type === 'OperationStarted' && e.op === 'provision') ||
-      file.includes('affinity'));
+    assert.ok(
+      events.some((e) => e.type === 'OperationStarted' && e.op === 'provision') ||
+        file.includes('affinity'),
+    );
   });
 }
 
@@ -64,13 +72,19 @@ steps:
 `;
 
 test('provisioning: the pod waits, and vole why names the claim, its last error and next retry', async () => {
-  const { result, events } = await run(waitingScenario.replace(
-    '[{grpc: RESOURCE_EXHAUSTED, always: true}]',
-    '[{grpc: RESOURCE_EXHAUSTED}, {grpc: RESOURCE_EXHAUSTED}, {grpc: RESOURCE_EXHAUSTED}]',
-  ), 'waiting');
+  const { result, events } = await run(
+    waitingScenario.replace(
+      '[{grpc: RESOURCE_EXHAUSTED, always: true}]',
+      '[{grpc: RESOURCE_EXHAUSTED}, {grpc: RESOURCE_EXHAUSTED}, {grpc: RESOURCE_EXHAUSTED}]',
+    ),
+    'waiting',
+  );
   const wait = result.waits[0]!;
   assert.equal(wait.ok, false);
-  assert.match(wait.error ?? '', /waiting for a volume to be created by provisioner "fake\.csi\.example\.com" \(StorageClass "fast"\)/);
+  assert.match(
+    wait.error ?? '',
+    /waiting for a volume to be created by provisioner "fake\.csi\.example\.com" \(StorageClass "fast"\)/,
+  );
   const world = foldAll(events.filter((e) => e.tsMs <= 1000));
   const answer = why(world, 'default/web');
   assert.ok(answer !== undefined);
@@ -97,7 +111,12 @@ test('provisioning: a PV whose node affinity excludes the node names the conflic
 });
 
 const sc = (extra: object): StorageClass =>
-  ({ kind: 'StorageClass', metadata: { name: 'fast' }, provisioner: 'd.example.com', ...extra }) as StorageClass;
+  ({
+    kind: 'StorageClass',
+    metadata: { name: 'fast' },
+    provisioner: 'd.example.com',
+    ...extra,
+  }) as StorageClass;
 
 test('StorageClass: validated as the API server does', () => {
   const fields = (object: object) => validate(object).map((e) => e.field);
@@ -108,10 +127,15 @@ test('StorageClass: validated as the API server does', () => {
   assert.deepEqual(fields(sc({ parameters: { a: 1 } })), ['parameters[a]']);
 });
 
-test('StorageClass: the provisioner\'s own keys are taken out; an unknown one is named', () => {
+test("StorageClass: the provisioner's own keys are taken out; an unknown one is named", () => {
   const ok = classParameters(
-    sc({ parameters: { type: 'ssd', 'csi.storage.k8s.io/fstype': 'xfs',
-      'csi.storage.k8s.io/provisioner-secret-name': 's' } }),
+    sc({
+      parameters: {
+        type: 'ssd',
+        'csi.storage.k8s.io/fstype': 'xfs',
+        'csi.storage.k8s.io/provisioner-secret-name': 's',
+      },
+    }),
   );
   assert.deepEqual(ok, { ok: true, parameters: { type: 'ssd' }, fsType: 'xfs' });
   const bad = classParameters(sc({ parameters: { 'csi.storage.k8s.io/fs-type': 'xfs' } }));
@@ -148,10 +172,11 @@ test('provisioning: vole verify re-plans claim decisions and names one it would 
   const released = events.find((e) => e.type === 'ClaimFinalizerRemoved');
   assert.ok(released !== undefined);
   // Released one event too early: the pod still used the claim then.
-  const early = events.map((e) =>
-    e === released ? { ...e, cause: e.cause + 1 } : e,
-  );
+  const early = events.map((e) => (e === released ? { ...e, cause: e.cause + 1 } : e));
   const report = verify(early);
   assert.equal(report.divergences[0]?.seq, released.seq);
-  assert.match(report.divergences[0]?.message ?? '', /the log decided ClaimFinalizerRemoved default\/data cause \d+; this version would decide/);
+  assert.match(
+    report.divergences[0]?.message ?? '',
+    /the log decided ClaimFinalizerRemoved default\/data cause \d+; this version would decide/,
+  );
 });

@@ -33,7 +33,10 @@ export async function provision(ctx: OpContext, op: Of<'provision'>): Promise<vo
     {
       call: 'createVolume',
       prefix: `failed to provision volume with StorageClass "${request.storageClassName}"`,
-      succeeded: (provisioned: ProvisionedVolume) => ({ provisioned, sizeBytes: provisioned.capacityBytes }),
+      succeeded: (provisioned: ProvisionedVolume) => ({
+        provisioned,
+        sizeBytes: provisioned.capacityBytes,
+      }),
     },
     (target) => provisioner.createVolume(request, target),
   );
@@ -63,10 +66,7 @@ export async function deleteVolume(ctx: OpContext, op: Of<'deleteVolume'>): Prom
  * The resizer: ControllerExpandVolume when the driver has controller expansion; without
  * it the PV's size is the request at once and the node expands (a call with no RPC).
  */
-export async function controllerExpand(
-  ctx: OpContext,
-  op: Of<'controllerExpand'>,
-): Promise<void> {
+export async function controllerExpand(ctx: OpContext, op: Of<'controllerExpand'>): Promise<void> {
   const { pv, driver, volumeHandle, fsType } = csiPvOf(ctx, op.pv, 'ControllerExpandVolume');
   const provisioner = ctx.host.plugins.find(driver)?.provisioner;
   const nodeExpandable = ctx.host.world().plugins.get(driver)?.nodeExpandable === true;
