@@ -81,6 +81,15 @@ test(
       assert.equal(calls(s, 'createVolume').length, 1);
       writeFileSync(join(targetPath(s, 'uid-p'), 'hello.txt'), 'on a provisioned disk\n');
       assert.ok(existsSync(image(s)), 'the driver made the disk image');
+      // The volume was placed on the pod's node (NodeGetInfo's topology as the requisite) and
+      // the PV's node affinity says so.
+      const bound = spawnSync(
+        process.execPath,
+        ['--import', 'tsx', main, 'get', 'pvs', '--db', s.db, '--json'],
+        { encoding: 'utf8' },
+      );
+      const [pv] = JSON.parse(bound.stdout) as { name: string; status: string; zone: string }[];
+      assert.deepEqual(pv, { ...pv!, name: 'pvc-c-1', status: 'Bound', zone: 'node-1' });
       const before = statfsSync(targetPath(s, 'uid-p'));
       write(s, 'claim.yaml', claim('400Mi'));
       await until(() => calls(s, 'nodeExpand').length > 0, 'the volume grown on the node', 60_000);
