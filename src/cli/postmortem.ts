@@ -147,13 +147,15 @@ function printStorage(view: WorldView, out: NodeJS.WritableStream): void {
   for (const pv of view.pvs)
     out.write(
       `  ${pv.name}  ${s.state(pv.phase)}${pv.claim === null ? '' : `  claim ${pv.claim}`}` +
-        `  ${pv.capacityBytes ?? '?'} bytes${pv.reclaimPolicy === null ? '' : `  ${pv.reclaimPolicy}`}` +
+        `  ${pv.capacityBytes ?? '?'} bytes` +
+        `${pv.reclaimPolicy === null ? '' : `  ${pv.reclaimPolicy}`}` +
         `${pv.zone === null ? '' : `  zone ${pv.zone}`}${pv.provisioned ? '  provisioned' : ''}\n`,
     );
   if (view.claims.length > 0) out.write(`${s.bold('claims')}\n`);
   for (const c of view.claims) {
     const retry = c.nextRetryAtMs === null ? '' : `  next retry at +${c.nextRetryAtMs} ms`;
-    out.write(`  ${c.claim}  ${s.state(c.state)}  ${c.detail}${c.running ? '  (running)' : ''}${retry}\n`);
+    const running = c.running ? '  (running)' : '';
+    out.write(`  ${c.claim}  ${s.state(c.state)}  ${c.detail}${running}${retry}\n`);
     if (c.lastError !== null) out.write(`    ${s.red(`last error: ${c.lastError.message}`)}\n`);
   }
 }
@@ -400,7 +402,7 @@ export async function importCommand(file: string, db: string): Promise<number> {
   }
 }
 
-/** `vole get pvs|pvcs --db FILE`: a node agent's PersistentVolumes and claims, as kubectl lists them. */
+/** `vole get pvs|pvcs --db FILE`: a node agent's PVs or claims, as kubectl lists them. */
 export function getFromLogCommand(what: string, db: string, opts: { json?: boolean }): number {
   if (what !== 'pvs' && what !== 'pvcs')
     throw new UsageError(`vole get --db: lists pvs or pvcs of a node log, not "${what}"`);

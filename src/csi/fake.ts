@@ -56,7 +56,10 @@ function createVolume(backend: FakeBackend, request: CreateRequest): object {
   const sizeBytes = Number(request.capacity_range?.required_bytes ?? 0);
   const known = backend.volumes.get(request.name);
   if (known !== undefined && known.sizeBytes !== sizeBytes)
-    throw new CsiRpcError('ALREADY_EXISTS', `CreateVolume: ALREADY_EXISTS: ${request.name} exists with another size`);
+    throw new CsiRpcError(
+      'ALREADY_EXISTS',
+      `CreateVolume: ALREADY_EXISTS: ${request.name} exists with another size`,
+    );
   if (known === undefined) {
     if (sizeBytes > backend.capacityBytes)
       throw new CsiRpcError(
@@ -81,11 +84,17 @@ function createVolume(backend: FakeBackend, request: CreateRequest): object {
 function expandVolume(backend: FakeBackend, request: CreateRequest & { volume_id: string }) {
   const volume = backend.volumes.get(request.volume_id);
   if (volume === undefined)
-    throw new CsiRpcError('NOT_FOUND', `ControllerExpandVolume: NOT_FOUND: no volume ${request.volume_id}`);
+    throw new CsiRpcError(
+      'NOT_FOUND',
+      `ControllerExpandVolume: NOT_FOUND: no volume ${request.volume_id}`,
+    );
   const sizeBytes = Number(request.capacity_range?.required_bytes ?? 0);
   const more = sizeBytes - volume.sizeBytes;
   if (more > backend.capacityBytes)
-    throw new CsiRpcError('OUT_OF_RANGE', `ControllerExpandVolume: OUT_OF_RANGE: ${more} more bytes asked`);
+    throw new CsiRpcError(
+      'OUT_OF_RANGE',
+      `ControllerExpandVolume: OUT_OF_RANGE: ${more} more bytes asked`,
+    );
   if (more > 0) {
     backend.capacityBytes -= more;
     volume.sizeBytes = sizeBytes;

@@ -440,7 +440,7 @@ function provisionerOps(client: CsiClient): ProvisionerOps {
       );
       const created = response.volume;
       if (created === null || created === undefined || created.volume_id === '')
-        throw new PluginError('final', `CreateVolume of ${request.name}: the answer has no volume_id`);
+        throw new PluginError('final', `CreateVolume of ${request.name}: no volume_id answered`);
       return {
         volumeId: created.volume_id,
         capacityBytes: Number(created.capacity_bytes ?? 0),

@@ -7,7 +7,12 @@
  * retries after uncertain outcomes and crashes.
  */
 import type { ErrorKind } from '../../machines/index.js';
-import type { PluginCaps, ProvisionedVolume, ProvisionRequest, RpcRecord } from '../events/index.js';
+import type {
+  PluginCaps,
+  ProvisionedVolume,
+  ProvisionRequest,
+  RpcRecord,
+} from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 
 /** What a plugin call knows about where it runs. */

@@ -72,7 +72,10 @@ export function describeEvent(event: VoleEvent): string {
     case 'ClaimBound':
       return `claim ${event.namespace}/${event.claim} bound to PersistentVolume ${event.volume} (cause: seq ${event.cause})`;
     case 'ClaimFinalizerRemoved':
-      return `claim ${event.namespace}/${event.claim} released by pvc-protection: no pod uses it (cause: seq ${event.cause})`;
+      return (
+        `claim ${event.namespace}/${event.claim} released by pvc-protection: no pod uses it ` +
+        `(cause: seq ${event.cause})`
+      );
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
@@ -137,7 +140,11 @@ export function* history(
     const error = event.type === 'CallFailed' ? event.error.message : null;
     const because = describeEvent(event);
     if (phasesBefore !== undefined)
-      for (const t of pvTransitions(phasesBefore, pvPhases(kubelet!), { event, because, node: world.node }))
+      for (const t of pvTransitions(phasesBefore, pvPhases(kubelet!), {
+        event,
+        because,
+        node: world.node,
+      }))
         if (matches(t, filter)) yield t;
     for (const [volume, old] of before) {
       const now = world.pairs(volume);
@@ -172,7 +179,7 @@ export function* history(
 function touchesPvs(event: VoleEvent): boolean {
   switch (event.type) {
     case 'ObjectUpserted':
-      return event.object.kind === 'PersistentVolume' || event.object.kind === 'PersistentVolumeClaim';
+      return ['PersistentVolume', 'PersistentVolumeClaim'].includes(event.object.kind);
     case 'ObjectRemoved':
       return event.kind === 'PersistentVolume' || event.kind === 'PersistentVolumeClaim';
     case 'ClaimBound':
@@ -187,7 +194,10 @@ function touchesPvs(event: VoleEvent): boolean {
 
 function pvPhases(world: World): Map<string, string> {
   return new Map(
-    persistentVolumes(world).map((pv) => [pv.name, `${pv.phase}${pv.capacityBytes === null ? '' : ` ${pv.capacityBytes} bytes`}`]),
+    persistentVolumes(world).map((pv) => {
+      const size = pv.capacityBytes === null ? '' : ` ${pv.capacityBytes} bytes`;
+      return [pv.name, `${pv.phase}${size}`];
+    }),
   );
 }
 

@@ -207,7 +207,10 @@ function entries(view: WorldView): Map<string, string> {
     );
   if (view.mode === 'kubelet') map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
   for (const pv of view.pvs ?? [])
-    map.set(`pv ${pv.name}`, `${pv.phase}${pv.claim === null ? '' : ` ${pv.claim}`} ${pv.capacityBytes ?? '?'} bytes`);
+    map.set(
+      `pv ${pv.name}`,
+      `${pv.phase}${pv.claim === null ? '' : ` ${pv.claim}`} ${pv.capacityBytes ?? '?'} bytes`,
+    );
   for (const c of view.claims ?? []) map.set(`claim ${c.claim}`, `${c.state}: ${c.detail}`);
   for (const n of view.nodes) {
     map.set(`node ${n.node} volumesInUse`, `[${n.volumesInUse.join(' ')}]`);

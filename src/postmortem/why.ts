@@ -205,7 +205,8 @@ export function why(world: World, subject: string): WhyAnswer | undefined {
       pod: '' as UniquePodName,
       sinceSeq: world.seq,
     });
-    return { kind: 'claim', subject: claimName(claim), atSeq: world.seq, atTsMs: world.tsMs, volumes: [entry] };
+    const subject = claimName(claim);
+    return { kind: 'claim', subject, atSeq: world.seq, atTsMs: world.tsMs, volumes: [entry] };
   }
   const volume = subject as UniqueVolumeName;
   const pods = new Set<UniquePodName>([

@@ -111,7 +111,8 @@ export function checkPvs(world: World, expectation: Expectation, miss: Miss): vo
       continue;
     }
     for (const [field, value] of Object.entries(expected)) {
-      const got = actual === undefined ? null : (actual as unknown as Record<string, unknown>)[field];
+      const fields = actual as unknown as Record<string, unknown> | undefined;
+      const got = fields === undefined ? null : fields[field];
       if (got !== value) miss(`pvs.${name}.${field}`, value, got ?? null);
     }
   }

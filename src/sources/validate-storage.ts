@@ -122,7 +122,9 @@ export function validateStorageClass(object: Record<string, unknown>): FieldErro
   if (isRecord(parameters)) {
     const entries = Object.entries(parameters);
     if (entries.length > parametersMax)
-      errors.push(invalid('parameters', entries.length, `must have at most ${parametersMax} entries`));
+      errors.push(
+        invalid('parameters', entries.length, `must have at most ${parametersMax} entries`),
+      );
     const bytes = entries.reduce((n, [k, v]) => n + k.length + String(v).length, 0);
     if (bytes > parametersBytesMax)
       errors.push(invalid('parameters', bytes, `must be at most ${parametersBytesMax} bytes`));

@@ -72,7 +72,8 @@ export function claimUid(pvc: PersistentVolumeClaim): string {
     return h.toString(16).padStart(8, '0');
   });
   const hex = parts.join('');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  const part = (from: number, to?: number) => hex.slice(from, to);
+  return `${part(0, 8)}-${part(8, 12)}-${part(12, 16)}-${part(16, 20)}-${part(20)}`;
 }
 
 /** A claim is bound when the log recorded it, or when its status says so (the API's record). */
@@ -162,7 +163,11 @@ export function mismatch(
  * Is the PV free for this claim: no claimRef, or one naming this claim (and its uid, when
  * the claimRef has one: a claim made again under the same name is another), and not taken?
  */
-function freeFor(pv: PersistentVolume, pvc: PersistentVolumeClaim, taken: ReadonlyMap<string, string>) {
+function freeFor(
+  pv: PersistentVolume,
+  pvc: PersistentVolumeClaim,
+  taken: ReadonlyMap<string, string>,
+) {
   const claim = claimName(pvc);
   const holder = taken.get(pv.metadata.name);
   if (holder !== undefined) return holder === claim;

@@ -90,7 +90,7 @@ export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
       ...base,
       state: 'WaitingForProvisioner',
       volume,
-      detail: `${about}: CSI driver "${chosen.sc.provisioner}" is not registered or cannot create volumes`,
+      detail: `${about}: CSI driver "${chosen.sc.provisioner}" absent or makes no volumes`,
     };
   if (chosen.waitsForConsumer)
     return {

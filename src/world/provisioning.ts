@@ -1,5 +1,6 @@
 /**
- * Dynamic provisioning's state (the fold's part is fold-provisioning.ts), as Kubernetes' persistent-volume controller and the CSI
+ * Dynamic provisioning's state (the fold's part is fold-provisioning.ts), as Kubernetes'
+ * persistent-volume controller and the CSI
  * external-provisioner, external-resizer and pvc-protection controller record it:
  *
  * - a provision operation's CreateVolume in flight (`inFlight`, until it answers OK);
@@ -104,7 +105,7 @@ export function claimInUse(world: World, pvc: PersistentVolumeClaim): boolean {
   return false;
 }
 
-/** A claim is gone: its binding, its wanted expansion, and a provisioning that cannot have begun. */
+/** A claim is gone: its binding, its wanted expansion, a provisioning that cannot have begun. */
 export function claimGone(world: World, key: string): void {
   forgetClaim(world, key);
   world.provisioning.resizing.delete(key);

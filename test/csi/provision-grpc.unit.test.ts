@@ -37,7 +37,7 @@ const caps = {
   accessibleTopology: { 'topology.example.com/zone': 'z1' },
 };
 
-test('provisioning over gRPC: CreateVolume, ControllerExpandVolume and DeleteVolume as the sidecars send them', async () => {
+test('provisioning over gRPC: the RPCs as the sidecars send them', async () => {
   const requests: { rpc: string; request: CsiRequest & Record<string, unknown> }[] = [];
   const record =
     (rpc: string, answer: (r: CsiRequest & Record<string, unknown>) => object): Handler =>
