@@ -32,6 +32,7 @@ export async function provision(ctx: OpContext, op: Of<'provision'>): Promise<vo
     ctx,
     {
       call: 'createVolume',
+      plugin: ctx.host.plugins.find(request.driver),
       prefix: `failed to provision volume with StorageClass "${request.storageClassName}"`,
       succeeded: (provisioned: ProvisionedVolume) => ({
         provisioned,
@@ -57,7 +58,11 @@ export async function deleteVolume(ctx: OpContext, op: Of<'deleteVolume'>): Prom
   const provisioner = provisionerOf(ctx, driver, 'DeleteVolume');
   await runCall(
     ctx,
-    { call: 'deleteVolume', prefix: `failed to delete volume ${op.pv}` },
+    {
+      call: 'deleteVolume',
+      prefix: `failed to delete volume ${op.pv}`,
+      plugin: ctx.host.plugins.find(driver),
+    },
     (target) => provisioner.deleteVolume({ volume: op.volume, volumeHandle }, target),
   );
 }
@@ -83,6 +88,7 @@ export async function controllerExpand(ctx: OpContext, op: Of<'controllerExpand'
     {
       call: 'controllerExpand',
       prefix: `failed to expand volume ${op.pv}`,
+      plugin: ctx.host.plugins.find(driver),
       succeeded: (r: { capacityBytes: number; nodeExpansionRequired: boolean }) => ({
         sizeBytes: r.capacityBytes,
         nodeExpansionRequired: r.nodeExpansionRequired && nodeExpandable,
