@@ -1,6 +1,7 @@
 /** The cluster-mode commands on the `vole` program: apply, delete, get (etcd). */
 import { type Command, Option } from 'commander';
 import { applyCommand, deleteCommand, type EtcdOptions, getCommand, getKinds } from './cluster.js';
+import { getFromLogCommand, UsageError } from './postmortem.js';
 
 type Run = (action: () => number | Promise<number>) => () => Promise<void>;
 
@@ -28,12 +29,20 @@ export function registerClusterCommands(program: Command, run: Run, _logger: unk
     .action((opts: EtcdOptions & { filename: string[] }) => run(() => deleteCommand(opts))());
   program
     .command('get')
-    .description(`list the cluster's ${getKinds.join(', ')} (etcd)`)
+    .description(
+      `list the cluster's ${getKinds.join(', ')} (etcd), or a node agent's pvs and pvcs (--db)`,
+    )
     .argument('<kind>', getKinds.join('|'))
-    .addOption(etcdOption().makeOptionMandatory())
+    .addOption(etcdOption())
     .addOption(prefixOption())
+    .option('--db <file>', "a node agent's log: its PersistentVolumes and claims")
     .option('--json', 'JSON output')
-    .action((kind: string, opts: EtcdOptions & { json?: boolean }) =>
-      run(() => getCommand(kind, opts))(),
+    .action((kind: string, opts: EtcdOptions & { json?: boolean; db?: string }) =>
+      run(() => {
+        if (opts.db !== undefined) return getFromLogCommand(kind, opts.db, opts);
+        if (opts.etcd === undefined)
+          throw new UsageError('vole get: give --etcd URLS (a cluster) or --db FILE (a node log)');
+        return getCommand(kind, opts);
+      })(),
     );
 }

@@ -141,6 +141,27 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream, originMs: numbe
       `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at ${offset(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
   if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
+  printStorage(view, out);
+}
+
+/** PersistentVolumes with their phase, and claims with their binding or provisioning. */
+function printStorage(view: WorldView, out: NodeJS.WritableStream): void {
+  const s = style(out);
+  if (view.pvs.length > 0) out.write(`${s.bold('persistent volumes')}\n`);
+  for (const pv of view.pvs)
+    out.write(
+      `  ${pv.name}  ${s.state(pv.phase)}${pv.claim === null ? '' : `  claim ${pv.claim}`}` +
+        `  ${pv.capacityBytes ?? '?'} bytes` +
+        `${pv.reclaimPolicy === null ? '' : `  ${pv.reclaimPolicy}`}` +
+        `${pv.zone === null ? '' : `  zone ${pv.zone}`}${pv.provisioned ? '  provisioned' : ''}\n`,
+    );
+  if (view.claims.length > 0) out.write(`${s.bold('claims')}\n`);
+  for (const c of view.claims) {
+    const retry = c.nextRetryAtMs === null ? '' : `  next retry at +${c.nextRetryAtMs} ms`;
+    const running = c.running ? '  (running)' : '';
+    out.write(`  ${c.claim}  ${s.state(c.state)}  ${c.detail}${running}${retry}\n`);
+    if (c.lastError !== null) out.write(`    ${s.red(`last error: ${c.lastError.message}`)}\n`);
+  }
 }
 
 export function replayCommand(db: string, opts: { at?: string; json?: boolean }): number {
@@ -166,7 +187,12 @@ function offset(tsMs: number, originMs: number): string {
 
 function printTransition(t: Transition, originMs: number, out: NodeJS.WritableStream): void {
   const s = style(out);
-  const pair = t.pair === 'attachment' ? `${t.volume}@${t.node}` : `${t.volume} × pod ${t.pod}`;
+  const pair =
+    t.pair === 'attachment'
+      ? `${t.volume}@${t.node}`
+      : t.pair === 'persistentVolume'
+        ? `PersistentVolume ${t.volume}`
+        : `${t.volume} × pod ${t.pod}`;
   out.write(
     `${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`,
   );
@@ -376,6 +402,46 @@ export async function importCommand(file: string, db: string): Promise<number> {
       );
       batch.length = 0;
     }
+  } finally {
+    store.close();
+  }
+}
+
+/** `vole get pvs|pvcs --db FILE`: a node agent's PVs or claims, as kubectl lists them. */
+export function getFromLogCommand(what: string, db: string, opts: { json?: boolean }): number {
+  if (what !== 'pvs' && what !== 'pvcs')
+    throw new UsageError(`vole get --db: lists pvs or pvcs of a node log, not "${what}"`);
+  const store = openReadonly(db);
+  try {
+    const view = worldAt(store, store.head().seq);
+    const rows =
+      what === 'pvs'
+        ? view.pvs.map((pv) => ({
+            name: pv.name,
+            capacity: pv.capacityBytes === null ? '' : String(pv.capacityBytes),
+            reclaimPolicy: pv.reclaimPolicy ?? '',
+            status: pv.phase,
+            claim: pv.claim ?? '',
+            storageClass: pv.storageClassName ?? '',
+            zone: pv.zone ?? '',
+          }))
+        : view.claims.map((c) => ({
+            claim: c.claim,
+            status: c.state,
+            volume: c.volume ?? '',
+            storageClass: c.storageClassName,
+            detail: c.detail,
+          }));
+    if (opts.json === true) process.stdout.write(`${JSON.stringify(rows, null, 2)}\n`);
+    else if (rows.length === 0) process.stdout.write(`no ${what}\n`);
+    else {
+      const header = Object.keys(rows[0]!);
+      const cells = [header.map((h) => h.toUpperCase()), ...rows.map((r) => Object.values(r))];
+      const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
+      for (const r of cells)
+        process.stdout.write(`${r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()}\n`);
+    }
+    return 0;
   } finally {
     store.close();
   }

@@ -499,6 +499,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'HostObserved':
     case 'CsiDriverRegistered':
     case 'CsiDriverDeregistered':
+    case 'ClaimFinalizerRemoved':
       break; // node-agent events: not the controller's
     default:
       unreachable(event, 'event type');

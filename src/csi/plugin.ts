@@ -18,6 +18,7 @@ import {
   type ExpanderOps,
   type PodVolumeOps,
   PluginError,
+  type ProvisionerOps,
   type VolumePlugin,
 } from '../plugins/types.js';
 import type { ResolvedVolume } from '../world/types.js';
@@ -30,8 +31,15 @@ import {
   csiPublishPath,
   csiStagingPath,
 } from './paths.js';
-import { type CsiRpc, fullMethod } from './proto.js';
 import {
+  type ControllerExpandVolumeResponse,
+  type CreateVolumeResponse,
+  type CsiRpc,
+  fullMethod,
+  type VolumeCapability,
+} from './proto.js';
+import {
+  accessModeOf,
   csiSourceOf,
   decodePublishContext,
   encodePublishContext,
@@ -39,7 +47,12 @@ import {
   volumeContextOf,
   volumeIdOf,
 } from './requests.js';
-import { type CsiTransport, CsiRpcError, errorClassOf } from './transport.js';
+import {
+  type CsiTransport,
+  CsiRpcError,
+  errorClassOf,
+  provisionErrorClassOf,
+} from './transport.js';
 
 /** A driver as the plugin sees it: its connection (absent while it is away) and what it can do. */
 export interface CsiDriverHandle {
@@ -95,10 +108,16 @@ class CsiClient {
     readonly opts: CsiPluginOptions,
   ) {}
 
-  async rpc<Res>(
+  rpc<Res>(rpc: CsiRpc, request: object, spec: ResolvedVolume, target: CallTarget): Promise<Res> {
+    const about = { volume: spec.volume, handle: csiSourceOf(spec).volumeHandle };
+    return this.rpcAbout(rpc, request, about, target);
+  }
+
+  /** One RPC about a volume named by its unique name and handle (provisioning has no spec). */
+  async rpcAbout<Res>(
     rpc: CsiRpc,
     request: object,
-    spec: ResolvedVolume,
+    about: { readonly volume: string; readonly handle: string },
     target: CallTarget,
   ): Promise<Res> {
     const waitFor = this.driver.beforeRpc?.();
@@ -106,16 +125,10 @@ class CsiClient {
     const transport = this.driver.transport;
     // Deregistered since the executor asked: nothing is sent, so nothing may be in progress.
     if (transport === undefined)
-      throw new PluginError('final', `${rpc} of ${spec.volume}: ${this.notRegistered()}`);
+      throw new PluginError('final', `${rpc} of ${about.volume}: ${this.notRegistered()}`);
     const method = fullMethod(rpc);
     const startMs = this.opts.nowMs();
-    const info = {
-      volume: spec.volume,
-      node: target.node,
-      pod: target.pod,
-      handle: csiSourceOf(spec).volumeHandle,
-      signal: target.signal,
-    };
+    const info = { ...about, node: target.node, pod: target.pod, signal: target.signal };
     try {
       const deadlineMs = this.opts.deadlineMs ?? csiRpcDeadlineMs;
       const response = await transport.call<Res>(rpc, request, { deadlineMs, info });
@@ -125,9 +138,11 @@ class CsiClient {
       const code = error instanceof CsiRpcError ? error.code : null;
       target.rpc = { method, code: code ?? 'UNAVAILABLE', durationMs: this.opts.nowMs() - startMs };
       const message = error instanceof Error ? error.message : String(error);
+      const provisioning = rpc === 'CreateVolume' || rpc === 'DeleteVolume' ||
+        rpc === 'ControllerExpandVolume';
       throw new PluginError(
-        errorClassOf(code),
-        `${rpc} of ${spec.volume} by ${this.driver.name}: ${message}`,
+        provisioning ? provisionErrorClassOf(code) : errorClassOf(code),
+        `${rpc} of ${about.volume} by ${this.driver.name}: ${message}`,
         rpc === 'NodeExpandVolume' && code === 'FAILED_PRECONDITION',
       );
     }
@@ -162,6 +177,7 @@ export function csiPlugin(driver: CsiDriverHandle, opts: CsiPluginOptions): Volu
     blockMapper: blockMapperOps(client),
     ...(driver.caps.expand ? { expander: expanderOps(client) } : {}),
     unavailable: () => client.unavailable(),
+    ...(driver.caps.createDelete === true ? { provisioner: provisionerOps(client) } : {}),
   };
 }
 
@@ -376,5 +392,91 @@ function blockMapperOps(client: CsiClient): BlockMapperOps {
       await host.removeDir(globalMapPath);
     },
     deviceMapRefs: (spec) => host.listDir(csiBlockPublishDir(root, pvOf(spec))),
+  };
+}
+
+/** The capability of each access mode a provisioned volume is asked for (external-provisioner). */
+function provisionCapabilities(
+  v: { accessModes: readonly string[]; volumeMode: 'Filesystem' | 'Block'; fsType: string },
+  caps: CsiDriverCaps,
+): VolumeCapability[] {
+  const modes = v.accessModes.length === 0 ? ['ReadWriteOnce'] : v.accessModes;
+  return modes.map((mode) => {
+    const access_mode = { mode: accessModeOf([mode], caps) };
+    return v.volumeMode === 'Block'
+      ? { block: {}, access_mode }
+      : { mount: { fs_type: v.fsType, mount_flags: [] }, access_mode };
+  });
+}
+
+/** Topology segments as the spec's Topology messages. */
+const topologies = (segments: readonly Record<string, string>[]) =>
+  segments.map((s) => ({ segments: { ...s } }));
+
+/** CreateVolume, DeleteVolume, ControllerExpandVolume (CREATE_DELETE_VOLUME, EXPAND_VOLUME). */
+function provisionerOps(client: CsiClient): ProvisionerOps {
+  const caps = client.driver.caps;
+  return {
+    async createVolume(request, target) {
+      const volume = `kubernetes.io/csi/${client.driver.name}^${request.name}`;
+      const response = await client.rpcAbout<CreateVolumeResponse>(
+        'CreateVolume',
+        {
+          name: request.name,
+          capacity_range: { required_bytes: String(request.requiredBytes), limit_bytes: '0' },
+          volume_capabilities: provisionCapabilities(request, caps),
+          parameters: { ...request.parameters },
+          ...(request.requisite.length === 0
+            ? {}
+            : {
+                accessibility_requirements: {
+                  requisite: topologies(request.requisite),
+                  preferred: topologies(request.requisite),
+                },
+              }),
+        },
+        { volume, handle: request.name },
+        target,
+      );
+      const created = response.volume;
+      if (created === null || created === undefined || created.volume_id === '')
+        throw new PluginError('final', `CreateVolume of ${request.name}: no volume_id answered`);
+      return {
+        volumeId: created.volume_id,
+        capacityBytes: Number(created.capacity_bytes ?? 0),
+        volumeContext: { ...(created.volume_context ?? {}) },
+        accessibleTopology: (created.accessible_topology ?? []).map((t) => ({ ...t.segments })),
+      };
+    },
+    async deleteVolume(v, target) {
+      await client.rpcAbout(
+        'DeleteVolume',
+        { volume_id: v.volumeHandle },
+        { volume: v.volume, handle: v.volumeHandle },
+        target,
+      );
+    },
+    ...(caps.controllerExpand === true
+      ? {
+          async controllerExpand(v, target) {
+            const [capability] = provisionCapabilities(v, caps);
+            const response = await client.rpcAbout<ControllerExpandVolumeResponse>(
+              'ControllerExpandVolume',
+              {
+                volume_id: v.volumeHandle,
+                capacity_range: { required_bytes: String(v.sizeBytes), limit_bytes: '0' },
+                volume_capability: capability,
+              },
+              { volume: v.volume, handle: v.volumeHandle },
+              target,
+            );
+            const capacityBytes = Number(response.capacity_bytes ?? 0);
+            return {
+              capacityBytes: capacityBytes > 0 ? capacityBytes : v.sizeBytes,
+              nodeExpansionRequired: response.node_expansion_required !== false,
+            };
+          },
+        }
+      : {}),
   };
 }

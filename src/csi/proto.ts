@@ -131,3 +131,25 @@ export interface ServiceCapability {
   service?: { type: string } | null;
   volume_expansion?: { type: string } | null;
 }
+
+/** csi.v1 Topology: a set of segments (key → value). */
+export interface Topology {
+  segments: StringMap;
+}
+
+/** csi.v1 Volume, as CreateVolume answers it. */
+export interface CsiVolume {
+  capacity_bytes: string;
+  volume_id: string;
+  volume_context: StringMap;
+  accessible_topology?: Topology[];
+}
+
+export interface CreateVolumeResponse {
+  volume: CsiVolume | null;
+}
+
+export interface ControllerExpandVolumeResponse {
+  capacity_bytes: string;
+  node_expansion_required: boolean;
+}

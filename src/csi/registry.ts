@@ -39,7 +39,11 @@ export async function probeDriver(transport: CsiTransport): Promise<DriverInfo> 
   const ask = <T>(rpc: Parameters<CsiTransport['call']>[0]) =>
     transport.call<T>(rpc, {}, { deadlineMs: probeDeadlineMs });
   const plugin = await ask<{ name: string; vendor_version: string }>('GetPluginInfo');
-  const node = await ask<{ node_id: string; max_volumes_per_node: string }>('NodeGetInfo');
+  const node = await ask<{
+    node_id: string;
+    max_volumes_per_node: string;
+    accessible_topology?: { segments?: Record<string, string> } | null;
+  }>('NodeGetInfo');
   const nodeCaps = await ask<{ capabilities: ServiceCapability[] }>('NodeGetCapabilities');
   const pluginCaps = await ask<{ capabilities: ServiceCapability[] }>('GetPluginCapabilities');
   const hasController = typesOf(pluginCaps.capabilities, 'service').includes('CONTROLLER_SERVICE');
@@ -60,8 +64,18 @@ export async function probeDriver(transport: CsiTransport): Promise<DriverInfo> 
       expand: nodeCapabilities.includes('EXPAND_VOLUME'),
       singleNodeMultiWriter: nodeCapabilities.includes('SINGLE_NODE_MULTI_WRITER'),
       maxVolumesPerNode: Number(node.max_volumes_per_node ?? 0),
+      createDelete: controllerCapabilities.includes('CREATE_DELETE_VOLUME'),
+      controllerExpand: controllerCapabilities.includes('EXPAND_VOLUME'),
+      ...topologyOf(node.accessible_topology?.segments),
     },
   };
+}
+
+/** NodeGetInfo's accessible_topology, when it has segments. */
+function topologyOf(segments: Record<string, string> | undefined) {
+  if (segments === undefined || Object.keys(segments).length === 0) return {};
+  const sorted = Object.entries(segments).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return { accessibleTopology: Object.fromEntries(sorted) };
 }
 
 /** Whether two probes of a driver answered the same (then nothing is recorded again). */

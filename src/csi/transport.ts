@@ -56,6 +56,23 @@ export function errorClassOf(code: string | null): Exclude<ErrorKind, 'transient
   return code === null || inProgressCodes.has(code) ? 'uncertain' : 'final';
 }
 
+/**
+ * The external-provisioner's reading of a CreateVolume failure (controller.go's final-error
+ * check): CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED and a broken connection may
+ * still be in progress; every other code (RESOURCE_EXHAUSTED and OUT_OF_RANGE too) is a
+ * final failure of the attempt.
+ */
+const provisionInProgressCodes: ReadonlySet<string> = new Set([
+  'CANCELLED',
+  'DEADLINE_EXCEEDED',
+  'UNAVAILABLE',
+  'ABORTED',
+]);
+
+export function provisionErrorClassOf(code: string | null): Exclude<ErrorKind, 'transient'> {
+  return code === null || provisionInProgressCodes.has(code) ? 'uncertain' : 'final';
+}
+
 /** The gRPC status names, by number (0 OK … 16 UNAUTHENTICATED). */
 export const grpcCodeNames: readonly string[] = Object.entries(grpc.status)
   .filter(([, value]) => typeof value === 'number')

@@ -183,6 +183,10 @@ export const callTable = {
         : null;
     },
   },
+  // Provisioning acts on no pair: the fold records its volumes and PVs (provisioning.ts).
+  createVolume: none,
+  deleteVolume: none,
+  controllerExpand: none,
 } as const satisfies Record<CallName, CallEffects>;
 
 /** The table entry of a call (typed as the general shape). */

@@ -50,6 +50,13 @@ export const kubeletCore: Core<World, Operation> = {
           ...volumeTable(world.volumes),
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          // Snapshots from before provisioning existed hold none of its state.
+          provisioning: world.provisioning ?? {
+            inFlight: new Map(),
+            provisioned: new Map(),
+            protectedClaims: new Set(),
+            resizing: new Set(),
+          },
           maybeGone: [],
           takenVolumes: undefined,
           dirty: new Set(),

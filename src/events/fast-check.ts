@@ -29,6 +29,8 @@ interface Def {
   readonly catchall?: unknown;
   readonly innerType?: Schema;
   readonly element?: Schema;
+  readonly keyType?: Schema;
+  readonly valueType?: Schema;
   readonly values?: readonly unknown[];
   readonly entries?: Record<string, unknown>;
 }
@@ -127,6 +129,7 @@ class Generator {
         return `${value} === undefined || (${this.condition(def.innerType, value)})`;
       case 'array':
       case 'object':
+      case 'record':
         return `${this.function(schema)}(${value})`;
       default:
         throw new Unsupported(`zod type ${def.type}`);
@@ -152,6 +155,8 @@ class Generator {
         '}',
         'return true;',
       );
+    } else if (def.type === 'record') {
+      body.push(...this.recordBody(def, checks));
     } else if (def.type !== 'object') {
       body.push(`return ${this.condition(schema, 'v')};`);
     } else {
@@ -179,6 +184,28 @@ class Generator {
     this.functions[Number(name.slice('check'.length))] =
       `function ${name}(v) {\n  ${body.join('\n  ')}\n}`;
     return name;
+  }
+
+  /**
+   * A record of string keys (z.record(z.string(), V)): a plain object whose every key is
+   * kept and every value passes V. `__proto__` is no verdict: zod's copy of the record
+   * would set a prototype with it.
+   */
+  private recordBody(def: Def, checks: readonly CheckDef[]): string[] {
+    const key = def.keyType?._zod.def;
+    if (key?.type !== 'string' || (key.checks ?? []).length > 0 || checks.length > 0)
+      throw new Unsupported('record other than of plain string keys');
+    if (def.valueType === undefined) throw new Unsupported('record without a value type');
+    return [
+      "if (typeof v !== 'object' || v === null) return false;",
+      'if (Object.getPrototypeOf(v) !== Object.prototype) return false;',
+      'for (const k in v) {',
+      "  if (k === '__proto__' || !Object.prototype.hasOwnProperty.call(v, k)) return false;",
+      '  const item = v[k];',
+      `  if (!(${this.condition(def.valueType, 'item')})) return false;`,
+      '}',
+      'return true;',
+    ];
   }
 
   /** The predicate for `schema`, compiled once with the Function constructor. */

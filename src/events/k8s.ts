@@ -144,6 +144,46 @@ export type Pod = z.infer<typeof pod>;
 
 const quantity = z.union([z.string(), z.number()]);
 
+/** core/v1 NodeSelector: terms ORed, each term's expressions ANDed. */
+const nodeSelectorRequirement = z.looseObject({
+  key: z.string(),
+  operator: z.string(),
+  values: z.array(z.string()).optional(),
+});
+export const nodeSelector = z.looseObject({
+  nodeSelectorTerms: z.array(
+    z.looseObject({ matchExpressions: z.array(nodeSelectorRequirement).optional() }),
+  ),
+});
+export type NodeSelector = z.infer<typeof nodeSelector>;
+
+/**
+ * storage.k8s.io/v1 StorageClass. `provisioner` is required (the API server refuses a class
+ * without one); the defaults the API server fills in (reclaimPolicy Delete,
+ * volumeBindingMode Immediate) are applied where the class is read (storage-class.ts).
+ */
+export const storageClass = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('StorageClass'),
+  metadata: objectMeta,
+  provisioner: z.string().min(1),
+  parameters: z.record(z.string(), z.string()).optional(),
+  reclaimPolicy: z.enum(['Retain', 'Delete']).optional(),
+  volumeBindingMode: z.enum(['Immediate', 'WaitForFirstConsumer']).optional(),
+  allowVolumeExpansion: z.boolean().optional(),
+  mountOptions: z.array(z.string()).optional(),
+  allowedTopologies: z
+    .array(
+      z.looseObject({
+        matchLabelExpressions: z
+          .array(z.looseObject({ key: z.string(), values: z.array(z.string()) }))
+          .optional(),
+      }),
+    )
+    .optional(),
+});
+export type StorageClass = z.infer<typeof storageClass>;
+
 export const persistentVolume = z.looseObject({
   apiVersion: z.string().optional(),
   kind: z.literal('PersistentVolume'),
@@ -160,6 +200,8 @@ export const persistentVolume = z.looseObject({
       .optional(),
     mountOptions: z.array(z.string()).optional(),
     storageClassName: z.string().optional(),
+    persistentVolumeReclaimPolicy: z.enum(['Retain', 'Delete', 'Recycle']).optional(),
+    nodeAffinity: z.looseObject({ required: nodeSelector.optional() }).optional(),
   }),
   status: z.looseObject({ phase: z.string().optional() }).optional(),
 });
@@ -277,6 +319,7 @@ export type SecretManifest = z.infer<typeof secretManifest>;
 export const clusterObject = z.discriminatedUnion('kind', [
   persistentVolume,
   persistentVolumeClaim,
+  storageClass,
   node,
   configMapRecord,
   secretRecord,
@@ -288,6 +331,7 @@ export type ObjectKind = ClusterObject['kind'];
 export const manifestObject = z.discriminatedUnion('kind', [
   persistentVolume,
   persistentVolumeClaim,
+  storageClass,
   node,
   configMapManifest,
   secretManifest,

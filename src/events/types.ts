@@ -30,6 +30,12 @@ export const csiDriverCaps = z.object({
   expand: z.boolean(),
   singleNodeMultiWriter: z.boolean(),
   maxVolumesPerNode: z.number().int().nonnegative(),
+  /** Controller capability CREATE_DELETE_VOLUME: the driver provisions (absent: false). */
+  createDelete: z.boolean().optional(),
+  /** Controller capability EXPAND_VOLUME (ControllerExpandVolume; absent: false). */
+  controllerExpand: z.boolean().optional(),
+  /** NodeGetInfo's accessible_topology segments for this node (absent: none). */
+  accessibleTopology: z.record(z.string(), z.string()).optional(),
 });
 export type CsiDriverCaps = z.infer<typeof csiDriverCaps>;
 
@@ -79,6 +85,9 @@ export const operationKinds = [
   'unmount',
   'unmountDevice',
   'expand',
+  'provision',
+  'deleteVolume',
+  'controllerExpand',
 ] as const;
 export type OperationKind = (typeof operationKinds)[number];
 
@@ -100,7 +109,15 @@ export const pluginCallNames = [
 ] as const;
 
 /** Plugin calls plus the executor's own steps. */
-export const callNames = [...pluginCallNames, 'verifyControllerAttached', 'markDetached'] as const;
+/** The calls of provisioning (CreateVolume, DeleteVolume, ControllerExpandVolume). */
+export const provisionCallNames = ['createVolume', 'deleteVolume', 'controllerExpand'] as const;
+
+export const callNames = [
+  ...pluginCallNames,
+  'verifyControllerAttached',
+  'markDetached',
+  ...provisionCallNames,
+] as const;
 export type CallName = (typeof callNames)[number];
 
 /** What an operator may ask a running agent to do (vole detach / release / retry). */
@@ -129,6 +146,40 @@ export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.str
 export type OpKey = z.infer<typeof opKey>;
 
 const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
+
+/**
+ * What a provision operation asks for (the external-provisioner's CreateVolume request and
+ * the PV it records), decided by the planner and recorded in OperationStarted.
+ */
+export const provisionRequest = z.object({
+  claim: z.object({ namespace: z.string().min(1), name: z.string().min(1), uid: z.string() }),
+  storageClassName: z.string().min(1),
+  driver: z.string().min(1),
+  /** CreateVolume's name: `pvc-<claim uid>`, also the PV's name. */
+  name: z.string().min(1),
+  requiredBytes: z.number().nonnegative(),
+  accessModes: z.array(z.string()),
+  volumeMode: z.enum(['Filesystem', 'Block']),
+  fsType: z.string(),
+  mountOptions: z.array(z.string()),
+  /** The class's parameters without the provisioner's own `csi.storage.k8s.io/` keys. */
+  parameters: z.record(z.string(), z.string()),
+  reclaimPolicy: z.enum(['Retain', 'Delete']),
+  /** accessibility_requirements.requisite (and preferred), as segments; empty: none. */
+  requisite: z.array(z.record(z.string(), z.string())),
+  /** WaitForFirstConsumer: the node of the first pod that uses the claim. */
+  selectedNode: z.string().optional(),
+});
+export type ProvisionRequest = z.infer<typeof provisionRequest>;
+
+/** CreateVolume's answer as the log keeps it: the volume the PV records. */
+export const provisionedVolume = z.object({
+  volumeId: z.string().min(1),
+  capacityBytes: z.number().nonnegative(),
+  volumeContext: z.record(z.string(), z.string()),
+  accessibleTopology: z.array(z.record(z.string(), z.string())),
+});
+export type ProvisionedVolume = z.infer<typeof provisionedVolume>;
 
 
 export const eventSchemas = {
@@ -177,7 +228,14 @@ export const eventSchemas = {
   ObjectRemoved: z.object({
     ...base,
     type: z.literal('ObjectRemoved'),
-    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
+    kind: z.enum([
+      'PersistentVolume',
+      'PersistentVolumeClaim',
+      'StorageClass',
+      'Node',
+      'ConfigMap',
+      'Secret',
+    ]),
     name: z.string().min(1),
     namespace: z.string().optional(),
   }),
@@ -194,6 +252,17 @@ export const eventSchemas = {
     volume: z.string().min(1),
     capacityBytes: z.number().nonnegative(),
     /** The seq of the object change that led the planner to bind. */
+    cause: z.number().int().nonnegative(),
+  }),
+  /**
+   * The pvc-protection controller's decision: no pod uses the claim being deleted any more,
+   * so its finalizer goes and the claim with it (its PV is then Released).
+   */
+  ClaimFinalizerRemoved: z.object({
+    ...base,
+    type: z.literal('ClaimFinalizerRemoved'),
+    namespace: z.string().min(1),
+    claim: z.string().min(1),
     cause: z.number().int().nonnegative(),
   }),
   /** MarkVolumesAsReportedInUse: node.status.volumesInUse as the node last published it. */
@@ -257,6 +326,12 @@ export const eventSchemas = {
      * that driver is detached.
      */
     refused: z.string().optional(),
+    /** provision: the CreateVolume request and the PV to record. */
+    provision: provisionRequest.optional(),
+    /** deleteVolume / controllerExpand: the PersistentVolume acted on. */
+    pv: z.string().optional(),
+    /** controllerExpand: the size the claim asks for. */
+    sizeBytes: z.number().nonnegative().optional(),
     /** The seq of the event that led the planner to this operation. */
     cause: z.number().int().nonnegative(),
   }),
@@ -276,6 +351,10 @@ export const eventSchemas = {
     deviceMountPath: z.string().optional(),
     sizeBytes: z.number().nonnegative().optional(),
     rpc: rpcRecord.optional(),
+    /** createVolume: the volume the driver made. */
+    provisioned: provisionedVolume.optional(),
+    /** controllerExpand: ControllerExpandVolume's node_expansion_required. */
+    nodeExpansionRequired: z.boolean().optional(),
   }),
   CallFailed: z.object({
     ...base,
@@ -359,6 +438,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.ObjectUpserted,
   eventSchemas.ObjectRemoved,
   eventSchemas.ClaimBound,
+  eventSchemas.ClaimFinalizerRemoved,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
   eventSchemas.HostObserved,

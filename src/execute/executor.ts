@@ -12,6 +12,7 @@ import { attach, verifyControllerAttached } from './ops/attach.js';
 import { detach, markDetached } from './ops/detach.js';
 import { expand } from './ops/expand.js';
 import { mount } from './ops/mount.js';
+import { controllerExpand, deleteVolume, provision } from './ops/provision.js';
 import { unmount, unmountDevice } from './ops/unmount.js';
 import { OperationTasks } from './tasks.js';
 
@@ -34,6 +35,12 @@ function runSteps(ctx: OpContext): Promise<void> {
       return unmountDevice(ctx, op);
     case 'expand':
       return expand(ctx, op);
+    case 'provision':
+      return provision(ctx, op);
+    case 'deleteVolume':
+      return deleteVolume(ctx, op);
+    case 'controllerExpand':
+      return controllerExpand(ctx, op);
     default:
       return unreachable(op, 'operation');
   }

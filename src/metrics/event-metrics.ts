@@ -16,6 +16,7 @@ import {
   operationName,
   pluginLabel,
 } from './names.js';
+import { ProvisionMetrics, provisioningMethods } from './provision-metrics.js';
 
 type AnyWorld = World | ControllerWorld;
 
@@ -44,6 +45,14 @@ function specOf(world: AnyWorld, event: EventOf<'OperationStarted'>): ResolvedVo
   for (const any of podEntries(byPod)) return any.spec;
   for (const entry of podEntries(world.dsw.get(volume)?.pods)) return entry.resolved;
   return undefined;
+}
+
+/** A PV's CSI driver and class, from a kubelet's world (the controller provisions nothing). */
+function pvOf(world: AnyWorld, name: string) {
+  if ('nodes' in world) return undefined;
+  const pv = world.objects.lookup('PersistentVolume', name);
+  if (pv?.kind !== 'PersistentVolume') return undefined;
+  return { driver: pv.spec.csi?.driver ?? '', storageClass: pv.spec.storageClassName ?? '' };
 }
 
 function histogram<L extends string>(
@@ -94,6 +103,7 @@ export class EventMetrics {
   readonly forceCleanedErrors: Counter;
   readonly forcedDetaches: Counter<'reason'>;
   readonly eventsAppended: Counter<'type'>;
+  readonly provisioning: ProvisionMetrics;
 
   constructor(
     registry: Registry,
@@ -139,7 +149,9 @@ export class EventMetrics {
       labelNames: ['type'],
       registers,
     });
+    this.provisioning = new ProvisionMetrics(nodeOnly);
     this.derived = [
+      ...this.provisioning.metrics,
       this.storageOperationDuration,
       this.operationTotalSeconds,
       this.operationTotalErrors,
@@ -157,6 +169,7 @@ export class EventMetrics {
   observe(event: VoleEvent, world: AnyWorld): void {
     if (event.type === 'EngineStarted') this.reset();
     this.eventsAppended.inc({ type: event.type });
+    this.provisioning.observe(event, (pv) => pvOf(world, pv));
     switch (event.type) {
       case 'OperationStarted':
         this.started(event, world);
@@ -178,6 +191,7 @@ export class EventMetrics {
 
   private reset(): void {
     for (const metric of this.derived) metric.reset();
+    this.provisioning.reset();
     this.inFlight.clear();
     this.firstTryMs.clear();
   }
@@ -187,9 +201,10 @@ export class EventMetrics {
     const block = spec?.volumeMode === 'Block';
     const firstTryKey = `${event.op}|${event.key.volume}|${event.key.pod}|${event.key.node}`;
     if (!this.firstTryMs.has(firstTryKey)) this.firstTryMs.set(firstTryKey, event.tsMs);
+    const provisioner = this.provisioning.driverOf(event.opId);
     this.inFlight.set(event.opId, {
-      plugin: pluginLabel(spec),
-      driver: driverLabel(spec),
+      plugin: provisioner === undefined ? pluginLabel(spec) : `kubernetes.io/csi:${provisioner}`,
+      driver: provisioner ?? driverLabel(spec),
       operation: operationName(event.op as OperationKind, block),
       startedTsMs: event.tsMs,
       firstTryKey,
@@ -224,7 +239,7 @@ export class EventMetrics {
   }
 
   private rpc(event: EventOf<'CallSucceeded'> | EventOf<'CallFailed'>): void {
-    if (event.rpc === undefined) return;
+    if (event.rpc === undefined || provisioningMethods.has(event.rpc.method)) return;
     const driver = this.inFlight.get(event.opId)?.driver ?? '';
     this.csiOperations.observe(
       {

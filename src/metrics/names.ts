@@ -40,6 +40,13 @@ export function operationName(op: OperationKind, block: boolean): string | undef
       return 'expand_volume';
     case 'markDetached':
       return undefined;
+    // The persistent-volume controller's names for a provisioner's operations.
+    case 'provision':
+      return 'volume_provision';
+    case 'deleteVolume':
+      return 'volume_delete';
+    case 'controllerExpand':
+      return 'expand_volume';
   }
 }
 

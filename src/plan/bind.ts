@@ -5,10 +5,38 @@
  */
 import type { NewEvent } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import { boundVolumes, claimName, findVolumeForClaim, isClaimBound } from '../world/binding.js';
+import {
+  boundVolumes,
+  claimName,
+  findVolumeForClaim,
+  isClaimBound,
+  lookupOf,
+} from '../world/binding.js';
+import { bindingModeOf, claimClassName, storageClassOf } from '../world/storage-class.js';
 import type { BindingWorld } from '../world/binding.js';
 
-export function planBindings(world: BindingWorld, nowMs: number): NewEvent[] {
+/**
+ * WaitForFirstConsumer (pv_controller.go shouldDelayBinding): a claim of such a class
+ * binds, statically too, only once a pod uses it. A claim with volumeName is not delayed.
+ */
+function waitsForConsumer(
+  world: BindingWorld,
+  pvc: PersistentVolumeClaim,
+  inUse: ((pvc: PersistentVolumeClaim) => boolean) | undefined,
+): boolean {
+  // A binder that cannot tell who uses a claim (the controller core) does not delay.
+  if ((pvc.spec.volumeName ?? '') !== '' || inUse === undefined) return false;
+  const lookup = lookupOf(world.objects);
+  const sc = storageClassOf(lookup, claimClassName(pvc, lookup));
+  if (sc === undefined || bindingModeOf(sc) !== 'WaitForFirstConsumer') return false;
+  return !inUse(pvc);
+}
+
+export function planBindings(
+  world: BindingWorld,
+  nowMs: number,
+  opts: { readonly inUse?: (pvc: PersistentVolumeClaim) => boolean } = {},
+): NewEvent[] {
   if (world.unboundClaims.size === 0) return []; // the common case: nothing waits to bind
   const unbound: [string, PersistentVolumeClaim][] = [];
   for (const key of world.unboundClaims) {
@@ -17,6 +45,7 @@ export function planBindings(world: BindingWorld, nowMs: number): NewEvent[] {
     if (object.metadata.deletionTimestamp !== undefined) continue;
     const phase = object.status?.phase;
     if (phase !== undefined && phase !== 'Pending') continue; // Lost: the controller's call
+    if (waitsForConsumer(world, object, opts.inUse)) continue;
     unbound.push([key, object]);
   }
   if (unbound.length === 0) return [];

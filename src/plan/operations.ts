@@ -1,5 +1,11 @@
 /** The operations the planner returns as data and the executor runs (STYLE.md §1). */
-import type { Decision, OperationKind, OperationStep, OpKey } from '../events/index.js';
+import type {
+  Decision,
+  OperationKind,
+  OperationStep,
+  OpKey,
+  ProvisionRequest,
+} from '../events/index.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 
 interface OperationBase {
@@ -9,8 +15,26 @@ interface OperationBase {
   readonly cause: Seq;
 }
 
+/** The provisioner's and the resizer's operations (src/plan/provision.ts). */
+export type StorageOperation = OperationBase &
+  (
+    | {
+        readonly op: 'provision';
+        readonly provision: ProvisionRequest;
+        /** Why provisioning fails before CreateVolume (a reserved parameter key). */
+        readonly refused?: string;
+      }
+    | { readonly op: 'deleteVolume'; readonly pv: string }
+    | { readonly op: 'controllerExpand'; readonly pv: string; readonly sizeBytes: number }
+  );
+
+export type StorageOperationKind = StorageOperation['op'];
+
 export type VolumeOperation = OperationBase & {
-  readonly op: Exclude<OperationKind, 'mount' | 'unmount' | 'unmountDevice'>;
+  readonly op: Exclude<
+    OperationKind,
+    'mount' | 'unmount' | 'unmountDevice' | StorageOperationKind
+  >;
   readonly node: NodeName;
   /** verifyControllerAttached: the devicePath node.status.volumesAttached lists. */
   readonly devicePath?: string;
@@ -62,7 +86,12 @@ export type UnmountDeviceOperation = OperationBase & {
   readonly steps: readonly ['unmountDevice'] | readonly ['tearDownDevice'];
 };
 
-export type Operation = VolumeOperation | MountOperation | UnmountOperation | UnmountDeviceOperation;
+export type Operation =
+  | VolumeOperation
+  | MountOperation
+  | UnmountOperation
+  | UnmountDeviceOperation
+  | StorageOperation;
 
 export function operationPod(op: Operation): UniquePodName | null {
   return op.op === 'mount' || op.op === 'unmount' ? op.pod : null;
@@ -71,9 +100,17 @@ export function operationPod(op: Operation): UniquePodName | null {
 export function describeOperation(op: Operation): string {
   const pod = operationPod(op);
   const steps = 'steps' in op ? ` [${op.steps.join(' ')}]` : '';
+  if (op.op === 'provision') return `provision ${op.volume} for claim ${claimOf(op.provision)}`;
+  if (op.op === 'deleteVolume') return `deleteVolume ${op.volume} (PersistentVolume ${op.pv})`;
+  if (op.op === 'controllerExpand')
+    return `controllerExpand ${op.volume} to ${op.sizeBytes} bytes (PersistentVolume ${op.pv})`;
   return pod === null
     ? `${op.op} ${op.volume}${steps}`
     : `${op.op} ${op.volume} for pod ${pod}${steps}`;
+}
+
+function claimOf(request: ProvisionRequest): string {
+  return `${request.claim.namespace}/${request.claim.name}`;
 }
 
 /** What OperationStarted records of a kubelet operation. */
@@ -88,6 +125,9 @@ export function kubeletDecision(op: Operation): Decision {
     ...(op.op === 'mount' ? { remount: op.remount } : {}),
     ...('steps' in op ? { steps: [...op.steps] } : {}),
     ...('refused' in op && op.refused !== undefined ? { refused: op.refused } : {}),
+    ...(op.op === 'provision' ? { provision: op.provision } : {}),
+    ...('pv' in op ? { pv: op.pv } : {}),
+    ...(op.op === 'controllerExpand' ? { sizeBytes: op.sizeBytes } : {}),
     cause: op.cause,
   };
 }

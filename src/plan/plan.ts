@@ -11,6 +11,9 @@ import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
 import { bindingVolume } from '../world/fold-desired.js';
 import { planBindings } from './bind.js';
+import { planStorage, storageWaits } from './provision.js';
+import { claimInUse } from '../world/provisioning.js';
+import type { PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
@@ -341,7 +344,12 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
  * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */
-function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanResult {
+function planOperations(
+  world: World,
+  nowMs: number,
+  opts: PlanOptions,
+  claims: Claims = new BookClaims(world, nowMs),
+): PlanResult {
   assert(Number.isFinite(nowMs) && nowMs >= 0, () => `plan: bad nowMs ${nowMs}`);
   const sorted = [...(opts.volumes ?? allVolumes(world))].sort();
   let volumes = sorted.slice(0, planOperationsMax);
@@ -353,7 +361,6 @@ function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanRes
     volumes = volumes.filter((v) => !decided.has(v));
     deferred.push(...operator.decided);
   }
-  const claims: Claims = new BookClaims(world, nowMs);
   // An operator's accepted detach or release acts before the sources are ready, too.
   const mayTearDown = (volume: UniqueVolumeName) =>
     world.sourcesReady || world.operator.holds.has(volume);
@@ -382,21 +389,37 @@ function planOperations(world: World, nowMs: number, opts: PlanOptions): PlanRes
 }
 
 /**
- * Claims are bound before anything else is planned: when the planner binds, it returns the
- * ClaimBound events alone and every volume it was asked about comes back as deferred, so
- * operations are planned on the world with the bindings folded in (their causes then name
- * the state the log shows before them).
+ * Claims are bound before anything else is planned: when the planner binds (or removes a
+ * claim's pvc-protection finalizer), it returns those events with the storage operations
+ * (provision, delete, controller expansion: src/plan/provision.ts) and every other volume
+ * it was asked about comes back as deferred, so their operations are planned on the world
+ * with the bindings folded in (their causes then name the state the log shows before them).
  */
 export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanResult {
   const volumes = opts.volumes === undefined ? undefined : [...opts.volumes];
   // A snapshot written before bindClaims existed holds no such field: it bound claims.
   const binds = world.config.bindClaims !== false;
   const lookAtClaims = binds && (volumes === undefined || volumes.includes(bindingVolume));
-  const events = lookAtClaims ? planBindings(world, nowMs) : [];
-  if (events.length === 0)
-    return planOperations(world, nowMs, volumes === undefined ? {} : { volumes });
+  const inUse = (pvc: PersistentVolumeClaim) => claimInUse(world, pvc);
+  const bound = lookAtClaims ? planBindings(world, nowMs, { inUse }) : [];
+  const claims: Claims = new BookClaims(world, nowMs);
+  const storage =
+    binds && storageWaits(world)
+      ? planStorage(world, claims, {
+          all: lookAtClaims,
+          volumes: new Set(volumes ?? []),
+          nowMs,
+        })
+      : [];
+  const events = [...bound, ...storage];
+  if (events.length === 0) {
+    const rest = volumes?.filter((v) => v !== bindingVolume);
+    return planOperations(world, nowMs, rest === undefined ? {} : { volumes: rest }, claims);
+  }
   const deferred = (volumes ?? [...allVolumes(world)]).filter((v) => v !== bindingVolume);
-  return { operations: [], retries: [], deferred, events };
+  // Claims not looked at because a binding came first are looked at again next.
+  if (lookAtClaims) deferred.push(bindingVolume);
+  return { operations: claims.operations, retries: claims.retries, deferred, events };
 }
 
 export type { OperationKind };

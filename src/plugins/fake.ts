@@ -33,8 +33,11 @@ export interface FakeCallRecord {
   readonly volume: string;
   readonly node: string;
   readonly pod: string | null;
-  /** The scripted outcome; a gRPC status name for `{grpc: CODE}`. */
-  readonly outcome: string;
+  /**
+   * The scripted outcome; a gRPC status name for `{grpc: CODE}`, or the code a scripted
+   * CSI driver's backend answered with (OUT_OF_RANGE beyond its capacity).
+   */
+  outcome: string;
 }
 
 /**

@@ -7,7 +7,12 @@
  * retries after uncertain outcomes and crashes.
  */
 import type { ErrorKind } from '../../machines/index.js';
-import type { PluginCaps, RpcRecord } from '../events/index.js';
+import type {
+  PluginCaps,
+  ProvisionedVolume,
+  ProvisionRequest,
+  RpcRecord,
+} from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 
 /** What a plugin call knows about where it runs. */
@@ -110,6 +115,31 @@ export interface ExpanderOps {
   ): Promise<number>;
 }
 
+/**
+ * A provisioner's calls (a CSI driver's controller with CREATE_DELETE_VOLUME, and
+ * EXPAND_VOLUME for ControllerExpandVolume). `volume` names the unique volume the call is
+ * about (for the journal and the driver's per-volume faults).
+ */
+export interface ProvisionerOps {
+  createVolume(request: ProvisionRequest, target: CallTarget): Promise<ProvisionedVolume>;
+  deleteVolume(
+    v: { readonly volume: string; readonly volumeHandle: string },
+    target: CallTarget,
+  ): Promise<void>;
+  /** undefined when the driver has no controller expansion (the resizer skips the call). */
+  controllerExpand?(
+    v: {
+      readonly volume: string;
+      readonly volumeHandle: string;
+      readonly sizeBytes: number;
+      readonly accessModes: readonly string[];
+      readonly volumeMode: 'Filesystem' | 'Block';
+      readonly fsType: string;
+    },
+    target: CallTarget,
+  ): Promise<{ capacityBytes: number; nodeExpansionRequired: boolean }>;
+}
+
 export interface VolumePlugin {
   readonly name: string;
   /** What it can do; recorded in EngineStarted so replays resolve pods the same way. */
@@ -126,6 +156,7 @@ export interface VolumePlugin {
    * recorded. Absent: always reachable (built-in plugins).
    */
   unavailable?(): string | undefined;
+  readonly provisioner?: ProvisionerOps;
 }
 
 export type AttachableVolumePlugin = VolumePlugin & { readonly attacher: AttacherOps };

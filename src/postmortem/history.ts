@@ -3,7 +3,8 @@
  * errors — what `vole history` prints. Computed by folding, so it shows exactly the
  * states the engine had.
  */
-import type { VoleEvent } from '../events/index.js';
+import { provisionCallNames, type VoleEvent } from '../events/index.js';
+import { persistentVolumes } from '../world/provisioning.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { logWorld, peekCore } from './log-world.js';
@@ -11,8 +12,11 @@ import { logWorld, peekCore } from './log-world.js';
 export interface Transition {
   readonly seq: number;
   readonly tsMs: number;
-  /** `attachment` (volume × node) or `mount` (volume × pod). */
-  readonly pair: 'attachment' | 'mount';
+  /**
+   * `attachment` (volume × node), `mount` (volume × pod), or `persistentVolume` (a PV's
+   * phase, `none` before it exists and after it is deleted; `volume` is the PV's name).
+   */
+  readonly pair: 'attachment' | 'mount' | 'persistentVolume';
   readonly volume: string;
   readonly node: string;
   readonly pod: string | null;
@@ -67,6 +71,11 @@ export function describeEvent(event: VoleEvent): string {
       return `${event.kind} ${event.name} removed`;
     case 'ClaimBound':
       return `claim ${event.namespace}/${event.claim} bound to PersistentVolume ${event.volume} (cause: seq ${event.cause})`;
+    case 'ClaimFinalizerRemoved':
+      return (
+        `claim ${event.namespace}/${event.claim} released by pvc-protection: no pod uses it ` +
+        `(cause: seq ${event.cause})`
+      );
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
@@ -125,9 +134,18 @@ export function* history(
     const touched = volumeBefore === undefined ? new Set(world.volumes()) : [volumeBefore];
     const before = new Map([...touched].map((v) => [v, world.pairs(v)]));
     const opId = 'opId' in event ? event.opId : null;
+    const kubelet = world.kubelet;
+    const phasesBefore = kubelet !== undefined && touchesPvs(event) ? pvPhases(kubelet) : undefined;
     world.fold(event);
     const error = event.type === 'CallFailed' ? event.error.message : null;
     const because = describeEvent(event);
+    if (phasesBefore !== undefined)
+      for (const t of pvTransitions(phasesBefore, pvPhases(kubelet!), {
+        event,
+        because,
+        node: world.node,
+      }))
+        if (matches(t, filter)) yield t;
     for (const [volume, old] of before) {
       const now = world.pairs(volume);
       for (const id of new Set([...old.keys(), ...now.keys()])) {
@@ -154,5 +172,56 @@ export function* history(
         if (matches(t, filter)) yield t;
       }
     }
+  }
+}
+
+/** Events that may change a PV's phase (the others are not worth a walk of the PVs). */
+function touchesPvs(event: VoleEvent): boolean {
+  switch (event.type) {
+    case 'ObjectUpserted':
+      return ['PersistentVolume', 'PersistentVolumeClaim'].includes(event.object.kind);
+    case 'ObjectRemoved':
+      return event.kind === 'PersistentVolume' || event.kind === 'PersistentVolumeClaim';
+    case 'ClaimBound':
+    case 'ClaimFinalizerRemoved':
+      return true;
+    case 'CallSucceeded':
+      return (provisionCallNames as readonly string[]).includes(event.call);
+    default:
+      return false;
+  }
+}
+
+function pvPhases(world: World): Map<string, string> {
+  return new Map(
+    persistentVolumes(world).map((pv) => {
+      const size = pv.capacityBytes === null ? '' : ` ${pv.capacityBytes} bytes`;
+      return [pv.name, `${pv.phase}${size}`];
+    }),
+  );
+}
+
+function* pvTransitions(
+  before: Map<string, string>,
+  after: Map<string, string>,
+  at: { event: VoleEvent; because: string; node: string },
+): Generator<Transition> {
+  for (const name of new Set([...before.keys(), ...after.keys()])) {
+    const from = before.get(name) ?? 'none';
+    const to = after.get(name) ?? 'none';
+    if (from === to) continue;
+    yield {
+      seq: at.event.seq,
+      tsMs: at.event.tsMs,
+      pair: 'persistentVolume',
+      volume: name,
+      node: at.node,
+      pod: null,
+      from,
+      to,
+      because: at.because,
+      opId: 'opId' in at.event ? at.event.opId : null,
+      error: null,
+    };
   }
 }

@@ -127,6 +127,8 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
     mounts: [],
     ...describeBook(world),
     volumesInUse: [],
+    pvs: [],
+    claims: [],
     nodes: [...world.nodes.values()]
       .sort((a, b) => a.name.localeCompare(b.name))
       .map((n) => ({

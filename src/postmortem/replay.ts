@@ -30,6 +30,9 @@ export function replayTo(
 }
 
 /** What a node's status says, as the controller's world holds it (controller logs). */
+import { type ClaimView, claimViews } from '../world/claims-view.js';
+import { persistentVolumes, type PvView } from '../world/provisioning.js';
+
 export interface NodeView {
   readonly node: string;
   readonly exists: boolean;
@@ -40,6 +43,8 @@ export interface NodeView {
   /** node.status.volumesAttached as the controller publishes it. */
   readonly volumesAttached: { name: string; devicePath: string }[];
 }
+
+export type { ClaimView, PvView };
 
 export interface WorldView {
   /** The core that wrote the log: a kubelet's world, or the controller's. */
@@ -92,6 +97,10 @@ export interface WorldView {
   readonly volumesInUse: string[];
   /** Each node's status (controller logs; empty for a kubelet's). */
   readonly nodes: NodeView[];
+  /** PersistentVolumes with their phase (kubelet logs: the agent binds and provisions). */
+  readonly pvs: PvView[];
+  /** Claims: bound, or where binding and provisioning stand. */
+  readonly claims: ClaimView[];
 }
 
 const byVolume = <T extends { volume: string }>(a: T, b: T) => a.volume.localeCompare(b.volume);
@@ -166,6 +175,8 @@ export function describeWorld(world: World): WorldView {
     ...describeBook(world),
     volumesInUse: getVolumesInUse(world),
     nodes: [],
+    pvs: persistentVolumes(world),
+    claims: claimViews(world),
   };
 }
 
@@ -200,6 +211,12 @@ function entries(view: WorldView, originMs: number): Map<string, string> {
       `until ${offsetText(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)`,
     );
   if (view.mode === 'kubelet') map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
+  for (const pv of view.pvs ?? [])
+    map.set(
+      `pv ${pv.name}`,
+      `${pv.phase}${pv.claim === null ? '' : ` ${pv.claim}`} ${pv.capacityBytes ?? '?'} bytes`,
+    );
+  for (const c of view.claims ?? []) map.set(`claim ${c.claim}`, `${c.state}: ${c.detail}`);
   for (const n of view.nodes) {
     map.set(`node ${n.node} volumesInUse`, `[${n.volumesInUse.join(' ')}]`);
     map.set(`node ${n.node} volumesAttached`, `[${n.volumesAttached.map((v) => v.name).join(' ')}]`);

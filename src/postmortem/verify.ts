@@ -9,8 +9,9 @@
 import { InvariantError } from '../assert.js';
 import { type Core, type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
 import { coreOfLog } from '../engine/cores.js';
-import type { Decision, EventOf, VoleEvent } from '../events/index.js';
+import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import { UniqueVolumeName } from '../ids.js';
+import { bindingVolume } from '../world/binding.js';
 
 export interface Divergence {
   readonly seq: number;
@@ -91,7 +92,24 @@ export function decisionDivergence(
  * Decisions that are events themselves (a claim bound, a Multi-Attach report): a turn
  * appends them before the operations it starts, all decided on the world before them.
  */
-const decisionEvents: ReadonlySet<string> = new Set(['ClaimBound', 'ReportRaised']);
+const decisionEvents: ReadonlySet<string> = new Set([
+  'ClaimBound',
+  'ClaimFinalizerRemoved',
+  'ReportRaised',
+]);
+
+/** The claim decisions verify re-plans (a report is for people: not compared). */
+type ClaimDecision = Extract<NewEvent, { type: 'ClaimBound' | 'ClaimFinalizerRemoved' }>;
+
+function isClaimDecision<E extends { type: string }>(event: E): event is E & ClaimDecision {
+  return event.type === 'ClaimBound' || event.type === 'ClaimFinalizerRemoved';
+}
+
+/** A claim decision as a canonical string: what it decided and why, not when. */
+function claimDecisionKey(e: ClaimDecision): string {
+  const volume = e.type === 'ClaimBound' ? ` → ${e.volume} (${e.capacityBytes} bytes)` : '';
+  return `${e.type} ${e.namespace}/${e.claim}${volume} cause ${e.cause}`;
+}
 
 /**
  * The events an engine appends in one turn after a plan: the decisions that are events,
@@ -133,10 +151,35 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
       (e): e is EventOf<'OperationStarted'> => e.type === 'OperationStarted',
     );
     const planned = starts.length === 0 ? [] : this.planFor(starts, starts[0]!.tsMs);
+    const claimDecisions = events.filter(isClaimDecision);
+    if (claimDecisions.length > 0) this.checkClaimDecisions(claimDecisions);
     for (const event of events) {
       if (this.done) return;
       if (event.type === 'OperationStarted') this.check(event, planned);
       this.fold(event);
+    }
+  }
+
+  /**
+   * Claim decisions (a binding, pvc-protection's release) are re-planned too, on the world
+   * before them: the planner must make each of them again (the kubelet core's planner).
+   */
+  private checkClaimDecisions(logged: readonly (ClaimDecision & { seq: number })[]): void {
+    if (this.core.mode !== 'kubelet') return;
+    const nowMs = logged[0]!.tsMs;
+    const planned = (this.core.plan(this.world, nowMs, { volumes: [bindingVolume] }).events ?? [])
+      .filter(isClaimDecision)
+      .map(claimDecisionKey);
+    for (const event of logged) {
+      this.decisions++;
+      const key = claimDecisionKey(event);
+      if (planned.includes(key)) continue;
+      const would = planned.length === 0 ? 'nothing' : planned.join(', ');
+      this.divergences.push({
+        seq: event.seq,
+        kind: 'decision',
+        message: `the log decided ${key}; this version would decide ${would}`,
+      });
     }
   }
 

@@ -6,14 +6,17 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
-import type { OpRecord, ResolvedVolume, World } from '../world/types.js';
+import type { OpRecord, PodRecord, ResolvedVolume, World } from '../world/types.js';
+import type { PersistentVolumeClaim } from '../events/k8s.js';
+import { claimName } from '../world/binding.js';
+import { type ClaimView, claimView } from '../world/claims-view.js';
 
 export interface VolumeWhy {
   readonly outerVolumeSpecName: string;
   readonly volume: string;
   readonly pod: string;
   /** mounted: nothing to wait for; waiting: a step is due; running: a call is in flight. */
-  readonly status: 'mounted' | 'waiting' | 'running' | 'failed' | 'tearingDown';
+  readonly status: 'mounted' | 'waiting' | 'running' | 'failed' | 'tearingDown' | 'bound';
   /** The step it waits on (a plugin call name, or what it waits for outside vole). */
   readonly step: string;
   readonly detail: string;
@@ -27,7 +30,7 @@ export interface VolumeWhy {
 }
 
 export interface WhyAnswer {
-  readonly kind: 'pod' | 'volume';
+  readonly kind: 'pod' | 'volume' | 'claim';
   /** `namespace/name (uid)` of a pod, or the UniqueVolumeName. */
   readonly subject: string;
   readonly atSeq: number;
@@ -164,7 +167,12 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
     const entrySeq = podEntry(world.dsw.get(spec.volume)?.pods, pod)?.seq ?? record!.seq;
     volumes.push(entryFor(world, pod, spec, desiredStep(world, pod, spec, entrySeq)));
   }
-  for (const [outer, message] of record?.errors ?? [])
+  for (const [outer, message] of record?.errors ?? []) {
+    const claim = claimWaiting(world, record!, outer);
+    if (claim !== undefined) {
+      volumes.push(claimEntry(world, claim, { outer, pod, sinceSeq: record!.seq }));
+      continue;
+    }
     volumes.push({
       outerVolumeSpecName: outer,
       volume: '',
@@ -177,6 +185,7 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
       nextRetryAtMs: null,
       causeSeq: record!.seq,
     });
+  }
   volumes.push(...teardownEntries(world, pod));
   const subject = record === undefined ? `${pod} (removed)` : `${record.namespace}/${record.name} (${pod})`;
   return { kind: 'pod', subject, atSeq: world.seq, atTsMs: world.tsMs, volumes };
@@ -189,6 +198,16 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
 export function why(world: World, subject: string): WhyAnswer | undefined {
   const pod = findPod(world, subject);
   if (pod !== undefined) return podAnswer(world, pod);
+  const claim = findClaim(world, subject);
+  if (claim !== undefined) {
+    const entry = claimEntry(world, claimView(world, claim), {
+      outer: `claim ${claimName(claim)}`,
+      pod: '' as UniquePodName,
+      sinceSeq: world.seq,
+    });
+    const subject = claimName(claim);
+    return { kind: 'claim', subject, atSeq: world.seq, atTsMs: world.tsMs, volumes: [entry] };
+  }
   const volume = subject as UniqueVolumeName;
   const pods = new Set<UniquePodName>([
     ...[...podEntries(world.dsw.get(volume)?.pods)].map((e) => e.pod),
@@ -241,6 +260,7 @@ export function volumeWhyText(v: VolumeWhy, opts: WhyTextOptions = {}): string[]
   const name = v.volume === '' ? v.outerVolumeSpecName : `${v.outerVolumeSpecName} (${v.volume})`;
   if (v.status === 'mounted') return [`${name}: mounted`];
   if (v.status === 'failed') return [`${name}: cannot be processed: ${v.detail}`];
+  if (v.status === 'bound') return [`${name}: ${v.detail}`];
   const verb =
     v.status === 'running' ? 'runs' : v.status === 'tearingDown' ? 'tears down with' : 'waits on';
   const since = paren(when(opts.tsOf?.(v.sinceSeq), opts));
@@ -260,7 +280,7 @@ export function whyText(answer: WhyAnswer, opts: WhyTextOptions = {}): string {
   const head =
     answer.kind === 'pod'
       ? `pod ${answer.subject} at seq ${answer.atSeq}: ${waiting === 0 ? 'every volume mounted' : `${waiting} of ${answer.volumes.length} volume(s) not ready`}`
-      : `volume ${answer.subject} at seq ${answer.atSeq}`;
+      : `${answer.kind} ${answer.subject} at seq ${answer.atSeq}`;
   const lines = [head];
   for (const v of answer.volumes) {
     const prefix = answer.kind === 'volume' && v.pod !== '' ? `pod ${v.pod}: ` : '';
@@ -268,4 +288,51 @@ export function whyText(answer: WhyAnswer, opts: WhyTextOptions = {}): string {
     lines.push(`  ${prefix}${first}`, ...rest.map((l) => `  ${l}`));
   }
   return lines.join('\n');
+}
+
+/** A claim by `namespace/name`, `PersistentVolumeClaim/namespace/name` or a name in default. */
+function findClaim(world: World, text: string): PersistentVolumeClaim | undefined {
+  const parts = text.replace(/^(PersistentVolumeClaim|pvc|claim)\//, '').split('/');
+  const [namespace, name] = parts.length === 1 ? ['default', parts[0]!] : [parts[0]!, parts[1]!];
+  const object = world.objects.lookup('PersistentVolumeClaim', name, namespace);
+  return object?.kind === 'PersistentVolumeClaim' ? object : undefined;
+}
+
+/** The claim of a pod volume that cannot be processed, when it waits for its claim. */
+function claimWaiting(world: World, record: PodRecord, outer: string): ClaimView | undefined {
+  const volume = (record.pod.spec.volumes ?? []).find((v) => v.name === outer);
+  const claimName = volume?.persistentVolumeClaim?.claimName;
+  if (claimName === undefined) return undefined;
+  const pvc = world.objects.lookup('PersistentVolumeClaim', claimName, record.namespace);
+  if (pvc?.kind !== 'PersistentVolumeClaim') return undefined;
+  const view = claimView(world, pvc);
+  return view.state === 'Bound' || view.state === 'Pending' ? undefined : view;
+}
+
+/** A claim's standing as a why entry: provisioning's step, last error and next retry. */
+function claimEntry(
+  world: World,
+  view: ClaimView,
+  at: { outer: string; pod: UniquePodName; sinceSeq: number },
+): VolumeWhy {
+  const status: VolumeWhy['status'] =
+    view.state === 'Bound' ? 'bound' : view.running ? 'running' : 'waiting';
+  const step =
+    view.state === 'Provisioning' ? 'CreateVolume'
+      : view.state === 'WaitingForFirstConsumer' ? 'firstConsumer'
+        : view.state === 'WaitingForProvisioner' ? 'provisioner'
+          : view.state === 'Deleting' ? 'pvcProtection' : 'bind';
+  const volume = (view.volume ?? '') as UniqueVolumeName;
+  return {
+    outerVolumeSpecName: at.outer,
+    volume,
+    pod: at.pod,
+    status,
+    step,
+    detail: `claim ${view.claim} ${view.state}: ${view.detail}`,
+    sinceSeq: at.sinceSeq,
+    lastError: view.lastError,
+    nextRetryAtMs: view.nextRetryAtMs,
+    causeSeq: view.lastError?.seq ?? world.causes.get(volume) ?? world.bindingCause,
+  };
 }

@@ -10,6 +10,7 @@ import {
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
 import { podEntry } from '../world/by-pod.js';
+import { persistentVolumes } from '../world/provisioning.js';
 
 export interface Failure {
   readonly step: number;
@@ -98,6 +99,25 @@ export function checkBindings(
   }
 }
 
+/** `pvs`: each PV named has that phase, is absent (null), or has the fields named. */
+export function checkPvs(world: World, expectation: Expectation, miss: Miss): void {
+  if (expectation.pvs === undefined) return;
+  const byName = new Map(persistentVolumes(world).map((pv) => [pv.name, pv]));
+  for (const [name, expected] of Object.entries(expectation.pvs)) {
+    const actual = byName.get(name);
+    if (expected === null || typeof expected === 'string') {
+      const phase = actual?.phase ?? null;
+      if (phase !== expected) miss(`pvs.${name}`, expected, phase);
+      continue;
+    }
+    for (const [field, value] of Object.entries(expected)) {
+      const fields = actual as unknown as Record<string, unknown> | undefined;
+      const got = fields === undefined ? null : fields[field];
+      if (got !== value) miss(`pvs.${name}.${field}`, value, got ?? null);
+    }
+  }
+}
+
 export function checkExpectation(
   world: World,
   journal: readonly FakeCallRecord[],
@@ -121,6 +141,7 @@ export function checkExpectation(
     if (JSON.stringify(actual) !== JSON.stringify(expected)) miss('volumesInUse', expected, actual);
   }
   checkBindings(world, expectation, miss);
+  checkPvs(world, expectation, miss);
   const ready = expectation.podReady === undefined ? [] : [expectation.podReady].flat();
   for (const pod of ready) {
     const status = podWaitStatus(world, pod as UniquePodName);

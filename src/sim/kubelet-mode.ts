@@ -18,6 +18,7 @@ import { checkExpectation } from './expect.js';
 import type { Mode, SimulationHandle, WaitResult } from './mode.js';
 import type { Step } from './scenario.js';
 import { podEntries } from '../world/by-pod.js';
+import { persistentVolumes } from '../world/provisioning.js';
 
 export function describeState(world: World) {
   const attachments = [...world.attachments.values()]
@@ -41,7 +42,16 @@ export function describeState(world: World) {
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
   const bindings = claimBindings(world);
-  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending, bindings };
+  const pvs = persistentVolumes(world).map((pv) => ({
+    name: pv.name,
+    phase: pv.phase,
+    claim: pv.claim,
+    volumeHandle: pv.volumeHandle,
+    capacityBytes: pv.capacityBytes,
+    reclaimPolicy: pv.reclaimPolicy,
+    zone: pv.zone,
+  }));
+  return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending, bindings, pvs };
 }
 
 /** Events of the steps shared by both modes (pods and cluster objects). */

@@ -33,8 +33,12 @@ function scriptedCsiDriver(
   p: Extract<ScenarioPlugin, { csi: object }>,
   opts: SimulationPluginOptions,
 ): VolumePlugin {
+  const node = opts.node ?? 'node-1';
+  const zone = p.csi.zones?.[node];
+  const topologyKey = p.csi.topologyKey;
   const transport = new FakeCsiDriver({
     name: p.name,
+    backend: { capacityBytes: p.csi.capacityBytes ?? Number.MAX_SAFE_INTEGER, volumes: new Map() },
     ...(p.faults === undefined ? {} : { faults: p.faults }),
     ...(p.volumeFaults === undefined ? {} : { volumeFaults: p.volumeFaults }),
     clock: opts.clock,
@@ -47,9 +51,14 @@ function scriptedCsiDriver(
     expand: p.csi.expand ?? false,
     singleNodeMultiWriter: false,
     maxVolumesPerNode: p.csi.maxVolumesPerNode ?? 0,
+    createDelete: p.csi.createDelete ?? false,
+    controllerExpand: p.csi.controllerExpand ?? false,
+    ...(topologyKey === undefined || zone === undefined
+      ? {}
+      : { accessibleTopology: { [topologyKey]: zone } }),
   };
   return csiPlugin(
-    { name: p.name, transport, caps: driverCaps, nodeId: opts.node ?? 'node-1' },
+    { name: p.name, transport, caps: driverCaps, nodeId: node },
     { root: '/var/lib/vole', host: noCsiHost, nowMs: () => opts.clock.nowMs() },
   );
 }

@@ -60,6 +60,9 @@ export const csiScriptedRpcs = [
   'NodePublishVolume',
   'NodeUnpublishVolume',
   'NodeExpandVolume',
+  'CreateVolume',
+  'DeleteVolume',
+  'ControllerExpandVolume',
 ] as const;
 
 /** A gRPC status by name (`DEADLINE_EXCEEDED`); OK is `ok`. */
@@ -109,6 +112,16 @@ const csiDriver = z.strictObject({
   stageUnstage: z.boolean().optional(),
   expand: z.boolean().optional(),
   maxVolumesPerNode: z.number().int().nonnegative().optional(),
+  /** Controller capability CREATE_DELETE_VOLUME. */
+  createDelete: z.boolean().optional(),
+  /** Controller capability EXPAND_VOLUME. */
+  controllerExpand: z.boolean().optional(),
+  /** NodeGetInfo answers {topologyKey: the node's zone}. */
+  topologyKey: z.string().min(1).optional(),
+  /** Each simulated node's zone for topologyKey. */
+  zones: z.record(z.string(), z.string()).optional(),
+  /** What the backend can still give; beyond: OUT_OF_RANGE. */
+  capacityBytes: z.number().int().nonnegative().optional(),
 });
 
 /** A scripted CSI driver: its capabilities, and faults keyed by RPC. */
@@ -152,11 +165,36 @@ const expectation = z.strictObject({
   podReady: z.union([z.string(), z.array(z.string())]).optional(),
   /** `NAMESPACE/CLAIM` → the PV it is bound to, or null: not bound. */
   bindings: z.record(z.string(), z.string().nullable()).optional(),
+  /** PV name → its phase, null (no such PV), or an object of the `state.pvs` fields it names. */
+  pvs: z
+    .record(
+      z.string(),
+      z.union([
+        z.string(),
+        z.null(),
+        z.strictObject({
+          phase: z.string().optional(),
+          claim: z.string().nullable().optional(),
+          volumeHandle: z.string().nullable().optional(),
+          capacityBytes: z.number().nullable().optional(),
+          reclaimPolicy: z.string().nullable().optional(),
+          zone: z.string().nullable().optional(),
+        }),
+      ]),
+    )
+    .optional(),
 });
 export type Expectation = z.infer<typeof expectation>;
 
 const objectRef = z.strictObject({
-  kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
+  kind: z.enum([
+    'PersistentVolume',
+    'PersistentVolumeClaim',
+    'StorageClass',
+    'Node',
+    'ConfigMap',
+    'Secret',
+  ]),
   name: z.string().min(1),
   namespace: z.string().optional(),
 });

@@ -168,7 +168,7 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
       file: where,
       message:
         `cannot use ${what}: expected Pod, PersistentVolume, PersistentVolumeClaim, ` +
-        'ConfigMap, Secret or Node',
+        'StorageClass, ConfigMap, Secret or Node',
     });
     return false;
   }

@@ -96,3 +96,43 @@ export function validatePersistentVolumeClaim(spec: Record<string, unknown>): Fi
   }
   return errors;
 }
+
+const reclaimPolicies = ['Delete', 'Retain'];
+const bindingModes = ['Immediate', 'WaitForFirstConsumer'];
+/** ValidateStorageClass's limits on parameters: 512 of them, 256 KiB in all. */
+const parametersMax = 512;
+const parametersBytesMax = 256 * 1024;
+
+/** ValidateStorageClass: a provisioner, known policy and mode, bounded parameters. */
+export function validateStorageClass(object: Record<string, unknown>): FieldError[] {
+  const errors: FieldError[] = [];
+  const provisioner = object['provisioner'];
+  if (provisioner === undefined || provisioner === '') errors.push(required('provisioner'));
+  else if (typeof provisioner !== 'string' || !isDnsSubdomain(provisioner))
+    errors.push(invalid('provisioner', provisioner, dnsSubdomainMessage));
+  const policy = object['reclaimPolicy'];
+  if (policy !== undefined && !reclaimPolicies.includes(policy as string))
+    errors.push(notSupported('reclaimPolicy', policy, reclaimPolicies));
+  const mode = object['volumeBindingMode'];
+  if (mode !== undefined && !bindingModes.includes(mode as string))
+    errors.push(notSupported('volumeBindingMode', mode, bindingModes));
+  const parameters = object['parameters'];
+  if (parameters !== undefined && !isRecord(parameters))
+    errors.push(invalid('parameters', parameters, 'must be a map of strings'));
+  if (isRecord(parameters)) {
+    const entries = Object.entries(parameters);
+    if (entries.length > parametersMax)
+      errors.push(
+        invalid('parameters', entries.length, `must have at most ${parametersMax} entries`),
+      );
+    const bytes = entries.reduce((n, [k, v]) => n + k.length + String(v).length, 0);
+    if (bytes > parametersBytesMax)
+      errors.push(invalid('parameters', bytes, `must be at most ${parametersBytesMax} bytes`));
+    for (const [k, v] of entries)
+      if (typeof v !== 'string') errors.push(invalid(`parameters[${k}]`, v, 'must be a string'));
+  }
+  const expansion = object['allowVolumeExpansion'];
+  if (expansion !== undefined && typeof expansion !== 'boolean')
+    errors.push(invalid('allowVolumeExpansion', expansion, 'must be true or false'));
+  return errors;
+}

@@ -11,7 +11,11 @@
  *   validate(object) → FieldError[]   (empty: valid)
  */
 import { fieldErrorsOfMeta, isDnsLabel, isDnsSubdomain } from './validate-meta.js';
-import { validatePersistentVolume, validatePersistentVolumeClaim } from './validate-storage.js';
+import {
+  validatePersistentVolume,
+  validatePersistentVolumeClaim,
+  validateStorageClass,
+} from './validate-storage.js';
 import { validatePodSpec } from './validate-pod.js';
 import { type FieldError, invalid, isRecord, required } from './validate-util.js';
 import { decodeBase64 } from './contents.js';
@@ -27,6 +31,7 @@ export const validatedKinds = [
   'ConfigMap',
   'Secret',
   'Node',
+  'StorageClass',
 ] as const;
 
 const namespaced = new Set(['Pod', 'PersistentVolumeClaim', 'ConfigMap', 'Secret']);
@@ -54,6 +59,8 @@ export function validate(object: unknown): FieldError[] {
     case 'ConfigMap':
     case 'Secret':
       return [...errors, ...validateData(kind, object)];
+    case 'StorageClass':
+      return [...errors, ...validateStorageClass(object)];
     default:
       return errors;
   }

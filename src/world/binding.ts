@@ -15,6 +15,7 @@ import {
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
+import { claimClassName, type ObjectLookup } from './storage-class.js';
 
 /** A binding the log recorded: the claim's PV and its capacity (claim.status.capacity). */
 export interface ClaimBinding {
@@ -55,6 +56,24 @@ export type BindingVerdict =
 /** `namespace/name` of a claim. */
 export function claimName(pvc: PersistentVolumeClaim): string {
   return `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
+}
+
+/**
+ * A uid for a claim a source gave without one: a stable digest of its namespace and name
+ * (FNV-1a), so the volume's name `pvc-<uid>` is the same on every replay.
+ */
+export function claimUid(pvc: PersistentVolumeClaim): string {
+  const given = pvc.metadata.uid;
+  if (given !== undefined && given !== '') return given;
+  const text = `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
+  const parts = [0x811c9dc5, 0x01000193, 0x5bd1e995, 0x2545f491].map((seed) => {
+    let h = seed >>> 0;
+    for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+    return h.toString(16).padStart(8, '0');
+  });
+  const hex = parts.join('');
+  const part = (from: number, to?: number) => hex.slice(from, to);
+  return `${part(0, 8)}-${part(8, 12)}-${part(12, 16)}-${part(16, 20)}-${part(20)}`;
 }
 
 /** A claim is bound when the log recorded it, or when its status says so (the API's record). */
@@ -98,8 +117,29 @@ function selectorMatches(selector: LabelSelector | undefined, labels: Record<str
   return true;
 }
 
-/** checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can. */
-export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): string | undefined {
+/**
+ * The objects as a lookup by kind and name: the world's ClusterObjects are one; a plain
+ * map (a test's, the controller's) is read through objectKey.
+ */
+export function lookupOf(objects: ReadonlyMap<string, ClusterObject>): ObjectLookup {
+  if ('lookup' in objects && 'ofKind' in objects) return objects as unknown as ObjectLookup;
+  return {
+    lookup: (kind, name, namespace) => objects.get(objectKey(kind, name, namespace)),
+    *ofKind(kind) {
+      for (const object of objects.values()) if (object.kind === kind) yield object;
+    },
+  };
+}
+
+/**
+ * checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can.
+ * `wantedClass` is the claim's class (claimClassName: the default class when it names none).
+ */
+export function mismatch(
+  pv: PersistentVolume,
+  pvc: PersistentVolumeClaim,
+  wantedClass: string = pvc.spec.storageClassName ?? '',
+): string | undefined {
   if (pv.metadata.deletionTimestamp !== undefined) return 'it is being deleted';
   const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
   const capacity = parseQuantityBytes(pv.spec.capacity?.storage) ?? 0;
@@ -108,7 +148,6 @@ export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): stri
     const asked = String(pvc.spec.resources?.requests?.storage);
     return `its capacity ${has} is less than the ${asked} requested`;
   }
-  const wantedClass = pvc.spec.storageClassName ?? '';
   if ((pv.spec.storageClassName ?? '') !== wantedClass)
     return `its storageClassName "${pv.spec.storageClassName ?? ''}" is not "${wantedClass}"`;
   const pvMode = pv.spec.volumeMode ?? 'Filesystem';
@@ -120,12 +159,20 @@ export function mismatch(pv: PersistentVolume, pvc: PersistentVolumeClaim): stri
   return undefined;
 }
 
-/** Is the PV free for this claim: no claimRef, or one naming this claim, and not taken? */
-function freeFor(pv: PersistentVolume, claim: string, taken: ReadonlyMap<string, string>) {
+/**
+ * Is the PV free for this claim: no claimRef, or one naming this claim (and its uid, when
+ * the claimRef has one: a claim made again under the same name is another), and not taken?
+ */
+function freeFor(
+  pv: PersistentVolume,
+  pvc: PersistentVolumeClaim,
+  taken: ReadonlyMap<string, string>,
+) {
+  const claim = claimName(pvc);
   const holder = taken.get(pv.metadata.name);
   if (holder !== undefined) return holder === claim;
   const ref = pv.spec.claimRef;
-  if (ref?.name !== undefined) return `${ref.namespace ?? 'default'}/${ref.name}` === claim;
+  if (ref?.name !== undefined) return refNames(ref, pvc);
   const phase = pv.status?.phase;
   return phase === undefined || phase === 'Available' || phase === 'Pending';
 }
@@ -148,22 +195,62 @@ function preBound(
   const pv = objects.get(objectKey('PersistentVolume', name));
   if (pv === undefined || pv.kind !== 'PersistentVolume')
     return { ok: false, reason: `its volumeName PersistentVolume "${name}" does not exist` };
-  if (!freeFor(pv, claimName(pvc), taken))
+  if (!freeFor(pv, pvc, taken))
     return {
       ok: false,
       reason:
         `PersistentVolume "${name}" is bound to another claim ` +
         `(${taken.get(name) ?? pv.spec.claimRef?.name})`,
     };
-  const why = mismatch(pv, pvc);
+  const why = mismatch(pv, pvc, claimClassName(pvc, lookupOf(objects)));
   if (why !== undefined)
     return { ok: false, reason: `PersistentVolume "${name}" cannot serve it: ${why}` };
   return { ok: true, pv, capacityBytes: capacityOf(pv, pvc) };
 }
 
+/** The access modes of a PV as findByClaim groups them: how many, then which. */
+function modesRank(pv: PersistentVolume): string {
+  const modes = [...(pv.spec.accessModes ?? [])].sort();
+  return `${String(modes.length).padStart(2, '0')}:${modes.join(',')}`;
+}
+
+/** Is `a` a better match than `b` (findByClaim, then findMatchingVolume)? */
+function better(
+  a: PersistentVolume,
+  b: PersistentVolume | undefined,
+  claim: PersistentVolumeClaim,
+): boolean {
+  if (b === undefined) return true;
+  const ra = modesRank(a);
+  const rb = modesRank(b);
+  if (ra !== rb) return ra < rb; // the fewest access modes first
+  const pa = preBoundTo(a, claim);
+  const pb = preBoundTo(b, claim);
+  if (pa !== pb) return pa; // a PV whose claimRef names the claim, within its group
+  const bytesA = parseQuantityBytes(a.spec.capacity?.storage) ?? 0;
+  const bytesB = parseQuantityBytes(b.spec.capacity?.storage) ?? 0;
+  if (bytesA !== bytesB) return bytesA < bytesB; // then the smallest
+  return a.metadata.name < b.metadata.name;
+}
+
+function preBoundTo(pv: PersistentVolume, pvc: PersistentVolumeClaim): boolean {
+  const ref = pv.spec.claimRef;
+  return ref?.name !== undefined && refNames(ref, pvc);
+}
+
+/** Does a claimRef name this claim (namespace, name, and uid when it has one)? */
+function refNames(
+  ref: { name?: string | undefined; namespace?: string | undefined; uid?: unknown },
+  pvc: PersistentVolumeClaim,
+): boolean {
+  if (`${ref.namespace ?? 'default'}/${ref.name}` !== claimName(pvc)) return false;
+  return typeof ref.uid !== 'string' || ref.uid === claimUid(pvc);
+}
+
 /**
- * The PV this claim binds to now, or why none: findMatchingVolume's rules (a PV pre-bound
- * to the claim by claimRef first, then the smallest satisfying Available one; ties by name).
+ * The PV this claim binds to now, or why none: index.go findByClaim's order (the PVs with
+ * the fewest access modes first; within them findMatchingVolume's: one pre-bound to the
+ * claim by claimRef, else the smallest that satisfies it; ties by name).
  */
 export function findVolumeForClaim(
   pvc: PersistentVolumeClaim,
@@ -171,21 +258,21 @@ export function findVolumeForClaim(
   taken: ReadonlyMap<string, string>,
 ): BindingVerdict {
   if ((pvc.spec.volumeName ?? '') !== '') return preBound(pvc, objects, taken);
-  const claim = claimName(pvc);
+  const lookup = lookupOf(objects);
+  const wantedClass = claimClassName(pvc, lookup);
   let best: PersistentVolume | undefined;
-  let bestBytes = Infinity;
   let considered = 0;
   let held = 0;
   let reason = '';
-  for (const object of objects.values()) {
+  for (const object of lookup.ofKind('PersistentVolume')) {
     if (object.kind !== 'PersistentVolume') continue;
-    if (!freeFor(object, claim, taken)) {
+    if (!freeFor(object, pvc, taken)) {
       held++;
       continue;
     }
     considered++;
     const why =
-      mismatch(object, pvc) ??
+      mismatch(object, pvc, wantedClass) ??
       (selectorMatches(pvc.spec.selector, object.metadata.labels ?? {})
         ? undefined
         : 'its labels do not match the claim selector');
@@ -193,14 +280,7 @@ export function findVolumeForClaim(
       reason ||= `PersistentVolume "${object.metadata.name}": ${why}`;
       continue;
     }
-    const ref = object.spec.claimRef;
-    if (ref?.name !== undefined)
-      return { ok: true, pv: object, capacityBytes: capacityOf(object, pvc) };
-    const bytes = parseQuantityBytes(object.spec.capacity?.storage) ?? 0;
-    if (bytes < bestBytes || (bytes === bestBytes && object.metadata.name < best!.metadata.name)) {
-      best = object;
-      bestBytes = bytes;
-    }
+    if (better(object, best, pvc)) best = object;
   }
   if (best !== undefined) return { ok: true, pv: best, capacityBytes: capacityOf(best, pvc) };
   if (considered === 0) {

@@ -10,7 +10,9 @@ import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
-import { bindingVolume, boundVolumes, forgetClaim, trackClaim } from './binding.js';
+import { bindingVolume, boundVolumes, trackClaim } from './binding.js';
+import { claimGone, protectClaim, trackResize } from './provisioning.js';
+import { nodeLabels } from './node-labels.js';
 
 export { bindingVolume };
 import { type PodResolution, resolvePod } from './resolve.js';
@@ -126,6 +128,7 @@ export function upsertPod(
     taken: () => takenVolumes(world),
     bindClaims: world.config.bindClaims !== false,
     allocatable: world.config.allocatable,
+    nodeLabels: () => nodeLabels(world.config.node, world.objects, world.plugins),
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {
@@ -292,6 +295,16 @@ function markRemountRequired(world: World, record: PodRecord): void {
 
 export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {
   upsertPod(world, event.pod, { reprocessed: true, seq: event.seq as Seq });
+  claimUsersChanged(world);
+}
+
+/**
+ * A pod came or went: a claim waiting for its first consumer (WaitForFirstConsumer) or
+ * held by pvc-protection may go on, so the planner looks at claims again.
+ */
+function claimUsersChanged(world: World): void {
+  const { protectedClaims } = world.provisioning;
+  if (world.unboundClaims.size > 0 || protectedClaims.size > 0) world.dirty.add(bindingVolume);
 }
 
 export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void {
@@ -302,6 +315,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
+  claimUsersChanged(world);
 }
 
 /** An object as its events name it: kind, name and (for namespaced kinds) namespace. */
@@ -348,16 +362,17 @@ function remountReaders(world: World, object: ObjectName): void {
 }
 
 
-/** A claim or PV changed: the planner looks at unbound claims again. */
+/** A claim, PV or class changed: the planner looks at unbound claims again. */
 function askForBinding(world: World, kind: string): void {
-  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
+  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim' && kind !== 'StorageClass')
+    return;
   world.bindingCause = world.seq;
   world.dirty.add(bindingVolume);
   if (kind === 'PersistentVolume')
     reresolveDependents(world, { kind, name: anyPersistentVolumeName, namespace: undefined });
 }
 
-function reresolveObject(world: World, object: ObjectName): void {
+export function reresolveObject(world: World, object: ObjectName): void {
   if (object.kind === 'ConfigMap' || object.kind === 'Secret') return remountReaders(world, object);
   reresolveDependents(world, object);
   askForBinding(world, object.kind);
@@ -366,9 +381,12 @@ function reresolveObject(world: World, object: ObjectName): void {
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const { kind, metadata } = object;
-  if (kind === 'PersistentVolumeClaim')
-    trackClaim(world, objectKey(kind, metadata.name, metadata.namespace), object);
   const previous = world.objects.put(object);
+  if (kind === 'PersistentVolumeClaim') {
+    const key = objectKey(kind, metadata.name, metadata.namespace);
+    trackClaim(world, key, object);
+    trackResize(world, key, object);
+  }
   // The same ConfigMap or Secret content again: nothing to set up again.
   if (sameContent(previous, object)) return;
   reresolveObject(world, { kind, name: metadata.name, namespace: metadata.namespace });
@@ -381,9 +399,11 @@ function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
 }
 
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
+  // pvc-protection: a claim a pod uses is only marked for deletion.
+  if (protectClaim(world, event)) return reresolveObject(world, event);
   world.objects.remove(event.kind, event.name, event.namespace);
   if (event.kind === 'PersistentVolumeClaim')
-    forgetClaim(world, objectKey(event.kind, event.name, event.namespace));
+    claimGone(world, objectKey(event.kind, event.name, event.namespace));
   reresolveObject(world, event);
 }
 

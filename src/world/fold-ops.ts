@@ -10,7 +10,9 @@ import {
   startOperation,
 } from '../engine/book.js';
 import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
-import type { EventOf } from '../events/index.js';
+import { type EventOf, provisionCallNames } from '../events/index.js';
+import { foldProvisioningCall } from './fold-provisioning.js';
+import { provisionStarted } from './provisioning.js';
 import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
 import { podEntries, podEntry } from './by-pod.js';
@@ -54,8 +56,11 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
     spec: desiredSpec(world, volume, pod),
     node: event.node === undefined ? null : NodeName(event.node),
   });
+  if (event.provision !== undefined) provisionStarted(world, volume, event.provision);
   touch(world, volume);
 }
+
+const provisioningCalls: ReadonlySet<string> = new Set(provisionCallNames);
 
 /** The kubelet trusts a final error: nothing took effect (spec §0.5). */
 const kubeletReading: FailureReading = { uncertainOnAnyFailure: false };
@@ -77,6 +82,11 @@ export function foldCall(
   event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
 ): void {
   const op = bookCall(world, event);
+  if (provisioningCalls.has(event.call)) {
+    foldProvisioningCall(world, op, event);
+    touch(world, op.volume);
+    return;
+  }
   const effects = callTable[event.call];
   const step =
     event.type === 'CallStarted'

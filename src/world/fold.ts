@@ -28,6 +28,7 @@ import {
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
 import { ClusterObjects } from './objects.js';
+import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 import { volumeTable } from './volumes.js';
@@ -63,6 +64,12 @@ export function initialWorld(): World {
     causes: volumes.causes,
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
+    provisioning: {
+      inFlight: new Map(),
+      provisioned: new Map(),
+      protectedClaims: new Set(),
+      resizing: new Set(),
+    },
   };
 }
 
@@ -99,6 +106,9 @@ function foldCsiDriverRegistered(world: World, event: EventOf<'CsiDriverRegister
   const before = world.plugins.get(event.caps.name);
   if (before !== undefined && JSON.stringify(before) === JSON.stringify(event.caps)) return;
   world.plugins = new Map(world.plugins).set(event.caps.name, event.caps);
+  // A provisioner came: claims of its classes may be provisioned now.
+  world.bindingCause = event.seq as Seq;
+  world.dirty.add(bindingVolume);
   for (const record of [...world.pods.values()]) {
     upsertPod(world, record.pod, { reprocessed: false, seq: record.seq, cause: event.seq as Seq });
   }
@@ -127,6 +137,12 @@ function foldHostObserved(world: World, event: EventOf<'HostObserved'>): void {
     stepMount(world, record, { type: 'OBSERVED_UNMOUNTED' }, { observation: true });
     touch(world, record.volume);
   }
+}
+
+/** The binder's and pvc-protection's decisions about a claim. */
+function foldClaimDecision(world: World, event: EventOf<'ClaimBound' | 'ClaimFinalizerRemoved'>) {
+  if (event.type === 'ClaimBound') foldClaimBound(world, event);
+  else foldClaimFinalizerRemoved(world, event);
 }
 
 function foldSourcesReady(world: World): void {
@@ -168,7 +184,8 @@ export function fold(world: World, event: VoleEvent): World {
       foldObjectRemoved(world, event);
       break;
     case 'ClaimBound':
-      foldClaimBound(world, event);
+    case 'ClaimFinalizerRemoved':
+      foldClaimDecision(world, event);
       break;
     case 'VolumesReportedInUse':
       foldVolumesReportedInUse(world, event);
@@ -179,15 +196,14 @@ export function fold(world: World, event: VoleEvent): World {
     case 'HostObserved':
       foldHostObserved(world, event);
       break;
-    case 'ReportRaised':
-      break; // for people; the kubelet's decisions do not read it
-    case 'AttachmentsVerified':
-      break; // the controller's observation
     case 'CsiDriverRegistered':
       foldCsiDriverRegistered(world, event);
       break;
+    // For people; the controller's; a driver gone (its calls fail until it comes back).
+    case 'ReportRaised':
+    case 'AttachmentsVerified':
     case 'CsiDriverDeregistered':
-      break; // its calls fail (uncertain) until it comes back; its volumes stay known
+      break;
     case 'OperationStarted':
       foldOperationStarted(world, event);
       break;

@@ -42,7 +42,9 @@ function forgetGoneVolumes(world: World): void {
     forgetVolume(world, volume); // its record, and the cause it held
     world.lastErrors.delete(volume);
     // Nothing left to plan for it either: a replay's dirty set stays the size of the world.
-    world.dirty.delete(volume);
+    // A provisioned volume no longer used here is the reclaimer's to plan (DeleteVolume).
+    const { provisioned, inFlight } = world.provisioning;
+    if (!provisioned.has(volume) && !inFlight.has(volume)) world.dirty.delete(volume);
   }
   if (candidates.length > 0) candidates.length = 0;
 }

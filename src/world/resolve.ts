@@ -21,8 +21,10 @@ import {
   boundVolumes,
   type ClaimBinding,
   findVolumeForClaim,
+  lookupOf,
 } from './binding.js';
 import { flat } from './flat.js';
+import { claimClassName, nodeAffinityMismatch, storageClassOf } from './storage-class.js';
 import { ClusterObjects } from './objects.js';
 import { addReference, anyPersistentVolumeName, type References } from './references.js';
 import { contentPluginNames, contentSource } from './resolve-content.js';
@@ -55,6 +57,8 @@ export interface ResolveInput {
   readonly bindClaims?: boolean;
   /** The node's allocatable (EngineStarted): downwardAPI resourceFieldRef of unset limits. */
   readonly allocatable?: NodeAllocatable | undefined;
+  /** This node's labels, for PVs' node affinity (node-labels.ts); absent: not checked. */
+  readonly nodeLabels?: () => Readonly<Record<string, string>>;
 }
 
 export interface PodResolution {
@@ -232,6 +236,17 @@ function locateClaim(
         `persistentvolumes "${pvName}" not found`,
     );
   }
+  const affinity =
+    pv.spec.nodeAffinity === undefined || input.nodeLabels === undefined
+      ? undefined
+      : nodeAffinityMismatch(pv, input.nodeLabels());
+  if (affinity !== undefined) {
+    return fail(
+      `${pvcPrefix(namespace, claimName)}: volume node affinity conflict: PersistentVolume ` +
+        `"${pvName}" cannot be used on this node: ${affinity}; run the pod on a node its ` +
+        'topology allows',
+    );
+  }
   const located = sourceOfPv(pv);
   if (located === undefined) {
     return fail(
@@ -275,10 +290,24 @@ function boundVolumeOf(
   const taken = input.taken?.() ?? boundVolumes(input.objects, input.bindings);
   const verdict = findVolumeForClaim(pvc, input.objects, taken);
   const binder = input.bindClaims === false ? ' (the attach/detach controller binds claims)' : '';
+  const provisioner = verdict.ok ? undefined : provisionerOf(pvc, input);
   const why = verdict.ok
     ? `binding to PersistentVolume "${verdict.pv.metadata.name}" is pending${binder}`
-    : `it cannot bind: ${verdict.reason}`;
+    : provisioner !== undefined
+      ? `waiting for a volume to be created by ${provisioner}${binder}`
+      : `it cannot bind: ${verdict.reason}`;
   return fail(`${pvcPrefix(namespace, name)}: PVC ${namespace}/${name} is not bound (${why})`);
+}
+
+/** The provisioner of the claim's class, in words, when the class names one. */
+function provisionerOf(pvc: PersistentVolumeClaim, input: ResolveInput): string | undefined {
+  const lookup = lookupOf(input.objects);
+  const className = claimClassName(pvc, lookup);
+  if (className === '') return undefined;
+  const sc = storageClassOf(lookup, className);
+  if (sc === undefined) return undefined; // no such class: the binder's reason says what fits
+  const mode = sc.volumeBindingMode === 'WaitForFirstConsumer' ? ', WaitForFirstConsumer' : '';
+  return `provisioner "${sc.provisioner}" (StorageClass "${className}"${mode})`;
 }
 
 function resolveOne(

@@ -17,6 +17,7 @@ import type {
   OperatorAction,
   OpKey,
   PluginCaps,
+  ProvisionRequest,
 } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
@@ -311,7 +312,35 @@ export interface LastError {
   readonly tsMs: number;
 }
 
+/** A volume being created (provision operations), until CreateVolume answers OK. */
+export interface ProvisionRecord {
+  readonly request: ProvisionRequest;
+  /**
+   * A CreateVolume of it may have taken effect (it ran and did not answer with a final
+   * error): a claim deleted meanwhile still gets it created under the same name, then
+   * deleted (the external-provisioner's "in background" provisioning).
+   */
+  mayExist: boolean;
+}
+
+/**
+ * What the provisioner and the pvc-protection controller keep (provisioning.ts): each a
+ * small index, so the planner looks at O(what waits), never at every object.
+ */
+export interface ProvisioningState {
+  /** The provisioned volume's unique name → its provisioning, while it runs or may exist. */
+  readonly inFlight: Map<UniqueVolumeName, ProvisionRecord>;
+  /** The unique name of each PV vole provisioned → the PV's name (reclaim, expansion). */
+  readonly provisioned: Map<UniqueVolumeName, string>;
+  /** Claim keys deleted while a pod used them: pvc-protection holds them. */
+  readonly protectedClaims: Set<string>;
+  /** Bound claim keys whose request exceeds their PV's capacity (expansion wanted). */
+  readonly resizing: Set<string>;
+}
+
 export interface World extends OperationBook {
+  /** StorageClasses, provisioning, reclaim, expansion and pvc-protection (provisioning.ts). */
+  provisioning: ProvisioningState;
   config: WorldConfig;
   plugins: Map<string, PluginCaps>;
   /** The last event folded; 0 for the empty world. */

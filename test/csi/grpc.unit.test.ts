@@ -172,7 +172,13 @@ test('gRPC: a socket in plugins_registry registers its driver, is told so, and d
     const registered = recorded.find((e) => e.type === 'CsiDriverRegistered');
     assert.ok(registered?.type === 'CsiDriverRegistered');
     assert.equal(registered.nodeId, 'n-7');
-    assert.deepEqual(registered.caps.csi, { ...caps, publishUnpublish: false, maxVolumesPerNode: 4 });
+    assert.deepEqual(registered.caps.csi, {
+      ...caps,
+      publishUnpublish: false,
+      maxVolumesPerNode: 4,
+      createDelete: false,
+      controllerExpand: false,
+    });
     assert.equal(plugins.find(driver)?.caps.attachable, false);
     await until(() => notified.includes(true), 'NotifyRegistrationStatus', 5_000);
     served.close();

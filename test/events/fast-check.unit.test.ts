@@ -72,6 +72,9 @@ const samples: Record<string, Record<string, unknown>[]> = {
       cause: 4,
     },
   ],
+  ClaimFinalizerRemoved: [
+    { ...base, type: 'ClaimFinalizerRemoved', namespace: 'default', claim: 'data', cause: 5 },
+  ],
   ReportRaised: [
     {
       ...base,
@@ -133,9 +136,45 @@ const samples: Record<string, Record<string, unknown>[]> = {
       forced: 'out-of-service',
       cause: 0,
     },
+    {
+      ...base,
+      type: 'OperationStarted',
+      opId: 'op-9',
+      op: 'provision',
+      key: { volume: 'kubernetes.io/csi/d^pvc-1', pod: '', node: '' },
+      volume: 'kubernetes.io/csi/d^pvc-1',
+      provision: {
+        claim: { namespace: 'default', name: 'data', uid: '1' },
+        storageClassName: 'fast',
+        driver: 'd',
+        name: 'pvc-1',
+        requiredBytes: 1024,
+        accessModes: ['ReadWriteOnce'],
+        volumeMode: 'Filesystem',
+        fsType: 'ext4',
+        mountOptions: [],
+        parameters: { type: 'ssd' },
+        reclaimPolicy: 'Delete',
+        requisite: [{ zone: 'z1' }],
+        selectedNode: 'node-1',
+      },
+      cause: 2,
+    },
+    {
+      ...base,
+      type: 'OperationStarted',
+      opId: 'op-10',
+      op: 'controllerExpand',
+      key: { volume: 'kubernetes.io/csi/d^pvc-1', pod: '', node: '' },
+      volume: 'kubernetes.io/csi/d^pvc-1',
+      pv: 'pvc-1',
+      sizeBytes: 2048,
+      cause: 3,
+    },
   ],
   CallStarted: [
     { ...base, type: 'CallStarted', opId: 'op-7', call: 'mountDevice', deviceMountPath: '/m' },
+    { ...base, type: 'CallStarted', opId: 'op-9', call: 'createVolume' },
   ],
   CallSucceeded: [
     {
@@ -153,6 +192,27 @@ const samples: Record<string, Record<string, unknown>[]> = {
       opId: 'op-7',
       call: 'setUp',
       rpc: { method: '/csi.v1.Node/NodePublishVolume', code: 'OK', durationMs: 0.42 },
+    },
+    {
+      ...base,
+      type: 'CallSucceeded',
+      opId: 'op-9',
+      call: 'createVolume',
+      sizeBytes: 1024,
+      provisioned: {
+        volumeId: 'pvc-1',
+        capacityBytes: 1024,
+        volumeContext: { a: 'b' },
+        accessibleTopology: [{ 'topology.example.com/zone': 'z1' }],
+      },
+    },
+    {
+      ...base,
+      type: 'CallSucceeded',
+      opId: 'op-10',
+      call: 'controllerExpand',
+      sizeBytes: 2048,
+      nodeExpansionRequired: true,
     },
   ],
   CallFailed: [

@@ -70,8 +70,9 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     podUpserted('c', [claim('d1')]),
   ]);
   assert.deepEqual([...(claimPods(more) as Set<string>)].sort(), ['a', 'b', 'c']);
-  // The claim is deleted: every pod that used it is resolved again and now has an error,
-  // and keeps its volume desired while it exists (spec §2.6).
+  // The claim is deleted: pvc-protection keeps it, being deleted, while pods use it; every
+  // pod that used it is resolved again and now has an error, and keeps its volume desired
+  // while it exists (spec §2.6).
   fold(more, {
     type: 'ObjectRemoved',
     tsMs: 0,
@@ -81,7 +82,7 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     seq: more.seq + 1,
   } as VoleEvent);
   for (const uid of ['a', 'b', 'c'])
-    assert.match(more.pods.get(uid as never)!.errors.get('data') ?? '', /not found/);
+    assert.match(more.pods.get(uid as never)!.errors.get('data') ?? '', /is being deleted/);
   assert.equal(more.dsw.size, 1);
   // Pods leave: the Set shrinks to a bare name, then the key goes.
   for (const uid of ['b', 'c'])

@@ -1,0 +1,255 @@
+/**
+ * The provisioner's, resizer's and pvc-protection controller's decisions (DESIGN.md
+ * "Decisions are planned, effects are events"), in the persistent-volume controller's and
+ * CSI external-provisioner's order:
+ *
+ * - an unbound claim of a class whose provisioner is a CSI driver with CREATE_DELETE_VOLUME,
+ *   that no static PV of its class satisfies, is provisioned (pv_controller.go
+ *   syncUnboundClaim → provisionClaim; external-provisioner controller.go Provision):
+ *   `Immediate` at once, `WaitForFirstConsumer` once a pod uses it;
+ * - a CreateVolume that may still be in progress for a claim deleted meanwhile is retried
+ *   under the same name (external-provisioner: provisioning "in background");
+ * - a provisioned PV Released with reclaim policy Delete is deleted once its volume is
+ *   unmounted and detached everywhere (pv_controller.go reclaimVolume → deleteVolumeOperation);
+ * - a bound claim asking for more than its PV has, in a class that allows expansion, gets
+ *   ControllerExpandVolume (external-resizer);
+ * - a claim being deleted that no pod uses any more loses its pvc-protection finalizer.
+ *
+ * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
+ */
+import type { NewEvent, ProvisionRequest } from '../events/index.js';
+import {
+  parseQuantityBytes,
+  type PersistentVolumeClaim,
+  type StorageClass,
+} from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
+import type { Claims } from '../engine/book.js';
+import { boundVolumes, findVolumeForClaim, isClaimBound } from '../world/binding.js';
+import { provisioningClass } from '../world/claims-view.js';
+import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
+import {
+  classParameters,
+  nodeTopology,
+  reclaimPolicyOf,
+  requisiteOf,
+} from '../world/storage-class.js';
+import type { World } from '../world/types.js';
+import type { Operation, StorageOperation } from './operations.js';
+
+export interface StorageScope {
+  /** Every claim and provisioned volume (a full plan, or the claims were touched). */
+  readonly all: boolean;
+  /** Otherwise only the operations on these volumes (retries, finished operations). */
+  readonly volumes: ReadonlySet<UniqueVolumeName>;
+}
+
+/** The claim a provisioning plan looks at: unbound, not being deleted, still Pending. */
+function unboundClaim(world: World, key: string): PersistentVolumeClaim | undefined {
+  const object = world.objects.get(key);
+  if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) return;
+  if (object.metadata.deletionTimestamp !== undefined) return;
+  if ((object.spec.volumeName ?? '') !== '') return; // pre-bound: the binder's alone
+  const phase = object.status?.phase;
+  return phase === undefined || phase === 'Pending' ? object : undefined;
+}
+
+/** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
+export function provisionRequestOf(
+  world: World,
+  pvc: PersistentVolumeClaim,
+  chosen: { readonly sc: StorageClass; readonly selected: boolean },
+): { request: ProvisionRequest; refused?: string } {
+  const { sc, selected } = chosen;
+  const params = classParameters(sc);
+  const topology = nodeTopology(world.plugins, sc.provisioner);
+  const node = { name: world.config.node, topology };
+  const requisite = requisiteOf(sc, node, selected);
+  const uid = claimUid(pvc);
+  const request: ProvisionRequest = {
+    claim: { namespace: pvc.metadata.namespace ?? 'default', name: pvc.metadata.name, uid },
+    storageClassName: sc.metadata.name,
+    driver: sc.provisioner,
+    name: `pvc-${uid}`,
+    requiredBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
+    accessModes: [...(pvc.spec.accessModes ?? [])],
+    volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
+    fsType: params.ok ? params.fsType : '',
+    mountOptions: [...(sc.mountOptions ?? [])],
+    parameters: params.ok ? params.parameters : {},
+    reclaimPolicy: reclaimPolicyOf(sc),
+    requisite: requisite.ok ? requisite.requisite : [],
+    ...(selected ? { selectedNode: world.config.node } : {}),
+  };
+  const refused = !params.ok ? params.error : !requisite.ok ? requisite.error : undefined;
+  const prefix = `failed to provision volume with StorageClass "${sc.metadata.name}"`;
+  return refused === undefined ? { request } : { request, refused: `${prefix}: ${refused}` };
+}
+
+/** Provision operations for the unbound claims no static PV serves (sorted by key). */
+function planProvisions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
+  if (world.unboundClaims.size === 0) return;
+  // Asked about some volumes only: a provisioned volume's name is `…^pvc-<uid>`.
+  if (!scope.all && ![...scope.volumes].some((v) => v.includes('^pvc-'))) return;
+  const keys = [...world.unboundClaims].sort();
+  let taken: ReadonlyMap<string, string> | undefined;
+  for (const key of keys) {
+    const pvc = unboundClaim(world, key);
+    if (pvc === undefined) continue;
+    const chosen = provisioningClass(world, pvc);
+    if (chosen === undefined) continue;
+    const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+    if (!scope.all && !scope.volumes.has(volume)) continue;
+    taken ??= boundVolumes(world.objects, world.bindings);
+    if (findVolumeForClaim(pvc, world.objects, taken).ok) continue; // a static PV first
+    const { request, refused } = provisionRequestOf(world, pvc, chosen);
+    const op: StorageOperation = {
+      op: 'provision',
+      volume,
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      provision: request,
+      ...(refused === undefined ? {} : { refused }),
+    };
+    claims.tryRun(op);
+  }
+}
+
+/**
+ * The entries of a map by volume that a plan looks at: all of them, or those of the
+ * volumes it was asked about (a retry, a finished operation): O(what changed), not O(map).
+ */
+function* inScope<V>(
+  map: ReadonlyMap<UniqueVolumeName, V>,
+  scope: StorageScope,
+): Generator<[UniqueVolumeName, V]> {
+  if (scope.all) {
+    yield* map;
+    return;
+  }
+  for (const volume of scope.volumes) {
+    const value = map.get(volume);
+    if (value !== undefined) yield [volume, value];
+  }
+}
+
+/** A CreateVolume that may have taken effect for a claim now gone: retried, same request. */
+function planOrphanProvisions(world: World, claims: Claims<Operation>, scope: StorageScope) {
+  for (const [volume, record] of inScope(world.provisioning.inFlight, scope)) {
+    if (!record.mayExist) continue;
+    const { namespace, name, uid } = record.request.claim;
+    const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
+    if (pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid) continue;
+    claims.tryRun({
+      op: 'provision',
+      volume,
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      provision: record.request,
+    });
+  }
+}
+
+/** Does anything on this node still use the volume (desired, attached or mounted)? */
+function inUseHere(world: World, volume: UniqueVolumeName): boolean {
+  const record = world.volumes.get(volume);
+  if (record === undefined) return false;
+  return (
+    record.pods !== undefined || record.attachment !== undefined || record.mounts !== undefined
+  );
+}
+
+/** reclaimVolume: a Released provisioned PV with policy Delete, once nothing uses it. */
+function planReclaims(world: World, claims: Claims<Operation>, scope: StorageScope): void {
+  for (const [volume, pvName] of inScope(world.provisioning.provisioned, scope)) {
+    const pv = world.objects.lookup('PersistentVolume', pvName);
+    if (pv?.kind !== 'PersistentVolume') continue;
+    if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
+    if (!isReleased(world, pv.spec.claimRef) || inUseHere(world, volume)) continue;
+    claims.tryRun({
+      op: 'deleteVolume',
+      volume,
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      pv: pvName,
+    });
+  }
+}
+
+function isReleased(
+  world: World,
+  ref: { name?: string | undefined; namespace?: string | undefined } | undefined,
+): boolean {
+  if (ref?.name === undefined) return false;
+  const pvc = world.objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
+  const uid = (ref as { uid?: string }).uid;
+  return pvc?.kind !== 'PersistentVolumeClaim' || (uid !== undefined && claimUid(pvc) !== uid);
+}
+
+/** The resizer: ControllerExpandVolume for each bound claim asking for more than its PV. */
+function planExpansions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
+  for (const key of [...world.provisioning.resizing].sort()) {
+    const pvc = world.objects.get(key);
+    const binding = world.bindings.get(key);
+    if (pvc?.kind !== 'PersistentVolumeClaim' || binding === undefined) continue;
+    const pv = world.objects.lookup('PersistentVolume', binding.volume);
+    const csi = pv?.kind === 'PersistentVolume' ? pv.spec.csi : undefined;
+    if (csi?.volumeHandle === undefined) continue; // only CSI volumes are expanded here
+    const volume = csiVolumeName(csi.driver, csi.volumeHandle);
+    if (!scope.all && !scope.volumes.has(volume)) continue;
+    claims.tryRun({
+      op: 'controllerExpand',
+      volume,
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      pv: binding.volume,
+      sizeBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
+    });
+  }
+}
+
+/** pvc-protection: a claim being deleted that no pod uses loses its finalizer. */
+function planClaimFinalizers(world: World, nowMs: number): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const key of [...world.provisioning.protectedClaims].sort()) {
+    const pvc = world.objects.get(key);
+    if (pvc?.kind !== 'PersistentVolumeClaim' || claimInUse(world, pvc)) continue;
+    events.push({
+      type: 'ClaimFinalizerRemoved',
+      tsMs: nowMs,
+      namespace: pvc.metadata.namespace ?? 'default',
+      claim: pvc.metadata.name,
+      cause: world.bindingCause,
+    });
+  }
+  return events;
+}
+
+/**
+ * The storage decisions of one plan: operations claimed through `claims` (before any
+ * other operation, so a volume being expanded is not also mounted in the same plan), and
+ * the pvc-protection decisions, which are events.
+ */
+export function planStorage(
+  world: World,
+  claims: Claims<Operation>,
+  scope: StorageScope & { readonly nowMs: number },
+): NewEvent[] {
+  planProvisions(world, claims, scope);
+  planOrphanProvisions(world, claims, scope);
+  planReclaims(world, claims, scope);
+  planExpansions(world, claims, scope);
+  return scope.all ? planClaimFinalizers(world, scope.nowMs) : [];
+}
+
+/** Is some provisioning state waiting, so that a plan must look at storage at all? */
+export function storageWaits(world: World): boolean {
+  const p = world.provisioning;
+  return (
+    world.unboundClaims.size > 0 ||
+    p.inFlight.size > 0 ||
+    p.provisioned.size > 0 ||
+    p.resizing.size > 0 ||
+    p.protectedClaims.size > 0
+  );
+}

@@ -1,0 +1,130 @@
+/**
+ * Where each claim stands with binding and provisioning, for people (`vole why`, `vole
+ * status`, the inspector) and for the planner (which claims it provisions now). A pure
+ * query of the folded world.
+ */
+import type { PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
+import { claimName, claimUid, isClaimBound } from './binding.js';
+import { retryAtMs } from './pending.js';
+import { claimInUse, csiVolumeName } from './provisioning.js';
+import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
+import type { World } from './types.js';
+
+/**
+ * The class of a claim that this engine provisions now, or undefined: a class whose
+ * provisioner is a registered CSI driver able to create volumes, and for
+ * WaitForFirstConsumer a pod that uses the claim (its first consumer).
+ */
+export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
+  const chosen = provisionerClass(world, pvc);
+  if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
+  return { sc: chosen.sc, selected: chosen.selected };
+}
+
+function provisionerClass(world: World, pvc: PersistentVolumeClaim) {
+  const className = claimClassName(pvc, world.objects);
+  if (className === '') return undefined; // "": static PVs without a class only
+  const sc = storageClassOf(world.objects, className);
+  if (sc === undefined) return undefined;
+  const driverMissing = world.plugins.get(sc.provisioner)?.csi?.createDelete !== true;
+  const selected = bindingModeOf(sc) === 'WaitForFirstConsumer';
+  return { sc, selected, driverMissing, waitsForConsumer: selected && !claimInUse(world, pvc) };
+}
+
+export interface ClaimView {
+  /** `namespace/name`. */
+  readonly claim: string;
+  readonly storageClassName: string;
+  /** Bound, Provisioning, WaitingForFirstConsumer, WaitingForProvisioner, Pending, Deleting. */
+  readonly state: string;
+  readonly detail: string;
+  /** The PV it is bound to, or the volume being provisioned for it. */
+  readonly volume: string | null;
+  readonly running: boolean;
+  readonly lastError: {
+    readonly message: string;
+    readonly seq: number;
+    readonly tsMs: number;
+  } | null;
+  readonly nextRetryAtMs: number | null;
+}
+
+function provisioningOf(world: World, volume: UniqueVolumeName) {
+  const records = world.ops.get(volume) ?? [];
+  const failed = records.find((r) => !r.pending && r.lastError !== null);
+  return {
+    running: records.some((r) => r.pending),
+    lastError: world.lastErrors.get(volume) ?? null,
+    nextRetryAtMs: failed === undefined ? null : retryAtMs(failed),
+  };
+}
+
+/** One claim's standing (undefined for an object that is no claim). */
+export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
+  const claim = claimName(pvc);
+  const className = claimClassName(pvc, world.objects);
+  const base = {
+    claim,
+    storageClassName: className,
+    running: false,
+    lastError: null,
+    nextRetryAtMs: null,
+  };
+  const key = `PersistentVolumeClaim/${claim}`;
+  const deleting = pvc.metadata.deletionTimestamp !== undefined;
+  if (isClaimBound(pvc, world.bindings)) {
+    const volume = world.bindings.get(key)?.volume ?? pvc.spec.volumeName ?? null;
+    const state = deleting ? 'Deleting' : 'Bound';
+    const detail = deleting
+      ? 'deleted; kept while a pod uses it (pvc-protection)'
+      : `bound to ${volume}`;
+    return { ...base, state, detail, volume };
+  }
+  const chosen = provisionerClass(world, pvc);
+  if (chosen === undefined) return { ...base, ...pendingWhy(className), volume: null };
+  const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+  const about = provisioner(chosen.sc);
+  if (chosen.driverMissing)
+    return {
+      ...base,
+      state: 'WaitingForProvisioner',
+      volume,
+      detail: `${about}: CSI driver "${chosen.sc.provisioner}" absent or makes no volumes`,
+    };
+  if (chosen.waitsForConsumer)
+    return {
+      ...base,
+      state: 'WaitingForFirstConsumer',
+      volume,
+      detail: `${about}: waiting for the first pod that uses the claim`,
+    };
+  return {
+    ...base,
+    ...provisioningOf(world, volume),
+    state: 'Provisioning',
+    volume,
+    detail: `${about}: CreateVolume ${volume.slice(volume.indexOf('^') + 1)}`,
+  };
+}
+
+function provisioner(sc: StorageClass): string {
+  return `provisioner "${sc.provisioner}" (StorageClass "${sc.metadata.name}")`;
+}
+
+function pendingWhy(className: string) {
+  return className === ''
+    ? { state: 'Pending', detail: 'no class: waits for a static PersistentVolume without one' }
+    : {
+        state: 'Pending',
+        detail: `StorageClass "${className}" not found or provisions nothing here`,
+      };
+}
+
+/** Every claim the world knows, by `namespace/name`. */
+export function claimViews(world: World): ClaimView[] {
+  const views: ClaimView[] = [];
+  for (const object of world.objects.ofKind('PersistentVolumeClaim'))
+    if (object.kind === 'PersistentVolumeClaim') views.push(claimView(world, object));
+  return views.sort((a, b) => (a.claim < b.claim ? -1 : a.claim > b.claim ? 1 : 0));
+}

@@ -1,0 +1,202 @@
+/**
+ * Dynamic provisioning's state (the fold's part is fold-provisioning.ts), as Kubernetes'
+ * persistent-volume controller and the CSI
+ * external-provisioner, external-resizer and pvc-protection controller record it:
+ *
+ * - a provision operation's CreateVolume in flight (`inFlight`, until it answers OK);
+ * - CreateVolume answered: the PV `pvc-<claim uid>` recorded, bound to its claim (the PV
+ *   controller's provisionClaimOperation, then syncVolume binding it);
+ * - DeleteVolume answered: the PV goes (deleteVolumeOperation);
+ * - ControllerExpandVolume answered: the PV's capacity grows (the resizer);
+ * - a claim deleted while a pod uses it stays, being deleted, until the pvc-protection
+ *   controller's decision (ClaimFinalizerRemoved) removes it.
+ *
+ * Pure: the fold's part; the decisions are the planner's (src/plan/provision.ts).
+ */
+import type { EventOf, ProvisionRequest } from '../events/index.js';
+import {
+  objectKey,
+  parseQuantityBytes,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+} from '../events/k8s.js';
+import { UniqueVolumeName } from '../ids.js';
+import { bindingVolume, boundVolumes, claimUid, forgetClaim } from './binding.js';
+
+export { claimUid };
+import { podsReferencing } from './references.js';
+import {
+  claimClassName,
+  nodeAffinityOf,
+  provisionedByAnnotation,
+  storageClassOf,
+} from './storage-class.js';
+import type { RunningOp, World } from './types.js';
+
+/** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */
+export function csiVolumeName(driver: string, handle: string): UniqueVolumeName {
+  return UniqueVolumeName(`kubernetes.io/csi/${driver}^${handle}`);
+}
+
+/** A provision operation started: its CreateVolume request is in flight from now on. */
+export function provisionStarted(
+  world: World,
+  volume: UniqueVolumeName,
+  request: ProvisionRequest,
+) {
+  const known = world.provisioning.inFlight.get(volume);
+  world.provisioning.inFlight.set(volume, { request, mayExist: known?.mayExist ?? false });
+}
+
+/** Does a claim with that key and uid exist (a claim deleted and made again is another)? */
+export function claimExists(
+  world: World,
+  request: ProvisionRequest,
+): PersistentVolumeClaim | undefined {
+  const { namespace, name, uid } = request.claim;
+  const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
+  if (pvc?.kind !== 'PersistentVolumeClaim') return undefined;
+  return claimUid(pvc) === uid ? pvc : undefined;
+}
+
+/**
+ * A claim changed: expansion is wanted while it is bound, its class allows expansion and
+ * it asks for more than its PV has (the API server refuses the growth otherwise).
+ */
+export function trackResize(world: World, key: string, pvc: PersistentVolumeClaim): void {
+  const binding = world.bindings.get(key);
+  const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
+  const pv =
+    binding === undefined ? undefined : world.objects.lookup('PersistentVolume', binding.volume);
+  const sc = storageClassOf(world.objects, claimClassName(pvc, world.objects));
+  const has =
+    pv?.kind === 'PersistentVolume' ? (parseQuantityBytes(pv.spec.capacity?.storage) ?? 0) : 0;
+  const wanted = sc?.allowVolumeExpansion === true && pv !== undefined && requested > has;
+  if (wanted) world.provisioning.resizing.add(key);
+  else world.provisioning.resizing.delete(key);
+}
+
+/**
+ * pvc-protection: a claim deleted while a pod uses it is kept, being deleted (its
+ * deletionTimestamp set, as the API server does for an object with a finalizer). True when
+ * it is kept; the planner removes it once no pod uses it.
+ */
+export function protectClaim(world: World, event: EventOf<'ObjectRemoved'>): boolean {
+  // Where claims are bound elsewhere (cluster mode) the API server applies it: a claim
+  // removed from the source is gone.
+  if (event.kind !== 'PersistentVolumeClaim' || world.config.bindClaims === false) return false;
+  const pvc = world.objects.lookup('PersistentVolumeClaim', event.name, event.namespace);
+  if (pvc?.kind !== 'PersistentVolumeClaim') return false;
+  if (!claimInUse(world, pvc)) return false;
+  const deletionTimestamp = pvc.metadata.deletionTimestamp ?? rfc3339(event.tsMs);
+  world.objects.put({ ...pvc, metadata: { ...pvc.metadata, deletionTimestamp } });
+  world.provisioning.protectedClaims.add(
+    objectKey('PersistentVolumeClaim', event.name, event.namespace),
+  );
+  world.dirty.add(bindingVolume);
+  return true;
+}
+
+/** Is some pod of this node using the claim (its resolution read it)? */
+export function claimInUse(world: World, pvc: PersistentVolumeClaim): boolean {
+  const { name, namespace } = pvc.metadata;
+  for (const _uid of podsReferencing(world.podsByObject, 'PersistentVolumeClaim', name, namespace))
+    return true;
+  return false;
+}
+
+/** A claim is gone: its binding, its wanted expansion, a provisioning that cannot have begun. */
+export function claimGone(world: World, key: string): void {
+  forgetClaim(world, key);
+  world.provisioning.resizing.delete(key);
+  for (const [volume, record] of world.provisioning.inFlight) {
+    const { namespace, name } = record.request.claim;
+    if (objectKey('PersistentVolumeClaim', name, namespace) !== key || record.mayExist) continue;
+    const running = world.ops.get(volume)?.some((r) => r.pending) === true;
+    if (!running) world.provisioning.inFlight.delete(volume);
+  }
+}
+
+/** A PV's phase as the PV controller would set it (status.phase of a source's PV wins). */
+export function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
+  if (taken.has(pv.metadata.name)) return 'Bound';
+  const ref = pv.spec.claimRef;
+  if (ref?.name !== undefined) {
+    const pvc = world.objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
+    const uid = (ref as { uid?: string }).uid;
+    const same =
+      pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
+    if (!same) return 'Released';
+    return 'Bound';
+  }
+  return pv.status?.phase ?? 'Available';
+}
+
+/** `namespace/name` of the claim a PV's claimRef names, or null. */
+export function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>): string | null {
+  const holder = taken.get(pv.metadata.name);
+  if (holder !== undefined) return holder;
+  const ref = pv.spec.claimRef;
+  return ref?.name === undefined ? null : `${ref.namespace ?? 'default'}/${ref.name}`;
+}
+
+/** A PV as `state.pvs`, `vole get pvs` and the inspector show it. */
+export interface PvView {
+  readonly name: string;
+  readonly phase: string;
+  readonly claim: string | null;
+  readonly volumeHandle: string | null;
+  readonly capacityBytes: number | null;
+  readonly reclaimPolicy: string | null;
+  /** The topology value its node affinity requires (the zone), or null. */
+  readonly zone: string | null;
+  readonly storageClassName: string | null;
+  readonly provisioned: boolean;
+}
+
+/** Every PV the world knows, by name, with its phase (pvPhase). */
+export function persistentVolumes(world: World): PvView[] {
+  const taken = boundVolumes(world.objects, world.bindings);
+  const views: PvView[] = [];
+  for (const object of world.objects.ofKind('PersistentVolume')) {
+    if (object.kind !== 'PersistentVolume') continue;
+    const expression =
+      object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];
+    views.push({
+      name: object.metadata.name,
+      phase: pvPhase(world, object, taken),
+      claim: pvClaim(object, taken),
+      volumeHandle: object.spec.csi?.volumeHandle ?? null,
+      capacityBytes: parseQuantityBytes(object.spec.capacity?.storage) ?? null,
+      reclaimPolicy:
+        object.spec.persistentVolumeReclaimPolicy ??
+        (object.spec.claimRef === undefined ? 'Retain' : null),
+      zone: expression?.values?.[0] ?? null,
+      storageClassName: object.spec.storageClassName ?? null,
+      provisioned: object.metadata.annotations?.[provisionedByAnnotation] !== undefined,
+    });
+  }
+  return views.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** An RFC 3339 UTC time of a log timestamp (civil-from-days: no Date in the core). */
+export function rfc3339(tsMs: number): string {
+  const days = Math.floor(tsMs / 86_400_000);
+  const msOfDay = tsMs - days * 86_400_000;
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365,
+  );
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+  const [h, m, sec] = [msOfDay / 3_600_000, (msOfDay / 60_000) % 60, (msOfDay / 1000) % 60].map(
+    Math.floor,
+  );
+  return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${pad(h!)}:${pad(m!)}:${pad(sec!)}Z`;
+}
