@@ -85,20 +85,10 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
         '8',
       ]),
     );
-    agent = started(
-      startVole([
-        'run',
-        '--kubeconfig',
-        agentKubeconfig,
-        '--node',
-        node,
-        '--root',
-        root,
-        '--db',
-        db,
-        '--no-controller-attach-detach',
-      ]),
-    );
+    const agentArgs = ['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root];
+    const startAgent = () =>
+      started(startVole([...agentArgs, '--db', db, '--no-controller-attach-detach']));
+    agent = startAgent();
     await agent.line(/vole agent on vole-node: API https:\/\/127\.0\.0\.1:\d+/);
     const csiNode = json<{ metadata: { ownerReferences: { kind: string }[] } }>([
       'get',
@@ -189,7 +179,20 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
 
     // kubectl delete waits until the pod is gone: vole removes it once its volumes are.
-    ok(['delete', 'pod', 'app', 'broken', '--timeout=60s']);
+    // Restarted after `broken` was deleted for good while it was down: the list drops it.
+    const brokenUid = ok(['get', 'pod', 'broken', '-o', 'jsonpath={.metadata.uid}']).trim();
+    const brokenDir = join(root, 'pods', brokenUid);
+    assert.ok(mountsUnder(await readMountTable(), brokenDir).length > 0, 'broken has mounts');
+    assert.equal(await agent.stop(), 143);
+    ok(['delete', 'pod', 'broken', '--grace-period=0', '--force']);
+    agent = startAgent();
+    await agent.line(/pod [-0-9a-f]+: removed, tearing down/);
+    await waitFor('the deleted pod to be torn down', async () =>
+      mountsUnder(await readMountTable(), brokenDir).length === 0 ? true : undefined,
+    );
+    assert.ok(existsSync(join(volumes, 'kubernetes.io~configmap/config/greeting')), 'app stays');
+
+    ok(['delete', 'pod', 'app', '--timeout=60s']);
     // The pod's own volumes are gone before it is; the disk's device follows (then detach).
     assert.deepEqual(
       mountsUnder(await readMountTable(), join(root, 'pods')),
