@@ -35,6 +35,8 @@ export interface KubeAgentOptions {
   readonly controllerAttachDetach: boolean;
   readonly logger: Logger;
   readonly say: (line: string) => void;
+  /** A pod is gone: its cached service-account tokens may go too (tokens.ts). */
+  readonly forgetPod?: (uid: string) => void;
 }
 
 const core = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
@@ -272,6 +274,7 @@ export class KubeAgent {
     this.latestPods.delete(uid);
     this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
+    this.opts.forgetPod?.(uid);
     if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.removePod(uid);
   }
 
