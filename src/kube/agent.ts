@@ -120,6 +120,9 @@ export class KubeAgent {
           all.filter((o) => this.isOurs(o)),
         ),
     });
+    // The objects first: a pod is resolved against the claims, PVs and CSIDrivers the API
+    // has, never against a cache still filling (no passing "not bound" errors at start).
+    await Promise.all(this.informers.map((i) => i.synced));
     this.watch(core('pods', 'Pod', `spec.nodeName=${node}`), {
       upsert: (o) => this.onPod(o),
       remove: (o) => this.podGone(o.metadata.uid ?? ''),
