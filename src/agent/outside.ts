@@ -20,7 +20,7 @@ function missingContent(world: World, spec: ResolvedVolume): boolean {
   if (s.kind !== 'projected') return false;
   return s.sources.some(
     (p) =>
-      p.kind !== 'downwardAPI' &&
+      (p.kind === 'configMap' || p.kind === 'secret') &&
       missing(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', {
         ...p,
         namespace: s.namespace,

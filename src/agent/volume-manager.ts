@@ -73,6 +73,11 @@ export interface VolumeManagerOptions {
    */
   readonly allocatable?: NodeAllocatable;
   /**
+   * Whether serviceAccountToken projections are served (default false: refused, as no
+   * token issuer is known). true needs builtinPlugins({ tokens }) to ask for the tokens.
+   */
+  readonly tokenRequests?: boolean;
+  /**
    * Where events go, with what the log held before (a restart): its events, or the world
    * already folded from them (a snapshot plus the tail). In memory by default.
    */
@@ -179,6 +184,7 @@ export class VolumeManager {
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       ...(opts.bindClaims === false ? { bindClaims: false } : {}),
       ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
+      ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),

@@ -194,6 +194,11 @@ export const eventSchemas = {
      * reads the bindings from the claims' status (cluster mode). Absent: true.
      */
     bindClaims: z.boolean().optional(),
+    /**
+     * true: serviceAccountToken projections are served, their tokens asked of the API
+     * server's TokenRequest API at setUp (Kubernetes mode). Absent: false, they are refused.
+     */
+    tokenRequests: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     /** The node's allocatable resources (downwardAPI resourceFieldRef); absent: unknown. */
     allocatable: nodeAllocatable.optional(),
@@ -235,6 +240,8 @@ export const eventSchemas = {
       'Node',
       'ConfigMap',
       'Secret',
+      'CSIDriver',
+      'VolumeAttachment',
     ]),
     name: z.string().min(1),
     namespace: z.string().optional(),

@@ -32,6 +32,8 @@ export const validatedKinds = [
   'Secret',
   'Node',
   'StorageClass',
+  'CSIDriver',
+  'VolumeAttachment',
 ] as const;
 
 const namespaced = new Set(['Pod', 'PersistentVolumeClaim', 'ConfigMap', 'Secret']);

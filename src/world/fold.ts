@@ -80,6 +80,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     controllerAttachDetach: event.controllerAttachDetach,
     bindClaims: event.bindClaims ?? true,
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
+    ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so

@@ -19,8 +19,7 @@ export const contentPluginNames = {
 } as const;
 
 export type ContentStep =
-  | { ok: true; source: VolumeSource; pluginName: string }
-  | { ok: false; error: string };
+  { ok: true; source: VolumeSource; pluginName: string } | { ok: false; error: string };
 
 type DownwardItems = NonNullable<NonNullable<PodVolume['downwardAPI']>['items']>;
 
@@ -122,19 +121,49 @@ const noTokenIssuer =
   'serviceAccountToken projection needs a token issuer, and vole has no token issuer ' +
   '(no API server signs tokens here); mount a Secret holding a token instead';
 
+/** What a content volume may use beyond the pod: token projections, the node's allocatable. */
+export interface ContentContext {
+  /** true: serviceAccountToken projections resolve (tokens from the TokenRequest API). */
+  readonly tokenRequests: boolean;
+  /** The node's allocatable (EngineStarted): resourceFieldRef of unset limits. */
+  readonly allocatable: NodeAllocatable | undefined;
+}
+
+/** Kubernetes' default expirationSeconds of a serviceAccountToken projection (1 h). */
+const tokenExpirationSecondsDefault = 3600;
+
+type TokenProjection = NonNullable<
+  NonNullable<NonNullable<PodVolume['projected']>['sources']>[number]['serviceAccountToken']
+>;
+
+function tokenPart(pod: Pod, s: TokenProjection): ProjectedPart {
+  const { expirationSeconds, audience } = s as TokenProjection & { expirationSeconds?: number };
+  return {
+    kind: 'serviceAccountToken',
+    path: s.path,
+    serviceAccountName: pod.spec.serviceAccountName ?? 'default',
+    ...(audience === undefined || audience === '' ? {} : { audience }),
+    expirationSeconds: expirationSeconds ?? tokenExpirationSecondsDefault,
+    podName: pod.metadata.name,
+    podUid: pod.metadata.uid ?? '',
+  };
+}
+
 function projectedParts(
   pod: Pod,
   v: PodVolume,
   references: string[],
-  allocatable: NodeAllocatable | undefined,
+  opts: ContentContext,
 ): ProjectedPart[] | string {
   const namespace = pod.metadata.namespace ?? 'default';
   const parts: ProjectedPart[] = [];
   const sources = v.projected?.sources ?? [];
   for (const [i, s] of sources.entries()) {
     const at = `${volumeField(pod, v)}.projected.sources[${i}]`;
-    if (s.serviceAccountToken !== undefined) return `volume "${v.name}": ${noTokenIssuer}`;
-    if (s.configMap !== undefined) {
+    if (s.serviceAccountToken !== undefined) {
+      if (!opts.tokenRequests) return `volume "${v.name}": ${noTokenIssuer}`;
+      parts.push(tokenPart(pod, s.serviceAccountToken));
+    } else if (s.configMap !== undefined) {
       const name = s.configMap.name ?? '';
       const field = `${at}.configMap`;
       const request = { kind: 'ConfigMap', namespace, name, given: s.configMap, field } as const;
@@ -145,7 +174,7 @@ function projectedParts(
       const request = { kind: 'Secret', namespace, name, given: s.secret, field } as const;
       parts.push({ kind: 'secret', ...contentOptions(request, references) });
     } else if (s.downwardAPI !== undefined) {
-      const files = downwardFiles(pod, v.name, s.downwardAPI.items, allocatable);
+      const files = downwardFiles(pod, v.name, s.downwardAPI.items, opts.allocatable);
       if (typeof files === 'string') return files;
       parts.push({ kind: 'downwardAPI', files });
     }
@@ -161,7 +190,7 @@ export function contentSource(
   pod: Pod,
   v: PodVolume,
   references: string[],
-  allocatable?: NodeAllocatable,
+  opts: ContentContext = { tokenRequests: false, allocatable: undefined },
 ): ContentStep | undefined {
   const namespace = pod.metadata.namespace ?? 'default';
   if (v.configMap !== undefined) {
@@ -180,14 +209,14 @@ export function contentSource(
     return { ok: true, source, pluginName: contentPluginNames.secret };
   }
   if (v.downwardAPI !== undefined) {
-    const files = downwardFiles(pod, v.name, v.downwardAPI.items, allocatable);
+    const files = downwardFiles(pod, v.name, v.downwardAPI.items, opts.allocatable);
     if (typeof files === 'string') return { ok: false, error: files };
     const mode = withMode(v.downwardAPI.defaultMode);
     const source: VolumeSource = { kind: 'downwardAPI', files, ...mode };
     return { ok: true, source, pluginName: contentPluginNames.downwardAPI };
   }
   if (v.projected !== undefined) {
-    const sources = projectedParts(pod, v, references, allocatable);
+    const sources = projectedParts(pod, v, references, opts);
     if (typeof sources === 'string') return { ok: false, error: sources };
     const mode = withMode(v.projected.defaultMode);
     const source: VolumeSource = { kind: 'projected', namespace, sources, ...mode };

@@ -17,17 +17,12 @@ import {
   type PodVolume,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
-import {
-  boundVolumes,
-  type ClaimBinding,
-  findVolumeForClaim,
-  lookupOf,
-} from './binding.js';
+import { boundVolumes, type ClaimBinding, findVolumeForClaim, lookupOf } from './binding.js';
 import { flat } from './flat.js';
 import { claimClassName, nodeAffinityMismatch, storageClassOf } from './storage-class.js';
 import { ClusterObjects } from './objects.js';
 import { addReference, anyPersistentVolumeName, type References } from './references.js';
-import { contentPluginNames, contentSource } from './resolve-content.js';
+import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from './types.js';
 
 /** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
@@ -59,6 +54,8 @@ export interface ResolveInput {
   readonly allocatable?: NodeAllocatable | undefined;
   /** This node's labels, for PVs' node affinity (node-labels.ts); absent: not checked. */
   readonly nodeLabels?: () => Readonly<Record<string, string>>;
+  /** true: serviceAccountToken projections resolve (their tokens are asked for at setUp). */
+  readonly tokenRequests?: boolean;
 }
 
 export interface PodResolution {
@@ -176,9 +173,9 @@ function locateInline(
   pod: Pod,
   v: PodVolume,
   references: string[],
-  allocatable: NodeAllocatable | undefined,
+  opts: ContentContext,
 ): Step<Located> {
-  const content = contentSource(pod, v, references, allocatable);
+  const content = contentSource(pod, v, references, opts);
   if (content !== undefined) {
     if (!content.ok) return content;
     const { source, pluginName } = content;
@@ -322,7 +319,10 @@ function resolveOne(
   const located: Step<Located> =
     claim !== undefined
       ? locateClaim(namespace, claim.claimName, input, references)
-      : locateInline(pod, v, references, input.allocatable);
+      : locateInline(pod, v, references, {
+          tokenRequests: input.tokenRequests === true,
+          allocatable: input.allocatable,
+        });
   if (!located.ok) return located;
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
@@ -399,7 +399,9 @@ function uniqueVolumeName(v: {
       ? `${csiPluginName}/${v.caps.name}^${v.handle}`
       : `${csiPluginName}/${v.uid}-${v.innerVolumeSpecName}`;
   }
-  return v.shared ? `${v.caps.name}/${v.handle}` : `${v.caps.name}/${v.uid}-${v.innerVolumeSpecName}`;
+  return v.shared
+    ? `${v.caps.name}/${v.handle}`
+    : `${v.caps.name}/${v.uid}-${v.innerVolumeSpecName}`;
 }
 
 const noAccessModes: readonly string[] = Object.freeze([]);
