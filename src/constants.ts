@@ -55,6 +55,16 @@ export const logSchemaVersion = 2;
 /** Marks an SQLite file as a vole log (PRAGMA application_id; 'VOLE' in ASCII). */
 export const logApplicationId = 0x564f4c45;
 
+/** Kubernetes mode: one API request's timeout (client-go's default for a kubelet is 10 s). */
+export const kubeRequestTimeoutMs = 10_000;
+/**
+ * Kubernetes mode: the wait before an informer that stopped on an error lists and watches
+ * again (client-go's reflector backs off from 800 ms; one fixed step keeps it simple).
+ */
+export const kubeInformerRetryMs = 1_000;
+/** Kubernetes mode: the wait before a failed status patch, CSINode write or Event is retried. */
+export const kubeWriteRetryMs = 500;
+
 assert(backoffMsInitial < backoffMsMax, 'backoffMsInitial must be below backoffMsMax');
 assert(backoffFactor > 1, 'backoff must grow');
 assert(

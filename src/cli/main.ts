@@ -21,6 +21,7 @@ import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
+import { kubeRunCommand } from './kube-run.js';
 import { simulateCommand } from './simulate.js';
 import { type InspectCliOptions, inspectCommand } from './inspect.js';
 import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
@@ -109,6 +110,10 @@ program
     'directory of Pod, PersistentVolume and PersistentVolumeClaim YAML (watched)',
   )
   .addOption(etcdOption().conflicts('manifests'))
+  .addOption(
+    new Option('--kubeconfig <file>', 'take pods and objects from this API server (with --node)')
+      .conflicts(['manifests', 'etcd']),
+  )
   .addOption(prefixOption())
   .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
   .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
@@ -121,8 +126,10 @@ program
   .option('--node <name>', "this node's name", 'node-1')
   .option(
     '--controller-attach-detach',
-    'only verify attachments a controller reports (default: attach and detach here)',
+    'only verify attachments a controller reports (default: attach and detach here; ' +
+      'with --kubeconfig the default is this)',
   )
+  .option('--no-controller-attach-detach', 'with --kubeconfig: attach and detach here, as kubelet --enable-controller-attach-detach=false')
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .option(
@@ -135,12 +142,14 @@ program
     '--metrics-address <host:port>',
     'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
   )
-  .action((opts: RunOptions & ClusterAgentCommandOptions) =>
-    run(() =>
-      opts.etcd !== undefined
+  .action((opts: RunOptions & ClusterAgentCommandOptions & { kubeconfig?: string }) =>
+    run(() => {
+      if (opts.kubeconfig !== undefined)
+        return kubeRunCommand({ ...opts, kubeconfig: opts.kubeconfig }, logger());
+      return opts.etcd !== undefined
         ? clusterAgentCommand(opts, logger())
-        : runCommand(withManifests(opts, 'run'), logger()),
-    )(),
+        : runCommand(withManifests(opts, 'run'), logger());
+    })(),
   );
 
 program

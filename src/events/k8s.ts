@@ -223,6 +223,45 @@ export const node = z.looseObject({
 export type Node = z.infer<typeof node>;
 
 /**
+ * storage.k8s.io/v1 CSIDriver: how the kubelet and the attach/detach controller treat the
+ * driver's volumes (attachRequired defaults to true, as when no object exists).
+ */
+export const csiDriver = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('CSIDriver'),
+  metadata: objectMeta,
+  spec: z
+    .looseObject({
+      attachRequired: z.boolean().optional(),
+      podInfoOnMount: z.boolean().optional(),
+      fsGroupPolicy: z.string().optional(),
+      requiresRepublish: z.boolean().optional(),
+      volumeLifecycleModes: z.array(z.string()).optional(),
+    })
+    .optional(),
+});
+export type CSIDriver = z.infer<typeof csiDriver>;
+
+/** storage.k8s.io/v1 VolumeAttachment: the attach/detach controller's request, the attacher's answer. */
+export const volumeAttachment = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('VolumeAttachment'),
+  metadata: objectMeta,
+  spec: z.looseObject({
+    attacher: z.string().min(1),
+    nodeName: z.string().min(1),
+    source: z.looseObject({ persistentVolumeName: z.string().optional() }),
+  }),
+  status: z
+    .looseObject({
+      attached: z.boolean().optional(),
+      attachmentMetadata: z.record(z.string(), z.string()).optional(),
+    })
+    .optional(),
+});
+export type VolumeAttachment = z.infer<typeof volumeAttachment>;
+
+/**
  * A ConfigMap or Secret as the log holds it: its identity and a hash of its content, never
  * the content (DESIGN.md "Secrets stay out of the log"). A data field here is refused.
  */
@@ -268,6 +307,8 @@ export const clusterObject = z.discriminatedUnion('kind', [
   node,
   configMapRecord,
   secretRecord,
+  csiDriver,
+  volumeAttachment,
 ]);
 export type ClusterObject = z.infer<typeof clusterObject>;
 export type ObjectKind = ClusterObject['kind'];
@@ -279,6 +320,8 @@ export const manifestObject = z.discriminatedUnion('kind', [
   node,
   configMapManifest,
   secretManifest,
+  csiDriver,
+  volumeAttachment,
 ]);
 export type ManifestObject = z.infer<typeof manifestObject>;
 

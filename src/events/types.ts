@@ -163,7 +163,15 @@ export const eventSchemas = {
   ObjectRemoved: z.object({
     ...base,
     type: z.literal('ObjectRemoved'),
-    kind: z.enum(['PersistentVolume', 'PersistentVolumeClaim', 'Node', 'ConfigMap', 'Secret']),
+    kind: z.enum([
+      'PersistentVolume',
+      'PersistentVolumeClaim',
+      'Node',
+      'ConfigMap',
+      'Secret',
+      'CSIDriver',
+      'VolumeAttachment',
+    ]),
     name: z.string().min(1),
     namespace: z.string().optional(),
   }),

@@ -27,6 +27,8 @@ export const validatedKinds = [
   'ConfigMap',
   'Secret',
   'Node',
+  'CSIDriver',
+  'VolumeAttachment',
 ] as const;
 
 const namespaced = new Set(['Pod', 'PersistentVolumeClaim', 'ConfigMap', 'Secret']);

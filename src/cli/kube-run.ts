@@ -1,0 +1,101 @@
+/**
+ * `vole run --kubeconfig FILE --node NAME`: the node agent on a real API server. The
+ * plugins act on the host under --root as with manifests; the inputs and outputs are the
+ * kubelet's (src/kube/agent.ts).
+ */
+import { mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import type { Logger } from 'pino';
+import { PodProgress, settled } from '../agent/progress.js';
+import { VolumeManager } from '../agent/volume-manager.js';
+import { defaultRoot } from '../host/paths.js';
+import { KubeHttp } from '../kube/http.js';
+import { KubeAgent } from '../kube/agent.js';
+import { builtinPlugins } from '../plugins/builtin/index.js';
+import { PluginManager } from '../plugins/manager.js';
+import { ObjectContents } from '../sources/contents.js';
+import { logBlockedReporter, progressPrinter, runUntilStopped } from './lifecycle.js';
+import { UsageError } from './postmortem.js';
+import { metricsAddressOf, serveEndpoints, startCsi } from './run.js';
+
+export interface KubeRunOptions {
+  readonly kubeconfig: string;
+  readonly node?: string;
+  readonly root?: string;
+  readonly db?: string;
+  /** Default true, as the kubelet's --enable-controller-attach-detach. */
+  readonly controllerAttachDetach?: boolean;
+  readonly csi?: readonly string[];
+  readonly once?: boolean;
+  readonly timeout?: string;
+  readonly metricsAddress?: string;
+}
+
+function httpOf(file: string): KubeHttp {
+  try {
+    return KubeHttp.fromFile(file);
+  } catch (error) {
+    throw new UsageError(`--kubeconfig ${file}: ${(error as Error).message}`);
+  }
+}
+
+export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Promise<number> {
+  if (opts.node === undefined) throw new UsageError('vole run --kubeconfig needs --node NAME (this Node)');
+  const node = opts.node;
+  const root = opts.root ?? defaultRoot;
+  mkdirSync(root, { recursive: true });
+  const db = opts.db ?? join(root, 'vole.db');
+  const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const http = httpOf(opts.kubeconfig);
+  const say = progressPrinter();
+  const logBlocked = logBlockedReporter(say);
+  const contents = new ObjectContents();
+  const plugins = new PluginManager(builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }));
+  const csi = await startCsi(opts, { root, plugins, logger, say });
+  const controllerAttachDetach = opts.controllerAttachDetach ?? true;
+  let vm: VolumeManager;
+  try {
+    vm = VolumeManager.open({ logBlocked, db, node, plugins, contents, controllerAttachDetach, logger });
+  } catch (error) {
+    csi.stop();
+    throw error;
+  }
+  const progress = new PodProgress(say);
+  vm.subscribe((event, world) => progress.onEvent(event, world));
+  vm.start({ hostObserved: await vm.checkHost() });
+  const agent = new KubeAgent({ http, node, vm, controllerAttachDetach, logger, say });
+  try {
+    await agent.start();
+  } catch (error) {
+    await agent.stop();
+    vm.stop();
+    csi.stop();
+    throw new UsageError(`cannot start on ${http.server}: ${(error as Error).message}`);
+  }
+  csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
+  say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
+  const orphans = await vm.cleanUpOrphans(root);
+  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => void agent.stop() });
+  return runUntilStopped({
+    say,
+    once: opts.once === true,
+    timeout: opts.timeout,
+    settled: () => !logBlocked.blocked() && settled(vm.world),
+    settledMessage: () => `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
+    shutdown: async () => {
+      await endpoints.close();
+      await agent.stop();
+      await vm.drainAndStop();
+      vm.stop();
+      csi.stop();
+    },
+    abandon: () => {
+      void endpoints.close();
+      void agent.stop();
+      vm.stop();
+      csi.stop();
+    },
+    logBlocked: logBlocked.blocked,
+  });
+}

@@ -1,0 +1,315 @@
+/**
+ * The node agent on a real API server (`vole run --kubeconfig`): the kubelet's volume
+ * manager for one Node. Inputs come through informers (its pods by spec.nodeName, claims,
+ * PVs, CSIDrivers, its VolumeAttachments, its Node, and the ConfigMaps and Secrets its pods
+ * read), each one an event in the log with the object's resourceVersion, validated as
+ * manifests are. Outputs are written as the kubelet writes them (node-status.ts, pod
+ * Events); a deleted pod is finally removed from the API once its volumes are unmounted.
+ */
+import type { Logger } from 'pino';
+import { InvalidPodError, type VolumeManager } from '../agent/volume-manager.js';
+import type { VoleEvent } from '../events/index.js';
+import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
+import { UniquePodName } from '../ids.js';
+import { describeInvalid, validate } from '../sources/validate.js';
+import type { World } from '../world/types.js';
+import { confirmedAttachments, type VolumeAttachmentView } from './attachments.js';
+import type { KubeHttp } from './http.js';
+import { type ApiObject, KubeInformer, type ResourceRef } from './informer.js';
+import { NodeStatusWriter } from './node-status.js';
+import { podErrorEvents, podEventOf, PodEventRecorder, type StartedOperation } from './pod-events.js';
+import { type ContentRef, contentRefKey, contentRefsOf } from './references.js';
+import { PodFinalizer } from './pod-finalizer.js';
+import { InUsePublisher } from './in-use.js';
+
+export interface KubeAgentOptions {
+  readonly http: KubeHttp;
+  readonly node: string;
+  /** Started (vm.start) before the agent starts. */
+  readonly vm: VolumeManager;
+  readonly controllerAttachDetach: boolean;
+  readonly logger: Logger;
+  readonly say: (line: string) => void;
+}
+
+const core = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
+  path: `/api/v1/${path}`,
+  kind,
+  apiVersion: 'v1',
+  ...(fieldSelector === undefined ? {} : { fieldSelector }),
+});
+const storage = (path: string, kind: string): ResourceRef => ({
+  path: `/apis/storage.k8s.io/v1/${path}`,
+  kind,
+  apiVersion: 'storage.k8s.io/v1',
+});
+
+export class KubeAgent {
+  readonly status: NodeStatusWriter;
+  private readonly informers: KubeInformer[] = [];
+  private readonly contentInformers = new Map<string, { informer: KubeInformer; pods: Set<string> }>();
+  private readonly podRefs = new Map<string, string[]>();
+  private readonly attachments = new Map<string, VolumeAttachmentView>();
+  private volumesAttached: { name: string; devicePath?: string }[] = [];
+  private observedAttached = '';
+  private readonly operations = new Map<string, StartedOperation>();
+  private readonly podErrorsSeen = new Map<string, Set<string>>();
+  private readonly events: PodEventRecorder;
+  private readonly finalizer: PodFinalizer;
+  private readonly inUse: InUsePublisher;
+  private unsubscribe: () => void = () => undefined;
+  private errorScan: NodeJS.Immediate | null = null;
+
+  constructor(private readonly opts: KubeAgentOptions) {
+    const { http, node, logger, say, vm } = opts;
+    this.status = new NodeStatusWriter({ ...opts });
+    this.events = new PodEventRecorder({ http, node, logger, component: 'kubelet' });
+    this.finalizer = new PodFinalizer({ http, vm, say });
+    this.inUse = new InUsePublisher({ vm, status: this.status, say });
+  }
+
+  private get vm(): VolumeManager {
+    return this.opts.vm;
+  }
+
+  /** Registers the Node and its CSINode, lists and watches everything, then marks sources ready. */
+  async start(): Promise<void> {
+    const nodeUid = await this.status.registerNode();
+    await this.status.initializeCsiNode(nodeUid);
+    this.unsubscribe = this.vm.subscribe((event, world) => this.onEvent(event, world));
+    const { node } = this.opts;
+    const nodeSelector = `metadata.name=${node}`;
+    this.watch(core('nodes', 'Node', nodeSelector), {
+      upsert: (o) => this.onNode(o),
+      remove: (o) => this.removeObject(o),
+    });
+    this.watch(core('persistentvolumes', 'PersistentVolume'), this.objectHandlers('PersistentVolume'));
+    this.watch(
+      core('persistentvolumeclaims', 'PersistentVolumeClaim'),
+      this.objectHandlers('PersistentVolumeClaim'),
+    );
+    this.watch(storage('csidrivers', 'CSIDriver'), this.objectHandlers('CSIDriver'));
+    this.watch(storage('volumeattachments', 'VolumeAttachment'), {
+      upsert: (o) => this.onVolumeAttachment(o, false),
+      remove: (o) => this.onVolumeAttachment(o, true),
+      listed: (all) => this.dropUnlisted('VolumeAttachment', all.filter((o) => this.isOurs(o))),
+    });
+    this.watch(core('pods', 'Pod', `spec.nodeName=${node}`), {
+      upsert: (o) => this.onPod(o),
+      remove: (o) => this.podGone(o.metadata.uid ?? ''),
+      listed: (all) => this.dropUnlistedPods(all),
+    });
+    await Promise.all(this.informers.map((i) => i.synced));
+    // The pods' ConfigMaps and Secrets are listed before anything may be torn down.
+    await Promise.all([...this.contentInformers.values()].map((c) => c.informer.synced));
+    this.vm.markSourcesReady();
+    this.inUse.schedule();
+  }
+
+  private watch(
+    ref: ResourceRef,
+    handlers: Omit<ConstructorParameters<typeof KubeInformer>[2], 'trouble'>,
+  ): KubeInformer {
+    const informer = new KubeInformer(this.opts.http, ref, {
+      ...handlers,
+      trouble: (message) => this.opts.say(`kube-apiserver: ${message}`),
+    });
+    this.informers.push(informer);
+    void informer.start();
+    return informer;
+  }
+
+  private objectHandlers(kind: ManifestObject['kind']) {
+    return {
+      upsert: (o: ApiObject) => this.upsertObject(o),
+      remove: (o: ApiObject) => this.removeObject(o),
+      listed: (all: readonly ApiObject[]) => this.dropUnlisted(kind, all),
+    };
+  }
+
+  /** Checked as a manifest is (schema and validation); refused with every field named. */
+  private upsertObject(raw: ApiObject): void {
+    const errors = validate(raw);
+    const parsed = manifestObject.safeParse(raw);
+    if (errors.length > 0 || !parsed.success) {
+      const what = { kind: raw.kind, name: raw.metadata.name, namespace: raw.metadata.namespace };
+      const why = errors.length > 0 ? describeInvalid(errors, what) : parsed.error?.message;
+      this.opts.say(`refused ${raw.kind} ${raw.metadata.name} from the API: ${why}`);
+      return;
+    }
+    this.vm.upsertObject(parsed.data);
+  }
+
+  private removeObject(raw: ApiObject): void {
+    const kind = raw.kind as ManifestObject['kind'];
+    const { name, namespace } = raw.metadata;
+    this.vm.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
+  }
+
+  /** After a (re)list: what the log holds of this kind that the API no longer has goes. */
+  private dropUnlisted(kind: ManifestObject['kind'], listed: readonly ApiObject[]): void {
+    const names = new Set(listed.map((o) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`));
+    for (const [, object] of this.vm.world.objects) {
+      if (object.kind !== kind) continue;
+      const { name, namespace } = object.metadata;
+      if (names.has(`${namespace ?? ''}/${name}`)) continue;
+      this.vm.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
+    }
+  }
+
+  private onNode(raw: ApiObject): void {
+    this.upsertObject(raw);
+    const status = (raw.status ?? {}) as { volumesAttached?: { name: string; devicePath?: string }[] };
+    this.volumesAttached = status.volumesAttached ?? [];
+    this.observeAttachments();
+  }
+
+  private isOurs(raw: ApiObject): boolean {
+    return (raw.spec as { nodeName?: string } | undefined)?.nodeName === this.opts.node;
+  }
+
+  /** This node's VolumeAttachments only: into the log, and into the attachments it confirms. */
+  private onVolumeAttachment(raw: ApiObject, removed: boolean): void {
+    if (!this.isOurs(raw)) return;
+    const status = (raw.status ?? {}) as { attached?: boolean; attachmentMetadata?: Record<string, string> };
+    if (removed) {
+      this.attachments.delete(raw.metadata.name);
+      this.removeObject(raw);
+    } else {
+      const { name } = raw.metadata;
+      const view = { name, attached: status.attached === true, attachmentMetadata: status.attachmentMetadata ?? {} };
+      this.attachments.set(name, view);
+      this.upsertObject(raw);
+    }
+    this.observeAttachments();
+  }
+
+  /** Controller-attach mode: what the controller and the attacher confirmed, when it changed. */
+  private observeAttachments(): void {
+    if (!this.opts.controllerAttachDetach) return;
+    const confirmed = confirmedAttachments({
+      node: this.opts.node,
+      volumesAttached: this.volumesAttached,
+      volumeAttachments: this.attachments,
+    });
+    const text = JSON.stringify(confirmed);
+    if (text === this.observedAttached) return;
+    this.observedAttached = text;
+    this.vm.observeVolumesAttached(confirmed);
+  }
+
+  private onPod(raw: ApiObject): void {
+    const parsed = podSchema.safeParse(raw);
+    const uid = raw.metadata.uid ?? '';
+    if (!parsed.success) {
+      this.opts.say(`refused pod ${raw.metadata.namespace}/${raw.metadata.name}: ${parsed.error.message}`);
+      return;
+    }
+    const pod = parsed.data;
+    const phase = pod.status?.phase;
+    // A pod being deleted or finished runs no containers here: its volumes go (the kubelet's
+    // podWorkers: terminated), and a deleted one is removed from the API once they are gone.
+    if (pod.metadata.deletionTimestamp !== undefined || phase === 'Succeeded' || phase === 'Failed') {
+      this.podGone(uid);
+      if (pod.metadata.deletionTimestamp !== undefined) this.finalizer.add(pod);
+      return;
+    }
+    this.followContents(uid, contentRefsOf(pod));
+    try {
+      this.vm.addPod(pod);
+    } catch (error) {
+      if (!(error instanceof InvalidPodError)) throw error;
+      this.opts.say(error.message);
+    }
+  }
+
+  private podGone(uid: string): void {
+    if (uid === '') return;
+    this.followContents(uid, []);
+    this.podErrorsSeen.delete(uid);
+    if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.removePod(uid);
+  }
+
+  private dropUnlistedPods(listed: readonly ApiObject[]): void {
+    const uids = new Set(listed.map((o) => o.metadata.uid));
+    for (const uid of [...this.vm.world.pods.keys()]) if (!uids.has(uid)) this.podGone(uid);
+  }
+
+  /** Watches each ConfigMap and Secret while some pod reads it (one informer per object). */
+  private followContents(uid: string, refs: readonly ContentRef[]): void {
+    const before = this.podRefs.get(uid) ?? [];
+    const now = refs.map(contentRefKey);
+    for (const ref of refs) {
+      const key = contentRefKey(ref);
+      const known = this.contentInformers.get(key);
+      if (known !== undefined) {
+        known.pods.add(uid);
+        continue;
+      }
+      const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
+      const path = `namespaces/${encodeURIComponent(ref.namespace)}/${plural}`;
+      const informer = this.watch(core(path, ref.kind, `metadata.name=${ref.name}`), {
+        upsert: (o) => this.upsertObject(o),
+        remove: (o) => this.removeObject(o),
+      });
+      this.contentInformers.set(key, { informer, pods: new Set([uid]) });
+    }
+    for (const key of before) {
+      if (now.includes(key)) continue;
+      const known = this.contentInformers.get(key);
+      known?.pods.delete(uid);
+      if (known === undefined || known.pods.size > 0) continue;
+      this.contentInformers.delete(key);
+      this.informers.splice(this.informers.indexOf(known.informer), 1);
+      void known.informer.stop();
+    }
+    if (now.length === 0) this.podRefs.delete(uid);
+    else this.podRefs.set(uid, now);
+  }
+
+  /** Every appended event: status outputs, CSI registration, pod Events, finished deletions. */
+  private onEvent(event: VoleEvent, world: World): void {
+    if (event.type === 'OperationStarted')
+      this.operations.set(event.opId, { pod: event.pod, volume: event.volume });
+    if (event.type === 'CsiDriverRegistered') {
+      const count = event.caps.csi?.maxVolumesPerNode ?? 0;
+      this.status.driverRegistered({
+        name: event.driver,
+        nodeID: event.nodeId,
+        topologyKeys: null,
+        ...(count > 0 ? { allocatable: { count } } : {}),
+      });
+    }
+    if (event.type === 'CsiDriverDeregistered') this.status.driverDeregistered(event.driver);
+    const podEvent = podEventOf(event, world, this.operations);
+    if (podEvent !== undefined) void this.events.record(podEvent);
+    if (event.type === 'OperationFinished') this.operations.delete(event.opId);
+    this.scheduleErrorScan();
+    this.finalizer.check();
+    this.inUse.schedule();
+  }
+
+  /** New resolution errors of the pods (a missing claim, object or driver) as FailedMount. */
+  private scheduleErrorScan(): void {
+    if (this.errorScan !== null) return;
+    this.errorScan = setImmediate(() => {
+      this.errorScan = null;
+      for (const uid of this.vm.world.pods.keys()) {
+        const seen = this.podErrorsSeen.get(uid) ?? new Set<string>();
+        const current = podErrorEvents(this.vm.world, uid);
+        for (const podEvent of current)
+          if (!seen.has(podEvent.message)) void this.events.record(podEvent);
+        this.podErrorsSeen.set(uid, new Set(current.map((e) => e.message)));
+      }
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.unsubscribe();
+    if (this.errorScan !== null) clearImmediate(this.errorScan);
+    this.status.stop();
+    this.inUse.stop();
+    this.finalizer.stop();
+    await Promise.all(this.informers.map((i) => i.stop()));
+  }
+}

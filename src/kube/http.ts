@@ -1,0 +1,113 @@
+/**
+ * The API server as plain JSON over HTTPS, with the kubeconfig's credentials (client-node's
+ * KubeConfig applies them). Objects come back exactly as the API server wrote them (no
+ * generated model classes, no Date conversion), so what enters the log is what it said.
+ */
+import { request } from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+import { kubeRequestTimeoutMs } from '../constants.js';
+
+/** An API answer that was not 2xx: its HTTP status and the Status object's message. */
+export class KubeApiError extends Error {
+  override name = 'KubeApiError';
+  constructor(
+    readonly statusCode: number,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export type JsonObject = Record<string, unknown>;
+
+export const patchTypes = {
+  merge: 'application/merge-patch+json',
+  strategic: 'application/strategic-merge-patch+json',
+  json: 'application/json-patch+json',
+} as const;
+
+export class KubeHttp {
+  readonly server: string;
+
+  constructor(readonly kc: KubeConfig) {
+    const cluster = kc.getCurrentCluster();
+    if (cluster === null)
+      throw new Error('the kubeconfig names no current cluster: set current-context');
+    this.server = cluster.server;
+  }
+
+  /** Loads a kubeconfig file; a usage problem names the file. */
+  static fromFile(file: string): KubeHttp {
+    const kc = new KubeConfig();
+    kc.loadFromFile(file);
+    return new KubeHttp(kc);
+  }
+
+  get(path: string): Promise<JsonObject> {
+    return this.call('GET', path);
+  }
+
+  post(path: string, body: unknown): Promise<JsonObject> {
+    return this.call('POST', path, { body, contentType: 'application/json' });
+  }
+
+  put(path: string, body: unknown): Promise<JsonObject> {
+    return this.call('PUT', path, { body, contentType: 'application/json' });
+  }
+
+  patch(path: string, body: unknown, type: keyof typeof patchTypes): Promise<JsonObject> {
+    return this.call('PATCH', path, { body, contentType: patchTypes[type] });
+  }
+
+  delete(path: string, body?: unknown): Promise<JsonObject> {
+    return this.call('DELETE', path, body === undefined ? {} : { body, contentType: 'application/json' });
+  }
+
+  /** One request; a non-2xx answer throws KubeApiError with the API server's message. */
+  async call(
+    method: string,
+    path: string,
+    opts: { body?: unknown; contentType?: string } = {},
+  ): Promise<JsonObject> {
+    const url = new URL(this.server + path);
+    const options: Parameters<typeof request>[1] = {
+      method,
+      headers: {
+        Accept: 'application/json',
+        ...(opts.contentType === undefined ? {} : { 'Content-Type': opts.contentType }),
+      },
+      timeout: kubeRequestTimeoutMs,
+    };
+    await this.kc.applyToHTTPSOptions(options);
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    const { statusCode, text } = await send(url, options, payload);
+    const parsed = text.length === 0 ? {} : (JSON.parse(text) as JsonObject);
+    if (statusCode < 200 || statusCode >= 300) {
+      const message = typeof parsed.message === 'string' ? parsed.message : text;
+      const reason = typeof parsed.reason === 'string' ? parsed.reason : '';
+      throw new KubeApiError(statusCode, reason, `${method} ${path}: ${statusCode} ${message}`);
+    }
+    return parsed;
+  }
+}
+
+function send(
+  url: URL,
+  options: Parameters<typeof request>[1],
+  payload: string | undefined,
+): Promise<{ statusCode: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, options, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (chunk: Buffer) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({ statusCode: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }),
+      );
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error(`no answer from ${url.host} in time`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}

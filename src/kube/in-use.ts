@@ -1,0 +1,69 @@
+/**
+ * Node.status.volumesInUse, kept as the kubelet keeps it: published when the volume
+ * manager's answer changes, then marked reported in the log (spec §5: the controller may
+ * detach a volume only once it has left this list), one patch at a time.
+ */
+import { kubeWriteRetryMs } from '../constants.js';
+import type { VolumeManager } from '../agent/volume-manager.js';
+import { UniqueVolumeName } from '../ids.js';
+import type { NodeStatusWriter } from './node-status.js';
+
+export class InUsePublisher {
+  private published: string | null = null;
+  private publishing = false;
+  private stopped = false;
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly opts: {
+      vm: VolumeManager;
+      status: Pick<NodeStatusWriter, 'patchVolumesInUse'>;
+      say: (line: string) => void;
+    },
+  ) {}
+
+  /** Publishes when the list changed; otherwise re-marks volumes that re-entered the DSW. */
+  schedule(): void {
+    if (this.publishing || this.stopped) return;
+    const { vm } = this.opts;
+    if (!vm.world.sourcesReady) return;
+    const inUse = vm.getVolumesInUse();
+    const text = JSON.stringify(inUse);
+    if (text === this.published) {
+      const dsw = vm.world.dsw;
+      if (inUse.some((v) => dsw.get(UniqueVolumeName(v))?.reportedInUse === false))
+        vm.markVolumesAsReportedInUse(inUse);
+      return;
+    }
+    this.publishing = true;
+    void this.opts.status.patchVolumesInUse(inUse).then(
+      () => {
+        this.published = text;
+        this.publishing = false;
+        if (this.stopped) return;
+        vm.markVolumesAsReportedInUse(inUse);
+        this.schedule();
+      },
+      (error: Error) => {
+        // A patch that failed may have been applied: publish again even an equal list.
+        this.published = null;
+        this.publishing = false;
+        this.opts.say(`patching volumesInUse failed, retrying: ${error.message}`);
+        this.retryLater();
+      },
+    );
+  }
+
+  private retryLater(): void {
+    if (this.timer !== null || this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.schedule();
+    }, kubeWriteRetryMs);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearTimeout(this.timer);
+  }
+}

@@ -1,0 +1,117 @@
+/**
+ * One list+watch of an API resource (client-node's ListWatch: watch from the list's
+ * resourceVersion, list again on 410 Gone), handing plain objects on: `kind` and
+ * `apiVersion` filled in (a list's items lack them), `managedFields` dropped (bookkeeping
+ * of the API server's, large, and of no use to a post-mortem). A watch that ends with any
+ * other error is started again after a pause, forever, until stopped.
+ */
+import { ListWatch, Watch } from '@kubernetes/client-node';
+import { kubeInformerRetryMs } from '../constants.js';
+import type { JsonObject, KubeHttp } from './http.js';
+
+/** A Kubernetes object as the API gave it (only metadata is relied on here). */
+export interface ApiObject {
+  kind: string;
+  apiVersion: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+export interface InformerHandlers {
+  upsert(object: ApiObject): void;
+  remove(object: ApiObject): void;
+  /** After each successful list: every object the API server listed (a relist after 410 too). */
+  listed?(objects: readonly ApiObject[]): void;
+  trouble(message: string): void;
+}
+
+export interface ResourceRef {
+  /** The collection's path, e.g. `/api/v1/pods` or `/apis/storage.k8s.io/v1/csidrivers`. */
+  readonly path: string;
+  readonly kind: string;
+  readonly apiVersion: string;
+  readonly fieldSelector?: string;
+}
+
+/** The object as handed on: kind and apiVersion set, managedFields gone. */
+export function plainObject(raw: JsonObject, ref: Pick<ResourceRef, 'kind' | 'apiVersion'>): ApiObject {
+  const metadata = { ...(raw.metadata as ApiObject['metadata']) };
+  delete metadata.managedFields;
+  return { ...raw, kind: ref.kind, apiVersion: ref.apiVersion, metadata };
+}
+
+export class KubeInformer {
+  private readonly lw: ListWatch<ApiObject>;
+  private stopped = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private syncedOnce = false;
+  private resolveSynced: () => void = () => undefined;
+  /** Resolves after the first successful list (and its objects were handed on). */
+  readonly synced: Promise<void>;
+
+  constructor(
+    http: KubeHttp,
+    private readonly ref: ResourceRef,
+    private readonly handlers: InformerHandlers,
+  ) {
+    this.synced = new Promise((resolve) => (this.resolveSynced = resolve));
+    const query = ref.fieldSelector === undefined ? '' : `?fieldSelector=${encodeURIComponent(ref.fieldSelector)}`;
+    const list = async () => {
+      const answer = await http.get(`${ref.path}${query}`);
+      const items = ((answer.items ?? []) as JsonObject[]).map((item) => plainObject(item, ref));
+      const metadata = (answer.metadata ?? {}) as { resourceVersion?: string };
+      return { items, metadata: { resourceVersion: metadata.resourceVersion ?? '' } };
+    };
+    this.lw = new ListWatch<ApiObject>(ref.path, new Watch(http.kc), list, false, undefined, ref.fieldSelector);
+    const plain = (o: ApiObject) => plainObject(o as unknown as JsonObject, ref);
+    this.lw.on('add', (o) => handlers.upsert(plain(o)));
+    this.lw.on('update', (o) => handlers.upsert(plain(o)));
+    this.lw.on('delete', (o) => handlers.remove(plain(o)));
+    this.lw.on('error', (error: unknown) => this.failed(error));
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.attempt();
+  }
+
+  private async attempt(): Promise<void> {
+    let failed = false;
+    const onError = () => (failed = true);
+    this.lw.on('error', onError);
+    try {
+      await this.lw.start();
+    } finally {
+      this.lw.off('error', onError);
+    }
+    if (failed || this.stopped) return;
+    this.handlers.listed?.(this.lw.list());
+    if (!this.syncedOnce) {
+      this.syncedOnce = true;
+      this.resolveSynced();
+    }
+  }
+
+  private failed(error: unknown): void {
+    if (this.stopped) return;
+    const message = error instanceof Error ? error.message : JSON.stringify(error);
+    this.handlers.trouble(`${this.ref.kind} watch: ${message}; listing again in ${kubeInformerRetryMs} ms`);
+    if (this.retryTimer !== null) return;
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      if (!this.stopped) void this.attempt();
+    }, kubeInformerRetryMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    await this.lw.stop();
+  }
+}
