@@ -67,6 +67,11 @@ export interface VolumeManagerOptions {
    */
   readonly bindClaims?: boolean;
   /**
+   * Whether serviceAccountToken projections are served (default false: refused, as no
+   * token issuer is known). true needs builtinPlugins({ tokens }) to ask for the tokens.
+   */
+  readonly tokenRequests?: boolean;
+  /**
    * Where events go, with what the log held before (a restart): its events, or the world
    * already folded from them (a snapshot plus the tail). In memory by default.
    */
@@ -172,6 +177,7 @@ export class VolumeManager {
       node: opts.node,
       controllerAttachDetach: opts.controllerAttachDetach ?? true,
       ...(opts.bindClaims === false ? { bindClaims: false } : {}),
+      ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),

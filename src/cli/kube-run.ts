@@ -11,6 +11,7 @@ import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
 import { KubeAgent } from '../kube/agent.js';
+import { TokenRequests } from '../kube/tokens.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { ObjectContents } from '../sources/contents.js';
@@ -50,12 +51,26 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const plugins = new PluginManager(builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }));
+  const tokens = new TokenRequests(http);
+  const plugins = new PluginManager(
+    builtinPlugins({ root, contents, tokens, forbiddenHostPaths: [dirname(db)] }),
+  );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
   let vm: VolumeManager;
   try {
-    vm = VolumeManager.open({ logBlocked, db, node, plugins, contents, controllerAttachDetach, logger });
+    vm = VolumeManager.open({
+      logBlocked,
+      db,
+      node,
+      plugins,
+      contents,
+      controllerAttachDetach,
+      // Kubernetes' PV controller binds claims; the node reads the bindings (as the kubelet).
+      bindClaims: false,
+      tokenRequests: true,
+      logger,
+    });
   } catch (error) {
     csi.stop();
     throw error;

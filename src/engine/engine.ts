@@ -54,6 +54,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly controllerAttachDetach: boolean;
   /** false: the planner binds no claim (recorded in EngineStarted); default true. */
   readonly bindClaims?: boolean;
+  /** true: serviceAccountToken projections are served (recorded in EngineStarted). */
+  readonly tokenRequests?: boolean;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -149,6 +151,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       node: this.opts.node,
       controllerAttachDetach: this.opts.controllerAttachDetach,
       ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
+      ...(this.opts.tokenRequests === true ? { tokenRequests: true } : {}),
       plugins: this.opts.plugins.catalog(),
       version: engineVersion,
       mode: this.core.mode,

@@ -131,6 +131,11 @@ export const eventSchemas = {
      * reads the bindings from the claims' status (cluster mode). Absent: true.
      */
     bindClaims: z.boolean().optional(),
+    /**
+     * true: serviceAccountToken projections are served, their tokens asked of the API
+     * server's TokenRequest API at setUp (Kubernetes mode). Absent: false, they are refused.
+     */
+    tokenRequests: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     version: z.string(),
     /**

@@ -49,6 +49,8 @@ export class KubeAgent {
   private readonly informers: KubeInformer[] = [];
   private readonly contentInformers = new Map<string, { informer: KubeInformer; pods: Set<string> }>();
   private readonly podRefs = new Map<string, string[]>();
+  /** The newest version of each live pod, added once its ConfigMaps and Secrets are listed. */
+  private readonly latestPods = new Map<string, Pod>();
   private readonly attachments = new Map<string, VolumeAttachmentView>();
   private volumesAttached: { name: string; devicePath?: string }[] = [];
   private observedAttached = '';
@@ -214,7 +216,17 @@ export class KubeAgent {
       if (pod.metadata.deletionTimestamp !== undefined) this.finalizer.add(pod);
       return;
     }
-    this.followContents(uid, contentRefsOf(pod));
+    const informers = this.followContents(uid, contentRefsOf(pod));
+    this.latestPods.set(uid, pod);
+    // As the kubelet's watch-based ConfigMap and Secret managers: a pod's volumes are set
+    // up once the objects they read have been listed, never from an empty cache.
+    void Promise.all(informers.map((i) => i.synced)).then(() => {
+      if (this.latestPods.get(uid) !== pod) return; // a newer version, or gone
+      this.addPod(pod);
+    });
+  }
+
+  private addPod(pod: Pod): void {
     try {
       this.vm.addPod(pod);
     } catch (error) {
@@ -225,6 +237,7 @@ export class KubeAgent {
 
   private podGone(uid: string): void {
     if (uid === '') return;
+    this.latestPods.delete(uid);
     this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
     if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.removePod(uid);
@@ -236,14 +249,16 @@ export class KubeAgent {
   }
 
   /** Watches each ConfigMap and Secret while some pod reads it (one informer per object). */
-  private followContents(uid: string, refs: readonly ContentRef[]): void {
+  private followContents(uid: string, refs: readonly ContentRef[]): KubeInformer[] {
     const before = this.podRefs.get(uid) ?? [];
     const now = refs.map(contentRefKey);
+    const informers: KubeInformer[] = [];
     for (const ref of refs) {
       const key = contentRefKey(ref);
       const known = this.contentInformers.get(key);
       if (known !== undefined) {
         known.pods.add(uid);
+        informers.push(known.informer);
         continue;
       }
       const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
@@ -253,6 +268,7 @@ export class KubeAgent {
         remove: (o) => this.removeObject(o),
       });
       this.contentInformers.set(key, { informer, pods: new Set([uid]) });
+      informers.push(informer);
     }
     for (const key of before) {
       if (now.includes(key)) continue;
@@ -265,6 +281,7 @@ export class KubeAgent {
     }
     if (now.length === 0) this.podRefs.delete(uid);
     else this.podRefs.set(uid, now);
+    return informers;
   }
 
   /** Every appended event: status outputs, CSI registration, pod Events, finished deletions. */

@@ -71,16 +71,18 @@ export class KubeHttp {
     opts: { body?: unknown; contentType?: string } = {},
   ): Promise<JsonObject> {
     const url = new URL(this.server + path);
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const options: Parameters<typeof request>[1] = {
       method,
       headers: {
         Accept: 'application/json',
         ...(opts.contentType === undefined ? {} : { 'Content-Type': opts.contentType }),
+        // A DELETE body sent chunked is ignored by the API server: say its length.
+        ...(payload === undefined ? {} : { 'Content-Length': Buffer.byteLength(payload) }),
       },
       timeout: kubeRequestTimeoutMs,
     };
     await this.kc.applyToHTTPSOptions(options);
-    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const { statusCode, text } = await send(url, options, payload);
     const parsed = text.length === 0 ? {} : (JSON.parse(text) as JsonObject);
     if (statusCode < 200 || statusCode >= 300) {

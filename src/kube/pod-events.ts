@@ -69,7 +69,12 @@ export function podEventOf(
   }
   const failed = failedCalls[event.call];
   if (failed === undefined) return undefined;
-  const message = `${failed.operation} failed for volume "${volume}" : ${event.error.message}`;
+  // vole's own messages may already name the operation ("MountVolume.SetUp failed: …").
+  const prefix = `${failed.operation} failed: `;
+  const error = event.error.message.startsWith(prefix)
+    ? event.error.message.slice(prefix.length)
+    : event.error.message;
+  const message = `${failed.operation} failed for volume "${volume}" : ${error}`;
   return { pod, type: 'Warning', reason: failed.reason, message };
 }
 

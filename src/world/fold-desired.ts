@@ -125,6 +125,7 @@ export function upsertPod(
     bindings: world.bindings,
     taken: () => takenVolumes(world),
     bindClaims: world.config.bindClaims !== false,
+    tokenRequests: world.config.tokenRequests === true,
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {
@@ -160,7 +161,8 @@ function volumeReferences(volumes: readonly ResolvedVolume[]): string[] {
       addReference(references, 'PersistentVolume', v.innerVolumeSpecName);
     }
     for (const p of contentParts(v.source))
-      if (p.kind !== 'downwardAPI') addReference(references, contentKind(p.kind), p.name);
+      if (p.kind === 'configMap' || p.kind === 'secret')
+        addReference(references, contentKind(p.kind), p.name);
   }
   return references;
 }
@@ -177,7 +179,7 @@ function readsExactly(references: References, volumes: readonly ResolvedVolume[]
       if (n >= 0) n = matchNext(references, n, 'PersistentVolume', v.innerVolumeSpecName);
     }
     for (const p of contentParts(v.source))
-      if (n >= 0 && p.kind !== 'downwardAPI')
+      if (n >= 0 && (p.kind === 'configMap' || p.kind === 'secret'))
         n = matchNext(references, n, contentKind(p.kind), p.name);
     if (n < 0) return false;
   }
@@ -323,7 +325,9 @@ export function reresolveDependents(world: World, object: ObjectName): void {
 function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
   const key = objectKey(object.kind, object.name, object.namespace);
   return contentParts(resolved.source).some(
-    (p) => p.kind !== 'downwardAPI' && objectKey(contentKind(p.kind), p.name, p.namespace) === key,
+    (p) =>
+      (p.kind === 'configMap' || p.kind === 'secret') &&
+      objectKey(contentKind(p.kind), p.name, p.namespace) === key,
   );
 }
 

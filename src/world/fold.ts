@@ -72,6 +72,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     node: NodeName(event.node),
     controllerAttachDetach: event.controllerAttachDetach,
     bindClaims: event.bindClaims ?? true,
+    ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so

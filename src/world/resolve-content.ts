@@ -93,16 +93,39 @@ const noTokenIssuer =
   'serviceAccountToken projection needs a token issuer, and vole has no token issuer ' +
   '(no API server signs tokens here); mount a Secret holding a token instead';
 
+/** Kubernetes' default expirationSeconds of a serviceAccountToken projection (1 h). */
+const tokenExpirationSecondsDefault = 3600;
+
+type TokenProjection = NonNullable<
+  NonNullable<NonNullable<PodVolume['projected']>['sources']>[number]['serviceAccountToken']
+>;
+
+function tokenPart(pod: Pod, s: TokenProjection): ProjectedPart {
+  const { expirationSeconds, audience } = s as TokenProjection & { expirationSeconds?: number };
+  return {
+    kind: 'serviceAccountToken',
+    path: s.path,
+    serviceAccountName: pod.spec.serviceAccountName ?? 'default',
+    ...(audience === undefined || audience === '' ? {} : { audience }),
+    expirationSeconds: expirationSeconds ?? tokenExpirationSecondsDefault,
+    podName: pod.metadata.name,
+    podUid: pod.metadata.uid ?? '',
+  };
+}
+
 function projectedParts(
   pod: Pod,
   v: PodVolume,
   references: string[],
+  opts: { tokenRequests: boolean },
 ): ProjectedPart[] | string {
   const namespace = pod.metadata.namespace ?? 'default';
   const parts: ProjectedPart[] = [];
   for (const s of v.projected?.sources ?? []) {
-    if (s.serviceAccountToken !== undefined) return `volume "${v.name}": ${noTokenIssuer}`;
-    if (s.configMap !== undefined) {
+    if (s.serviceAccountToken !== undefined) {
+      if (!opts.tokenRequests) return `volume "${v.name}": ${noTokenIssuer}`;
+      parts.push(tokenPart(pod, s.serviceAccountToken));
+    } else if (s.configMap !== undefined) {
       const name = s.configMap.name ?? '';
       const request = { kind: 'ConfigMap', namespace, name, given: s.configMap } as const;
       parts.push({ kind: 'configMap', ...contentOptions(request, references) });
@@ -127,6 +150,7 @@ export function contentSource(
   pod: Pod,
   v: PodVolume,
   references: string[],
+  opts: { tokenRequests: boolean } = { tokenRequests: false },
 ): ContentStep | undefined {
   const namespace = pod.metadata.namespace ?? 'default';
   if (v.configMap !== undefined) {
@@ -150,7 +174,7 @@ export function contentSource(
     return { ok: true, source, pluginName: contentPluginNames.downwardAPI };
   }
   if (v.projected !== undefined) {
-    const sources = projectedParts(pod, v, references);
+    const sources = projectedParts(pod, v, references, opts);
     if (typeof sources === 'string') return { ok: false, error: sources };
     const mode = withMode(v.projected.defaultMode);
     const source: VolumeSource = { kind: 'projected', namespace, sources, ...mode };

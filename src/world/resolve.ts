@@ -53,6 +53,8 @@ export interface ResolveInput {
   readonly taken?: () => ReadonlyMap<string, string>;
   /** false: another binds claims (cluster mode's controller); a wait says so. */
   readonly bindClaims?: boolean;
+  /** true: serviceAccountToken projections resolve (their tokens are asked for at setUp). */
+  readonly tokenRequests?: boolean;
 }
 
 export interface PodResolution {
@@ -166,8 +168,13 @@ function sourceOfInline(v: PodVolume): Located | undefined {
   return undefined;
 }
 
-function locateInline(pod: Pod, v: PodVolume, references: string[]): Step<Located> {
-  const content = contentSource(pod, v, references);
+function locateInline(
+  pod: Pod,
+  v: PodVolume,
+  references: string[],
+  tokenRequests: boolean,
+): Step<Located> {
+  const content = contentSource(pod, v, references, { tokenRequests });
   if (content !== undefined) {
     if (!content.ok) return content;
     const { source, pluginName } = content;
@@ -286,7 +293,7 @@ function resolveOne(
   const located: Step<Located> =
     claim !== undefined
       ? locateClaim(namespace, claim.claimName, input, references)
-      : locateInline(pod, v, references);
+      : locateInline(pod, v, references, input.tokenRequests === true);
   if (!located.ok) return located;
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).

@@ -80,7 +80,20 @@ export interface DownwardFile {
 
 export type ProjectedPart =
   | ({ kind: 'configMap' | 'secret' } & ContentOptions)
-  | { kind: 'downwardAPI'; files: readonly DownwardFile[] };
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[] }
+  | ({ kind: 'serviceAccountToken' } & ServiceAccountTokenPart);
+
+/** A token the kubelet asks of the TokenRequest API, bound to the pod, for one file. */
+export interface ServiceAccountTokenPart {
+  readonly path: string;
+  readonly serviceAccountName: string;
+  /** Absent: the API server's own audiences. */
+  readonly audience?: string;
+  readonly expirationSeconds: number;
+  readonly podName: string;
+  readonly podUid: string;
+  readonly mode?: number;
+}
 
 /** One pod volume resolved to the volume it names (spec §2.6 populator). */
 export interface ResolvedVolume {
@@ -273,6 +286,8 @@ export interface WorldConfig {
   readonly controllerAttachDetach: boolean;
   /** false: claims are bound elsewhere (cluster mode); this node only reads bindings. */
   readonly bindClaims: boolean;
+  /** true: serviceAccountToken projections resolve (tokens from the TokenRequest API). */
+  readonly tokenRequests?: boolean;
 }
 
 /**

@@ -10,7 +10,12 @@ import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import type { ObjectContents } from '../../sources/contents.js';
 import { contentPluginNames } from '../../world/resolve-content.js';
-import type { ContentOptions, DownwardFile, ResolvedVolume } from '../../world/types.js';
+import type {
+  ContentOptions,
+  DownwardFile,
+  ResolvedVolume,
+  ServiceAccountTokenPart,
+} from '../../world/types.js';
 import { caps, type VolumePlugin } from '../types.js';
 import {
   type BuiltinOptions,
@@ -19,6 +24,35 @@ import {
   removeVolumeDir,
   volumeDir,
 } from './common.js';
+
+/**
+ * Where serviceAccountToken projections get their tokens (Kubernetes mode: the API
+ * server's TokenRequest API, src/kube/tokens.ts). Throws with a message that says why not.
+ */
+export interface ServiceAccountTokens {
+  token(namespace: string, part: ServiceAccountTokenPart): Promise<string>;
+}
+
+/** Each serviceAccountToken file of a projected volume, by path, asked for now. */
+async function fetchTokens(
+  spec: ResolvedVolume,
+  tokens: ServiceAccountTokens | undefined,
+): Promise<Map<string, string>> {
+  const fetched = new Map<string, string>();
+  const s = spec.source;
+  if (s.kind !== 'projected') return fetched;
+  for (const part of s.sources) {
+    if (part.kind !== 'serviceAccountToken') continue;
+    if (tokens === undefined)
+      throw new HostError('final', 'serviceAccountToken projection needs a token issuer; none is configured');
+    try {
+      fetched.set(part.path, await tokens.token(s.namespace, part));
+    } catch (error) {
+      throw new HostError('transient', `cannot get a token for service account "${part.serviceAccountName}": ${(error as Error).message}`);
+    }
+  }
+  return fetched;
+}
 
 /** Kubernetes' default file mode of these volumes (0644). */
 export const defaultContentModeBits = 0o644;
@@ -77,7 +111,11 @@ function addDownward(
 }
 
 /** The files the volume must hold now. */
-export function buildPayload(spec: ResolvedVolume, contents: ObjectContents): Payload {
+export function buildPayload(
+  spec: ResolvedVolume,
+  contents: ObjectContents,
+  tokens: ReadonlyMap<string, string> = new Map(),
+): Payload {
   const s = spec.source;
   const payload = new Map<string, PayloadFile>();
   switch (s.kind) {
@@ -92,7 +130,11 @@ export function buildPayload(spec: ResolvedVolume, contents: ObjectContents): Pa
       const mode = s.defaultMode ?? defaultContentModeBits;
       for (const part of s.sources) {
         if (part.kind === 'downwardAPI') addDownward(payload, part.files, mode);
-        else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
+        else if (part.kind === 'serviceAccountToken') {
+          const token = tokens.get(part.path);
+          if (token === undefined) throw new HostError('final', `no token fetched for "${part.path}"`);
+          addFile(payload, part.path, { data: Buffer.from(token), mode: part.mode ?? mode });
+        } else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
       }
       return payload;
     }
@@ -103,7 +145,7 @@ export function buildPayload(spec: ResolvedVolume, contents: ObjectContents): Pa
 
 function contentPlugin(
   name: string,
-  opts: BuiltinOptions & { contents: ObjectContents },
+  opts: BuiltinOptions & { contents: ObjectContents; tokens?: ServiceAccountTokens },
   onTmpfs: boolean,
 ): VolumePlugin {
   return {
@@ -113,7 +155,8 @@ function contentPlugin(
       podVolumePath: (spec, uid) => volumeDir(opts.root, spec, uid),
       isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, setUpOpts, target) {
-        const payload = buildPayload(spec, opts.contents); // before touching the host
+        const tokens = await fetchTokens(spec, opts.tokens);
+        const payload = buildPayload(spec, opts.contents, tokens); // before touching the host
         const dir = volumeDir(opts.root, spec, target.pod!);
         await makeVolumeDir(opts.root, dir, 0o755);
         // Secrets never touch a disk: the volume is a tmpfs of its own.
@@ -131,7 +174,7 @@ function contentPlugin(
 
 /** The four atomic-writer plugins, reading ConfigMap and Secret data from `contents`. */
 export function contentPlugins(
-  opts: BuiltinOptions & { contents: ObjectContents },
+  opts: BuiltinOptions & { contents: ObjectContents; tokens?: ServiceAccountTokens },
 ): VolumePlugin[] {
   return [
     contentPlugin(contentPluginNames.configMap, opts, false),

@@ -3,13 +3,13 @@ import { defaultRoot } from '../../host/paths.js';
 import type { VolumePlugin } from '../types.js';
 import { ObjectContents } from '../../sources/contents.js';
 import { type BuiltinOptions } from './common.js';
-import { contentPlugins } from './content.js';
+import { contentPlugins, type ServiceAccountTokens } from './content.js';
 import { diskPlugin } from './disk.js';
 import { emptyDirPlugin } from './empty-dir.js';
 import { hostPathPlugin, localVolumePlugin } from './host-path.js';
 
 export function builtinPlugins(
-  opts: Partial<BuiltinOptions> & { contents?: ObjectContents } = {},
+  opts: Partial<BuiltinOptions> & { contents?: ObjectContents; tokens?: ServiceAccountTokens } = {},
 ): VolumePlugin[] {
   const o: BuiltinOptions = {
     root: opts.root ?? defaultRoot,
@@ -23,7 +23,11 @@ export function builtinPlugins(
     hostPathPlugin(o),
     localVolumePlugin(o),
     diskPlugin(o),
-    ...contentPlugins({ ...o, contents: opts.contents ?? new ObjectContents() }),
+    ...contentPlugins({
+      ...o,
+      contents: opts.contents ?? new ObjectContents(),
+      ...(opts.tokens === undefined ? {} : { tokens: opts.tokens }),
+    }),
   ];
 }
 

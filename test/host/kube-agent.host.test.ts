@@ -1,0 +1,235 @@
+/**
+ * `vole run --kubeconfig` as a node of a real kube-apiserver (scripts/kube-up.sh: etcd and
+ * kube-apiserver built from the Go module proxy, on loopback), running with a token bound
+ * to exactly deploy/node-agent-rbac.yaml. kubectl applies a pod with an emptyDir, a
+ * configMap, a static PV claim on the built-in disk (and the projected service-account
+ * token the API server adds to every pod): vole mounts them, reports volumesInUse, keeps
+ * its CSINode, writes Events; deleting the pod unmounts everything and vole removes it.
+ * The test plays the PersistentVolume controller (it marks the claim Bound) and the
+ * root-CA publisher (kube-root-ca.crt): no kube-controller-manager runs.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { listLoops } from '../../src/host/loop.js';
+import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
+import { type AgentProcess, repo, startVole, vole } from '../support/agent-process.js';
+import { hostSandbox, hostTestSkipReason } from '../support/host.js';
+import { peersBinDir } from '../support/peers.js';
+
+const kubeUp = join(repo, 'scripts/kube-up.sh');
+const kubeDown = join(repo, 'scripts/kube-down.sh');
+const node = 'vole-node';
+
+function skipReason(): string | false {
+  const host = hostTestSkipReason();
+  if (host !== false) return host;
+  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
+  return false;
+}
+
+const skip = skipReason();
+
+describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
+  const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
+  const kubeDir = join(base, 'kube');
+  const db = join(base, 'vole.db');
+  let bin = '';
+  let agent: AgentProcess | undefined;
+
+  const kubectl = (args: readonly string[], opts: { kubeconfig?: string; input?: string } = {}) => {
+    const run = spawnSync(
+      join(bin, 'kubectl'),
+      ['--kubeconfig', opts.kubeconfig ?? join(kubeDir, 'kubeconfig'), ...args],
+      { encoding: 'utf8', input: opts.input, timeout: 90_000 },
+    );
+    return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+  };
+  const ok = (args: readonly string[], input?: string) => {
+    const run = kubectl(args, input === undefined ? {} : { input });
+    assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}`);
+    return run.stdout;
+  };
+  const json = <T>(args: readonly string[]): T => JSON.parse(ok([...args, '-o', 'json'])) as T;
+  const eventually = async <T>(what: string, probe: () => T | undefined, timeoutMs = 60_000) => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = probe();
+      if (value !== undefined) return value;
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${agent?.lines.join('\n')}`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  };
+  const volumesInUse = () =>
+    json<{ status?: { volumesInUse?: string[] } }>(['get', 'node', node]).status?.volumesInUse ?? [];
+
+  before(() => {
+    bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl']);
+    const up = spawnSync('bash', [kubeUp, kubeDir], {
+      encoding: 'utf8',
+      env: { ...process.env, VOLE_PEERS_BIN: bin },
+      timeout: 180_000,
+    });
+    assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+  });
+
+  after(async () => {
+    await agent?.stop();
+    if (existsSync(join(kubeDir, 'pids'))) spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
+  });
+
+  /** A kubeconfig with a token of the agent's ServiceAccount, bound to the deploy/ role only. */
+  function leastPrivilegeKubeconfig(): string {
+    ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
+    const token = ok(['-n', 'kube-system', 'create', 'token', 'vole-node-agent', '--duration', '1h']).trim();
+    const server = ok(['config', 'view', '--raw', '-o', 'jsonpath={.clusters[0].cluster.server}']);
+    const ca = ok(['config', 'view', '--raw', '-o', 'jsonpath={.clusters[0].cluster.certificate-authority}']);
+    const file = join(base, 'agent.kubeconfig');
+    writeFileSync(
+      file,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: vole, cluster: {server: "${server}", certificate-authority: "${ca}"}}]`,
+        `users: [{name: agent, user: {token: "${token}"}}]`,
+        'contexts: [{name: vole, context: {cluster: vole, user: agent}}]',
+        'current-context: vole',
+        '',
+      ].join('\n'),
+    );
+    return file;
+  }
+
+  test('the agent mounts a pod from the API, reports it, and unmounts it when deleted', async () => {
+    const agentKubeconfig = leastPrivilegeKubeconfig();
+    const canI = (verb: string, resource: string) =>
+      kubectl(['auth', 'can-i', verb, resource], { kubeconfig: agentKubeconfig }).stdout.trim();
+    assert.equal(canI('watch', 'pods'), 'yes');
+    assert.equal(canI('patch', 'nodes/status'), 'yes');
+    assert.equal(canI('create', 'pods'), 'no', 'the agent must not create pods');
+    assert.equal(canI('delete', 'nodes'), 'no', 'the agent must not delete nodes');
+    assert.equal(canI('update', 'secrets'), 'no', 'the agent must not write secrets');
+
+    // No kube-controller-manager: the test makes what its controllers would.
+    ok(['create', 'serviceaccount', 'default']);
+    ok(['create', 'configmap', 'kube-root-ca.crt', `--from-file=ca.crt=${join(kubeDir, 'pki/ca.crt')}`]);
+    ok(['apply', '-f', '-'], objectsYaml);
+    ok(['patch', 'pvc', 'data', '--subresource=status', '--type=merge', '-p', boundClaimStatus]);
+
+    agent = startVole([
+      'run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root, '--db', db,
+      '--no-controller-attach-detach',
+    ]);
+    await agent.line(/vole agent on vole-node: API https:\/\/127\.0\.0\.1:\d+/);
+    const csiNode = json<{ metadata: { ownerReferences: { kind: string }[] } }>(['get', 'csinode', node]);
+    assert.equal(csiNode.metadata.ownerReferences[0]?.kind, 'Node', 'the CSINode is owned by its Node');
+    const nodeObject = json<{ metadata: { annotations?: Record<string, string> } }>(['get', 'node', node]);
+    assert.equal(nodeObject.metadata.annotations?.['volumes.kubernetes.io/controller-managed-attach-detach'], undefined);
+
+    ok(['apply', '-f', '-'], podYaml('app', 'app-config'));
+    const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
+    await agent.line(/pod default\/app: mounted \[/, 90_000);
+    const volumes = join(root, 'pods', uid, 'volumes');
+    assert.equal(readFileSync(join(volumes, 'kubernetes.io~configmap/config/greeting'), 'utf8'), 'hello from the API');
+    const mounts = mountsUnder(await readMountTable(), join(root, 'pods', uid));
+    assert.ok(mounts.some((m) => m.mountPoint.endsWith('/disk.vole.dev/data-pv')), 'the disk is mounted in the pod');
+
+    // The kube-api-access volume's token: a TokenRequest bound to this pod.
+    const access = ok(['get', 'pod', 'app', '-o', 'jsonpath={.spec.volumes[3].name}']).trim();
+    const token = readFileSync(join(volumes, 'kubernetes.io~projected', access, 'token'), 'utf8');
+    const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString('utf8'));
+    assert.equal(claims['kubernetes.io'].pod.uid, uid, 'the token is bound to the pod');
+    assert.ok(existsSync(join(volumes, 'kubernetes.io~projected', access, 'ca.crt')));
+
+    await eventually('volumesInUse to list the disk', () =>
+      volumesInUse().includes('disk.vole.dev/data-disk') ? true : undefined,
+    );
+
+    // A pod whose ConfigMap does not exist: FailedMount, from the kubelet, in kubectl get events.
+    ok(['apply', '-f', '-'], podYaml('broken', 'no-such-config', false));
+    const failed = await eventually('a FailedMount Event', () => {
+      const out = ok(['get', 'events', '--field-selector', 'involvedObject.name=broken', '-o', 'json']);
+      const items = (JSON.parse(out) as { items: { reason: string; message: string; source: { component: string } }[] }).items;
+      return items.find((e) => e.reason === 'FailedMount');
+    });
+    assert.equal(failed.source.component, 'kubelet');
+    assert.match(failed.message, /^MountVolume\.SetUp failed for volume "config" : configmap "default\/no-such-config" not found/);
+    assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
+
+    // kubectl delete waits until the pod is gone: vole removes it once its volumes are.
+    ok(['delete', 'pod', 'app', 'broken', '--timeout=60s']);
+    // The pod's own volumes are gone before it is; the disk's device follows (then detach).
+    assert.deepEqual(mountsUnder(await readMountTable(), join(root, 'pods')), [], 'no pod volume stays');
+    await eventually('volumesInUse to drop the disk', () => (volumesInUse().length === 0 ? true : undefined));
+    for (let i = 0; (await listLoops()).some((l) => l.backFile.startsWith(root)); i++) {
+      assert.ok(i < 300, 'the loop device is detached');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.deepEqual(mountsUnder(await readMountTable(), root), [], 'nothing stays mounted');
+
+    assert.equal(await agent.stop(), 143);
+    agent = undefined;
+    // Every input is in the log as the API server gave it: the pod with its resourceVersion.
+    const exported = vole('export', '--db', db);
+    assert.equal(exported.status, 0, exported.stderr);
+    const events = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const podEvents = events.filter((e) => e.type === 'PodUpserted' && e.pod.metadata.uid === uid);
+    assert.ok(podEvents.length >= 2, 'the pod as created and as deleted');
+    assert.ok(podEvents.every((e) => /^\d+$/.test(e.pod.metadata.resourceVersion)));
+    assert.ok(events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolume'));
+    assert.ok(!exported.stdout.includes('hello from the API'), 'ConfigMap data stays out of the log');
+  });
+});
+
+const objectsYaml = `
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config, namespace: default}
+data: {greeting: hello from the API}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: data-pv}
+spec:
+  capacity: {storage: 64Mi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  claimRef: {name: data, namespace: default}
+  csi: {driver: disk.vole.dev, volumeHandle: data-disk, fsType: ext4}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: manual
+  volumeName: data-pv
+  resources: {requests: {storage: 64Mi}}
+`;
+
+const boundClaimStatus = JSON.stringify({
+  status: { phase: 'Bound', capacity: { storage: '64Mi' }, accessModes: ['ReadWriteOnce'] },
+});
+
+function podYaml(name: string, configMap: string, withClaim = true): string {
+  return `
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, namespace: default}
+spec:
+  nodeName: ${node}
+  containers:
+  - name: app
+    image: registry.k8s.io/pause
+    volumeMounts:
+    - {name: scratch, mountPath: /scratch}
+    - {name: config, mountPath: /config}
+${withClaim ? '    - {name: data, mountPath: /data}' : ''}
+  volumes:
+  - {name: scratch, emptyDir: {}}
+  - {name: config, configMap: {name: ${configMap}}}
+${withClaim ? '  - {name: data, persistentVolumeClaim: {claimName: data}}' : ''}
+`;
+}
