@@ -212,6 +212,8 @@ export class KubeAgent {
     // A pod being deleted or finished runs no containers here: its volumes go (the kubelet's
     // podWorkers: terminated), and a deleted one is removed from the API once they are gone.
     if (pod.metadata.deletionTimestamp !== undefined || phase === 'Succeeded' || phase === 'Failed') {
+      // The log keeps the API's word (deletionTimestamp, phase) before the removal it causes.
+      if (this.vm.world.pods.has(UniquePodName(uid))) this.addPod(pod);
       this.podGone(uid);
       if (pod.metadata.deletionTimestamp !== undefined) this.finalizer.add(pod);
       return;

@@ -64,7 +64,20 @@ export function toLoggedObject(object: ManifestObject): ClusterObject {
     return object as unknown as ClusterObject; // already the log's form
 
   const { data: _d, binaryData: _b, stringData: _s, ...rest } = object as Record<string, unknown>;
-  return { ...rest, contentHash: contentHash(dataOf(object)) } as ClusterObject;
+  const metadata = withoutLastApplied(object.metadata);
+  return { ...rest, metadata, contentHash: contentHash(dataOf(object)) } as ClusterObject;
+}
+
+/**
+ * `kubectl apply` keeps the whole applied object, data included, in this annotation: a
+ * ConfigMap or Secret would carry its content into the log through it.
+ */
+export const lastAppliedAnnotation = 'kubectl.kubernetes.io/last-applied-configuration';
+
+function withoutLastApplied<M extends { annotations?: Record<string, string> }>(metadata: M): M {
+  if (metadata.annotations?.[lastAppliedAnnotation] === undefined) return metadata;
+  const { [lastAppliedAnnotation]: _applied, ...annotations } = metadata.annotations;
+  return { ...metadata, annotations };
 }
 
 /** Where the atomic-writer plugins read ConfigMap and Secret data (the agent keeps one). */
