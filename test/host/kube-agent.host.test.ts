@@ -33,11 +33,18 @@ function skipReason(): string | false {
 const skip = skipReason();
 
 describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
-  const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
-  const kubeDir = join(base, 'kube');
-  const db = join(base, 'vole.db');
   let bin = '';
   let agent: AgentProcess | undefined;
+  let kubeDir = '';
+  // Registered before the sandbox's own cleanup, so it runs first: the agent, then the
+  // control plane (by the PIDs in its directory), then the sandbox's mounts and files.
+  after(async () => {
+    await agent?.stop();
+    if (existsSync(join(kubeDir, 'pids'))) spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
+  });
+  const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
+  kubeDir = join(base, 'kube');
+  const db = join(base, 'vole.db');
 
   const kubectl = (args: readonly string[], opts: { kubeconfig?: string; input?: string } = {}) => {
     const run = spawnSync(
@@ -73,11 +80,6 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
       timeout: 180_000,
     });
     assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
-  });
-
-  after(async () => {
-    await agent?.stop();
-    if (existsSync(join(kubeDir, 'pids'))) spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
   });
 
   /** A kubeconfig with a token of the agent's ServiceAccount, bound to the deploy/ role only. */
