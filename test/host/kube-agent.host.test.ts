@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
@@ -35,11 +35,13 @@ const skip = skipReason();
 describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
   let bin = '';
   let agent: AgentProcess | undefined;
+  let driver: AgentProcess | undefined;
   let kubeDir = '';
   // Registered before the sandbox's own cleanup, so it runs first: the agent, then the
   // control plane (by the PIDs in its directory), then the sandbox's mounts and files.
   after(async () => {
     await agent?.stop();
+    await driver?.stop();
     if (existsSync(join(kubeDir, 'pids'))) spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
   });
   const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
@@ -120,6 +122,13 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     ok(['apply', '-f', '-'], objectsYaml);
     ok(['patch', 'pvc', 'data', '--subresource=status', '--type=merge', '-p', boundClaimStatus]);
 
+    // vole's CSI driver registers the kubelet way, through <root>/plugins_registry.
+    mkdirSync(join(base, 'csi'), { recursive: true });
+    driver = startVole([
+      'csi-driver', '--endpoint', `unix://${join(base, 'csi/disk.sock')}`, '--node-id', 'disk-id-1',
+      '--state-dir', join(base, 'csi-state'), '--registration-dir', join(root, 'plugins_registry'),
+      '--max-volumes-per-node', '8',
+    ]);
     agent = startVole([
       'run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root, '--db', db,
       '--no-controller-attach-detach',
@@ -129,6 +138,15 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.equal(csiNode.metadata.ownerReferences[0]?.kind, 'Node', 'the CSINode is owned by its Node');
     const nodeObject = json<{ metadata: { annotations?: Record<string, string> } }>(['get', 'node', node]);
     assert.equal(nodeObject.metadata.annotations?.['volumes.kubernetes.io/controller-managed-attach-detach'], undefined);
+
+    type CsiNode = { spec: { drivers: { name: string; nodeID: string; allocatable?: { count: number } }[] | null } };
+    const registered = await eventually('the CSI driver in the CSINode', () =>
+      json<CsiNode>(['get', 'csinode', node]).spec.drivers?.find((d) => d.name === 'disk.csi.vole.dev'),
+    );
+    assert.deepEqual(registered, { name: 'disk.csi.vole.dev', nodeID: 'disk-id-1', topologyKeys: null, allocatable: { count: 8 } });
+    const ids = json<{ metadata: { annotations: Record<string, string> } }>(['get', 'node', node]).metadata
+      .annotations['csi.volume.kubernetes.io/nodeid'];
+    assert.deepEqual(JSON.parse(ids ?? '{}'), { 'disk.csi.vole.dev': 'disk-id-1' });
 
     ok(['apply', '-f', '-'], podYaml('app', 'app-config'));
     const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
@@ -171,6 +189,12 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     }
     assert.deepEqual(mountsUnder(await readMountTable(), root), [], 'nothing stays mounted');
 
+    // The driver goes: its registration socket is removed, and so is its CSINode entry.
+    await driver.stop();
+    driver = undefined;
+    await eventually('the CSINode to drop the driver', () =>
+      (json<CsiNode>(['get', 'csinode', node]).spec.drivers ?? []).length === 0 ? true : undefined,
+    );
     assert.equal(await agent.stop(), 143);
     agent = undefined;
     // Every input is in the log as the API server gave it: the pod with its resourceVersion.
