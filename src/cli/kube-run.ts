@@ -40,8 +40,17 @@ function httpOf(file: string): KubeHttp {
   }
 }
 
+/** The volume manager of a Kubernetes node: it binds no claim, and it serves token projections. */
+function openVolumeManager(
+  opts: Omit<Parameters<typeof VolumeManager.open>[0], 'bindClaims' | 'tokenRequests'>,
+): VolumeManager {
+  // Kubernetes' PV controller binds claims; the node reads the bindings (as the kubelet).
+  return VolumeManager.open({ ...opts, bindClaims: false, tokenRequests: true });
+}
+
 export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Promise<number> {
-  if (opts.node === undefined) throw new UsageError('vole run --kubeconfig needs --node NAME (this Node)');
+  if (opts.node === undefined)
+    throw new UsageError('vole run --kubeconfig needs --node NAME (this Node)');
   const node = opts.node;
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
@@ -59,16 +68,13 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
   let vm: VolumeManager;
   try {
-    vm = VolumeManager.open({
+    vm = openVolumeManager({
       logBlocked,
       db,
       node,
       plugins,
       contents,
       controllerAttachDetach,
-      // Kubernetes' PV controller binds claims; the node reads the bindings (as the kubelet).
-      bindClaims: false,
-      tokenRequests: true,
       logger,
     });
   } catch (error) {
@@ -91,13 +97,20 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
   const orphans = await vm.cleanUpOrphans(root);
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
-  const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => void agent.stop() });
+  const endpoints = await serveEndpoints({
+    root,
+    metricsAt,
+    vm,
+    say,
+    stop: () => void agent.stop(),
+  });
   return runUntilStopped({
     say,
     once: opts.once === true,
     timeout: opts.timeout,
     settled: () => !logBlocked.blocked() && settled(vm.world),
-    settledMessage: () => `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
+    settledMessage: () =>
+      `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
       await endpoints.close();
       await agent.stop();

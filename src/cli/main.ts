@@ -129,7 +129,10 @@ program
     'only verify attachments a controller reports (default: attach and detach here; ' +
       'with --kubeconfig the default is this)',
   )
-  .option('--no-controller-attach-detach', 'with --kubeconfig: attach and detach here, as kubelet --enable-controller-attach-detach=false')
+  .option(
+    '--no-controller-attach-detach',
+    'with --kubeconfig: attach and detach here (kubelet --enable-controller-attach-detach=false)',
+  )
   .option('--once', 'exit once every pod is mounted and nothing else is attached')
   .option('--timeout <seconds>', 'with --once: give up after this many seconds (exit 1)')
   .option(

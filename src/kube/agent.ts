@@ -17,7 +17,12 @@ import { confirmedAttachments, type VolumeAttachmentView } from './attachments.j
 import type { KubeHttp } from './http.js';
 import { type ApiObject, KubeInformer, type ResourceRef } from './informer.js';
 import { NodeStatusWriter } from './node-status.js';
-import { podErrorEvents, podEventOf, PodEventRecorder, type StartedOperation } from './pod-events.js';
+import {
+  podErrorEvents,
+  podEventOf,
+  PodEventRecorder,
+  type StartedOperation,
+} from './pod-events.js';
 import { type ContentRef, contentRefKey, contentRefsOf } from './references.js';
 import { PodFinalizer } from './pod-finalizer.js';
 import { InUsePublisher } from './in-use.js';
@@ -47,7 +52,10 @@ const storage = (path: string, kind: string): ResourceRef => ({
 export class KubeAgent {
   readonly status: NodeStatusWriter;
   private readonly informers: KubeInformer[] = [];
-  private readonly contentInformers = new Map<string, { informer: KubeInformer; pods: Set<string> }>();
+  private readonly contentInformers = new Map<
+    string,
+    { informer: KubeInformer; pods: Set<string> }
+  >();
   private readonly podRefs = new Map<string, string[]>();
   /** The newest version of each live pod, added once its ConfigMaps and Secrets are listed. */
   private readonly latestPods = new Map<string, Pod>();
@@ -85,7 +93,10 @@ export class KubeAgent {
       upsert: (o) => this.onNode(o),
       remove: (o) => this.removeObject(o),
     });
-    this.watch(core('persistentvolumes', 'PersistentVolume'), this.objectHandlers('PersistentVolume'));
+    this.watch(
+      core('persistentvolumes', 'PersistentVolume'),
+      this.objectHandlers('PersistentVolume'),
+    );
     this.watch(
       core('persistentvolumeclaims', 'PersistentVolumeClaim'),
       this.objectHandlers('PersistentVolumeClaim'),
@@ -94,7 +105,11 @@ export class KubeAgent {
     this.watch(storage('volumeattachments', 'VolumeAttachment'), {
       upsert: (o) => this.onVolumeAttachment(o, false),
       remove: (o) => this.onVolumeAttachment(o, true),
-      listed: (all) => this.dropUnlisted('VolumeAttachment', all.filter((o) => this.isOurs(o))),
+      listed: (all) =>
+        this.dropUnlisted(
+          'VolumeAttachment',
+          all.filter((o) => this.isOurs(o)),
+        ),
     });
     this.watch(core('pods', 'Pod', `spec.nodeName=${node}`), {
       upsert: (o) => this.onPod(o),
@@ -161,7 +176,9 @@ export class KubeAgent {
 
   private onNode(raw: ApiObject): void {
     this.upsertObject(raw);
-    const status = (raw.status ?? {}) as { volumesAttached?: { name: string; devicePath?: string }[] };
+    const status = (raw.status ?? {}) as {
+      volumesAttached?: { name: string; devicePath?: string }[];
+    };
     this.volumesAttached = status.volumesAttached ?? [];
     this.observeAttachments();
   }
@@ -173,13 +190,20 @@ export class KubeAgent {
   /** This node's VolumeAttachments only: into the log, and into the attachments it confirms. */
   private onVolumeAttachment(raw: ApiObject, removed: boolean): void {
     if (!this.isOurs(raw)) return;
-    const status = (raw.status ?? {}) as { attached?: boolean; attachmentMetadata?: Record<string, string> };
+    const status = (raw.status ?? {}) as {
+      attached?: boolean;
+      attachmentMetadata?: Record<string, string>;
+    };
     if (removed) {
       this.attachments.delete(raw.metadata.name);
       this.removeObject(raw);
     } else {
       const { name } = raw.metadata;
-      const view = { name, attached: status.attached === true, attachmentMetadata: status.attachmentMetadata ?? {} };
+      const view = {
+        name,
+        attached: status.attached === true,
+        attachmentMetadata: status.attachmentMetadata ?? {},
+      };
       this.attachments.set(name, view);
       this.upsertObject(raw);
     }
@@ -204,14 +228,20 @@ export class KubeAgent {
     const parsed = podSchema.safeParse(raw);
     const uid = raw.metadata.uid ?? '';
     if (!parsed.success) {
-      this.opts.say(`refused pod ${raw.metadata.namespace}/${raw.metadata.name}: ${parsed.error.message}`);
+      this.opts.say(
+        `refused pod ${raw.metadata.namespace}/${raw.metadata.name}: ${parsed.error.message}`,
+      );
       return;
     }
     const pod = parsed.data;
     const phase = pod.status?.phase;
     // A pod being deleted or finished runs no containers here: its volumes go (the kubelet's
     // podWorkers: terminated), and a deleted one is removed from the API once they are gone.
-    if (pod.metadata.deletionTimestamp !== undefined || phase === 'Succeeded' || phase === 'Failed') {
+    if (
+      pod.metadata.deletionTimestamp !== undefined ||
+      phase === 'Succeeded' ||
+      phase === 'Failed'
+    ) {
       // The log keeps the API's word (deletionTimestamp, phase) before the removal it causes.
       if (this.vm.world.pods.has(UniquePodName(uid))) this.addPod(pod);
       this.podGone(uid);

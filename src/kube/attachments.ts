@@ -51,7 +51,10 @@ export function confirmedAttachments(opts: {
     }
     const va = opts.volumeAttachments.get(volumeAttachmentName(csi.handle, csi.driver, opts.node));
     if (va === undefined || !va.attached) continue;
-    confirmed.push({ name: entry.name, devicePath: encodePublishContext({ ...va.attachmentMetadata }) });
+    confirmed.push({
+      name: entry.name,
+      devicePath: encodePublishContext({ ...va.attachmentMetadata }),
+    });
   }
   return confirmed;
 }

@@ -61,7 +61,11 @@ export class KubeHttp {
   }
 
   delete(path: string, body?: unknown): Promise<JsonObject> {
-    return this.call('DELETE', path, body === undefined ? {} : { body, contentType: 'application/json' });
+    return this.call(
+      'DELETE',
+      path,
+      body === undefined ? {} : { body, contentType: 'application/json' },
+    );
   }
 
   /** One request; a non-2xx answer throws KubeApiError with the API server's message. */

@@ -40,7 +40,10 @@ export interface ResourceRef {
 }
 
 /** The object as handed on: kind and apiVersion set, managedFields gone. */
-export function plainObject(raw: JsonObject, ref: Pick<ResourceRef, 'kind' | 'apiVersion'>): ApiObject {
+export function plainObject(
+  raw: JsonObject,
+  ref: Pick<ResourceRef, 'kind' | 'apiVersion'>,
+): ApiObject {
   const metadata = { ...(raw.metadata as ApiObject['metadata']) };
   delete metadata.managedFields;
   return { ...raw, kind: ref.kind, apiVersion: ref.apiVersion, metadata };
@@ -61,14 +64,24 @@ export class KubeInformer {
     private readonly handlers: InformerHandlers,
   ) {
     this.synced = new Promise((resolve) => (this.resolveSynced = resolve));
-    const query = ref.fieldSelector === undefined ? '' : `?fieldSelector=${encodeURIComponent(ref.fieldSelector)}`;
+    const query =
+      ref.fieldSelector === undefined
+        ? ''
+        : `?fieldSelector=${encodeURIComponent(ref.fieldSelector)}`;
     const list = async () => {
       const answer = await http.get(`${ref.path}${query}`);
       const items = ((answer.items ?? []) as JsonObject[]).map((item) => plainObject(item, ref));
       const metadata = (answer.metadata ?? {}) as { resourceVersion?: string };
       return { items, metadata: { resourceVersion: metadata.resourceVersion ?? '' } };
     };
-    this.lw = new ListWatch<ApiObject>(ref.path, new Watch(http.kc), list, false, undefined, ref.fieldSelector);
+    this.lw = new ListWatch<ApiObject>(
+      ref.path,
+      new Watch(http.kc),
+      list,
+      false,
+      undefined,
+      ref.fieldSelector,
+    );
     const plain = (o: ApiObject) => plainObject(o as unknown as JsonObject, ref);
     this.lw.on('add', (o) => handlers.upsert(plain(o)));
     this.lw.on('update', (o) => handlers.upsert(plain(o)));
@@ -101,7 +114,9 @@ export class KubeInformer {
   private failed(error: unknown): void {
     if (this.stopped) return;
     const message = error instanceof Error ? error.message : JSON.stringify(error);
-    this.handlers.trouble(`${this.ref.kind} watch: ${message}; listing again in ${kubeInformerRetryMs} ms`);
+    this.handlers.trouble(
+      `${this.ref.kind} watch: ${message}; listing again in ${kubeInformerRetryMs} ms`,
+    );
     if (this.retryTimer !== null) return;
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;

@@ -101,7 +101,7 @@ export class NodeStatusWriter {
     }
   }
 
-  /** A driver registered: CSINode entry, nodeid annotation, topology labels; retried until written. */
+  /** A driver registered: its CSINode entry, nodeid annotation, topology labels (retried). */
   driverRegistered(driver: CsiNodeDriver, topology: Readonly<Record<string, string>> = {}): void {
     this.drivers.set(driver.name, driver);
     this.enqueue(`CSI driver ${driver.name} registered`, async () => {
@@ -135,7 +135,9 @@ export class NodeStatusWriter {
           await write();
           return;
         } catch (error) {
-          this.opts.say(`${what}: writing CSINode or the Node failed, retrying: ${(error as Error).message}`);
+          this.opts.say(
+            `${what}: writing CSINode or the Node failed, retrying: ${(error as Error).message}`,
+          );
           await new Promise((resolve) => setTimeout(resolve, kubeWriteRetryMs));
         }
       }

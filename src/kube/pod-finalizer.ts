@@ -46,7 +46,8 @@ export class PodFinalizer {
   }
 
   private async delete(pod: Pending): Promise<void> {
-    const path = `/api/v1/namespaces/${encodeURIComponent(pod.namespace)}/pods/${encodeURIComponent(pod.name)}`;
+    const namespace = encodeURIComponent(pod.namespace);
+    const path = `/api/v1/namespaces/${namespace}/pods/${encodeURIComponent(pod.name)}`;
     try {
       await this.opts.http.delete(path, {
         apiVersion: 'v1',
@@ -62,7 +63,9 @@ export class PodFinalizer {
         return;
       }
       pod.deleting = false;
-      this.opts.say(`deleting pod ${pod.namespace}/${pod.name} failed, retrying: ${(error as Error).message}`);
+      this.opts.say(
+        `deleting pod ${pod.namespace}/${pod.name} failed, retrying: ${(error as Error).message}`,
+      );
       if (this.timer === null && !this.stopped)
         this.timer = setTimeout(() => {
           this.timer = null;

@@ -19,7 +19,13 @@ export class TokenRequests implements ServiceAccountTokens {
   ) {}
 
   async token(namespace: string, part: ServiceAccountTokenPart): Promise<string> {
-    const key = [namespace, part.serviceAccountName, part.audience ?? '', part.expirationSeconds, part.podUid].join('\u0000');
+    const key = [
+      namespace,
+      part.serviceAccountName,
+      part.audience ?? '',
+      part.expirationSeconds,
+      part.podUid,
+    ].join('\u0000');
     const cached = this.cache.get(key);
     if (cached !== undefined && this.nowMs() < cached.refreshAtMs) return cached.token;
     const path =
@@ -38,7 +44,8 @@ export class TokenRequests implements ServiceAccountTokens {
     if (typeof status.token !== 'string' || status.token === '')
       throw new Error('the TokenRequest answer holds no token');
     const issuedMs = this.nowMs();
-    const expiresMs = Date.parse(status.expirationTimestamp ?? '') || issuedMs + part.expirationSeconds * 1000;
+    const expiresMs =
+      Date.parse(status.expirationTimestamp ?? '') || issuedMs + part.expirationSeconds * 1000;
     const refreshAtMs = issuedMs + (expiresMs - issuedMs) * refreshAfterLifetimeShare;
     this.cache.set(key, { token: status.token, refreshAtMs });
     return status.token;
@@ -46,6 +53,7 @@ export class TokenRequests implements ServiceAccountTokens {
 
   /** Forgets a pod's tokens (the pod is gone). */
   forgetPod(podUid: string): void {
-    for (const key of this.cache.keys()) if (key.endsWith(`\u0000${podUid}`)) this.cache.delete(key);
+    for (const key of this.cache.keys())
+      if (key.endsWith(`\u0000${podUid}`)) this.cache.delete(key);
   }
 }

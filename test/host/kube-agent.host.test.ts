@@ -42,7 +42,8 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
   after(async () => {
     await agent?.stop();
     await driver?.stop();
-    if (existsSync(join(kubeDir, 'pids'))) spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
+    if (existsSync(join(kubeDir, 'pids')))
+      spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
   });
   const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
   kubeDir = join(base, 'kube');
@@ -67,12 +68,14 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     for (;;) {
       const value = probe();
       if (value !== undefined) return value;
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}\n${agent?.lines.join('\n')}`);
+      if (Date.now() > deadline)
+        throw new Error(`timed out waiting for ${what}\n${agent?.lines.join('\n')}`);
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
   };
   const volumesInUse = () =>
-    json<{ status?: { volumesInUse?: string[] } }>(['get', 'node', node]).status?.volumesInUse ?? [];
+    json<{ status?: { volumesInUse?: string[] } }>(['get', 'node', node]).status?.volumesInUse ??
+    [];
 
   before(() => {
     bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl']);
@@ -87,9 +90,23 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
   /** A kubeconfig with a token of the agent's ServiceAccount, bound to the deploy/ role only. */
   function leastPrivilegeKubeconfig(): string {
     ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
-    const token = ok(['-n', 'kube-system', 'create', 'token', 'vole-node-agent', '--duration', '1h']).trim();
+    const token = ok([
+      '-n',
+      'kube-system',
+      'create',
+      'token',
+      'vole-node-agent',
+      '--duration',
+      '1h',
+    ]).trim();
     const server = ok(['config', 'view', '--raw', '-o', 'jsonpath={.clusters[0].cluster.server}']);
-    const ca = ok(['config', 'view', '--raw', '-o', 'jsonpath={.clusters[0].cluster.certificate-authority}']);
+    const ca = ok([
+      'config',
+      'view',
+      '--raw',
+      '-o',
+      'jsonpath={.clusters[0].cluster.certificate-authority}',
+    ]);
     const file = join(base, 'agent.kubeconfig');
     writeFileSync(
       file,
@@ -106,7 +123,7 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     return file;
   }
 
-  test('the agent mounts a pod from the API, reports it, and unmounts it when deleted', async () => {
+  test('the agent mounts a pod from the API, reports it, unmounts it when deleted', async () => {
     const agentKubeconfig = leastPrivilegeKubeconfig();
     const canI = (verb: string, resource: string) =>
       kubectl(['auth', 'can-i', verb, resource], { kubeconfig: agentKubeconfig }).stdout.trim();
@@ -118,43 +135,94 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
 
     // No kube-controller-manager: the test makes what its controllers would.
     ok(['create', 'serviceaccount', 'default']);
-    ok(['create', 'configmap', 'kube-root-ca.crt', `--from-file=ca.crt=${join(kubeDir, 'pki/ca.crt')}`]);
+    ok([
+      'create',
+      'configmap',
+      'kube-root-ca.crt',
+      `--from-file=ca.crt=${join(kubeDir, 'pki/ca.crt')}`,
+    ]);
     ok(['apply', '-f', '-'], objectsYaml);
     ok(['patch', 'pvc', 'data', '--subresource=status', '--type=merge', '-p', boundClaimStatus]);
 
     // vole's CSI driver registers the kubelet way, through <root>/plugins_registry.
     mkdirSync(join(base, 'csi'), { recursive: true });
     driver = startVole([
-      'csi-driver', '--endpoint', `unix://${join(base, 'csi/disk.sock')}`, '--node-id', 'disk-id-1',
-      '--state-dir', join(base, 'csi-state'), '--registration-dir', join(root, 'plugins_registry'),
-      '--max-volumes-per-node', '8',
+      'csi-driver',
+      '--endpoint',
+      `unix://${join(base, 'csi/disk.sock')}`,
+      '--node-id',
+      'disk-id-1',
+      '--state-dir',
+      join(base, 'csi-state'),
+      '--registration-dir',
+      join(root, 'plugins_registry'),
+      '--max-volumes-per-node',
+      '8',
     ]);
     agent = startVole([
-      'run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root, '--db', db,
+      'run',
+      '--kubeconfig',
+      agentKubeconfig,
+      '--node',
+      node,
+      '--root',
+      root,
+      '--db',
+      db,
       '--no-controller-attach-detach',
     ]);
     await agent.line(/vole agent on vole-node: API https:\/\/127\.0\.0\.1:\d+/);
-    const csiNode = json<{ metadata: { ownerReferences: { kind: string }[] } }>(['get', 'csinode', node]);
-    assert.equal(csiNode.metadata.ownerReferences[0]?.kind, 'Node', 'the CSINode is owned by its Node');
-    const nodeObject = json<{ metadata: { annotations?: Record<string, string> } }>(['get', 'node', node]);
-    assert.equal(nodeObject.metadata.annotations?.['volumes.kubernetes.io/controller-managed-attach-detach'], undefined);
-
-    type CsiNode = { spec: { drivers: { name: string; nodeID: string; allocatable?: { count: number } }[] | null } };
-    const registered = await eventually('the CSI driver in the CSINode', () =>
-      json<CsiNode>(['get', 'csinode', node]).spec.drivers?.find((d) => d.name === 'disk.csi.vole.dev'),
+    const csiNode = json<{ metadata: { ownerReferences: { kind: string }[] } }>([
+      'get',
+      'csinode',
+      node,
+    ]);
+    assert.equal(
+      csiNode.metadata.ownerReferences[0]?.kind,
+      'Node',
+      'the CSINode is owned by its Node',
     );
-    assert.deepEqual(registered, { name: 'disk.csi.vole.dev', nodeID: 'disk-id-1', topologyKeys: null, allocatable: { count: 8 } });
-    const ids = json<{ metadata: { annotations: Record<string, string> } }>(['get', 'node', node]).metadata
-      .annotations['csi.volume.kubernetes.io/nodeid'];
+    const nodeObject = json<{ metadata: { annotations?: Record<string, string> } }>([
+      'get',
+      'node',
+      node,
+    ]);
+    assert.equal(
+      nodeObject.metadata.annotations?.['volumes.kubernetes.io/controller-managed-attach-detach'],
+      undefined,
+    );
+
+    type CsiNode = {
+      spec: { drivers: { name: string; nodeID: string; allocatable?: { count: number } }[] | null };
+    };
+    const registered = await eventually('the CSI driver in the CSINode', () =>
+      json<CsiNode>(['get', 'csinode', node]).spec.drivers?.find(
+        (d) => d.name === 'disk.csi.vole.dev',
+      ),
+    );
+    assert.deepEqual(registered, {
+      name: 'disk.csi.vole.dev',
+      nodeID: 'disk-id-1',
+      topologyKeys: null,
+      allocatable: { count: 8 },
+    });
+    const ids = json<{ metadata: { annotations: Record<string, string> } }>(['get', 'node', node])
+      .metadata.annotations['csi.volume.kubernetes.io/nodeid'];
     assert.deepEqual(JSON.parse(ids ?? '{}'), { 'disk.csi.vole.dev': 'disk-id-1' });
 
     ok(['apply', '-f', '-'], podYaml('app', 'app-config'));
     const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
     await agent.line(/pod default\/app: mounted \[/, 90_000);
     const volumes = join(root, 'pods', uid, 'volumes');
-    assert.equal(readFileSync(join(volumes, 'kubernetes.io~configmap/config/greeting'), 'utf8'), 'hello from the API');
+    assert.equal(
+      readFileSync(join(volumes, 'kubernetes.io~configmap/config/greeting'), 'utf8'),
+      'hello from the API',
+    );
     const mounts = mountsUnder(await readMountTable(), join(root, 'pods', uid));
-    assert.ok(mounts.some((m) => m.mountPoint.endsWith('/disk.vole.dev/data-pv')), 'the disk is mounted in the pod');
+    assert.ok(
+      mounts.some((m) => m.mountPoint.endsWith('/disk.vole.dev/data-pv')),
+      'the disk is mounted in the pod',
+    );
 
     // The kube-api-access volume's token: a TokenRequest bound to this pod.
     const access = ok(['get', 'pod', 'app', '-o', 'jsonpath={.spec.volumes[3].name}']).trim();
@@ -170,19 +238,39 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     // A pod whose ConfigMap does not exist: FailedMount, from the kubelet, in kubectl get events.
     ok(['apply', '-f', '-'], podYaml('broken', 'no-such-config', false));
     const failed = await eventually('a FailedMount Event', () => {
-      const out = ok(['get', 'events', '--field-selector', 'involvedObject.name=broken', '-o', 'json']);
-      const items = (JSON.parse(out) as { items: { reason: string; message: string; source: { component: string } }[] }).items;
+      const out = ok([
+        'get',
+        'events',
+        '--field-selector',
+        'involvedObject.name=broken',
+        '-o',
+        'json',
+      ]);
+      const items = (
+        JSON.parse(out) as {
+          items: { reason: string; message: string; source: { component: string } }[];
+        }
+      ).items;
       return items.find((e) => e.reason === 'FailedMount');
     });
     assert.equal(failed.source.component, 'kubelet');
-    assert.match(failed.message, /^MountVolume\.SetUp failed for volume "config" : configmap "default\/no-such-config" not found/);
+    assert.match(
+      failed.message,
+      /^MountVolume\.SetUp failed for volume "config" : configmap "default\/no-such-config" not/,
+    );
     assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
 
     // kubectl delete waits until the pod is gone: vole removes it once its volumes are.
     ok(['delete', 'pod', 'app', 'broken', '--timeout=60s']);
     // The pod's own volumes are gone before it is; the disk's device follows (then detach).
-    assert.deepEqual(mountsUnder(await readMountTable(), join(root, 'pods')), [], 'no pod volume stays');
-    await eventually('volumesInUse to drop the disk', () => (volumesInUse().length === 0 ? true : undefined));
+    assert.deepEqual(
+      mountsUnder(await readMountTable(), join(root, 'pods')),
+      [],
+      'no pod volume stays',
+    );
+    await eventually('volumesInUse to drop the disk', () =>
+      volumesInUse().length === 0 ? true : undefined,
+    );
     for (let i = 0; (await listLoops()).some((l) => l.backFile.startsWith(root)); i++) {
       assert.ok(i < 300, 'the loop device is detached');
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -200,12 +288,20 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     // Every input is in the log as the API server gave it: the pod with its resourceVersion.
     const exported = vole('export', '--db', db);
     assert.equal(exported.status, 0, exported.stderr);
-    const events = exported.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    const events = exported.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     const podEvents = events.filter((e) => e.type === 'PodUpserted' && e.pod.metadata.uid === uid);
     assert.ok(podEvents.length >= 2, 'the pod as created and as deleted');
     assert.ok(podEvents.every((e) => /^\d+$/.test(e.pod.metadata.resourceVersion)));
-    assert.ok(events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolume'));
-    assert.ok(!exported.stdout.includes('hello from the API'), 'ConfigMap data stays out of the log');
+    assert.ok(
+      events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolume'),
+    );
+    assert.ok(
+      !exported.stdout.includes('hello from the API'),
+      'ConfigMap data stays out of the log',
+    );
   });
 });
 

@@ -44,11 +44,18 @@ async function fetchTokens(
   for (const part of s.sources) {
     if (part.kind !== 'serviceAccountToken') continue;
     if (tokens === undefined)
-      throw new HostError('final', 'serviceAccountToken projection needs a token issuer; none is configured');
+      throw new HostError(
+        'final',
+        'serviceAccountToken projection needs a token issuer; none is configured',
+      );
     try {
       fetched.set(part.path, await tokens.token(s.namespace, part));
     } catch (error) {
-      throw new HostError('transient', `cannot get a token for service account "${part.serviceAccountName}": ${(error as Error).message}`);
+      throw new HostError(
+        'transient',
+        `cannot get a token for service account "${part.serviceAccountName}": ` +
+          (error as Error).message,
+      );
     }
   }
   return fetched;
@@ -132,7 +139,8 @@ export function buildPayload(
         if (part.kind === 'downwardAPI') addDownward(payload, part.files, mode);
         else if (part.kind === 'serviceAccountToken') {
           const token = tokens.get(part.path);
-          if (token === undefined) throw new HostError('final', `no token fetched for "${part.path}"`);
+          if (token === undefined)
+            throw new HostError('final', `no token fetched for "${part.path}"`);
           addFile(payload, part.path, { data: Buffer.from(token), mode: part.mode ?? mode });
         } else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
       }
