@@ -97,13 +97,24 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
   const orphans = await vm.cleanUpOrphans(root);
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
-  const endpoints = await serveEndpoints({
-    root,
-    metricsAt,
-    vm,
-    say,
-    stop: () => void agent.stop(),
-  });
+  const stop = () => void agent.stop();
+  const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop });
+  return untilStopped(opts, { say, logBlocked, vm, agent, endpoints, csi });
+}
+
+/** Runs until a signal (or, with --once, until settled); then stops it all, in order. */
+function untilStopped(
+  opts: Pick<KubeRunOptions, 'once' | 'timeout'>,
+  parts: {
+    say: (line: string) => void;
+    logBlocked: ReturnType<typeof logBlockedReporter>;
+    vm: VolumeManager;
+    agent: KubeAgent;
+    endpoints: { close(): Promise<void> };
+    csi: { stop(): void };
+  },
+): Promise<number> {
+  const { say, logBlocked, vm, agent, endpoints, csi } = parts;
   return runUntilStopped({
     say,
     once: opts.once === true,

@@ -242,7 +242,7 @@ export const csiDriver = z.looseObject({
 });
 export type CSIDriver = z.infer<typeof csiDriver>;
 
-/** storage.k8s.io/v1 VolumeAttachment: the attach/detach controller's request, the attacher's reply. */
+/** storage.k8s.io/v1 VolumeAttachment: the attach/detach controller's ask, the attacher's reply. */
 export const volumeAttachment = z.looseObject({
   apiVersion: z.string().optional(),
   kind: z.literal('VolumeAttachment'),
