@@ -21,6 +21,13 @@ programs() {
   local kube="${kv//K/$k8s} ${kv//K/$cg}"
   cat <<EOF
 csi-sanity|csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity|-X main.VERSION=v5.6.0
+etcd|etcd|go.etcd.io/etcd/server/v3|
+kube-apiserver|kube|k8s.io/kubernetes/cmd/kube-apiserver|$kube
+kubectl|kube|k8s.io/kubernetes/cmd/kubectl|$kube
+kube-controller-manager|kube|k8s.io/kubernetes/cmd/kube-controller-manager|$kube
+csi-attacher|csi-sidecars|github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher|-X main.version=v4.13.0
+csi-resizer|csi-sidecars|github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer|-X main.version=v2.3.0
+csi-provisioner|csi-provisioner|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|-X main.version=v6.4.0
 EOF
 }
 
@@ -50,9 +57,16 @@ for name in "${wanted[@]}"; do
     || die "unknown program '$name' (known: $(programs | cut -d'|' -f1 | tr '\n' ' '))"
 done
 
+missing=()
+for name in "${wanted[@]}"; do [ -x "$bin/$name" ] || missing+=("$name"); done
+if [ ${#missing[@]} -eq 0 ]; then echo "$bin"; exit 0; fi
+
 # One builder at a time per cache (parallel test processes may all ask at once).
 exec 9>"$cache/.lock"
-flock 9
+if ! flock -n 9; then
+  log "another scripts/peers.sh is building; waiting for it"
+  flock 9
+fi
 
 for name in "${wanted[@]}"; do
   [ -x "$bin/$name" ] && continue

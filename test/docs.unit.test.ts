@@ -139,7 +139,7 @@ function checkVoleCommand(text: string, at: string): void {
   }
 }
 
-/** A shell line: `vole …`, `npm run --silent vole -- …`, a script, `npx tsx FILE`. */
+/** A shell line: `vole …`, `npm run --silent vole -- …`, `scripts/X.sh ARGS`, `npx tsx F`. */
 function checkShellLine(line: string, at: string): void {
   const npmVole = /^npm run --silent vole -- (.*)$/.exec(line);
   if (npmVole) {
@@ -152,7 +152,7 @@ function checkShellLine(line: string, at: string): void {
   if (/^kubectl --kubeconfig \S+ \S/.test(line)) return;
   const tsx = /^npx tsx (\S+)$/.exec(line);
   if (tsx) return accessSync(join(root, tsx[1]!));
-  const script = /^(scripts\/\S+\.sh)$/.exec(line);
+  const script = /^(scripts\/\S+\.sh)(?: .*)?$/.exec(line);
   if (script) return accessSync(join(root, script[1]!), constants.X_OK);
   assert.fail(`${at}: a command the docs test does not know how to check: ${line}`);
 }

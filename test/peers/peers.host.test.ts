@@ -12,9 +12,9 @@ import { peerNames, peersBinDir } from '../support/peers.js';
 /** How each program says its version, and what that output must contain. */
 const versionCheck: Record<string, { args: string[]; says: RegExp }> = {
   'csi-sanity': { args: ['--version'], says: /Version = v5\.6\.0/ },
-  'external-attacher': { args: ['--version'], says: /v4\.13\.0/ },
-  'external-provisioner': { args: ['--version'], says: /v6\.4\.0/ },
-  'external-resizer': { args: ['--version'], says: /v2\.3\.0/ },
+  'csi-attacher': { args: ['--version'], says: /csi-attacher v4\.13\.0/ },
+  'csi-provisioner': { args: ['--version'], says: /csi-provisioner v6\.4\.0/ },
+  'csi-resizer': { args: ['--version'], says: /csi-resizer v2\.3\.0/ },
   etcd: { args: ['--version'], says: /etcd Version: 3\.6\.16/ },
   'kube-apiserver': { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
   'kube-controller-manager': { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
@@ -26,7 +26,10 @@ const skip = hostTestSkipReason();
 const names = peerNames();
 
 test('every peer has a version check here', () => {
-  assert.deepEqual(names.filter((n) => versionCheck[n] === undefined), []);
+  assert.deepEqual(
+    names.filter((n) => versionCheck[n] === undefined),
+    [],
+  );
 });
 
 for (const name of names) {

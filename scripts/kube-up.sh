@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# A small real Kubernetes control plane on loopback, for tests and for trying vole:
+# etcd + kube-apiserver (+ kube-controller-manager), the programs scripts/peers.sh builds.
+#
+#   scripts/kube-up.sh DIR [--with-controller-manager [--controllers LIST]]
+#
+# Everything lives in DIR (created): a CA and serving certificate (openssl), service-account
+# keys, a static token for the admin (group system:masters), etcd's data, one log per
+# program, DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
+# 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
+# /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids.
+# Env: VOLE_PEERS_BIN (a directory of built peers; otherwise scripts/peers.sh builds them),
+# VOLE_KUBE_READY_TIMEOUT_S (default 120).
+set -Eeuo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+log() { printf 'kube-up: %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+[ $# -ge 1 ] || die "usage: kube-up.sh DIR [--with-controller-manager [--controllers LIST]]"
+dir="$(mkdir -p "$1" && cd "$1" && pwd)"; shift
+with_kcm=false controllers='*'
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --with-controller-manager) with_kcm=true ;;
+    --controllers) [ $# -ge 2 ] || die "--controllers needs a list"; controllers="$2"; shift ;;
+    *) die "unknown argument '$1'" ;;
+  esac
+  shift
+done
+[ ! -s "$dir/pids" ] || die "$dir/pids exists: run scripts/kube-down.sh $dir first"
+ready_timeout_s="${VOLE_KUBE_READY_TIMEOUT_S:-120}"
+
+names=(etcd kube-apiserver kubectl)
+$with_kcm && names+=(kube-controller-manager)
+bin="${VOLE_PEERS_BIN:-}"
+[ -n "$bin" ] || bin="$(bash "$root/scripts/peers.sh" "${names[@]}" | tail -n 1)"
+for n in "${names[@]}"; do [ -x "$bin/$n" ] || die "no $n in $bin"; done
+
+free_port() {
+  node -e "const s=require('net').createServer();
+    s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"
+}
+
+# On any failure from here on, stop what was started (by PID) and show why.
+cleanup_on_error() {
+  log "failed; logs in $dir/*.log"
+  for f in "$dir"/*.log; do [ -f "$f" ] && { log "--- tail $f"; tail -n 15 "$f" >&2; }; done
+  bash "$root/scripts/kube-down.sh" "$dir" || true
+}
+trap cleanup_on_error ERR
+
+# Started in the background with its output in DIR/NAME.log; its PID goes to DIR/pids.
+start() {
+  local name="$1"; shift
+  "$@" </dev/null >"$dir/$name.log" 2>&1 &
+  echo "$name $!" >>"$dir/pids"
+  log "started $name (pid $!)"
+}
+
+# Polls until the command succeeds, or fails after the ready timeout naming WHAT.
+wait_for() {
+  local what="$1" pid="$2"; shift 2
+  local deadline=$((SECONDS + ready_timeout_s))
+  until "$@" >/dev/null 2>&1; do
+    kill -0 "$pid" 2>/dev/null || { log "$what exited"; return 1; }
+    [ $SECONDS -lt $deadline ] || { log "$what not ready after ${ready_timeout_s} s"; return 1; }
+    sleep 0.3
+  done
+}
+
+make_pki() {
+  local pki="$dir/pki"
+  mkdir -p "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=vole-kube-ca" \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,%s\n' \
+    'DNS:kubernetes.default,DNS:kubernetes.default.svc' >"$pki/apiserver.ext"
+  openssl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 30 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt" 2>/dev/null
+  openssl genrsa -out "$pki/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
+  token="$(openssl rand -hex 24)"
+  echo "$token,admin,admin,system:masters" >"$pki/tokens.csv"
+}
+
+write_kubeconfig() {
+  cat >"$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: vole
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority: $dir/pki/ca.crt
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: vole
+  context: {cluster: vole, user: admin}
+current-context: vole
+EOF
+}
+
+: >"$dir/pids"
+make_pki
+etcd_port="$(free_port)" peer_port="$(free_port)" api_port="$(free_port)"
+start etcd "$bin/etcd" --name vole --data-dir "$dir/etcd" \
+  --listen-client-urls "http://127.0.0.1:$etcd_port" \
+  --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+  --listen-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-cluster "vole=http://127.0.0.1:$peer_port"
+etcd_pid=$!
+wait_for etcd "$etcd_pid" curl -sf "http://127.0.0.1:$etcd_port/health"
+
+start kube-apiserver "$bin/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$etcd_port" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+  --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
+  --cert-dir "$dir/pki" --token-auth-file "$dir/pki/tokens.csv" \
+  --authorization-mode Node,RBAC \
+  --service-account-key-file "$dir/pki/sa.pub" \
+  --service-account-signing-key-file "$dir/pki/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc \
+  --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
+  --endpoint-reconciler-type none
+api_pid=$!
+write_kubeconfig
+wait_for kube-apiserver "$api_pid" sh -c "curl -sf --cacert '$dir/pki/ca.crt' \
+  -H 'Authorization: Bearer $token' https://127.0.0.1:$api_port/readyz | grep -qx ok"
+
+if $with_kcm; then
+  kcm_port="$(free_port)"
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig "$dir/kubeconfig" --controllers "$controllers" --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$dir/pki/kcm" \
+    --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
+    --use-service-account-credentials=false
+  kcm_pid=$!
+  wait_for kube-controller-manager "$kcm_pid" \
+    sh -c "curl -sfk https://127.0.0.1:$kcm_port/healthz | grep -qx ok"
+fi
+trap - ERR
+log "ready: kubectl --kubeconfig $dir/kubeconfig (API https://127.0.0.1:$api_port)"
+echo "$dir/kubeconfig"
