@@ -68,6 +68,14 @@ export function csiDrivers(objects: Iterable<ApiObject>): Map<string, boolean> {
   return drivers;
 }
 
+/** A deleted pod none of whose containers runs: terminated, as Kubernetes' IsPodTerminated. */
+export function deletedAndStopped(raw: ApiObject): boolean {
+  if (raw.metadata.deletionTimestamp === undefined) return false;
+  const status = (raw.status ?? {}) as Record<string, { state?: { running?: unknown } }[]>;
+  const all = ['initContainerStatuses', 'containerStatuses', 'ephemeralContainerStatuses'];
+  return all.every((field) => (status[field] ?? []).every((c) => c.state?.running === undefined));
+}
+
 const driversText = (d: ReadonlyMap<string, boolean>) =>
   [...d].sort(([a], [b]) => a.localeCompare(b)).map(([n, r]) => `${n}=${r}`).join(',');
 
@@ -287,9 +295,14 @@ export class KubeController {
       const what = `${raw.metadata.namespace}/${raw.metadata.name}`;
       return this.opts.say(`refused pod ${what}: ${parsed.error.message}`);
     }
-    // A pod being deleted runs no containers once it is gone; until then its volumes stay
-    // desired, as Kubernetes' desired state populator keeps them.
-    cm.upsertPod(parsed.data);
+    const pod = parsed.data;
+    const uid = UniquePodName(pod.metadata.uid ?? '');
+    if (!deletedAndStopped(raw)) return cm.upsertPod(pod);
+    // Kubernetes' populator drops a deleted pod none of whose containers runs (terminated):
+    // the log keeps the API's word, then the pod goes.
+    if (!cm.world.pods.has(uid)) return;
+    cm.upsertPod(pod);
+    cm.removePod(uid);
   }
 
   private podGone(uid: string): void {

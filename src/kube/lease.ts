@@ -14,7 +14,7 @@
 import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
 
 export interface KubeLeaseOptions {
-  readonly http: KubeHttp;
+  readonly http: Pick<KubeHttp, 'get' | 'post' | 'put'>;
   readonly namespace: string;
   readonly name: string;
   readonly identity: string;

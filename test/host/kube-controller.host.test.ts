@@ -99,9 +99,10 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       '-p',
       JSON.stringify({ status: { volumesInUse: volumes } }),
     ]);
-  const startController = (identity: string) => {
+  const startController = (identity: string, extra: string[] = []) => {
     const c = startVole([
       'controller',
+      ...extra,
       '--kubeconfig',
       kubeconfig,
       '--root',
@@ -235,6 +236,47 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     await eventually('the VolumeAttachment gone after the pod', () =>
       vas().some((v) => v.metadata.name === name) ? undefined : true,
     );
+    await b.stop();
+  });
+
+  test('a not Ready node still using the volume: forced detach after maxWaitForUnmount', async () => {
+    const c = startController('replica-d', ['--max-wait-for-unmount', '3s']);
+    await c.line(/leading: CSI drivers/);
+    const unique = `kubernetes.io/csi/${driverName}^vol-1`;
+    apply(pod('four', 'vole-node-1', 'data'));
+    await eventually('volumesAttached on the Node', () =>
+      nodeStatus('vole-node-1').volumesAttached?.find((v) => v.name === unique),
+    );
+    setInUse('vole-node-1', [unique]); // the node (no Ready condition: unhealthy) never unmounts
+    const deletedMs = Date.now();
+    kubectl(['delete', 'pod', 'four', '--grace-period=0', '--force']);
+    const name = volumeAttachmentName('vol-1', driverName, 'vole-node-1');
+    await eventually('the forced detach', () =>
+      vas().some((v) => v.metadata.name === name) ? undefined : true,
+    );
+    assert.ok(Date.now() - deletedMs >= 3000, 'not before maxWaitForUnmount');
+    await c.line(/forced detach of kubernetes\.io\/csi\/disk\.csi\.vole\.dev\^vol-1 from vole-node-1: timeout/);
+    setInUse('vole-node-1', []);
+
+    // Fencing: the Lease taken from under the leader; it stops and writes nothing more.
+    const exited = new Promise<number | null>((resolve) => c.child.once('exit', resolve));
+    const renewTime = new Date().toISOString().replace(/Z$/, '000Z');
+    kubectl([
+      '-n',
+      'kube-system',
+      'patch',
+      'lease',
+      'vole-attach-detach',
+      '--type=merge',
+      '-p',
+      JSON.stringify({ spec: { holderIdentity: 'intruder', renewTime, leaseDurationSeconds: 60 } }),
+    ]);
+    apply(pod('five', 'vole-node-1', 'data'));
+    assert.equal(await exited, 3, 'exits as a replica that lost its Lease');
+    assert.ok(c.lines.some((l) => /leadership lost: .*intruder/.test(l)), c.lines.join('\n'));
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    assert.equal(vas().length, 0, 'no VolumeAttachment written without the Lease');
+    kubectl(['delete', 'pod', 'five', '--grace-period=0', '--force']);
   });
 });
 
