@@ -77,7 +77,10 @@ export function deletedAndStopped(raw: ApiObject): boolean {
 }
 
 const driversText = (d: ReadonlyMap<string, boolean>) =>
-  [...d].sort(([a], [b]) => a.localeCompare(b)).map(([n, r]) => `${n}=${r}`).join(',');
+  [...d]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([n, r]) => `${n}=${r}`)
+    .join(',');
 
 export class KubeController {
   private leadership: KubeLeadership | null = null;
@@ -146,7 +149,8 @@ export class KubeController {
       ...((pvs.items ?? []) as ApiObject[]).map((o) => ({ ...o, kind: 'PersistentVolume' })),
       ...((csiDriverList.items ?? []) as ApiObject[]).map((o) => ({ ...o, kind: 'CSIDriver' })),
     ];
-    for (const o of listed) this.known.set(objectKey(o.kind as ManifestObject['kind'], o.metadata.name), o);
+    for (const o of listed)
+      this.known.set(objectKey(o.kind as ManifestObject['kind'], o.metadata.name), o);
     this.drivers = csiDrivers(this.known.values());
     this.startManager();
     say(`leading: CSI drivers [${driversText(this.drivers)}], log ${this.opts.db}`);
@@ -163,7 +167,11 @@ export class KubeController {
 
   private startManager(): void {
     const plugins = [...this.drivers].map(([driver, attachRequired]) =>
-      vaPlugin(driver, attachRequired, { http: this.opts.http, cache: this.cache, fence: this.fence }),
+      vaPlugin(driver, attachRequired, {
+        http: this.opts.http,
+        cache: this.cache,
+        fence: this.fence,
+      }),
     );
     const cm = ControllerManager.open({
       db: this.opts.db,
@@ -194,7 +202,9 @@ export class KubeController {
       const { name, namespace = 'default' } = record.pod.metadata;
       const pod = { uid: event.pod, name, namespace };
       void this.fence()
-        .then(() => recorder.record({ pod, type: 'Warning', reason: event.reason, message: event.message }))
+        .then(() =>
+          recorder.record({ pod, type: 'Warning', reason: event.reason, message: event.message }),
+        )
         .catch((error: Error) => this.opts.say(`Event not written: ${error.message}`));
     });
     writer.start();
@@ -203,7 +213,10 @@ export class KubeController {
 
   private startInformers(): void {
     this.watch(core('nodes', 'Node'), this.objectHandlers('Node'));
-    this.watch(core('persistentvolumes', 'PersistentVolume'), this.objectHandlers('PersistentVolume'));
+    this.watch(
+      core('persistentvolumes', 'PersistentVolume'),
+      this.objectHandlers('PersistentVolume'),
+    );
     this.watch(
       core('persistentvolumeclaims', 'PersistentVolumeClaim'),
       this.objectHandlers('PersistentVolumeClaim'),
@@ -259,7 +272,11 @@ export class KubeController {
       this.opts.say(`refused ${raw.kind} ${raw.metadata.name} from the API: ${why}`);
       return;
     }
-    const key = objectKey(raw.kind as ManifestObject['kind'], raw.metadata.name, raw.metadata.namespace);
+    const key = objectKey(
+      raw.kind as ManifestObject['kind'],
+      raw.metadata.name,
+      raw.metadata.namespace,
+    );
     this.known.set(key, raw);
     if (raw.kind === 'CSIDriver' || raw.kind === 'PersistentVolume') this.checkDrivers();
     if (this.running !== undefined) cm.upsertObject(parsed.data);
@@ -320,7 +337,8 @@ export class KubeController {
   /** A new CSI driver, or a changed attachRequired: the engine starts again with it. */
   private checkDrivers(): void {
     const next = csiDrivers(this.known.values());
-    for (const [driver, required] of this.drivers) if (!next.has(driver)) next.set(driver, required);
+    for (const [driver, required] of this.drivers)
+      if (!next.has(driver)) next.set(driver, required);
     if (driversText(next) === driversText(this.drivers) || this.restarting) return;
     this.restarting = true;
     this.opts.say(`CSI drivers now [${driversText(next)}]: starting the engine again`);

@@ -79,7 +79,8 @@ export class KubeLeadership {
           leadership.startRenewing();
           return leadership;
         }
-        if (!waitingSaid) opts.say?.(`standby: ${holder} holds the Lease; waiting for it to expire`);
+        if (!waitingSaid)
+          opts.say?.(`standby: ${holder} holds the Lease; waiting for it to expire`);
         waitingSaid = true;
       } catch (error) {
         opts.say?.(`leader election: ${(error as Error).message}`);
@@ -181,7 +182,8 @@ export class KubeLeadership {
     // A renewal may land between: the holder decides, the version is only a hint.
     if (spec.holderIdentity !== this.opts.identity)
       this.lose(`the Lease is held by ${spec.holderIdentity ?? 'nobody'}`);
-    else if (rv !== this.resourceVersion && this.lostError === null) this.resourceVersion = rv ?? '';
+    else if (rv !== this.resourceVersion && this.lostError === null)
+      this.resourceVersion = rv ?? '';
     if (this.lostError !== null) throw this.lostError;
   }
 

@@ -11,7 +11,12 @@
 import { csiRpcDeadlineMs } from '../constants.js';
 import { csiPluginCaps } from '../csi/plugin.js';
 import { csiSourceOf } from '../csi/requests.js';
-import { type AttacherOps, type CallTarget, PluginError, type VolumePlugin } from '../plugins/types.js';
+import {
+  type AttacherOps,
+  type CallTarget,
+  PluginError,
+  type VolumePlugin,
+} from '../plugins/types.js';
 import type { ResolvedVolume } from '../world/types.js';
 import { volumeAttachmentName } from './attachments.js';
 import { KubeApiError, type KubeHttp } from './http.js';
@@ -85,7 +90,10 @@ const statusOf = (o: ApiObject | undefined) => (o?.status ?? {}) as VaStatus;
 
 function vaNameOf(spec: ResolvedVolume, node: string): { name: string; driver: string } {
   const source = csiSourceOf(spec);
-  return { name: volumeAttachmentName(source.volumeHandle, source.driver, node), driver: source.driver };
+  return {
+    name: volumeAttachmentName(source.volumeHandle, source.driver, node),
+    driver: source.driver,
+  };
 }
 
 async function attach(opts: VaPluginOptions, spec: ResolvedVolume, target: CallTarget) {
@@ -106,7 +114,10 @@ async function attach(opts: VaPluginOptions, spec: ResolvedVolume, target: CallT
   } catch (error) {
     // AlreadyExists: made by an earlier try or another leader; the wait below decides.
     if (!(error instanceof KubeApiError && error.statusCode === 409))
-      throw new PluginError('final', `creating VolumeAttachment ${name}: ${(error as Error).message}`);
+      throw new PluginError(
+        'final',
+        `creating VolumeAttachment ${name}: ${(error as Error).message}`,
+      );
   }
   const timeoutMs = opts.timeoutMs ?? csiRpcDeadlineMs;
   const outcome = await opts.cache
@@ -137,7 +148,10 @@ async function detach(opts: VaPluginOptions, spec: ResolvedVolume, target: CallT
     await opts.http.delete(`${vaPath}/${name}`);
   } catch (error) {
     if (!(error instanceof KubeApiError && error.statusCode === 404))
-      throw new PluginError('uncertain', `deleting VolumeAttachment ${name}: ${(error as Error).message}`);
+      throw new PluginError(
+        'uncertain',
+        `deleting VolumeAttachment ${name}: ${(error as Error).message}`,
+      );
     return;
   }
   const timeoutMs = opts.timeoutMs ?? csiRpcDeadlineMs;
@@ -177,7 +191,11 @@ const notOnController = (call: string) => () =>
   Promise.reject(new PluginError('final', `${call} is the node's, not the controller's`));
 
 /** The controller's plugin for CSI driver `driver` (attachRequired from its CSIDriver). */
-export function vaPlugin(driver: string, attachRequired: boolean, opts: VaPluginOptions): VolumePlugin {
+export function vaPlugin(
+  driver: string,
+  attachRequired: boolean,
+  opts: VaPluginOptions,
+): VolumePlugin {
   const caps = csiPluginCaps(driver, {
     publishUnpublish: attachRequired,
     stageUnstage: false,

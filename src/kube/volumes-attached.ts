@@ -86,7 +86,9 @@ export class VolumesAttachedWriter {
       } catch (error) {
         if (this.stopped) return;
         if (error instanceof KubeApiError && error.statusCode === 404) continue; // Node gone
-        this.opts.say(`volumesAttached of ${node} not written, retrying: ${(error as Error).message}`);
+        this.opts.say(
+          `volumesAttached of ${node} not written, retrying: ${(error as Error).message}`,
+        );
         await new Promise((resolve) => setTimeout(resolve, kubeWriteRetryMs));
         this.dirty.add(node);
         this.schedule();

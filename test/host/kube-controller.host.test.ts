@@ -68,7 +68,10 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     return run.stdout;
   };
   const apply = (...objects: object[]) =>
-    kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+    kubectl(
+      ['apply', '-f', '-'],
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }),
+    );
   const json = <T>(args: readonly string[]): T => JSON.parse(kubectl([...args, '-o', 'json'])) as T;
   const vas = () => json<{ items: Va[] }>(['get', 'volumeattachments']).items;
   const nodeStatus = (node: string) =>
@@ -136,7 +139,12 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     apply(
       ...node('vole-node-1'),
       ...node('vole-node-2'),
-      { apiVersion: 'storage.k8s.io/v1', kind: 'CSIDriver', metadata: { name: driverName }, spec: { attachRequired: true } },
+      {
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'CSIDriver',
+        metadata: { name: driverName },
+        spec: { attachRequired: true },
+      },
       {
         apiVersion: 'storage.k8s.io/v1',
         kind: 'CSIDriver',
@@ -179,7 +187,10 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
         'events',
       ]).items.find((e) => e.involvedObject.name === 'two' && e.reason === 'FailedAttachVolume'),
     );
-    assert.match(event.message, /^Multi-Attach error for volume "data-pv" Volume is already used by pod\(s\) one/);
+    assert.match(
+      event.message,
+      /^Multi-Attach error for volume "data-pv" Volume is already used by pod\(s\) one/,
+    );
     kubectl(['delete', 'pod', 'two', '--grace-period=0', '--force']);
 
     // The kubelet says the volume is in use; the pod goes: no detach until it stops saying so.
@@ -224,7 +235,11 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     const log = openSync(join(base, 'csi-attacher.log'), 'a');
     attacher = spawn(
       join(bin, 'csi-attacher'),
-      [`--csi-address=${join(base, 'driver', 'csi.sock')}`, `--kubeconfig=${kubeconfig}`, '--timeout=30s'],
+      [
+        `--csi-address=${join(base, 'driver', 'csi.sock')}`,
+        `--kubeconfig=${kubeconfig}`,
+        '--timeout=30s',
+      ],
       { stdio: ['ignore', log, log] },
     );
     const unique = `kubernetes.io/csi/${driverName}^vol-2`;
@@ -255,7 +270,9 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       vas().some((v) => v.metadata.name === name) ? undefined : true,
     );
     assert.ok(Date.now() - deletedMs >= 3000, 'not before maxWaitForUnmount');
-    await c.line(/forced detach of kubernetes\.io\/csi\/disk\.csi\.vole\.dev\^vol-1 from vole-node-1: timeout/);
+    await c.line(
+      /forced detach of kubernetes\.io\/csi\/disk\.csi\.vole\.dev\^vol-1 from vole-node-1: timeout/,
+    );
     setInUse('vole-node-1', []);
 
     // Fencing: the Lease taken from under the leader; it stops and writes nothing more.
@@ -273,7 +290,10 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     ]);
     apply(pod('five', 'vole-node-1', 'data'));
     assert.equal(await exited, 3, 'exits as a replica that lost its Lease');
-    assert.ok(c.lines.some((l) => /leadership lost: .*intruder/.test(l)), c.lines.join('\n'));
+    assert.ok(
+      c.lines.some((l) => /leadership lost: .*intruder/.test(l)),
+      c.lines.join('\n'),
+    );
     await new Promise((resolve) => setTimeout(resolve, 2000));
     assert.equal(vas().length, 0, 'no VolumeAttachment written without the Lease');
     kubectl(['delete', 'pod', 'five', '--grace-period=0', '--force']);
@@ -288,17 +308,20 @@ function node(name: string): object[] {
     metadata: { name },
     spec: { drivers: [{ name: driverName, nodeID: 'node-1', topologyKeys: null }] },
   };
-  return [csiNode, {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: {
-      name,
-      annotations: {
-        'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
-        'csi.volume.kubernetes.io/nodeid': JSON.stringify({ [driverName]: 'node-1' }),
+  return [
+    csiNode,
+    {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name,
+        annotations: {
+          'volumes.kubernetes.io/controller-managed-attach-detach': 'true',
+          'csi.volume.kubernetes.io/nodeid': JSON.stringify({ [driverName]: 'node-1' }),
+        },
       },
     },
-  }];
+  ];
 }
 
 function claimAndVolume(claim: string, driver: string, handle: string): object[] {

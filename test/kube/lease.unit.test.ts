@@ -31,7 +31,8 @@ class FakeLeases {
 
   put = (_path: string, body: unknown): Promise<JsonObject> => {
     const rv = ((body as JsonObject).metadata as { resourceVersion?: string }).resourceVersion;
-    const held = (this.lease?.metadata as { resourceVersion?: string } | undefined)?.resourceVersion;
+    const held = (this.lease?.metadata as { resourceVersion?: string } | undefined)
+      ?.resourceVersion;
     if (rv !== held) return Promise.reject(new KubeApiError(409, 'Conflict', 'modified'));
     return Promise.resolve(this.stamp(body as JsonObject));
   };
