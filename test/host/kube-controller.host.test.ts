@@ -13,7 +13,7 @@
  */
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, openSync } from 'node:fs';
+import { existsSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
@@ -57,6 +57,8 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
   const { base } = skip === false ? hostSandbox('kubectrl') : { base: '' };
   kubeDir = join(base, 'kube');
   const kubeconfig = join(kubeDir, 'kubeconfig');
+  /** A token of kube-system/vole-attach-detach, bound to deploy/'s role only. */
+  const controllerKubeconfig = join(base, 'controller.kubeconfig');
 
   const kubectl = (args: readonly string[], input?: string) => {
     const run = spawnSync(join(bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], {
@@ -107,7 +109,7 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       'controller',
       ...extra,
       '--kubeconfig',
-      kubeconfig,
+      controllerKubeconfig,
       '--root',
       join(base, identity),
       '--identity',
@@ -118,6 +120,44 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     controllers.push(c);
     return c;
   };
+
+  function leastPrivilegeKubeconfig(): void {
+    kubectl(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
+    const token = kubectl(['-n', 'kube-system', 'create', 'token', 'vole-attach-detach']).trim();
+    const cluster = (field: string) =>
+      kubectl(['config', 'view', '--raw', '-o', `jsonpath={.clusters[0].cluster.${field}}`]);
+    writeFileSync(
+      controllerKubeconfig,
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        `clusters: [{name: vole, cluster: {server: "${cluster('server')}", ` +
+          `certificate-authority: "${cluster('certificate-authority')}"}}]`,
+        `users: [{name: controller, user: {token: "${token}"}}]`,
+        'contexts: [{name: vole, context: {cluster: vole, user: controller}}]',
+        'current-context: vole',
+        '',
+      ].join('\n'),
+    );
+    const canI = (...args: string[]) =>
+      spawnSync(
+        join(bin, 'kubectl'),
+        ['--kubeconfig', controllerKubeconfig, 'auth', 'can-i', ...args],
+        {
+          encoding: 'utf8',
+        },
+      ).stdout.trim();
+    assert.equal(canI('create', 'volumeattachments'), 'yes');
+    assert.equal(canI('patch', 'nodes', '--subresource=status'), 'yes');
+    assert.equal(canI('create', 'pods'), 'no', 'the controller must not create pods');
+    assert.equal(
+      canI('patch', 'nodes'),
+      'no',
+      'the controller must not change Nodes but their status',
+    );
+    assert.equal(canI('update', 'leases/vole-attach-detach', '-n', 'kube-system'), 'yes');
+    assert.equal(canI('update', 'leases/kube-controller-manager', '-n', 'kube-system'), 'no');
+  }
 
   before(async () => {
     bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', 'csi-attacher']);
@@ -136,6 +176,7 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       { stdio: ['ignore', log, log] },
     );
     kubectl(['create', 'serviceaccount', 'default']);
+    leastPrivilegeKubeconfig();
     apply(
       ...node('vole-node-1'),
       ...node('vole-node-2'),
