@@ -7,6 +7,7 @@ import pino from 'pino';
 import { connect } from '../../src/cluster/client.js';
 import { ClusterController } from '../../src/cluster/controller.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
@@ -19,10 +20,16 @@ if (urls === undefined || prefix === undefined || identity === undefined || ttl 
 }
 const client = connect(urls);
 const controller = new ClusterController({
-  client,
+  client: new EtcdStore(client),
   keys: new ClusterKeys(prefix),
   identity,
-  plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: [] })],
+  plugins: [
+    new FakePlugin({
+      caps: caps(diskPlugin, { attachable: true }),
+      clock: new RealClock(),
+      journal: [],
+    }),
+  ],
   logger: pino({ level: 'silent' }),
   leaseTtlS: Number(ttl),
 });

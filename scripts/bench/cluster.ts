@@ -29,6 +29,7 @@ import { ClusterController } from '../../src/cluster/controller.js';
 import { EtcdEventLog, planTxn, readLogEvents, type TxnPlan } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { Leadership } from '../../src/cluster/leadership.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
 import { controllerCore } from '../../src/engine/cores.js';
@@ -39,13 +40,22 @@ import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { EtcdCluster, etcdSkipReason } from '../../test/support/etcd-cluster.js';
 import { diskPlugin, podEvents } from './generate.js';
-import { type Figure, gc, heapUsedAfterGc, median, nowMs, progress, type SectionResult } from './util.js';
+import {
+  type Figure,
+  gc,
+  heapUsedAfterGc,
+  median,
+  nowMs,
+  progress,
+  type SectionResult,
+} from './util.js';
 
 const batch = 100;
 
 function benchEvents(count: number): NewEvent[] {
   const events: NewEvent[] = [];
-  for (let i = 0; events.length < count; i++) events.push(...podEvents(i, 1_700_000_000_000 + i, 'a').events);
+  for (let i = 0; events.length < count; i++)
+    events.push(...podEvents(i, 1_700_000_000_000 + i, 'a').events);
   return events.slice(0, count);
 }
 
@@ -57,10 +67,23 @@ const eventsPerTick = 1_000;
  * `eventsPerTick` at a time with a turn of the event loop between, as the engine's ticks
  * do: what is flushed while a transaction is in flight goes in the next (up to 1 MiB).
  */
-async function ourAppends(client: Etcd3, prefix: string, events: readonly NewEvent[]): Promise<{ rate: number; txns: number }> {
+async function ourAppends(
+  client: Etcd3,
+  prefix: string,
+  events: readonly NewEvent[],
+): Promise<{ rate: number; txns: number }> {
   const keys = new ClusterKeys(prefix);
-  const leadership = await Leadership.campaign(client, keys, { identity: 'bench', ttlS: 10 });
-  const log = new EtcdEventLog({ client, keys, leadership, head: 0, onFatal: () => undefined });
+  const store = new EtcdStore(client);
+  const clock = new RealClock();
+  const leadership = await Leadership.campaign(store, keys, { identity: 'bench', ttlS: 10, clock });
+  const log = new EtcdEventLog({
+    store,
+    clock,
+    keys,
+    leadership,
+    head: 0,
+    onFatal: () => undefined,
+  });
   const started = nowMs();
   for (let i = 0; i < events.length; i++) {
     log.push(events[i]!);
@@ -75,24 +98,37 @@ async function ourAppends(client: Etcd3, prefix: string, events: readonly NewEve
 }
 
 /** Events per second as bare etcd3 transactions putting the same segments and head, encoded beforehand. */
-async function rawPuts(client: Etcd3, prefix: string, events: readonly NewEvent[]): Promise<number> {
+async function rawPuts(
+  client: Etcd3,
+  prefix: string,
+  events: readonly NewEvent[],
+): Promise<number> {
   const keys = new ClusterKeys(prefix);
   const rows = events.map((e, i) => {
     const value = JSON.stringify(encodeEvent(eventCodec, e as Omit<VoleEvent, 'seq'>, i + 1));
     return { seq: i + 1, value, bytes: Buffer.byteLength(value) };
   });
   const txns: { segments: { key: string; value: string }[]; head: string }[] = [];
-  for (let i = 0; i < rows.length; ) {
+  for (let i = 0; i < rows.length;) {
     const txn = planTxn(rows, i);
     i += txn.rows;
-    const key = (s: TxnPlan['segments'][number]) => (s.part === undefined ? keys.logSegment(s.firstSeq) : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts));
-    txns.push({ segments: txn.segments.map((s) => ({ key: key(s), value: s.value })), head: String(i) });
+    const key = (s: TxnPlan['segments'][number]) =>
+      s.part === undefined
+        ? keys.logSegment(s.firstSeq)
+        : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts);
+    txns.push({
+      segments: txn.segments.map((s) => ({ key: key(s), value: s.value })),
+      head: String(i),
+    });
   }
   const started = nowMs();
   for (const txn of txns) {
     await client
       .if(keys.logHead, 'Mod', '>', -1)
-      .then(...txn.segments.map((s) => client.put(s.key).value(s.value)), client.put(keys.logHead).value(txn.head))
+      .then(
+        ...txn.segments.map((s) => client.put(s.key).value(s.value)),
+        client.put(keys.logHead).value(txn.head),
+      )
       .commit();
   }
   return rows.length / ((nowMs() - started) / 1000);
@@ -112,16 +148,39 @@ async function appendFigures(urls: string, runs: number, count: number): Promise
     if (!rawFirst) raw.push(await rawPuts(client, `/bench-raw-${run}/`, events));
     ours.push(our.rate);
     txns = our.txns;
-    progress(`  append run ${run + 1}/${runs}: log ${Math.round(ours[run]!)}/s, raw ${Math.round(raw[run]!)}/s (${txns} transactions)`);
+    progress(
+      `  append run ${run + 1}/${runs}: log ${Math.round(ours[run]!)}/s, raw ${Math.round(raw[run]!)}/s (${txns} transactions)`,
+    );
   }
   client.close();
   const ratios = ours.map((o, i) => (100 * o) / raw[i]!);
   const ratio = median(ratios);
   const note = `${count} events flushed ${eventsPerTick} at a time, in ${txns} transactions of up to 1 MiB`;
   return [
-    { section: 'cluster', name: 'controller log appends to etcd (1 MiB/commit in 32 KiB segments, 3 members)', value: median(ours), unit: 'events/s', runs: ours, note },
-    { section: 'cluster', name: `raw etcd3 txns of the same puts`, value: median(raw), unit: 'events/s', runs: raw },
-    { section: 'cluster', name: 'log appends / raw puts', value: ratio, unit: '%', runs: ratios, target: '≥ 50 %', met: ratio >= 50 },
+    {
+      section: 'cluster',
+      name: 'controller log appends to etcd (1 MiB/commit in 32 KiB segments, 3 members)',
+      value: median(ours),
+      unit: 'events/s',
+      runs: ours,
+      note,
+    },
+    {
+      section: 'cluster',
+      name: `raw etcd3 txns of the same puts`,
+      value: median(raw),
+      unit: 'events/s',
+      runs: raw,
+    },
+    {
+      section: 'cluster',
+      name: 'log appends / raw puts',
+      value: ratio,
+      unit: '%',
+      runs: ratios,
+      target: '≥ 50 %',
+      met: ratio >= 50,
+    },
   ];
 }
 
@@ -129,7 +188,8 @@ function storageAndPod(i: number, node: string, prefix: string): { key: string; 
   const keys = new ClusterKeys(prefix);
   const out: { key: string; value: string }[] = [];
   for (const event of podEvents(i, 0, 'p', { scratch: false }).events) {
-    if (event.type === 'ObjectUpserted') out.push({ key: keys.objectOf(event.object), value: JSON.stringify(event.object) });
+    if (event.type === 'ObjectUpserted')
+      out.push({ key: keys.objectOf(event.object), value: JSON.stringify(event.object) });
     if (event.type === 'PodUpserted') {
       const pod: Pod = { ...event.pod, spec: { ...event.pod.spec, nodeName: node } };
       out.push({ key: keys.podOf(pod), value: JSON.stringify(pod) });
@@ -138,7 +198,11 @@ function storageAndPod(i: number, node: string, prefix: string): { key: string; 
   return out;
 }
 
-async function putAll(client: Etcd3, kvs: readonly { key: string; value: string }[], parallel = 4): Promise<void> {
+async function putAll(
+  client: Etcd3,
+  kvs: readonly { key: string; value: string }[],
+  parallel = 4,
+): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < kvs.length) {
@@ -158,8 +222,15 @@ function nodeKvs(prefix: string, nodes: number): { key: string; value: string }[
   const out: { key: string; value: string }[] = [];
   for (let n = 0; n < nodes; n++) {
     const name = `node-${n}`;
-    const node = { apiVersion: 'v1', kind: 'Node', metadata: { name, annotations: { [managedAnnotation]: 'true' } } };
-    out.push({ key: keys.object('Node', name), value: JSON.stringify(node) }, { key: keys.heartbeat(name), value: '{}' });
+    const node = {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name, annotations: { [managedAnnotation]: 'true' } },
+    };
+    out.push(
+      { key: keys.object('Node', name), value: JSON.stringify(node) },
+      { key: keys.heartbeat(name), value: '{}' },
+    );
   }
   return out;
 }
@@ -173,7 +244,12 @@ export async function runCluster(opts: ClusterBenchOptions): Promise<SectionResu
   const figures: Figure[] = [];
   const missing = etcdSkipReason();
   if (missing !== false)
-    return { section: 'cluster', figures: [{ section: 'cluster', name: 'cluster mode on etcd', value: null, unit: '', note: missing }] };
+    return {
+      section: 'cluster',
+      figures: [
+        { section: 'cluster', name: 'cluster mode on etcd', value: null, unit: '', note: missing },
+      ],
+    };
   const etcd = await EtcdCluster.start();
   try {
     progress('  log appends against raw etcd3 puts (3 members)');
@@ -201,12 +277,26 @@ const leaseTtlS = 2;
 
 function replica(urls: string, prefix: string, identity: string) {
   const here = fileURLToPath(import.meta.url);
-  const script = join(dirname(here), here.endsWith('.ts') ? 'cluster-replica.ts' : 'cluster-replica.js');
-  const args = [...(here.endsWith('.ts') ? ['--import', 'tsx'] : []), script, urls, prefix, identity, String(leaseTtlS)];
+  const script = join(
+    dirname(here),
+    here.endsWith('.ts') ? 'cluster-replica.ts' : 'cluster-replica.js',
+  );
+  const args = [
+    ...(here.endsWith('.ts') ? ['--import', 'tsx'] : []),
+    script,
+    urls,
+    prefix,
+    identity,
+    String(leaseTtlS),
+  ];
   return spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
-async function waitFor<T>(fn: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+async function waitFor<T>(
+  fn: () => Promise<T | undefined>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = nowMs() + timeoutMs;
   while (nowMs() < deadline) {
     const value = await fn();
@@ -217,10 +307,19 @@ async function waitFor<T>(fn: () => Promise<T | undefined>, what: string, timeou
 }
 
 /** Whether the log holds an OperationStarted attach of `volumeHandle`. */
-async function attachStarted(client: Etcd3, keys: ClusterKeys, volumeHandle: string): Promise<true | undefined> {
+async function attachStarted(
+  client: Etcd3,
+  keys: ClusterKeys,
+  volumeHandle: string,
+): Promise<true | undefined> {
   let found = false;
-  await readLogEvents(client, keys, 1, (event) => {
-    if (event.type === 'OperationStarted' && event.op === 'attach' && event.volume.endsWith(`/${volumeHandle}`)) found = true;
+  await readLogEvents(new EtcdStore(client), keys, 1, (event) => {
+    if (
+      event.type === 'OperationStarted' &&
+      event.op === 'attach' &&
+      event.volume.endsWith(`/${volumeHandle}`)
+    )
+      found = true;
   });
   return found ? true : undefined;
 }
@@ -230,7 +329,10 @@ async function failoverOnce(client: Etcd3, urls: string, run: number): Promise<n
   const keys = new ClusterKeys(prefix);
   await putAll(client, [...nodeKvs(prefix, 1), ...storageAndPod(0, 'node-0', prefix)]);
   const a = replica(urls, prefix, 'a');
-  await waitFor(async () => ((await client.get(keys.leader).string()) === 'a' ? true : undefined), 'replica a to lead');
+  await waitFor(
+    async () => ((await client.get(keys.leader).string()) === 'a' ? true : undefined),
+    'replica a to lead',
+  );
   const b = replica(urls, prefix, 'b');
   await waitFor(() => attachStarted(client, keys, 'disk-p-0'), 'the first attach');
   await new Promise((r) => setTimeout(r, 1500)); // b campaigns, waiting
@@ -253,7 +355,15 @@ async function failoverFigure(urls: string, runs: number): Promise<Figure> {
   client.close();
   const value = median(values);
   const targetMs = leaseTtlS * 1000 + 1000;
-  return { section: 'cluster', name: `failover, leader SIGKILL → new leader's first decision (TTL ${leaseTtlS} s)`, value, unit: 'ms', runs: values, target: `≤ ${targetMs} ms`, met: value <= targetMs };
+  return {
+    section: 'cluster',
+    name: `failover, leader SIGKILL → new leader's first decision (TTL ${leaseTtlS} s)`,
+    value,
+    unit: 'ms',
+    runs: values,
+    target: `≤ ${targetMs} ms`,
+    met: value <= targetMs,
+  };
 }
 
 /** The controller core's plan, timed: total milliseconds and calls since installed. */
@@ -280,10 +390,16 @@ function noJournal(): FakeCallRecord[] {
 
 function newController(client: Etcd3, prefix: string): ClusterController {
   return new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys: new ClusterKeys(prefix),
     identity: 'scale',
-    plugins: [new FakePlugin({ caps: caps(diskPlugin, { attachable: true }), clock: new RealClock(), journal: noJournal() })],
+    plugins: [
+      new FakePlugin({
+        caps: caps(diskPlugin, { attachable: true }),
+        clock: new RealClock(),
+        journal: noJournal(),
+      }),
+    ],
     logger: pino({ level: 'silent' }),
     leaseTtlS: 30,
     say: (line) => progress(`  controller: ${line}`),
@@ -295,7 +411,8 @@ function attachedAll(controller: ClusterController, want: number): () => Promise
   let lastMs = 0;
   return async () => {
     const w = controller.world;
-    if (w === undefined || w.running.size > 0 || w.pods.size < want || nowMs() - lastMs < 200) return undefined;
+    if (w === undefined || w.running.size > 0 || w.pods.size < want || nowMs() - lastMs < 200)
+      return undefined;
     lastMs = nowMs();
     let attached = 0;
     for (const a of w.attachments.values()) if (a.state.value.startsWith('attached')) attached++;
@@ -303,7 +420,12 @@ function attachedAll(controller: ClusterController, want: number): () => Promise
   };
 }
 
-export async function scaleFigures(urls: string, nodes: number, pods: number, moves: number): Promise<Figure[]> {
+export async function scaleFigures(
+  urls: string,
+  nodes: number,
+  pods: number,
+  moves: number,
+): Promise<Figure[]> {
   const prefix = '/scale/';
   const client = connect(urls);
   const kvs = [...nodeKvs(prefix, nodes)];
@@ -321,9 +443,13 @@ export async function scaleFigures(urls: string, nodes: number, pods: number, mo
   const ticker = setInterval(() => {
     const log = controller.logStats;
     const seq = controller.world?.seq ?? 0;
-    progress(`  ${Math.round((nowMs() - started) / 1000)} s: seq ${seq}, ${Math.round((seq * 1000) / (nowMs() - started))} events/s, ${log?.txns ?? 0} commits, ${controller.world?.attachments.size ?? 0} attachments`);
+    progress(
+      `  ${Math.round((nowMs() - started) / 1000)} s: seq ${seq}, ${Math.round((seq * 1000) / (nowMs() - started))} events/s, ${log?.txns ?? 0} commits, ${controller.world?.attachments.size ?? 0} attachments`,
+    );
   }, 15_000);
-  await waitFor(attachedAll(controller, pods), `${pods} attachments`, 3_600_000).finally(() => clearInterval(ticker));
+  await waitFor(attachedAll(controller, pods), `${pods} attachments`, 3_600_000).finally(() =>
+    clearInterval(ticker),
+  );
   const loadMs = nowMs() - started;
   const events = controller.world!.seq;
   const { ms: planMs, calls: planCalls } = plans.stats;
@@ -331,25 +457,62 @@ export async function scaleFigures(urls: string, nodes: number, pods: number, mo
   gc();
   const heapMiB = (heapUsedAfterGc() - heapBefore) / 2 ** 20;
   const snapshot = await client.get(new ClusterKeys(prefix).logSnapshot).string();
-  const snapshotNote = snapshot === null ? 'no snapshot' : `latest snapshot at seq ${(JSON.parse(snapshot) as { seq: number }).seq}, ${(JSON.parse(snapshot) as { chunks: number }).chunks} MiB`;
-  progress(`  loaded: ${Math.round(loadMs)} ms, ${events} events in ${log.txns} commits (${log.segments} segments), ${Math.round(heapMiB)} MiB, plan ${Math.round(planMs)} ms in ${planCalls} plans, ${snapshotNote}`);
+  const snapshotNote =
+    snapshot === null
+      ? 'no snapshot'
+      : `latest snapshot at seq ${(JSON.parse(snapshot) as { seq: number }).seq}, ${(JSON.parse(snapshot) as { chunks: number }).chunks} MiB`;
+  progress(
+    `  loaded: ${Math.round(loadMs)} ms, ${events} events in ${log.txns} commits (${log.segments} segments), ${Math.round(heapMiB)} MiB, plan ${Math.round(planMs)} ms in ${planCalls} plans, ${snapshotNote}`,
+  );
   const move = await movePods(client, controller, prefix, nodes, pods, moves);
-  progress(`  moved ${moves}: written in ${Math.round(move.writtenMs)} ms, converged after ${Math.round(move.convergedMs)} ms (${move.events} events)`);
+  progress(
+    `  moved ${moves}: written in ${Math.round(move.writtenMs)} ms, converged after ${Math.round(move.convergedMs)} ms (${move.events} events)`,
+  );
   plans.restore();
   stop.abort();
   await running;
   client.close();
   return [
-    { section: 'cluster', name: `load ${nodes} nodes / ${pods} pods through the controller`, value: loadMs, unit: 'ms', note: `${events} log events in ${log.txns} commits; ${snapshotNote}` },
+    {
+      section: 'cluster',
+      name: `load ${nodes} nodes / ${pods} pods through the controller`,
+      value: loadMs,
+      unit: 'ms',
+      note: `${events} log events in ${log.txns} commits; ${snapshotNote}`,
+    },
     { section: 'cluster', name: 'controller heap after the load', value: heapMiB, unit: 'MiB' },
-    { section: 'cluster', name: 'controller time per log event during the load (incl. etcd)', value: (loadMs * 1000) / events, unit: 'µs' },
-    { section: 'cluster', name: 'plan time per log event during the load', value: (planMs * 1000) / events, unit: 'µs', note: `${Math.round(planMs)} ms in ${planCalls} plans` },
-    { section: 'cluster', name: `converge after ${moves} pods move to other nodes`, value: move.convergedMs, unit: 'ms', note: `moves written in ${Math.round(move.writtenMs)} ms; ${move.events} events` },
+    {
+      section: 'cluster',
+      name: 'controller time per log event during the load (incl. etcd)',
+      value: (loadMs * 1000) / events,
+      unit: 'µs',
+    },
+    {
+      section: 'cluster',
+      name: 'plan time per log event during the load',
+      value: (planMs * 1000) / events,
+      unit: 'µs',
+      note: `${Math.round(planMs)} ms in ${planCalls} plans`,
+    },
+    {
+      section: 'cluster',
+      name: `converge after ${moves} pods move to other nodes`,
+      value: move.convergedMs,
+      unit: 'ms',
+      note: `moves written in ${Math.round(move.writtenMs)} ms; ${move.events} events`,
+    },
   ];
 }
 
 /** Moves `moves` pods to the next node (delete + put, 50 pods a transaction) and waits until each is attached there alone. */
-async function movePods(client: Etcd3, controller: ClusterController, prefix: string, nodes: number, pods: number, moves: number): Promise<{ writtenMs: number; convergedMs: number; events: number }> {
+async function movePods(
+  client: Etcd3,
+  controller: ClusterController,
+  prefix: string,
+  nodes: number,
+  pods: number,
+  moves: number,
+): Promise<{ writtenMs: number; convergedMs: number; events: number }> {
   const keys = new ClusterKeys(prefix);
   const stride = Math.max(1, Math.floor(pods / moves));
   const moved: number[] = [];
@@ -358,10 +521,18 @@ async function movePods(client: Etcd3, controller: ClusterController, prefix: st
   const started = nowMs();
   for (let k = 0; k < moved.length; k += 50) {
     const ops = moved.slice(k, k + 50).flatMap((i) => {
-      const [pod] = storageAndPod(i, `node-${(i + 1) % nodes}`, prefix).filter((kv) => kv.key.startsWith(keys.pods));
-      return [client.delete().key(keys.pod(`node-${i % nodes}`, 'default', `pod-p-${i}`)), client.put(pod!.key).value(pod!.value)];
+      const [pod] = storageAndPod(i, `node-${(i + 1) % nodes}`, prefix).filter((kv) =>
+        kv.key.startsWith(keys.pods),
+      );
+      return [
+        client.delete().key(keys.pod(`node-${i % nodes}`, 'default', `pod-p-${i}`)),
+        client.put(pod!.key).value(pod!.value),
+      ];
     });
-    await client.if(keys.pods, 'Mod', '>', -1).then(...ops).commit();
+    await client
+      .if(keys.pods, 'Mod', '>', -1)
+      .then(...ops)
+      .commit();
   }
   const writtenMs = nowMs() - started;
   const convergedAll = (): true | undefined => {
@@ -371,7 +542,12 @@ async function movePods(client: Etcd3, controller: ClusterController, prefix: st
       const next = `node-${(i + 1) % nodes}`;
       const a = [...(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never) ?? [])];
       if (a.length !== 1 || a[0] !== next) return undefined;
-      if (w.attachments.get(`${diskPlugin}/disk-p-${i}@${next}`)?.state.value.startsWith('attached') !== true) return undefined;
+      if (
+        w.attachments
+          .get(`${diskPlugin}/disk-p-${i}@${next}`)
+          ?.state.value.startsWith('attached') !== true
+      )
+        return undefined;
     }
     return true;
   };

@@ -11,6 +11,8 @@ import { ClusterAgent, heartbeatTtlSDefault } from '../cluster/agent.js';
 import { connect, describeEtcdError } from '../cluster/client.js';
 import { ClusterController, leaseTtlSDefault } from '../cluster/controller.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
+import { EtcdStore } from '../cluster/store-etcd.js';
+import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { defaultRoot } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
@@ -78,7 +80,8 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const agent = new ClusterAgent({
-    client,
+    client: new EtcdStore(client),
+    clock: new RealClock(),
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     node: opts.node,
     db,
@@ -144,7 +147,7 @@ export async function clusterControllerCommand(
   const identity = opts.identity ?? `${hostname()}-${process.pid}`;
   const client = clientFor(opts.etcd);
   const controller = new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     identity,
     plugins: builtinPlugins({ root, ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }) }),

@@ -4,6 +4,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import type { Etcd3 } from 'etcd3';
+import { RealClock } from '../clock.js';
 import { ClusterError, connect, describeEtcdError, withDeadline } from '../cluster/client.js';
 import { loadLogHead, readLogEvents } from '../cluster/etcd-log.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
@@ -17,6 +18,8 @@ import {
   readManifestPaths,
 } from '../cluster/objects.js';
 import { readVolumesAttached } from '../cluster/status.js';
+import type { KvStore } from '../cluster/store.js';
+import { EtcdStore } from '../cluster/store-etcd.js';
 import { UsageError } from './postmortem.js';
 
 export interface EtcdOptions {
@@ -29,7 +32,7 @@ const commandDeadlineMs = 15_000;
 /** Runs `body` with a client; etcd and input errors become UsageErrors (exit 2, one line). */
 export async function withCluster<T>(
   opts: EtcdOptions,
-  body: (client: Etcd3, keys: ClusterKeys) => Promise<T>,
+  body: (store: KvStore, keys: ClusterKeys) => Promise<T>,
 ): Promise<T> {
   let client: Etcd3;
   try {
@@ -39,9 +42,10 @@ export async function withCluster<T>(
   }
   try {
     return await withDeadline(
-      body(client, new ClusterKeys(opts.prefix ?? defaultPrefix)),
+      body(new EtcdStore(client), new ClusterKeys(opts.prefix ?? defaultPrefix)),
       commandDeadlineMs,
       `etcd at ${opts.etcd}`,
+      new RealClock(),
     );
   } catch (error) {
     if (error instanceof UsageError) throw error;

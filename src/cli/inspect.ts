@@ -7,6 +7,8 @@ import { type InspectedSource, startInspector } from '../inspect/server.js';
 import { ClusterError, connect, describeEtcdError, withDeadline } from '../cluster/client.js';
 import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
 import { EtcdLogMirror } from '../cluster/log-mirror.js';
+import { EtcdStore } from '../cluster/store-etcd.js';
+import { RealClock } from '../clock.js';
 
 export interface InspectCliOptions {
   readonly db?: string;
@@ -28,7 +30,9 @@ async function etcdSource(urls: string, prefix: string, warn: (m: string) => voi
   }
   const keys = new ClusterKeys(prefix);
   try {
-    const mirror = await withDeadline(EtcdLogMirror.open(client, keys, { warn }), etcdLoadDeadlineMs, `etcd at ${urls}`);
+    const clock = new RealClock();
+    const opening = EtcdLogMirror.open(new EtcdStore(client), keys, clock, { warn });
+    const mirror = await withDeadline(opening, etcdLoadDeadlineMs, `etcd at ${urls}`, clock);
     return {
       store: mirror,
       name: `controller log in etcd (${prefix})`,

@@ -1,3 +1,4 @@
+import { withoutResolutionNote } from '../csi/grpc-text.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 import { readManifestDir } from '../sources/manifests.js';
 import { UsageError } from './postmortem.js';
@@ -83,8 +84,10 @@ async function drainOrAbandon(opts: LifecycleOptions): Promise<void> {
 /** Progress lines on stdout, stamped with the seconds since the command started. */
 export function progressPrinter(): (line: string) => void {
   const startedMs = Date.now();
-  return (line) =>
-    process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${line}\n`);
+  return (line) => {
+    const text = withoutResolutionNote(line);
+    process.stdout.write(`[+${((Date.now() - startedMs) / 1000).toFixed(2)}s] ${text}\n`);
+  };
 }
 
 /**

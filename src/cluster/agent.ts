@@ -5,8 +5,9 @@
  * its volumesInUse (then marks them reported, spec §5) and keeps a heartbeat key on a
  * lease, which is how the controller knows it is Ready.
  */
-import type { Etcd3, IKeyValue, Lease } from 'etcd3';
 import type { Logger } from 'pino';
+import { assert } from '../assert.js';
+import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
 import { managedAnnotation } from '../controller/index.js';
@@ -18,13 +19,18 @@ import { ClusterKeys, isNamespaced, none } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import { decodeVolumesAttached } from './status.js';
+import { type KeyValue, type KvStore, put, type StoreLease } from './store.js';
 
 export interface ClusterAgentOptions {
-  readonly client: Etcd3;
+  readonly client: KvStore;
   readonly keys: ClusterKeys;
+  readonly clock: Clock;
   readonly node: string;
-  readonly db: string;
+  /** The node's SQLite log (unless `volumeManager` is given). */
+  readonly db?: string;
   readonly plugins: readonly VolumePlugin[] | PluginManager;
+  /** A VolumeManager opened by the caller (the simulation's, on the virtual clock). */
+  readonly volumeManager?: VolumeManager;
   /** ConfigMap and Secret data for the content plugins (the same store they were built with). */
   readonly contents?: ObjectContents;
   readonly logger: Logger;
@@ -34,6 +40,8 @@ export interface ClusterAgentOptions {
 }
 
 export const heartbeatTtlSDefault = 10;
+/** Retries of failed writes (the Node, the heartbeat, the status keys). */
+const retryMs = 500;
 
 /** The object reference of an objects/<Kind>/<ns|_>/<name> key. */
 export function objectRefOfKey(
@@ -53,31 +61,39 @@ export class ClusterAgent {
   readonly vm: VolumeManager;
   private readonly informers: PrefixInformer[] = [];
   private readonly pods: PodsByKey;
-  private lease: Lease | null = null;
+  private lease: StoreLease | null = null;
   private publishedInUse: string | null = null;
   private csiNodeIds: Record<string, string> = {};
   private csiPublishing: Promise<void> = Promise.resolve();
   private publishing = false;
   private stopped = false;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private heartbeatTimer: TimerHandle | null = null;
+  private readonly timers = new Set<TimerHandle>();
 
   constructor(private readonly opts: ClusterAgentOptions) {
-    this.vm = VolumeManager.open({
-      db: opts.db,
-      node: opts.node,
-      plugins: opts.plugins,
-      ...(opts.contents === undefined ? {} : { contents: opts.contents }),
-      controllerAttachDetach: true,
-      // The leading controller binds claims and writes the bindings to etcd; nodes read them.
-      bindClaims: false,
-      logger: opts.logger,
-    });
+    assert(
+      opts.volumeManager !== undefined || opts.db !== undefined,
+      'a node agent needs --db or a VolumeManager',
+    );
+    this.vm =
+      opts.volumeManager ??
+      VolumeManager.open({
+        db: opts.db!,
+        node: opts.node,
+        plugins: opts.plugins,
+        ...(opts.contents === undefined ? {} : { contents: opts.contents }),
+        controllerAttachDetach: true,
+        // The leading controller binds claims and writes the bindings to etcd; nodes read them.
+        bindClaims: false,
+        logger: opts.logger,
+      });
     this.pods = new PodsByKey({
       add: (pod) => this.vm.addPod(pod),
       remove: (uid) => this.vm.removePod(uid),
       say: (line) => this.say(line),
     });
-    for (const [uid, record] of this.vm.world.pods) this.pods.know(opts.keys.podOf(record.pod), uid);
+    for (const [uid, record] of this.vm.world.pods)
+      this.pods.know(opts.keys.podOf(record.pod), uid);
   }
 
   private say(line: string): void {
@@ -95,25 +111,40 @@ export class ClusterAgent {
     });
     const trouble = (message: string) => this.say(`etcd: ${message}`);
     this.informers.push(
-      new PrefixInformer(client, keys.objects, {
-        reset: (kvs) => this.resetObjects(kvs),
-        put: (kv) => this.putObject(kv),
-        delete: (key) => {
-          const ref = objectRefOfKey(keys, key);
-          if (ref !== undefined) this.vm.removeObject(ref);
+      new PrefixInformer(
+        client,
+        keys.objects,
+        {
+          reset: (kvs) => this.resetObjects(kvs),
+          put: (kv) => this.putObject(kv),
+          delete: (key) => {
+            const ref = objectRefOfKey(keys, key);
+            if (ref !== undefined) this.vm.removeObject(ref);
+          },
+          trouble,
         },
-        trouble,
-      }),
-      new PrefixInformer(client, keys.podsOn(node), {
-        ...this.pods.handlers(),
-        trouble,
-      }),
-      new PrefixInformer(client, keys.volumesAttached(node), {
-        reset: (kvs) => this.observeAttached(kvs[0]),
-        put: (kv) => this.observeAttached(kv),
-        delete: () => this.observeAttached(undefined),
-        trouble,
-      }),
+        this.opts.clock,
+      ),
+      new PrefixInformer(
+        client,
+        keys.podsOn(node),
+        {
+          ...this.pods.handlers(),
+          trouble,
+        },
+        this.opts.clock,
+      ),
+      new PrefixInformer(
+        client,
+        keys.volumesAttached(node),
+        {
+          reset: (kvs) => this.observeAttached(kvs[0]),
+          put: (kv) => this.observeAttached(kv),
+          delete: () => this.observeAttached(undefined),
+          trouble,
+        },
+        this.opts.clock,
+      ),
     );
     for (const informer of this.informers) await informer.start();
     this.vm.markSourcesReady();
@@ -128,24 +159,34 @@ export class ClusterAgent {
       kind: 'Node',
       metadata: { name: node, annotations: { [managedAnnotation]: 'true' } },
     };
-    await client
-      .if(keys.object('Node', node), 'Create', '==', 0)
-      .then(client.put(keys.object('Node', node)).value(JSON.stringify(object)))
-      .commit();
+    const key = keys.object('Node', node);
+    while (!this.stopped) {
+      try {
+        return void (await client.txn(
+          [{ key, createRevision: 0 }],
+          [{ put: key, value: JSON.stringify(object) }],
+        ));
+      } catch (error) {
+        this.say(`registering Node ${node} failed, retrying: ${(error as Error).message}`);
+        await sleep(this.opts.clock, retryMs);
+      }
+    }
   }
 
   /** The heartbeat key on a lease; a lost lease (etcd unreachable too long) is granted again. */
   private async keepHeartbeat(): Promise<void> {
     const { client, keys, node } = this.opts;
-    const lease = client.lease(this.opts.heartbeatTtlS ?? heartbeatTtlSDefault, { autoKeepAlive: true });
-    this.lease = lease;
-    lease.on('lost', () => {
-      if (this.stopped || this.lease !== lease) return;
-      this.say('heartbeat lease lost; granting a new one');
-      this.retryHeartbeat();
-    });
     try {
-      await lease.put(keys.heartbeat(node)).value(JSON.stringify({ node, pid: process.pid }));
+      const lease = await client.grantLease(this.opts.heartbeatTtlS ?? heartbeatTtlSDefault);
+      if (this.stopped) return void lease.revoke().catch(() => undefined);
+      this.lease = lease;
+      lease.onLost(() => {
+        if (this.stopped || this.lease !== lease) return;
+        this.say('heartbeat lease lost; granting a new one');
+        this.retryHeartbeat();
+      });
+      const value = JSON.stringify({ node, pid: process.pid });
+      await client.txn([], [{ put: keys.heartbeat(node), value, lease: lease.id }]);
     } catch (error) {
       this.say(`heartbeat: ${(error as Error).message}; retrying`);
       this.retryHeartbeat();
@@ -154,13 +195,14 @@ export class ClusterAgent {
 
   private retryHeartbeat(): void {
     if (this.heartbeatTimer !== null || this.stopped) return;
-    this.heartbeatTimer = setTimeout(() => {
+    const { clock } = this.opts;
+    this.heartbeatTimer = clock.setTimer(clock.nowMs() + retryMs, () => {
       this.heartbeatTimer = null;
       void this.keepHeartbeat();
-    }, 500);
+    });
   }
 
-  private resetObjects(kvs: readonly IKeyValue[]): void {
+  private resetObjects(kvs: readonly KeyValue[]): void {
     const listed = new Set<string>();
     for (const kv of kvs) {
       const decoded = decodeObject(kv);
@@ -177,15 +219,17 @@ export class ClusterAgent {
     }
   }
 
-  private putObject(kv: IKeyValue): void {
+  private putObject(kv: KeyValue): void {
     const decoded = decodeObject(kv);
     if (decoded.ok) this.vm.upsertObject(decoded.value);
     else this.say(`skipped ${decoded.message}`);
   }
 
-  private observeAttached(kv: IKeyValue | undefined): void {
+  private observeAttached(kv: KeyValue | undefined): void {
     const list = kv === undefined ? [] : (decodeVolumesAttached(kv) ?? []);
-    this.vm.observeVolumesAttached(list.map((v) => ({ name: v.name, devicePath: v.devicePath ?? '' })));
+    this.vm.observeVolumesAttached(
+      list.map((v) => ({ name: v.name, devicePath: v.devicePath ?? '' })),
+    );
   }
 
   /**
@@ -201,11 +245,11 @@ export class ClusterAgent {
     this.csiPublishing = this.csiPublishing.then(async () => {
       while (!this.stopped) {
         try {
-          await client.put(keys.csiNodeIds(node)).value(JSON.stringify({ csiNodeIds: this.csiNodeIds }));
+          await put(client, keys.csiNodeIds(node), JSON.stringify({ csiNodeIds: this.csiNodeIds }));
           return;
         } catch (error) {
           this.say(`publishing CSI node IDs failed, retrying: ${(error as Error).message}`);
-          await new Promise((resolve) => setTimeout(resolve, 500));
+          await sleep(this.opts.clock, retryMs);
         }
       }
     });
@@ -220,14 +264,13 @@ export class ClusterAgent {
       // Published already, yet a volume may have left and re-entered the desired state
       // (its pod replaced) since: mark it again, as the kubelet does after every status update.
       const dsw = this.vm.world.dsw;
-      if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false)) this.vm.markVolumesAsReportedInUse(inUse);
+      if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false))
+        this.vm.markVolumesAsReportedInUse(inUse);
       return;
     }
     this.publishing = true;
     const { client, keys, node } = this.opts;
-    void client
-      .put(keys.volumesInUse(node))
-      .value(text)
+    void put(client, keys.volumesInUse(node), text)
       .then(
         () => {
           this.publishedInUse = text;
@@ -242,16 +285,43 @@ export class ClusterAgent {
       )
       .finally(() => {
         this.publishing = false;
-        if (!this.stopped) setTimeout(() => this.schedulePublish(), this.publishedInUse === text ? 0 : 500);
+        const delayMs = this.publishedInUse === text ? 0 : retryMs;
+        if (!this.stopped) this.later(delayMs, () => this.schedulePublish());
       });
   }
 
+  /** Runs `fn` after `delayMs` on the clock unless the agent stopped. */
+  private later(delayMs: number, fn: () => void): void {
+    const { clock } = this.opts;
+    const timer = clock.setTimer(clock.nowMs() + delayMs, () => {
+      this.timers.delete(timer);
+      if (!this.stopped) fn();
+    });
+    this.timers.add(timer);
+  }
+
   async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.heartbeatTimer !== null) clearTimeout(this.heartbeatTimer);
+    this.stopTimers();
     for (const informer of this.informers) await informer.stop();
     await this.vm.drainAndStop();
     this.vm.stop();
     await this.lease?.revoke().catch(() => undefined);
+  }
+
+  /**
+   * Stops at once, as a killed process does: nothing drained, nothing revoked (the
+   * heartbeat's lease runs out by itself), running calls cut off.
+   */
+  halt(): void {
+    this.stopTimers();
+    for (const informer of this.informers) void informer.stop();
+    this.vm.stop();
+  }
+
+  private stopTimers(): void {
+    this.stopped = true;
+    if (this.heartbeatTimer !== null) this.opts.clock.clearTimer(this.heartbeatTimer);
+    for (const timer of this.timers) this.opts.clock.clearTimer(timer);
+    this.timers.clear();
   }
 }

@@ -11,8 +11,8 @@
  * writes every binding of its log that etcd lacks, and a claim or PV written again without
  * its binding (`vole apply` of the original manifest) gets it back.
  */
-import type { Etcd3 } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
+import { type Clock, sleep } from '../clock.js';
 import {
   type ManifestObject,
   objectKey,
@@ -25,12 +25,13 @@ import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
 import { decodeObject, storedForm } from './objects.js';
+import type { KvStore, TxnOp } from './store.js';
 
 type Controller = Pick<ControllerManager, 'world' | 'subscribe'>;
 
 interface Stored<T> {
   readonly object: T;
-  readonly modRevision: string;
+  readonly modRevision: number;
 }
 
 /** The claim as a binding leaves it: volumeName, phase Bound, its capacity. */
@@ -96,12 +97,13 @@ export class ClaimBindingWriter {
   written = 0;
 
   constructor(
-    private readonly client: Etcd3,
+    private readonly client: KvStore,
     private readonly keys: ClusterKeys,
     private readonly leadership: Leadership,
     private readonly log: Pick<EtcdEventLog, 'durable'>,
     private readonly cm: Controller,
     private readonly say: (line: string) => void,
+    private readonly clock: Clock,
   ) {}
 
   start(): void {
@@ -173,7 +175,7 @@ export class ClaimBindingWriter {
       failed = [...claims];
     }
     if (failed.length === 0 || this.stopped) return;
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await sleep(this.clock, 500);
     for (const key of failed) this.dirty.add(key);
     this.schedule();
   }
@@ -183,8 +185,7 @@ export class ClaimBindingWriter {
     key: string,
     kind: K,
   ): Promise<Stored<Extract<ManifestObject, { kind: K }>> | undefined> {
-    const { kvs } = await this.client.get(key).exec();
-    const kv = kvs[0];
+    const kv = await this.client.get(key);
     if (kv === undefined) return undefined;
     const decoded = decodeObject(kv);
     if (!decoded.ok || decoded.value.kind !== kind) {
@@ -192,7 +193,7 @@ export class ClaimBindingWriter {
       return undefined;
     }
     const object = storedForm(decoded.value) as Extract<ManifestObject, { kind: K }>;
-    return { object, modRevision: kv.mod_revision };
+    return { object, modRevision: kv.modRevision };
   }
 
   /**
@@ -218,23 +219,23 @@ export class ClaimBindingWriter {
     const claimDone = claimHolds(pvc.object, binding);
     const volumeDone = volumeHolds(pv.object, pvc.object);
     if (claimDone && volumeDone) return true;
-    const ops = [];
-    if (!claimDone)
-      ops.push(this.client.put(pvcKey).value(JSON.stringify(boundClaim(pvc.object, binding, pv.object))));
-    if (!volumeDone) ops.push(this.client.put(pvKey).value(JSON.stringify(boundVolume(pv.object, pvc.object))));
-    const result = await this.leadership
-      .fence()
-      .and(pvcKey, 'Mod', '==', pvc.modRevision)
-      .and(pvKey, 'Mod', '==', pv.modRevision)
-      .then(...ops)
-      .commit();
+    const ops: TxnOp[] = [];
+    const claim = boundClaim(pvc.object, binding, pv.object);
+    if (!claimDone) ops.push({ put: pvcKey, value: JSON.stringify(claim) });
+    if (!volumeDone) ops.push({ put: pvKey, value: JSON.stringify(boundVolume(pv.object, pvc.object)) });
+    const compares = [
+      ...this.leadership.fence(),
+      { key: pvcKey, modRevision: pvc.modRevision },
+      { key: pvKey, modRevision: pv.modRevision },
+    ];
+    const result = await this.client.txn(compares, ops);
     if (result.succeeded) {
       this.written++;
       return true;
     }
     // Refused: this term no longer leads, or one of the objects changed (read it again).
-    const leader = await this.client.get(this.keys.leader).exec();
-    if (leader.kvs[0]?.create_revision !== this.leadership.term)
+    const leader = await this.client.get(this.keys.leader);
+    if (leader?.createRevision !== this.leadership.term)
       this.leadership.lose('a claim binding write was refused (fenced)');
     return false;
   }

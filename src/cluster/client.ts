@@ -3,6 +3,8 @@
  * endpoints) to an Etcd3 client, and etcd's errors to messages that say what to do.
  */
 import { Etcd3 } from 'etcd3';
+import type { Clock } from '../clock.js';
+import { withoutResolutionNote } from '../csi/grpc-text.js';
 
 export class ClusterError extends Error {
   override name = 'ClusterError';
@@ -35,7 +37,7 @@ export function isNoSpace(error: unknown): boolean {
 }
 
 export function describeEtcdError(error: unknown, urls: string): string {
-  const message = String((error as Error)?.message ?? error);
+  const message = withoutResolutionNote(String((error as Error)?.message ?? error));
   if (isNoSpace(error))
     return (
       `etcd at ${urls} is out of space (NOSPACE alarm: --quota-backend-bytes reached); ` +
@@ -47,14 +49,20 @@ export function describeEtcdError(error: unknown, urls: string): string {
 }
 
 /** Bounds a call: etcd3 retries unreachable hosts for long; a command should say so sooner. */
-export async function withDeadline<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
+export async function withDeadline<T>(
+  promise: Promise<T>,
+  ms: number,
+  what: string,
+  clock: Clock,
+): Promise<T> {
+  let timer: ReturnType<Clock['setTimer']> | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new ClusterError(`${what}: no answer from etcd within ${ms} ms`)), ms);
+    const error = new ClusterError(`${what}: no answer from etcd within ${ms} ms`);
+    timer = clock.setTimer(clock.nowMs() + ms, () => reject(error));
   });
   try {
     return await Promise.race([promise, timeout]);
   } finally {
-    clearTimeout(timer);
+    if (timer !== undefined) clock.clearTimer(timer);
   }
 }

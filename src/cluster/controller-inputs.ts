@@ -6,8 +6,8 @@
  * event is appended only when the composed value differs from what the world already
  * holds, so a new leader's first list appends only what changed while nobody led.
  */
-import type { Etcd3, IKeyValue } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
+import type { Clock } from '../clock.js';
 import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { objectRefOfKey } from './agent.js';
 import { LogRowTooLarge } from './etcd-log.js';
@@ -15,8 +15,14 @@ import { PrefixInformer } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
+import type { KeyValue, KvStore } from './store.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { csiNodeIdAnnotation, decodeCsiNodeIds, decodeVolumesInUse, parseStatusKey } from './status.js';
+import {
+  csiNodeIdAnnotation,
+  decodeCsiNodeIds,
+  decodeVolumesInUse,
+  parseStatusKey,
+} from './status.js';
 
 /** The part of the ControllerManager the inputs drive. */
 type Controller = Pick<
@@ -25,7 +31,8 @@ type Controller = Pick<
 >;
 
 /** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
-const same = (held: unknown, next: unknown) => held !== undefined && JSON.stringify(held) === JSON.stringify(next);
+const same = (held: unknown, next: unknown) =>
+  held !== undefined && JSON.stringify(held) === JSON.stringify(next);
 
 /**
  * An object as the controller takes it in from etcd: a Node is kept in `nodes`, to be
@@ -62,7 +69,8 @@ export function dropObjectKey(
     nodes.delete(ref.name);
     return ref.name;
   }
-  if (cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && cm.isRunning) cm.removeObject(ref);
+  if (cm.world.objects.has(objectKey(ref.kind, ref.name, ref.namespace)) && cm.isRunning)
+    cm.removeObject(ref);
   return undefined;
 }
 
@@ -81,15 +89,17 @@ export class ControllerInputs {
   private unsubscribe: (() => void) | null = null;
 
   constructor(
-    private readonly client: Etcd3,
+    private readonly client: KvStore,
     private readonly keys: ClusterKeys,
     private readonly cm: Controller,
     private readonly say: (line: string) => void,
+    private readonly clock: Clock,
   ) {
     this.pods = new PodsByKey({
       add: (pod) => {
         const known = cm.world.pods.get(pod.metadata.uid as never)?.pod;
-        if (!same(known, pod) && cm.isRunning) this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
+        if (!same(known, pod) && cm.isRunning)
+          this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
       },
       remove: (uid) => {
         if (cm.world.pods.has(uid as never) && cm.isRunning) cm.removePod(uid);
@@ -104,30 +114,53 @@ export class ControllerInputs {
     const trouble = (message: string) => this.say(`etcd: ${message}`);
     // Node inputs first, composed once all are listed; pods last, so they find their nodes.
     this.informers.push(
-      new PrefixInformer(this.client, keys.heartbeats, {
-        reset: (kvs) => this.resetSet(this.alive, kvs.map((kv) => ClusterKeys.rest(kv.key.toString(), keys.heartbeats))),
-        put: (kv) => this.setAlive(ClusterKeys.rest(kv.key.toString(), keys.heartbeats), true),
-        delete: (key) => this.setAlive(ClusterKeys.rest(key, keys.heartbeats), false),
-        trouble,
-      }),
-      new PrefixInformer(this.client, keys.status, {
-        reset: (kvs) => this.resetInUse(kvs),
-        put: (kv) => this.putInUse(kv),
-        delete: (key) => this.deleteInUse(key),
-        trouble,
-      }),
-      new PrefixInformer(this.client, keys.objects, {
-        reset: (kvs) => this.resetObjects(kvs),
-        put: (kv) => this.putObject(kv),
-        delete: (key) => this.deleteObject(key),
-        trouble,
-      }),
+      new PrefixInformer(
+        this.client,
+        keys.heartbeats,
+        {
+          reset: (kvs) =>
+            this.resetSet(
+              this.alive,
+              kvs.map((kv) => ClusterKeys.rest(kv.key.toString(), keys.heartbeats)),
+            ),
+          put: (kv) => this.setAlive(ClusterKeys.rest(kv.key.toString(), keys.heartbeats), true),
+          delete: (key) => this.setAlive(ClusterKeys.rest(key, keys.heartbeats), false),
+          trouble,
+        },
+        this.clock,
+      ),
+      new PrefixInformer(
+        this.client,
+        keys.status,
+        {
+          reset: (kvs) => this.resetInUse(kvs),
+          put: (kv) => this.putInUse(kv),
+          delete: (key) => this.deleteInUse(key),
+          trouble,
+        },
+        this.clock,
+      ),
+      new PrefixInformer(
+        this.client,
+        keys.objects,
+        {
+          reset: (kvs) => this.resetObjects(kvs),
+          put: (kv) => this.putObject(kv),
+          delete: (key) => this.deleteObject(key),
+          trouble,
+        },
+        this.clock,
+      ),
     );
     for (const informer of this.informers) await informer.start();
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
       // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
-      if ((event.type !== 'CallSucceeded' && event.type !== 'CallFailed') || event.call !== 'attach') return;
+      if (
+        (event.type !== 'CallSucceeded' && event.type !== 'CallFailed') ||
+        event.call !== 'attach'
+      )
+        return;
       const node = world.running.get(event.opId as never)?.node;
       if (node === undefined || node === null) return;
       if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
@@ -138,10 +171,8 @@ export class ControllerInputs {
     // mounted: each node's report says otherwise now, not at its next change.
     for (const name of this.nodeNames()) this.attachedOn.add(name);
     this.reapplyInUse();
-    const pods = new PrefixInformer(this.client, keys.pods, {
-      ...this.pods.handlers(),
-      trouble,
-    });
+    const handlers = { ...this.pods.handlers(), trouble };
+    const pods = new PrefixInformer(this.client, keys.pods, handlers, this.clock);
     this.informers.push(pods);
     await pods.start();
   }
@@ -172,7 +203,9 @@ export class ControllerInputs {
   }
 
   private upsert(object: ClusterObject): void {
-    this.guard(`${object.kind} ${object.metadata.namespace ?? ''}/${object.metadata.name}`, () => this.cm.upsertObject(object));
+    this.guard(`${object.kind} ${object.metadata.namespace ?? ''}/${object.metadata.name}`, () =>
+      this.cm.upsertObject(object),
+    );
   }
 
   /**
@@ -206,27 +239,30 @@ export class ControllerInputs {
     this.syncNode(node);
   }
 
-  private resetInUse(kvs: readonly IKeyValue[]): void {
+  private resetInUse(kvs: readonly KeyValue[]): void {
     const before = [...this.inUse.keys(), ...this.csiNodeIds.keys()];
     this.inUse.clear();
     this.csiNodeIds.clear();
     for (const kv of kvs) this.putInUse(kv, false);
-    for (const node of new Set([...before, ...this.inUse.keys(), ...this.csiNodeIds.keys()])) this.syncNode(node);
+    for (const node of new Set([...before, ...this.inUse.keys(), ...this.csiNodeIds.keys()]))
+      this.syncNode(node);
   }
 
   /** A node's volumesInUse, or its CSI drivers' node IDs (the agent's two status keys). */
-  private putInUse(kv: IKeyValue, sync = true): void {
+  private putInUse(kv: KeyValue, sync = true): void {
     const parsed = parseStatusKey(this.keys, kv.key.toString());
     if (parsed?.field === 'csiNodeIds') {
       const ids = decodeCsiNodeIds(kv);
-      if (ids === undefined) return void this.say(`skipped ${kv.key.toString()}: not {csiNodeIds: {driver: id}}`);
+      if (ids === undefined)
+        return void this.say(`skipped ${kv.key.toString()}: not {csiNodeIds: {driver: id}}`);
       this.csiNodeIds.set(parsed.node, ids);
       if (sync) this.syncNode(parsed.node);
       return;
     }
     if (parsed?.field !== 'volumesInUse') return;
     const volumes = decodeVolumesInUse(kv);
-    if (volumes === undefined) return void this.say(`skipped ${kv.key.toString()}: not {volumesInUse: [...]}`);
+    if (volumes === undefined)
+      return void this.say(`skipped ${kv.key.toString()}: not {volumesInUse: [...]}`);
     this.inUse.set(parsed.node, volumes);
     if (sync) this.syncNode(parsed.node);
   }
@@ -248,11 +284,18 @@ export class ControllerInputs {
     const { resourceVersion: _rv, ...metadata } = object.metadata;
     const ids = this.csiNodeIds.get(name);
     if (ids !== undefined && Object.keys(ids).length > 0)
-      metadata.annotations = { ...metadata.annotations, [csiNodeIdAnnotation]: JSON.stringify(ids) };
+      metadata.annotations = {
+        ...metadata.annotations,
+        [csiNodeIdAnnotation]: JSON.stringify(ids),
+      };
     return {
       ...object,
       metadata,
-      status: { ...object.status, conditions: [...others, ready], volumesInUse: this.inUse.get(name) ?? [] },
+      status: {
+        ...object.status,
+        conditions: [...others, ready],
+        volumesInUse: this.inUse.get(name) ?? [],
+      },
     };
   }
 
@@ -267,7 +310,7 @@ export class ControllerInputs {
     if (!same(held, node) && this.cm.isRunning) this.upsert(node);
   }
 
-  private resetObjects(kvs: readonly IKeyValue[]): void {
+  private resetObjects(kvs: readonly KeyValue[]): void {
     const listed = new Set<string>();
     const nodesBefore = new Set(this.nodeObjects.keys());
     this.nodeObjects.clear();
@@ -285,7 +328,7 @@ export class ControllerInputs {
   }
 
   /** The object as the controller's log holds it (ConfigMaps and Secrets: a content hash). */
-  private decode(kv: IKeyValue): ClusterObject | undefined {
+  private decode(kv: KeyValue): ClusterObject | undefined {
     const decoded = decodeObject(kv);
     if (decoded.ok) return toLoggedObject(decoded.value);
     this.say(`skipped ${decoded.message}`);
@@ -296,7 +339,7 @@ export class ControllerInputs {
     takeObject(this.cm, this.nodeObjects, object, (o) => this.upsert(o));
   }
 
-  private putObject(kv: IKeyValue): void {
+  private putObject(kv: KeyValue): void {
     const object = this.decode(kv);
     if (object === undefined) return;
     this.useObject(object);
@@ -309,7 +352,11 @@ export class ControllerInputs {
   }
 }
 
-function refOf(object: ClusterObject): { kind: ClusterObject['kind']; name: string; namespace?: string } {
+function refOf(object: ClusterObject): {
+  kind: ClusterObject['kind'];
+  name: string;
+  namespace?: string;
+} {
   return {
     kind: object.kind,
     name: object.metadata.name,

@@ -8,7 +8,6 @@
  * the leader's term, and no plugin call starts before the events that announce it are
  * durable in etcd. Losing leadership stops everything at once.
  */
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
@@ -21,15 +20,16 @@ import { ClaimBindingWriter } from './bindings.js';
 import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
-import { EtcdEventLog, loadLogHead, readLogEvents } from './etcd-log.js';
+import { EtcdEventLog, loadLogHead, type LogLimits, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
 import { FencedPluginManager } from './fenced-plugins.js';
 import { SnapshotPacer } from './snapshot-pacer.js';
 import { VolumesAttachedPublisher } from './publisher.js';
+import type { KvStore } from './store.js';
 
 export interface ClusterControllerOptions {
-  readonly client: Etcd3;
+  readonly client: KvStore;
   readonly keys: ClusterKeys;
   readonly identity: string;
   readonly plugins: readonly VolumePlugin[];
@@ -40,6 +40,17 @@ export interface ClusterControllerOptions {
   readonly snapshotEveryEvents?: number;
   readonly clock?: Clock;
   readonly say?: (line: string) => void;
+  /** How the log cuts its rows (default: etcd's limits). */
+  readonly logLimits?: LogLimits;
+  /** Told of each term as it starts leading, before its engine starts (tests, the simulation). */
+  readonly onLead?: (term: LeadingTerm) => void;
+}
+
+/** One term of this replica: its leadership, its log writer, its engine. */
+export interface LeadingTerm {
+  readonly leadership: Leadership;
+  readonly log: EtcdEventLog;
+  readonly manager: ControllerManager;
 }
 
 export const leaseTtlSDefault = 5;
@@ -47,9 +58,14 @@ export const controllerSnapshotEveryEventsDefault = 10_000;
 
 /** The world at the log's head: the snapshot (when usable) plus the events after it. */
 export async function loadControllerWorld(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
-): Promise<{ world: ControllerWorld; head: number; lastSnapshotSeq: number; lastSnapshotBytes: number }> {
+): Promise<{
+  world: ControllerWorld;
+  head: number;
+  lastSnapshotSeq: number;
+  lastSnapshotBytes: number;
+}> {
   const loaded = await loadLogHead(client, keys);
   const fromSnapshot =
     loaded.snapshot === undefined
@@ -61,11 +77,20 @@ export async function loadControllerWorld(
       `the controller log in etcd starts at seq ${loaded.firstSeq} and its snapshot cannot be read by this version; ` +
         'run the version that wrote it, or start a new log under another --prefix',
     );
-  await readLogEvents(client, keys, world.seq + 1, (event) => controllerCore.fold(world, event));
+  const fold = (event: Parameters<typeof controllerCore.fold>[1]) =>
+    controllerCore.fold(world, event);
+  await readLogEvents(client, keys, world.seq + 1, fold, { revision: loaded.revision });
   if (world.seq !== loaded.head)
-    throw new ClusterError(`the controller log in etcd ends at seq ${world.seq} but its head says ${loaded.head}`);
+    throw new ClusterError(
+      `the controller log in etcd ends at seq ${world.seq} but its head says ${loaded.head}`,
+    );
   const lastSnapshotBytes = loaded.snapshot?.data.length ?? 0;
-  return { world, head: loaded.head, lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0, lastSnapshotBytes };
+  return {
+    world,
+    head: loaded.head,
+    lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0,
+    lastSnapshotBytes,
+  };
 }
 
 export class ClusterController {
@@ -85,7 +110,8 @@ export class ClusterController {
     this.clock = opts.clock ?? new RealClock();
     this.plugins = new FencedPluginManager(() => {
       const log = this.log;
-      if (log === null) return Promise.reject(new Error('this replica does not lead: no call may start'));
+      if (log === null)
+        return Promise.reject(new Error('this replica does not lead: no call may start'));
       return log.durable();
     }, opts.plugins);
   }
@@ -104,13 +130,16 @@ export class ClusterController {
     const leadership = await Leadership.campaign(client, keys, {
       identity: this.opts.identity,
       ttlS: this.opts.leaseTtlS ?? leaseTtlSDefault,
+      clock: this.clock,
       signal,
       say: (line) => this.say(line),
     });
     this.leadership = leadership;
     const ended = new Promise<{ lost: boolean; message: string }>((resolve) => {
       leadership.onLost((error: LeadershipLost) => resolve({ lost: true, message: error.message }));
-      signal.addEventListener('abort', () => resolve({ lost: false, message: 'stopped' }), { once: true });
+      signal.addEventListener('abort', () => resolve({ lost: false, message: 'stopped' }), {
+        once: true,
+      });
     });
     leadership.onLost(() => void this.halt());
     if (!leadership.isLost && !signal.aborted) {
@@ -128,32 +157,47 @@ export class ClusterController {
 
   private async lead(leadership: Leadership): Promise<void> {
     const { client, keys } = this.opts;
-    const { world, head, lastSnapshotSeq, lastSnapshotBytes } = await loadControllerWorld(client, keys);
-    this.say(`leading (term ${leadership.term}): controller log at seq ${head}`);
-    const log = new EtcdEventLog({
+    const { world, head, lastSnapshotSeq, lastSnapshotBytes } = await loadControllerWorld(
       client,
       keys,
+    );
+    this.say(`leading (term ${leadership.term}): controller log at seq ${head}`);
+    const log = new EtcdEventLog({
+      store: client,
+      keys,
+      clock: this.clock,
       leadership,
       head,
       onFatal: (error) => leadership.lose(error.message),
       onTrouble: (message) => this.say(message),
+      ...(this.opts.logLimits === undefined ? {} : { limits: this.opts.logLimits }),
     });
     this.log = log;
     const cm = this.newManager(log, world, { seq: lastSnapshotSeq, bytes: lastSnapshotBytes });
     this.cm = cm;
     if (leadership.isLost) return;
+    this.opts.onLead?.({ leadership, log, manager: cm });
     cm.start();
     const say = (line: string) => this.say(line);
-    const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say);
-    const bindings = new ClaimBindingWriter(client, keys, leadership, log, cm, say);
-    const inputs = new ControllerInputs(client, keys, cm, say);
-    this.stops.push(() => inputs.stop(), () => publisher.stop(), () => bindings.stop());
+    const { clock } = this;
+    const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say, clock);
+    const bindings = new ClaimBindingWriter(client, keys, leadership, log, cm, say, clock);
+    const inputs = new ControllerInputs(client, keys, cm, say, clock);
+    this.stops.push(
+      () => inputs.stop(),
+      () => publisher.stop(),
+      () => bindings.stop(),
+    );
     bindings.start(); // before the inputs: no ClaimBound they lead to is missed
     await inputs.start();
     await publisher.start();
   }
 
-  private newManager(log: EtcdEventLog, world: ControllerWorld, last: { seq: number; bytes: number }): ControllerManager {
+  private newManager(
+    log: EtcdEventLog,
+    world: ControllerWorld,
+    last: { seq: number; bytes: number },
+  ): ControllerManager {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
     const codec = controllerCore.snapshot;
     const pacer = new SnapshotPacer(last.bytes);
@@ -165,11 +209,18 @@ export class ClusterController {
         lastSeq: last.seq,
         save: (w) => {
           if (!pacer.due(log.stats.bytes)) return; // the log has not grown by the last snapshot's size yet
-          const snapshot = { seq: w.seq, tsMs: w.tsMs, format: codec.format, data: codec.encode(w) };
+          const snapshot = {
+            seq: w.seq,
+            tsMs: w.tsMs,
+            format: codec.format,
+            data: codec.encode(w),
+          };
           pacer.saved(snapshot.data.length, log.stats.bytes);
           void log
             .saveSnapshot(snapshot, { compact: true })
-            .catch((error: Error) => this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`));
+            .catch((error: Error) =>
+              this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`),
+            );
         },
       },
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
@@ -212,7 +263,7 @@ export class ClusterController {
     return this.log?.stats;
   }
 
-  get term(): string | undefined {
+  get term(): number | undefined {
     return this.leadership?.term;
   }
 }

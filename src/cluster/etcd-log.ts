@@ -19,8 +19,8 @@
  * The sink is synchronous (the engine assigns seqs and folds at once); `whenDurable()` and
  * `durable()` wait until everything pushed so far is in etcd: nothing touches the host before.
  */
-import type { Etcd3, IKeyValue } from 'etcd3';
-import { Range } from 'etcd3';
+import { assert } from '../assert.js';
+import { type Clock, sleep } from '../clock.js';
 import type { EventSink } from '../engine/sink.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
@@ -30,6 +30,7 @@ import { SeqWaiters } from '../log/seq-waiters.js';
 import { isNoSpace } from './client.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
+import { type KvStore, prefixEnd, type TxnOp } from './store.js';
 
 /** Bytes of rows per transaction (etcd's default request limit is 1.5 MiB). */
 export const bytesPerTxnMax = 1024 * 1024;
@@ -37,12 +38,34 @@ export const bytesPerTxnMax = 1024 * 1024;
 export const segmentBytesMax = 32 * 1024;
 /** Segments per transaction (etcd allows 128 operations; one is the head). */
 export const segmentsPerTxnMax = 100;
+
+/**
+ * How the log cuts its rows: bytes per transaction (also the largest row), bytes per
+ * segment, segments per transaction. The simulation uses small ones, so that its few
+ * events still fill several segments, rows in parts and transactions in a row.
+ */
+export interface LogLimits {
+  readonly txnBytes: number;
+  readonly segmentBytes: number;
+  readonly segmentsPerTxn: number;
+}
+
+export const etcdLogLimits: LogLimits = {
+  txnBytes: bytesPerTxnMax,
+  segmentBytes: segmentBytesMax,
+  segmentsPerTxn: segmentsPerTxnMax,
+};
 const snapshotChunkBytes = 1024 * 1024;
 /** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
 const readPageSegments = 96;
 
 export class LogFenced extends Error {
   override name = 'LogFenced';
+}
+
+/** The entries a reader asked for were compacted away: read the snapshot again. */
+export class LogCompactedPast extends Error {
+  override name = 'LogCompactedPast';
 }
 
 export class LogRowTooLarge extends Error {
@@ -78,7 +101,9 @@ export class SegmentDecoder {
     const part = /\+(\d{4})\/(\d{4})$/.exec(key);
     if (part === null) return value.split('\n').map(decodeLine);
     if (Number(part[1]) !== this.parts.length)
-      throw new Error(`the etcd log's row at ${key} lacks its earlier parts (${this.parts.length} read)`);
+      throw new Error(
+        `the etcd log's row at ${key} lacks its earlier parts (${this.parts.length} read)`,
+      );
     this.parts.push(value);
     if (this.parts.length < Number(part[2])) return [];
     const line = this.parts.join('');
@@ -100,62 +125,107 @@ function decodeLine(line: string): VoleEvent {
  * Where to start reading for `seq`: the last segment starting at or before it (the one
  * holding it), from its first part when it is a row in parts; undefined when none is.
  */
-async function segmentHolding(client: Etcd3, keys: ClusterKeys, seq: number): Promise<string | undefined> {
-  const found = await client
-    .getAll()
-    .inRange(new Range(keys.logSegment(0), keys.logSegment(seq + 1)))
-    .sort('Key', 'Descend')
-    .limit(1)
-    .keys();
-  return found[0]?.slice(0, keys.logSegments.length + 16);
+async function segmentHolding(
+  store: KvStore,
+  keys: ClusterKeys,
+  seq: number,
+  revision?: number,
+): Promise<string | undefined> {
+  const found = await store.range({
+    start: keys.logSegment(0),
+    end: keys.logSegment(seq + 1),
+    descending: true,
+    limit: 1,
+    keysOnly: true,
+    ...(revision === undefined ? {} : { revision }),
+  });
+  return found.kvs[0]?.key.slice(0, keys.logSegments.length + 16);
 }
 
-/** Reads the head and the latest snapshot (without the events). */
-export async function loadLogHead(client: Etcd3, keys: ClusterKeys): Promise<LoadedLog> {
-  const head = Number((await client.get(keys.logHead).string()) ?? '0');
-  const metaText = await client.get(keys.logSnapshot).string();
-  const first = await client.getAll().prefix(keys.logSegments).sort('Key', 'Ascend').limit(1).keys();
-  const firstSeq = first.length === 0 ? head + 1 : new SegmentDecoder(keys).seqOf(first[0]!);
-  if (metaText === null) return { head, firstSeq };
+/** The value of `key` at `revision`, or undefined when absent then. */
+async function getAt(store: KvStore, key: string, revision: number): Promise<Buffer | undefined> {
+  const { kvs } = await store.range({ start: key, end: `${key}\0`, revision });
+  return kvs[0]?.value;
+}
+
+/**
+ * Reads the head and the latest snapshot (without the events), all at one revision: a
+ * compaction committed meanwhile (a new snapshot, the segments before it deleted) is not
+ * seen half. `revision` of the answer is that revision (read the events at it too).
+ */
+export async function loadLogHead(
+  store: KvStore,
+  keys: ClusterKeys,
+): Promise<LoadedLog & { revision: number }> {
+  const first = await store.range({ ...segmentsRange(keys), limit: 1, keysOnly: true });
+  const { revision } = first;
+  const head = Number((await getAt(store, keys.logHead, revision))?.toString() ?? '0');
+  const metaText = (await getAt(store, keys.logSnapshot, revision))?.toString();
+  const firstKey = first.kvs[0]?.key;
+  const firstSeq = firstKey === undefined ? head + 1 : new SegmentDecoder(keys).seqOf(firstKey);
+  if (metaText === undefined) return { head, firstSeq, revision };
   const meta = JSON.parse(metaText) as SnapshotMeta;
   // One chunk per request: a chunk is 1 MiB, gRPC answers at most 4 MiB.
   const parts: Buffer[] = [];
   for (let i = 0; i < meta.chunks; i++) {
-    const part = await client.get(`${keys.logSnapshot}/${meta.seq}/${String(i).padStart(6, '0')}`).buffer();
-    if (part === null) throw new Error(`the controller log's snapshot at seq ${meta.seq} lacks chunk ${i} of ${meta.chunks}`);
+    const part = await getAt(store, snapshotChunkKey(keys, meta.seq, i), revision);
+    if (part === undefined)
+      throw new Error(
+        `the controller log's snapshot at seq ${meta.seq} lacks chunk ${i} of ${meta.chunks}`,
+      );
     parts.push(part);
   }
   const data = Buffer.concat(parts);
-  return { head, firstSeq, snapshot: { meta, data } };
+  return { head, firstSeq, revision, snapshot: { meta, data } };
 }
 
-/** Streams the stored events from `fromSeq` to the head, in pages of segments, each validated. */
+function segmentsRange(keys: ClusterKeys): { start: string; end: Buffer } {
+  return { start: keys.logSegments, end: prefixEnd(keys.logSegments) };
+}
+
+function snapshotChunkKey(keys: ClusterKeys, seq: number, chunk: number): string {
+  return `${keys.logSnapshot}/${seq}/${String(chunk).padStart(6, '0')}`;
+}
+
+/**
+ * Streams the stored events from `fromSeq` to the head, in pages of segments, each
+ * validated; every page at one revision (`revision`, else the first page's), so a
+ * compaction committed meanwhile does not pull segments from under the reader.
+ */
 export async function readLogEvents(
-  client: Etcd3,
+  store: KvStore,
   keys: ClusterKeys,
   fromSeq: number,
   onEvent: (event: VoleEvent) => void,
+  opts: { revision?: number } = {},
 ): Promise<number> {
   let next = Math.max(1, fromSeq);
   let count = 0;
   const decoder = new SegmentDecoder(keys);
-  const end = `${keys.logSegments}\xff`;
-  let start = (await segmentHolding(client, keys, next)) ?? keys.logSegment(next);
+  const { end } = segmentsRange(keys);
+  let revision = opts.revision ?? 0;
+  let start = (await segmentHolding(store, keys, next, revision)) ?? keys.logSegment(next);
   while (true) {
     // Every key holds at most segmentBytesMax: a page stays under gRPC's 4 MiB limit.
-    const page = await client.getAll().inRange(new Range(start, end)).sort('Key', 'Ascend').limit(readPageSegments).exec();
+    const page = await store.range({ start, end, limit: readPageSegments, revision });
+    revision = page.revision;
     for (const kv of page.kvs) {
-      const key = kv.key.toString();
+      const key = kv.key;
       for (const event of decoder.take(key, kv.value.toString())) {
         if (event.seq < next) continue; // the part of the first segment before fromSeq
-        if (event.seq !== next) throw new Error(`the etcd log skips from seq ${next - 1} to ${event.seq} (${key})`);
+        if (event.seq !== next && count === 0 && event.seq > fromSeq)
+          throw new LogCompactedPast(
+            `the etcd log's seq ${next} was compacted away (it starts at ${event.seq})`,
+          );
+        if (event.seq !== next)
+          throw new Error(`the etcd log skips from seq ${next - 1} to ${event.seq} (${key})`);
         onEvent(event);
         next++;
         count++;
       }
     }
     if (!page.more || page.kvs.length === 0) return count;
-    start = `${page.kvs[page.kvs.length - 1]!.key.toString()}\0`;
+    start = `${page.kvs[page.kvs.length - 1]!.key}\0`;
   }
 }
 
@@ -200,7 +270,12 @@ export interface TxnPlan {
  * one), cut into segments of up to segmentBytesMax, at most segmentsPerTxnMax of them; a
  * row larger than a segment is written in parts of segmentBytesMax.
  */
-export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
+export function planTxn(
+  rows: readonly PendingRow[],
+  from: number,
+  limits: LogLimits = etcdLogLimits,
+): TxnPlan {
+  const { txnBytes, segmentBytes: segmentMax, segmentsPerTxn } = limits;
   const segments: TxnPlan['segments'] = [];
   let lines: string[] = [];
   let segmentBytes = 0;
@@ -214,12 +289,14 @@ export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
   for (; i < rows.length; i++) {
     const row = rows[i]!;
     const size = row.bytes + 1;
-    if (bytes > 0 && bytes + size > bytesPerTxnMax) break;
-    if (lines.length > 0 && segmentBytes + size > segmentBytesMax) close();
-    const parts = size > segmentBytesMax ? splitUtf8(row.value, segmentBytesMax) : undefined;
-    if (segments.length + (parts?.length ?? 1) > segmentsPerTxnMax) break;
+    if (bytes > 0 && bytes + size > txnBytes) break;
+    if (lines.length > 0 && segmentBytes + size > segmentMax) close();
+    const parts = size > segmentMax ? splitUtf8(row.value, segmentMax) : undefined;
+    if (bytes > 0 && segments.length + (parts?.length ?? 1) > segmentsPerTxn) break;
     if (parts !== undefined) {
-      parts.forEach((value, part) => segments.push({ firstSeq: row.seq, part: { part, parts: parts.length }, value }));
+      parts.forEach((value, part) =>
+        segments.push({ firstSeq: row.seq, part: { part, parts: parts.length }, value }),
+      );
     } else {
       lines.push(row.value);
       segmentBytes += size;
@@ -231,8 +308,9 @@ export function planTxn(rows: readonly PendingRow[], from: number): TxnPlan {
 }
 
 export interface EtcdLogOptions {
-  readonly client: Etcd3;
+  readonly store: KvStore;
   readonly keys: ClusterKeys;
+  readonly clock: Clock;
   readonly leadership: Leadership;
   /** The durable head this writer starts from (loadLogHead). */
   readonly head: number;
@@ -240,6 +318,8 @@ export interface EtcdLogOptions {
   readonly onFatal: (error: Error) => void;
   /** A commit failed for now and is retried (NOSPACE, etcd unreachable). */
   readonly onTrouble?: (message: string) => void;
+  /** How rows are cut (default: etcdLogLimits). */
+  readonly limits?: LogLimits;
 }
 
 export class EtcdEventLog implements EventSink {
@@ -254,7 +334,15 @@ export class EtcdEventLog implements EventSink {
   /** Commits and their sizes (for benchmarks and the progress line). */
   readonly stats = { txns: 0, segments: 0, events: 0, bytes: 0, retries: 0 };
 
+  private readonly limits: LogLimits;
+
   constructor(private readonly opts: EtcdLogOptions) {
+    this.limits = opts.limits ?? etcdLogLimits;
+    const { txnBytes, segmentBytes, segmentsPerTxn } = this.limits;
+    assert(
+      Math.ceil(txnBytes / segmentBytes) < segmentsPerTxn,
+      'the largest row in parts must fit one transaction',
+    );
     this.nextSeq = opts.head + 1;
     this.committedSeq = opts.head;
     opts.leadership.onLost((error) => this.fail(error));
@@ -269,11 +357,12 @@ export class EtcdEventLog implements EventSink {
     const seq = this.nextSeq++;
     const value = JSON.stringify(encodeEvent(eventCodec, event as Omit<VoleEvent, 'seq'>, seq));
     const bytes = Buffer.byteLength(value);
-    if (bytes > bytesPerTxnMax) {
+    const rowBytesMax = this.limits.txnBytes;
+    if (bytes > rowBytesMax) {
       this.nextSeq--;
       throw new LogRowTooLarge(
-        `${event.type} is ${bytes} bytes as a log row; the controller log in etcd takes rows up to ${bytesPerTxnMax} ` +
-          '(one transaction under etcd\'s 1.5 MiB request limit): shrink the object (its annotations, its spec)',
+        `${event.type} is ${bytes} bytes as a log row; the controller log in etcd takes rows up to ${rowBytesMax} ` +
+          "(one transaction under etcd's 1.5 MiB request limit): shrink the object (its annotations, its spec)",
       );
     }
     this.buffer.push({ seq, value, bytes });
@@ -320,7 +409,7 @@ export class EtcdEventLog implements EventSink {
   private async drain(): Promise<void> {
     try {
       while (this.start < this.buffer.length && this.waiters.fatal === null) {
-        const txn = planTxn(this.buffer, this.start);
+        const txn = planTxn(this.buffer, this.start, this.limits);
         await this.commitTxn(txn, this.buffer[this.start + txn.rows - 1]!.seq);
         this.start += txn.rows;
         this.dropCommitted();
@@ -339,24 +428,37 @@ export class EtcdEventLog implements EventSink {
    */
   private dropCommitted(): void {
     if (this.start === this.buffer.length) this.buffer = [];
-    else if (this.start >= 1_024 && 2 * this.start >= this.buffer.length) this.buffer = this.buffer.slice(this.start);
+    else if (this.start >= 1_024 && 2 * this.start >= this.buffer.length)
+      this.buffer = this.buffer.slice(this.start);
     else return;
     this.start = 0;
   }
 
   private async commitTxn(txn: TxnPlan, last: number): Promise<void> {
-    const { client, keys, leadership } = this.opts;
+    const { store, keys, leadership } = this.opts;
+    assert(
+      last > this.committedSeq,
+      `a commit ends past the durable head (${last} ≤ ${this.committedSeq})`,
+    );
+    const compares = [
+      ...leadership.fence(),
+      this.committedSeq === 0
+        ? { key: keys.logHead, createRevision: 0 }
+        : { key: keys.logHead, value: String(this.committedSeq) },
+    ];
+    const puts: TxnOp[] = txn.segments.map((s) => ({
+      put:
+        s.part === undefined
+          ? keys.logSegment(s.firstSeq)
+          : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts),
+      value: s.value,
+    }));
+    puts.push({ put: keys.logHead, value: String(last) });
     let backoffMs = 50;
     while (true) {
       if (this.waiters.fatal !== null) throw this.waiters.fatal;
       try {
-        const fenced = leadership.fence();
-        if (this.committedSeq === 0) fenced.and(keys.logHead, 'Create', '==', 0);
-        else fenced.and(keys.logHead, 'Value', '==', String(this.committedSeq));
-        const puts = txn.segments.map((s) =>
-          client.put(s.part === undefined ? keys.logSegment(s.firstSeq) : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts)).value(s.value),
-        );
-        const result = await fenced.then(...puts, client.put(keys.logHead).value(String(last))).commit();
+        const result = await store.txn(compares, puts);
         if (result.succeeded || (await this.appliedBefore(last))) {
           this.committedSeq = last;
           this.stats.txns++;
@@ -373,14 +475,15 @@ export class EtcdEventLog implements EventSink {
         this.fail(error);
         throw error;
       } catch (error) {
-        if (error instanceof LogFenced || this.waiters.fatal !== null) throw this.waiters.fatal ?? error;
+        if (error instanceof LogFenced || this.waiters.fatal !== null)
+          throw this.waiters.fatal ?? error;
         this.stats.retries++;
         this.opts.onTrouble?.(
           isNoSpace(error)
             ? 'etcd is out of space (NOSPACE): the controller log waits; compact, defragment and disarm the alarm'
             : `controller log commit failed, retrying: ${(error as Error).message}`,
         );
-        await new Promise((resolve) => setTimeout(resolve, backoffMs));
+        await sleep(this.opts.clock, backoffMs);
         backoffMs = Math.min(backoffMs * 2, 2_000);
       }
     }
@@ -388,38 +491,51 @@ export class EtcdEventLog implements EventSink {
 
   /** A refused commit whose earlier attempt went through (its answer was lost): the head says. */
   private async appliedBefore(last: number): Promise<boolean> {
-    const { client, keys, leadership } = this.opts;
-    const [head, leader] = await Promise.all([
-      client.get(keys.logHead).string(),
-      client.get(keys.leader).exec(),
-    ]);
-    return head === String(last) && leader.kvs[0]?.create_revision === leadership.term;
+    const { store, keys, leadership } = this.opts;
+    const [head, leader] = await Promise.all([store.get(keys.logHead), store.get(keys.leader)]);
+    return head?.value.toString() === String(last) && leader?.createRevision === leadership.term;
   }
 
   /**
    * Stores a snapshot of the world at `seq` (≤ the durable head) and deletes the previous
    * one; with `compact`, also the segments wholly before it. Every write is fenced.
    */
-  async saveSnapshot(snapshot: { seq: number; tsMs: number; format: number; data: Buffer }, opts: { compact: boolean }): Promise<void> {
+  async saveSnapshot(
+    snapshot: { seq: number; tsMs: number; format: number; data: Buffer },
+    opts: { compact: boolean },
+  ): Promise<void> {
     await this.durable();
-    const { client, keys, leadership } = this.opts;
-    const previous = await client.get(keys.logSnapshot).string();
+    const { store, keys, leadership } = this.opts;
+    assert(
+      snapshot.seq <= this.committedSeq,
+      `a snapshot at seq ${snapshot.seq} past the durable head`,
+    );
     const chunks = Math.max(1, Math.ceil(snapshot.data.length / snapshotChunkBytes));
     for (let i = 0; i < chunks; i++) {
       const part = snapshot.data.subarray(i * snapshotChunkBytes, (i + 1) * snapshotChunkBytes);
-      const key = `${keys.logSnapshot}/${snapshot.seq}/${String(i).padStart(6, '0')}`;
-      const result = await leadership.fence().then(client.put(key).value(part)).commit();
+      const result = await store.txn(leadership.fence(), [
+        { put: snapshotChunkKey(keys, snapshot.seq, i), value: part },
+      ]);
       if (!result.succeeded) throw this.fenced('snapshot');
     }
-    const meta: SnapshotMeta = { seq: snapshot.seq, tsMs: snapshot.tsMs, format: snapshot.format, chunks };
-    const ops = [client.put(keys.logSnapshot).value(JSON.stringify(meta))];
-    if (previous !== null) {
-      const old = JSON.parse(previous) as SnapshotMeta;
-      if (old.seq !== snapshot.seq) ops.push(client.delete().prefix(`${keys.logSnapshot}/${old.seq}/`) as never);
-    }
+    const meta: SnapshotMeta = {
+      seq: snapshot.seq,
+      tsMs: snapshot.tsMs,
+      format: snapshot.format,
+      chunks,
+    };
+    // The meta names the new chunks last: a snapshot cut off before it is never read, and
+    // every other chunk (the previous snapshot's, one cut off earlier) goes with it.
+    const chunksBase = `${keys.logSnapshot}/`;
+    const own = `${chunksBase}${snapshot.seq}/`;
+    const ops: TxnOp[] = [
+      { put: keys.logSnapshot, value: JSON.stringify(meta) },
+      { delete: chunksBase, end: own },
+      { delete: prefixEnd(own).toString('latin1'), end: prefixEnd(chunksBase) },
+    ];
     const upTo = opts.compact ? await this.compactionEnd(snapshot.seq) : undefined;
-    if (upTo !== undefined) ops.push(client.delete().range(new Range(keys.logSegment(0), upTo)) as never);
-    const result = await leadership.fence().then(...ops).commit();
+    if (upTo !== undefined) ops.push({ delete: keys.logSegment(0), end: upTo });
+    const result = await store.txn(leadership.fence(), ops);
     if (!result.succeeded) throw this.fenced('snapshot');
   }
 
@@ -429,15 +545,17 @@ export class EtcdEventLog implements EventSink {
    * seq is the durable head, nothing holds seq + 1 yet and every segment up to it goes.
    */
   private async compactionEnd(seq: number): Promise<string | undefined> {
-    const { client, keys } = this.opts;
-    const holding = await segmentHolding(client, keys, seq + 1);
+    const { store, keys } = this.opts;
+    const holding = await segmentHolding(store, keys, seq + 1);
     if (holding === undefined) return undefined;
     const startsAfter = new SegmentDecoder(keys).seqOf(holding) === seq + 1;
     return startsAfter || this.committedSeq === seq ? keys.logSegment(seq + 1) : holding;
   }
 
   private fenced(what: string): LogFenced {
-    const error = new LogFenced(`the controller log in etcd refused a ${what}: this replica no longer leads`);
+    const error = new LogFenced(
+      `the controller log in etcd refused a ${what}: this replica no longer leads`,
+    );
     this.opts.leadership.lose(error.message);
     this.fail(error);
     return error;

@@ -2,9 +2,11 @@
  * List, then watch: the whole prefix at a revision, then every change after it. A watch
  * that ends resumes from the last revision seen; when that revision was compacted away it
  * lists again (a reset). Restarts back off from 100 ms to 5 s. etcd3
- * reconnects a disconnected stream itself, from the last revision it delivered.
+ * reconnects a disconnected stream itself, from the last revision it delivered. Backoffs run
+ * on the injected clock.
  */
-import { type Etcd3, type IKeyValue, Range, type Watcher } from 'etcd3';
+import { type Clock, sleep, type TimerHandle } from '../clock.js';
+import { type KeyValue, type KvStore, prefixEnd, type StoreWatch } from './store.js';
 
 /** Keys per page of a list: a page stays well under gRPC's 4 MiB message limit. */
 export const listPageKeys = 1_000;
@@ -31,7 +33,11 @@ function numberKey(value: bigint): Buffer {
 function guessEnd(start: Buffer, span: bigint | null, end: Buffer): Buffer {
   if (span === null || start.length > boundBytes) return end;
   const bound = numberKey(keyNumber(start) + span);
-  return bound.length > boundBytes || Buffer.compare(bound, end) >= 0 || Buffer.compare(bound, start) <= 0 ? end : bound;
+  return bound.length > boundBytes ||
+    Buffer.compare(bound, end) >= 0 ||
+    Buffer.compare(bound, start) <= 0
+    ? end
+    : bound;
 }
 
 /**
@@ -42,25 +48,23 @@ function guessEnd(start: Buffer, span: bigint | null, end: Buffer): Buffer {
  * so each costs etcd about what it returns. `revision` defaults to the current one.
  */
 export async function listPrefix(
-  client: Etcd3,
+  store: KvStore,
   prefix: string,
   opts: { revision?: number; pageKeys?: number } = {},
-): Promise<{ kvs: IKeyValue[]; revision: number }> {
+): Promise<{ kvs: KeyValue[]; revision: number }> {
   const pageKeys = opts.pageKeys ?? listPageKeys;
-  const end = Buffer.from(Range.prefix(prefix).end);
-  const kvs: IKeyValue[] = [];
+  const end = prefixEnd(prefix);
+  const kvs: KeyValue[] = [];
   let start: Buffer = Buffer.from(prefix);
   let revision = opts.revision ?? 0;
   let span: bigint | null = null;
   while (true) {
     const bound = guessEnd(start, span, end);
-    let request = client.getAll().inRange(new Range(start, bound)).sort('Key', 'Ascend').limit(pageKeys);
-    if (revision > 0) request = request.revision(String(revision));
-    const page = await request.exec();
-    if (revision === 0) revision = Number(page.header.revision);
-    kvs.push(...page.kvs);
+    const page = await store.range({ start, end: bound, limit: pageKeys, revision });
+    if (revision === 0) revision = page.revision;
+    for (const kv of page.kvs) kvs.push(kv);
     if (page.more && page.kvs.length > 0) {
-      const last = page.kvs[page.kvs.length - 1]!.key;
+      const last = Buffer.from(page.kvs[page.kvs.length - 1]!.key);
       span = keyNumber(last) - keyNumber(start) + 1n; // what held pageKeys keys
       start = Buffer.concat([last, Buffer.from([0])]);
     } else {
@@ -74,8 +78,8 @@ export async function listPrefix(
 
 export interface PrefixHandlers {
   /** Everything under the prefix at `revision` (the first list, and after a compaction). */
-  reset(kvs: readonly IKeyValue[], revision: number): void;
-  put(kv: IKeyValue): void;
+  reset(kvs: readonly KeyValue[], revision: number): void;
+  put(kv: KeyValue): void;
   delete(key: string): void;
   /** A list or watch failed; it is retried (for progress lines and logs). */
   trouble?(message: string): void;
@@ -85,17 +89,18 @@ const backoffMsMin = 100;
 const backoffMsMax = 5_000;
 
 export class PrefixInformer {
-  private watcher: Watcher | null = null;
+  private watcher: StoreWatch | null = null;
   private revision = 0;
   private stopped = false;
   private backoffMs = backoffMsMin;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private listed = false;
 
   constructor(
-    private readonly client: Etcd3,
+    private readonly store: KvStore,
     readonly prefix: string,
     private readonly handlers: PrefixHandlers,
+    private readonly clock: Clock,
   ) {}
 
   /** Lists and starts watching; resolves after the first successful list. */
@@ -105,7 +110,7 @@ export class PrefixInformer {
         await this.list();
       } catch (error) {
         this.handlers.trouble?.(`list ${this.prefix}: ${(error as Error).message}`);
-        await new Promise((resolve) => setTimeout(resolve, this.nextBackoff()));
+        await sleep(this.clock, this.nextBackoff());
       }
     }
     if (!this.stopped) await this.watchFrom(this.revision + 1);
@@ -122,32 +127,36 @@ export class PrefixInformer {
   }
 
   private async list(): Promise<void> {
-    const { kvs, revision } = await listPrefix(this.client, this.prefix);
+    const { kvs, revision } = await listPrefix(this.store, this.prefix);
     this.revision = revision;
     this.listed = true;
     this.handlers.reset(kvs, this.revision);
   }
 
   private async watchFrom(revision: number): Promise<void> {
-    const watcher = await this.client
-      .watch()
-      .prefix(this.prefix)
-      .startRevision(String(revision))
-      .create();
+    let ended = false;
+    const watcher = await this.store.watch({ prefix: this.prefix }, revision, {
+      connected: () => {
+        this.backoffMs = backoffMsMin;
+      },
+      put: (kv) => {
+        if (ended) return;
+        this.revision = Math.max(this.revision, kv.modRevision);
+        this.handlers.put(kv);
+      },
+      delete: (key, modRevision) => {
+        if (ended) return;
+        this.revision = Math.max(this.revision, modRevision);
+        this.handlers.delete(key);
+      },
+      error: (error) => {
+        if (ended) return;
+        ended = true;
+        this.restart(String(error.message ?? error));
+      },
+    });
     if (this.stopped) return void (await watcher.cancel().catch(() => undefined));
     this.watcher = watcher;
-    watcher.on('connected', () => {
-      this.backoffMs = backoffMsMin;
-    });
-    watcher.on('put', (kv) => {
-      this.revision = Math.max(this.revision, Number(kv.mod_revision));
-      this.handlers.put(kv);
-    });
-    watcher.on('delete', (kv) => {
-      this.revision = Math.max(this.revision, Number(kv.mod_revision));
-      this.handlers.delete(kv.key.toString());
-    });
-    watcher.on('error', (error) => this.restart(String(error.message ?? error)));
   }
 
   /**
@@ -160,30 +169,39 @@ export class PrefixInformer {
     const old = this.watcher;
     this.watcher = null;
     void old?.cancel().catch(() => undefined);
-    this.timer = setTimeout(() => {
+    this.timer = this.clock.setTimer(this.clock.nowMs() + this.nextBackoff(), () => {
       this.timer = null;
       void this.resume(why).catch((error: Error) => this.restart(error.message));
-    }, this.nextBackoff());
+    });
   }
 
   private async resume(why: string): Promise<void> {
     let compacted = /compact/i.test(why);
     if (!compacted && this.listed) {
       try {
-        await this.client.getAll().prefix(this.prefix).revision(String(this.revision)).limit(1).keys();
+        const end = prefixEnd(this.prefix);
+        await this.store.range({
+          start: this.prefix,
+          end,
+          revision: this.revision,
+          limit: 1,
+          keysOnly: true,
+        });
       } catch (error) {
         compacted = /compact/i.test((error as Error).message);
         if (!compacted) throw error;
       }
     }
-    this.handlers.trouble?.(`watch ${this.prefix}: ${why}${compacted ? ' (compacted: listing again)' : ''}`);
+    this.handlers.trouble?.(
+      `watch ${this.prefix}: ${why}${compacted ? ' (compacted: listing again)' : ''}`,
+    );
     if (compacted) this.listed = false;
     await this.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.clock.clearTimer(this.timer);
     const watcher = this.watcher;
     this.watcher = null;
     await watcher?.cancel().catch(() => undefined);

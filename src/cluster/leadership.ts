@@ -9,12 +9,15 @@
  * lost; no keepalive succeeded for the lease's TTL less a margin (etcd may already have
  * expired it); the leader key was deleted or recreated; a fenced write was refused.
  */
-import type { ComparatorBuilder, Etcd3, Lease } from 'etcd3';
+import { assert } from '../assert.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { ClusterKeys } from './keys.js';
+import type { Compare, KvStore, StoreLease, StoreWatch } from './store.js';
 
 export interface LeadershipOptions {
   readonly identity: string;
   readonly ttlS: number;
+  readonly clock: Clock;
   readonly signal?: AbortSignal;
   /** Progress lines (waiting for the current leader, …). */
   readonly say?: (line: string) => void;
@@ -24,81 +27,104 @@ export class LeadershipLost extends Error {
   override name = 'LeadershipLost';
 }
 
-/** Checks the local lease deadline this often. */
-const checkEveryMs = 100;
-
 export class Leadership {
   private lastKeepAliveOkMs: number;
   private lostError: LeadershipLost | null = null;
   private readonly lostListeners = new Set<(error: LeadershipLost) => void>();
-  private readonly timer: NodeJS.Timeout;
+  private timer: TimerHandle | null = null;
   private unwatch: (() => void) | null = null;
 
   private constructor(
-    private readonly client: Etcd3,
+    private readonly store: KvStore,
     private readonly keys: ClusterKeys,
-    private readonly lease: Lease,
-    readonly leaseId: string,
+    private readonly lease: StoreLease,
     /** The leader key's create revision: this term. */
-    readonly term: string,
+    readonly term: number,
     readonly ttlS: number,
+    private readonly clock: Clock,
     grantedAtMs: number,
   ) {
+    assert(term > 0, `a term is the leader key's create revision, not ${term}`);
     this.lastKeepAliveOkMs = grantedAtMs;
-    lease.on('keepaliveSucceeded', () => {
-      this.lastKeepAliveOkMs = Date.now();
+    lease.onKeepAlive(() => {
+      this.lastKeepAliveOkMs = clock.nowMs();
     });
-    lease.on('lost', (error) => this.lose(`lease lost: ${error.message}`));
-    this.timer = setInterval(() => {
-      // The lease may already be expired in etcd: stop before it surely is.
-      const marginMs = Math.min(1000, (ttlS * 1000) / 4);
-      if (Date.now() - this.lastKeepAliveOkMs > ttlS * 1000 - marginMs)
-        this.lose(`no lease keepalive for ${Date.now() - this.lastKeepAliveOkMs} ms (TTL ${ttlS} s)`);
-    }, checkEveryMs);
+    lease.onLost((error) => this.lose(`lease lost: ${error.message}`));
+    this.check();
+  }
+
+  get leaseId(): string {
+    return this.lease.id;
+  }
+
+  /**
+   * The lease may already be expired in the store: stop before it surely is. Checked when
+   * the deadline from the last keepalive comes (again later if one came meanwhile).
+   */
+  private check(): void {
+    const { clock, ttlS } = this;
+    const limitMs = ttlS * 1000 - Math.min(1000, (ttlS * 1000) / 4);
+    const sinceMs = clock.nowMs() - this.lastKeepAliveOkMs;
+    if (sinceMs > limitMs) return this.lose(`no lease keepalive for ${sinceMs} ms (TTL ${ttlS} s)`);
+    this.timer = clock.setTimer(this.lastKeepAliveOkMs + limitMs + 1, () => this.check());
   }
 
   /** Campaigns until this candidate leads (or the signal aborts: rejects). */
-  static async campaign(client: Etcd3, keys: ClusterKeys, opts: LeadershipOptions): Promise<Leadership> {
+  static async campaign(
+    store: KvStore,
+    keys: ClusterKeys,
+    opts: LeadershipOptions,
+  ): Promise<Leadership> {
     let waitingSaid = false;
     while (true) {
       if (opts.signal?.aborted === true) throw new LeadershipLost('campaign aborted');
-      const lease = client.lease(opts.ttlS, { autoKeepAlive: true });
-      lease.on('lost', () => undefined); // handled once leading; a grant failure rejects below
-      const grantedAtMs = Date.now();
-      const leaseId = await lease.grant();
-      const result = await client
-        .if(keys.leader, 'Create', '==', 0)
-        .then(client.put(keys.leader).value(opts.identity).lease(leaseId))
-        .else(client.get(keys.leader))
-        .commit();
+      const grantedAtMs = opts.clock.nowMs();
+      const lease = await store.grantLease(opts.ttlS);
+      const result = await store.txn(
+        [{ key: keys.leader, createRevision: 0 }],
+        [{ put: keys.leader, value: opts.identity, lease: lease.id }],
+        [{ get: keys.leader }],
+      );
       if (result.succeeded) {
-        const leadership = new Leadership(client, keys, lease, leaseId, result.header.revision, opts.ttlS, grantedAtMs);
-        await leadership.watchKey(Number(result.header.revision));
+        const leadership = new Leadership(
+          store,
+          keys,
+          lease,
+          result.revision,
+          opts.ttlS,
+          opts.clock,
+          grantedAtMs,
+        );
+        await leadership.watchKey(result.revision);
         return leadership;
       }
       await lease.revoke().catch(() => undefined);
-      const holder = result.responses[0]?.response_range?.kvs[0];
       if (!waitingSaid) {
-        opts.say?.(`standby: ${holder?.value.toString() ?? 'another replica'} leads; waiting for its lease`);
+        opts.say?.(
+          `standby: ${result.gets[0]?.value.toString() ?? 'another replica'} leads; waiting for its lease`,
+        );
         waitingSaid = true;
       }
-      await waitForDelete(client, keys.leader, Number(result.header.revision), opts.signal);
+      await waitForDelete(store, keys.leader, result.revision, opts.signal);
     }
   }
 
   private async watchKey(revision: number): Promise<void> {
-    const watcher = await this.client.watch().key(this.keys.leader).startRevision(String(revision + 1)).create();
     const lost = () => this.lose('the leader key was deleted or replaced');
-    watcher.on('delete', lost);
-    watcher.on('put', (kv) => {
-      if (kv.create_revision !== this.term) lost();
+    const watcher = await this.store.watch({ key: this.keys.leader }, revision + 1, {
+      delete: lost,
+      put: (kv) => {
+        if (kv.createRevision !== this.term) lost();
+      },
+      error: (error) => this.lose(`the watch on the leader key ended: ${error.message}`),
     });
+    if (this.isLost) return void watcher.cancel().catch(() => undefined);
     this.unwatch = () => void watcher.cancel().catch(() => undefined);
   }
 
-  /** Starts a transaction that succeeds only while this term leads. */
-  fence(): ComparatorBuilder {
-    return this.client.if(this.keys.leader, 'Create', '==', this.term);
+  /** The compare that makes a transaction succeed only while this term leads. */
+  fence(): Compare[] {
+    return [{ key: this.keys.leader, createRevision: this.term }];
   }
 
   get isLost(): boolean {
@@ -114,7 +140,7 @@ export class Leadership {
   lose(why: string): void {
     if (this.lostError !== null) return;
     this.lostError = new LeadershipLost(`leadership lost (term ${this.term}): ${why}`);
-    clearInterval(this.timer);
+    if (this.timer !== null) this.clock.clearTimer(this.timer);
     this.unwatch?.();
     void this.lease.revoke().catch(() => undefined); // a standby need not wait for the TTL
     for (const listener of this.lostListeners) listener(this.lostError);
@@ -128,19 +154,32 @@ export class Leadership {
   }
 }
 
-async function waitForDelete(client: Etcd3, key: string, revision: number, signal?: AbortSignal): Promise<void> {
-  const watcher = await client.watch().key(key).startRevision(String(revision + 1)).create();
+async function waitForDelete(
+  store: KvStore,
+  key: string,
+  revision: number,
+  signal?: AbortSignal,
+): Promise<void> {
+  let watcher: StoreWatch | undefined;
   try {
-    await new Promise<void>((resolve) => {
-      watcher.on('delete', () => resolve());
-      watcher.on('error', () => resolve());
+    await new Promise<void>((resolve, reject) => {
       signal?.addEventListener('abort', () => resolve(), { once: true });
-      // A check after the watch exists: the key may have gone in between.
-      void client.get(key).then((value) => {
-        if (value === null) resolve();
-      });
+      store
+        .watch({ key }, revision + 1, {
+          put: () => undefined,
+          delete: () => resolve(),
+          error: () => resolve(),
+        })
+        .then((created) => {
+          watcher = created;
+          // A check after the watch exists: the key may have gone in between.
+          return store.get(key).then((kv) => {
+            if (kv === undefined) resolve();
+          });
+        })
+        .catch(reject);
     });
   } finally {
-    await watcher.cancel().catch(() => undefined);
+    await watcher?.cancel().catch(() => undefined);
   }
 }

@@ -8,11 +8,12 @@
  * the synchronous interface of a read-only SQLite log (head, read, get, bounds,
  * latestSnapshot); it never writes to etcd.
  */
-import type { Etcd3, Watcher } from 'etcd3';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { VoleEvent } from '../events/index.js';
 import { Seq } from '../ids.js';
-import { loadLogHead, readLogEvents } from './etcd-log.js';
+import { loadLogHead, LogCompactedPast, readLogEvents } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
+import type { KvStore, StoreWatch } from './store.js';
 
 export interface MirrorOptions {
   /** Problems worth telling the reader (a failed read, a lost watch). */
@@ -25,11 +26,11 @@ export const mirrorPollMsDefault = 1_000;
 
 export class EtcdLogMirror {
   /** The events from `firstSeq` on, by seq − firstSeq. */
-  private readonly events: VoleEvent[] = [];
+  private events: VoleEvent[] = [];
   private firstSeq = 1;
   private snapshot: { seq: number; tsMs: number; format: number; data: Buffer } | undefined;
-  private watcher: Watcher | null = null;
-  private poll: NodeJS.Timeout | null = null;
+  private watcher: StoreWatch | null = null;
+  private poll: TimerHandle | null = null;
   private reading: Promise<void> = Promise.resolve();
   private again = false;
   private closed = false;
@@ -37,8 +38,9 @@ export class EtcdLogMirror {
   readonly mode = 'controller';
 
   private constructor(
-    private readonly client: Etcd3,
+    private readonly store: KvStore,
     private readonly keys: ClusterKeys,
+    private readonly clock: Clock,
     private readonly opts: MirrorOptions,
   ) {}
 
@@ -46,32 +48,54 @@ export class EtcdLogMirror {
    * Loads the log (an unreachable etcd fails here, at once), then follows it: the catch-up
    * once the watch is established reads what was committed between the load and the watch.
    */
-  static async open(client: Etcd3, keys: ClusterKeys, opts: MirrorOptions = {}): Promise<EtcdLogMirror> {
-    const mirror = new EtcdLogMirror(client, keys, opts);
+  static async open(
+    store: KvStore,
+    keys: ClusterKeys,
+    clock: Clock,
+    opts: MirrorOptions = {},
+  ): Promise<EtcdLogMirror> {
+    const mirror = new EtcdLogMirror(store, keys, clock, opts);
     await mirror.load();
-    const watcher = await client.watch().prefix(keys.logSegments).create();
-    mirror.watcher = watcher;
-    watcher.on('put', () => mirror.catchUp());
-    watcher.on('error', (error: Error) => mirror.warn(`watching the controller log: ${error.message}`));
+    mirror.watcher = await store.watch({ prefix: keys.logSegments }, undefined, {
+      put: () => mirror.catchUp(),
+      delete: () => undefined,
+      error: (error: Error) => mirror.warn(`watching the controller log: ${error.message}`),
+    });
     mirror.catchUp(); // what was committed between the load and the watch
-    // A safety net for a watch that misses a beat (reconnecting): a read of the tail now and then.
-    mirror.poll = setInterval(() => mirror.catchUp(), opts.pollMs ?? mirrorPollMsDefault);
-    mirror.poll.unref();
+    mirror.schedulePoll();
     return mirror;
+  }
+
+  /** A safety net for a watch that misses a beat (reconnecting): a read of the tail now and then. */
+  private schedulePoll(): void {
+    if (this.closed) return;
+    const atMs = this.clock.nowMs() + (this.opts.pollMs ?? mirrorPollMsDefault);
+    this.poll = this.clock.setTimer(atMs, () => {
+      this.catchUp();
+      this.schedulePoll();
+    });
   }
 
   private warn(message: string): void {
     this.opts.warn?.(message);
   }
 
+  /** Loads the latest snapshot (once compacted) and the events after it, all at one revision. */
   private async load(): Promise<void> {
-    const loaded = await loadLogHead(this.client, this.keys);
+    const loaded = await loadLogHead(this.store, this.keys);
+    let firstSeq = 1;
+    let snapshot: typeof this.snapshot;
     if (loaded.snapshot !== undefined && loaded.firstSeq > 1) {
       const { meta, data } = loaded.snapshot;
-      this.snapshot = { seq: meta.seq, tsMs: meta.tsMs, format: meta.format, data };
-      this.firstSeq = meta.seq + 1;
+      snapshot = { seq: meta.seq, tsMs: meta.tsMs, format: meta.format, data };
+      firstSeq = meta.seq + 1;
     }
-    await readLogEvents(this.client, this.keys, this.firstSeq, (event) => this.push(event));
+    const events: VoleEvent[] = [];
+    const push = (event: VoleEvent) => events.push(event);
+    await readLogEvents(this.store, this.keys, firstSeq, push, { revision: loaded.revision });
+    this.events = events;
+    this.firstSeq = firstSeq;
+    this.snapshot = snapshot;
   }
 
   private push(event: VoleEvent): void {
@@ -91,9 +115,18 @@ export class EtcdLogMirror {
       if (!this.again || this.closed) return;
       this.again = false;
       try {
-        await readLogEvents(this.client, this.keys, this.headSeq + 1, (event) => this.push(event));
+        await readLogEvents(this.store, this.keys, this.headSeq + 1, (event) => this.push(event));
       } catch (error) {
-        this.warn(`reading the controller log after seq ${this.headSeq}: ${(error as Error).message}`);
+        if (error instanceof LogCompactedPast) {
+          // Compacted while this reader was behind: start again from the latest snapshot.
+          this.warn(`${error.message}; loading the latest snapshot again`);
+          return this.load().catch((again: Error) =>
+            this.warn(`reloading the log: ${again.message}`),
+          );
+        }
+        this.warn(
+          `reading the controller log after seq ${this.headSeq}: ${(error as Error).message}`,
+        );
       }
     });
   }
@@ -107,11 +140,14 @@ export class EtcdLogMirror {
     return { seq: Seq(this.headSeq) };
   }
 
-  *read(opts: { fromSeq?: number; toSeq?: number; limit?: number } = {}): IterableIterator<VoleEvent> {
+  *read(
+    opts: { fromSeq?: number; toSeq?: number; limit?: number } = {},
+  ): IterableIterator<VoleEvent> {
     const from = Math.max(opts.fromSeq ?? 1, this.firstSeq);
     const to = Math.min(opts.toSeq ?? this.headSeq, this.headSeq);
     let left = opts.limit ?? Infinity;
-    for (let seq = from; seq <= to && left > 0; seq++, left--) yield this.events[seq - this.firstSeq]!;
+    for (let seq = from; seq <= to && left > 0; seq++, left--)
+      yield this.events[seq - this.firstSeq]!;
   }
 
   get(seq: number): VoleEvent | undefined {
@@ -123,11 +159,18 @@ export class EtcdLogMirror {
     const last = this.events.at(-1);
     if (first === undefined || last === undefined)
       return { firstSeq: Seq(0), lastSeq: Seq(0), firstTsMs: 0, lastTsMs: 0 };
-    return { firstSeq: Seq(first.seq), lastSeq: Seq(last.seq), firstTsMs: first.tsMs, lastTsMs: last.tsMs };
+    return {
+      firstSeq: Seq(first.seq),
+      lastSeq: Seq(last.seq),
+      firstTsMs: first.tsMs,
+      lastTsMs: last.tsMs,
+    };
   }
 
   /** The snapshot the log was loaded from (a compacted log), when at or before `atOrBeforeSeq`. */
-  latestSnapshot(opts: { atOrBeforeSeq?: number } = {}): { seq: Seq; tsMs: number; format: number; data: Buffer } | undefined {
+  latestSnapshot(
+    opts: { atOrBeforeSeq?: number } = {},
+  ): { seq: Seq; tsMs: number; format: number; data: Buffer } | undefined {
     const snapshot = this.snapshot;
     if (snapshot === undefined || snapshot.seq > (opts.atOrBeforeSeq ?? Infinity)) return undefined;
     return { ...snapshot, seq: Seq(snapshot.seq) };
@@ -135,7 +178,7 @@ export class EtcdLogMirror {
 
   async close(): Promise<void> {
     this.closed = true;
-    if (this.poll !== null) clearInterval(this.poll);
+    if (this.poll !== null) this.clock.clearTimer(this.poll);
     await this.watcher?.cancel().catch(() => undefined);
     await this.reading.catch(() => undefined);
   }

@@ -4,13 +4,7 @@
  * under the cluster prefix. An object's resourceVersion is its etcd mod revision.
  */
 import { statSync, readdirSync } from 'node:fs';
-import type { Etcd3, IKeyValue } from 'etcd3';
-import {
-  type ManifestObject,
-  manifestObject,
-  type Pod,
-  pod as podSchema,
-} from '../events/k8s.js';
+import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
 import {
   type ManifestSet,
   manifestFilesMax,
@@ -20,6 +14,7 @@ import {
 import { ClusterError } from './client.js';
 import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
+import { getText, type KeyValue, type KvStore, put, remove } from './store.js';
 
 /** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
 export function readManifestPaths(paths: readonly string[]): ManifestSet {
@@ -38,7 +33,10 @@ export function readManifestPaths(paths: readonly string[]): ManifestSet {
     const read = readManifestDir(path);
     for (const [uid, p] of read.pods) {
       if (set.pods.has(uid))
-        set.problems.push({ file: path, message: `pod UID ${uid} is used twice; podUidMustBeUnique` });
+        set.problems.push({
+          file: path,
+          message: `pod UID ${uid} is used twice; podUidMustBeUnique`,
+        });
       set.pods.set(uid, p);
     }
     for (const [k, o] of read.objects) set.objects.set(k, o);
@@ -56,8 +54,8 @@ export function storedForm<T extends { metadata: Record<string, unknown> }>(obje
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; message: string };
 
-function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T {
-  return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.mod_revision) } };
+function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue): T {
+  return { ...value, metadata: { ...value.metadata, resourceVersion: String(kv.modRevision) } };
 }
 
 /**
@@ -65,17 +63,18 @@ function withVersion<T extends { metadata: object }>(value: T, kv: IKeyValue): T
  * and Secrets keep their data, as in the API server's store: a node agent hands them to its
  * contents store, and every log gets only their content hash (toLoggedObject).
  */
-export function decodeObject(kv: IKeyValue): Decoded<ManifestObject> {
+export function decodeObject(kv: KeyValue): Decoded<ManifestObject> {
   try {
     const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
-    if (!parsed.success) return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
+    if (!parsed.success)
+      return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
     return { ok: true, value: withVersion(parsed.data, kv) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
   }
 }
 
-export function decodePod(kv: IKeyValue): Decoded<Pod> {
+export function decodePod(kv: KeyValue): Decoded<Pod> {
   try {
     const parsed = podSchema.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success || parsed.data.metadata.uid === undefined)
@@ -99,7 +98,7 @@ function describeObject(object: ManifestObject | Pod): string {
 }
 
 /** The keys of pods named namespace/name under any node (a pod that moved is deleted). */
-async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<string, string[]>> {
+async function podKeysByName(client: KvStore, keys: ClusterKeys): Promise<Map<string, string[]>> {
   const { kvs } = await listPrefix(client, keys.pods);
   const byName = new Map<string, string[]>();
   for (const key of kvs.map((kv) => kv.key.toString())) {
@@ -116,7 +115,10 @@ async function podKeysByName(client: Etcd3, keys: ClusterKeys): Promise<Map<stri
  * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses.
  */
 export function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
-  if (existingText === null || (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume'))
+  if (
+    existingText === null ||
+    (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume')
+  )
     return object;
   let existing: { kind?: unknown; spec?: Record<string, unknown>; status?: unknown };
   try {
@@ -137,34 +139,32 @@ export function keepBinding(object: ManifestObject, existingText: string | null)
 }
 
 async function putIfChanged(
-  client: Etcd3,
+  client: KvStore,
   key: string,
   value: string | ((existing: string | null) => string),
   stale: readonly string[],
   result: ApplyResult,
   what: string,
 ): Promise<void> {
-  const existing = await client.get(key).string();
+  const existing = await getText(client, key);
   if (typeof value === 'function') value = value(existing);
   if (existing === value && stale.length === 0) return void result.unchanged.push(what);
-  if (stale.length === 0) await client.put(key).value(value);
-  else
-    await client
-      .if(key, 'Mod', '>', -1) // always true: one transaction moves the pod
-      .then(client.put(key).value(value), ...stale.map((old) => client.delete().key(old)))
-      .commit();
+  // One transaction moves the pod.
+  if (stale.length === 0) await put(client, key, value);
+  else await client.txn([], [{ put: key, value }, ...stale.map((old) => ({ delete: old }))]);
   (existing === null ? result.created : result.configured).push(what);
 }
 
 /** Writes every object and pod of `set` (objects first, so pods find their claims). */
 export async function applyManifestSet(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   set: ManifestSet,
 ): Promise<ApplyResult> {
   const result: ApplyResult = { created: [], configured: [], unchanged: [] };
   for (const object of set.objects.values()) {
-    const value = (existing: string | null) => JSON.stringify(storedForm(keepBinding(object, existing)));
+    const value = (existing: string | null) =>
+      JSON.stringify(storedForm(keepBinding(object, existing)));
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
@@ -172,14 +172,21 @@ export async function applyManifestSet(
     const key = keys.podOf(pod);
     const ns = pod.metadata.namespace ?? 'default';
     const stale = (byName.get(`${ns}/${pod.metadata.name}`) ?? []).filter((k: string) => k !== key);
-    await putIfChanged(client, key, JSON.stringify(storedForm(pod)), stale, result, describeObject(pod));
+    await putIfChanged(
+      client,
+      key,
+      JSON.stringify(storedForm(pod)),
+      stale,
+      result,
+      describeObject(pod),
+    );
   }
   return result;
 }
 
 /** Deletes every object and pod named in `set`; returns what was deleted and what was absent. */
 export async function deleteManifestSet(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   set: ManifestSet,
 ): Promise<{ deleted: string[]; absent: string[] }> {
@@ -187,13 +194,14 @@ export async function deleteManifestSet(
   const absent: string[] = [];
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
   for (const pod of set.pods.values()) {
-    const found: string[] = byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
-    for (const key of found) await client.delete().key(key);
+    const found: string[] =
+      byName.get(`${pod.metadata.namespace ?? 'default'}/${pod.metadata.name}`) ?? [];
+    for (const key of found) await remove(client, key);
     (found.length > 0 ? deleted : absent).push(describeObject(pod));
   }
   for (const object of set.objects.values()) {
-    const response = await client.delete().key(keys.objectOf(object));
-    (Number(response.deleted) > 0 ? deleted : absent).push(describeObject(object));
+    const gone = await remove(client, keys.objectOf(object));
+    (gone > 0 ? deleted : absent).push(describeObject(object));
   }
   return { deleted, absent };
 }
@@ -207,7 +215,7 @@ export interface ListedState {
 
 /** Every pod (or those of one node) and every object, at one revision. */
 export async function listState(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
   opts: { node?: string } = {},
 ): Promise<ListedState> {
@@ -228,4 +236,3 @@ export async function listState(
   }
   return state;
 }
-

@@ -3,10 +3,10 @@
  * A node agent and the controller both turn the informer's list, put and delete into their
  * manager's pod calls through it; a key whose pod was replaced (a new UID) removes the old pod.
  */
-import type { IKeyValue } from 'etcd3';
 import type { Pod } from '../events/k8s.js';
 import type { PrefixHandlers } from './informer.js';
 import { decodePod } from './objects.js';
+import type { KeyValue } from './store.js';
 
 export interface PodTarget {
   /** The pod (new or changed) under its key. */
@@ -35,13 +35,13 @@ export class PodsByKey {
     };
   }
 
-  private reset(kvs: readonly IKeyValue[]): void {
+  private reset(kvs: readonly KeyValue[]): void {
     const listed = new Set<string>();
     for (const kv of kvs) if (this.put(kv)) listed.add(kv.key.toString());
     for (const key of [...this.uids.keys()]) if (!listed.has(key)) this.delete(key);
   }
 
-  private put(kv: IKeyValue): boolean {
+  private put(kv: KeyValue): boolean {
     const decoded = decodePod(kv);
     if (!decoded.ok) {
       this.target.say(`skipped ${decoded.message}`);

@@ -3,12 +3,13 @@
  * the world when something changed, written once the log holding it is durable, each write
  * fenced on the leader's term. A new leader publishes every node it knows at start.
  */
-import type { Etcd3 } from 'etcd3';
 import type { ControllerManager } from '../agent/controller-manager.js';
+import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import { listPrefix } from './informer.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
+import type { KvStore } from './store.js';
 
 const resyncEveryMs = 10_000;
 
@@ -21,23 +22,23 @@ export class VolumesAttachedPublisher {
   /** Nodes whose report may have changed since the last pass; every node when `all`. */
   private readonly dirtyNodes = new Set<string>();
   private all = true;
-  private resync: NodeJS.Timeout | null = null;
+  private resync: TimerHandle | null = null;
 
   constructor(
-    private readonly client: Etcd3,
+    private readonly client: KvStore,
     private readonly keys: ClusterKeys,
     private readonly leadership: Leadership,
     private readonly log: EtcdEventLog,
     private readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>,
     private readonly say: (line: string) => void,
+    private readonly clock: Clock,
   ) {}
 
   async start(): Promise<void> {
     // What the previous leader published counts as published only if it matches.
     const { kvs } = await listPrefix(this.client, this.keys.status);
     for (const kv of kvs) {
-      const key = kv.key.toString();
-      if (key.endsWith('/volumesAttached')) this.published.set(key, kv.value.toString());
+      if (kv.key.endsWith('/volumesAttached')) this.published.set(kv.key, kv.value.toString());
     }
     this.unsubscribe = this.cm.subscribe((event, world) => {
       // The events that change a node's report name the node, or an operation on it.
@@ -51,11 +52,17 @@ export class VolumesAttachedPublisher {
       if (this.all || this.dirtyNodes.size > 0) this.schedule();
     });
     // A full pass now and then: a safety net that costs O(nodes) every 10 s, not per event.
-    this.resync = setInterval(() => {
+    this.scheduleResync();
+    this.schedule();
+  }
+
+  private scheduleResync(): void {
+    this.resync = this.clock.setTimer(this.clock.nowMs() + resyncEveryMs, () => {
+      if (this.stopped) return;
       this.all = true;
       this.schedule();
-    }, resyncEveryMs);
-    this.schedule();
+      this.scheduleResync();
+    });
   }
 
   private nodes(): Set<string> {
@@ -68,7 +75,8 @@ export class VolumesAttachedPublisher {
     this.dirtyNodes.clear();
     const world = this.cm.world;
     const names = new Set<string>([...world.nodes.keys(), ...world.reported.keys()]);
-    for (const key of this.published.keys()) names.add(key.slice(this.keys.status.length).split('/')[0]!);
+    for (const key of this.published.keys())
+      names.add(key.slice(this.keys.status.length).split('/')[0]!);
     return names;
   }
 
@@ -94,17 +102,16 @@ export class VolumesAttachedPublisher {
       const entries = [...changes];
       for (let i = 0; i < entries.length; i += 100) {
         const part = entries.slice(i, i + 100);
-        const result = await this.leadership
-          .fence()
-          .then(...part.map(([key, value]) => this.client.put(key).value(value)))
-          .commit();
-        if (!result.succeeded) return void this.leadership.lose('a volumesAttached write was refused (fenced)');
+        const puts = part.map(([key, value]) => ({ put: key, value }));
+        const result = await this.client.txn(this.leadership.fence(), puts);
+        if (!result.succeeded)
+          return void this.leadership.lose('a volumesAttached write was refused (fenced)');
         for (const [key, value] of part) this.published.set(key, value);
       }
     } catch (error) {
       if (this.leadership.isLost) return;
       this.say(`publishing volumesAttached failed, retrying: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await sleep(this.clock, 500);
       this.all = true; // the failed nodes are no longer marked: look at every node
       this.schedule();
     }
@@ -112,7 +119,7 @@ export class VolumesAttachedPublisher {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.resync !== null) clearInterval(this.resync);
+    if (this.resync !== null) this.clock.clearTimer(this.resync);
     this.unsubscribe?.();
     await this.running.catch(() => undefined);
   }

@@ -3,10 +3,10 @@
  * drivers' node IDs, the leading controller its volumesAttached, each under status/<node>/
  * (one key, one writer).
  */
-import type { Etcd3, IKeyValue } from 'etcd3';
 import { z } from 'zod';
 import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
+import type { KeyValue, KvStore } from './store.js';
 
 export const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
 export const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
@@ -28,7 +28,7 @@ export function parseCsiNodeIds(text: string): Record<string, string> | undefine
   }
 }
 
-export function decodeCsiNodeIds(kv: IKeyValue): Record<string, string> | undefined {
+export function decodeCsiNodeIds(kv: KeyValue): Record<string, string> | undefined {
   try {
     const parsed = csiNodeIdsValue.safeParse(JSON.parse(kv.value.toString()));
     return parsed.success ? parsed.data.csiNodeIds : undefined;
@@ -46,11 +46,12 @@ export function parseStatusKey(
 ): { node: string; field: StatusField } | undefined {
   const [node, field, ...more] = ClusterKeys.rest(key, keys.status).split('/');
   if (node === undefined || node === '' || more.length > 0) return undefined;
-  if (field !== 'volumesInUse' && field !== 'volumesAttached' && field !== 'csiNodeIds') return undefined;
+  if (field !== 'volumesInUse' && field !== 'volumesAttached' && field !== 'csiNodeIds')
+    return undefined;
   return { node, field };
 }
 
-export function decodeVolumesInUse(kv: IKeyValue): string[] | undefined {
+export function decodeVolumesInUse(kv: KeyValue): string[] | undefined {
   try {
     const parsed = volumesInUseValue.safeParse(JSON.parse(kv.value.toString()));
     return parsed.success ? parsed.data.volumesInUse : undefined;
@@ -59,7 +60,7 @@ export function decodeVolumesInUse(kv: IKeyValue): string[] | undefined {
   }
 }
 
-export function decodeVolumesAttached(kv: IKeyValue): AttachedVolume[] | undefined {
+export function decodeVolumesAttached(kv: KeyValue): AttachedVolume[] | undefined {
   try {
     const parsed = volumesAttachedValue.safeParse(JSON.parse(kv.value.toString()));
     return parsed.success ? parsed.data.volumesAttached : undefined;
@@ -70,7 +71,7 @@ export function decodeVolumesAttached(kv: IKeyValue): AttachedVolume[] | undefin
 
 /** Every node's published volumesAttached (what `vole get attachments` shows). */
 export async function readVolumesAttached(
-  client: Etcd3,
+  client: KvStore,
   keys: ClusterKeys,
 ): Promise<{ node: string; volumes: AttachedVolume[]; revision: number }[]> {
   const response = await listPrefix(client, keys.status);
@@ -81,7 +82,7 @@ export async function readVolumesAttached(
     out.push({
       node: parsed.node,
       volumes: decodeVolumesAttached(kv) ?? [],
-      revision: Number(kv.mod_revision),
+      revision: kv.modRevision,
     });
   }
   return out.sort((a, b) => a.node.localeCompare(b.node));

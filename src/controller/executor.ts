@@ -24,7 +24,8 @@ async function attach(ctx: Ctx): Promise<void> {
     failOperation(
       `AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired on ${ctx.op.node}`,
     );
-  const attacher = ctx.host.plugins.find(spec.pluginName)?.attacher;
+  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const attacher = plugin?.attacher;
   if (attacher === undefined)
     failOperation(
       `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": no attachable plugin "${spec.pluginName}"`,
@@ -35,6 +36,7 @@ async function attach(ctx: Ctx): Promise<void> {
       call: 'attach',
       prefix: `AttachVolume.Attach failed for volume "${spec.innerVolumeSpecName}"`,
       node: ctx.op.node,
+      ...(plugin && { plugin }),
       succeeded: (devicePath: string) => ({ devicePath }),
     },
     (target) => attacher.attach(spec, target),
@@ -66,7 +68,8 @@ async function detach(ctx: Ctx): Promise<void> {
   const { op } = ctx;
   const spec = runningOp(ctx).spec;
   if (spec === null) failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
-  const attacher = ctx.host.plugins.find(spec.pluginName)?.attacher;
+  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const attacher = plugin?.attacher;
   if (attacher === undefined)
     failOperation(
       `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${spec.pluginName}"`,
@@ -78,6 +81,7 @@ async function detach(ctx: Ctx): Promise<void> {
       call: 'detach',
       prefix: `DetachVolume.Detach failed for volume "${spec.innerVolumeSpecName}"`,
       node: op.node,
+      ...(plugin && { plugin }),
     },
     (target) => attacher.detach(spec, target),
   );

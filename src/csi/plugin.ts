@@ -53,6 +53,11 @@ export interface CsiDriverHandle {
    * a restarted driver again); it rejects with a PluginError when the RPC must not go.
    */
   readonly beforeRpc?: () => Promise<void> | undefined;
+  /**
+   * Why no RPC can reach the driver now (not registered, endpoint socket gone), else
+   * undefined. Absent: the driver is unreachable exactly while it has no transport.
+   */
+  readonly unavailable?: () => string | undefined;
 }
 
 export interface CsiPluginOptions {
@@ -98,8 +103,11 @@ class CsiClient {
   ): Promise<Res> {
     const waitFor = this.driver.beforeRpc?.();
     if (waitFor !== undefined) await waitFor;
-    const method = fullMethod(rpc);
     const transport = this.driver.transport;
+    // Deregistered since the executor asked: nothing is sent, so nothing may be in progress.
+    if (transport === undefined)
+      throw new PluginError('final', `${rpc} of ${spec.volume}: ${this.notRegistered()}`);
+    const method = fullMethod(rpc);
     const startMs = this.opts.nowMs();
     const info = {
       volume: spec.volume,
@@ -109,13 +117,6 @@ class CsiClient {
       signal: target.signal,
     };
     try {
-      if (transport === undefined) {
-        throw new CsiRpcError(
-          null,
-          `CSI driver ${this.driver.name} is not registered (its socket is gone); ` +
-            'start the driver again, vole retries until it answers',
-        );
-      }
       const deadlineMs = this.opts.deadlineMs ?? csiRpcDeadlineMs;
       const response = await transport.call<Res>(rpc, request, { deadlineMs, info });
       target.rpc = { method, code: 'OK', durationMs: this.opts.nowMs() - startMs };
@@ -130,6 +131,18 @@ class CsiClient {
         rpc === 'NodeExpandVolume' && code === 'FAILED_PRECONDITION',
       );
     }
+  }
+
+  /** Why no RPC can go to the driver now, or undefined (VolumePlugin.unavailable). */
+  unavailable(): string | undefined {
+    const { driver } = this;
+    const why = driver.unavailable?.();
+    return why ?? (driver.transport === undefined ? this.notRegistered() : undefined);
+  }
+
+  private notRegistered(): string {
+    const why = this.driver.unavailable?.();
+    return why ?? `CSI driver ${this.driver.name} is not registered; start it, vole retries`;
   }
 
   stages(): boolean {
@@ -148,6 +161,7 @@ export function csiPlugin(driver: CsiDriverHandle, opts: CsiPluginOptions): Volu
     deviceMounter: deviceMounterOps(client),
     blockMapper: blockMapperOps(client),
     ...(driver.caps.expand ? { expander: expanderOps(client) } : {}),
+    unavailable: () => client.unavailable(),
   };
 }
 

@@ -5,7 +5,7 @@
  * controller service, ControllerGetCapabilities), then served by a CSI plugin. Each
  * registration and each driver that goes away is an event in the log.
  */
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import type { CsiDriverCaps, EventOf } from '../events/index.js';
 import type { PluginManager } from '../plugins/manager.js';
@@ -78,6 +78,8 @@ interface Registered {
   socket: string | undefined;
   /** The questions being asked again, while they are. */
   asking?: Promise<void>;
+  /** Why the driver is not registered now (CsiDriverDeregistered's reason), while it is not. */
+  deregistered?: string;
 }
 
 /** Which socket file is at the endpoint now (inode and change time), or undefined. */
@@ -156,6 +158,7 @@ export class CsiDriverRegistry {
       caps: info.caps,
       nodeId: info.nodeId,
       beforeRpc: () => this.beforeRpc(info.name, handle),
+      unavailable: () => this.unavailable(info.name, handle),
     };
     const { endpoint, via, socket } = at;
     this.drivers.set(info.name, { handle, info, endpoint, via, socket });
@@ -186,11 +189,30 @@ export class CsiDriverRegistry {
     const entry = this.drivers.get(name);
     if (entry === undefined || entry.handle !== handle) return this.replaced(name);
     const socket = socketIdentity(entry.endpoint);
-    // No socket: the RPC fails as UNAVAILABLE by itself (uncertain), as it should.
+    // No socket: unavailable() kept the call from being recorded; gone since, the RPC fails
+    // as UNAVAILABLE (uncertain: the kubelet cannot tell either).
     if (socket === undefined || socket === entry.socket) return entry.asking;
     entry.socket = socket;
     entry.asking = this.askAgain(entry).finally(() => (entry.asking = undefined));
     return entry.asking;
+  }
+
+  /**
+   * Why no RPC can reach the driver: it is not registered (its registration went away), or
+   * its endpoint socket is gone. Either way nothing would be sent, so nothing can be in
+   * progress: the call fails as one that did not happen, before it is recorded.
+   */
+  private unavailable(name: string, handle: CsiDriverHandle): string | undefined {
+    const entry = this.drivers.get(name);
+    if (handle.transport === undefined) {
+      const why = entry?.handle === handle ? entry.deregistered : undefined;
+      return `CSI driver ${name} is not registered: ${why ?? 'it went away'}`;
+    }
+    if (entry?.handle !== handle || !entry.endpoint.startsWith('unix://')) return undefined;
+    const path = entry.endpoint.slice('unix://'.length);
+    if (existsSync(path)) return undefined;
+    const fix = 'start the driver again, vole retries';
+    return `CSI driver ${name}'s endpoint socket ${path} is gone; ${fix}`;
   }
 
   /** A call planned with a registration that has been replaced since does not go. */
@@ -230,6 +252,7 @@ export class CsiDriverRegistry {
     if (entry === undefined || entry.handle.transport === undefined) return;
     entry.handle.transport.close();
     entry.handle.transport = undefined;
+    entry.deregistered = reason;
     this.emit({ type: 'CsiDriverDeregistered', driver: name, endpoint: entry.endpoint, reason });
   }
 

@@ -6,6 +6,7 @@
  */
 import * as grpc from '@grpc/grpc-js';
 import type { ErrorKind } from '../../machines/index.js';
+import { withoutResolutionNote } from './grpc-text.js';
 import { type CsiRpc, csiRpcs, csiServices } from './proto.js';
 
 /** What the caller knows about an RPC, for a fake's journal (real transports ignore it). */
@@ -133,8 +134,15 @@ export class GrpcTransport implements CsiTransport {
   }
 }
 
+/** A gRPC error's message (its details), without grpc-js's trailing resolution note. */
+export function grpcErrorMessage(error: Error): string {
+  const details =
+    'details' in error && typeof error.details === 'string' ? error.details : error.message;
+  return withoutResolutionNote(details);
+}
+
 function toRpcError(rpc: CsiRpc, error: grpc.ServiceError | Error): CsiRpcError {
   const code = 'code' in error && typeof error.code === 'number' ? grpcCodeNames[error.code] : undefined;
-  const details = 'details' in error && typeof error.details === 'string' ? error.details : error.message;
-  return new CsiRpcError(code ?? null, `${rpc}: ${code ?? 'no gRPC status'}: ${details}`);
+  const message = `${rpc}: ${code ?? 'no gRPC status'}: ${grpcErrorMessage(error)}`;
+  return new CsiRpcError(code ?? null, message);
 }

@@ -5,11 +5,12 @@
  * disappears deregisters its driver; one re-created (a restarted driver) registers again.
  */
 import { mkdirSync, readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Logger } from 'pino';
 import { registrationService } from './proto.js';
 import type { CsiDriverRegistry } from './registry.js';
+import { grpcErrorMessage } from './transport.js';
 
 /** How often the directory is scanned besides inotify (which can miss a quick re-create). */
 const scanIntervalMs = 500;
@@ -89,7 +90,10 @@ export class RegistrationWatcher {
     for (const [path, entry] of this.known) {
       if (sockets.get(path) === entry.inode) continue;
       this.known.delete(path);
-      this.opts.registry.remove(entry.name, `its registration socket ${path} is gone`);
+      const reason =
+        `no socket in ${this.opts.dir}/ registers it (${basename(path)} went away); ` +
+        "start the driver's registrar again, vole retries until it registers";
+      this.opts.registry.remove(entry.name, reason);
       this.opts.say?.(`CSI driver ${entry.name} deregistered (${path} gone)`);
     }
     for (const [path, inode] of sockets) {
@@ -114,14 +118,16 @@ export class RegistrationWatcher {
       try {
         await this.opts.registry.add(endpoint, 'registration', info.name);
       } catch (error) {
-        await ask(client, 'NotifyRegistrationStatus', { plugin_registered: false, error: (error as Error).message });
+        const message = grpcErrorMessage(error as Error);
+        await ask(client, 'NotifyRegistrationStatus', { plugin_registered: false, error: message });
         throw error;
       }
       await ask(client, 'NotifyRegistrationStatus', { plugin_registered: true, error: '' });
       this.opts.say?.(`CSI driver ${info.name} registered (endpoint ${endpoint})`);
       return info.name;
     } catch (error) {
-      this.opts.logger.debug({ path, err: (error as Error).message }, 'registration failed; retrying');
+      const err = grpcErrorMessage(error as Error);
+      this.opts.logger.debug({ path, err }, 'registration failed; retrying');
       return undefined;
     } finally {
       client.close();

@@ -8,7 +8,7 @@ import type { RunnerHost } from '../engine/engine.js';
 import type { CallError, CallName } from '../events/index.js';
 import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
-import type { CallTarget } from '../plugins/types.js';
+import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 import type { RunningOp, World } from '../world/types.js';
 import { type Clock } from '../clock.js';
 import { classify, timeoutError } from './errors.js';
@@ -65,6 +65,11 @@ interface CallOptions<T> {
   readonly pod?: string | null;
   /** The node the call acts on (default: the engine's node). */
   readonly node?: string;
+  /**
+   * The plugin the call goes to: when it says it cannot be reached (a CSI driver not
+   * registered), the operation fails before the call is recorded, as nothing happened.
+   */
+  readonly plugin?: Pick<VolumePlugin, 'unavailable'>;
 }
 
 async function withTimeout<T, W extends { running: Map<OpId, RunningOp> }, O>(
@@ -99,6 +104,8 @@ export async function runCall<
 >(ctx: OpContext<W, O>, opts: CallOptions<T>, fn: (target: CallTarget) => Promise<T>): Promise<T> {
   const { host, opId } = ctx;
   if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
+  const unavailable = opts.plugin?.unavailable?.();
+  if (unavailable !== undefined) failOperation(`${opts.prefix}: ${unavailable}`);
   host.append({
     type: 'CallStarted',
     tsMs: host.clock.nowMs(),

@@ -119,6 +119,13 @@ export interface VolumePlugin {
   readonly deviceMounter?: DeviceMounterOps;
   readonly expander?: ExpanderOps;
   readonly blockMapper?: BlockMapperOps;
+  /**
+   * Why no call can reach the plugin now (a CSI driver that is not registered, or whose
+   * endpoint socket is gone), else undefined. The executor asks before recording a call:
+   * an unreachable plugin fails the operation as one where nothing happened, with no call
+   * recorded. Absent: always reachable (built-in plugins).
+   */
+  unavailable?(): string | undefined;
 }
 
 export type AttachableVolumePlugin = VolumePlugin & { readonly attacher: AttacherOps };

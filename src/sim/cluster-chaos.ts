@@ -7,7 +7,13 @@
  */
 import { createHash } from 'node:crypto';
 import { checkConvergence, checkInvariants, invariantChecks, storeLog } from './cluster-checks.js';
-import { type ClusterPlan, type ClusterStep, clusterTimings, drawClusterPlan } from './cluster-draw.js';
+import {
+  type ClusterPlan,
+  type ClusterStep,
+  clusterTimings,
+  drawClusterPlan,
+} from './cluster-draw.js';
+import { runStep } from './cluster-faults.js';
 import { type ClusterChaosOptions, ClusterSim } from './cluster-sim.js';
 
 export interface ClusterRunResult {
@@ -30,84 +36,10 @@ export interface ClusterRunResult {
   readonly log: { readonly head: number; readonly sha256: string };
 }
 
-/** Waits (100 ms at a time, 20 s at most) for `ready`. */
-async function until(sim: ClusterSim, ready: () => boolean, maxMs = 20_000): Promise<boolean> {
-  for (let waitedMs = 0; waitedMs < maxMs && !ready(); waitedMs += 100) await sim.advance(100);
-  return ready();
-}
-
-async function killLeader(sim: ClusterSim): Promise<void> {
-  await until(sim, () => sim.leader() !== undefined, 60_000);
-  const leader = sim.leader();
-  if (leader === undefined) return sim.say('no leader to kill');
-  const midAttach = await until(sim, () => sim.cloud.attachesInFlight(leader.name) > 0);
-  if (!leader.leading) return sim.say(`${leader.name} lost its lead before the kill`);
-  leader.kill();
-  sim.say(`killed ${leader.name} (SIGKILL)${midAttach ? ' in the middle of an attach' : ''}`);
-}
-
-function partitionLeader(sim: ClusterSim, durationMs: number): void {
-  const leader = sim.leader();
-  if (leader === undefined) return sim.say('no leader to cut off');
-  leader.opts.client.partition(durationMs);
-  sim.say(`${leader.name} cut off from the store for ${durationMs} ms`);
-}
-
-function stopAgent(sim: ClusterSim, node: string, durationMs: number): void {
-  const agent = sim.agents.get(node)!;
-  if (!agent.running) return sim.say(`the agent of ${node} is already stopped`);
-  agent.stop();
-  sim.say(`stopped the agent of ${node} for ${durationMs} ms`);
-  sim.clock.setTimer(sim.clock.nowMs() + durationMs, () => {
-    sim.say(`restarted the agent of ${node}`);
-    void agent.start();
-  });
-}
-
-function noSpace(sim: ClusterSim, durationMs: number): void {
-  const untilMs = Math.max(sim.noSpaceUntilMs, sim.clock.nowMs() + durationMs);
-  sim.noSpaceUntilMs = untilMs;
-  sim.store.setNoSpace(true);
-  sim.say(`the store is out of space for ${durationMs} ms`);
-  sim.clock.setTimer(untilMs, () => {
-    if (sim.noSpaceUntilMs !== untilMs) return;
-    sim.store.setNoSpace(false);
-    sim.say('the store has space again');
-  });
-}
-
-async function runStep(sim: ClusterSim, step: ClusterStep): Promise<void> {
-  const kind = Object.keys(step)[0]!;
-  if (kind !== 'addPod' && kind !== 'removePod' && kind !== 'advance')
-    sim.faults[kind] = (sim.faults[kind] ?? 0) + 1;
-  if ('addPod' in step) {
-    const pod = step.addPod;
-    sim.present.set(pod.metadata.uid!, pod);
-    sim.adminWrite([{ put: sim.keys.podOf(pod), value: JSON.stringify(pod) }]);
-  } else if ('removePod' in step) {
-    const pod = sim.present.get(step.removePod.uid)!;
-    sim.present.delete(step.removePod.uid);
-    sim.adminWrite([{ delete: sim.keys.podOf(pod) }]);
-  } else if ('advance' in step) await sim.advance(step.advance);
-  else if ('killLeader' in step) await killLeader(sim);
-  else if ('startReplica' in step) {
-    const dead = [...sim.replicas.values()].find((r) => !r.alive);
-    if (dead !== undefined) {
-      sim.startReplica(dead.name);
-      sim.say(`started ${dead.name} again`);
-    }
-  } else if ('storeLeaderLost' in step) {
-    sim.store.loseLeader(step.storeLeaderLost);
-    sim.say(`the store's leader member is lost for ${step.storeLeaderLost} ms`);
-  } else if ('noSpace' in step) noSpace(sim, step.noSpace);
-  else if ('partitionLeader' in step) partitionLeader(sim, step.partitionLeader);
-  else stopAgent(sim, step.stopAgent.node, step.stopAgent.durationMs);
-  await sim.settle();
-}
-
 /** The liveness phase: every killed replica started again; faults end on their own timers. */
 async function liveness(sim: ClusterSim): Promise<void> {
-  for (const replica of [...sim.replicas.values()]) if (!replica.alive) sim.startReplica(replica.name);
+  for (const replica of [...sim.replicas.values()])
+    if (!replica.alive) sim.startReplica(replica.name);
   await sim.advance(clusterTimings.livenessMs);
 }
 
@@ -133,6 +65,8 @@ export async function runClusterSeed(
   } finally {
     for (const replica of sim.replicas.values()) replica.kill();
     for (const agent of sim.agents.values()) agent.stop();
+    sim.reader?.client.kill();
+    void sim.reader?.mirror.close();
   }
   const log = storeLog(sim);
   return {
@@ -178,7 +112,10 @@ export async function clusterChaos(opts: {
   let faultsInjected = 0;
   let checks = 0;
   for (let i = 0; i < opts.runs; i++) {
-    const result = await runClusterSeed((opts.seed + i) >>> 0, opts.unfenced === true ? { unfenced: true } : {});
+    const result = await runClusterSeed(
+      (opts.seed + i) >>> 0,
+      opts.unfenced === true ? { unfenced: true } : {},
+    );
     events += result.log.head;
     calls += result.cloudCalls + result.nodeCalls;
     terms += result.terms;

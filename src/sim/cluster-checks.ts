@@ -4,13 +4,22 @@
  * themselves — ReadWriteOnce on one node, no unforced detach of a disk in use — are also
  * checked by the cloud at the moment each call takes effect: cluster-cloud.ts.)
  */
+import { prefixRange } from '../cluster/store.js';
+import { eventCodec } from '../events/index.js';
+import { encodeEvent } from '../log/codec.js';
+import { decodeLogRow } from './cluster-archive.js';
 import { diskOf } from './cluster-draw.js';
-import type { SimReplica } from './cluster-replica.js';
+import type { SimReplica, Term } from './cluster-replica.js';
 import { type ClusterSim, volumeOfDisk } from './cluster-sim.js';
 
-/** The controller log in the store now: its entries, in seq order. */
+/** The controller log as it ever was: every row from seq 1, compacted ones included. */
 export function storeLog(sim: ClusterSim): string[] {
-  return sim.store.range(sim.keys.logSegments).kvs.map((kv) => kv.value);
+  return sim.archive.prefix;
+}
+
+/** The same, decoded. */
+export function loggedEvents(sim: ClusterSim) {
+  return storeLog(sim).map(decodeLogRow);
 }
 
 /** Every term of every replica process, killed ones included. */
@@ -19,24 +28,84 @@ function allReplicas(sim: ClusterSim): SimReplica[] {
 }
 
 /**
- * Nothing in any log lost: each replica's view of the controller log — what it loaded
- * when it began leading, then what it appended and believes durable — is a prefix of the
- * log in the store, and the store's log has no gap.
+ * The segments in the store now: consecutive seqs up to the head key's, none missing
+ * between the first kept one and the head (compaction only takes the oldest).
+ */
+function checkStoredLog(sim: ClusterSim): void {
+  const { keys } = sim;
+  const range = prefixRange(keys.logSegments);
+  const seqAt = keys.logSegments.length;
+  let last: number | undefined;
+  for (const kv of sim.store.range({ start: range.start, end: range.end }).kvs) {
+    const first = Number(kv.key.slice(seqAt, seqAt + 16));
+    const part = /\+(\d{4})\/\d{4}$/.exec(kv.key);
+    if (part !== null && part[1] !== '0000') continue;
+    if (last !== undefined && first !== last + 1)
+      sim.fail(`the controller log in the store skips from seq ${last} to ${first}`);
+    // One row a line; a row in parts is one row.
+    last = part !== null ? first : first + kv.value.toString().split('\n').length - 1;
+  }
+  const head = Number(sim.store.get(keys.logHead)?.value.toString() ?? '0');
+  if ((last ?? head) !== head)
+    sim.fail(`the controller log's head says ${head} but its last stored seq is ${last}`);
+}
+
+/**
+ * The snapshot the log names is whole, and no chunks older than it stay behind (those of
+ * a snapshot cut off mid-write go with the next one; newer ones may be being written).
+ */
+function checkSnapshot(sim: ClusterSim): void {
+  const { keys, store } = sim;
+  const meta = store.get(keys.logSnapshot);
+  if (meta === undefined) return;
+  const { seq, chunks } = JSON.parse(meta.value.toString()) as { seq: number; chunks: number };
+  const base = `${keys.logSnapshot}/`;
+  const range = prefixRange(base);
+  const held = new Map<number, number>();
+  for (const kv of store.range({ start: range.start, end: range.end, keysOnly: true }).kvs) {
+    const of = Number(kv.key.slice(base.length).split('/')[0]);
+    held.set(of, (held.get(of) ?? 0) + 1);
+  }
+  if (held.get(seq) !== chunks)
+    sim.fail(
+      `the snapshot at seq ${seq} has ${held.get(seq) ?? 0} of its ${chunks} chunks in the store`,
+    );
+  for (const of of held.keys())
+    if (of < seq) sim.fail(`chunks of a snapshot at seq ${of} stayed behind the one at seq ${seq}`);
+}
+
+/** How far each term's durable view was checked already. */
+const checkedUpTo = new WeakMap<Term, number>();
+
+/**
+ * Nothing in any log lost: what each term loaded is in the log's history, and what it
+ * appended and believes durable is there at the same seqs (the archive never forgets a
+ * row, and fails a seq written twice differently).
  */
 function checkLogs(sim: ClusterSim): void {
-  const final = storeLog(sim);
-  const head = Number(sim.store.get(sim.keys.logHead)?.value ?? '0');
-  if (head !== final.length) sim.fail(`the controller log's head says ${head} but it holds ${final.length} entries`);
+  checkStoredLog(sim);
+  checkSnapshot(sim);
+  const history = sim.archive.rows;
+  const known = sim.archive.prefix.length;
   for (const replica of allReplicas(sim)) {
     for (const term of replica.terms) {
-      const view = [...term.loaded];
-      for (let seq = term.loaded.length + 1; seq <= term.log.head; seq++) view.push(term.log.pushed.get(seq)!);
-      const diverges = view.findIndex((value, i) => final[i] !== value);
-      if (diverges >= 0)
+      const where = `${term.replica} (term ${term.term})`;
+      if (term.loadedHead > known)
         sim.fail(
-          `${term.replica} (term ${term.term}) holds seq ${diverges + 1} as durable, but the log in the store ` +
-            `${final[diverges] === undefined ? 'ends before it' : 'holds another event there'}: an event was lost`,
+          `${where} loaded the log up to seq ${term.loadedHead}, past its history (${known})`,
         );
+      for (let seq = term.loadedHead + 1; seq <= term.leading.log.head; seq++) {
+        const event = term.appended.get(seq);
+        const row =
+          event === undefined ? undefined : JSON.stringify(encodeEvent(eventCodec, event, seq));
+        if (row !== undefined && history.get(seq) === row) continue;
+        const stored =
+          history.get(seq) === undefined ? 'ends before it' : 'holds another event there';
+        sim.fail(
+          `${where} holds seq ${seq} as durable, but the log in the store ${stored}: an event was lost`,
+        );
+        break;
+      }
     }
   }
 }
@@ -44,15 +113,18 @@ function checkLogs(sim: ClusterSim): void {
 /** The cores' own invariants (S1, S5, S7, …), checked after every event of every replica and agent. */
 function checkCores(sim: ClusterSim): void {
   for (const replica of allReplicas(sim))
-    for (const v of replica.checker.violations) sim.fail(`${replica.name}: invariant ${v.invariant}: ${v.message}`);
+    for (const v of replica.checker.violations)
+      sim.fail(`${replica.name}: invariant ${v.invariant}: ${v.message}`);
   for (const [node, agent] of sim.agents)
-    for (const v of agent.checker.violations) sim.fail(`${node}: invariant ${v.invariant}: ${v.message}`);
+    for (const v of agent.checker.violations)
+      sim.fail(`${node}: invariant ${v.invariant}: ${v.message}`);
 }
 
 /** The safety invariants, after every step. */
 export function checkInvariants(sim: ClusterSim): void {
   for (const [volume, nodes] of sim.cloud.attached)
-    if (nodes.size > 1) sim.fail(`ReadWriteOnce volume ${volume} is attached to ${[...nodes].sort().join(' and ')}`);
+    if (nodes.size > 1)
+      sim.fail(`ReadWriteOnce volume ${volume} is attached to ${[...nodes].sort().join(' and ')}`);
   checkLogs(sim);
   checkCores(sim);
 }
@@ -74,11 +146,14 @@ function desired(sim: ClusterSim): Map<string, string> {
 function checkLeader(sim: ClusterSim): void {
   const leaders = [...sim.replicas.values()].filter((r) => r.leading);
   if (leaders.length !== 1) {
-    sim.fail(`${leaders.length} replicas lead at the end (${leaders.map((r) => r.name).join(', ')}); want one`);
+    sim.fail(
+      `${leaders.length} replicas lead at the end (${leaders.map((r) => r.name).join(', ')}); want one`,
+    );
     return;
   }
-  const world = leaders[0]!.cm!.world;
-  if (world.running.size > 0) sim.fail(`the leader still runs ${world.running.size} operation(s) at the end`);
+  const world = leaders[0]!.world!;
+  if (world.running.size > 0)
+    sim.fail(`the leader still runs ${world.running.size} operation(s) at the end`);
 }
 
 function checkCloud(sim: ClusterSim): void {
@@ -89,7 +164,9 @@ function checkCloud(sim: ClusterSim): void {
     const node = want.get(volume);
     const expected = node === undefined ? [] : [node];
     if (nodes.join(',') !== expected.join(','))
-      sim.fail(`at the end ${volume} is attached to [${nodes.join(', ')}], want [${expected.join(', ')}]`);
+      sim.fail(
+        `at the end ${volume} is attached to [${nodes.join(', ')}], want [${expected.join(', ')}]`,
+      );
   }
 }
 
@@ -101,13 +178,16 @@ function checkNodes(sim: ClusterSim): void {
       sim.fail(`the agent of ${node} is not running at the end`);
       continue;
     }
-    if (vm.world.running.size > 0) sim.fail(`${node} still runs ${vm.world.running.size} operation(s) at the end`);
+    if (vm.world.running.size > 0)
+      sim.fail(`${node} still runs ${vm.world.running.size} operation(s) at the end`);
     const host = sim.hosts.get(node)!;
     const pods = [...sim.present.values()].filter((p) => p.spec.nodeName === node);
     for (const pod of pods) {
       const mounted = vm.getMountedVolumesForPod(pod.metadata.uid!).size;
       if (mounted !== pod.spec.volumes!.length)
-        sim.fail(`${node}: pod ${pod.metadata.uid} has ${mounted} of ${pod.spec.volumes!.length} volumes mounted at the end`);
+        sim.fail(
+          `${node}: pod ${pod.metadata.uid} has ${mounted} of ${pod.spec.volumes!.length} volumes mounted at the end`,
+        );
     }
     const uids = new Set(pods.map((p) => p.metadata.uid!));
     for (const entry of host.setUp)
@@ -120,6 +200,24 @@ function checkNodes(sim: ClusterSim): void {
 /** At the end of the liveness phase: one leader, exactly what the present pods need, nothing running. */
 export function checkConvergence(sim: ClusterSim): void {
   checkLeader(sim);
+  checkReader(sim);
   checkCloud(sim);
   checkNodes(sim);
+}
+
+/**
+ * The log's reader (`vole inspect --etcd`) caught up with the log, whatever was compacted
+ * while it was cut off: its head is the log's, and each event it holds is the log's.
+ */
+function checkReader(sim: ClusterSim): void {
+  const mirror = sim.reader?.mirror;
+  if (mirror === undefined) return sim.fail('the log reader never opened');
+  const head = sim.archive.head;
+  if (mirror.head().seq !== head)
+    return sim.fail(`the log reader is at seq ${mirror.head().seq}, the log at ${head}`);
+  for (const event of mirror.read()) {
+    const row = JSON.stringify(encodeEvent(eventCodec, event, event.seq));
+    if (sim.archive.rows.get(event.seq) !== row)
+      return sim.fail(`the log reader holds another event than the log at seq ${event.seq}`);
+  }
 }

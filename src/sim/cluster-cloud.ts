@@ -94,7 +94,9 @@ export class SimCloud {
     if (!this.hooks.inUse(volume, node)) return undefined;
     const forced = this.hooks.forced(replica, volume, node);
     if (forced === undefined)
-      this.hooks.violation(`${replica} detached ${volume} from ${node} while the node reports it in use, not forced`);
+      this.hooks.violation(
+        `${replica} detached ${volume} from ${node} while the node reports it in use, not forced`,
+      );
     return forced;
   }
 
@@ -121,15 +123,28 @@ export class SimCloud {
       }
     }
     const t = this.clock.nowMs();
-    this.calls.push({ t, replica, call, volume, node, outcome, delayMs, ...(forced === undefined ? {} : { forced }) });
+    this.calls.push({
+      t,
+      replica,
+      call,
+      volume,
+      node,
+      outcome,
+      delayMs,
+      ...(forced === undefined ? {} : { forced }),
+    });
     if (call === 'attach') this.inFlight.set(replica, this.attachesInFlight(replica) + 1);
     await sleep(this.clock, delayMs);
     if (call === 'attach') this.inFlight.set(replica, this.attachesInFlight(replica) - 1);
     // Cut off (its controller died or stopped): the answer goes nowhere.
     if (target.signal.aborted) return new Promise<void>(() => {});
     if (holders !== undefined)
-      throw new PluginError('transient', `cloud attach of ${volume} to ${node}: refused, attached to ${holders.join(', ')}`);
-    if (outcome !== 'ok') throw new PluginError(outcome, `cloud ${call} of ${volume} to ${node}: ${outcome} failure`);
+      throw new PluginError(
+        'transient',
+        `cloud attach of ${volume} to ${node}: refused, attached to ${holders.join(', ')}`,
+      );
+    if (outcome !== 'ok')
+      throw new PluginError(outcome, `cloud ${call} of ${volume} to ${node}: ${outcome} failure`);
   }
 
   /** The cloud's attacher as `replica` calls it. */
@@ -153,7 +168,9 @@ export class SimCloud {
         },
         detach: (spec, target) => this.call(replica, 'detach', spec, target),
         volumesAreAttached: async (specs, target) =>
-          new Map(specs.map((s) => [s.volume, this.attached.get(s.volume)?.has(target.node) === true])),
+          new Map(
+            specs.map((s) => [s.volume, this.attached.get(s.volume)?.has(target.node) === true]),
+          ),
       },
     };
   }

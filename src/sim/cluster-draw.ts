@@ -13,6 +13,17 @@ export type ClusterStep =
   | { readonly advance: number }
   /** The leading controller is killed (SIGKILL) in the middle of an attach. */
   | { readonly killLeader: Record<string, never> }
+  /** The leading controller is killed after writing a snapshot's chunks, before its meta. */
+  | { readonly killLeaderMidSnapshot: Record<string, never> }
+  /**
+   * The leading controller is killed as one of its log transactions lands, its answer lost:
+   * between two transactions of one commit (a segment boundary) when it can.
+   */
+  | { readonly crashMidCommit: Record<string, never> }
+  /** The log's reader (`vole inspect --etcd`) is cut off while the log is compacted. */
+  | { readonly partitionReader: number }
+  /** etcd compacts its history: reads at an older revision are refused. */
+  | { readonly compactStore: Record<string, never> }
   | { readonly startReplica: Record<string, never> }
   /** The store's leader member is lost for this long. */
   | { readonly storeLeaderLost: number }
@@ -45,7 +56,9 @@ const int = (r: Random, lo: number, hi: number) => lo + Math.floor(r() * (hi - l
 const pick = <T>(r: Random, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 
 export function podOf(k: number, node: string, disk: number, scratch: boolean): Pod {
-  const volumes: Pod['spec']['volumes'] = [{ name: 'data', persistentVolumeClaim: { claimName: `claim-${disk}` } }];
+  const volumes: Pod['spec']['volumes'] = [
+    { name: 'data', persistentVolumeClaim: { claimName: `claim-${disk}` } },
+  ];
   if (scratch) volumes.push({ name: 'scratch', emptyDir: {} });
   return {
     apiVersion: 'v1',
@@ -57,7 +70,8 @@ export function podOf(k: number, node: string, disk: number, scratch: boolean): 
 
 /** The disk a pod claims (each pod claims one). */
 export function diskOf(pod: Pod): number {
-  const claim = pod.spec.volumes?.find((v) => v.persistentVolumeClaim !== undefined)?.persistentVolumeClaim?.claimName;
+  const claim = pod.spec.volumes?.find((v) => v.persistentVolumeClaim !== undefined)
+    ?.persistentVolumeClaim?.claimName;
   return Number(claim?.split('-')[1]);
 }
 
@@ -98,26 +112,48 @@ class Drawing {
     if (free.length > 0 && (this.byDisk.size === 0 || this.r() < 0.6)) {
       return this.add(pick(this.r, free), pick(this.r, this.nodes));
     }
-    const disk = pick(this.r, [...this.byDisk.keys()].sort((a, b) => a - b));
+    const disk = pick(
+      this.r,
+      [...this.byDisk.keys()].sort((a, b) => a - b),
+    );
     const from = this.remove(disk).spec.nodeName!;
-    this.add(disk, pick(this.r, this.nodes.filter((n) => n !== from)));
+    this.add(
+      disk,
+      pick(
+        this.r,
+        this.nodes.filter((n) => n !== from),
+      ),
+    );
+  }
+
+  /** A step that kills the leader: a standby is started first when none would be left. */
+  private kill(step: ClusterStep): void {
+    if (this.dead >= this.replicas - 1) {
+      this.steps.push({ startReplica: {} });
+      this.dead--;
+    }
+    this.churn();
+    this.steps.push(step);
+    this.dead++;
   }
 
   fault(roll: number): void {
     const r = this.r;
-    if (roll < 0.25) {
-      if (this.dead >= this.replicas - 1) {
-        this.steps.push({ startReplica: {} });
-        this.dead--;
-      }
-      this.churn();
-      this.steps.push({ killLeader: {} });
-      this.dead++;
-    } else if (roll < 0.4) this.steps.push({ storeLeaderLost: int(r, 1_000, 15_000) });
-    else if (roll < 0.55) this.steps.push({ noSpace: int(r, 1_000, 20_000) });
-    else if (roll < 0.7) {
+    if (roll < 0.2) this.kill({ killLeader: {} });
+    else if (roll < 0.3) this.steps.push({ storeLeaderLost: int(r, 1_000, 15_000) });
+    else if (roll < 0.4) this.steps.push({ noSpace: int(r, 1_000, 20_000) });
+    else if (roll < 0.5) {
       this.churn();
       this.steps.push({ partitionLeader: int(r, clusterTimings.leaseTtlMs + 500, 20_000) });
+    } else if (roll < 0.57) this.kill({ killLeaderMidSnapshot: {} });
+    else if (roll < 0.64) this.kill({ crashMidCommit: {} });
+    else if (roll < 0.74) {
+      this.steps.push({ partitionReader: int(r, 5_000, 60_000) });
+      this.churn();
+      this.churn();
+    } else if (roll < 0.8) {
+      this.churn();
+      this.steps.push({ compactStore: {} });
     } else {
       const node = pick(r, this.nodes);
       const durationMs = clusterTimings.maxWaitForUnmountMs + int(r, 15_000, 90_000);
@@ -126,7 +162,13 @@ class Drawing {
       const disk = [...this.byDisk].find(([, pod]) => pod.spec.nodeName === node)?.[0];
       if (disk !== undefined) {
         this.remove(disk);
-        this.add(disk, pick(r, this.nodes.filter((n) => n !== node)));
+        this.add(
+          disk,
+          pick(
+            r,
+            this.nodes.filter((n) => n !== node),
+          ),
+        );
       }
     }
   }
@@ -135,7 +177,10 @@ class Drawing {
 export function drawClusterPlan(seed: number): ClusterPlan {
   const r = prng(seed);
   const nodes = Array.from({ length: int(r, 2, 3) }, (_, i) => `node-${i + 1}`);
-  const replicas = Array.from({ length: int(r, 2, 3) }, (_, i) => `controller-${String.fromCharCode(97 + i)}`);
+  const replicas = Array.from(
+    { length: int(r, 2, 3) },
+    (_, i) => `controller-${String.fromCharCode(97 + i)}`,
+  );
   const d = new Drawing(r, nodes, replicas.length, int(r, 2, 4));
   for (let i = int(r, 1, d.disks); i > 0; i--) d.churn();
   d.steps.push({ advance: 20_000 });
@@ -143,7 +188,13 @@ export function drawClusterPlan(seed: number): ClusterPlan {
   for (let s = 0; s < stepCount; s++) {
     const roll = r();
     if (roll < 0.3) d.churn();
-    else if (roll < 0.4 && d.byDisk.size > 0) d.remove(pick(r, [...d.byDisk.keys()].sort((a, b) => a - b)));
+    else if (roll < 0.4 && d.byDisk.size > 0)
+      d.remove(
+        pick(
+          r,
+          [...d.byDisk.keys()].sort((a, b) => a - b),
+        ),
+      );
     else if (roll < 0.55) d.steps.push({ advance: int(r, 500, 30_000) });
     else if (roll < 0.65 && d.dead > 0) {
       d.steps.push({ startReplica: {} });

@@ -15,6 +15,7 @@ import type { Etcd3 } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
 import { readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { readVolumesAttached } from '../../src/cluster/status.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { listLoops } from '../../src/host/loop.js';
@@ -33,7 +34,8 @@ const volume = `kubernetes.io/csi/${driverName}^data`;
 const socket = () => join(base, 'csi.sock');
 const image = () => join(base, 'state', 'images', 'data.img');
 const agentDb = () => join(base, 'node-1.db');
-const target = () => join(base, 'node-1', 'pods', 'uid-db', 'volumes', 'kubernetes.io~csi', 'data', 'mount');
+const target = () =>
+  join(base, 'node-1', 'pods', 'uid-db', 'volumes', 'kubernetes.io~csi', 'data', 'mount');
 let etcd: EtcdCluster;
 let client: Etcd3;
 const procs: VoleProcess[] = [];
@@ -65,15 +67,23 @@ spec:
 function outputs(): string {
   let tail: string[] = [];
   try {
-    tail = existsSync(agentDb()) ? agentLog().slice(-12).map((e) => `  #${e.seq} ${JSON.stringify(e).slice(0, 400)}`) : [];
+    tail = existsSync(agentDb())
+      ? agentLog()
+          .slice(-12)
+          .map((e) => `  #${e.seq} ${JSON.stringify(e).slice(0, 400)}`)
+      : [];
   } catch (error) {
     tail = [`  (the agent's log cannot be read yet: ${(error as Error).message})`];
   }
-  return [...procs.map((p) => `--- ${p.name} (pid ${p.pid})\n${p.output}`), '--- agent log tail:', ...tail].join('\n');
+  return [
+    ...procs.map((p) => `--- ${p.name} (pid ${p.pid})\n${p.output}`),
+    '--- agent log tail:',
+    ...tail,
+  ].join('\n');
 }
 
 async function attachedOnNode1(): Promise<string[]> {
-  const reports = await readVolumesAttached(client, keys);
+  const reports = await readVolumesAttached(new EtcdStore(client), keys);
   return reports.find((r) => r.node === 'node-1')?.volumes.map((v) => v.name) ?? [];
 }
 
@@ -95,7 +105,7 @@ function rpcsOf(events: readonly VoleEvent[]): string[] {
 
 async function controllerLog(): Promise<VoleEvent[]> {
   const events: VoleEvent[] = [];
-  await readLogEvents(client, keys, 1, (e) => events.push(e));
+  await readLogEvents(new EtcdStore(client), keys, 1, (e) => events.push(e));
   return events;
 }
 
@@ -111,7 +121,9 @@ function agentLog(): VoleEvent[] {
 /** Mounts the image read-only elsewhere and reads one file from it. */
 function readFromImage(file: string): string {
   const dir = mkdtempSync(join(base, 'image-'));
-  const loop = spawnSync('losetup', ['--find', '--show', '--read-only', image()], { encoding: 'utf8' }).stdout.trim();
+  const loop = spawnSync('losetup', ['--find', '--show', '--read-only', image()], {
+    encoding: 'utf8',
+  }).stdout.trim();
   try {
     assert.equal(spawnSync('mount', ['-t', 'ext4', '-o', 'ro', loop, dir]).status, 0);
     try {
@@ -131,15 +143,71 @@ before(async () => {
   client = connect(etcd.urls);
   mkdirSync(join(base, 'state'), { recursive: true });
   const csi = `${driverName}=unix://${socket()}`;
-  procs.push(new VoleProcess('driver', ['csi-driver', '--endpoint', `unix://${socket()}`, '--node-id', 'node-1', '--state-dir', join(base, 'state')], false));
+  procs.push(
+    new VoleProcess(
+      'driver',
+      [
+        'csi-driver',
+        '--endpoint',
+        `unix://${socket()}`,
+        '--node-id',
+        'node-1',
+        '--state-dir',
+        join(base, 'state'),
+      ],
+      false,
+    ),
+  );
   await eventually(() => existsSync(socket()), 'the CSI driver socket', 20_000, outputs);
   procs.push(
-    new VoleProcess('c1', ['controller', '--etcd', etcd.urls, '--root', join(base, 'c1'), '--identity', 'c1', '--lease-ttl', '3', '--csi', csi], true),
-    new VoleProcess('node-1', ['run', '--etcd', etcd.urls, '--node', 'node-1', '--root', join(base, 'node-1'), '--db', agentDb(), '--heartbeat-ttl', '2', '--csi', csi], false),
+    new VoleProcess(
+      'c1',
+      [
+        'controller',
+        '--etcd',
+        etcd.urls,
+        '--root',
+        join(base, 'c1'),
+        '--identity',
+        'c1',
+        '--lease-ttl',
+        '3',
+        '--csi',
+        csi,
+      ],
+      true,
+    ),
+    new VoleProcess(
+      'node-1',
+      [
+        'run',
+        '--etcd',
+        etcd.urls,
+        '--node',
+        'node-1',
+        '--root',
+        join(base, 'node-1'),
+        '--db',
+        agentDb(),
+        '--heartbeat-ttl',
+        '2',
+        '--csi',
+        csi,
+      ],
+      false,
+    ),
   );
   writeFileSync(join(base, 'storage.yaml'), storage);
   writeFileSync(join(base, 'pod.yaml'), pod);
-  const applied = vole('apply', '--etcd', etcd.urls, '-f', join(base, 'storage.yaml'), '-f', join(base, 'pod.yaml'));
+  const applied = vole(
+    'apply',
+    '--etcd',
+    etcd.urls,
+    '-f',
+    join(base, 'storage.yaml'),
+    '-f',
+    join(base, 'pod.yaml'),
+  );
   assert.equal(applied.status, 0, applied.stderr);
 });
 
@@ -150,47 +218,87 @@ after(async () => {
   setTimeout(() => process.exit(process.exitCode ?? 0), 3_000).unref();
 });
 
-test('cluster + CSI: the controller publishes the volume to node-1 through the driver; the agent stages and publishes it; writes reach the image', { skip, timeout: 90_000 }, async () => {
-  await eventually(async () => (await mounts()).includes(target()), 'the pod volume mounted on node-1', 60_000, outputs);
-  assert.deepEqual(await attachedOnNode1(), [volume]);
-  assert.ok(await loopOverImage(), 'ControllerPublishVolume attached the image to a loop device');
-  writeFileSync(join(target(), 'hello.txt'), 'written under the etcd controller\n');
+test(
+  'cluster + CSI: the controller publishes the volume to node-1 through the driver; the agent stages and publishes it; writes reach the image',
+  { skip, timeout: 90_000 },
+  async () => {
+    await eventually(
+      async () => (await mounts()).includes(target()),
+      'the pod volume mounted on node-1',
+      60_000,
+      outputs,
+    );
+    assert.deepEqual(await attachedOnNode1(), [volume]);
+    assert.ok(await loopOverImage(), 'ControllerPublishVolume attached the image to a loop device');
+    writeFileSync(join(target(), 'hello.txt'), 'written under the etcd controller\n');
 
-  // The agent published its driver's node_id; the controller has it on the Node it logged.
-  assert.deepEqual(JSON.parse((await client.get(keys.csiNodeIds('node-1')).string()) ?? 'null'), { csiNodeIds: { [driverName]: 'node-1' } });
-  const nodes = (await controllerLog()).flatMap((e) => (e.type === 'ObjectUpserted' && e.object.kind === 'Node' ? [e.object] : []));
-  assert.equal(nodes.at(-1)?.metadata.annotations?.['csi.volume.kubernetes.io/nodeid'], JSON.stringify({ [driverName]: 'node-1' }));
-  const controllerRpcs = rpcsOf(await controllerLog());
-  assert.deepEqual(controllerRpcs, ['ControllerPublishVolume'], 'the controller makes the controller calls, and only those');
-  const agentRpcs = rpcsOf(agentLog());
-  assert.deepEqual(agentRpcs, ['NodeStageVolume', 'NodePublishVolume'], 'the agent makes the node calls, and only those');
-});
+    // The agent published its driver's node_id; the controller has it on the Node it logged.
+    assert.deepEqual(JSON.parse((await client.get(keys.csiNodeIds('node-1')).string()) ?? 'null'), {
+      csiNodeIds: { [driverName]: 'node-1' },
+    });
+    const nodes = (await controllerLog()).flatMap((e) =>
+      e.type === 'ObjectUpserted' && e.object.kind === 'Node' ? [e.object] : [],
+    );
+    assert.equal(
+      nodes.at(-1)?.metadata.annotations?.['csi.volume.kubernetes.io/nodeid'],
+      JSON.stringify({ [driverName]: 'node-1' }),
+    );
+    const controllerRpcs = rpcsOf(await controllerLog());
+    assert.deepEqual(
+      controllerRpcs,
+      ['ControllerPublishVolume'],
+      'the controller makes the controller calls, and only those',
+    );
+    const agentRpcs = rpcsOf(agentLog());
+    assert.deepEqual(
+      agentRpcs,
+      ['NodeStageVolume', 'NodePublishVolume'],
+      'the agent makes the node calls, and only those',
+    );
+  },
+);
 
-test('cluster + CSI: the pod deleted, the agent unpublishes and unstages, the controller unpublishes; nothing is left', { skip, timeout: 90_000 }, async () => {
-  const deleted = vole('delete', '--etcd', etcd.urls, '-f', join(base, 'pod.yaml'));
-  assert.equal(deleted.status, 0, deleted.stderr);
-  await eventually(
-    async () => (await attachedOnNode1()).length === 0 && !(await loopOverImage()) && (await mounts()).length === 0,
-    'the volume unmounted, detached and off its loop device',
-    60_000,
-    outputs,
-  );
-  // The loop device goes with the RPC; its answer is in the log a commit later.
-  const expected = ['ControllerPublishVolume', 'ControllerUnpublishVolume'];
-  let seen: VoleEvent[] = [];
-  const logTail = () => seen.slice(-15).map((e) => `\n  #${e.seq} ${JSON.stringify(e).slice(0, 300)}`).join('');
-  await eventually(
-    async () => rpcsOf((seen = await controllerLog())).length >= 2,
-    'ControllerUnpublishVolume in the controller log',
-    20_000,
-    () => `${outputs()}\n--- controller log tail:${logTail()}`,
-  );
-  assert.deepEqual(rpcsOf(await controllerLog()), expected);
-  for (const proc of procs.slice().reverse()) await proc.stop();
-  assert.deepEqual(rpcsOf(agentLog()), ['NodeStageVolume', 'NodePublishVolume', 'NodeUnpublishVolume', 'NodeUnstageVolume']);
-  const verified = vole('verify', '--db', agentDb());
-  assert.equal(verified.status, 0, verified.stdout + verified.stderr);
-  assert.equal(readFromImage('hello.txt'), 'written under the etcd controller\n');
-  assert.deepEqual(await mounts(), []);
-  assert.equal(await loopOverImage(), false);
-});
+test(
+  'cluster + CSI: the pod deleted, the agent unpublishes and unstages, the controller unpublishes; nothing is left',
+  { skip, timeout: 90_000 },
+  async () => {
+    const deleted = vole('delete', '--etcd', etcd.urls, '-f', join(base, 'pod.yaml'));
+    assert.equal(deleted.status, 0, deleted.stderr);
+    await eventually(
+      async () =>
+        (await attachedOnNode1()).length === 0 &&
+        !(await loopOverImage()) &&
+        (await mounts()).length === 0,
+      'the volume unmounted, detached and off its loop device',
+      60_000,
+      outputs,
+    );
+    // The loop device goes with the RPC; its answer is in the log a commit later.
+    const expected = ['ControllerPublishVolume', 'ControllerUnpublishVolume'];
+    let seen: VoleEvent[] = [];
+    const logTail = () =>
+      seen
+        .slice(-15)
+        .map((e) => `\n  #${e.seq} ${JSON.stringify(e).slice(0, 300)}`)
+        .join('');
+    await eventually(
+      async () => rpcsOf((seen = await controllerLog())).length >= 2,
+      'ControllerUnpublishVolume in the controller log',
+      20_000,
+      () => `${outputs()}\n--- controller log tail:${logTail()}`,
+    );
+    assert.deepEqual(rpcsOf(await controllerLog()), expected);
+    for (const proc of procs.slice().reverse()) await proc.stop();
+    assert.deepEqual(rpcsOf(agentLog()), [
+      'NodeStageVolume',
+      'NodePublishVolume',
+      'NodeUnpublishVolume',
+      'NodeUnstageVolume',
+    ]);
+    const verified = vole('verify', '--db', agentDb());
+    assert.equal(verified.status, 0, verified.stdout + verified.stderr);
+    assert.equal(readFromImage('hello.txt'), 'written under the etcd controller\n');
+    assert.deepEqual(await mounts(), []);
+    assert.equal(await loopOverImage(), false);
+  },
+);

@@ -15,6 +15,7 @@ import { RealClock } from '../../src/clock.js';
 import { connect } from '../../src/cluster/client.js';
 import { ClusterController } from '../../src/cluster/controller.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
+import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { applyManifestSet, readManifestPaths } from '../../src/cluster/objects.js';
 import { FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
@@ -25,7 +26,9 @@ import { eventually, VoleProcess } from '../support/vole-procs.js';
 const chromiumPath = process.env.VOLE_CHROMIUM ?? '/usr/bin/chromium';
 const skip =
   etcdSkipReason() ||
-  (existsSync(chromiumPath) ? false : `Chromium is not installed at ${chromiumPath} (or set VOLE_CHROMIUM)`);
+  (existsSync(chromiumPath)
+    ? false
+    : `Chromium is not installed at ${chromiumPath} (or set VOLE_CHROMIUM)`);
 const dir = mkdtempSync(join(tmpdir(), 'vole-inspect-etcd-'));
 const pair = 'attachment|fake.disk/disk-1|node-1';
 
@@ -78,7 +81,7 @@ async function applyHere(name: string, text: string): Promise<void> {
   writeFileSync(join(dir, name), text);
   const set = readManifestPaths([join(dir, name)]);
   assert.deepEqual(set.problems, []);
-  await applyManifestSet(client, new ClusterKeys('/vole/'), set);
+  await applyManifestSet(new EtcdStore(client), new ClusterKeys('/vole/'), set);
 }
 
 before(async () => {
@@ -89,10 +92,12 @@ before(async () => {
   apply('cluster.yaml', cluster);
   const clock = new RealClock();
   const controller = new ClusterController({
-    client,
+    client: new EtcdStore(client),
     keys: new ClusterKeys('/vole/'),
     identity: 'c1',
-    plugins: [new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal: [] })],
+    plugins: [
+      new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal: [] }),
+    ],
     logger: pino({ level: 'silent' }),
     leaseTtlS: 5,
     clock,
@@ -104,7 +109,13 @@ before(async () => {
   context = await chromium.launchPersistentContext(join(dir, 'profile'), {
     executablePath: chromiumPath,
     headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--no-first-run',
+    ],
   });
   page = context.pages()[0] ?? (await context.newPage());
   page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
@@ -121,41 +132,70 @@ after(async () => {
   setTimeout(() => process.exit(process.exitCode ?? 0), 3_000).unref();
 });
 
-test('inspect --etcd: a pod applied while the page is open shows its attachment on its node, live', { skip, timeout: 60_000 }, async () => {
-  await eventually(() => /at (http:\/\/127\.0\.0\.1:\d+\/)/.test(inspector.output), 'the inspector URL', 20_000, () => inspector.output);
-  const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(inspector.output)![1]!;
-  assert.match(inspector.output, /controller log in etcd \(\/vole\/\)/);
-  await page.goto(url);
-  await page.locator('[data-testid=head]').waitFor();
-  assert.equal(await page.locator(`li[data-pair="${pair}"]`).count(), 0, 'no attachment before the pod');
-  // A mark on this document: a reload would lose it.
-  await page.evaluate(() => ((window as unknown as { notReloaded: boolean }).notReloaded = true));
+test(
+  'inspect --etcd: a pod applied while the page is open shows its attachment on its node, live',
+  { skip, timeout: 60_000 },
+  async () => {
+    await eventually(
+      () => /at (http:\/\/127\.0\.0\.1:\d+\/)/.test(inspector.output),
+      'the inspector URL',
+      20_000,
+      () => inspector.output,
+    );
+    const url = /at (http:\/\/127\.0\.0\.1:\d+\/)/.exec(inspector.output)![1]!;
+    assert.match(inspector.output, /controller log in etcd \(\/vole\/\)/);
+    await page.goto(url);
+    await page.locator('[data-testid=head]').waitFor();
+    assert.equal(
+      await page.locator(`li[data-pair="${pair}"]`).count(),
+      0,
+      'no attachment before the pod',
+    );
+    // A mark on this document: a reload would lose it.
+    await page.evaluate(() => ((window as unknown as { notReloaded: boolean }).notReloaded = true));
 
-  await applyHere('pod.yaml', pod);
-  const detail = async () => {
-    const world = await (await fetch(`${url}api/world`)).text();
-    const events = await (await fetch(`${url}api/events?from=1&to=100`)).text();
-    return `${inspector.output}\n${world.slice(0, 3000)}\n${events.slice(0, 3000)}`;
-  };
-  await page.locator(`li[data-pair="${pair}"]`).waitFor({ timeout: 30_000 }).catch(async (error: Error) => {
-    throw new Error(`${error.message}\n${await detail()}`);
-  });
-  await page.waitForFunction(
-    (id) => document.querySelector(`li[data-pair="${id}"] [data-testid=pair-state]`)?.textContent?.startsWith('attached'),
-    pair,
-    { timeout: 30_000 },
-  );
-  await page.waitForFunction(
-    () => document.querySelector('li[data-node="node-1"] [data-testid=volumes-attached]')?.textContent === 'volumesAttached [fake.disk/disk-1]',
-    undefined,
-    { timeout: 30_000 },
-  );
-  assert.equal(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded), true, 'no reload');
-  const head = Number((/^(\d+)/.exec((await page.locator('[data-testid=head]').textContent()) ?? '') ?? [])[1]);
-  assert.ok(head > 0, 'the page shows the log head');
-  // The JSON behind the page reads the same log: the ClaimBound and the attach are there.
-  const events = (await (await fetch(`${url}api/events?from=1&to=${head}`)).json()) as { type: string }[];
-  assert.ok(events.some((e) => e.type === 'ClaimBound'));
-  assert.ok(events.some((e) => e.type === 'OperationFinished'));
-  assert.deepEqual(problems, []);
-});
+    await applyHere('pod.yaml', pod);
+    const detail = async () => {
+      const world = await (await fetch(`${url}api/world`)).text();
+      const events = await (await fetch(`${url}api/events?from=1&to=100`)).text();
+      return `${inspector.output}\n${world.slice(0, 3000)}\n${events.slice(0, 3000)}`;
+    };
+    await page
+      .locator(`li[data-pair="${pair}"]`)
+      .waitFor({ timeout: 30_000 })
+      .catch(async (error: Error) => {
+        throw new Error(`${error.message}\n${await detail()}`);
+      });
+    await page.waitForFunction(
+      (id) =>
+        document
+          .querySelector(`li[data-pair="${id}"] [data-testid=pair-state]`)
+          ?.textContent?.startsWith('attached'),
+      pair,
+      { timeout: 30_000 },
+    );
+    await page.waitForFunction(
+      () =>
+        document.querySelector('li[data-node="node-1"] [data-testid=volumes-attached]')
+          ?.textContent === 'volumesAttached [fake.disk/disk-1]',
+      undefined,
+      { timeout: 30_000 },
+    );
+    assert.equal(
+      await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded),
+      true,
+      'no reload',
+    );
+    const head = Number(
+      (/^(\d+)/.exec((await page.locator('[data-testid=head]').textContent()) ?? '') ?? [])[1],
+    );
+    assert.ok(head > 0, 'the page shows the log head');
+    // The JSON behind the page reads the same log: the ClaimBound and the attach are there.
+    const events = (await (await fetch(`${url}api/events?from=1&to=${head}`)).json()) as {
+      type: string;
+    }[];
+    assert.ok(events.some((e) => e.type === 'ClaimBound'));
+    assert.ok(events.some((e) => e.type === 'OperationFinished'));
+    assert.deepEqual(problems, []);
+  },
+);

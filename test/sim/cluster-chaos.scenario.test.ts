@@ -5,10 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type ClusterRunResult, clusterChaos, runClusterSeed } from '../../src/sim/cluster-chaos.js';
-import { storeLog } from '../../src/sim/cluster-checks.js';
+import {
+  type ClusterRunResult,
+  clusterChaos,
+  runClusterSeed,
+} from '../../src/sim/cluster-chaos.js';
+import { loggedEvents } from '../../src/sim/cluster-checks.js';
 import { type ClusterPlan, drawClusterPlan, podOf } from '../../src/sim/cluster-draw.js';
-import { decodeLogValue } from '../../src/sim/cluster-log.js';
 import type { ClusterSim } from '../../src/sim/cluster-sim.js';
 
 const runs = Number(process.env.VOLE_CLUSTER_CHAOS_RUNS ?? 40);
@@ -18,8 +21,14 @@ test(`cluster chaos: ${runs} seeded runs from seed ${seed} keep the invariants a
   const report = await clusterChaos({ seed, runs });
   const failed = report.failures.map((f) => `seed ${f.seed}: ${f.failures.join('; ')}`);
   assert.deepEqual(failed, []);
-  assert.ok(report.terms > runs, `leadership changed hands (${report.terms} terms in ${runs} runs)`);
-  assert.ok(report.invariantChecks > report.events, `invariants were checked (${report.invariantChecks})`);
+  assert.ok(
+    report.terms > runs,
+    `leadership changed hands (${report.terms} terms in ${runs} runs)`,
+  );
+  assert.ok(
+    report.invariantChecks > report.events,
+    `invariants were checked (${report.invariantChecks})`,
+  );
   process.stdout.write(
     `# cluster chaos: ${report.runs} runs, ${report.events} controller log events, ${report.calls} calls, ` +
       `${report.terms} terms, ${report.faultsInjected} faults, ${report.invariantChecks} invariant checks\n`,
@@ -31,22 +40,35 @@ test('cluster chaos: the seeds cover every fault, and leaders are killed in the 
   let midAttach = 0;
   let forced = 0;
   let recorded = 0;
+  const fired = { midSnapshot: 0, atCommit: 0, readerReloaded: 0 };
   for (let i = 0; i < 12; i++) {
     let sim: ClusterSim | undefined;
     const result = await runClusterSeed(seed + i, { onSim: (s) => (sim = s) });
     for (const kind of Object.keys(result.faults)) faults.add(kind);
     midAttach += result.trace.filter((line) => line.includes('in the middle of an attach')).length;
+    const said = (text: string) => result.trace.filter((line) => line.includes(text)).length;
+    fired.midSnapshot += said('(SIGKILL) in the middle of writing a snapshot');
+    fired.atCommit += said('(SIGKILL) as its log commit landed');
+    fired.readerReloaded += said('compacted away (it starts at');
     forced += result.forcedDetaches;
     // Each forced detach's reason is in the controller log.
-    recorded += storeLog(sim!)
-      .map(decodeLogValue)
-      .filter((e) => e.type === 'OperationStarted' && e.op === 'detach' && e.forced === 'timeout').length;
+    recorded += loggedEvents(sim!).filter(
+      (e) => e.type === 'OperationStarted' && e.op === 'detach' && e.forced === 'timeout',
+    ).length;
   }
-  for (const kind of ['killLeader', 'storeLeaderLost', 'stopAgent', 'noSpace', 'partitionLeader'])
-    assert.ok(faults.has(kind), `a seed injected ${kind}`);
+  const kinds = ['killLeader', 'storeLeaderLost', 'stopAgent', 'noSpace', 'partitionLeader'];
+  kinds.push('killLeaderMidSnapshot', 'crashMidCommit', 'partitionReader', 'compactStore');
+  for (const kind of kinds) assert.ok(faults.has(kind), `a seed injected ${kind}`);
+  // The faults in what the real code now covers came at their moment, and were survived.
+  assert.ok(fired.midSnapshot > 0, 'a leader was killed with a snapshot half written');
+  assert.ok(fired.atCommit > 0, 'a leader was killed as a log commit landed');
+  assert.ok(fired.readerReloaded > 0, 'the log was compacted past its reader, which reloaded');
   assert.ok(midAttach > 0, 'a leader was killed with an attach running');
   assert.ok(forced > 0, 'a node agent stopped past maxWaitForUnmount got its disk force-detached');
-  assert.ok(recorded >= forced, `every forced detach has its reason in the log (${recorded} of ${forced})`);
+  assert.ok(
+    recorded >= forced,
+    `every forced detach has its reason in the log (${recorded} of ${forced})`,
+  );
 });
 
 test('cluster chaos: the same seed is the same run, byte for byte', async () => {
@@ -86,8 +108,14 @@ function lostEvents(result: ClusterRunResult): string[] {
 test('cluster chaos: a deposed leader cut off from the store steps down, and the pod moves', async () => {
   const result = await runClusterSeed(zombiePlan);
   assert.deepEqual(result.failures, []);
-  assert.ok(result.trace.some((line) => /controller-a: leadership lost .*no lease keepalive/.test(line)), result.trace.join('\n'));
-  assert.ok(result.trace.some((line) => line.includes('controller-b: leads')), result.trace.join('\n'));
+  assert.ok(
+    result.trace.some((line) => /controller-a: leadership lost .*no lease keepalive/.test(line)),
+    result.trace.join('\n'),
+  );
+  assert.ok(
+    result.trace.some((line) => line.includes('controller-b: leading')),
+    result.trace.join('\n'),
+  );
 });
 
 test('cluster chaos: a deposed leader allowed to write is caught: events of the log are lost', async () => {

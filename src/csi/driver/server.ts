@@ -120,7 +120,11 @@ export async function serveCsiDriver(opts: {
   };
 }
 
-async function serveRegistration(opts: {
+/**
+ * The registration service alone (what node-driver-registrar serves for a driver): GetInfo
+ * names the driver and its endpoint socket; `<dir>/<name>-reg.sock`.
+ */
+export async function serveRegistration(opts: {
   name: string;
   socketPath: string;
   registrationDir?: string;

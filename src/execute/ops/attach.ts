@@ -23,6 +23,7 @@ export async function attach(ctx: OpContext, op: VolumeOperation): Promise<void>
     {
       call: 'attach',
       prefix: 'AttachVolume.Attach failed',
+      plugin,
       succeeded: (devicePath: string) => ({ devicePath }),
     },
     (target) => attacher.attach(spec, target),

@@ -13,7 +13,7 @@ export async function detach(ctx: OpContext): Promise<void> {
     );
   }
   const attacher = plugin.attacher;
-  await runCall(ctx, { call: 'detach', prefix: 'DetachVolume.Detach failed' }, (target) =>
+  await runCall(ctx, { call: 'detach', prefix: 'DetachVolume.Detach failed', plugin }, (target) =>
     attacher.detach(attachment.spec, target),
   );
 }

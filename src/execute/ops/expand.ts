@@ -13,7 +13,8 @@ export async function expand(ctx: OpContext, op: VolumeOperation): Promise<void>
       'NodeExpandvolume.expansion failed: current or new size of the volume is not set',
     );
   }
-  const expander = ctx.host.plugins.find(spec.pluginName)?.expander;
+  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const expander = plugin?.expander;
   if (expander === undefined)
     failOperation(
       `NodeExpandVolume.NodeExpandVolume failed: plugin "${spec.pluginName}" cannot expand`,
@@ -24,6 +25,7 @@ export async function expand(ctx: OpContext, op: VolumeOperation): Promise<void>
       {
         call: 'nodeExpand',
         prefix: 'NodeExpandVolume.NodeExpandVolume failed',
+        ...(plugin && { plugin }),
         succeeded: (sizeBytes: number) => ({ sizeBytes }),
       },
       (target) => expander.nodeExpand(spec, expansion, target),

@@ -40,6 +40,7 @@ export async function setUpDevice(
     {
       call: 'setUpDevice',
       prefix: 'MapVolume.SetUpDevice failed',
+      plugin,
       started: { deviceMountPath: globalMapPath },
       succeeded: () => ({ deviceMountPath: globalMapPath, devicePath }),
     },
@@ -61,7 +62,7 @@ export async function mapPodDevice(
   const { devicePath } = paths;
   await runCall(
     ctx,
-    { call: 'mapPodDevice', prefix: 'MapVolume.MapPodDevice failed', pod: op.pod },
+    { call: 'mapPodDevice', prefix: 'MapVolume.MapPodDevice failed', pod: op.pod, plugin },
     (target) => blockMapper.mapPodDevice(spec, devicePath, globalMapPath, target),
   );
 }
@@ -75,7 +76,12 @@ export async function unmap(
   const blockMapper = mapper(plugin, record.spec, 'UnmapVolume.FindMapperPluginByName');
   await runCall(
     ctx,
-    { call: 'unmapPodDevice', prefix: 'UnmapVolume.UnmapPodDevice failed', pod: op.pod },
+    {
+      call: 'unmapPodDevice',
+      prefix: 'UnmapVolume.UnmapPodDevice failed',
+      pod: op.pod,
+      ...(plugin === undefined ? {} : { plugin }),
+    },
     (target) => blockMapper.unmapPodDevice(record.spec, target),
   );
 }
@@ -99,7 +105,11 @@ export async function tearDownDevice(
   }
   await runCall(
     ctx,
-    { call: 'tearDownDevice', prefix: 'UnmapDevice.TearDownDevice failed' },
+    {
+      call: 'tearDownDevice',
+      prefix: 'UnmapDevice.TearDownDevice failed',
+      ...(plugin === undefined ? {} : { plugin }),
+    },
     (target) => blockMapper.tearDownDevice(attachment.spec, globalMapPath, target),
   );
 }

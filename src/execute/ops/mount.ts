@@ -47,6 +47,7 @@ async function mountDevice(
     {
       call: 'mountDevice',
       prefix: 'MountVolume.MountDevice failed',
+      plugin,
       started: { deviceMountPath },
       succeeded: () => ({ deviceMountPath, devicePath }),
     },
@@ -73,6 +74,7 @@ async function expand(
     {
       call: 'nodeExpand',
       prefix: 'MountVolume.Setup failed while expanding volume',
+      plugin,
       succeeded: (sizeBytes: number) => ({ sizeBytes }),
     },
     (target) => expander.nodeExpand(spec, { ...paths, ...sizes }, target),
@@ -100,7 +102,7 @@ async function runStep(
       const given = { ...paths, fsGroup };
       await runCall(
         ctx,
-        { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod },
+        { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod, plugin },
         (target) => plugin.pod.setUp(spec, given, target),
       );
       return;

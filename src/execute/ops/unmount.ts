@@ -18,7 +18,7 @@ export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<voi
   }
   await runCall(
     ctx,
-    { call: 'tearDown', prefix: 'UnmountVolume.TearDown failed', pod: op.pod },
+    { call: 'tearDown', prefix: 'UnmountVolume.TearDown failed', pod: op.pod, plugin },
     (target) => plugin.pod.tearDown(record.spec, target),
   );
 }
@@ -47,7 +47,9 @@ export async function unmountDevice(ctx: OpContext, op: UnmountDeviceOperation):
       'transient',
     );
   }
-  await runCall(ctx, { call: 'unmountDevice', prefix: 'UnmountDevice failed' }, (target) =>
-    deviceMounter.unmountDevice(attachment.spec, deviceMountPath, target),
+  await runCall(
+    ctx,
+    { call: 'unmountDevice', prefix: 'UnmountDevice failed', ...(plugin && { plugin }) },
+    (target) => deviceMounter.unmountDevice(attachment.spec, deviceMountPath, target),
   );
 }
