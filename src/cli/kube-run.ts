@@ -84,7 +84,8 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const progress = new PodProgress(say);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
-  const agent = new KubeAgent({ http, node, vm, controllerAttachDetach, logger, say });
+  const forgetPod = (uid: string) => tokens.forgetPod(uid);
+  const agent = new KubeAgent({ http, node, vm, controllerAttachDetach, logger, say, forgetPod });
   try {
     await agent.start();
   } catch (error) {

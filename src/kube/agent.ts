@@ -9,11 +9,17 @@
 import type { Logger } from 'pino';
 import { InvalidPodError, type VolumeManager } from '../agent/volume-manager.js';
 import type { VoleEvent } from '../events/index.js';
-import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
+import {
+  type ManifestObject,
+  manifestObject,
+  objectKey,
+  type Pod,
+  pod as podSchema,
+} from '../events/k8s.js';
 import { UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { World } from '../world/types.js';
-import { confirmedAttachments, type VolumeAttachmentView } from './attachments.js';
+import { confirmedAttachments, csiVolumeOf, type VolumeAttachmentView } from './attachments.js';
 import type { KubeHttp } from './http.js';
 import { type ApiObject, KubeInformer, type ResourceRef } from './informer.js';
 import { NodeStatusWriter } from './node-status.js';
@@ -35,6 +41,8 @@ export interface KubeAgentOptions {
   readonly controllerAttachDetach: boolean;
   readonly logger: Logger;
   readonly say: (line: string) => void;
+  /** A pod is gone: its cached service-account tokens may go too (tokens.ts). */
+  readonly forgetPod?: (uid: string) => void;
 }
 
 const core = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
@@ -69,6 +77,7 @@ export class KubeAgent {
   private readonly inUse: InUsePublisher;
   private unsubscribe: () => void = () => undefined;
   private errorScan: NodeJS.Immediate | null = null;
+  private attachmentsCheck: NodeJS.Immediate | null = null;
 
   constructor(private readonly opts: KubeAgentOptions) {
     const { http, node, logger, say, vm } = opts;
@@ -111,6 +120,9 @@ export class KubeAgent {
           all.filter((o) => this.isOurs(o)),
         ),
     });
+    // The objects first: a pod is resolved against the claims, PVs and CSIDrivers the API
+    // has, never against a cache still filling (no passing "not bound" errors at start).
+    await Promise.all(this.informers.map((i) => i.synced));
     this.watch(core('pods', 'Pod', `spec.nodeName=${node}`), {
       upsert: (o) => this.onPod(o),
       remove: (o) => this.podGone(o.metadata.uid ?? ''),
@@ -217,11 +229,26 @@ export class KubeAgent {
       node: this.opts.node,
       volumesAttached: this.volumesAttached,
       volumeAttachments: this.attachments,
+      notAttachRequired: this.notAttachRequired(),
     });
     const text = JSON.stringify(confirmed);
     if (text === this.observedAttached) return;
     this.observedAttached = text;
     this.vm.observeVolumesAttached(confirmed);
+  }
+
+  /** Wanted CSI volumes whose driver's CSIDriver object says attachRequired: false. */
+  private notAttachRequired(): string[] {
+    const world = this.vm.world;
+    const wanted: string[] = [];
+    for (const volume of world.dsw.keys()) {
+      const csi = csiVolumeOf(volume);
+      if (csi === undefined) continue;
+      const driver = world.objects.get(objectKey('CSIDriver', csi.driver));
+      if (driver?.kind === 'CSIDriver' && driver.spec?.attachRequired === false)
+        wanted.push(volume);
+    }
+    return wanted.sort();
   }
 
   private onPod(raw: ApiObject): void {
@@ -272,6 +299,7 @@ export class KubeAgent {
     this.latestPods.delete(uid);
     this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
+    this.opts.forgetPod?.(uid);
     if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.removePod(uid);
   }
 
@@ -330,12 +358,27 @@ export class KubeAgent {
       });
     }
     if (event.type === 'CsiDriverDeregistered') this.status.driverDeregistered(event.driver);
+    // A pod or a CSIDriver changed what needs no attach: looked at again (a no-op if same).
+    if (
+      event.type === 'PodUpserted' ||
+      event.type === 'PodRemoved' ||
+      event.type === 'ObjectUpserted'
+    )
+      this.scheduleAttachmentsCheck();
     const podEvent = podEventOf(event, world, this.operations);
     if (podEvent !== undefined) void this.events.record(podEvent);
     if (event.type === 'OperationFinished') this.operations.delete(event.opId);
     this.scheduleErrorScan();
     this.finalizer.check();
     this.inUse.schedule();
+  }
+
+  private scheduleAttachmentsCheck(): void {
+    if (this.attachmentsCheck !== null) return;
+    this.attachmentsCheck = setImmediate(() => {
+      this.attachmentsCheck = null;
+      this.observeAttachments();
+    });
   }
 
   /** New resolution errors of the pods (a missing claim, object or driver) as FailedMount. */
@@ -356,6 +399,7 @@ export class KubeAgent {
   async stop(): Promise<void> {
     this.unsubscribe();
     if (this.errorScan !== null) clearImmediate(this.errorScan);
+    if (this.attachmentsCheck !== null) clearImmediate(this.attachmentsCheck);
     this.status.stop();
     this.inUse.stop();
     this.finalizer.stop();

@@ -41,8 +41,17 @@ export function confirmedAttachments(opts: {
   node: string;
   volumesAttached: readonly { name: string; devicePath?: string }[];
   volumeAttachments: ReadonlyMap<string, VolumeAttachmentView>;
+  /**
+   * Wanted CSI volumes of drivers whose CSIDriver says `attachRequired: false`: the
+   * controller never attaches them, so they count as attached at once, with an empty
+   * publish context (Kubernetes' CSI plugin calls them not attachable).
+   */
+  notAttachRequired?: readonly string[];
 }): { name: string; devicePath: string }[] {
   const confirmed: { name: string; devicePath: string }[] = [];
+  const listed = new Set(opts.volumesAttached.map((v) => v.name));
+  for (const name of opts.notAttachRequired ?? [])
+    if (!listed.has(name)) confirmed.push({ name, devicePath: encodePublishContext({}) });
   for (const entry of opts.volumesAttached) {
     const csi = csiVolumeOf(entry.name);
     if (csi === undefined) {

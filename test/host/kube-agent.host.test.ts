@@ -9,18 +9,15 @@
  * root-CA publisher (kube-root-ca.crt): no kube-controller-manager runs.
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { type AgentProcess, repo, startVole, vole } from '../support/agent-process.js';
+import { type AgentProcess, startVole, vole } from '../support/agent-process.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { peersBinDir } from '../support/peers.js';
+import { eventually as waitFor, kubeUp, useKubeCluster } from '../support/kube.js';
 
-const kubeUp = join(repo, 'scripts/kube-up.sh');
-const kubeDown = join(repo, 'scripts/kube-down.sh');
 const node = 'vole-node';
 
 function skipReason(): string | false {
@@ -33,95 +30,22 @@ function skipReason(): string | false {
 const skip = skipReason();
 
 describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
-  let bin = '';
+  const cluster = useKubeCluster([]);
+  const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
+  const db = join(base, 'vole.db');
+  const { kubectl, ok, json } = cluster;
   let agent: AgentProcess | undefined;
   let driver: AgentProcess | undefined;
-  let kubeDir = '';
-  // Registered before the sandbox's own cleanup, so it runs first: the agent, then the
-  // control plane (by the PIDs in its directory), then the sandbox's mounts and files.
-  after(async () => {
-    await agent?.stop();
-    await driver?.stop();
-    if (existsSync(join(kubeDir, 'pids')))
-      spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
-  });
-  const { base, root } = skip === false ? hostSandbox('kube') : { base: '', root: '' };
-  kubeDir = join(base, 'kube');
-  const db = join(base, 'vole.db');
-
-  const kubectl = (args: readonly string[], opts: { kubeconfig?: string; input?: string } = {}) => {
-    const run = spawnSync(
-      join(bin, 'kubectl'),
-      ['--kubeconfig', opts.kubeconfig ?? join(kubeDir, 'kubeconfig'), ...args],
-      { encoding: 'utf8', input: opts.input, timeout: 90_000 },
-    );
-    return { status: run.status, stdout: run.stdout, stderr: run.stderr };
-  };
-  const ok = (args: readonly string[], input?: string) => {
-    const run = kubectl(args, input === undefined ? {} : { input });
-    assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}`);
-    return run.stdout;
-  };
-  const json = <T>(args: readonly string[]): T => JSON.parse(ok([...args, '-o', 'json'])) as T;
-  const eventually = async <T>(what: string, probe: () => T | undefined, timeoutMs = 60_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline)
-        throw new Error(`timed out waiting for ${what}\n${agent?.lines.join('\n')}`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  };
+  const started = (p: AgentProcess) => (cluster.processes.add(p), p);
+  const eventually = <T>(what: string, probe: () => T | undefined, timeoutMs = 60_000) =>
+    waitFor(what, probe, { timeoutMs, context: () => agent?.lines.join('\n') ?? '' });
   const volumesInUse = () =>
     json<{ status?: { volumesInUse?: string[] } }>(['get', 'node', node]).status?.volumesInUse ??
     [];
 
-  before(() => {
-    bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl']);
-    const up = spawnSync('bash', [kubeUp, kubeDir], {
-      encoding: 'utf8',
-      env: { ...process.env, VOLE_PEERS_BIN: bin },
-      timeout: 180_000,
-    });
-    assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
-  });
+  before(() => cluster.start(base));
 
-  /** A kubeconfig with a token of the agent's ServiceAccount, bound to the deploy/ role only. */
-  function leastPrivilegeKubeconfig(): string {
-    ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
-    const token = ok([
-      '-n',
-      'kube-system',
-      'create',
-      'token',
-      'vole-node-agent',
-      '--duration',
-      '1h',
-    ]).trim();
-    const server = ok(['config', 'view', '--raw', '-o', 'jsonpath={.clusters[0].cluster.server}']);
-    const ca = ok([
-      'config',
-      'view',
-      '--raw',
-      '-o',
-      'jsonpath={.clusters[0].cluster.certificate-authority}',
-    ]);
-    const file = join(base, 'agent.kubeconfig');
-    writeFileSync(
-      file,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        `clusters: [{name: vole, cluster: {server: "${server}", certificate-authority: "${ca}"}}]`,
-        `users: [{name: agent, user: {token: "${token}"}}]`,
-        'contexts: [{name: vole, context: {cluster: vole, user: agent}}]',
-        'current-context: vole',
-        '',
-      ].join('\n'),
-    );
-    return file;
-  }
+  const leastPrivilegeKubeconfig = () => cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
 
   test('the agent mounts a pod from the API, reports it, unmounts it when deleted', async () => {
     const agentKubeconfig = leastPrivilegeKubeconfig();
@@ -139,38 +63,32 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
       'create',
       'configmap',
       'kube-root-ca.crt',
-      `--from-file=ca.crt=${join(kubeDir, 'pki/ca.crt')}`,
+      `--from-file=ca.crt=${join(cluster.dir(), 'pki/ca.crt')}`,
     ]);
     ok(['apply', '-f', '-'], objectsYaml);
     ok(['patch', 'pvc', 'data', '--subresource=status', '--type=merge', '-p', boundClaimStatus]);
 
     // vole's CSI driver registers the kubelet way, through <root>/plugins_registry.
     mkdirSync(join(base, 'csi'), { recursive: true });
-    driver = startVole([
-      'csi-driver',
-      '--endpoint',
-      `unix://${join(base, 'csi/disk.sock')}`,
-      '--node-id',
-      'disk-id-1',
-      '--state-dir',
-      join(base, 'csi-state'),
-      '--registration-dir',
-      join(root, 'plugins_registry'),
-      '--max-volumes-per-node',
-      '8',
-    ]);
-    agent = startVole([
-      'run',
-      '--kubeconfig',
-      agentKubeconfig,
-      '--node',
-      node,
-      '--root',
-      root,
-      '--db',
-      db,
-      '--no-controller-attach-detach',
-    ]);
+    driver = started(
+      startVole([
+        'csi-driver',
+        '--endpoint',
+        `unix://${join(base, 'csi/disk.sock')}`,
+        '--node-id',
+        'disk-id-1',
+        '--state-dir',
+        join(base, 'csi-state'),
+        '--registration-dir',
+        join(root, 'plugins_registry'),
+        '--max-volumes-per-node',
+        '8',
+      ]),
+    );
+    const agentArgs = ['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root];
+    const startAgent = () =>
+      started(startVole([...agentArgs, '--db', db, '--no-controller-attach-detach']));
+    agent = startAgent();
     await agent.line(/vole agent on vole-node: API https:\/\/127\.0\.0\.1:\d+/);
     const csiNode = json<{ metadata: { ownerReferences: { kind: string }[] } }>([
       'get',
@@ -261,7 +179,20 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
 
     // kubectl delete waits until the pod is gone: vole removes it once its volumes are.
-    ok(['delete', 'pod', 'app', 'broken', '--timeout=60s']);
+    // Restarted after `broken` was deleted for good while it was down: the list drops it.
+    const brokenUid = ok(['get', 'pod', 'broken', '-o', 'jsonpath={.metadata.uid}']).trim();
+    const brokenDir = join(root, 'pods', brokenUid);
+    assert.ok(mountsUnder(await readMountTable(), brokenDir).length > 0, 'broken has mounts');
+    assert.equal(await agent.stop(), 143);
+    ok(['delete', 'pod', 'broken', '--grace-period=0', '--force']);
+    agent = startAgent();
+    await agent.line(/pod [-0-9a-f]+: removed, tearing down/);
+    await waitFor('the deleted pod to be torn down', async () =>
+      mountsUnder(await readMountTable(), brokenDir).length === 0 ? true : undefined,
+    );
+    assert.ok(existsSync(join(volumes, 'kubernetes.io~configmap/config/greeting')), 'app stays');
+
+    ok(['delete', 'pod', 'app', '--timeout=60s']);
     // The pod's own volumes are gone before it is; the disk's device follows (then detach).
     assert.deepEqual(
       mountsUnder(await readMountTable(), join(root, 'pods')),

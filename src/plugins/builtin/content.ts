@@ -91,7 +91,7 @@ function addContent(
     if (source.optional === true) return;
     throw new HostError(
       'transient',
-      `${what} not found; add it to the manifest directory (or mark the volume optional)`,
+      `${what} not found; create it (or mark the volume optional)`,
     );
   }
   if (source.items === undefined) {

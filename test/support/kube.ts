@@ -1,0 +1,117 @@
+/**
+ * A real control plane for one test file (scripts/kube-up.sh in the file's sandbox, ended
+ * by scripts/kube-down.sh through the PIDs it wrote), kubectl against it, and the waits
+ * the Kubernetes tests share. Call it inside the describe, before hostSandbox: its cleanup
+ * then runs first (agent processes, then the control plane, then the sandbox).
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after } from 'node:test';
+import { type AgentProcess, repo } from './agent-process.js';
+import { peersBinDir } from './peers.js';
+
+export const kubeUp = join(repo, 'scripts/kube-up.sh');
+const kubeDown = join(repo, 'scripts/kube-down.sh');
+
+export interface KubeCluster {
+  /** The peers' bin directory (kubectl, kube-apiserver, …). */
+  readonly bin: () => string;
+  readonly dir: () => string;
+  /** Processes the test started, stopped (by PID) before the control plane. */
+  readonly processes: Set<AgentProcess>;
+  start(base: string, opts?: { controllers?: string }): void;
+  kubectl(
+    args: readonly string[],
+    opts?: { kubeconfig?: string; input?: string },
+  ): { status: number | null; stdout: string; stderr: string };
+  /** kubectl that must succeed: its stdout. */
+  ok(args: readonly string[], input?: string): string;
+  json<T>(args: readonly string[]): T;
+  /** A kubeconfig with a token of the deploy/ ServiceAccount (bound to that role only). */
+  agentKubeconfig(file: string): string;
+}
+
+export function useKubeCluster(names: readonly string[]): KubeCluster {
+  let bin = '';
+  let dir = '';
+  const processes = new Set<AgentProcess>();
+  after(async () => {
+    for (const p of [...processes].reverse()) await p.stop(); // the agent before its driver
+    if (existsSync(join(dir, 'pids'))) spawnSync('bash', [kubeDown, dir], { stdio: 'inherit' });
+  });
+  const cluster: KubeCluster = {
+    bin: () => bin,
+    dir: () => dir,
+    processes,
+    start(base, opts = {}) {
+      bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', ...names]);
+      dir = join(base, 'kube');
+      const controllers =
+        opts.controllers === undefined
+          ? []
+          : ['--with-controller-manager', '--controllers', opts.controllers];
+      const up = spawnSync('bash', [kubeUp, dir, ...controllers], {
+        encoding: 'utf8',
+        env: { ...process.env, VOLE_PEERS_BIN: bin },
+        timeout: 180_000,
+      });
+      assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+    },
+    kubectl(args, opts = {}) {
+      const run = spawnSync(
+        join(bin, 'kubectl'),
+        ['--kubeconfig', opts.kubeconfig ?? join(dir, 'kubeconfig'), ...args],
+        { encoding: 'utf8', input: opts.input, timeout: 90_000 },
+      );
+      return { status: run.status, stdout: run.stdout, stderr: run.stderr };
+    },
+    ok(args, input) {
+      const run = cluster.kubectl(args, input === undefined ? {} : { input });
+      assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}`);
+      return run.stdout;
+    },
+    json: <T>(args: readonly string[]): T => JSON.parse(cluster.ok([...args, '-o', 'json'])) as T,
+    agentKubeconfig(file) {
+      const { ok } = cluster;
+      ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
+      const args = ['-n', 'kube-system', 'create', 'token', 'vole-node-agent', '--duration', '1h'];
+      const token = ok(args).trim();
+      const view = ['config', 'view', '--raw', '-o'];
+      const server = ok([...view, 'jsonpath={.clusters[0].cluster.server}']);
+      const ca = ok([...view, 'jsonpath={.clusters[0].cluster.certificate-authority}']);
+      const cluster_ = `{server: "${server}", certificate-authority: "${ca}"}`;
+      writeFileSync(
+        file,
+        [
+          'apiVersion: v1',
+          'kind: Config',
+          `clusters: [{name: vole, cluster: ${cluster_}}]`,
+          `users: [{name: agent, user: {token: "${token}"}}]`,
+          'contexts: [{name: vole, context: {cluster: vole, user: agent}}]',
+          'current-context: vole',
+          '',
+        ].join('\n'),
+      );
+      return file;
+    },
+  };
+  return cluster;
+}
+
+/** Polls `probe` (every 200 ms) until it answers something, failing after `timeoutMs`. */
+export async function eventually<T>(
+  what: string,
+  probe: () => T | undefined | Promise<T | undefined>,
+  opts: { timeoutMs?: number; context?: () => string } = {},
+): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}\n${opts.context?.() ?? ''}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
