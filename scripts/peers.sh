@@ -18,16 +18,16 @@ peers="$root/test/peers"
 programs() {
   local k8s='k8s.io/component-base/version' cg='k8s.io/client-go/pkg/version'
   local kv='-X K.gitVersion=v1.37.2 -X K.gitMajor=1 -X K.gitMinor=37 -X K.gitTreeState=clean'
-  local kube="${kv//K/$k8s} ${kv//K/$cg}"
+  local kube="${kv//K/$k8s} ${kv//K/$cg}" csi=github.com/kubernetes-csi
   cat <<EOF
-csi-sanity|csi-sanity|github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity|-X main.VERSION=v5.6.0
+csi-sanity|csi-sanity|$csi/csi-test/v5/cmd/csi-sanity|-X main.VERSION=v5.6.0
 etcd|etcd|go.etcd.io/etcd/server/v3|
 kube-apiserver|kube|k8s.io/kubernetes/cmd/kube-apiserver|$kube
 kubectl|kube|k8s.io/kubernetes/cmd/kubectl|$kube
 kube-controller-manager|kube|k8s.io/kubernetes/cmd/kube-controller-manager|$kube
-csi-attacher|csi-sidecars|github.com/kubernetes-csi/external-attacher/v4/cmd/csi-attacher|-X main.version=v4.13.0
-csi-resizer|csi-sidecars|github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer|-X main.version=v2.3.0
-csi-provisioner|csi-provisioner|github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner|-X main.version=v6.4.0
+csi-attacher|csi-sidecars|$csi/external-attacher/v4/cmd/csi-attacher|-X main.version=v4.13.0
+csi-resizer|csi-sidecars|$csi/external-resizer/v2/cmd/csi-resizer|-X main.version=v2.3.0
+csi-provisioner|csi-provisioner|$csi/external-provisioner/v6/cmd/csi-provisioner|-X main.version=v6.4.0
 EOF
 }
 

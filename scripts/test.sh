@@ -35,7 +35,7 @@ if { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; } && [ "$(
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server etcd-client; } \
     || echo "etcd could not be installed: the cluster tests will skip"
 fi
-# The real Kubernetes and CSI programs (test/peers/, README "Peers"), built once from the Go
+# The real Kubernetes and CSI programs (test/peers/, docs/peers.md), built once from the Go
 # module proxy into a cache outside the tree; a warm run takes a second.
 echo "== peers (scripts/peers.sh)"
 peers_start=$SECONDS

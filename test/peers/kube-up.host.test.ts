@@ -1,7 +1,7 @@
 /**
- * scripts/kube-up.sh starts a real etcd + kube-apiserver + kube-controller-manager on
- * loopback that kubectl can use with the kubeconfig it writes (RBAC on, admin token), and
- * scripts/kube-down.sh ends exactly the processes it recorded.
+ * scripts/kube-up.sh starts a real etcd + kube-apiserver + kube-controller-manager (without
+ * its attach/detach controller) on loopback, which kubectl uses through the kubeconfig it
+ * writes (RBAC on, admin token); scripts/kube-down.sh ends exactly the processes it recorded.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -61,7 +61,8 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const up = sh('bash', [join(repoRoot, 'scripts/kube-up.sh'), dir, '--with-controller-manager'], {
+  const upArgs = [dir, '--with-controller-manager', '--controllers', '*,-attachdetach'];
+  const up = sh('bash', [join(repoRoot, 'scripts/kube-up.sh'), ...upArgs], {
     VOLE_PEERS_BIN: binDir,
   });
   assert.equal(up.status, 0, `kube-up failed:\n${up.stderr}`);
@@ -69,6 +70,11 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
   pids = readPids(dir);
   assert.deepEqual([...pids.keys()], ['etcd', 'kube-apiserver', 'kube-controller-manager']);
   for (const [name, pid] of pids) assert.ok(running(pid), `${name} (pid ${pid}) is not running`);
+  // --controllers reaches kube-controller-manager: its attach/detach controller stays off.
+  assert.match(
+    readFileSync(join(dir, 'kube-controller-manager.log'), 'utf8'),
+    /controller is disabled" controller="persistentvolume-attach-detach-controller"/,
+  );
 
   const kubectl = (...args: string[]) =>
     sh(peerBin('kubectl'), ['--kubeconfig', join(dir, 'kubeconfig'), ...args]);
@@ -82,9 +88,16 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
   assert.equal(apply.status, 0, apply.stderr);
   const sc = kubectl('get', 'storageclass', 'vole-test', '-o', 'jsonpath={.provisioner}');
   assert.equal(sc.stdout, 'disk.csi.vole.dev');
-  // RBAC is on: an unknown token is refused, not let in as an anonymous admin.
+  // An unknown token is refused, not let in as an anonymous admin.
   const intruder = kubectl('--token', 'not-a-token', 'get', 'ns');
   assert.notEqual(intruder.status, 0);
+  // A service account's token (TokenRequest: the signing key works) is let in, but RBAC
+  // grants it nothing: the ground for least-privilege tests.
+  assert.equal(kubectl('create', 'serviceaccount', 'nobody', '-n', 'default').status, 0);
+  const token = kubectl('create', 'token', 'nobody', '-n', 'default');
+  assert.equal(token.status, 0, token.stderr);
+  const denied = kubectl('--token', token.stdout.trim(), 'get', 'ns');
+  assert.match(denied.stderr, /"system:serviceaccount:default:nobody" cannot list/);
 
   const down = sh('bash', [join(repoRoot, 'scripts/kube-down.sh'), dir]);
   assert.equal(down.status, 0, down.stderr);

@@ -45,6 +45,9 @@ export function peersBinDir(names: readonly string[] = []): string {
 
 /** The path of one built peer (building it when needed). */
 export function peerBin(name: string): string {
+  if (process.env.VOLE_PEERS_BIN === undefined && !peerNames().includes(name)) {
+    throw new Error(`${name} is not one of the programs scripts/peers.sh builds (docs/peers.md)`);
+  }
   const path = join(peersBinDir([name]), name);
   if (!existsSync(path)) throw new Error(`peer ${name} missing at ${path}`);
   return path;
