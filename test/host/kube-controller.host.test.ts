@@ -220,6 +220,12 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     assert.deepEqual(nodeStatus('vole-node-1').volumesAttached, [{ name: unique, devicePath: '' }]);
     assert.equal(vas().length, 1, 'attachRequired: false makes no VolumeAttachment');
 
+    // A PV of a driver not seen before (no CSIDriver: attachable): the engine starts again
+    // with it, and goes on from its log (the Multi-Attach below needs the attachment).
+    apply(...claimAndVolume('late', 'late.csi.vole.dev', 'vol-4').slice(0, 1));
+    await c.line(/CSI drivers now \[.*late\.csi\.vole\.dev=true.*\]: starting the engine again/);
+    await c.line(/leading: CSI drivers \[.*late\.csi\.vole\.dev=true/);
+
     // Another node's pod on the same ReadWriteOnce claim: refused, said on the pod.
     apply(pod('two', 'vole-node-2', 'data'));
     const event = await eventually('the Multi-Attach Event', () =>
