@@ -81,7 +81,13 @@ export async function kubeControllerCommand(
   const stop = new AbortController();
   process.once('SIGINT', () => stop.abort());
   process.once('SIGTERM', () => stop.abort());
-  const result = await controller.run(stop.signal);
+  let result: { lost: boolean; message: string };
+  try {
+    result = await controller.run(stop.signal);
+  } catch (error) {
+    if (stop.signal.aborted) return 0; // stopped while a standby
+    throw error;
+  }
   say(result.message);
   return result.lost ? exitLostLeadership : 0;
 }

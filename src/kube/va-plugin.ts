@@ -79,7 +79,7 @@ export class VolumeAttachmentCache {
 }
 
 export interface VaPluginOptions {
-  readonly http: KubeHttp;
+  readonly http: Pick<KubeHttp, 'post' | 'delete'>;
   readonly cache: VolumeAttachmentCache;
   /** Rejects when this replica may no longer write (the Lease is lost). */
   readonly fence: () => Promise<void>;
@@ -113,9 +113,11 @@ async function attach(opts: VaPluginOptions, spec: ResolvedVolume, target: CallT
     await opts.http.post(vaPath, body);
   } catch (error) {
     // AlreadyExists: made by an earlier try or another leader; the wait below decides.
-    if (!(error instanceof KubeApiError && error.statusCode === 409))
+    // Another 4xx: refused, nothing made; anything else may have made it.
+    const code = error instanceof KubeApiError ? error.statusCode : 0;
+    if (code !== 409)
       throw new PluginError(
-        'final',
+        code >= 400 && code < 500 ? 'final' : 'uncertain',
         `creating VolumeAttachment ${name}: ${(error as Error).message}`,
       );
   }
@@ -123,7 +125,10 @@ async function attach(opts: VaPluginOptions, spec: ResolvedVolume, target: CallT
   const outcome = await opts.cache
     .waitFor(
       () => {
-        const s = statusOf(opts.cache.get(name));
+        const object = opts.cache.get(name);
+        if (object?.metadata.deletionTimestamp !== undefined)
+          return { ok: false as const, message: 'it is being deleted (a detach not finished)' };
+        const s = statusOf(object);
         if (s.attached === true) return { ok: true as const };
         if (s.attachError?.message !== undefined)
           return { ok: false as const, message: s.attachError.message };
