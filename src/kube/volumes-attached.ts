@@ -7,6 +7,7 @@
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { kubeWriteRetryMs } from '../constants.js';
 import { objectKey } from '../events/k8s.js';
+import { OpId } from '../ids.js';
 import { KubeApiError, type KubeHttp } from './http.js';
 
 export interface VolumesAttachedWriterOptions {
@@ -34,7 +35,7 @@ export class VolumesAttachedWriter {
       if (event.type === 'ObjectUpserted' && event.object.kind === 'Node')
         this.dirty.add(event.object.metadata.name);
       if (typeof fields.opId === 'string') {
-        const node = world.running.get(fields.opId as never)?.node;
+        const node = world.running.get(OpId(fields.opId))?.node;
         if (typeof node === 'string') this.dirty.add(node);
       }
       if (this.all || this.dirty.size > 0) this.schedule();
