@@ -2,9 +2,10 @@
  * `vole controller --kubeconfig` in place of kube-controller-manager's attach/detach
  * controller, on a real kube-apiserver (scripts/kube-up.sh), with Kubernetes' own
  * external-attacher (csi-attacher) calling ControllerPublish/Unpublish of `vole
- * csi-driver` (the loop disk: real loop devices). The test plays the kubelet (it makes
- * the Node with the controller-managed annotation and writes its volumesInUse) and the PV
- * controller (pre-bound claims). Checked: the VolumeAttachment named and shaped as
+ * csi-driver` (the loop disk: real loop devices), beside kube-controller-manager with
+ * `--controllers=*,-attachdetach,-nodelifecycle`. The test plays the kubelet (it makes the
+ * Node and CSINode with the controller-managed annotation and writes its volumesInUse); the
+ * claims are pre-bound. Checked: the VolumeAttachment named and shaped as
  * Kubernetes' CSI attacher makes it, attached by the external-attacher, listed in the
  * Node's status.volumesAttached; a second node's pod gets the Multi-Attach Event; no
  * VolumeAttachment for a driver with attachRequired: false; the detach waits for
@@ -160,8 +161,13 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
   }
 
   before(async () => {
-    bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', 'csi-attacher']);
-    const up = spawnSync('bash', [kubeUp, kubeDir], {
+    const names = ['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager', 'csi-attacher'];
+    bin = peersBinDir(names);
+    // Kubernetes' controllers but its attach/detach one (vole's) and the node lifecycle one
+    // (no kubelet heartbeats here).
+    const controllers = '*,-attachdetach,-nodelifecycle';
+    const args = [kubeUp, kubeDir, '--with-controller-manager', '--controllers', controllers];
+    const up = spawnSync('bash', args, {
       encoding: 'utf8',
       env: { ...process.env, VOLE_PEERS_BIN: bin },
       timeout: 180_000,
@@ -175,7 +181,8 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       [`--csi-address=${sandbox.socket}`, `--kubeconfig=${kubeconfig}`, '--timeout=30s', '-v=4'],
       { stdio: ['ignore', log, log] },
     );
-    kubectl(['create', 'serviceaccount', 'default']);
+    // kube-controller-manager makes it too; apply does not mind which comes first.
+    apply({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
     leastPrivilegeKubeconfig();
     apply(
       ...node('vole-node-1'),
