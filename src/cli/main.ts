@@ -19,6 +19,7 @@ import {
 } from './postmortem.js';
 import { chaosCommand } from './chaos.js';
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
+import { type KubeControllerCommandOptions, kubeControllerCommand } from './kube-controller.js';
 import { type CsiDriverOptions, csiDriverCommand } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { kubeRunCommand } from './kube-run.js';
@@ -209,19 +210,32 @@ program
   .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
   .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
   .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
-  .option('--max-wait-for-unmount <duration>', 'with --etcd: force-detach from a not Ready node after (6m)')
+  .option('--max-wait-for-unmount <duration>', 'with --etcd or --kubeconfig: force-detach from a not Ready node after (6m)')
   .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
   .option(
     '--csi <name=unix:///path.sock>',
     'with --etcd: a CSI driver whose ControllerPublish/Unpublish attach and detach (repeatable)',
     (value: string, previous: string[] = []) => [...previous, value],
   )
-  .action((opts: ControllerCommandOptions & ClusterControllerCommandOptions) =>
-    run(() =>
-      opts.etcd !== undefined
-        ? clusterControllerCommand(opts, logger())
-        : controllerCommand(withManifests(opts, 'controller'), logger()),
-    )(),
+  .addOption(
+    new Option('--kubeconfig <file>', 'in place of kube-controller-manager\'s attach/detach controller')
+      .conflicts(['manifests', 'etcd']),
+  )
+  .option('--lease <namespace/name>', 'with --kubeconfig: the Lease (kube-system/vole-attach-detach)')
+  .option('--lease-duration <duration>', 'with --kubeconfig: the Lease duration (15s)')
+  .action(
+    (
+      opts: ControllerCommandOptions &
+        ClusterControllerCommandOptions &
+        Omit<KubeControllerCommandOptions, 'kubeconfig'> & { kubeconfig?: string },
+    ) =>
+      run(() => {
+        if (opts.kubeconfig !== undefined)
+          return kubeControllerCommand({ ...opts, kubeconfig: opts.kubeconfig }, logger());
+        return opts.etcd !== undefined
+          ? clusterControllerCommand(opts, logger())
+          : controllerCommand(withManifests(opts, 'controller'), logger());
+      })(),
   );
 
 program

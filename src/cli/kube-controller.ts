@@ -1,0 +1,113 @@
+/**
+ * `vole controller --kubeconfig FILE`: the attach/detach controller on a real API server
+ * (src/kube/controller.ts), one replica of several behind a Lease. Exits with
+ * exitLostLeadership when the Lease is lost (a supervisor starts it again as a standby).
+ */
+import { mkdirSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { defaultRoot } from '../host/paths.js';
+import { KubeController } from '../kube/controller.js';
+import { KubeHttp } from '../kube/http.js';
+import { parseDurationMs } from '../sim/duration.js';
+import { exitLostLeadership } from './cluster-run.js';
+import { progressPrinter } from './lifecycle.js';
+import { UsageError } from './postmortem.js';
+
+export interface KubeControllerCommandOptions {
+  readonly kubeconfig: string;
+  readonly root?: string;
+  readonly db?: string;
+  readonly identity?: string;
+  /** namespace/name of the Lease (default kube-system/vole-attach-detach). */
+  readonly lease?: string;
+  /** Seconds (default 15, as kube-controller-manager's --leader-elect-lease-duration). */
+  readonly leaseDuration?: string;
+  readonly maxWaitForUnmount?: string;
+}
+
+function durationMs(text: string | undefined, fallback: number, what: string): number {
+  if (text === undefined) return fallback;
+  const ms = parseDurationMs(text);
+  if (ms === undefined || ms <= 0)
+    throw new UsageError(`${what}: "${text}" is not a duration (e.g. 6m, 15s, 500ms)`);
+  return ms;
+}
+
+function leaseOf(text: string | undefined): { namespace: string; name: string } {
+  const [namespace, name, ...rest] = (text ?? 'kube-system/vole-attach-detach').split('/');
+  if (namespace === undefined || name === undefined || rest.length > 0 || !namespace || !name)
+    throw new UsageError(`--lease must be NAMESPACE/NAME, not "${text}"`);
+  return { namespace, name };
+}
+
+export async function kubeControllerCommand(
+  opts: KubeControllerCommandOptions,
+  logger: Logger,
+): Promise<number> {
+  const root = opts.root ?? defaultRoot;
+  mkdirSync(root, { recursive: true });
+  const db = opts.db ?? join(root, 'controller.db');
+  const lease = leaseOf(opts.lease);
+  const leaseDurationMs = durationMs(opts.leaseDuration, 15_000, '--lease-duration');
+  const maxWaitForUnmountMs = durationMs(
+    opts.maxWaitForUnmount,
+    maxWaitForUnmountMsDefault,
+    '--max-wait-for-unmount',
+  );
+  let http: KubeHttp;
+  try {
+    http = KubeHttp.fromFile(opts.kubeconfig);
+  } catch (error) {
+    throw new UsageError(`--kubeconfig ${opts.kubeconfig}: ${(error as Error).message}`);
+  }
+  const say = progressPrinter();
+  const identity = opts.identity ?? `${hostname()}-${process.pid}`;
+  const controller = new KubeController({
+    http,
+    db,
+    identity,
+    leaseNamespace: lease.namespace,
+    leaseName: lease.name,
+    leaseDurationMs,
+    maxWaitForUnmountMs,
+    logger,
+    say,
+    onManager: (cm) => showProgress(cm, say),
+  });
+  say(`vole controller ${identity}: ${http.server}, Lease ${lease.namespace}/${lease.name}`);
+  const stop = new AbortController();
+  process.once('SIGINT', () => stop.abort());
+  process.once('SIGTERM', () => stop.abort());
+  let result: { lost: boolean; message: string };
+  try {
+    result = await controller.run(stop.signal);
+  } catch (error) {
+    if (stop.signal.aborted) return 0; // stopped while a standby
+    throw error;
+  }
+  say(result.message);
+  return result.lost ? exitLostLeadership : 0;
+}
+
+/** Multi-Attach reports, attach and detach outcomes and each node's volumesAttached. */
+function showProgress(
+  cm: Parameters<NonNullable<ConstructorParameters<typeof KubeController>[0]['onManager']>>[0],
+  say: (line: string) => void,
+): void {
+  const shown = new Map<string, string>();
+  cm.subscribe((event, world) => {
+    if (event.type === 'ReportRaised') say(`${event.reason} pod ${event.pod}: ${event.message}`);
+    if (event.type === 'OperationStarted' && event.forced !== undefined)
+      say(`forced detach of ${event.volume} from ${event.node ?? ''}: ${event.forced}`);
+    if (event.type === 'CallFailed') say(`${event.call} failed: ${event.error.message}`);
+    for (const [node, volumes] of world.reported) {
+      const text = [...volumes].sort().join(' ');
+      if (shown.get(node) === text) continue;
+      shown.set(node, text);
+      say(`node ${node}: volumesAttached [${text}]`);
+    }
+  });
+}

@@ -1,0 +1,105 @@
+/**
+ * `status.volumesAttached` on each Node, written by the leading controller as Kubernetes'
+ * node status updater does: a patch of the status subresource, taken from the world when
+ * an event may have changed a node's report, each write fenced on the Lease. A Node whose
+ * object already says what the world holds is not written.
+ */
+import type { ControllerManager } from '../agent/controller-manager.js';
+import { kubeWriteRetryMs } from '../constants.js';
+import { objectKey } from '../events/k8s.js';
+import { OpId } from '../ids.js';
+import { KubeApiError, type KubeHttp } from './http.js';
+
+export interface VolumesAttachedWriterOptions {
+  readonly http: KubeHttp;
+  readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>;
+  readonly fence: () => Promise<void>;
+  readonly say: (line: string) => void;
+}
+
+export class VolumesAttachedWriter {
+  private readonly dirty = new Set<string>();
+  private all = true;
+  private scheduled = false;
+  private running: Promise<void> = Promise.resolve();
+  private stopped = false;
+  private unsubscribe: () => void = () => undefined;
+
+  constructor(private readonly opts: VolumesAttachedWriterOptions) {}
+
+  start(): void {
+    this.unsubscribe = this.opts.cm.subscribe((event, world) => {
+      const fields = event as { node?: unknown; opId?: unknown; object?: { kind?: string } };
+      if (event.type === 'EngineStarted') this.all = true;
+      if (typeof fields.node === 'string') this.dirty.add(fields.node);
+      if (event.type === 'ObjectUpserted' && event.object.kind === 'Node')
+        this.dirty.add(event.object.metadata.name);
+      if (typeof fields.opId === 'string') {
+        const node = world.running.get(OpId(fields.opId))?.node;
+        if (typeof node === 'string') this.dirty.add(node);
+      }
+      if (this.all || this.dirty.size > 0) this.schedule();
+    });
+    this.schedule();
+  }
+
+  private nodes(): string[] {
+    const world = this.opts.cm.world;
+    const names = this.all
+      ? new Set<string>([...world.nodes.keys(), ...world.reported.keys()])
+      : new Set(this.dirty);
+    this.all = false;
+    this.dirty.clear();
+    return [...names];
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.stopped) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      const changes = new Map<string, { name: string; devicePath: string }[]>();
+      for (const node of this.nodes()) {
+        const object = this.opts.cm.world.objects.get(objectKey('Node', node));
+        if (object?.kind !== 'Node') continue; // no Node object: nothing to write to
+        const want = this.opts.cm.volumesAttached(node);
+        const has = (object.status?.volumesAttached ?? []).map((v) => ({
+          name: v.name,
+          devicePath: v.devicePath ?? '',
+        }));
+        const sorted = [...has].sort((a, b) => a.name.localeCompare(b.name));
+        if (JSON.stringify(sorted) !== JSON.stringify(want)) changes.set(node, want);
+      }
+      if (changes.size > 0) this.running = this.running.then(() => this.write(changes));
+    });
+  }
+
+  private async write(changes: Map<string, { name: string; devicePath: string }[]>): Promise<void> {
+    for (const [node, volumesAttached] of changes) {
+      if (this.stopped) return;
+      try {
+        await this.opts.fence();
+        await this.opts.http.patch(
+          `/api/v1/nodes/${encodeURIComponent(node)}/status`,
+          { status: { volumesAttached } },
+          'merge',
+        );
+      } catch (error) {
+        if (this.stopped) return;
+        if (error instanceof KubeApiError && error.statusCode === 404) continue; // Node gone
+        this.opts.say(
+          `volumesAttached of ${node} not written, retrying: ${(error as Error).message}`,
+        );
+        await new Promise((resolve) => setTimeout(resolve, kubeWriteRetryMs));
+        this.dirty.add(node);
+        this.schedule();
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.unsubscribe();
+    await this.running.catch(() => undefined);
+  }
+}
