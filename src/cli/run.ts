@@ -204,7 +204,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   }
   vm.markSourcesReady();
   await cleanUpOrphans(vm, root, say);
-  // --once watches too: advice such as "add it to the manifest directory" must work in it.
+  // --once watches too: advice such as "create it" (the missing ConfigMap) must work in it.
   watcher.start();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({

@@ -1,6 +1,6 @@
 /**
  * `vole run --once` as a user meets it (configMap and emptyDir volumes: directories, no
- * mounts): it watches the manifest directory, so "add it to the manifest directory" works;
+ * mounts): it watches the manifest directory, so advice such as "create it" works;
  * it exits 0 once every pod is mounted, and 3 when what is left can only wait for a change
  * outside vole, printing `vole why` for each such pod. A key typo's message names the
  * field path and the manifest file; `vole status` prints times as offsets, never epoch ms.
@@ -52,7 +52,7 @@ test('vole run --once watches: a ConfigMap added while it runs lets the pod moun
     ...['--once', '--timeout', '60'],
   ]);
   try {
-    await agent.line(/waiting for \[html\].*not found; add it to the manifest directory/);
+    await agent.line(/waiting for \[html\].*not found; create it/);
     writeFileSync(join(at.manifests, 'web-configmap.yaml'), configMapYaml);
     await agent.line(/settled: 1 pod\(s\) mounted/, 30_000);
     // It exits by itself (a SIGTERM now could land after its handlers are gone).
