@@ -3,7 +3,8 @@
 # example pods (examples/manifests), shows them, removes the pods, and leaves the SQLite
 # log (vole-demo.db) for the post-mortem tools: replay, history, explain, verify. The web
 # pod's disk is served by a separate CSI driver process, `vole csi-driver`
-# (examples/csi/storage.yaml), which registers itself the kubelet's way.
+# (examples/csi/storage.yaml), which registers itself the kubelet's way. Then a StorageClass
+# claim (examples/provisioning) is provisioned through that driver, mounted, grown, deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] \
@@ -25,12 +26,15 @@ rm -f "$DB" "$DB-wal" "$DB-shm" "$DB-lock"
 vole() { node dist/src/cli/main.js "$@"; }
 EMPTY=$(mktemp -d)
 MANIFESTS=$(mktemp -d)
+PROVISION=$(mktemp -d)
+AGENT_PID=
 cp examples/manifests/*.yaml "$MANIFESTS/"
 cp examples/csi/storage.yaml "$MANIFESTS/storage.yaml"
 DRIVER_PID=
 cleanup() {
+  if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
   if [ -n "$DRIVER_PID" ]; then kill "$DRIVER_PID" 2>/dev/null || true; wait "$DRIVER_PID" 2>/dev/null || true; fi
-  rm -rf "$EMPTY" "$MANIFESTS"
+  rm -rf "$EMPTY" "$MANIFESTS" "$PROVISION" "$PROVISION.agent.log"
 }
 trap cleanup EXIT
 
@@ -55,7 +59,38 @@ vole run --manifests "$EMPTY" --root "$ROOT" --db "$DB" --once --timeout 120
 findmnt --list -o TARGET | grep -q "^$ROOT" && findmnt --list | grep "$ROOT" || echo "(no mounts left under $ROOT; loop devices: $(losetup --list --noheadings | grep -c "$ROOT" || true))"
 echo "(the disk image keeps the data: $ROOT/csi/state/images/web-data.img)"
 
-echo; echo "== 4. the log, for post-mortems"
+echo; echo "== 4. a StorageClass claim (examples/provisioning): created on first use, mounted, grown, deleted"
+cp examples/provisioning/*.yaml "$PROVISION/"
+vole run --manifests "$PROVISION" --root "$ROOT" --db "$DB" > "$PROVISION.agent.log" 2>&1 &
+AGENT_PID=$!
+# waits up to 120 s for a shell condition, saying what it waits for
+wait_for() {
+  local what=$1; shift
+  for _ in $(seq 1200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "gave up waiting for $what; the agent said:" >&2; cat "$PROVISION.agent.log" >&2; exit 1
+}
+scratch_mount() { findmnt --list -n -o TARGET | grep -m1 "^$ROOT/pods/.*/kubernetes.io~csi/scratch/mount$"; }
+size_bytes() { stat -f -c '%b %S' "$1" | awk '{ print $1 * $2 }'; }
+wait_for "the provisioned volume to be mounted" scratch_mount
+MOUNT=$(scratch_mount)
+vole get pvs --db "$DB"
+echo "mounted at $MOUNT: $(size_bytes "$MOUNT") bytes"
+echo "== 4b. the claim asks for 400Mi: ControllerExpandVolume, then NodeExpandVolume while mounted"
+BEFORE=$(size_bytes "$MOUNT")
+sed -i 's/storage: 300Mi/storage: 400Mi/' "$PROVISION/claim.yaml"
+grown() { [ "$(size_bytes "$MOUNT")" -gt "$BEFORE" ]; }
+wait_for "the mounted filesystem to grow" grown
+echo "grown: $BEFORE -> $(size_bytes "$MOUNT") bytes"
+echo "== 4c. pod and claim removed: unmounted, detached, DeleteVolume (reclaim policy Delete)"
+rm "$PROVISION/pod.yaml" "$PROVISION/claim.yaml"
+no_pvs() { vole get pvs --db "$DB" | grep -qx 'no pvs'; }
+wait_for "the provisioned volume to be deleted" no_pvs
+kill -TERM "$AGENT_PID"; wait "$AGENT_PID" || true; AGENT_PID=
+vole get pvs --db "$DB"
+vole history --db "$DB" | grep 'PersistentVolume pvc-'
+ls "$ROOT/csi/state/images/" | grep -c '^pvc-' | sed 's/^/disk images of provisioned volumes left: /' || true
+
+echo; echo "== 5. the log, for post-mortems"
 vole history --db "$DB" --volume 'kubernetes.io/csi/disk.csi.vole.dev^web-data'
 vole verify --db "$DB"
 echo
