@@ -51,7 +51,7 @@ export const planOperationsMax = 1024;
 export const snapshotEveryEvents = 10_000;
 
 /** The log file's schema version (PRAGMA user_version); see src/log/schema.ts. */
-export const logSchemaVersion = 2;
+export const logSchemaVersion = 3;
 /** Marks an SQLite file as a vole log (PRAGMA application_id; 'VOLE' in ASCII). */
 export const logApplicationId = 0x564f4c45;
 

@@ -32,7 +32,13 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
   opts: { durability?: 'full' | 'normal'; blocked?: GroupCommitterOptions } = {},
 ): SqliteLog<W> {
   const { blocked, ...openOpts } = opts;
-  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...openOpts });
+  const store = openLog<VoleEvent>(path, {
+    codec: eventCodec,
+    mode: 'create',
+    ...openOpts,
+    // The committer's onHalted reports a damaged file; the store prints it otherwise.
+    ...(blocked?.onHalted === undefined ? {} : { onDamaged: () => {} }),
+  });
   const written = coreOfLog(store.read({ limit: 16 })).mode;
   if (store.head().seq > 0 && written !== core.mode) {
     store.close();
@@ -53,7 +59,13 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
     },
     onWritable: (listener) => committer.onWritable(listener),
   };
-  const latest = store.latestSnapshot();
+  let latest: ReturnType<typeof store.latestSnapshot>;
+  try {
+    latest = store.latestSnapshot(); // checked against its checksum
+  } catch (error) {
+    committer.close();
+    throw error;
+  }
   let restoredFromSeq = 0;
   return {
     store,
@@ -71,7 +83,14 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
         latest === undefined ? undefined : core.snapshot.decode(latest.data, latest.format);
       const world = fromSnapshot ?? core.initialWorld();
       restoredFromSeq = fromSnapshot?.seq ?? 0;
-      store.forEach({ fromSeq: world.seq + 1 }, (event) => core.fold(world, event));
+      try {
+        // The tail is checked against its checksums as it is read (src/log/checksum.ts).
+        store.forEach({ fromSeq: world.seq + 1 }, (event) => core.fold(world, event));
+      } catch (error) {
+        // Refuse to start: nothing was pushed, so closing writes nothing.
+        committer.close();
+        throw error;
+      }
       return world;
     },
     saveSnapshot: (world: W) => {

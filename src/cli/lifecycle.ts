@@ -64,8 +64,7 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       resolve(code);
     };
     const onSigint = () => void stop(130, 'SIGINT: finishing running operations, then stopping');
-    const onSigterm = () =>
-      void stop(143, 'SIGTERM: finishing running operations, then stopping');
+    const onSigterm = () => void stop(143, 'SIGTERM: finishing running operations, then stopping');
     process.once('SIGINT', onSigint);
     process.once('SIGTERM', onSigterm);
     const timeoutMs =
@@ -162,6 +161,12 @@ export function logBlockedReporter(say: (line: string) => void): GroupCommitterO
           `retrying the append (attempt ${b.attempts}, next in ${b.retryInMs} ms). Free some ` +
           `space there; vole resumes by itself.`,
       );
+    },
+    onHalted: (error) => {
+      // For good: the background check found the file damaged (LogDamagedError says what
+      // to do). The agent starts no operation; mounted volumes stay as they are.
+      blockedNow = true;
+      say(`${error.message} Starting no operations until then.`);
     },
     onResumed: (r) => {
       blockedNow = false;

@@ -55,7 +55,10 @@ export function encodeEvent<E extends EventEnvelope>(
 }
 
 /** The event of a stored row. Throws on bad JSON or a codec rejection. */
-export function decodeRow<E extends EventEnvelope>(codec: EventCodec<E>, row: EventRow): E {
+export function decodeRow<E extends EventEnvelope>(
+  codec: EventCodec<E>,
+  row: readonly [seq: number, tsMs: number, type: string, data: string, ...rest: unknown[]],
+): E {
   const [seq, tsMs, type, json] = row;
   const data: unknown = JSON.parse(json);
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {

@@ -90,3 +90,26 @@ export class LogReadonlyError extends Error {
     this.path = opts.path;
   }
 }
+
+/**
+ * The log was found damaged after it opened (the background quick_check, integrity.ts):
+ * its writer is stopped, and every later write throws this. Nothing more is appended.
+ */
+export class LogDamagedError extends Error {
+  override name = 'LogDamagedError';
+  readonly code = 'corrupt';
+  readonly path: string;
+  readonly problems: readonly string[];
+
+  constructor(opts: { path: string; problems: readonly string[] }) {
+    super(
+      `${opts.path} is damaged (SQLite's quick_check, run in the background after the ` +
+        `start: ${opts.problems.join('; ')}); its writer is stopped and nothing more is ` +
+        `written to it. Stop vole, save what is still readable with \`vole export ` +
+        `--salvage --db ${opts.path} --out OUT\`, then \`vole import OUT --db NEW\`, or ` +
+        `restore it from a backup.`,
+    );
+    this.path = opts.path;
+    this.problems = opts.problems;
+  }
+}

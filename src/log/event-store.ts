@@ -6,14 +6,22 @@
 import type { Database as Db } from 'better-sqlite3';
 import { assert } from '../assert.js';
 import { Seq } from '../ids.js';
+import { eventChecksum, snapshotChecksum } from './checksum.js';
 import { decodeRow, encodeEvent, type EventCodec, type EventEnvelope } from './codec.js';
-import { ExpectedSeqConflictError, LogReadError, LogReadonlyError } from './errors.js';
+import {
+  ExpectedSeqConflictError,
+  LogDamagedError,
+  LogReadError,
+  LogReadonlyError,
+} from './errors.js';
+import { type BackgroundCheck, type IntegrityResult, quickCheckInBackground } from './integrity.js';
 import { toReadError } from './sqlite-errors.js';
 import {
   type EventRow,
   prepareReads,
   prepareWrites,
   type ReadStatements,
+  type StoredRow,
   type WriteStatements,
 } from './statements.js';
 
@@ -56,6 +64,18 @@ export class EventStore<E extends EventEnvelope> {
   private readonly reads: ReadStatements;
   private readonly writes: WriteStatements | undefined;
   private transactionCount = 0;
+  /** The first seq written with a checksum (schema.ts checksumsFromSeq). */
+  private readonly checksumsFromSeq: number;
+  private readonly timeoutMs: number;
+  private readonly onDamaged: (error: LogDamagedError) => void;
+  private halted: LogDamagedError | undefined;
+  private readonly haltListeners: ((error: LogDamagedError) => void)[] = [];
+  private check: {
+    scheduled?: NodeJS.Immediate;
+    running?: BackgroundCheck;
+    done?: Promise<IntegrityResult>;
+  } = {};
+  private integrityState: IntegrityResult | { kind: 'pending' | 'notRun' } = { kind: 'notRun' };
 
   private readonly onClose: (() => void) | undefined;
 
@@ -65,6 +85,11 @@ export class EventStore<E extends EventEnvelope> {
     path: string;
     codec: EventCodec<E>;
     appendBatchEventsMax: number;
+    checksumsFromSeq: number;
+    /** Lock wait of the background check's connection. */
+    timeoutMs: number;
+    /** The background check found damage (after the writer was stopped). */
+    onDamaged: (error: LogDamagedError) => void;
     /** Called once when the store closes (a writer releases its lock). */
     onClose?: () => void;
   }) {
@@ -76,7 +101,10 @@ export class EventStore<E extends EventEnvelope> {
     this.codec = opts.codec;
     this.appendBatchEventsMax = opts.appendBatchEventsMax;
     this.onClose = opts.onClose;
-    this.reads = prepareReads(opts.db);
+    this.checksumsFromSeq = opts.checksumsFromSeq;
+    this.timeoutMs = opts.timeoutMs;
+    this.onDamaged = opts.onDamaged;
+    this.reads = prepareReads(opts.db, Number.isFinite(opts.checksumsFromSeq));
     this.writes = this.readonly
       ? undefined
       : prepareWrites(opts.db, {
@@ -283,7 +311,8 @@ export class EventStore<E extends EventEnvelope> {
     assert(Number.isSafeInteger(format), `saveSnapshot: format ${format} is not an integer`);
     const headSeq = this.head().seq;
     assert(seq <= headSeq, `saveSnapshot: seq ${seq} is past the head ${headSeq}`);
-    writes.insertSnapshot.run(seq, tsMs, format, Buffer.from(snapshot.data));
+    const data = Buffer.from(snapshot.data);
+    writes.insertSnapshot.run(seq, tsMs, format, data, snapshotChecksum(data));
   }
 
   /** The snapshot with the highest seq at or before `atOrBeforeSeq` (default: any). */
@@ -292,6 +321,9 @@ export class EventStore<E extends EventEnvelope> {
     const row = this.readSafely(atOrBeforeSeq, () => this.reads.snapshot.get(atOrBeforeSeq));
     if (row === undefined) return undefined;
     const data = Buffer.isBuffer(row.data) ? row.data : Buffer.from(String(row.data));
+    if (row.crc !== null && row.crc !== snapshotChecksum(data)) {
+      throw this.damagedRow(row.seq, `the snapshot at seq ${row.seq} (${data.length} bytes)`);
+    }
     return { seq: Seq(row.seq), tsMs: row.tsMs, format: row.format, data };
   }
 
@@ -305,20 +337,95 @@ export class EventStore<E extends EventEnvelope> {
   /** Closes the connection; a second call is a no-op. Flush any group committer first. */
   close(): void {
     if (!this.db.open) return;
+    this.cancelCheck();
     this.db.close();
     this.onClose?.();
   }
 
   private writer(operation: string): WriteStatements {
     if (this.writes === undefined) throw new LogReadonlyError({ path: this.path, operation });
+    if (this.halted !== undefined) throw this.halted;
     return this.writes;
   }
 
-  private decode(row: EventRow): E {
+  /** Why the writer was stopped (the background check found damage), if it was. */
+  get haltedBy(): LogDamagedError | undefined {
+    return this.halted;
+  }
+
+  /** Calls `listener` when the writer is stopped (once; group commit stops with it). */
+  onHalt(listener: (error: LogDamagedError) => void): void {
+    this.haltListeners.push(listener);
+  }
+
+  /** What the background check found so far (notRun: none was asked for). */
+  get integrity(): IntegrityResult | { kind: 'pending' | 'notRun' } {
+    return this.integrityState;
+  }
+
+  /**
+   * Schedules PRAGMA quick_check of the whole file on a worker (integrity.ts) for the next
+   * turn of the event loop, so a synchronous start (open, load, first plan) is not delayed.
+   * Damage stops the writer: every later write throws LogDamagedError, and `onDamaged` is
+   * told. Returns the result; a second call returns the first call's. Never settles if the
+   * store is closed before the check ends.
+   */
+  checkInBackground(): Promise<IntegrityResult> {
+    this.check.done ??= new Promise((resolve) => {
+      this.integrityState = { kind: 'pending' };
+      const scheduled = setImmediate(() => {
+        this.check.scheduled = undefined;
+        const running = quickCheckInBackground(this.path, this.timeoutMs);
+        this.check.running = running;
+        void running.done.then((result) => {
+          this.check.running = undefined;
+          this.integrityState = result;
+          if (result.kind === 'damaged') this.halt(result.problems);
+          resolve(result);
+        });
+      });
+      this.check.scheduled = scheduled;
+    });
+    return this.check.done;
+  }
+
+  private cancelCheck(): void {
+    if (this.check.scheduled !== undefined) clearImmediate(this.check.scheduled);
+    this.check.running?.cancel();
+    this.check = {};
+  }
+
+  private halt(problems: readonly string[]): void {
+    if (this.halted !== undefined) return;
+    this.halted = new LogDamagedError({ path: this.path, problems });
+    for (const listener of this.haltListeners) listener(this.halted);
+    this.onDamaged(this.halted);
+  }
+
+  /** A row or snapshot whose checksum says it changed after it was written. */
+  private damagedRow(seq: number, what: string): LogReadError {
+    return new LogReadError({
+      code: 'corrupt',
+      path: this.path,
+      seq,
+      message:
+        `${this.path}: ${what} does not match the checksum written with it: the file is ` +
+        `damaged or was changed outside vole. Nothing was written to it. Save what is still ` +
+        `readable with \`vole export --salvage --db ${this.path} --out OUT\`, then ` +
+        `\`vole import OUT --db NEW\`, or restore it from a backup.`,
+    });
+  }
+
+  private decode(row: StoredRow): E {
+    const [seq, tsMs, type, data, crc] = row;
+    if (
+      crc === null ? seq >= this.checksumsFromSeq : crc !== eventChecksum(seq, tsMs, type, data)
+    ) {
+      throw this.damagedRow(seq, `event seq ${seq} (${type.slice(0, 60)})`);
+    }
     try {
       return decodeRow(this.codec, row);
     } catch (error) {
-      const [seq, , type] = row;
       throw new LogReadError({
         code: 'invalidEvent',
         path: this.path,

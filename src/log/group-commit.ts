@@ -15,6 +15,7 @@ import { SqliteError } from 'better-sqlite3';
 import { assert } from '../assert.js';
 import { Seq } from '../ids.js';
 import type { EventEnvelope } from './codec.js';
+import type { LogDamagedError } from './errors.js';
 import type { EventStore } from './event-store.js';
 import { SeqWaiters } from './seq-waiters.js';
 
@@ -41,6 +42,11 @@ export interface GroupCommitterOptions {
   readonly onResumed?: (info: { path: string; blockedMs: number; written: number }) => void;
   /** Retry backoff: first delay, doubled up to the max (default 100 ms to 5 s). */
   readonly retryMs?: { first: number; max: number };
+  /**
+   * The store's writer was stopped (the background check found the file damaged): nothing
+   * more is written, `writable` stays false and whenDurable() never resolves.
+   */
+  readonly onHalted?: (error: LogDamagedError) => void;
 }
 
 interface Blocked {
@@ -57,6 +63,7 @@ export class GroupCommitter<E extends EventEnvelope> {
   private scheduled: NodeJS.Immediate | undefined;
   private closed = false;
   private blocked: Blocked | undefined;
+  private halted: LogDamagedError | undefined;
   private readonly waiters = new SeqWaiters();
   private readonly writableListeners: (() => void)[] = [];
 
@@ -68,6 +75,22 @@ export class GroupCommitter<E extends EventEnvelope> {
     assert(!store.readonly, `${store.path}: group commit needs a writable store`);
     this.store = store;
     this.durable = store.head().seq;
+    store.onHalt((error) => this.halt(error));
+    if (store.haltedBy !== undefined) this.halt(store.haltedBy);
+  }
+
+  /** Why the log's writer was stopped for good, if it was (see onHalted). */
+  get haltedBy(): LogDamagedError | undefined {
+    return this.halted;
+  }
+
+  private halt(error: LogDamagedError): void {
+    if (this.halted !== undefined) return;
+    this.halted = error;
+    if (this.scheduled !== undefined) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
+    if (this.blocked !== undefined) clearTimeout(this.blocked.timer);
+    this.opts.onHalted?.(error);
   }
 
   /** The last seq known to be committed. */
@@ -80,9 +103,9 @@ export class GroupCommitter<E extends EventEnvelope> {
     return this.buffer.length;
   }
 
-  /** False while the log is blocked (a write failed and is being retried). */
+  /** False while the log is blocked (a write failed and is being retried) or halted. */
   get writable(): boolean {
-    return this.blocked === undefined;
+    return this.blocked === undefined && this.halted === undefined;
   }
 
   /** Calls `listener` each time a blocked log is written again. */
@@ -118,7 +141,7 @@ export class GroupCommitter<E extends EventEnvelope> {
   flush(): void {
     if (this.scheduled !== undefined) clearImmediate(this.scheduled);
     this.scheduled = undefined;
-    if (this.buffer.length === 0 || this.blocked !== undefined) return;
+    if (this.buffer.length === 0 || !this.writable) return;
     try {
       this.writeBuffer();
     } catch (error) {
@@ -175,7 +198,7 @@ export class GroupCommitter<E extends EventEnvelope> {
 
   private retry(): void {
     const blocked = this.blocked;
-    if (blocked === undefined || this.closed) return;
+    if (blocked === undefined || this.closed || this.halted !== undefined) return;
     const before = this.durable;
     try {
       this.writeBuffer();

@@ -1,15 +1,16 @@
 /**
  * Salvage: every event of a damaged log that can still be read, from seq 1 in seq order,
- * up to the first one that cannot (SQLite reports the page damaged, the row does not
- * decode, or a seq is missing). A log has no gaps, so what follows the first gap could not
- * be imported anyway. The file is opened read-only, without the integrity check that
+ * up to the first one that cannot (SQLite reports the page damaged, the row does not match
+ * its checksum or does not decode, or a seq is missing). A log has no gaps, so what
+ * follows the first gap could not be imported anyway. The file is opened read-only, without the integrity check that
  * refuses it elsewhere, and never written.
  */
 import { existsSync } from 'node:fs';
 import Database, { type Database as Db, SqliteError } from 'better-sqlite3';
 import { decodeRow, type EventCodec, type EventEnvelope } from './codec.js';
 import { LogOpenError } from './errors.js';
-import type { EventRow } from './statements.js';
+import { eventChecksum } from './checksum.js';
+import type { StoredRow } from './statements.js';
 
 /** How far a salvage got; filled in while its events are read. */
 export interface SalvageReport {
@@ -33,8 +34,9 @@ export function* salvageEvents<E extends EventEnvelope>(
   const db = openDamaged(path);
   try {
     report.headSeq = headOf(db);
+    const crc = hasChecksums(db) ? 'crc' : 'NULL AS crc';
     const rows = db
-      .prepare<[], EventRow>('SELECT seq, ts_ms, type, data FROM events ORDER BY seq')
+      .prepare<[], StoredRow>(`SELECT seq, ts_ms, type, data, ${crc} FROM events ORDER BY seq`)
       .raw();
     let expected = 1;
     try {
@@ -63,9 +65,14 @@ export function* salvageEvents<E extends EventEnvelope>(
 
 function decodeOrStop<E extends EventEnvelope>(
   codec: EventCodec<E>,
-  row: EventRow,
+  row: StoredRow,
   report: SalvageReport,
 ): E | undefined {
+  const [seq, tsMs, type, data, crc] = row;
+  if (crc !== null && crc !== eventChecksum(seq, tsMs, type, data)) {
+    report.stop = { seq, reason: 'it does not match the checksum written with it' };
+    return undefined;
+  }
   try {
     return decodeRow(codec, row);
   } catch (error) {
@@ -96,6 +103,12 @@ function openDamaged(path: string): Db {
         `(${error.message}). Restore the log from a backup.`,
     });
   }
+}
+
+/** Whether the events table has schema 3's crc column (an older log has none). */
+function hasChecksums(db: Db): boolean {
+  const columns = db.prepare('SELECT name FROM pragma_table_info(?)').pluck().all('events');
+  return columns.includes('crc');
 }
 
 function headOf(db: Db): number | undefined {

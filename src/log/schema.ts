@@ -18,6 +18,12 @@ import { LogOpenError } from './errors.js';
  *
  * Version 2: a `meta` table of facts about the log itself (the schema version that created
  * it; which versions migrated it), so a post-mortem on a copied file can tell its history.
+ *
+ * Version 3: a `crc` column on events and snapshots (checksum.ts), so a restart checks what
+ * it reads instead of the whole file first. Adding a column rewrites nothing: the rows an
+ * older vole wrote keep a NULL crc and read as unchecked (the background quick_check covers
+ * them). meta `checksumsFromSeq` is the first seq written with one; a NULL crc from there
+ * on is damage.
  */
 export const migrations: readonly ((db: Db) => void)[] = [
   () => {},
@@ -43,6 +49,12 @@ export const migrations: readonly ((db: Db) => void)[] = [
     const put = db.prepare('INSERT INTO meta (key, value) VALUES (?, ?)');
     put.run('createdBySchema', hadEvents ? '1' : '2');
     if (hadEvents) put.run('migratedToSchema2', 'yes');
+  },
+  (db) => {
+    db.exec('ALTER TABLE events ADD COLUMN crc INTEGER');
+    db.exec('ALTER TABLE snapshots ADD COLUMN crc INTEGER');
+    const head = db.prepare('SELECT COALESCE(MAX(seq), 0) FROM events').pluck().get() as number;
+    db.prepare("INSERT INTO meta (key, value) VALUES ('checksumsFromSeq', ?)").run(`${head + 1}`);
   },
 ];
 assert(migrations.length === logSchemaVersion + 1, 'one migration per log schema version');
@@ -95,6 +107,20 @@ export function classify(facts: IdentityFacts, path: string): Identity {
     });
   }
   return { kind: 'vole', version };
+}
+
+/**
+ * The first seq whose row carries a checksum: 1 for a log created at schema 3 or later, the
+ * head + 1 of the migration for an older one, and never (infinity) before schema 3.
+ */
+export function checksumsFromSeq(db: Db, version: number): number {
+  if (version < 3) return Number.POSITIVE_INFINITY;
+  const value = db
+    .prepare("SELECT value FROM meta WHERE key = 'checksumsFromSeq'")
+    .pluck()
+    .get() as string | undefined;
+  assert(value !== undefined, 'a schema 3 log records checksumsFromSeq in meta');
+  return Number(value);
 }
 
 /** classify() on what SQLite reports. Only reads: safe on a read-only connection. */

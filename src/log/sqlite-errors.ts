@@ -75,11 +75,13 @@ export function toReadError(error: unknown, path: string, seq: number): LogReadE
   const kind = kindOf(error.code);
   const code: LogReadErrorCode =
     kind === 'corrupt' || kind === 'notSqlite' ? 'corrupt' : kind === 'locked' ? 'locked' : 'io';
-  const what =
+  // A damaged file found while reading (a restart's tail, a replay) is refused as at open:
+  // the read wrote nothing, and the salvage is the way out.
+  const message =
     code === 'corrupt'
-      ? `the file is damaged (${error.message}): it may be truncated or partly overwritten. ` +
-        `${restore}.`
-      : `${error.message}; retry, and check the disk if it persists.`;
-  const message = `${path}: cannot read at seq ${seq}: ${what}`;
+      ? `${path} is damaged (${error.message}, reading at seq ${seq}); it was not written ` +
+        `to. It may be truncated or partly overwritten. ${restore.replace('FILE', path)}.`
+      : `${path}: cannot read at seq ${seq}: ${error.message}; retry, and check the disk if ` +
+        `it persists.`;
   return new LogReadError({ code, path, seq, message, cause: error });
 }

@@ -9,10 +9,11 @@ import Database, { type Database as Db } from 'better-sqlite3';
 import { assert } from '../assert.js';
 import { appendBatchEventsMax } from '../constants.js';
 import type { EventCodec, EventEnvelope } from './codec.js';
-import { LogOpenError } from './errors.js';
+import { type LogDamagedError, LogOpenError } from './errors.js';
 import { EventStore } from './event-store.js';
 import { readHeader } from './header.js';
-import { classify, type Identity, migrate, readIdentity } from './schema.js';
+import { checksumsFromSeq, classify, type Identity, migrate, readIdentity } from './schema.js';
+import { logSchemaVersion } from '../constants.js';
 import { toOpenError } from './sqlite-errors.js';
 import { WriterLock } from './writer-lock.js';
 
@@ -52,11 +53,18 @@ export interface OpenLogOptions<E extends EventEnvelope> {
   readonly appendBatchEventsMax?: number;
   /**
    * quick: run PRAGMA quick_check before anything else reads or writes (every page of the
-   * file; about 0.1 s per million events), and refuse a damaged file, untouched. Default:
-   * quick for writers, none for readers (the CLI's readers ask for it; a library reader
-   * following a live log does not pay it). none: salvage, or a caller that checked already.
+   * file; 0.1–0.3 s per million events), and refuse a damaged file, untouched.
+   * background (writers only; their default): the same check on a worker thread right
+   * after the start (integrity.ts), so the open does not grow with the log; damage found
+   * stops the writer (LogDamagedError on every later write, `onDamaged` told). What a
+   * restart reads before then, the snapshot and the events after it, is checked against
+   * the checksums written with it (schema 3), and a mismatch is LogReadError 'corrupt'.
+   * Readers default to none (the CLI's readers ask for quick; a library reader following
+   * a live log does not pay it). none: salvage, or a caller that checked already.
    */
-  readonly integrityCheck?: 'quick' | 'none';
+  readonly integrityCheck?: 'quick' | 'background' | 'none';
+  /** The background check found damage; default: the error's message on stderr. */
+  readonly onDamaged?: (error: LogDamagedError) => void;
 }
 
 /**
@@ -81,21 +89,27 @@ export function openLog<E extends EventEnvelope>(
   assert(path !== '' && path !== ':memory:', 'openLog: the log is a file; give its path');
   const exists = checkPath(path, opts.mode);
   if (exists) checkHeader(path);
-  const store = (db: Db, onClose?: () => void) =>
+  const store = (db: Db, version: number, onClose?: () => void) =>
     new EventStore<E>({
       db,
       path,
       codec: opts.codec,
       appendBatchEventsMax: opts.appendBatchEventsMax ?? appendBatchEventsMax,
+      checksumsFromSeq: checksumsFromSeq(db, version),
+      timeoutMs,
+      onDamaged: opts.onDamaged ?? ((error) => console.error(`vole: ${error.message}`)),
       ...(onClose === undefined ? {} : { onClose }),
     });
   if (opts.mode === 'readonly') {
+    assert(opts.integrityCheck !== 'background', 'openLog: a background check is for writers');
     return guarded(path, connect(path, { readonly: true, timeoutMs }), (db) => {
-      if (probe(db, path).kind === 'empty') throw emptyReadonly(path);
+      const identity = probe(db, path);
+      if (identity.kind === 'empty') throw emptyReadonly(path);
       if (opts.integrityCheck === 'quick') quickCheck(db, path);
-      return store(db);
+      return store(db, identity.version);
     });
   }
+  const check = opts.integrityCheck ?? 'background';
   // Identity first, read-only: a foreign or newer file must not even get a WAL header (nor
   // a lock file beside it). Then the writer lock, then the check: nothing is written to a
   // damaged file, and no other vole writes while it is checked.
@@ -105,7 +119,7 @@ export function openLog<E extends EventEnvelope>(
       ? guarded(path, connect(path, { readonly: true, timeoutMs }), (db) => {
           const found = probe(db, path);
           lock = WriterLock.acquire(path);
-          if (found.kind === 'vole' && opts.integrityCheck !== 'none') quickCheck(db, path);
+          if (found.kind === 'vole' && check === 'quick') quickCheck(db, path);
           db.close();
           return found;
         })
@@ -118,7 +132,9 @@ export function openLog<E extends EventEnvelope>(
       // once, so a lock another program holds is reported now (after timeoutMs), not at the
       // first append.
       migrate(db, path);
-      return store(db, () => held.release());
+      const opened = store(db, logSchemaVersion, () => held.release());
+      if (check === 'background' && identity.kind === 'vole') void opened.checkInBackground();
+      return opened;
     });
   } catch (error) {
     lock?.release();

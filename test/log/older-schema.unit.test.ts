@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { MemorySink } from '../../src/engine/sink.js';
-import { logApplicationId } from '../../src/constants.js';
+import { logApplicationId, logSchemaVersion } from '../../src/constants.js';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
 import { replayTo, verify } from '../../src/postmortem/index.js';
@@ -36,7 +36,7 @@ function writeVersion1(path: string, events: readonly VoleEvent[]): void {
   db.close();
 }
 
-test('log: a schema 1 log reads as written, and a writer migrates it to 2 without touching events', async () => {
+test('log: a schema 1 log reads as written, and a writer migrates it to the current schema without touching events', async () => {
   const sink = new MemorySink();
   const scenario = parseScenario(
     readFileSync(join(import.meta.dirname, '../scenarios/kubelet-attach-mount.yaml'), 'utf8'),
@@ -57,11 +57,17 @@ test('log: a schema 1 log reads as written, and a writer migrates it to 2 withou
   assert.deepEqual([...writer.read()], sink.events, 'migrated: the events are the same');
   writer.close();
   const migrated = new Database(path, { readonly: true });
-  assert.equal(migrated.pragma('user_version', { simple: true }), 2);
+  assert.equal(migrated.pragma('user_version', { simple: true }), logSchemaVersion);
   assert.deepEqual(migrated.prepare('SELECT key, value FROM meta ORDER BY key').all(), [
+    { key: 'checksumsFromSeq', value: `${sink.events.length + 1}` },
     { key: 'createdBySchema', value: '1' },
     { key: 'migratedToSchema2', value: 'yes' },
   ]);
+  assert.equal(
+    migrated.prepare('SELECT COUNT(*) FROM events WHERE crc IS NOT NULL').pluck().get(),
+    0,
+    'the old rows are not rewritten: they stay unchecked',
+  );
   migrated.close();
   const world = replayTo(openLog<VoleEvent>(path, { codec: eventCodec, mode: 'readonly' }).read());
   assert.equal(world.seq, sink.events.length);

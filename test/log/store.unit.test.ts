@@ -26,6 +26,7 @@ import fc from 'fast-check';
 import { z } from 'zod';
 import { InvariantError } from '../../src/assert.js';
 import { appendBatchEventsMax, logApplicationId, logSchemaVersion } from '../../src/constants.js';
+import { eventChecksum } from '../../src/log/checksum.js';
 import { GroupCommitter } from '../../src/log/group-commit.js';
 import {
   ExpectedSeqConflictError,
@@ -216,11 +217,17 @@ test('log: the codec rejects an invalid event on append and the log is unchanged
   store.close();
 });
 
+/** Inserts a row behind the store's back, with the checksum the store would write. */
+function insertRaw(raw: Database.Database, row: [number, number, string, string]): void {
+  raw.prepare('INSERT INTO events VALUES (?, ?, ?, ?, ?)').run(...row, eventChecksum(...row));
+}
+
 test('log: a row the codec rejects on read throws LogReadError naming its seq', () => {
   const path = logWith(pods(2));
   const raw = new Database(path);
-  raw.prepare('INSERT INTO events VALUES (3, 2, ?, ?)').run('PodAdded', '{"uid":""}');
-  raw.prepare('INSERT INTO events VALUES (4, 3, ?, ?)').run('PodAdded', 'not json');
+  // Rows with their checksums, as a vole with another codec would write them.
+  insertRaw(raw, [3, 2, 'PodAdded', '{"uid":""}']);
+  insertRaw(raw, [4, 3, 'PodAdded', 'not json']);
   raw.close();
   const store = open(path, { mode: 'readonly' });
   const seen: number[] = [];
@@ -323,7 +330,7 @@ test('log: forEach visits what read() yields; read failures and visitor errors s
   store.close();
   // A row the codec rejects is a LogReadError naming its seq, as with read().
   const raw = new Database(path);
-  raw.prepare('INSERT INTO events VALUES (52, 2, ?, ?)').run('PodAdded', '{"uid":""}');
+  insertRaw(raw, [52, 2, 'PodAdded', '{"uid":""}']);
   raw.close();
   const again = open(path, { mode: 'readonly' });
   let seen = 0;
