@@ -2,8 +2,8 @@
  * Salvage: every event of a damaged log that can still be read, from seq 1 in seq order,
  * up to the first one that cannot (SQLite reports the page damaged, the row does not match
  * its checksum or does not decode, or a seq is missing). A log has no gaps, so what
- * follows the first gap could not be imported anyway. The file is opened read-only, without the integrity check that
- * refuses it elsewhere, and never written.
+ * follows the first gap could not be imported anyway. The file is opened read-only,
+ * without the integrity check that refuses it elsewhere, and never written.
  */
 import { existsSync } from 'node:fs';
 import Database, { type Database as Db, SqliteError } from 'better-sqlite3';
