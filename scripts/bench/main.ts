@@ -32,7 +32,16 @@ const quickLogEvents = 100_000;
 const logPopulation = 1_000;
 const logWave = 250;
 
-const sections = ['append', 'replay', 'planner', 'e2e', 'restart', 'controller', 'csi', 'cluster'] as const;
+const sections = [
+  'append',
+  'replay',
+  'planner',
+  'e2e',
+  'restart',
+  'controller',
+  'csi',
+  'cluster',
+] as const;
 type SectionName = (typeof sections)[number];
 
 interface Args {
@@ -118,6 +127,9 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
       const { runRestart } = await import('./restart.js');
       return runRestart({
         events: logEvents,
+        // The large log for "does not grow with the log" (restart-big-log.ts); 10× unless
+        // BENCH_RESTART_REPEAT says otherwise (0: none).
+        repeat: Number(process.env.BENCH_RESTART_REPEAT ?? (args.quick ? 2 : 10)),
         population: logPopulation,
         wave: logWave,
         runs,
