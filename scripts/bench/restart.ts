@@ -224,16 +224,21 @@ export async function runRestart(opts: RestartOptions): Promise<SectionResult> {
       ['head', 'bigHead', 'snapshot at the head'],
       ['behind', 'bigBehind', 'snapshot behind'],
     ] as const) {
-      const ratio =
-        median(results.get(large)!.map((p) => p.total)) /
-        median(results.get(small)!.map((p) => p.total));
-      progress(`  restart ${bigName} / ${events}, ${label}: ${ratio.toFixed(2)}× (target ≤ 1.2×)`);
+      const totals = (key: string) => results.get(key)!.map((p) => p.total);
+      const ratio = median(totals(large)) / median(totals(small));
+      // The fastest runs, for a loaded machine: what the restart costs when nothing else runs.
+      const best = Math.min(...totals(large)) / Math.min(...totals(small));
+      progress(
+        `  restart ${bigName} / ${events}, ${label}: ${ratio.toFixed(2)}× (medians), ` +
+          `${best.toFixed(2)}× (fastest runs); target ≤ 1.2×`,
+      );
       figures.push({
         section: 'restart',
         name: `restart ${bigName} ÷ ${events}, ${label} (medians)`,
         value: ratio,
         unit: '×',
         target: '≤ 1.2×',
+        note: `fastest runs: ${best.toFixed(2)}×`,
         met: ratio <= 1.2,
       });
     }
