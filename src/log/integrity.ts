@@ -45,13 +45,13 @@ const driver = createRequire(import.meta.url).resolve('better-sqlite3');
 
 export interface BackgroundCheck {
   readonly done: Promise<IntegrityResult>;
-  /** Stops waiting (the worker ends once SQLite returns); `done` then never settles. */
+  /** Stops waiting; `done` then never settles. */
   cancel(): void;
 }
 
 /**
  * Starts quick_check of `path` on a worker thread. It keeps the process alive until it
- * ends (at most one quick_check); the store cancels it when it closes.
+ * ends (at most one quick_check) unless cancelled; the store cancels it when it closes.
  */
 export function quickCheckInBackground(path: string, timeoutMs: number): BackgroundCheck {
   const worker = new Worker(workerSource, {
@@ -70,8 +70,11 @@ export function quickCheckInBackground(path: string, timeoutMs: number): Backgro
   return {
     done,
     cancel() {
+      // Not terminate(): a worker inside SQLite's quick_check cannot be interrupted, and
+      // terminating it held the process's exit for seconds. Unreferenced, it no longer
+      // keeps the process alive, and ends with it.
       cancelled = true;
-      void worker.terminate();
+      worker.unref();
     },
   };
 }
