@@ -25,7 +25,7 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
-import { NodeName } from '../ids.js';
+import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { planBindings } from '../plan/bind.js';
 import { toLoggedObject } from '../sources/contents.js';
@@ -302,7 +302,7 @@ export class ControllerManager {
   /** Serves `vole detach --controller` and `vole retry --controller` on a 0600 unix socket. */
   serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
     const resolve = (input: OperatorRequestInput): OperatorRequest | string => {
-      if (!this.world.nodesByVolume.has(input.volume as never))
+      if (!this.world.nodesByVolume.has(UniqueVolumeName(input.volume)))
         return `the controller knows no volume ${input.volume}: give its UniqueVolumeName (vole status --db lists them)`;
       return {
         action: input.action,

@@ -3,7 +3,7 @@
  * are summarised (waiting for which volumes and why, or ready) and printed on change.
  */
 import type { VoleEvent } from '../events/index.js';
-import type { UniquePodName } from '../ids.js';
+import { type UniquePodName, UniqueVolumeName } from '../ids.js';
 import { eventVolume } from '../postmortem/history.js';
 import { podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
@@ -26,10 +26,10 @@ export class PodProgress {
     if (event.type === 'PodUpserted') return [event.pod.metadata.uid ?? ''];
     if (event.type === 'PodRemoved') return [event.uid];
     const volume =
-      eventVolume(world, event) ?? (event.type === 'OperationStarted' ? event.volume : undefined);
+      eventVolume(world, event) ?? (event.type === 'OperationStarted' ? UniqueVolumeName(event.volume) : undefined);
     if (volume === undefined) return [];
-    const desired = [...podEntries(world.dsw.get(volume as never)?.pods)].map((e) => e.pod);
-    const mounted = [...podEntries(world.mounts.get(volume as never))].map((m) => m.pod);
+    const desired = [...podEntries(world.dsw.get(volume)?.pods)].map((e) => e.pod);
+    const mounted = [...podEntries(world.mounts.get(volume))].map((m) => m.pod);
     return [...new Set([...desired, ...mounted])];
   }
 

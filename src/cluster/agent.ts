@@ -11,6 +11,7 @@ import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
 import type { NodeAllocatable } from '../events/types.js';
+import { UniqueVolumeName } from '../ids.js';
 import { managedAnnotation } from '../controller/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
@@ -268,7 +269,7 @@ export class ClusterAgent {
       // Published already, yet a volume may have left and re-entered the desired state
       // (its pod replaced) since: mark it again, as the kubelet does after every status update.
       const dsw = this.vm.world.dsw;
-      if (inUse.some((v) => dsw.get(v as never)?.reportedInUse === false))
+      if (inUse.some((v) => dsw.get(UniqueVolumeName(v))?.reportedInUse === false))
         this.vm.markVolumesAsReportedInUse(inUse);
       return;
     }

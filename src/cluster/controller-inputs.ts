@@ -9,6 +9,7 @@
 import type { ControllerManager } from '../agent/controller-manager.js';
 import type { Clock } from '../clock.js';
 import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
+import { NodeName, OpId, UniquePodName } from '../ids.js';
 import { objectRefOfKey } from './agent.js';
 import { LogRowTooLarge } from './etcd-log.js';
 import { PrefixInformer } from './informer.js';
@@ -97,12 +98,12 @@ export class ControllerInputs {
   ) {
     this.pods = new PodsByKey({
       add: (pod) => {
-        const known = cm.world.pods.get(pod.metadata.uid as never)?.pod;
+        const known = cm.world.pods.get(UniquePodName(pod.metadata.uid ?? ''))?.pod;
         if (!same(known, pod) && cm.isRunning)
           this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
       },
       remove: (uid) => {
-        if (cm.world.pods.has(uid as never) && cm.isRunning) cm.removePod(uid);
+        if (cm.world.pods.has(UniquePodName(uid)) && cm.isRunning) cm.removePod(uid);
       },
       say,
     });
@@ -161,7 +162,7 @@ export class ControllerInputs {
         event.call !== 'attach'
       )
         return;
-      const node = world.running.get(event.opId as never)?.node;
+      const node = world.running.get(OpId(event.opId))?.node;
       if (node === undefined || node === null) return;
       if (this.attachedOn.size === 0) setImmediate(() => this.reapplyInUse());
       this.attachedOn.add(node);
@@ -195,7 +196,7 @@ export class ControllerInputs {
     this.attachedOn.clear();
     for (const name of nodes) {
       const node = this.composeNode(name);
-      const held = this.cm.world.nodes.get(name as never)?.volumesInUse;
+      const held = this.cm.world.nodes.get(NodeName(name))?.volumesInUse;
       const reported = node?.status?.volumesInUse ?? [];
       if (node === null || held === undefined || !this.cm.isRunning) continue;
       if (held.size !== reported.length || reported.some((v) => !held.has(v))) this.upsert(node);

@@ -5,6 +5,7 @@
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { type Clock, sleep, type TimerHandle } from '../clock.js';
+import { OpId } from '../ids.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import { listPrefix } from './informer.js';
 import type { ClusterKeys } from './keys.js';
@@ -46,7 +47,7 @@ export class VolumesAttachedPublisher {
       if (event.type === 'EngineStarted') this.all = true;
       if (typeof fields.node === 'string') this.dirtyNodes.add(fields.node);
       if (typeof fields.opId === 'string') {
-        const node = world.running.get(fields.opId as never)?.node;
+        const node = world.running.get(OpId(fields.opId))?.node;
         if (typeof node === 'string') this.dirtyNodes.add(node);
       }
       if (this.all || this.dirtyNodes.size > 0) this.schedule();

@@ -5,7 +5,7 @@
  * the detach pass detaches it even while a pod scheduled there wants it, until it is done.
  */
 import type { NewEvent } from '../events/index.js';
-import type { UniqueVolumeName } from '../ids.js';
+import { NodeName, type UniqueVolumeName } from '../ids.js';
 import { accepted, decideRetry, refused, type Verdict } from '../plan/operator.js';
 import type { OperatorRequestRecord } from '../world/types.js';
 import { type ControllerWorld, pairKey } from './types.js';
@@ -14,7 +14,7 @@ function decideDetach(world: ControllerWorld, r: OperatorRequestRecord): Verdict
   if (r.node === null) return refused('name the node to detach the volume from (--node)');
   const a = world.attachments.get(pairKey(r.volume, r.node));
   if (a === undefined) return refused(`${r.volume} is not attached to node ${r.node}`);
-  const inUse = world.nodes.get(r.node as never)?.volumesInUse.has(r.volume) === true;
+  const inUse = world.nodes.get(NodeName(r.node))?.volumesInUse.has(r.volume) === true;
   const wanted = [...(world.dsw.get(pairKey(r.volume, r.node))?.pods.values() ?? [])].map(
     (p) => `${p.namespace}/${p.name}`,
   );

@@ -7,6 +7,7 @@
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventOf, OperationKind, VoleEvent } from '../events/index.js';
 import type { ControllerWorld } from '../controller/types.js';
+import { OpId, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { podEntries, podEntry } from '../world/by-pod.js';
 import type { ResolvedVolume, World } from '../world/types.js';
 import {
@@ -30,17 +31,17 @@ interface InFlight {
 
 /** The spec of the volume an operation acts on, from the world after its OperationStarted. */
 function specOf(world: AnyWorld, event: EventOf<'OperationStarted'>): ResolvedVolume | undefined {
-  const running = world.running.get(event.opId as never);
+  const running = world.running.get(OpId(event.opId));
   if (running?.spec) return running.spec;
   if ('nodes' in world) {
     const key = `${event.volume}@${event.node ?? ''}`;
     return world.attachments.get(key)?.spec ?? world.dsw.get(key)?.spec;
   }
-  const volume = event.volume as never;
+  const volume = UniqueVolumeName(event.volume);
   const attachment = world.attachments.get(volume);
   if (attachment !== undefined) return attachment.spec;
   const byPod = world.mounts.get(volume);
-  const mount = event.pod === undefined ? undefined : podEntry(byPod, event.pod as never);
+  const mount = event.pod === undefined ? undefined : podEntry(byPod, UniquePodName(event.pod));
   if (mount !== undefined) return mount.spec;
   for (const any of podEntries(byPod)) return any.spec;
   for (const entry of podEntries(world.dsw.get(volume)?.pods)) return entry.resolved;

@@ -228,22 +228,18 @@ export function generateScenario(seed: number): {
   }));
   const { steps, present, removed } = drawSteps(r, pods, controllerAttachDetach);
   steps.push({ expect: convergence(pods, present, removed) });
-  const document = {
-    name: `chaos seed ${seed}`,
-    controllerAttachDetach,
-    plugins: [
-      { name: 'fake.disk', attachable: true, blockMappable: true, faults: faults(r, diskCalls) },
-      { name: 'kubernetes.io/empty-dir', faults: faults(r, podCalls) },
-      { name: 'kubernetes.io/configmap', requiresRemount: true, faults: faults(r, podCalls) },
-    ],
-    objects,
-    steps,
-  };
+  // The scenario file's plugin entries: plain scripted plugins, and maybe a CSI driver below.
+  const plugins: unknown[] = [
+    { name: 'fake.disk', attachable: true, blockMappable: true, faults: faults(r, diskCalls) },
+    { name: 'kubernetes.io/empty-dir', faults: faults(r, podCalls) },
+    { name: 'kubernetes.io/configmap', requiresRemount: true, faults: faults(r, podCalls) },
+  ];
+  const document = { name: `chaos seed ${seed}`, controllerAttachDetach, plugins, objects, steps };
   // Drawn last, so every earlier draw of a seed stays as it was.
   const csi = drawCsiDriver(r, pods, controllerAttachDetach);
   if (csi !== undefined) {
     objects.push(...csi.objects);
-    document.plugins.push(csi.plugin as never);
+    plugins.push(csi.plugin);
     steps[steps.length - 1] = { expect: convergence(pods, present, removed) };
   }
   return { document, present, removed };

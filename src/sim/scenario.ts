@@ -151,7 +151,7 @@ const plugin = z.unknown().transform((value, ctx): PluginEntry => {
   const isCsi = value !== null && typeof value === 'object' && 'csi' in value;
   const parsed = (isCsi ? csiPluginEntry : plainPlugin).safeParse(value);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue } as never);
+    for (const issue of parsed.error.issues) ctx.addIssue({ ...issue });
     return z.NEVER;
   }
   return parsed.data;
@@ -254,7 +254,7 @@ const step = z.unknown().transform((value, ctx): Step => {
   const parsed = stepSchemas[kind].safeParse((value as Record<string, unknown>)[kind]);
   if (!parsed.success) {
     for (const issue of parsed.error.issues)
-      ctx.addIssue({ ...issue, path: [kind, ...issue.path] } as never);
+      ctx.addIssue({ ...issue, path: [kind, ...issue.path] });
     return z.NEVER;
   }
   return { [kind]: parsed.data } as Step;
