@@ -20,9 +20,6 @@ export function fail(message: string): never {
   throw new InvariantError(message);
 }
 
-/** `maybe(x)` documents that x may legitimately be either true or false (Tiger Style). */
-export function maybe(_condition: unknown): void {}
-
 /** Exhaustiveness check for discriminated unions. */
 export function unreachable(value: never, what: string): never {
   throw new InvariantError(`unreachable ${what}: ${JSON.stringify(value)}`);

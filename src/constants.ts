@@ -31,9 +31,6 @@ export const callTimeoutMsDefault = 2 * 60_000;
  */
 export const csiRpcDeadlineMs = 110_000;
 
-/** spec §2.3 maxPodErrors: a pod keeps at most this many distinct errors (+1, as upstream). */
-export const podErrorsMax = 10;
-
 /** Limits (STYLE.md §7): each one is asserted or applies backpressure when hit. */
 /** Operations the executor runs at once; further planned ones wait for the next tick. */
 export const operationsInFlightMax = 4096;

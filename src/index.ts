@@ -18,7 +18,7 @@ export { controllerCore, coreOfLog, coreOfMode, kubeletCore } from './engine/cor
 export { callTable } from './engine/calls.js';
 export { MemorySink, type EventSink } from './engine/sink.js';
 export { RealClock, VirtualClock, type Clock } from './clock.js';
-export { PluginManager } from './plugins/manager.js';
+export { PluginManager, PluginRegistrationError } from './plugins/manager.js';
 export { FakePlugin } from './plugins/fake.js';
 export * from './plugins/types.js';
 export * from './events/index.js';

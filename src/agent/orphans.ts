@@ -96,7 +96,7 @@ async function entries(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
 }
 
-export async function findOrphans(root: string, world: World): Promise<Orphan[]> {
+async function findOrphans(root: string, world: World): Promise<Orphan[]> {
   const { pods, volumes } = known(world);
   const found: Orphan[] = [];
   for (const pod of await entries(join(root, 'pods'))) {

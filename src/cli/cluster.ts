@@ -30,7 +30,7 @@ export interface EtcdOptions {
 const commandDeadlineMs = 15_000;
 
 /** Runs `body` with a client; etcd and input errors become UsageErrors (exit 2, one line). */
-export async function withCluster<T>(
+async function withCluster<T>(
   opts: EtcdOptions,
   body: (store: KvStore, keys: ClusterKeys) => Promise<T>,
 ): Promise<T> {

@@ -47,7 +47,7 @@ async function etcdSource(urls: string, prefix: string, warn: (m: string) => voi
   }
 }
 
-export const inspectPortDefault = 7421;
+const inspectPortDefault = 7421;
 
 export async function inspectCommand(opts: InspectCliOptions): Promise<number> {
   const portText = opts.port ?? String(inspectPortDefault);

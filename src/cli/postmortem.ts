@@ -8,7 +8,6 @@ import type { VoleEvent } from '../events/index.js';
 import { eventCodec } from '../events/index.js';
 import { openLog } from '../log/store.js';
 import {
-  coreOfStore,
   diffWorlds,
   explain,
   explainText,
@@ -76,7 +75,7 @@ export function rawWorldAt(store: Store, seq: number): World {
 }
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */
-export function worldAt(store: Store, seq: number): WorldView {
+function worldAt(store: Store, seq: number): WorldView {
   return worldOfLogAt(store, seq, (events, fromSeq) =>
     withProgress(events, { label: 'replaying', fromSeq, toSeq: seq }),
   ).describe();

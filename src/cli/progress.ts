@@ -2,7 +2,7 @@
  * A progress bar on stderr for long reads of a log, only in a terminal and only for reads
  * long enough to need one; plain output when piped stays clean.
  */
-export const progressEventsMin = 100_000;
+const progressEventsMin = 100_000;
 
 export function* withProgress<T extends { seq: number }>(
   events: Iterable<T>,

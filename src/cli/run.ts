@@ -55,7 +55,7 @@ export interface RunOptions {
 }
 
 /** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
-export function parseCsiFlag(value: string): { name: string; endpoint: string } {
+function parseCsiFlag(value: string): { name: string; endpoint: string } {
   const at = value.indexOf('=');
   const name = value.slice(0, at);
   const endpoint = value.slice(at + 1);

@@ -35,7 +35,7 @@ interface Stored<T> {
 }
 
 /** The claim as a binding leaves it: volumeName, phase Bound, its capacity. */
-export function boundClaim(pvc: PersistentVolumeClaim, binding: ClaimBinding, pv: PersistentVolume): PersistentVolumeClaim {
+function boundClaim(pvc: PersistentVolumeClaim, binding: ClaimBinding, pv: PersistentVolume): PersistentVolumeClaim {
   const pvStorage = pv.spec.capacity?.storage;
   const storage =
     pvStorage !== undefined && parseQuantityBytes(pvStorage) === binding.capacityBytes
@@ -49,7 +49,7 @@ export function boundClaim(pvc: PersistentVolumeClaim, binding: ClaimBinding, pv
 }
 
 /** The PV as a binding leaves it: claimRef to the claim, phase Bound. */
-export function boundVolume(pv: PersistentVolume, pvc: PersistentVolumeClaim): PersistentVolume {
+function boundVolume(pv: PersistentVolume, pvc: PersistentVolumeClaim): PersistentVolume {
   const claimRef = {
     ...pv.spec.claimRef,
     kind: 'PersistentVolumeClaim',

@@ -11,7 +11,7 @@ export class ClusterError extends Error {
 }
 
 /** `http://127.0.0.1:2379,http://…` → the list, each checked. */
-export function parseEndpoints(urls: string): string[] {
+function parseEndpoints(urls: string): string[] {
   const list = urls
     .split(',')
     .map((u) => u.trim())

@@ -40,7 +40,7 @@ const same = (held: unknown, next: unknown) =>
  * composed with its agent's status and heartbeat (the caller syncs it); any other kind is
  * handed to `upsert` when the world holds something else under its name.
  */
-export function takeObject(
+function takeObject(
   cm: Pick<ControllerManager, 'world' | 'isRunning'>,
   nodes: Map<string, Node>,
   object: ClusterObject,
@@ -58,7 +58,7 @@ export function takeObject(
  * An object's key deleted in etcd: a Node leaves `nodes` and its name is answered (the
  * caller composes it again); any other object leaves the world.
  */
-export function dropObjectKey(
+function dropObjectKey(
   cm: Pick<ControllerManager, 'world' | 'isRunning' | 'removeObject'>,
   keys: ClusterKeys,
   nodes: Map<string, Node>,

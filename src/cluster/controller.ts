@@ -54,7 +54,7 @@ export interface LeadingTerm {
 }
 
 export const leaseTtlSDefault = 5;
-export const controllerSnapshotEveryEventsDefault = 10_000;
+const controllerSnapshotEveryEventsDefault = 10_000;
 
 /** The world at the log's head: the snapshot (when usable) plus the events after it. */
 export async function loadControllerWorld(

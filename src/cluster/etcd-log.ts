@@ -33,11 +33,11 @@ import type { Leadership } from './leadership.js';
 import { type KvStore, prefixEnd, type TxnOp } from './store.js';
 
 /** Bytes of rows per transaction (etcd's default request limit is 1.5 MiB). */
-export const bytesPerTxnMax = 1024 * 1024;
+const bytesPerTxnMax = 1024 * 1024;
 /** Bytes of rows per segment: a read page of `readPageSegments` stays under gRPC's 4 MiB. */
-export const segmentBytesMax = 32 * 1024;
+const segmentBytesMax = 32 * 1024;
 /** Segments per transaction (etcd allows 128 operations; one is the head). */
-export const segmentsPerTxnMax = 100;
+const segmentsPerTxnMax = 100;
 
 /**
  * How the log cuts its rows: bytes per transaction (also the largest row), bytes per
@@ -50,7 +50,7 @@ export interface LogLimits {
   readonly segmentsPerTxn: number;
 }
 
-export const etcdLogLimits: LogLimits = {
+const etcdLogLimits: LogLimits = {
   txnBytes: bytesPerTxnMax,
   segmentBytes: segmentBytesMax,
   segmentsPerTxn: segmentsPerTxnMax,
@@ -59,7 +59,7 @@ const snapshotChunkBytes = 1024 * 1024;
 /** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
 const readPageSegments = 96;
 
-export class LogFenced extends Error {
+class LogFenced extends Error {
   override name = 'LogFenced';
 }
 
@@ -240,7 +240,7 @@ export interface PendingRow {
  * `value` in parts of at most `maxBytes` in UTF-8, cut between characters (never inside a
  * surrogate pair), so each part is valid text of its own.
  */
-export function splitUtf8(value: string, maxBytes: number): string[] {
+function splitUtf8(value: string, maxBytes: number): string[] {
   const parts: string[] = [];
   let at = 0;
   while (at < value.length) {

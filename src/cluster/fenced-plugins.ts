@@ -10,7 +10,7 @@ import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 /** Resolves once what the engine appended so far is durable; rejects when it never will be. */
 export type DurableGate = () => Promise<void>;
 
-export function fencePlugin(plugin: VolumePlugin, durable: DurableGate): VolumePlugin {
+function fencePlugin(plugin: VolumePlugin, durable: DurableGate): VolumePlugin {
   const attacher = plugin.attacher;
   if (attacher === undefined) return plugin;
   const gate = async (target: CallTarget, call: string) => {

@@ -9,7 +9,7 @@ import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { type KeyValue, type KvStore, prefixEnd, type StoreWatch } from './store.js';
 
 /** Keys per page of a list: a page stays well under gRPC's 4 MiB message limit. */
-export const listPageKeys = 1_000;
+const listPageKeys = 1_000;
 
 /** Keys as numbers (big-endian, zero-padded to this many bytes) for guessing page bounds. */
 const boundBytes = 512;

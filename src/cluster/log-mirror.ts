@@ -22,7 +22,7 @@ export interface MirrorOptions {
   readonly pollMs?: number;
 }
 
-export const mirrorPollMsDefault = 1_000;
+const mirrorPollMsDefault = 1_000;
 
 export class EtcdLogMirror {
   /** The events from `firstSeq` on, by seq − firstSeq. */

@@ -120,7 +120,7 @@ async function podKeysByName(client: KvStore, keys: ClusterKeys): Promise<Map<st
  * server keeps a claim's and a PV's status (a subresource) and fields another writer set:
  * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses.
  */
-export function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
+function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
   if (
     existingText === null ||
     (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume')

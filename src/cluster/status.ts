@@ -8,12 +8,12 @@ import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import type { KeyValue, KvStore } from './store.js';
 
-export const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
+const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
 export const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
 export type AttachedVolume = z.infer<typeof attachedVolume>;
-export const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
+const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
 /** A node agent's CSI drivers and the node_id each answered NodeGetInfo with. */
-export const csiNodeIdsValue = z.object({ csiNodeIds: z.record(z.string(), z.string()) });
+const csiNodeIdsValue = z.object({ csiNodeIds: z.record(z.string(), z.string()) });
 
 /** The Node annotation the kubelet keeps its drivers' node IDs in (CSINode's predecessor). */
 export const csiNodeIdAnnotation = 'csi.volume.kubernetes.io/nodeid';

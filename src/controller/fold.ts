@@ -34,7 +34,7 @@ import {
 } from './types.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
-export const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
+const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
 /** ReconcilerMaxWaitForUnmountDuration (§3.1). */
 export const maxWaitForUnmountMsDefault = 6 * 60_000;
 

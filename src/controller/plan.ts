@@ -152,7 +152,7 @@ function planAttach(
   claims.tryRun(op);
 }
 
-export function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
+function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
   return new Set([
     ...world.nodesByVolume.keys(),
     ...world.operator.pending.keys(),

@@ -11,7 +11,7 @@ import type { ControllerOperation } from './plan.js';
 import type { ControllerWorld } from './types.js';
 
 /** --attach-detach-reconcile-sync-period: 60 s in Kubernetes. */
-export const attachmentVerifyPeriodMs = 60_000;
+const attachmentVerifyPeriodMs = 60_000;
 
 async function verifyOnce(
   engine: Engine<ControllerWorld, ControllerOperation>,

@@ -232,7 +232,7 @@ function attacherOps(client: CsiClient): AttacherOps {
  * without STAGE_UNSTAGE_VOLUME.
  */
 function deviceMounterOps(client: CsiClient): DeviceMounterOps {
-  const { root, host } = client.opts;
+  const { host } = client.opts;
   return {
     deviceMountPath: (spec) => stagingPathOf(client, spec),
     async mountDevice(spec, devicePath, deviceMountPath, target) {

@@ -91,7 +91,7 @@ export const csiRpcs = {
 export type CsiRpc = (typeof csiRpcs)[CsiService][number];
 
 /** The service an RPC belongs to. */
-export function serviceOf(rpc: CsiRpc): CsiService {
+function serviceOf(rpc: CsiRpc): CsiService {
   for (const service of ['Identity', 'Controller', 'Node'] as const)
     if ((csiRpcs[service] as readonly string[]).includes(rpc)) return service;
   throw new Error(`unknown CSI RPC ${rpc}`);

@@ -35,7 +35,7 @@ const typesOf = (capabilities: readonly ServiceCapability[] | undefined, key: 'r
   (capabilities ?? []).map((c) => c[key]?.type).filter((t): t is string => t !== undefined);
 
 /** The questions the kubelet asks a driver after it registers. */
-export async function probeDriver(transport: CsiTransport): Promise<DriverInfo> {
+async function probeDriver(transport: CsiTransport): Promise<DriverInfo> {
   const ask = <T>(rpc: Parameters<CsiTransport['call']>[0]) =>
     transport.call<T>(rpc, {}, { deadlineMs: probeDeadlineMs });
   const plugin = await ask<{ name: string; vendor_version: string }>('GetPluginInfo');

@@ -44,7 +44,7 @@ export class CsiRpcError extends Error {
  * a status, mean the operation may still be in progress; every other code means it did
  * not happen.
  */
-export const inProgressCodes: ReadonlySet<string> = new Set([
+const inProgressCodes: ReadonlySet<string> = new Set([
   'CANCELLED',
   'DEADLINE_EXCEEDED',
   'UNAVAILABLE',
@@ -74,7 +74,7 @@ export function provisionErrorClassOf(code: string | null): Exclude<ErrorKind, '
 }
 
 /** The gRPC status names, by number (0 OK … 16 UNAUTHENTICATED). */
-export const grpcCodeNames: readonly string[] = Object.entries(grpc.status)
+const grpcCodeNames: readonly string[] = Object.entries(grpc.status)
   .filter(([, value]) => typeof value === 'number')
   .sort((a, b) => (a[1] as number) - (b[1] as number))
   .map(([name]) => name);

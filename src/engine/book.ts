@@ -27,7 +27,7 @@ export function touchVolume(book: OperationBook, volume: UniqueVolumeName, cause
   book.causes.set(volume, cause);
 }
 
-export function runningOperation(book: OperationBook, opId: string, seq: number): RunningOp {
+function runningOperation(book: OperationBook, opId: string, seq: number): RunningOp {
   const op = book.running.get(OpId(opId));
   if (op === undefined) fail(`operation ${opId} is not running (seq ${seq})`);
   return op;

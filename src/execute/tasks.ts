@@ -19,7 +19,7 @@ import {
 type Phase = 'started' | 'succeeded' | 'failed';
 
 /** One helper for an operation's log lines, not a copied triplet. */
-export function logOperation(logger: Logger, phase: Phase, detail: { error?: string } = {}): void {
+function logOperation(logger: Logger, phase: Phase, detail: { error?: string } = {}): void {
   if (phase === 'failed') logger.warn({ error: detail.error }, 'operation failed');
   else logger.debug(`operation ${phase}`);
 }

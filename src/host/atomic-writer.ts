@@ -37,10 +37,10 @@ export type Payload = ReadonlyMap<string, PayloadFile>;
 const dataDirName = '..data';
 const newDataDirName = '..data_tmp';
 /** Files one payload may hold at most (a limit on everything). */
-export const payloadFilesMax = 10_000;
+const payloadFilesMax = 10_000;
 
 /** validatePath: relative, no `..` segment, no leading `..`, not empty, ≤ 4096 bytes. */
-export function payloadPathProblem(path: string): string | undefined {
+function payloadPathProblem(path: string): string | undefined {
   if (path === '') return 'is empty';
   if (Buffer.byteLength(path) > 4096) return 'is longer than 4096 bytes';
   if (path.startsWith('/')) return 'is absolute';

@@ -7,9 +7,6 @@ import { execFile } from 'node:child_process';
 import { commandOutputBytesMax, commandTimeoutMsDefault } from './limits.js';
 import { commandLine, HostError, type HostErrorKind } from './errors.js';
 
-// HostError used to live here; plugins still import it from this module.
-export { HostError, type HostErrorKind } from './errors.js';
-
 export interface ExecResult {
   readonly stdout: string;
   readonly stderr: string;

@@ -14,7 +14,6 @@ import type { MountRequest } from './mount.js';
 import type { DeviceFormat, FsType } from './fs.js';
 
 export * from './errors.js';
-export { run, runOk, failed, type ExecResult } from './exec.js';
 export * from './fs.js';
 export * from './limits.js';
 export * from './loop.js';

@@ -6,7 +6,7 @@
  */
 import { stat, writeFile, mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { HostError } from './exec.js';
+import { HostError } from './errors.js';
 import { ensureImage, formatAndMount, type FsType, resizeFs } from './fs.js';
 import { attachLoop, detachLoopForImage, findLoopForImage, resizeLoop } from './loop.js';
 import { bindMount, isMountPoint } from './mount.js';

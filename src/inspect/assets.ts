@@ -16,8 +16,8 @@ export const packageRoot = (() => {
 })();
 const runningFromSources = !import.meta.dirname.split(/[\\/]/).includes('dist');
 
-export const bundleDir = join(packageRoot, 'dist', 'inspector');
-export const uiDir = join(packageRoot, 'src', 'inspect', 'ui');
+const bundleDir = join(packageRoot, 'dist', 'inspector');
+const uiDir = join(packageRoot, 'src', 'inspect', 'ui');
 
 export interface Assets {
   readonly js: Buffer;
@@ -26,7 +26,7 @@ export interface Assets {
   readonly source: string;
 }
 
-export function bundleOptions(): BuildOptions {
+function bundleOptions(): BuildOptions {
   return {
     entryPoints: [
       { in: join(uiDir, 'main.ts'), out: 'app' },

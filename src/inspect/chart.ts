@@ -31,7 +31,7 @@ function guardName(guard: unknown): string | null {
   return 'guard';
 }
 
-export function chartOf(machine: AnyStateMachine, kind: PairKind): Chart {
+function chartOf(machine: AnyStateMachine, kind: PairKind): Chart {
   const root = machine.root as unknown as StateNodeLike;
   const nodes: ChartNode[] = [];
   const edges = new Map<string, { source: string; target: string; events: ChartEdge['events'] }>();

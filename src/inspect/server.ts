@@ -57,7 +57,7 @@ export interface InspectorServer {
   close(): Promise<void>;
 }
 
-export const inspectorPollMsDefault = 200;
+const inspectorPollMsDefault = 200;
 /** A comment line on idle event streams, so proxies and browsers keep them open. */
 const keepAliveMs = 15_000;
 

@@ -25,7 +25,7 @@ import { LogOpenError } from './errors.js';
  * them). meta `checksumsFromSeq` is the first seq written with one; a NULL crc from there
  * on is damage.
  */
-export const migrations: readonly ((db: Db) => void)[] = [
+const migrations: readonly ((db: Db) => void)[] = [
   () => {},
   (db) => {
     db.exec(`

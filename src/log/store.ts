@@ -17,11 +17,10 @@ import { logSchemaVersion } from '../constants.js';
 import { toOpenError } from './sqlite-errors.js';
 import { WriterLock } from './writer-lock.js';
 
-export type { EventCodec, EventEnvelope } from './codec.js';
-export type { AppendResult, LogBounds, ReadOptions, Snapshot } from './event-store.js';
+export type { EventCodec } from './codec.js';
 export { EventStore } from './event-store.js';
 export * from './errors.js';
-export { type LogHolder, readHolder, WriterLock } from './writer-lock.js';
+export { readHolder, WriterLock } from './writer-lock.js';
 
 /**
  * How long a statement waits for another connection's lock before failing with SQLITE_BUSY
@@ -29,7 +28,7 @@ export { type LogHolder, readHolder, WriterLock } from './writer-lock.js';
  * checkpoint, and still reports a stuck lock while someone is watching. Defined here rather
  * than in src/constants.ts only because that file belongs to another change in flight.
  */
-export const logBusyTimeoutMsDefault = 5_000;
+const logBusyTimeoutMsDefault = 5_000;
 
 export interface OpenLogOptions<E extends EventEnvelope> {
   readonly codec: EventCodec<E>;

@@ -14,7 +14,6 @@ import { appendSecondsBuckets } from './names.js';
 import { type PodVolumeStats, registerVolumeStats } from './volume-stats.js';
 import { registerWorldGauges, type WorldSource } from './world-gauges.js';
 
-export type { PodVolumeStats } from './volume-stats.js';
 export { claimVolumes, measureVolumes } from './volume-stats.js';
 export type { WorldSource } from './world-gauges.js';
 export { serveMetrics, type MetricsServer, parseMetricsAddress } from './server.js';

@@ -16,7 +16,7 @@ export const appendSecondsBuckets = [
 ] as const;
 
 /** Kubernetes' label for a plugin it cannot name. */
-export const pluginNameNotAvailable = 'N/A';
+const pluginNameNotAvailable = 'N/A';
 
 /**
  * The operation_name label of an operation; undefined for steps Kubernetes does not

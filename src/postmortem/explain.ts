@@ -19,9 +19,9 @@ export interface CauseStep {
 }
 
 /** Chains longer than this are cut (a log is finite, but a bug could make a cycle). */
-export const causeChainStepsMax = 64;
+const causeChainStepsMax = 64;
 
-export function opStartSeq(opId: string): number | undefined {
+function opStartSeq(opId: string): number | undefined {
   const match = /^op-([0-9]+)$/.exec(opId);
   return match === null ? undefined : Number(match[1]);
 }

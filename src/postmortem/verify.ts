@@ -29,10 +29,10 @@ export interface VerifyReport {
 }
 
 /** Stops after this many divergences: one bug usually explains the rest. */
-export const divergencesMax = 100;
+const divergencesMax = 100;
 
 /** The decision an OperationStarted records (older logs have no steps: not compared). */
-export function loggedDecision(event: EventOf<'OperationStarted'>): Decision {
+function loggedDecision(event: EventOf<'OperationStarted'>): Decision {
   const { type: _type, seq: _seq, tsMs: _tsMs, opId: _opId, ...decision } = event;
   return decision;
 }
@@ -72,7 +72,7 @@ function details(d: Decision): string {
 }
 
 /** Why the logged decision is not among the planned ones, in words; undefined if it is. */
-export function decisionDivergence(
+function decisionDivergence(
   logged: Decision,
   planned: readonly Decision[],
   mode: string,

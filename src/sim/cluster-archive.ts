@@ -13,12 +13,12 @@ import type { StoreChange } from './store-sim.js';
 const partOf = /\+(\d{4})\/(\d{4})$/;
 
 /** The rows a segment value holds (one JSON row a line). */
-export function segmentRows(value: string): string[] {
+function segmentRows(value: string): string[] {
   return value.split('\n');
 }
 
 /** A row's seq: its first column (`[seq,tsMs,…]`), read without parsing the row. */
-export function seqOfRow(row: string): number {
+function seqOfRow(row: string): number {
   const seq = Number(row.slice(1, row.indexOf(',')));
   if (!Number.isSafeInteger(seq)) throw new Error(`not a log row: ${row.slice(0, 40)}`);
   return seq;

@@ -9,7 +9,7 @@ import { eventCodec } from '../events/index.js';
 import { encodeEvent } from '../log/codec.js';
 import { decodeLogRow } from './cluster-archive.js';
 import { diskOf } from './cluster-draw.js';
-import type { SimReplica, Term } from './cluster-replica.js';
+import type { SimReplica } from './cluster-replica.js';
 import { type ClusterSim, volumeOfDisk } from './cluster-sim.js';
 
 /** The controller log as it ever was: every row from seq 1, compacted ones included. */
@@ -73,9 +73,6 @@ function checkSnapshot(sim: ClusterSim): void {
   for (const of of held.keys())
     if (of < seq) sim.fail(`chunks of a snapshot at seq ${of} stayed behind the one at seq ${seq}`);
 }
-
-/** How far each term's durable view was checked already. */
-const checkedUpTo = new WeakMap<Term, number>();
 
 /**
  * Nothing in any log lost: what each term loaded is in the log's history, and what it

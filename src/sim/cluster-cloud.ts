@@ -44,7 +44,7 @@ export interface CloudHooks {
   violation(message: string): void;
 }
 
-export const cloudPluginName = 'fake.disk';
+const cloudPluginName = 'fake.disk';
 
 export class SimCloud {
   readonly attached = new Map<string, Set<string>>();

@@ -33,13 +33,13 @@ import { SimStoreClient } from './store-sim-client.js';
  * 100–450 bytes) fill many segments, a row in five goes in parts, and a burst of events
  * commits in several transactions.
  */
-export const simLogLimits: LogLimits = {
+const simLogLimits: LogLimits = {
   txnBytes: 2 * 1024,
   segmentBytes: 256,
   segmentsPerTxn: 10,
 };
 /** Snapshots (and compaction) this often, paced by size as in production. */
-export const simSnapshotEveryEvents = 16;
+const simSnapshotEveryEvents = 16;
 
 export interface ClusterChaosOptions {
   /** The deliberately broken fencing rule (a deposed leader may write): the checks must bite. */

@@ -32,12 +32,12 @@ export function countCalls(
 }
 
 /** The attachment state of a volume as a dotted path; `detached` when there is none. */
-export function attachmentState(world: World, volume: string): string {
+function attachmentState(world: World, volume: string): string {
   return world.attachments.get(volume as UniqueVolumeName)?.value ?? 'detached';
 }
 
 /** `POD_UID/OUTER_VOLUME_NAME` → the mount state; `unmounted` when there is none. */
-export function mountState(world: World, podSlashOuter: string): string {
+function mountState(world: World, podSlashOuter: string): string {
   const slash = podSlashOuter.indexOf('/');
   const pod = podSlashOuter.slice(0, slash) as UniquePodName;
   const outer = podSlashOuter.slice(slash + 1);

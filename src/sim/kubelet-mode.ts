@@ -8,7 +8,6 @@ import { toLoggedObject } from '../sources/contents.js';
 import {
   claimBindings,
   getVolumesInUse,
-  InvariantChecker,
   podWaitStatus,
   waitErrorMessage,
 } from '../world/index.js';
@@ -20,7 +19,7 @@ import type { Step } from './scenario.js';
 import { podEntries } from '../world/by-pod.js';
 import { persistentVolumes } from '../world/provisioning.js';
 
-export function describeState(world: World) {
+function describeState(world: World) {
   const attachments = [...world.attachments.values()]
     .sort((a, b) => a.volume.localeCompare(b.volume))
     .map((a) => ({

@@ -13,7 +13,6 @@ import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../clock.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
-import type { World } from '../world/types.js';
 import { controllerMode } from './controller-mode.js';
 import { countCalls, type Failure } from './expect.js';
 import { kubeletMode } from './kubelet-mode.js';
@@ -71,7 +70,7 @@ function memoryLog(): SimulationLog {
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-export class Simulation<W extends CoreWorld, O extends CoreOperation>
+class Simulation<W extends CoreWorld, O extends CoreOperation>
   implements SimulationHandle<W, O>
 {
   readonly clock = new VirtualClock(0);

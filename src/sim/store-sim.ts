@@ -18,14 +18,10 @@ import { type Clock, type TimerHandle } from '../clock.js';
 import type {
   Compare,
   KeyValue,
-  KvStore,
   RangeRequest,
   RangeResult,
-  StoreLease,
-  StoreWatch,
   TxnOp,
   TxnResult,
-  WatchHandlers,
   WatchRange,
 } from '../cluster/store.js';
 
@@ -40,7 +36,7 @@ export class StoreError extends Error {
 }
 
 /** How long a client waits for an answer before it gives up (etcd3's request timeout). */
-export const storeRequestTimeoutMs = 3_000;
+const storeRequestTimeoutMs = 3_000;
 
 /** One change, as a watch delivers it. */
 export interface StoreChange {

@@ -28,7 +28,7 @@ export function decodeBase64(value: string): Buffer | undefined {
 }
 
 /** The bytes of each key: ConfigMap data (UTF-8) and binaryData, Secret data and stringData. */
-export function dataOf(object: ConfigMapManifest | SecretManifest): Map<string, Buffer> {
+function dataOf(object: ConfigMapManifest | SecretManifest): Map<string, Buffer> {
   const data = new Map<string, Buffer>();
   if (object.kind === 'ConfigMap') {
     for (const [k, v] of Object.entries(object.data ?? {})) data.set(k, Buffer.from(v, 'utf8'));
@@ -45,7 +45,7 @@ export function dataOf(object: ConfigMapManifest | SecretManifest): Map<string, 
 }
 
 /** `sha256:<hex>` over the sorted keys and their bytes: equal content, equal hash. */
-export function contentHash(data: ObjectData): string {
+function contentHash(data: ObjectData): string {
   const hash = createHash('sha256');
   for (const key of [...data.keys()].sort()) {
     const value = data.get(key)!;

@@ -22,7 +22,7 @@ import { describeInvalid, validate } from './validate.js';
 
 /** The files a manifest directory may hold at most, and their size (a limit on everything). */
 export const manifestFilesMax = 10_000;
-export const manifestBytesMax = 4 * 1024 * 1024;
+const manifestBytesMax = 4 * 1024 * 1024;
 
 export interface ManifestProblem {
   readonly file: string;

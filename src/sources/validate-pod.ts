@@ -23,7 +23,7 @@ import {
 } from './validate-util.js';
 
 /** Every source field of core/v1 VolumeSource: a volume has exactly one. */
-export const podVolumeSources = [
+const podVolumeSources = [
   'hostPath', 'emptyDir', 'gcePersistentDisk', 'awsElasticBlockStore', 'gitRepo', 'secret',
   'nfs', 'iscsi', 'glusterfs', 'persistentVolumeClaim', 'rbd', 'flexVolume', 'cinder',
   'cephfs', 'flocker', 'downwardAPI', 'fc', 'azureFile', 'configMap', 'vsphereVolume',
@@ -31,7 +31,7 @@ export const podVolumeSources = [
   'storageos', 'csi', 'ephemeral', 'image',
 ] as const;
 
-export const hostPathTypes = [
+const hostPathTypes = [
   '', 'DirectoryOrCreate', 'Directory', 'FileOrCreate', 'File', 'Socket', 'CharDevice',
   'BlockDevice',
 ] as const;

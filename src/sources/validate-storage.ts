@@ -12,11 +12,11 @@ import {
   stringField,
 } from './validate-util.js';
 
-export const accessModes = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'];
+const accessModes = ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod'];
 const volumeModes = ['Block', 'Filesystem'];
 
 /** Every source field of core/v1 PersistentVolumeSource: a PV has exactly one. */
-export const persistentVolumeSources = [
+const persistentVolumeSources = [
   'gcePersistentDisk', 'awsElasticBlockStore', 'hostPath', 'glusterfs', 'nfs', 'rbd', 'iscsi',
   'cinder', 'cephfs', 'fc', 'flocker', 'flexVolume', 'azureFile', 'vsphereVolume', 'quobyte',
   'azureDisk', 'photonPersistentDisk', 'portworxVolume', 'scaleIO', 'local', 'storageos', 'csi',

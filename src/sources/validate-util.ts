@@ -11,7 +11,7 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /** A value shown in a message: quoted, control characters escaped, long ones cut. */
-export function shown(value: unknown): string {
+function shown(value: unknown): string {
   const text = JSON.stringify(value) ?? String(value);
   return text.length > 80 ? `${text.slice(0, 77)}…"` : text;
 }

@@ -102,7 +102,7 @@ function releaseList(world: World, names: readonly string[]): void {
 }
 
 /** The pod's UID (UniquePodName); manifests without one get it from the source. */
-export function podUid(pod: Pod): UniquePodName {
+function podUid(pod: Pod): UniquePodName {
   const uid = pod.metadata.uid;
   if (!(uid !== undefined && uid !== '')) fail(`pod ${pod.metadata.name}: no uid (seq)`);
   return UniquePodName(uid);
@@ -253,7 +253,7 @@ function sameList(a: readonly string[], b: readonly string[]): boolean {
 }
 
 /** The objects a pod record's resolution read. */
-export function podReferences(record: PodRecord): References {
+function podReferences(record: PodRecord): References {
   return record.references ?? volumeReferences(record.volumes);
 }
 
@@ -328,7 +328,7 @@ interface ObjectName {
 }
 
 /** Pods whose resolution read this object are resolved again (late binding, resize). */
-export function reresolveDependents(world: World, object: ObjectName): void {
+function reresolveDependents(world: World, object: ObjectName): void {
   const { kind, name, namespace } = object;
   for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
     const record = world.pods.get(uid);

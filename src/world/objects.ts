@@ -114,7 +114,7 @@ export class ClusterObjects implements ReadonlyMap<string, ClusterObject> {
 }
 
 /** objectKey of an object. */
-export function keyOf(object: ClusterObject): string {
+function keyOf(object: ClusterObject): string {
   return objectKey(object.kind, object.metadata.name, object.metadata.namespace);
 }
 

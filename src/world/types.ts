@@ -19,7 +19,7 @@ import type {
   PluginCaps,
   ProvisionRequest,
 } from '../events/index.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from './binding.js';
 import type { ByPod } from './by-pod.js';

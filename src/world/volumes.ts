@@ -183,7 +183,7 @@ function countsOf(world: VolumeWorld): Counts {
 }
 
 /** A record some pod wants is its volume's desired-state entry. */
-export function isDesired(record: VolumeRecord): record is VolumeRecord & DswVolume {
+function isDesired(record: VolumeRecord): record is VolumeRecord & DswVolume {
   return record.pods !== undefined;
 }
 

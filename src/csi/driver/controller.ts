@@ -33,10 +33,10 @@ import { checkVolumeId, type VolumeRecord, volumeIdOf } from './state.js';
 import { placeVolume, segmentsMatch } from './topology.js';
 
 /** A CreateVolume without a capacity range gets this much. */
-export const defaultVolumeBytes = 64 * 2 ** 20;
+const defaultVolumeBytes = 64 * 2 ** 20;
 
 /** mkfs.xfs refuses smaller devices (xfsprogs 5.19 and later). */
-export const xfsVolumeBytesMin = 300 * 2 ** 20;
+const xfsVolumeBytesMin = 300 * 2 ** 20;
 
 /**
  * The size of a new volume: required_bytes, else the default within limit_bytes; raised to

@@ -1,4 +1,4 @@
-import { HostError } from '../../host/exec.js';
+import { HostError } from '../../host/errors.js';
 
 /** A CSI driver's error answer: a gRPC status by name and a message that says what to do. */
 export class DriverError extends Error {

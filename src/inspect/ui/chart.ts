@@ -141,7 +141,7 @@ function isBackEdge(edge: ChartEdge, order: ReadonlyMap<string, number>): boolea
 }
 
 /** Text widths in px, for node and label sizes (a canvas in the page). */
-export type Measure = (text: string, font: string) => number;
+type Measure = (text: string, font: string) => number;
 
 const rootLayoutOptions: Record<string, string> = {
   'elk.algorithm': 'layered',
@@ -211,7 +211,7 @@ function addTransitions(chart: Chart, elkNodes: ReadonlyMap<string, ElkNode>): v
 }
 
 /** The ELK graph of a chart: nested nodes, edges in their lowest common ancestor, initial dots. */
-export function elkGraph(
+function elkGraph(
   chart: Chart,
   measure: Measure,
   direction: 'RIGHT' | 'DOWN' = 'RIGHT',

@@ -45,7 +45,7 @@ export function clear(el: Element, ...children: Child[]): void {
   apply(el, {}, children);
 }
 
-export class ApiError extends Error {}
+class ApiError extends Error {}
 
 export async function getJson<T>(path: string): Promise<T> {
   const res = await fetch(path, { headers: { accept: 'application/json' } });

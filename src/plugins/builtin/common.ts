@@ -1,7 +1,7 @@
 /** What the built-in plugins share: the pod volume directory, safe removal, fsGroup. */
 import { chmod, chown, lstat, mkdir, readdir, rm, rmdir, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { HostError } from '../../host/exec.js';
+import { HostError } from '../../host/errors.js';
 import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
 import { ensureUnmounted } from '../../host/mount.js';
 import { assertInside, podVolumeDir } from '../../host/paths.js';
@@ -73,7 +73,7 @@ export async function removeVolumeDir(
  * Removes the now-empty parents of a removed volume directory, up to (not including)
  * `<root>/pods` or `<root>/plugins`, so a torn-down pod leaves no stray directories.
  */
-export async function pruneEmptyParents(root: string, dir: string): Promise<void> {
+async function pruneEmptyParents(root: string, dir: string): Promise<void> {
   const stops = new Set([join(root, 'pods'), join(root, 'plugins'), root]);
   for (
     let parent = dirname(dir);

@@ -19,7 +19,7 @@
  */
 import { readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { HostError } from '../../host/exec.js';
+import { HostError } from '../../host/errors.js';
 import type { FsType } from '../../host/fs.js';
 import { findLoopForImage } from '../../host/loop.js';
 import {
@@ -57,7 +57,7 @@ import {
   volumeDir,
 } from './common.js';
 
-export const diskDriver = 'disk.vole.dev';
+const diskDriver = 'disk.vole.dev';
 
 function handle(spec: ResolvedVolume): string {
   if (spec.source.kind !== 'csi' || spec.source.volumeHandle === '') {

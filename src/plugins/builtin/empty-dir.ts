@@ -1,6 +1,6 @@
 /** kubernetes.io/empty-dir: a directory, or a tmpfs when medium is Memory (honouring sizeLimit). */
 import { chmod, lstat } from 'node:fs/promises';
-import { HostError } from '../../host/exec.js';
+import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import { builtinPluginNames } from '../../world/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';

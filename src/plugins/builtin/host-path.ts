@@ -4,7 +4,7 @@
  */
 import { lstat, mkdir, open, realpath, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { HostError } from '../../host/exec.js';
+import { HostError } from '../../host/errors.js';
 import { bindMount, isMountPoint } from '../../host/mount.js';
 import { isInside } from '../../host/paths.js';
 import { builtinPluginNames } from '../../world/resolve.js';
@@ -18,7 +18,7 @@ import {
 } from './common.js';
 
 /** Returns whether the host path is a file (so the bind target must be a file too). */
-export async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
+async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
   if (!path.startsWith('/'))
     throw new HostError('final', `hostPath.path "${path}" must be absolute`);
   const st = await stat(path).catch(() => undefined);
@@ -66,7 +66,7 @@ export async function checkHostPathType(path: string, type: string): Promise<{ i
  * root or the directory of its log — or that holds one of them: a pod must never reach
  * other pods' volumes or the log.
  */
-export async function refuseAgentPaths(path: string, opts: BuiltinOptions): Promise<void> {
+async function refuseAgentPaths(path: string, opts: BuiltinOptions): Promise<void> {
   if (path.split('/').includes('..'))
     throw new HostError('final', `hostPath.path "${path}" must not contain '..'`);
   const real = await realpath(path);

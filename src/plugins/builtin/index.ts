@@ -31,4 +31,3 @@ export function builtinPlugins(
   ];
 }
 
-export { diskDriver } from './disk.js';
