@@ -258,9 +258,9 @@ const pictures: ReadonlyArray<{ startsWith: string; check: (b: Block) => void }>
         keys.heartbeat('node-1'),
         keys.volumesAttached('node-1'),
         keys.leader,
-        keys.logSegment(1),
-        keys.logHead,
-        keys.logSnapshot,
+        keys.log.segment(1),
+        keys.log.head,
+        keys.log.snapshot,
       ].map((k) => ClusterKeys.rest(k, '/vole/'));
       // The box's lines: ` │ key   what   ◄── writer`; `s/<seq>, head` is two keys.
       const shown = [...b.text.matchAll(/^ │ ([a-z]+\/\S*)( head)?/gm)].flatMap((m) =>

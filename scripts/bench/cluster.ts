@@ -114,8 +114,8 @@ async function rawPuts(
     i += txn.rows;
     const key = (s: TxnPlan['segments'][number]) =>
       s.part === undefined
-        ? keys.logSegment(s.firstSeq)
-        : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts);
+        ? keys.log.segment(s.firstSeq)
+        : keys.log.segmentPart(s.firstSeq, s.part.part, s.part.parts);
     txns.push({
       segments: txn.segments.map((s) => ({ key: key(s), value: s.value })),
       head: String(i),
@@ -124,10 +124,10 @@ async function rawPuts(
   const started = nowMs();
   for (const txn of txns) {
     await client
-      .if(keys.logHead, 'Mod', '>', -1)
+      .if(keys.log.head, 'Mod', '>', -1)
       .then(
         ...txn.segments.map((s) => client.put(s.key).value(s.value)),
-        client.put(keys.logHead).value(txn.head),
+        client.put(keys.log.head).value(txn.head),
       )
       .commit();
   }
@@ -456,7 +456,7 @@ export async function scaleFigures(
   const log = { ...controller.logStats! }; // as the load left it
   gc();
   const heapMiB = (heapUsedAfterGc() - heapBefore) / 2 ** 20;
-  const snapshot = await client.get(new ClusterKeys(prefix).logSnapshot).string();
+  const snapshot = await client.get(new ClusterKeys(prefix).log.snapshot).string();
   const snapshotNote =
     snapshot === null
       ? 'no snapshot'

@@ -113,7 +113,7 @@ export class SegmentDecoder {
 
   /** The first seq a segment key holds. */
   seqOf(key: string): number {
-    return Number(key.slice(this.keys.logSegments.length, this.keys.logSegments.length + 16));
+    return Number(key.slice(this.keys.log.segments.length, this.keys.log.segments.length + 16));
   }
 }
 
@@ -132,14 +132,14 @@ async function segmentHolding(
   revision?: number,
 ): Promise<string | undefined> {
   const found = await store.range({
-    start: keys.logSegment(0),
-    end: keys.logSegment(seq + 1),
+    start: keys.log.segment(0),
+    end: keys.log.segment(seq + 1),
     descending: true,
     limit: 1,
     keysOnly: true,
     ...(revision === undefined ? {} : { revision }),
   });
-  return found.kvs[0]?.key.slice(0, keys.logSegments.length + 16);
+  return found.kvs[0]?.key.slice(0, keys.log.segments.length + 16);
 }
 
 /** The value of `key` at `revision`, or undefined when absent then. */
@@ -159,8 +159,8 @@ export async function loadLogHead(
 ): Promise<LoadedLog & { revision: number }> {
   const first = await store.range({ ...segmentsRange(keys), limit: 1, keysOnly: true });
   const { revision } = first;
-  const head = Number((await getAt(store, keys.logHead, revision))?.toString() ?? '0');
-  const metaText = (await getAt(store, keys.logSnapshot, revision))?.toString();
+  const head = Number((await getAt(store, keys.log.head, revision))?.toString() ?? '0');
+  const metaText = (await getAt(store, keys.log.snapshot, revision))?.toString();
   const firstKey = first.kvs[0]?.key;
   const firstSeq = firstKey === undefined ? head + 1 : new SegmentDecoder(keys).seqOf(firstKey);
   if (metaText === undefined) return { head, firstSeq, revision };
@@ -180,11 +180,11 @@ export async function loadLogHead(
 }
 
 function segmentsRange(keys: ClusterKeys): { start: string; end: Buffer } {
-  return { start: keys.logSegments, end: prefixEnd(keys.logSegments) };
+  return { start: keys.log.segments, end: prefixEnd(keys.log.segments) };
 }
 
 function snapshotChunkKey(keys: ClusterKeys, seq: number, chunk: number): string {
-  return `${keys.logSnapshot}/${seq}/${String(chunk).padStart(6, '0')}`;
+  return `${keys.log.snapshot}/${seq}/${String(chunk).padStart(6, '0')}`;
 }
 
 /**
@@ -204,7 +204,7 @@ export async function readLogEvents(
   const decoder = new SegmentDecoder(keys);
   const { end } = segmentsRange(keys);
   let revision = opts.revision ?? 0;
-  let start = (await segmentHolding(store, keys, next, revision)) ?? keys.logSegment(next);
+  let start = (await segmentHolding(store, keys, next, revision)) ?? keys.log.segment(next);
   while (true) {
     // Every key holds at most segmentBytesMax: a page stays under gRPC's 4 MiB limit.
     const page = await store.range({ start, end, limit: readPageSegments, revision });
@@ -443,17 +443,17 @@ export class EtcdEventLog implements EventSink {
     const compares = [
       ...leadership.fence(),
       this.committedSeq === 0
-        ? { key: keys.logHead, createRevision: 0 }
-        : { key: keys.logHead, value: String(this.committedSeq) },
+        ? { key: keys.log.head, createRevision: 0 }
+        : { key: keys.log.head, value: String(this.committedSeq) },
     ];
     const puts: TxnOp[] = txn.segments.map((s) => ({
       put:
         s.part === undefined
-          ? keys.logSegment(s.firstSeq)
-          : keys.logSegmentPart(s.firstSeq, s.part.part, s.part.parts),
+          ? keys.log.segment(s.firstSeq)
+          : keys.log.segmentPart(s.firstSeq, s.part.part, s.part.parts),
       value: s.value,
     }));
-    puts.push({ put: keys.logHead, value: String(last) });
+    puts.push({ put: keys.log.head, value: String(last) });
     let backoffMs = 50;
     while (true) {
       if (this.waiters.fatal !== null) throw this.waiters.fatal;
@@ -492,7 +492,7 @@ export class EtcdEventLog implements EventSink {
   /** A refused commit whose earlier attempt went through (its answer was lost): the head says. */
   private async appliedBefore(last: number): Promise<boolean> {
     const { store, keys, leadership } = this.opts;
-    const [head, leader] = await Promise.all([store.get(keys.logHead), store.get(keys.leader)]);
+    const [head, leader] = await Promise.all([store.get(keys.log.head), store.get(keys.leader)]);
     return head?.value.toString() === String(last) && leader?.createRevision === leadership.term;
   }
 
@@ -526,15 +526,15 @@ export class EtcdEventLog implements EventSink {
     };
     // The meta names the new chunks last: a snapshot cut off before it is never read, and
     // every other chunk (the previous snapshot's, one cut off earlier) goes with it.
-    const chunksBase = `${keys.logSnapshot}/`;
+    const chunksBase = `${keys.log.snapshot}/`;
     const own = `${chunksBase}${snapshot.seq}/`;
     const ops: TxnOp[] = [
-      { put: keys.logSnapshot, value: JSON.stringify(meta) },
+      { put: keys.log.snapshot, value: JSON.stringify(meta) },
       { delete: chunksBase, end: own },
       { delete: prefixEnd(own).toString('latin1'), end: prefixEnd(chunksBase) },
     ];
     const upTo = opts.compact ? await this.compactionEnd(snapshot.seq) : undefined;
-    if (upTo !== undefined) ops.push({ delete: keys.logSegment(0), end: upTo });
+    if (upTo !== undefined) ops.push({ delete: keys.log.segment(0), end: upTo });
     const result = await store.txn(leadership.fence(), ops);
     if (!result.succeeded) throw this.fenced('snapshot');
   }
@@ -549,7 +549,7 @@ export class EtcdEventLog implements EventSink {
     const holding = await segmentHolding(store, keys, seq + 1);
     if (holding === undefined) return undefined;
     const startsAfter = new SegmentDecoder(keys).seqOf(holding) === seq + 1;
-    return startsAfter || this.committedSeq === seq ? keys.logSegment(seq + 1) : holding;
+    return startsAfter || this.committedSeq === seq ? keys.log.segment(seq + 1) : holding;
   }
 
   private fenced(what: string): LogFenced {

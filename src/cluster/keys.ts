@@ -26,7 +26,12 @@ export function isNamespaced(kind: string): boolean {
 }
 
 export class ClusterKeys {
-  constructor(readonly prefix: string = defaultPrefix) {}
+  /** The controller's event log, whose one writer is the leader (fenced). */
+  readonly log: LogKeys;
+
+  constructor(readonly prefix: string = defaultPrefix) {
+    this.log = new LogKeys(`${prefix}controller/log/`);
+  }
 
   get objects(): string {
     return `${this.prefix}objects/`;
@@ -86,34 +91,35 @@ export class ClusterKeys {
     return `${this.prefix}controller/leader`;
   }
 
-  get log(): string {
-    return `${this.prefix}controller/log/`;
-  }
-
-  get logHead(): string {
-    return `${this.log}head`;
-  }
-
-  /** The log's segments: each holds the rows of consecutive seqs, keyed by its first. */
-  get logSegments(): string {
-    return `${this.log}s/`;
-  }
-
-  logSegment(firstSeq: number): string {
-    return `${this.logSegments}${String(firstSeq).padStart(16, '0')}`;
-  }
-
-  /** Part `part` of `parts` of one row larger than a segment (it sorts right after logSegment(seq)). */
-  logSegmentPart(seq: number, part: number, parts: number): string {
-    return `${this.logSegment(seq)}+${String(part).padStart(4, '0')}/${String(parts).padStart(4, '0')}`;
-  }
-
-  get logSnapshot(): string {
-    return `${this.log}snapshot`;
-  }
-
   /** The part of `key` after `base` (a listed key's relative name). */
   static rest(key: string, base: string): string {
     return key.startsWith(base) ? key.slice(base.length) : key;
+  }
+}
+
+/** The keys of the controller's event log: its head, its segments and its snapshot. */
+export class LogKeys {
+  constructor(readonly prefix: string) {}
+
+  get head(): string {
+    return `${this.prefix}head`;
+  }
+
+  /** The log's segments: each holds the rows of consecutive seqs, keyed by its first. */
+  get segments(): string {
+    return `${this.prefix}s/`;
+  }
+
+  segment(firstSeq: number): string {
+    return `${this.segments}${String(firstSeq).padStart(16, '0')}`;
+  }
+
+  /** Part `part` of `parts` of one row larger than a segment (it sorts right after segment(seq)). */
+  segmentPart(seq: number, part: number, parts: number): string {
+    return `${this.segment(seq)}+${String(part).padStart(4, '0')}/${String(parts).padStart(4, '0')}`;
+  }
+
+  get snapshot(): string {
+    return `${this.prefix}snapshot`;
   }
 }

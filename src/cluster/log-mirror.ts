@@ -56,7 +56,7 @@ export class EtcdLogMirror {
   ): Promise<EtcdLogMirror> {
     const mirror = new EtcdLogMirror(store, keys, clock, opts);
     await mirror.load();
-    mirror.watcher = await store.watch({ prefix: keys.logSegments }, undefined, {
+    mirror.watcher = await store.watch({ prefix: keys.log.segments }, undefined, {
       put: () => mirror.catchUp(),
       delete: () => undefined,
       error: (error: Error) => mirror.warn(`watching the controller log: ${error.message}`),

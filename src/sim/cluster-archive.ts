@@ -41,7 +41,7 @@ export class LogArchive {
   ) {}
 
   take(change: StoreChange): void {
-    if (change.kv === undefined || !change.key.startsWith(this.keys.logSegments)) return;
+    if (change.kv === undefined || !change.key.startsWith(this.keys.log.segments)) return;
     const value = change.kv.value.toString();
     const part = partOf.exec(change.key);
     if (part === null) {

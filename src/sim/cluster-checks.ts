@@ -33,8 +33,8 @@ function allReplicas(sim: ClusterSim): SimReplica[] {
  */
 function checkStoredLog(sim: ClusterSim): void {
   const { keys } = sim;
-  const range = prefixRange(keys.logSegments);
-  const seqAt = keys.logSegments.length;
+  const range = prefixRange(keys.log.segments);
+  const seqAt = keys.log.segments.length;
   let last: number | undefined;
   for (const kv of sim.store.range({ start: range.start, end: range.end }).kvs) {
     const first = Number(kv.key.slice(seqAt, seqAt + 16));
@@ -45,7 +45,7 @@ function checkStoredLog(sim: ClusterSim): void {
     // One row a line; a row in parts is one row.
     last = part !== null ? first : first + kv.value.toString().split('\n').length - 1;
   }
-  const head = Number(sim.store.get(keys.logHead)?.value.toString() ?? '0');
+  const head = Number(sim.store.get(keys.log.head)?.value.toString() ?? '0');
   if ((last ?? head) !== head)
     sim.fail(`the controller log's head says ${head} but its last stored seq is ${last}`);
 }
@@ -56,10 +56,10 @@ function checkStoredLog(sim: ClusterSim): void {
  */
 function checkSnapshot(sim: ClusterSim): void {
   const { keys, store } = sim;
-  const meta = store.get(keys.logSnapshot);
+  const meta = store.get(keys.log.snapshot);
   if (meta === undefined) return;
   const { seq, chunks } = JSON.parse(meta.value.toString()) as { seq: number; chunks: number };
-  const base = `${keys.logSnapshot}/`;
+  const base = `${keys.log.snapshot}/`;
   const range = prefixRange(base);
   const held = new Map<number, number>();
   for (const kv of store.range({ start: range.start, end: range.end, keysOnly: true }).kvs) {

@@ -125,7 +125,7 @@ async function killAt(
 
 /** After writing a snapshot's chunks, before its meta names them. */
 function killLeaderMidSnapshot(sim: ClusterSim): Promise<void> {
-  const chunks = `${sim.keys.logSnapshot}/`;
+  const chunks = `${sim.keys.log.snapshot}/`;
   return killAt(sim, 'in the middle of writing a snapshot', (change) =>
     change.kv !== undefined && change.key.startsWith(chunks)
       ? `chunk ${change.key} written`
@@ -139,7 +139,7 @@ function killLeaderMidSnapshot(sim: ClusterSim): Promise<void> {
  */
 function crashMidCommit(sim: ClusterSim): Promise<void> {
   return killAt(sim, 'as its log commit landed', (change, waitedMs) => {
-    if (change.key !== sim.keys.logHead || change.kv === undefined) return undefined;
+    if (change.key !== sim.keys.log.head || change.kv === undefined) return undefined;
     const head = Number(change.kv.value.toString());
     const appended = sim.leader()?.lastAppended ?? head;
     if (appended > head)

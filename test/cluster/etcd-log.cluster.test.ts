@@ -60,7 +60,7 @@ test(
     for (let i = 1; i <= 250; i++) assert.equal(logA.push(nodeEvent(`n${i}`, i)), i);
     await logA.durable();
     assert.equal(logA.stats.txns, 1, '250 small events in one transaction');
-    assert.equal(etcd.etcdctl('get', keys.logHead, '--print-value-only').trim(), '250');
+    assert.equal(etcd.etcdctl('get', keys.log.head, '--print-value-only').trim(), '250');
 
     const bCampaign = Leadership.campaign(new EtcdStore(client), keys, {
       identity: 'b',
@@ -160,12 +160,12 @@ test(
     }
     const segments = () =>
       etcd
-        .etcdctl('get', keys.logSegments, '--prefix', '--keys-only')
+        .etcdctl('get', keys.log.segments, '--prefix', '--keys-only')
         .split('\n')
         .filter((k) => k !== '');
     assert.deepEqual(
       segments(),
-      [1, 16, 26].map((seq) => keys.logSegment(seq)),
+      [1, 16, 26].map((seq) => keys.log.segment(seq)),
     );
     assert.deepEqual(
       (await readAll(keys, 20)).map((e) => e.seq),
@@ -186,7 +186,7 @@ test(
     );
     assert.deepEqual(
       segments(),
-      [16, 26].map((seq) => keys.logSegment(seq)),
+      [16, 26].map((seq) => keys.log.segment(seq)),
       'compacted: the segment before it is gone',
     );
     await leader.resign();
@@ -234,12 +234,12 @@ test(
     await log.durable();
     assert.equal(log.stats.txns, 7);
     const parts = etcd
-      .etcdctl('get', keys.logSegment(1_501), '--prefix', '--keys-only')
+      .etcdctl('get', keys.log.segment(1_501), '--prefix', '--keys-only')
       .split('\n')
       .filter((k) => k !== '');
     assert.deepEqual(
       parts,
-      Array.from({ length: 29 }, (_, i) => keys.logSegmentPart(1_501, i, 29)),
+      Array.from({ length: 29 }, (_, i) => keys.log.segmentPart(1_501, i, 29)),
     );
     const events = await readAll(keys);
     assert.deepEqual(
@@ -269,7 +269,7 @@ test(
     log.push(wide as unknown as NewEvent);
     await log.durable();
     const wideParts = etcd
-      .etcdctl('get', keys.logSegment(1_508), '--prefix', '--keys-only')
+      .etcdctl('get', keys.log.segment(1_508), '--prefix', '--keys-only')
       .split('\n')
       .filter((k) => k !== '');
     assert.ok(
@@ -277,7 +277,7 @@ test(
       `${wideParts.length} parts of up to 32 KiB`,
     );
     const partBytes = Object.values(
-      await client.getAll().prefix(keys.logSegment(1_508)).buffers(),
+      await client.getAll().prefix(keys.log.segment(1_508)).buffers(),
     ).map((b) => b.length);
     assert.ok(
       Math.max(...partBytes) <= 32 * 1024,
@@ -317,7 +317,7 @@ test(
     await waiting;
     assert.equal(log.head, 1);
     assert.equal(log.whenDurable(), undefined);
-    assert.equal(etcd.etcdctl('get', keys.logHead, '--print-value-only').trim(), '1');
+    assert.equal(etcd.etcdctl('get', keys.log.head, '--print-value-only').trim(), '1');
 
     // The engine (through the ControllerManager, with no fenced plugins) calls attach only
     // once the events announcing it are in etcd: the log's head is past CallStarted.

@@ -152,7 +152,7 @@ async function watchEtcd(): Promise<void> {
         `${volume} published attached to ${nodes.join(' and ')} at revision ${kv.mod_revision}`,
       );
   });
-  const log = await client.watch().prefix(keys.logSegments).create();
+  const log = await client.watch().prefix(keys.log.segments).create();
   const segments = new SegmentDecoder(keys);
   log.on('put', (kv) => {
     for (const event of segments.take(kv.key.toString(), kv.value.toString())) {
