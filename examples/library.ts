@@ -22,16 +22,16 @@ const scratch: VolumePlugin = {
 
 const vm = VolumeManager.create({ node: 'node-1', plugins: [scratch] });
 vm.start();
-vm.addPod({
+vm.inputs.addPod({
   metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
   spec: { volumes: [{ name: 'cache', csi: { driver: 'scratch.example.com' } }] },
 });
-vm.markSourcesReady(); // every pod is known: unmounts and detaches may start from now on
+vm.inputs.markSourcesReady(); // every pod is known: unmounts and detaches may start from now on
 
 await vm.waitForAttachAndMount('uid-web');
-console.log('mounted:', [...vm.getMountedVolumesForPod('uid-web').keys()]); // [ 'cache' ]
+console.log('mounted:', [...vm.status.getMountedVolumesForPod('uid-web').keys()]); // [ 'cache' ]
 
-vm.removePod('uid-web');
+vm.inputs.removePod('uid-web');
 await vm.waitForUnmount('uid-web');
 console.log('still mounted:', [...mounted]); // []
 await vm.drainAndStop();

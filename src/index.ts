@@ -1,10 +1,15 @@
 /** vole's library entry point. */
 export {
-  InvalidPodError,
   VolumeManager,
   WaitForAttachAndMountError,
   type VolumeManagerOptions,
 } from './agent/volume-manager.js';
+export {
+  DesiredStateInputs,
+  InvalidPodError,
+  OperatorRequests,
+  ReconcilerStatus,
+} from './agent/volume-manager-seams.js';
 export { describeInvalid, type FieldError, validate } from './sources/validate.js';
 export { ObjectContents, toLoggedObject } from './sources/contents.js';
 export { builtinPlugins } from './plugins/builtin/index.js';

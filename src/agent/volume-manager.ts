@@ -3,32 +3,29 @@
  *
  *   const vm = await VolumeManager.open({ node: 'node-1', plugins, db: 'vole.db' });
  *   vm.start();
- *   vm.addPod(pod);
- *   vm.markSourcesReady();           // every pod reported: unmounts and detaches may start
+ *   vm.inputs.addPod(pod);
+ *   vm.inputs.markSourcesReady();    // every pod reported: unmounts and detaches may start
  *   await vm.waitForAttachAndMount(pod.metadata.uid);
+ *
+ * Its calls are grouped by the kubelet's seams (volume-manager-seams.ts): `vm.inputs`
+ * (the desired-state populator's), `vm.status` (the reconciler's answers) and
+ * `vm.operator` (an operator's requests); the facade keeps the lifecycle and the waits.
  */
 import pino, { type Logger } from 'pino';
 import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { EventOf, NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
-import type { ManifestObject, Pod } from '../events/k8s.js';
-import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
-import { describeInvalid, validate } from '../sources/validate.js';
+import type { NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
+import type { ObjectContents } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
-import { UniquePodName, UniqueVolumeName } from '../ids.js';
+import { UniquePodName } from '../ids.js';
 import { claimVolumes, measureVolumes, VoleMetrics } from '../metrics/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { why as whyAnswer, whyText } from '../postmortem/why.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import {
   foldAll,
-  getExtraSupplementalGroupsForPod,
-  getMountedVolumesForPod,
   getPossiblyMountedVolumesForPod,
-  getVolumesInUse,
-  type MountedVolumeView,
   podWaitStatus,
   type PodWaitStatus,
-  volumeIsAttached,
   waitErrorMessage,
 } from '../world/index.js';
 import type { World } from '../world/types.js';
@@ -37,14 +34,7 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import {
-  awaitOperatorDecision,
-  type OperatorDecided,
-  type OperatorRequest,
-  operatorHandler,
-  resolveOperatorRequest,
-  serveOperatorSocket,
-} from './operator.js';
+import { DesiredStateInputs, OperatorRequests, ReconcilerStatus } from './volume-manager-seams.js';
 import { cleanUpOrphans } from './orphans.js';
 import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
@@ -93,11 +83,6 @@ export interface VolumeManagerOptions {
   readonly contents?: ObjectContents;
 }
 
-/** addPod was given a pod the API server would refuse: nothing of it was used. */
-export class InvalidPodError extends Error {
-  override name = 'InvalidPodError';
-}
-
 /** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
 export class WaitForAttachAndMountError extends Error {
   override name = 'WaitForAttachAndMountError';
@@ -119,18 +104,27 @@ export class VolumeManager {
    * of mounted claim volumes.
    */
   readonly metrics: VoleMetrics;
+  /** What the desired-state populator is told: pods, objects, CSI drivers, node status. */
+  readonly inputs: DesiredStateInputs;
+  /** What the reconciler's work answers: volumes in use, a pod's mounted volumes. */
+  readonly status: ReconcilerStatus;
+  /** An operator's requests: detach a volume, release a pod's volume, retry now. */
+  readonly operator: OperatorRequests;
 
   private constructor(
     engine: Engine<World, Operation>,
     clock: Clock,
     private readonly sink: EventSink,
     private readonly plugins: PluginManager,
-    private readonly contents: ObjectContents | undefined,
+    contents: ObjectContents | undefined,
     metrics: VoleMetrics,
   ) {
     this.engine = engine;
     this.clock = clock;
     this.metrics = metrics;
+    this.inputs = new DesiredStateInputs(engine, clock, contents);
+    this.status = new ReconcilerStatus(engine);
+    this.operator = new OperatorRequests(engine, clock);
     engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
@@ -238,66 +232,6 @@ export class VolumeManager {
   }
 
   /**
-   * A CSI driver registered or went away (src/csi/registry.ts): the log records it, so the
-   * fold knows the driver's capabilities and a replay needs no driver.
-   */
-  recordCsiDriver(
-    event:
-      | Omit<EventOf<'CsiDriverRegistered'>, 'seq' | 'tsMs'>
-      | Omit<EventOf<'CsiDriverDeregistered'>, 'seq' | 'tsMs'>,
-  ): void {
-    this.append({ ...event, tsMs: this.clock.nowMs() } as NewEvent);
-  }
-
-  /**
-   * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
-   * InvalidPodError naming the pod and the fields, and nothing of it is used.
-   */
-  addPod(pod: Pod): void {
-    const errors = validate({ kind: 'Pod', ...pod });
-    if (errors.length > 0) {
-      const { name, namespace } = pod.metadata ?? {};
-      const what = { kind: 'Pod', name, namespace: namespace ?? 'default' };
-      throw new InvalidPodError(`${describeInvalid(errors, what)}; the pod was not added`);
-    }
-    this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
-  }
-
-  /** The pod changed, or was re-processed: remount-requiring volumes are set up again. */
-  updatePod(pod: Pod): void {
-    this.addPod(pod);
-  }
-
-  /** The pod is gone (deleted, or terminated with its containers stopped). */
-  removePod(uid: string): void {
-    this.append({ type: 'PodRemoved', tsMs: this.clock.nowMs(), uid });
-  }
-
-  /**
-   * A PV, claim, ConfigMap, Secret or Node appears or changes. A ConfigMap's or Secret's
-   * data goes to the contents store the plugins read; the log records its hash only.
-   */
-  upsertObject(object: ManifestObject): void {
-    this.contents?.set(object);
-    const logged = toLoggedObject(object);
-    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
-  }
-
-  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
-    this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
-    this.contents?.delete(ref.kind, ref.name, ref.namespace);
-  }
-
-  /**
-   * Every pod source has reported its pods (spec §3.2 populatorHasAddedPods). Until then
-   * nothing is unmounted or detached, so a restart never tears down a volume whose pod
-   * was simply not re-added yet.
-   */
-  markSourcesReady(): void {
-    this.append({ type: 'SourcesReady', tsMs: this.clock.nowMs() });
-  }
-
-  /**
    * Finds what lies under the builtin plugins' `root` that the log does not know (pod
    * volume directories, device mounts, loop devices: spec §3.7, src/agent/orphans.ts),
    * records each as a ReportRaised event, durable before it is touched, and cleans it up.
@@ -321,97 +255,6 @@ export class VolumeManager {
     });
   }
 
-  /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
-  markVolumesAsReportedInUse(volumes: readonly string[]): void {
-    this.append({ type: 'VolumesReportedInUse', tsMs: this.clock.nowMs(), volumes: [...volumes] });
-  }
-
-  /** node.status.volumesAttached as the controller published it (controller mode). */
-  observeVolumesAttached(volumesAttached: readonly { name: string; devicePath: string }[]): void {
-    this.append({
-      type: 'NodeStatusObserved',
-      tsMs: this.clock.nowMs(),
-      node: this.engine.world.config.node,
-      volumesAttached: [...volumesAttached],
-    });
-  }
-
-  /**
-   * Records an operator's request (detach a volume, release a pod's volume, retry now)
-   * and resolves with the planner's verdict. The action itself runs through the machines.
-   */
-  requestOperatorAction(
-    request: OperatorRequest,
-    opts: { timeoutMs?: number } = {},
-  ): Promise<OperatorDecided> {
-    if (!this.engine.isRunning) return Promise.reject(new Error('the volume manager is not running'));
-    const tsMs = this.clock.nowMs();
-    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
-    const verdicts = ['accepted', 'refused'];
-    return awaitOperatorDecision(
-      (l) => this.subscribe(l),
-      this.clock,
-      requestSeq,
-      verdicts,
-      opts.timeoutMs ?? 10_000,
-    ).then(({ seq, verdict, message }) => ({
-      requestSeq,
-      decisionSeq: seq,
-      verdict: verdict as 'accepted' | 'refused',
-      message,
-    }));
-  }
-
-  /** Resolves once an accepted detach or release completed. */
-  operatorActionDone(
-    requestSeq: number,
-    opts: { timeoutMs?: number } = {},
-  ): Promise<{ seq: number; message: string }> {
-    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
-    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
-    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
-  }
-
-  /**
-   * Serves `vole detach / release / retry` on a unix socket (0600) at `path`: each request
-   * is recorded, decided by the planner, and answered; with `wait`, also when done.
-   */
-  serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
-    return serveOperatorSocket(
-      path,
-      operatorHandler({
-        resolve: (input) => resolveOperatorRequest(this.world, input),
-        requestOperatorAction: (request) => this.requestOperatorAction(request),
-        operatorActionDone: (seq) => this.operatorActionDone(seq),
-      }),
-    );
-  }
-
-  /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
-  getVolumesInUse(): string[] {
-    return getVolumesInUse(this.world);
-  }
-
-  /** spec §2.5 VolumeIsAttached. */
-  volumeIsAttached(volume: string): boolean {
-    return volumeIsAttached(this.world, UniqueVolumeName(volume));
-  }
-
-  /** spec §2.5 GetMountedVolumesForPod: outer volume name → mounted volume. */
-  getMountedVolumesForPod(uid: string): Map<string, MountedVolumeView> {
-    return getMountedVolumesForPod(this.world, UniquePodName(uid));
-  }
-
-  /** spec §2.5 GetExtraSupplementalGroupsForPod. */
-  getExtraSupplementalGroupsForPod(uid: string): number[] {
-    return getExtraSupplementalGroupsForPod(this.world, UniquePodName(uid));
-  }
-
-  /** spec §3.8: true once the sources are ready after this start. */
-  reconcilerStatesHasBeenSynced(): boolean {
-    return this.world.sourcesReady && this.world.engineStartedSeq > 0;
-  }
-
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
   subscribe(listener: EventListener<World>): () => void {
     return this.engine.subscribe(listener);
@@ -433,11 +276,6 @@ export class VolumeManager {
         ? { done: true }
         : { done: false, error: () => `mounted volumes=[${names.join(' ')}]` };
     }, opts.timeoutMs ?? podAttachAndMountTimeoutMs);
-  }
-
-  /** spec §2.5 HasPossiblyMountedVolumesForPod: mounted or uncertain. */
-  hasPossiblyMountedVolumes(uid: string): boolean {
-    return getPossiblyMountedVolumesForPod(this.world, UniquePodName(uid)).length > 0;
   }
 
   /** Re-checks `condition` after every event until it is done or the timeout passes. */

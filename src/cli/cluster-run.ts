@@ -103,7 +103,7 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     client.close();
     throw new UsageError(describeEtcdError(error, opts.etcd));
   }
-  csi.registry.setRecorder((event) => agent.vm.recordCsiDriver(event));
+  csi.registry.setRecorder((event) => agent.vm.inputs.recordCsiDriver(event));
   say(`vole agent on ${opts.node}: etcd ${opts.etcd}, root ${root}, log ${db} (seq ${agent.vm.world.seq})`);
   const stopAgent = () => void agent.stop().finally(() => client.close());
   const endpoints = await serveEndpoints({ root, metricsAt, vm: agent.vm, say, stop: stopAgent });

@@ -94,7 +94,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
     csi.stop();
     throw new UsageError(`cannot start on ${http.server}: ${(error as Error).message}`);
   }
-  csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
+  csi.registry.setRecorder((event) => vm.inputs.recordCsiDriver(event));
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
   const orphans = await vm.cleanUpOrphans(root);
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);

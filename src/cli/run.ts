@@ -115,10 +115,10 @@ export async function startCsi(
 function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
   // Every ConfigMap's and Secret's data, first: the plugins read it at setUp time.
   for (const object of changes.contents) contents.set(object);
-  for (const object of changes.upsertObjects) vm.upsertObject(object);
-  for (const pod of changes.upsertPods) vm.addPod(pod);
-  for (const uid of changes.removePods) vm.removePod(uid);
-  for (const ref of changes.removeObjects) vm.removeObject(ref);
+  for (const object of changes.upsertObjects) vm.inputs.upsertObject(object);
+  for (const pod of changes.upsertPods) vm.inputs.addPod(pod);
+  for (const uid of changes.removePods) vm.inputs.removePod(uid);
+  for (const ref of changes.removeObjects) vm.inputs.removeObject(ref);
 }
 
 /** The plugins (built-in, and the CSI drivers found) and the volume manager, started. */
@@ -159,7 +159,7 @@ async function startAgent(
   const progress = new PodProgress(say, ctx.originOf);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
-  csi.registry.setRecorder((event) => vm.recordCsiDriver(event));
+  csi.registry.setRecorder((event) => vm.inputs.recordCsiDriver(event));
   return { vm, csi };
 }
 
@@ -202,7 +202,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
     );
   }
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   await cleanUpOrphans(vm, root, say);
   // --once watches too: advice such as "create it" (the missing ConfigMap) must work in it.
   watcher.start();
@@ -311,7 +311,7 @@ async function serveOperatorOrStop(
   stopSources: () => void,
 ): Promise<{ readonly path: string; close(): Promise<void> }> {
   try {
-    return await vm.serveOperatorRequests(path);
+    return await vm.operator.serve(path);
   } catch (error) {
     stopSources();
     await vm.drainAndStop();
@@ -337,7 +337,7 @@ async function serveMetricsOrStop(
     return await serveMetrics({
       registry: vm.metrics.registry,
       ...at,
-      ready: () => vm.reconcilerStatesHasBeenSynced(),
+      ready: () => vm.status.reconcilerStatesHasBeenSynced(),
     });
   } catch (error) {
     stopSources();

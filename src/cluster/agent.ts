@@ -93,8 +93,8 @@ export class ClusterAgent {
         logger: opts.logger,
       });
     this.pods = new PodsByKey({
-      add: (pod) => this.vm.addPod(pod),
-      remove: (uid) => this.vm.removePod(uid),
+      add: (pod) => this.vm.inputs.addPod(pod),
+      remove: (uid) => this.vm.inputs.removePod(uid),
       say: (line) => this.say(line),
     });
     for (const [uid, record] of this.vm.world.pods)
@@ -124,7 +124,7 @@ export class ClusterAgent {
           put: (kv) => this.putObject(kv),
           delete: (key) => {
             const ref = objectRefOfKey(keys, key);
-            if (ref !== undefined) this.vm.removeObject(ref);
+            if (ref !== undefined) this.vm.inputs.removeObject(ref);
           },
           trouble,
         },
@@ -152,7 +152,7 @@ export class ClusterAgent {
       ),
     );
     for (const informer of this.informers) await informer.start();
-    this.vm.markSourcesReady();
+    this.vm.inputs.markSourcesReady();
     this.schedulePublish();
   }
 
@@ -216,23 +216,23 @@ export class ClusterAgent {
         continue;
       }
       listed.add(kv.key.toString());
-      this.vm.upsertObject(decoded.value);
+      this.vm.inputs.upsertObject(decoded.value);
     }
     for (const [, object] of this.vm.world.objects) {
       const key = this.opts.keys.objectOf(object);
-      if (!listed.has(key)) this.vm.removeObject(objectRefOfKey(this.opts.keys, key)!);
+      if (!listed.has(key)) this.vm.inputs.removeObject(objectRefOfKey(this.opts.keys, key)!);
     }
   }
 
   private putObject(kv: KeyValue): void {
     const decoded = decodeObject(kv);
-    if (decoded.ok) this.vm.upsertObject(decoded.value);
+    if (decoded.ok) this.vm.inputs.upsertObject(decoded.value);
     else this.say(`skipped ${decoded.message}`);
   }
 
   private observeAttached(kv: KeyValue | undefined): void {
     const list = kv === undefined ? [] : (decodeVolumesAttached(kv) ?? []);
-    this.vm.observeVolumesAttached(
+    this.vm.inputs.observeVolumesAttached(
       list.map((v) => ({ name: v.name, devicePath: v.devicePath ?? '' })),
     );
   }
@@ -263,14 +263,14 @@ export class ClusterAgent {
   /** Publishes volumesInUse when it changed; marks them reported once etcd has them. */
   private schedulePublish(): void {
     if (this.publishing || this.stopped) return;
-    const inUse = this.vm.getVolumesInUse();
+    const inUse = this.vm.status.getVolumesInUse();
     const text = JSON.stringify({ volumesInUse: inUse });
     if (text === this.publishedInUse) {
       // Published already, yet a volume may have left and re-entered the desired state
       // (its pod replaced) since: mark it again, as the kubelet does after every status update.
       const dsw = this.vm.world.dsw;
       if (inUse.some((v) => dsw.get(UniqueVolumeName(v))?.reportedInUse === false))
-        this.vm.markVolumesAsReportedInUse(inUse);
+        this.vm.inputs.markVolumesAsReportedInUse(inUse);
       return;
     }
     this.publishing = true;
@@ -279,7 +279,7 @@ export class ClusterAgent {
       .then(
         () => {
           this.publishedInUse = text;
-          if (!this.stopped) this.vm.markVolumesAsReportedInUse(inUse);
+          if (!this.stopped) this.vm.inputs.markVolumesAsReportedInUse(inUse);
         },
         (error: Error) => {
           // A put that failed may still be applied later (etcd timed out): what is stored is

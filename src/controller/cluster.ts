@@ -66,7 +66,7 @@ export class Cluster {
     for (const node of this.opts.nodes) this.controller.upsertObject(this.nodeObject(node, []));
     for (const agent of this.agents.values()) {
       agent.start();
-      agent.markSourcesReady();
+      agent.inputs.markSourcesReady();
     }
   }
 
@@ -88,19 +88,19 @@ export class Cluster {
   addPod(pod: Pod): void {
     this.controller.upsertPod(pod);
     const node = pod.spec.nodeName;
-    if (node !== undefined) this.agents.get(node)?.addPod(pod);
+    if (node !== undefined) this.agents.get(node)?.inputs.addPod(pod);
   }
 
   removePod(pod: Pod): void {
     const uid = pod.metadata.uid ?? '';
     this.controller.removePod(uid);
     const node = pod.spec.nodeName;
-    if (node !== undefined) this.agents.get(node)?.removePod(uid);
+    if (node !== undefined) this.agents.get(node)?.inputs.removePod(uid);
   }
 
   upsertObject(object: ClusterObject): void {
     this.controller.upsertObject(object);
-    for (const agent of this.agents.values()) agent.upsertObject(object);
+    for (const agent of this.agents.values()) agent.inputs.upsertObject(object);
   }
 
   private scheduleSync(): void {
@@ -120,18 +120,18 @@ export class Cluster {
   sync(): void {
     if (!this.controller.isRunning) return;
     for (const [node, agent] of this.agents) {
-      const inUse = agent.getVolumesInUse();
+      const inUse = agent.status.getVolumesInUse();
       const key = inUse.join(' ');
       if (this.inUse.get(node) !== key) {
         this.inUse.set(node, key);
         this.controller.upsertObject(this.nodeObject(node, inUse));
-        agent.markVolumesAsReportedInUse(inUse);
+        agent.inputs.markVolumesAsReportedInUse(inUse);
       }
       const list = this.controller.volumesAttached(node);
       const published = JSON.stringify(list);
       if (this.published.get(node) !== published) {
         this.published.set(node, published);
-        agent.observeVolumesAttached(list);
+        agent.inputs.observeVolumesAttached(list);
       }
     }
   }

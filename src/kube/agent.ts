@@ -7,7 +7,8 @@
  * Events); a deleted pod is finally removed from the API once its volumes are unmounted.
  */
 import type { Logger } from 'pino';
-import { InvalidPodError, type VolumeManager } from '../agent/volume-manager.js';
+import type { VolumeManager } from '../agent/volume-manager.js';
+import { InvalidPodError } from '../agent/volume-manager-seams.js';
 import type { VoleEvent } from '../events/index.js';
 import {
   type ManifestObject,
@@ -131,7 +132,7 @@ export class KubeAgent {
     await Promise.all(this.informers.map((i) => i.synced));
     // The pods' ConfigMaps and Secrets are listed before anything may be torn down.
     await Promise.all([...this.contentInformers.values()].map((c) => c.informer.synced));
-    this.vm.markSourcesReady();
+    this.vm.inputs.markSourcesReady();
     this.inUse.schedule();
   }
 
@@ -166,13 +167,13 @@ export class KubeAgent {
       this.opts.say(`refused ${raw.kind} ${raw.metadata.name} from the API: ${why}`);
       return;
     }
-    this.vm.upsertObject(parsed.data);
+    this.vm.inputs.upsertObject(parsed.data);
   }
 
   private removeObject(raw: ApiObject): void {
     const kind = raw.kind as ManifestObject['kind'];
     const { name, namespace } = raw.metadata;
-    this.vm.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
+    this.vm.inputs.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
   }
 
   /** After a (re)list: what the log holds of this kind that the API no longer has goes. */
@@ -182,7 +183,7 @@ export class KubeAgent {
       if (object.kind !== kind) continue;
       const { name, namespace } = object.metadata;
       if (names.has(`${namespace ?? ''}/${name}`)) continue;
-      this.vm.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
+      this.vm.inputs.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
     }
   }
 
@@ -234,7 +235,7 @@ export class KubeAgent {
     const text = JSON.stringify(confirmed);
     if (text === this.observedAttached) return;
     this.observedAttached = text;
-    this.vm.observeVolumesAttached(confirmed);
+    this.vm.inputs.observeVolumesAttached(confirmed);
   }
 
   /** Wanted CSI volumes whose driver's CSIDriver object says attachRequired: false. */
@@ -287,7 +288,7 @@ export class KubeAgent {
 
   private addPod(pod: Pod): void {
     try {
-      this.vm.addPod(pod);
+      this.vm.inputs.addPod(pod);
     } catch (error) {
       if (!(error instanceof InvalidPodError)) throw error;
       this.opts.say(error.message);
@@ -300,7 +301,7 @@ export class KubeAgent {
     this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
     this.opts.forgetPod?.(uid);
-    if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.removePod(uid);
+    if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.inputs.removePod(uid);
   }
 
   private dropUnlistedPods(listed: readonly ApiObject[]): void {

@@ -27,12 +27,12 @@ export class InUsePublisher {
     if (this.publishing || this.stopped) return;
     const { vm } = this.opts;
     if (!vm.world.sourcesReady) return;
-    const inUse = vm.getVolumesInUse();
+    const inUse = vm.status.getVolumesInUse();
     const text = JSON.stringify(inUse);
     if (text === this.published) {
       const dsw = vm.world.dsw;
       if (inUse.some((v) => dsw.get(UniqueVolumeName(v))?.reportedInUse === false))
-        vm.markVolumesAsReportedInUse(inUse);
+        vm.inputs.markVolumesAsReportedInUse(inUse);
       return;
     }
     this.publishing = true;
@@ -41,7 +41,7 @@ export class InUsePublisher {
         this.published = text;
         this.publishing = false;
         if (this.stopped) return;
-        vm.markVolumesAsReportedInUse(inUse);
+        vm.inputs.markVolumesAsReportedInUse(inUse);
         this.schedule();
       },
       (error: Error) => {

@@ -39,7 +39,7 @@ export class PodFinalizer {
     const { vm } = this.opts;
     for (const pod of this.pending.values()) {
       if (pod.deleting || vm.world.pods.has(UniquePodName(pod.uid))) continue;
-      if (vm.hasPossiblyMountedVolumes(pod.uid)) continue;
+      if (vm.status.hasPossiblyMountedVolumes(pod.uid)) continue;
       pod.deleting = true;
       void this.delete(pod);
     }

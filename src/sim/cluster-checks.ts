@@ -180,7 +180,7 @@ function checkNodes(sim: ClusterSim): void {
     const host = sim.hosts.get(node)!;
     const pods = [...sim.present.values()].filter((p) => p.spec.nodeName === node);
     for (const pod of pods) {
-      const mounted = vm.getMountedVolumesForPod(pod.metadata.uid!).size;
+      const mounted = vm.status.getMountedVolumesForPod(pod.metadata.uid!).size;
       if (mounted !== pod.spec.volumes!.length)
         sim.fail(
           `${node}: pod ${pod.metadata.uid} has ${mounted} of ${pod.spec.volumes!.length} volumes mounted at the end`,

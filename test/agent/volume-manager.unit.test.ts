@@ -34,19 +34,19 @@ function setup(opts: { faults?: FaultScript; controllerAttachDetach?: boolean } 
     controllerAttachDetach: opts.controllerAttachDetach ?? false,
   });
   vm.start();
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.upsertObject(e.object);
-  vm.markSourcesReady();
+  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
+  vm.inputs.markSourcesReady();
   return { vm, clock, journal };
 }
 
 test('agent: waitForAttachAndMount resolves once every volume is mounted', async () => {
   const { vm } = setup();
-  vm.addPod(pod('uid-a', [claim('disk-1'), { name: 'scratch', emptyDir: {} }]));
+  vm.inputs.addPod(pod('uid-a', [claim('disk-1'), { name: 'scratch', emptyDir: {} }]));
   await vm.waitForAttachAndMount('uid-a');
-  assert.deepEqual([...vm.getMountedVolumesForPod('uid-a').keys()].sort(), ['data', 'scratch']);
-  assert.deepEqual(vm.getVolumesInUse(), ['fake.disk/disk-1']);
-  assert.equal(vm.volumeIsAttached('fake.disk/disk-1'), true);
-  assert.equal(vm.reconcilerStatesHasBeenSynced(), true);
+  assert.deepEqual([...vm.status.getMountedVolumesForPod('uid-a').keys()].sort(), ['data', 'scratch']);
+  assert.deepEqual(vm.status.getVolumesInUse(), ['fake.disk/disk-1']);
+  assert.equal(vm.status.volumeIsAttached('fake.disk/disk-1'), true);
+  assert.equal(vm.status.reconcilerStatesHasBeenSynced(), true);
   await vm.drainAndStop();
 });
 
@@ -54,7 +54,7 @@ test('agent: waitForAttachAndMount times out with the kubelet message and the la
   const { vm, clock } = setup({
     faults: { setUp: [{ outcome: 'final', delayMs: 0, times: Infinity }] },
   });
-  vm.addPod(pod('uid-a', [claim('disk-1')]));
+  vm.inputs.addPod(pod('uid-a', [claim('disk-1')]));
   const waiting = vm.waitForAttachAndMount('uid-a', { timeoutMs: 5_000 });
   const settled = waiting.then(
     () => null,
@@ -72,7 +72,7 @@ test('agent: waitForAttachAndMount times out with the kubelet message and the la
 
 test('agent: waitForAttachAndMount fails at once for a claim that does not exist', async () => {
   const { vm } = setup();
-  vm.addPod(pod('uid-b', [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]));
+  vm.inputs.addPod(pod('uid-b', [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]));
   await assert.rejects(vm.waitForAttachAndMount('uid-b'), (e: Error) => {
     assert.match(
       e.message,
@@ -86,40 +86,40 @@ test('agent: waitForAttachAndMount fails at once for a claim that does not exist
 
 test('agent: supplemental groups come from the gid annotation of mounted volumes', async () => {
   const { vm } = setup();
-  vm.upsertObject({
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolume',
     metadata: { name: 'pv-g', annotations: { 'pv.beta.kubernetes.io/gid': '1234' } },
     spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'g' } },
   });
-  vm.upsertObject({
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: 'claim-g', namespace: 'default' },
     spec: { volumeName: 'pv-g' },
   });
-  vm.addPod({
+  vm.inputs.addPod({
     ...pod('uid-g', [claim('g')]),
     spec: { volumes: [claim('g')], securityContext: { supplementalGroups: [5] } },
   });
   await vm.waitForAttachAndMount('uid-g');
-  assert.deepEqual(vm.getExtraSupplementalGroupsForPod('uid-g'), [1234]);
+  assert.deepEqual(vm.status.getExtraSupplementalGroupsForPod('uid-g'), [1234]);
   await vm.drainAndStop();
 });
 
 test('agent: a removed pod is torn down and its volume detached', async () => {
   const { vm, journal } = setup();
-  vm.addPod(pod('uid-a', [claim('disk-1')]));
+  vm.inputs.addPod(pod('uid-a', [claim('disk-1')]));
   await vm.waitForAttachAndMount('uid-a');
-  vm.removePod('uid-a');
+  vm.inputs.removePod('uid-a');
   await vm.waitForUnmount('uid-a');
   for (let i = 0; i < 20; i++) await turn();
   assert.deepEqual(
     journal.map((c) => c.call),
     ['attach', 'waitForAttach', 'mountDevice', 'setUp', 'tearDown', 'unmountDevice', 'detach'],
   );
-  assert.deepEqual(vm.getVolumesInUse(), []);
-  assert.equal(vm.hasPossiblyMountedVolumes('uid-a'), false);
+  assert.deepEqual(vm.status.getVolumesInUse(), []);
+  assert.equal(vm.status.hasPossiblyMountedVolumes('uid-a'), false);
   await vm.drainAndStop();
 });
 
@@ -131,7 +131,7 @@ test('agent: events reach subscribers in order, with the world after each', asyn
     assert.equal(world.seq, event.seq);
     seen.push(event.seq);
   });
-  vm.addPod(pod('uid-a', [claim('disk-1')]));
+  vm.inputs.addPod(pod('uid-a', [claim('disk-1')]));
   await vm.waitForAttachAndMount('uid-a');
   unsubscribe();
   assert.ok(seen.length > 5);
@@ -156,10 +156,10 @@ test('agent: every event reaches a sink that writes only when flushed, the last 
   const emptyDir = new FakePlugin({ caps: caps('kubernetes.io/empty-dir'), clock, journal: [] });
   const vm = VolumeManager.create({ node: 'node-1', plugins: [emptyDir], clock, log: { sink, history: [] } });
   vm.start();
-  vm.markSourcesReady();
-  vm.addPod(pod('uid-a', [{ name: 'scratch', emptyDir: {} }]));
+  vm.inputs.markSourcesReady();
+  vm.inputs.addPod(pod('uid-a', [{ name: 'scratch', emptyDir: {} }]));
   await vm.waitForAttachAndMount('uid-a');
-  vm.removePod('uid-a');
+  vm.inputs.removePod('uid-a');
   await advance(clock, 1_000);
   assert.equal(sink.events.at(-1)?.type, 'OperationFinished');
   assert.equal(sink.durable, sink.events.length, 'the events after the last plan were flushed too');

@@ -170,7 +170,7 @@ test(
     const set = readManifestPaths([file]);
     await applyManifestSet(new EtcdStore(operator), keys, set);
     await eventually(
-      () => agent.vm.getMountedVolumesForPod('q-1').size === 1,
+      () => agent.vm.status.getMountedVolumesForPod('q-1').size === 1,
       'the pod mounted',
       20_000,
       () => said.join('\n'),

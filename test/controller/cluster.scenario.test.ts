@@ -93,7 +93,7 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
         `detach of ${vol} from ${event.node} while the node has its device ${agent.world.attachments.get(vol)?.value}`,
       );
     }
-    if (agent.getVolumesInUse().includes(vol))
+    if (agent.status.getVolumesInUse().includes(vol))
       violations.push(`detach of ${vol} while ${event.node} reports it in use`);
   });
   c.start();
@@ -102,7 +102,7 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
   c.addPod(pod('a', 'node-1'));
   await settle(c);
   const agent = c.agents.get('node-1')!;
-  assert.deepEqual([...agent.getMountedVolumesForPod('uid-a').keys()], ['data']);
+  assert.deepEqual([...agent.status.getMountedVolumesForPod('uid-a').keys()], ['data']);
   const order = journal.map((j) => `${j.call}@${j.node}`);
   assert.deepEqual(order, [
     'attach@node-1',
@@ -133,7 +133,7 @@ test('cluster: a pod moved to another node waits for the detach, then mounts the
   c.removePod(pod('a', 'node-1'));
   c.addPod(pod('b', 'node-2'));
   await settle(c);
-  assert.deepEqual([...c.agents.get('node-2')!.getMountedVolumesForPod('uid-b').keys()], ['data']);
+  assert.deepEqual([...c.agents.get('node-2')!.status.getMountedVolumesForPod('uid-b').keys()], ['data']);
   const calls = journal.map((j) => `${j.call}@${j.node}`);
   assertInOrder(calls, ['unmountDevice@node-1', 'detach@node-1', 'attach@node-2']);
   c.stop();

@@ -48,7 +48,7 @@ async function withDriver(
   const events: VoleEvent[] = [];
   vm.subscribe((event) => void events.push(event));
   vm.start();
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   try {
     await body(vm, events);
   } finally {
@@ -74,7 +74,7 @@ test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md giv
     };
     await withDriver(`code-${code}`, handlers, async (vm, events) => {
       const uid = `uid-${code.toLowerCase().replaceAll('_', '-')}`;
-      vm.addPod(inlinePod(uid));
+      vm.inputs.addPod(inlinePod(uid));
       await until(() => events.some((e) => e.type === 'CallFailed'), `${code}: the failure`, 10_000);
       const failed = events.find((e) => e.type === 'CallFailed')!;
       assert.ok(failed.type === 'CallFailed');
@@ -107,7 +107,7 @@ test('gRPC: publish_context from ControllerPublishVolume reaches NodeStage and N
     NodePublishVolume: record('NodePublishVolume'),
   };
   await withDriver('context', handlers, async (vm, events) => {
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolume',
       metadata: { name: 'pv-ctx' },
@@ -118,13 +118,13 @@ test('gRPC: publish_context from ControllerPublishVolume reaches NodeStage and N
         csi: { driver, volumeHandle: 'vol-ctx', fsType: 'xfs', volumeAttributes: { tier: 'gold' } },
       },
     });
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'ctx', namespace: 'default' },
       spec: { volumeName: 'pv-ctx', accessModes: ['ReadWriteOncePod'], resources: { requests: { storage: '1Gi' } } },
     });
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'a', namespace: 'default', uid: 'uid-ctx' },
       spec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'ctx' } }] },
     });

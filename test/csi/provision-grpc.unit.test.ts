@@ -81,10 +81,10 @@ test('provisioning over gRPC: the RPCs as the sidecars send them', async () => {
   let latest: World | undefined;
   vm.subscribe((_event, w) => void (latest = w));
   vm.start();
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   const world = () => latest!;
   try {
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       kind: 'StorageClass',
       metadata: { name: 'fast' },
       provisioner: driver,
@@ -100,7 +100,7 @@ test('provisioning over gRPC: the RPCs as the sidecars send them', async () => {
         resources: { requests: { storage } },
       },
     });
-    vm.upsertObject(claim('1Gi'));
+    vm.inputs.upsertObject(claim('1Gi'));
     await until(
       () => persistentVolumes(world()).some((pv) => pv.phase === 'Bound'),
       'the PV',
@@ -130,7 +130,7 @@ test('provisioning over gRPC: the RPCs as the sidecars send them', async () => {
       { name: pv!.name, handle: pv!.volumeHandle, bytes: pv!.capacityBytes, zone: pv!.zone },
       { name: 'pvc-c-1', handle: 'id-pvc-c-1', bytes: 2 ** 30, zone: 'z1' },
     );
-    vm.upsertObject(claim('2Gi'));
+    vm.inputs.upsertObject(claim('2Gi'));
     await until(
       () => persistentVolumes(world())[0]?.capacityBytes === 2 ** 31,
       'the expansion',
@@ -138,7 +138,7 @@ test('provisioning over gRPC: the RPCs as the sidecars send them', async () => {
     );
     const expand = requests.find((r) => r.rpc === 'ControllerExpandVolume')!.request;
     assert.equal(expand.volume_id, 'id-pvc-c-1');
-    vm.removeObject({ kind: 'PersistentVolumeClaim', name: 'data', namespace: 'default' });
+    vm.inputs.removeObject({ kind: 'PersistentVolumeClaim', name: 'data', namespace: 'default' });
     await until(() => persistentVolumes(world()).length === 0, 'the deletion', 10_000);
     assert.equal(requests.find((r) => r.rpc === 'DeleteVolume')!.request.volume_id, 'id-pvc-c-1');
   } finally {

@@ -140,22 +140,22 @@ test('registry: a restarted driver is asked again before the next RPC; other ans
   try {
     await registry.add(`unix://${socket}`, 'flag', name);
     vm.start();
-    registry.setRecorder((event) => vm.recordCsiDriver(event)); // as `vole run` does
-    vm.markSourcesReady();
-    vm.addPod(pod('uid-1'));
+    registry.setRecorder((event) => vm.inputs.recordCsiDriver(event)); // as `vole run` does
+    vm.inputs.markSourcesReady();
+    vm.inputs.addPod(pod('uid-1'));
     await vm.waitForAttachAndMount('uid-1', { timeoutMs: 10_000 });
     assert.equal(asked.count, 1);
 
     served.close();
     served = await serve('1'); // the same driver again
-    vm.addPod(pod('uid-2'));
+    vm.inputs.addPod(pod('uid-2'));
     await vm.waitForAttachAndMount('uid-2', { timeoutMs: 10_000 });
     assert.equal(asked.count, 2, 'asked again before the first RPC to the new process');
     assert.equal(registrations().length, 1, 'the same answers are not recorded again');
 
     served.close();
     served = await serve('2'); // another version
-    vm.addPod(pod('uid-3'));
+    vm.inputs.addPod(pod('uid-3'));
     await vm.waitForAttachAndMount('uid-3', { timeoutMs: 10_000 });
     assert.deepEqual(registrations().map((e) => e.type === 'CsiDriverRegistered' && e.vendorVersion), ['1', '2']);
     const held = events.find((e) => e.type === 'CallFailed');

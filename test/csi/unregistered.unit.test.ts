@@ -63,7 +63,7 @@ function handlers(received: string[]): Record<string, Handler> {
 }
 
 function claimAndPod(vm: VolumeManager): void {
-  vm.upsertObject({
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolume',
     metadata: { name: 'pv-1' },
@@ -73,7 +73,7 @@ function claimAndPod(vm: VolumeManager): void {
       csi: { driver, volumeHandle: 'vol-1', fsType: 'ext4' },
     },
   });
-  vm.upsertObject({
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: 'claim-1', namespace: 'default' },
@@ -83,7 +83,7 @@ function claimAndPod(vm: VolumeManager): void {
       resources: { requests: { storage: '1Gi' } },
     },
   });
-  vm.addPod({
+  vm.inputs.addPod({
     metadata: { name: 'a', namespace: 'default', uid: pod },
     spec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }] },
   });
@@ -160,8 +160,8 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
   try {
     await watcher.start();
     vm.start();
-    registry.setRecorder((event) => vm.recordCsiDriver(event)); // as `vole run` does
-    vm.markSourcesReady();
+    registry.setRecorder((event) => vm.inputs.recordCsiDriver(event)); // as `vole run` does
+    vm.inputs.markSourcesReady();
     assert.ok(
       events.some((e) => e.type === 'CsiDriverRegistered'),
       'registered through plugins_registry',
@@ -204,7 +204,7 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
     // The driver stops (its endpoint socket goes), still registered: its teardown is not sent.
     served.close();
     const before = events.length;
-    vm.removePod(pod);
+    vm.inputs.removePod(pod);
     const tearDown = await failedOperation(events, 'unmount', before);
     assert.deepEqual(callsOf(events, tearDown.started.opId), []);
     assert.match(

@@ -22,7 +22,7 @@ test(
       controllerAttachDetach: false,
     });
     vm.start();
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolume',
       metadata: { name: 'pv-raw' },
@@ -33,20 +33,20 @@ test(
         csi: { driver: 'disk.vole.dev', volumeHandle: 'raw-1' },
       },
     });
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'raw', namespace: 'default' },
       spec: { volumeName: 'pv-raw', volumeMode: 'Block' },
     });
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'db', namespace: 'default', uid: 'uid-db' },
       spec: {
         containers: [{ name: 'db', volumeDevices: [{ name: 'raw', devicePath: '/dev/xvda' }] }],
         volumes: [{ name: 'raw', persistentVolumeClaim: { claimName: 'raw' } }],
       },
     });
-    vm.markSourcesReady();
+    vm.inputs.markSourcesReady();
     await vm.waitForAttachAndMount('uid-db', { timeoutMs: 60_000 });
     const devicePath = join(root, 'pods/uid-db/volumeDevices/disk.vole.dev/pv-raw');
     const fd = openSync(devicePath, 'r+');
@@ -58,7 +58,7 @@ test(
       'the global map path links the device',
     );
 
-    vm.removePod('uid-db');
+    vm.inputs.removePod('uid-db');
     const deadline = Date.now() + 30_000;
     while (vm.world.attachments.size > 0 || vm.world.running.size > 0) {
       assert.ok(Date.now() < deadline, 'teardown in time');

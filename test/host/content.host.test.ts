@@ -64,14 +64,14 @@ const oldConf = { key: 'old.conf', path: 'conf/old.conf', mode: 0o600 };
 
 test('host: content volumes are written; an edit swaps ..data atomically', { skip }, async () => {
   const { vm, sink } = agent();
-  vm.upsertObject(webConfigMap({ 'index.html': big('a'), 'old.conf': 'gone after the edit' }));
-  vm.upsertObject({
+  vm.inputs.upsertObject(webConfigMap({ 'index.html': big('a'), 'old.conf': 'gone after the edit' }));
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: 'creds', namespace: 'shop' },
     data: { token: Buffer.from('s3cr3t-value').toString('base64') },
   });
-  vm.addPod({
+  vm.inputs.addPod({
     metadata: { name: 'web', namespace: 'shop', uid: 'uid-web', labels: { app: 'web' } },
     spec: {
       securityContext: { fsGroup: 3000 },
@@ -87,7 +87,7 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
       ],
     },
   });
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   await vm.waitForAttachAndMount('uid-web', { timeoutMs: 30_000 });
 
   const html = vol('uid-web', 'kubernetes.io/configmap', 'html');
@@ -120,7 +120,7 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
       seen.add(`${text.slice(0, 1)}${text.length}`);
     }
   })();
-  vm.upsertObject(webConfigMap({ 'index.html': big('b'), 'new.conf': 'new' }));
+  vm.inputs.upsertObject(webConfigMap({ 'index.html': big('b'), 'new.conf': 'new' }));
   const deadline = Date.now() + 20_000;
   while (readFileSync(join(html, 'index.html'), 'utf8') !== big('b') && Date.now() < deadline)
     await new Promise((r) => setTimeout(r, 10));
@@ -145,7 +145,7 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
   assert.equal(log.includes(Buffer.from('s3cr3t-value').toString('base64')), false);
   assert.match(log, /"contentHash":"sha256:[0-9a-f]{64}"/);
 
-  vm.removePod('uid-web');
+  vm.inputs.removePod('uid-web');
   await vm.waitForUnmount('uid-web');
   assert.equal(existsSync(join(root, 'pods', 'uid-web')), false);
   assert.equal(await isMountPoint(token), false);
@@ -168,10 +168,10 @@ test(refusal, { skip }, async () => {
     ['uid-parent', base],
   ] as const;
   for (const [uid, path] of paths) {
-    vm.addPod({ metadata: { name: uid, namespace: 'default', uid },
+    vm.inputs.addPod({ metadata: { name: uid, namespace: 'default', uid },
       spec: { volumes: [{ name: 'h', hostPath: { path, type: 'Directory' } }] } });
   }
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   const keepAlive = setInterval(() => undefined, 1000); // the agent's timers do not hold the loop
   for (const uid of ['uid-root', 'uid-log', 'uid-parent']) {
     await assert.rejects(vm.waitForAttachAndMount(uid, { timeoutMs: 1_000 }), (error: Error) =>

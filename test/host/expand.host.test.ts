@@ -32,15 +32,15 @@ function disk(handle: string, fsType: string, size: string) {
 }
 
 async function mountedPod(vm: VolumeManager, handle: string, fsType: string, size: string) {
-  vm.upsertObject(disk(handle, fsType, size));
-  vm.upsertObject({
+  vm.inputs.upsertObject(disk(handle, fsType, size));
+  vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: handle, namespace: 'default' },
     spec: { volumeName: `pv-${handle}` },
     status: { phase: 'Bound', capacity: { storage: size } },
   });
-  vm.addPod({
+  vm.inputs.addPod({
     metadata: { name: handle, namespace: 'default', uid: `uid-${handle}` },
     spec: { volumes: [{ name: 'data', persistentVolumeClaim: { claimName: handle } }] },
   });
@@ -60,11 +60,11 @@ test(
       controllerAttachDetach: false,
     });
     vm.start();
-    vm.markSourcesReady();
+    vm.inputs.markSourcesReady();
     const dir = await mountedPod(vm, 'grow-xfs', 'xfs', '300Mi');
     const before = statfsSync(dir);
     assert.ok(before.blocks * before.bsize < 310 * MiB);
-    vm.upsertObject(disk('grow-xfs', 'xfs', '400Mi'));
+    vm.inputs.upsertObject(disk('grow-xfs', 'xfs', '400Mi'));
     await until(
       () =>
         vm.world.attachments.get(UniqueVolumeName('disk.vole.dev/grow-xfs'))?.context
@@ -77,7 +77,7 @@ test(
     const grownMiB = (after.blocks * after.bsize - before.blocks * before.bsize) / MiB;
     assert.ok(grownMiB > 95 && grownMiB <= 100, `df grew by ${grownMiB} MiB`);
     assert.deepEqual(
-      [...vm.getMountedVolumesForPod('uid-grow-xfs').keys()],
+      [...vm.status.getMountedVolumesForPod('uid-grow-xfs').keys()],
       ['data'],
       'still mounted',
     );
@@ -95,9 +95,9 @@ test(
       controllerAttachDetach: false,
     });
     vm.start();
-    vm.markSourcesReady();
+    vm.inputs.markSourcesReady();
     await mountedPod(vm, 'grow-ext4', 'ext4', '64Mi');
-    vm.upsertObject(disk('grow-ext4', 'ext4', '128Mi'));
+    vm.inputs.upsertObject(disk('grow-ext4', 'ext4', '128Mi'));
     const volume = UniqueVolumeName('disk.vole.dev/grow-ext4');
     await until(
       () =>
@@ -113,7 +113,7 @@ test(
       );
     }
     assert.deepEqual(
-      [...vm.getMountedVolumesForPod('uid-grow-ext4').keys()],
+      [...vm.status.getMountedVolumesForPod('uid-grow-ext4').keys()],
       ['data'],
       'still mounted',
     );

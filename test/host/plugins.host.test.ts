@@ -27,7 +27,7 @@ test(
       controllerAttachDetach: false,
     });
     vm.start();
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolume',
       metadata: { name: 'pv-data' },
@@ -37,13 +37,13 @@ test(
         csi: { driver: 'disk.vole.dev', volumeHandle: 'data-1', fsType: 'ext4' },
       },
     });
-    vm.upsertObject({
+    vm.inputs.upsertObject({
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'data', namespace: 'default' },
       spec: { volumeName: 'pv-data' },
     });
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
       spec: {
         securityContext: { fsGroup: 2000 },
@@ -54,7 +54,7 @@ test(
         ],
       },
     });
-    vm.markSourcesReady();
+    vm.inputs.markSourcesReady();
     await vm.waitForAttachAndMount('uid-web', { timeoutMs: 60_000 });
 
     const podVolumes = join(root, 'pods/uid-web/volumes');
@@ -73,7 +73,7 @@ test(
     writeFileSync(join(hostMount, 'seen-by-host.txt'), 'through the bind');
     assert.equal(readFileSync(join(hostDir, 'seen-by-host.txt'), 'utf8'), 'through the bind');
 
-    vm.removePod('uid-web');
+    vm.inputs.removePod('uid-web');
     await until(
       () => vm.world.attachments.size === 0 && vm.world.running.size === 0,
       'teardown and detach',

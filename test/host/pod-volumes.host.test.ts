@@ -31,7 +31,7 @@ function agent() {
     allocatable: { cpuMillis: 2000, memoryBytes: 2 ** 32, ephemeralStorageBytes: 10 ** 10 },
   });
   vm.start();
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   return vm;
 }
 
@@ -40,11 +40,11 @@ test(modeTest, { skip }, async () => {
   const before = process.umask(0o022);
   const vm = agent();
   try {
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'plain', namespace: 'default', uid: 'uid-plain' },
       spec: { volumes: [{ name: 'cache', emptyDir: {} }] },
     });
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'grouped', namespace: 'default', uid: 'uid-grouped' },
       spec: { securityContext: { fsGroup: 2000 }, volumes: [{ name: 'cache', emptyDir: {} }] },
     });
@@ -55,8 +55,8 @@ test(modeTest, { skip }, async () => {
     const grouped = statSync(vol('uid-grouped', 'kubernetes.io/empty-dir', 'cache'));
     assert.equal((grouped.mode & 0o7777).toString(8), '2777', 'setgid on top of 0777');
     assert.equal(grouped.gid, 2000);
-    vm.removePod('uid-plain');
-    vm.removePod('uid-grouped');
+    vm.inputs.removePod('uid-plain');
+    vm.inputs.removePod('uid-grouped');
     await vm.drainAndStop();
   } finally {
     process.umask(before);
@@ -71,7 +71,7 @@ test(tmpfsTest, { skip }, async () => {
   try {
     const cpu = { containerName: 'app', resource: 'limits.cpu', divisor: '1m' };
     const mem = { containerName: 'app', resource: 'limits.memory', divisor: '1Mi' };
-    vm.addPod({
+    vm.inputs.addPod({
       metadata: { name: 'info', namespace: 'default', uid: 'uid-info' },
       spec: {
         containers: [
@@ -117,7 +117,7 @@ test(tmpfsTest, { skip }, async () => {
     const all = vol('uid-info', 'kubernetes.io/projected', 'all');
     assert.ok(await isMountPoint(all), 'the projected volume is a tmpfs of its own');
     assert.equal(readFileSync(join(all, 'name'), 'utf8'), 'info');
-    vm.removePod('uid-info');
+    vm.inputs.removePod('uid-info');
     await vm.drainAndStop();
   } finally {
     vm.stop();

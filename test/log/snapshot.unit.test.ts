@@ -80,12 +80,12 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
   let lastSeq = 0;
   vm.subscribe((event) => void (lastSeq = event.seq));
   vm.start();
-  vm.markSourcesReady();
+  vm.inputs.markSourcesReady();
   // Pods in batches of 200 until the log is 1.3 intervals long: past it once, not twice.
   for (let i = 0; lastSeq < snapshotEveryEvents * 1.3; ) {
     const batch = Array.from({ length: 200 }, () => `uid-${i++}`);
     for (const uid of batch) {
-      vm.addPod({
+      vm.inputs.addPod({
         metadata: { name: uid, namespace: 'default', uid },
         spec: { volumes: [{ name: 'cache', csi: { driver: 'scratch.example.com' } }] },
       });

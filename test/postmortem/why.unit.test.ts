@@ -86,9 +86,9 @@ test("waitForAttachAndMount's timeout error carries the same text", async () => 
   });
   const vm = VolumeManager.create({ node: 'node-1', plugins: [disk], clock, controllerAttachDetach: false });
   vm.start();
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.upsertObject(e.object);
-  vm.markSourcesReady();
-  vm.addPod(pod('uid-a', [claim('disk-1')]));
+  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
+  vm.inputs.markSourcesReady();
+  vm.inputs.addPod(pod('uid-a', [claim('disk-1')]));
   const settled = vm
     .waitForAttachAndMount('uid-a', { timeoutMs: 5_000 })
     .then(() => null, (e: unknown) => e);

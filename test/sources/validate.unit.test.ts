@@ -8,7 +8,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { InvalidPodError, VolumeManager } from '../../src/agent/volume-manager.js';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import { InvalidPodError } from '../../src/agent/volume-manager-seams.js';
 import { type ManifestChanges, readManifestDir } from '../../src/sources/manifests.js';
 import { ManifestWatcher } from '../../src/sources/watch.js';
 import { validate } from '../../src/sources/validate.js';
@@ -160,7 +161,7 @@ test('addPod: an invalid pod throws InvalidPodError naming pod and field; nothin
     spec: { volumes: [{ name: 'r', hostPath: { path: '/srv/../r' } }] },
   };
   assert.throws(
-    () => vm.addPod(invalid),
+    () => vm.inputs.addPod(invalid),
     (error: unknown) =>
       error instanceof InvalidPodError &&
       /Pod "default\/hp" is invalid: spec\.volumes\[0\]\.hostPath\.path/.test(error.message),

@@ -1,0 +1,228 @@
+/**
+ * The volume manager's three seams, as the kubelet's volume manager has them: what the
+ * desired-state populator is told (pods, objects, node status: `vm.inputs`), what the
+ * reconciler's work answers (volumes in use, mounted volumes: `vm.status`), and what an
+ * operator asks of it (detach, release, retry: `vm.operator`). Each appends events to
+ * the one engine or reads its world; none keeps state of its own.
+ */
+import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
+import type { ManifestObject, Pod } from '../events/k8s.js';
+import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
+import { describeInvalid, validate } from '../sources/validate.js';
+import type { Clock } from '../clock.js';
+import { podAttachAndMountTimeoutMs } from '../constants.js';
+import { UniquePodName, UniqueVolumeName } from '../ids.js';
+import {
+  getExtraSupplementalGroupsForPod,
+  getMountedVolumesForPod,
+  getPossiblyMountedVolumesForPod,
+  getVolumesInUse,
+  type MountedVolumeView,
+  volumeIsAttached,
+} from '../world/index.js';
+import type { World } from '../world/types.js';
+import type { Engine } from '../engine/engine.js';
+import type { Operation } from '../plan/index.js';
+import {
+  awaitOperatorDecision,
+  type OperatorDecided,
+  type OperatorRequest,
+  operatorHandler,
+  resolveOperatorRequest,
+  serveOperatorSocket,
+} from './operator.js';
+
+type KubeletEngine = Engine<World, Operation>;
+
+/** addPod was given a pod the API server would refuse: nothing of it was used. */
+export class InvalidPodError extends Error {
+  override name = 'InvalidPodError';
+}
+
+/**
+ * The desired-state populator's inputs (spec §3.2): the pod sources, the objects pods
+ * refer to, the CSI drivers registered, and the node status the kubelet publishes and
+ * reads back. Each call records one event; the planner acts on it.
+ */
+export class DesiredStateInputs {
+  constructor(
+    private readonly engine: KubeletEngine,
+    private readonly clock: Clock,
+    private readonly contents: ObjectContents | undefined,
+  ) {}
+
+  private append(event: NewEvent): void {
+    this.engine.append(event);
+  }
+
+  /**
+   * The pod source reports the pod. A pod the API server would refuse (validate.ts) throws
+   * InvalidPodError naming the pod and the fields, and nothing of it is used.
+   */
+  addPod(pod: Pod): void {
+    const errors = validate({ kind: 'Pod', ...pod });
+    if (errors.length > 0) {
+      const { name, namespace } = pod.metadata ?? {};
+      const what = { kind: 'Pod', name, namespace: namespace ?? 'default' };
+      throw new InvalidPodError(`${describeInvalid(errors, what)}; the pod was not added`);
+    }
+    this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod });
+  }
+
+  /** The pod changed, or was re-processed: remount-requiring volumes are set up again. */
+  updatePod(pod: Pod): void {
+    this.addPod(pod);
+  }
+
+  /** The pod is gone (deleted, or terminated with its containers stopped). */
+  removePod(uid: string): void {
+    this.append({ type: 'PodRemoved', tsMs: this.clock.nowMs(), uid });
+  }
+
+  /**
+   * A PV, claim, ConfigMap, Secret or Node appears or changes. A ConfigMap's or Secret's
+   * data goes to the contents store the plugins read; the log records its hash only.
+   */
+  upsertObject(object: ManifestObject): void {
+    this.contents?.set(object);
+    const logged = toLoggedObject(object);
+    this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
+  }
+
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
+    this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
+    this.contents?.delete(ref.kind, ref.name, ref.namespace);
+  }
+
+  /**
+   * Every pod source has reported its pods (spec §3.2 populatorHasAddedPods). Until then
+   * nothing is unmounted or detached, so a restart never tears down a volume whose pod
+   * was simply not re-added yet.
+   */
+  markSourcesReady(): void {
+    this.append({ type: 'SourcesReady', tsMs: this.clock.nowMs() });
+  }
+
+  /**
+   * A CSI driver registered or went away (src/csi/registry.ts): the log records it, so the
+   * fold knows the driver's capabilities and a replay needs no driver.
+   */
+  recordCsiDriver(
+    event:
+      | Omit<EventOf<'CsiDriverRegistered'>, 'seq' | 'tsMs'>
+      | Omit<EventOf<'CsiDriverDeregistered'>, 'seq' | 'tsMs'>,
+  ): void {
+    this.append({ ...event, tsMs: this.clock.nowMs() });
+  }
+
+  /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
+  markVolumesAsReportedInUse(volumes: readonly string[]): void {
+    this.append({ type: 'VolumesReportedInUse', tsMs: this.clock.nowMs(), volumes: [...volumes] });
+  }
+
+  /** node.status.volumesAttached as the controller published it (controller mode). */
+  observeVolumesAttached(volumesAttached: readonly { name: string; devicePath: string }[]): void {
+    this.append({
+      type: 'NodeStatusObserved',
+      tsMs: this.clock.nowMs(),
+      node: this.engine.world.config.node,
+      volumesAttached: [...volumesAttached],
+    });
+  }
+}
+
+/**
+ * What the reconciler's work answers (spec §2.5): the node's volumes in use, a pod's
+ * mounted volumes, whether the states have synced. Reads of the world, nothing recorded.
+ */
+export class ReconcilerStatus {
+  constructor(private readonly engine: KubeletEngine) {}
+
+  /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
+  getVolumesInUse(): string[] {
+    return getVolumesInUse(this.engine.world);
+  }
+
+  /** spec §2.5 VolumeIsAttached. */
+  volumeIsAttached(volume: string): boolean {
+    return volumeIsAttached(this.engine.world, UniqueVolumeName(volume));
+  }
+
+  /** spec §2.5 GetMountedVolumesForPod: outer volume name → mounted volume. */
+  getMountedVolumesForPod(uid: string): Map<string, MountedVolumeView> {
+    return getMountedVolumesForPod(this.engine.world, UniquePodName(uid));
+  }
+
+  /** spec §2.5 GetExtraSupplementalGroupsForPod. */
+  getExtraSupplementalGroupsForPod(uid: string): number[] {
+    return getExtraSupplementalGroupsForPod(this.engine.world, UniquePodName(uid));
+  }
+
+  /** spec §2.5 HasPossiblyMountedVolumesForPod: mounted or uncertain. */
+  hasPossiblyMountedVolumes(uid: string): boolean {
+    return getPossiblyMountedVolumesForPod(this.engine.world, UniquePodName(uid)).length > 0;
+  }
+
+  /** spec §3.8: true once the sources are ready after this start. */
+  reconcilerStatesHasBeenSynced(): boolean {
+    const world = this.engine.world;
+    return world.sourcesReady && world.engineStartedSeq > 0;
+  }
+}
+
+/**
+ * An operator's requests (detach a volume, release a pod's volume, retry now): each is
+ * recorded, decided by the planner like its other decisions, and run through the machines.
+ */
+export class OperatorRequests {
+  constructor(
+    private readonly engine: KubeletEngine,
+    private readonly clock: Clock,
+  ) {}
+
+  /** Records `request` and resolves with the planner's verdict. */
+  request(request: OperatorRequest, opts: { timeoutMs?: number } = {}): Promise<OperatorDecided> {
+    if (!this.engine.isRunning)
+      return Promise.reject(new Error('the volume manager is not running'));
+    const tsMs = this.clock.nowMs();
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
+    const verdicts = ['accepted', 'refused'];
+    return awaitOperatorDecision(
+      (l) => this.engine.subscribe(l),
+      this.clock,
+      requestSeq,
+      verdicts,
+      opts.timeoutMs ?? 10_000,
+    ).then(({ seq, verdict, message }) => ({
+      requestSeq,
+      decisionSeq: seq,
+      verdict: verdict as 'accepted' | 'refused',
+      message,
+    }));
+  }
+
+  /** Resolves once an accepted detach or release completed. */
+  done(
+    requestSeq: number,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ seq: number; message: string }> {
+    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    const subscribe = (l: (event: VoleEvent) => void) => this.engine.subscribe(l);
+    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
+  }
+
+  /**
+   * Serves `vole detach / release / retry` on a unix socket (0600) at `path`: each request
+   * is recorded, decided by the planner, and answered; with `wait`, also when done.
+   */
+  serve(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
+    return serveOperatorSocket(
+      path,
+      operatorHandler({
+        resolve: (input) => resolveOperatorRequest(this.engine.world, input),
+        requestOperatorAction: (request) => this.request(request),
+        operatorActionDone: (seq) => this.done(seq),
+      }),
+    );
+  }
+}
