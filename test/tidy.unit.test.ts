@@ -3,8 +3,9 @@
  * tidy.zig): the pure core does no I/O, reads no clock and draws no randomness; modules
  * import only downward (machines, events → world and the controller's core (with the
  * operation book and call table) → plan → engine → execute → plugins/host →
- * agent/controller → cli/inspect) and never in a circle; no function is over 70 lines;
- * every declared dependency is used.
+ * agent/controller → cli/inspect) and never in a circle; no function is over 70 lines, no
+ * file in src/ over 600 and no class there over 20 public methods; nothing in src/ is cast
+ * to never; every declared dependency is used.
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,9 +13,11 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
 import {
+  classSurfaces,
   functionLengths,
   importCycles,
   importGraph,
+  neverCasts,
   packageImports,
   tsFiles,
 } from './support/source-tree.js';
@@ -204,6 +207,87 @@ test('tidy: a function counts its lines of code, not its blank lines or comments
     assert.equal(byName.get('sample'), 72);
     assert.equal(byName.get('inner'), 3);
     assert.equal(byName.get('size'), 3);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The longest a file in src/ may be, in lines (STYLE.md: a file does one job). */
+const fileLinesMax = 600;
+/** The most public methods and accessors a class in src/ may have (split it by its seams). */
+const classPublicMembersMax = 20;
+
+/** The files of `paths` (relative to `dir`) over `fileLinesMax` lines, with their length. */
+function longFiles(dir: string, paths: readonly string[]): string[] {
+  return paths.flatMap((path) => {
+    const lines = readFileSync(join(dir, path), 'utf8').replace(/\n$/, '').split('\n').length;
+    return lines > fileLinesMax ? [`${path}: ${lines} lines`] : [];
+  });
+}
+
+/** The classes under `dir/<under>` with over `classPublicMembersMax` public members. */
+function wideClasses(dir: string, under: string): string[] {
+  return classSurfaces(dir, (path) => path.startsWith(under))
+    .filter((c) => c.publicMembers.length > classPublicMembersMax)
+    .map((c) => `${c.where}: ${c.publicMembers.length} public methods and accessors`);
+}
+
+const inSrc = (path: string) => path.startsWith('src/');
+
+test('tidy: no file in src/ is over 600 lines', () => {
+  const paths = files('src');
+  assert.ok(paths.length > 100, `the files were found (${paths.length})`);
+  assert.deepEqual(longFiles(root, paths), [], `split these by responsibility`);
+});
+
+test('tidy: no class in src/ has over 20 public methods and accessors', () => {
+  const classes = classSurfaces(root, inSrc);
+  assert.ok(classes.length > 30, `the classes were found (${classes.length})`);
+  assert.deepEqual(wideClasses(root, 'src/'), [], 'split these by their seams');
+});
+
+test('tidy: nothing in src/ is cast to never', () => {
+  assert.deepEqual(neverCasts(root, inSrc), [], 'type these (a guard, a brand, a generic)');
+});
+
+test('tidy: the file, class and cast checks each fail on a planted violation', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ include: ['*.ts'] }));
+    const methods = (count: number, prefix = '') =>
+      Array.from({ length: count }, (_, i) => `  ${prefix}m${i}(): void {}`);
+    const wide = [
+      'export class Wide {',
+      ...methods(20),
+      '  get size(): number { return 1; }',
+      '  set size(_: number) {}',
+      '  private hidden(): void {}',
+      '  protected inherited(): void {}',
+      '  #own(): void {}',
+      '  static make(): Wide { return new Wide(); }',
+      '}',
+      'export class Narrow {',
+      ...methods(20),
+      '  private hidden(): void {}',
+      '  #own(): void {}',
+      '}',
+      'export const cast = (x: unknown) => [x as never, <never>x, x as string];',
+    ];
+    const filler = Array.from({ length: fileLinesMax - wide.length + 1 }, (_, i) => `// ${i}`);
+    writeFileSync(join(dir, 'long.ts'), [...wide, ...filler].join('\n') + '\n');
+    writeFileSync(join(dir, 'short.ts'), filler.slice(1).join('\n'));
+    assert.deepEqual(longFiles(dir, ['long.ts', 'short.ts']), [
+      `long.ts: ${fileLinesMax + 1} lines`,
+    ]);
+    // 20 methods, the size accessor pair once and the static one: 22; private ones do not count.
+    assert.deepEqual(wideClasses(dir, ''), ['long.ts:1 Wide: 22 public methods and accessors']);
+    const narrow = classSurfaces(dir, () => true).find((c) => c.where.endsWith('Narrow'));
+    assert.equal(narrow?.publicMembers.length, classPublicMembersMax);
+    const casts = neverCasts(dir, () => true);
+    assert.deepEqual(
+      casts.map((c) => c.replace(/^long\.ts:\d+ /, '')),
+      ['x as never', '<never>x'],
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -7,11 +7,23 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { API } from 'typescript/unstable/sync';
 import {
+  type ClassDeclaration,
+  type ClassExpression,
   getLeadingCommentRanges,
+  ModifierFlags,
   type Node,
   type SourceFile,
   SyntaxKind,
 } from 'typescript/unstable/ast';
+import {
+  isAsExpression,
+  isClassDeclaration,
+  isClassExpression,
+  isGetAccessorDeclaration,
+  isMethodDeclaration,
+  isSetAccessorDeclaration,
+  isTypeAssertion,
+} from 'typescript/unstable/ast/is';
 
 /** Every `.ts` file under `dir` (relative to `root`), as paths relative to `root`. */
 export function tsFiles(root: string, dir: string): string[] {
@@ -49,6 +61,18 @@ export function functionLengths(
   projectDir: string,
   include: (path: string) => boolean,
 ): FunctionLength[] {
+  return eachSourceFile(projectDir, include, measureFile);
+}
+
+/**
+ * `measure` over each file of the TypeScript project at `projectDir` whose path relative
+ * to it passes `include`, read by the compiler (one program for all of them).
+ */
+function eachSourceFile<T>(
+  projectDir: string,
+  include: (path: string) => boolean,
+  measure: (file: SourceFile, path: string) => T[],
+): T[] {
   const api = new API({ cwd: projectDir });
   try {
     const snapshot = api.updateSnapshot({ openProject: join(projectDir, 'tsconfig.json') });
@@ -58,7 +82,7 @@ export function functionLengths(
       const path = relative(projectDir, fileName);
       if (path.startsWith('..') || !include(path)) return [];
       const file = program.getSourceFile(fileName);
-      return file === undefined ? [] : measureFile(file, path);
+      return file === undefined ? [] : measure(file, path);
     });
   } finally {
     api.close();
@@ -121,6 +145,65 @@ function nameOf(fn: Node): string {
     if (name !== undefined) return name.getText();
   }
   return '(anonymous)';
+}
+
+export interface ClassSurface {
+  /** `path:line Name`, the path relative to the project root, the line 1-based. */
+  readonly where: string;
+  /** The names of its public methods and accessors (a getter and its setter are one). */
+  readonly publicMembers: readonly string[];
+}
+
+/** Every class (declarations and expressions) and its public methods and accessors. */
+export function classSurfaces(
+  projectDir: string,
+  include: (path: string) => boolean,
+): ClassSurface[] {
+  return eachSourceFile(projectDir, include, (file, path) => {
+    const classes: ClassSurface[] = [];
+    const visit = (node: Node): void => {
+      if (isClassDeclaration(node) || isClassExpression(node)) {
+        const line = lineOf(file.getLineStarts(), node.getStart(file)) + 1;
+        const name = node.name?.text ?? '(anonymous class)';
+        classes.push({ where: `${path}:${line} ${name}`, publicMembers: publicMembers(node) });
+      }
+      node.forEachChild(visit);
+    };
+    visit(file);
+    return classes;
+  });
+}
+
+function publicMembers(cls: ClassDeclaration | ClassExpression): string[] {
+  const hidden = ModifierFlags.Private | ModifierFlags.Protected;
+  const names = new Set<string>();
+  for (const member of cls.members) {
+    const isMember =
+      isMethodDeclaration(member) ||
+      isGetAccessorDeclaration(member) ||
+      isSetAccessorDeclaration(member);
+    if (!isMember || (member.modifierFlags & hidden) !== 0) continue;
+    if (member.name.kind === SyntaxKind.PrivateIdentifier) continue;
+    names.add(member.name.getText());
+  }
+  return [...names];
+}
+
+/** Where a value is cast to `never` (`x as never`, `<never>x`): a lie the compiler believes. */
+export function neverCasts(projectDir: string, include: (path: string) => boolean): string[] {
+  return eachSourceFile(projectDir, include, (file, path) => {
+    const found: string[] = [];
+    const visit = (node: Node): void => {
+      const isCast = isAsExpression(node) || isTypeAssertion(node);
+      if (isCast && node.type.kind === SyntaxKind.NeverKeyword) {
+        const line = lineOf(file.getLineStarts(), node.getStart(file)) + 1;
+        found.push(`${path}:${line} ${node.getText(file)}`);
+      }
+      node.forEachChild(visit);
+    };
+    visit(file);
+    return found;
+  });
 }
 
 /**
