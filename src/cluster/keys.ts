@@ -114,9 +114,10 @@ export class LogKeys {
     return `${this.segments}${String(firstSeq).padStart(16, '0')}`;
   }
 
-  /** Part `part` of `parts` of one row larger than a segment (it sorts right after segment(seq)). */
+  /** Part `part` of `parts` of one row larger than a segment (sorts right after segment(seq)). */
   segmentPart(seq: number, part: number, parts: number): string {
-    return `${this.segment(seq)}+${String(part).padStart(4, '0')}/${String(parts).padStart(4, '0')}`;
+    const of = `${String(part).padStart(4, '0')}/${String(parts).padStart(4, '0')}`;
+    return `${this.segment(seq)}+${of}`;
   }
 
   get snapshot(): string {
