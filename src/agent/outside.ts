@@ -37,7 +37,7 @@ function failedFinally(world: World, spec: ResolvedVolume, pod: UniquePodName): 
 }
 
 /** Does this pod wait only on what a change outside vole can give it? */
-export function waitsOnOutside(world: World, pod: UniquePodName): boolean {
+function waitsOnOutside(world: World, pod: UniquePodName): boolean {
   const record = world.pods.get(pod);
   if (record === undefined) return false;
   const status = podWaitStatus(world, pod);

@@ -13,7 +13,7 @@ import { UsageError } from './postmortem.js';
 const names = ['cpu', 'memory', 'ephemeral-storage'] as const;
 
 /** This host's resources: every CPU, all memory, the root's filesystem size. */
-export function hostAllocatable(root: string): NodeAllocatable {
+function hostAllocatable(root: string): NodeAllocatable {
   let ephemeralStorageBytes = 0;
   try {
     const fs = statfsSync(root);

@@ -33,7 +33,7 @@ export interface LifecycleOptions {
 }
 
 /** How long `--once` must find every pod left waiting on outside change before it exits. */
-export const stuckMsMin = 3_000;
+const stuckMsMin = 3_000;
 
 /** `--once` without --timeout gives up after this long: a pod that never works ends it. */
 export const onceTimeoutSecondsDefault = 120;

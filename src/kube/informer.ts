@@ -40,7 +40,7 @@ export interface ResourceRef {
 }
 
 /** The object as handed on: kind and apiVersion set, managedFields gone. */
-export function plainObject(
+function plainObject(
   raw: JsonObject,
   ref: Pick<ResourceRef, 'kind' | 'apiVersion'>,
 ): ApiObject {

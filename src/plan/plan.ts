@@ -8,20 +8,19 @@
  */
 import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
-import type { NewEvent, OperationKind, OpKey } from '../events/index.js';
+import type { NewEvent, OpKey } from '../events/index.js';
 import { bindingVolume } from '../world/fold-desired.js';
 import { planBindings } from './bind.js';
 import { planStorage, storageWaits } from './provision.js';
 import { claimInUse } from '../world/provisioning.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
   detachHeld,
   hasNoMountRecords,
   keysConflict,
   mayBeMounted,
-  mayRun,
   mountName,
   podCount,
   podEntries,
@@ -422,4 +421,3 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
   return { operations: claims.operations, retries: claims.retries, deferred, events };
 }
 
-export type { OperationKind };

@@ -55,7 +55,7 @@ function unboundClaim(world: World, key: string): PersistentVolumeClaim | undefi
 }
 
 /** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
-export function provisionRequestOf(
+function provisionRequestOf(
   world: World,
   pvc: PersistentVolumeClaim,
   chosen: { readonly sc: StorageClass; readonly selected: boolean },

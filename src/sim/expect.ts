@@ -100,7 +100,7 @@ export function checkBindings(
 }
 
 /** `pvs`: each PV named has that phase, is absent (null), or has the fields named. */
-export function checkPvs(world: World, expectation: Expectation, miss: Miss): void {
+function checkPvs(world: World, expectation: Expectation, miss: Miss): void {
   if (expectation.pvs === undefined) return;
   const byName = new Map(persistentVolumes(world).map((pv) => [pv.name, pv]));
   for (const [name, expected] of Object.entries(expectation.pvs)) {

@@ -72,7 +72,7 @@ export function toLoggedObject(object: ManifestObject): ClusterObject {
  * `kubectl apply` keeps the whole applied object, data included, in this annotation: a
  * ConfigMap or Secret would carry its content into the log through it.
  */
-export const lastAppliedAnnotation = 'kubectl.kubernetes.io/last-applied-configuration';
+const lastAppliedAnnotation = 'kubectl.kubernetes.io/last-applied-configuration';
 
 function withoutLastApplied<M extends { annotations?: Record<string, string> }>(metadata: M): M {
   if (metadata.annotations?.[lastAppliedAnnotation] === undefined) return metadata;

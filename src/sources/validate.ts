@@ -10,7 +10,7 @@
  *
  *   validate(object) → FieldError[]   (empty: valid)
  */
-import { fieldErrorsOfMeta, isDnsLabel, isDnsSubdomain } from './validate-meta.js';
+import { fieldErrorsOfMeta } from './validate-meta.js';
 import {
   validatePersistentVolume,
   validatePersistentVolumeClaim,
@@ -21,10 +21,9 @@ import { type FieldError, invalid, isRecord, required } from './validate-util.js
 import { decodeBase64 } from './contents.js';
 
 export type { FieldError } from './validate-util.js';
-export { isDnsLabel, isDnsSubdomain };
 
 /** Kinds vole validates; anything else is refused by the source as a kind it cannot use. */
-export const validatedKinds = [
+const validatedKinds = [
   'Pod',
   'PersistentVolume',
   'PersistentVolumeClaim',
@@ -71,7 +70,7 @@ export function validate(object: unknown): FieldError[] {
 const configMapKey = /^[-._a-zA-Z0-9]+$/;
 
 /** IsConfigMapKey: what a ConfigMap or Secret key may be (it becomes a file name). */
-export function configMapKeyProblem(key: string): string | undefined {
+function configMapKeyProblem(key: string): string | undefined {
   if (key.length > 253) return 'must be no more than 253 characters';
   if (!configMapKey.test(key))
     return "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";

@@ -135,7 +135,7 @@ export function lookupOf(objects: ReadonlyMap<string, ClusterObject>): ObjectLoo
  * checkVolumeSatisfyClaim: why this PV cannot serve this claim, or undefined when it can.
  * `wantedClass` is the claim's class (claimClassName: the default class when it names none).
  */
-export function mismatch(
+function mismatch(
   pv: PersistentVolume,
   pvc: PersistentVolumeClaim,
   wantedClass: string = pvc.spec.storageClassName ?? '',

@@ -13,7 +13,7 @@ import { callTable, type FailureReading, type PairStep } from '../engine/calls.j
 import { type EventOf, provisionCallNames } from '../events/index.js';
 import { foldProvisioningCall } from './fold-provisioning.js';
 import { provisionStarted } from './provisioning.js';
-import { NodeName, type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
 import { podEntries, podEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';

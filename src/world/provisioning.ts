@@ -27,11 +27,10 @@ export { claimUid };
 import { podsReferencing } from './references.js';
 import {
   claimClassName,
-  nodeAffinityOf,
   provisionedByAnnotation,
   storageClassOf,
 } from './storage-class.js';
-import type { RunningOp, World } from './types.js';
+import type { World } from './types.js';
 
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */
 export function csiVolumeName(driver: string, handle: string): UniqueVolumeName {
@@ -118,7 +117,7 @@ export function claimGone(world: World, key: string): void {
 }
 
 /** A PV's phase as the PV controller would set it (status.phase of a source's PV wins). */
-export function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
+function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
   if (taken.has(pv.metadata.name)) return 'Bound';
   const ref = pv.spec.claimRef;
   if (ref?.name !== undefined) {
@@ -133,7 +132,7 @@ export function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<s
 }
 
 /** `namespace/name` of the claim a PV's claimRef names, or null. */
-export function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>): string | null {
+function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>): string | null {
   const holder = taken.get(pv.metadata.name);
   if (holder !== undefined) return holder;
   const ref = pv.spec.claimRef;
@@ -180,7 +179,7 @@ export function persistentVolumes(world: World): PvView[] {
 }
 
 /** An RFC 3339 UTC time of a log timestamp (civil-from-days: no Date in the core). */
-export function rfc3339(tsMs: number): string {
+function rfc3339(tsMs: number): string {
   const days = Math.floor(tsMs / 86_400_000);
   const msOfDay = tsMs - days * 86_400_000;
   const z = days + 719_468;

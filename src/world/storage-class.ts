@@ -20,7 +20,7 @@ export interface ObjectLookup {
   ofKind(kind: string): IterableIterator<ClusterObject>;
 }
 
-export const defaultClassAnnotation = 'storageclass.kubernetes.io/is-default-class';
+const defaultClassAnnotation = 'storageclass.kubernetes.io/is-default-class';
 const betaDefaultClassAnnotation = 'storageclass.beta.kubernetes.io/is-default-class';
 /** The annotation a provisioned PV carries (the PV controller's AnnDynamicallyProvisioned). */
 export const provisionedByAnnotation = 'pv.kubernetes.io/provisioned-by';
@@ -42,7 +42,7 @@ function isDefaultClass(sc: StorageClass): boolean {
  * GetDefaultClass: the class annotated as default; of several, the newest
  * (creationTimestamp), ties broken by name, as Kubernetes since 1.26 does.
  */
-export function defaultClassName(objects: ObjectLookup): string | undefined {
+function defaultClassName(objects: ObjectLookup): string | undefined {
   let best: StorageClass | undefined;
   for (const object of objects.ofKind('StorageClass')) {
     if (object.kind !== 'StorageClass' || !isDefaultClass(object)) continue;
@@ -80,7 +80,7 @@ export function bindingModeOf(sc: StorageClass): 'Immediate' | 'WaitForFirstCons
 }
 
 /** The external-provisioner's prefix for its own parameters. */
-export const csiParameterPrefix = 'csi.storage.k8s.io/';
+const csiParameterPrefix = 'csi.storage.k8s.io/';
 
 /** The reserved keys it knows (fstype, and the secrets' names and namespaces). */
 const reservedKeys: ReadonlySet<string> = new Set(

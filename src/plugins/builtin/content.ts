@@ -65,7 +65,7 @@ async function fetchTokens(
 }
 
 /** Kubernetes' default file mode of these volumes (0644). */
-export const defaultContentModeBits = 0o644;
+const defaultContentModeBits = 0o644;
 
 type ContentKind = 'configMap' | 'secret';
 
@@ -127,7 +127,7 @@ function addDownward(
 }
 
 /** The files the volume must hold now. */
-export function buildPayload(
+function buildPayload(
   spec: ResolvedVolume,
   contents: ObjectContents,
   tokens: ReadonlyMap<string, string> = new Map(),

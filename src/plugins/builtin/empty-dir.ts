@@ -14,7 +14,7 @@ import {
 } from './common.js';
 
 /** The mode of an emptyDir's directory: anyone may write, whatever user the container runs as. */
-export const emptyDirModeBits = 0o777;
+const emptyDirModeBits = 0o777;
 
 /**
  * The kubelet's emptyDir setupDir (pkg/volume/emptydir/empty_dir.go): mkdir with 0777, then,
