@@ -26,30 +26,28 @@ export interface SqliteLog<W> {
   readonly restoredFromSeq: number;
 }
 
-export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
+/** Opens (or creates) the log at `path`, refusing one another core wrote. */
+function openStoreOfMode(
   path: string,
-  core: Core<W, O>,
-  opts: { durability?: 'full' | 'normal'; blocked?: GroupCommitterOptions } = {},
-): SqliteLog<W> {
-  const { blocked, ...openOpts } = opts;
-  const store = openLog<VoleEvent>(path, {
-    codec: eventCodec,
-    mode: 'create',
-    ...openOpts,
-    // The committer's onHalted reports a damaged file; the store prints it otherwise.
-    ...(blocked?.onHalted === undefined ? {} : { onDamaged: () => {} }),
-  });
+  mode: string,
+  opts: Omit<Parameters<typeof openLog<VoleEvent>>[1], 'codec' | 'mode'>,
+): ReturnType<typeof openLog<VoleEvent>> {
+  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', ...opts });
   const written = coreOfLog(store.read({ limit: 16 })).mode;
-  if (store.head().seq > 0 && written !== core.mode) {
+  if (store.head().seq > 0 && written !== mode) {
     store.close();
     throw new LogOpenError({
       code: 'otherMode',
       path,
-      message: `${path} is a ${written} log; a ${core.mode} cannot write to it (give another --db path)`,
+      message: `${path} is a ${written} log; a ${mode} cannot write to it (give another --db path)`,
     });
   }
-  const committer = new GroupCommitter<VoleEvent>(store, blocked);
-  const sink: EventSink = {
+  return store;
+}
+
+/** The engine's sink over the group committer. */
+function committerSink(committer: GroupCommitter<VoleEvent>): EventSink {
+  return {
     push: (event: NewEvent) => committer.push(event),
     flush: () => committer.flush(),
     close: () => void committer.close(),
@@ -59,6 +57,20 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
     },
     onWritable: (listener) => committer.onWritable(listener),
   };
+}
+export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
+  path: string,
+  core: Core<W, O>,
+  opts: { durability?: 'full' | 'normal'; blocked?: GroupCommitterOptions } = {},
+): SqliteLog<W> {
+  const { blocked, ...openOpts } = opts;
+  const store = openStoreOfMode(path, core.mode, {
+    ...openOpts,
+    // The committer's onHalted reports a damaged file; the store prints it otherwise.
+    ...(blocked?.onHalted === undefined ? {} : { onDamaged: () => {} }),
+  });
+  const committer = new GroupCommitter<VoleEvent>(store, blocked);
+  const sink = committerSink(committer);
   let latest: ReturnType<typeof store.latestSnapshot>;
   try {
     latest = store.latestSnapshot(); // checked against its checksum
