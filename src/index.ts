@@ -13,10 +13,7 @@ export {
 export { describeInvalid, type FieldError, validate } from './sources/validate.js';
 export { ObjectContents, toLoggedObject } from './sources/contents.js';
 export { builtinPlugins } from './plugins/builtin/index.js';
-export {
-  ControllerManager,
-  type ControllerManagerOptions,
-} from './agent/controller-manager.js';
+export { ControllerManager, type ControllerManagerOptions } from './agent/controller-manager.js';
 export { Engine, engineVersion, type EngineOptions, type RunnerHost } from './engine/engine.js';
 export type { Core, CoreWorld, EngineMode, Runner } from './engine/core.js';
 export { controllerCore, coreOfLog, coreOfMode, kubeletCore } from './engine/cores.js';
@@ -31,6 +28,11 @@ export * from './world/index.js';
 export { plan, type Operation, type PlanResult } from './plan/index.js';
 export { parseScenario } from './sim/scenario.js';
 export { simulate, type SimulationResult } from './sim/simulate.js';
-export { VoleMetrics, serveMetrics, type MetricsServer, type WorldSource } from './metrics/index.js';
+export {
+  VoleMetrics,
+  serveMetrics,
+  type MetricsServer,
+  type WorldSource,
+} from './metrics/index.js';
 export { why, whyText, volumeWhyText, type WhyAnswer, type VolumeWhy } from './postmortem/why.js';
 export type { OperatorRequest, OperatorDecided, OperatorReply } from './agent/operator.js';

@@ -102,7 +102,10 @@ class Driver {
     for (const event of podEvents(i, tsMs, 'p', { scratch: false }).events) {
       if (event.type === 'PodUpserted') {
         const pod = event.pod;
-        this.append({ ...event, pod: { ...pod, spec: { ...pod.spec, nodeName: `node-${i % nodes}` } } });
+        this.append({
+          ...event,
+          pod: { ...pod, spec: { ...pod.spec, nodeName: `node-${i % nodes}` } },
+        });
       } else this.append(event);
     }
   }
@@ -178,8 +181,20 @@ async function measurePlans(sizes: readonly number[], runs: number): Promise<Fig
     const label = `${size.toLocaleString('en-US')} attachments over 5,000 nodes`;
     const own = medians.get(size)!;
     const figures: Figure[] = [
-      { section: 'controller', name: `plan after one event, ${label}`, value: median(own), unit: 'µs', runs: own },
-      { section: 'controller', name: `plan after one event, p99, ${label}`, value: median(p99s.get(size)!), unit: 'µs', runs: p99s.get(size)! },
+      {
+        section: 'controller',
+        name: `plan after one event, ${label}`,
+        value: median(own),
+        unit: 'µs',
+        runs: own,
+      },
+      {
+        section: 'controller',
+        name: `plan after one event, p99, ${label}`,
+        value: median(p99s.get(size)!),
+        unit: 'µs',
+        runs: p99s.get(size)!,
+      },
     ];
     if (size === smallest) return figures;
     const ratios = own.map((v, i) => v / medians.get(smallest)!.at(i)!);
@@ -197,9 +212,18 @@ async function measurePlans(sizes: readonly number[], runs: number): Promise<Fig
 }
 
 /** Writes a controller log of about `events` events to `path`; returns its head. */
-function writeControllerLog(path: string, events: number, population: number, nodes: number): number {
+function writeControllerLog(
+  path: string,
+  events: number,
+  population: number,
+  nodes: number,
+): number {
   removeDb(path);
-  const store = openLog<VoleEvent>(path, { codec: eventCodec, mode: 'create', durability: 'normal' });
+  const store = openLog<VoleEvent>(path, {
+    codec: eventCodec,
+    mode: 'create',
+    durability: 'normal',
+  });
   let batch: Omit<VoleEvent, 'seq'>[] = [];
   const flush = () => {
     if (batch.length === 0) return;
@@ -273,7 +297,9 @@ function restartOnce(path: string): { totalMs: number; folded: number } {
   const totalMs = nowMs() - start;
   log.store.close();
   if (planned.operations.length !== 0)
-    throw new Error(`controller restart: the settled world planned ${planned.operations.length} operations`);
+    throw new Error(
+      `controller restart: the settled world planned ${planned.operations.length} operations`,
+    );
   return { totalMs, folded: world.seq - 1 - log.restoredFromSeq };
 }
 
@@ -299,7 +325,9 @@ async function measureRestart(events: number, runs: number): Promise<Figure[]> {
       gc();
       const r = restartOnce(v.path);
       totals.push(r.totalMs);
-      progress(`  ${v.name}: ${r.totalMs.toFixed(0)} ms (${r.folded.toLocaleString('en-US')} events folded)`);
+      progress(
+        `  ${v.name}: ${r.totalMs.toFixed(0)} ms (${r.folded.toLocaleString('en-US')} events folded)`,
+      );
     }
     return {
       section: 'controller',

@@ -40,24 +40,46 @@ export async function onSchedule(
   return latencies;
 }
 
-const capability = { mount: { fs_type: 'ext4', mount_flags: [] }, access_mode: { mode: 'SINGLE_NODE_WRITER' } };
+const capability = {
+  mount: { fs_type: 'ext4', mount_flags: [] },
+  access_mode: { mode: 'SINGLE_NODE_WRITER' },
+};
 
 /** A pod's three RPCs, straight through the transport (or the minimal http2 client below). */
-export function grpcPod(transport: Pick<CsiTransport, 'call'>, deadlineMs: number): (i: number) => Promise<void> {
+export function grpcPod(
+  transport: Pick<CsiTransport, 'call'>,
+  deadlineMs: number,
+): (i: number) => Promise<void> {
   const opts = { deadlineMs };
   return async (i) => {
     const volumeId = `disk-floor-${i}`;
     const staging = `/var/lib/vole/plugins/kubernetes.io/csi/fake.disk/${volumeId}/globalmount`;
     const answer = await transport.call<{ publish_context: Record<string, string> }>(
       'ControllerPublishVolume',
-      { volume_id: volumeId, node_id: 'node-1', volume_capability: capability, readonly: false, volume_context: {} },
+      {
+        volume_id: volumeId,
+        node_id: 'node-1',
+        volume_capability: capability,
+        readonly: false,
+        volume_context: {},
+      },
       opts,
     );
-    const common = { volume_id: volumeId, publish_context: answer.publish_context, volume_capability: capability, volume_context: {} };
+    const common = {
+      volume_id: volumeId,
+      publish_context: answer.publish_context,
+      volume_capability: capability,
+      volume_context: {},
+    };
     await transport.call('NodeStageVolume', { ...common, staging_target_path: staging }, opts);
     await transport.call(
       'NodePublishVolume',
-      { ...common, staging_target_path: staging, target_path: `/var/lib/vole/pods/floor-${i}/volumes/kubernetes.io~csi/data/mount`, readonly: false },
+      {
+        ...common,
+        staging_target_path: staging,
+        target_path: `/var/lib/vole/pods/floor-${i}/volumes/kubernetes.io~csi/data/mount`,
+        readonly: false,
+      },
       opts,
     );
   };
@@ -120,7 +142,9 @@ export class Http2Unary {
   ) {}
 
   static async connect(socketPath: string): Promise<Http2Unary> {
-    const session = connect('http://localhost', { createConnection: () => createConnection(socketPath) });
+    const session = connect('http://localhost', {
+      createConnection: () => createConnection(socketPath),
+    });
     await new Promise<void>((resolve, reject) => {
       session.once('connect', () => resolve());
       session.once('error', reject);
@@ -128,7 +152,8 @@ export class Http2Unary {
     const services = csiServices();
     const methods = new Map<string, MethodDefinition<object, unknown>>();
     for (const ctor of [services.Identity, services.Controller, services.Node])
-      for (const [name, definition] of Object.entries(ctor.service)) methods.set(name, definition as MethodDefinition<object, unknown>);
+      for (const [name, definition] of Object.entries(ctor.service))
+        methods.set(name, definition as MethodDefinition<object, unknown>);
     return new Http2Unary(session, methods);
   }
 
@@ -149,7 +174,8 @@ export class Http2Unary {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('trailers', (trailers) => {
-        if (trailers['grpc-status'] !== '0') reject(new Error(`${rpc}: grpc-status ${String(trailers['grpc-status'])}`));
+        if (trailers['grpc-status'] !== '0')
+          reject(new Error(`${rpc}: grpc-status ${String(trailers['grpc-status'])}`));
         else resolve(method.responseDeserialize(Buffer.concat(chunks).subarray(5)) as Res);
       });
       stream.on('error', reject);
@@ -171,7 +197,10 @@ export class Http2Unary {
 export const inProcessTransport: CsiTransport = {
   call: <Res>(rpc: CsiRpc) =>
     new Promise<Res>((resolve) => {
-      const answer = rpc === 'ControllerPublishVolume' ? { publish_context: { devicePath: '/dev/in-process' } } : {};
+      const answer =
+        rpc === 'ControllerPublishVolume'
+          ? { publish_context: { devicePath: '/dev/in-process' } }
+          : {};
       setImmediate(() => resolve(answer as Res));
     }),
   close: () => {},

@@ -45,7 +45,8 @@ export class StageTrace {
     if (op === undefined) return;
     if (event.type === 'CallStarted' || event.type === 'CallSucceeded')
       this.mark(op.volume, `${event.call}.${event.type}`, now);
-    else if (event.type === 'OperationFinished') this.mark(op.volume, `${op.op}.OperationFinished`, now);
+    else if (event.type === 'OperationFinished')
+      this.mark(op.volume, `${op.op}.OperationFinished`, now);
   }
 
   /** The transport, with the moment each RPC is handed to gRPC and answered recorded. */
@@ -89,13 +90,21 @@ export class StageTrace {
     return order.map((key) => {
       const values = samples.get(key)!;
       const [from, to] = key.split(' → ') as [string, string];
-      return { from, to, p50Ms: quantile(values, 0.5), p99Ms: quantile(values, 0.99), pods: values.length };
+      return {
+        from,
+        to,
+        p50Ms: quantile(values, 0.5),
+        p99Ms: quantile(values, 0.99),
+        pods: values.length,
+      };
     });
   }
 }
 
 /** The GC pauses of the main thread (ms each) while `watch` runs. */
-export async function withGcPauses<T>(watch: () => Promise<T>): Promise<{ value: T; gc: { pausesMs: number[] } }> {
+export async function withGcPauses<T>(
+  watch: () => Promise<T>,
+): Promise<{ value: T; gc: { pausesMs: number[] } }> {
   const pausesMs: number[] = [];
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) pausesMs.push(entry.duration);

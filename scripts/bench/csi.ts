@@ -42,14 +42,34 @@ import { builtinPluginNames } from '../../src/world/resolve.js';
 import type { NewEvent } from '../../src/events/index.js';
 import { podLatencies } from './e2e.js';
 import { benchPlugins, diskPlugin, podEvents } from './generate.js';
-import { EchoClient, grpcPod, Http2Unary, inProcessTransport, onSchedule, socketPod } from './csi-floor.js';
+import {
+  EchoClient,
+  grpcPod,
+  Http2Unary,
+  inProcessTransport,
+  onSchedule,
+  socketPod,
+} from './csi-floor.js';
 import { StageTrace, withGcPauses } from './csi-stages.js';
-import { type Figure, gc, median, progress, quantile, scratchDir, type SectionResult, sleepMs } from './util.js';
+import {
+  type Figure,
+  gc,
+  median,
+  progress,
+  quantile,
+  scratchDir,
+  type SectionResult,
+  sleepMs,
+} from './util.js';
 
 type Variant = 'builtin' | 'csi' | 'csiInProcess';
 const gapMs = 10;
 
-function csiPlugins(clock: RealClock, journal: FakeCallRecord[], transport: CsiTransport): PluginManager {
+function csiPlugins(
+  clock: RealClock,
+  journal: FakeCallRecord[],
+  transport: CsiTransport,
+): PluginManager {
   const manager = new PluginManager();
   const driverCaps = {
     publishUnpublish: true,
@@ -69,7 +89,8 @@ function csiPlugins(clock: RealClock, journal: FakeCallRecord[], transport: CsiT
 }
 
 /** The disk's volume handle, the key of a pod's stages (`…^disk-p-1` in the engine, `disk-p-1` on the wire). */
-const handleOf = (name: string): string => name.slice(Math.max(name.lastIndexOf('^'), name.lastIndexOf('/')) + 1);
+const handleOf = (name: string): string =>
+  name.slice(Math.max(name.lastIndexOf('^'), name.lastIndexOf('/')) + 1);
 const isDisk = (volume: string): boolean => handleOf(volume).startsWith('disk-');
 
 async function runOnce(
@@ -127,10 +148,24 @@ async function startNullDriver(socket: string): Promise<ChildProcess> {
 }
 
 type Row = Variant | 'grpcFloor' | 'http2Floor' | 'socketFloor';
-const allRows: readonly Row[] = ['builtin', 'csi', 'csiInProcess', 'grpcFloor', 'http2Floor', 'socketFloor'];
+const allRows: readonly Row[] = [
+  'builtin',
+  'csi',
+  'csiInProcess',
+  'grpcFloor',
+  'http2Floor',
+  'socketFloor',
+];
 const rows = allRows.filter((row) => (process.env.BENCH_CSI_ROWS ?? row).split(',').includes(row));
 type Runs = Record<Row, number[]>;
-const noRuns = (): Runs => ({ builtin: [], csi: [], csiInProcess: [], grpcFloor: [], http2Floor: [], socketFloor: [] });
+const noRuns = (): Runs => ({
+  builtin: [],
+  csi: [],
+  csiInProcess: [],
+  grpcFloor: [],
+  http2Floor: [],
+  socketFloor: [],
+});
 /** Per row, each run's p50 and p99 (ms), this process's CPU per pod (µs) and GC pauses over 1 ms. */
 interface Measured {
   readonly p50: Runs;
@@ -148,7 +183,8 @@ async function measure(
 ): Promise<number[]> {
   const cpuBefore = process.cpuUsage();
   const { value, gc: pauses } = await withGcPauses(() => {
-    if (row === 'grpcFloor') return onSchedule(pods, gapMs, grpcPod(ctx.transport, csiRpcDeadlineMs));
+    if (row === 'grpcFloor')
+      return onSchedule(pods, gapMs, grpcPod(ctx.transport, csiRpcDeadlineMs));
     if (row === 'http2Floor') return onSchedule(pods, gapMs, grpcPod(ctx.http2, csiRpcDeadlineMs));
     if (row === 'socketFloor') return onSchedule(pods, gapMs, socketPod(ctx.echo));
     return runOnce(row, pods, ctx.transport, ctx.trace);
@@ -179,7 +215,8 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
   const stages: Record<string, ReturnType<StageTrace['gaps']>> = {};
   const loadAverages: number[] = [];
   try {
-    for (const row of rows) await measure(row, 50, { transport, http2, echo, trace: new StageTrace(handleOf) }, warmup);
+    for (const row of rows)
+      await measure(row, 50, { transport, http2, echo, trace: new StageTrace(handleOf) }, warmup);
     for (let run = 0; run < opts.runs; run++) {
       loadAverages.push(loadavg()[0]!);
       progress(`  csi run ${run + 1}/${opts.runs} (load average ${loadavg()[0]!.toFixed(1)})`);
@@ -198,19 +235,30 @@ export async function runCsi(opts: { pods: number; runs: number }): Promise<Sect
     transport.close();
     process.kill(driver.pid!, 'SIGTERM');
   }
-  const details = { arrivalGapMs: gapMs, rpcsPerPod: 3, loadAverages, ...measured, stagesOfLastRun: stages };
+  const details = {
+    arrivalGapMs: gapMs,
+    rpcsPerPod: 3,
+    loadAverages,
+    ...measured,
+    stagesOfLastRun: stages,
+  };
   return { section: 'csi', figures: figures(measured, opts.pods), details };
 }
 
 /** The gaps between a CSI pod's stages (last run), beside the built-in's where they match. */
 function printStages(stages: Record<string, ReturnType<StageTrace['gaps']>>): void {
   const builtin = new Map((stages.builtin ?? []).map((g) => [`${g.from} → ${g.to}`, g]));
-  progress("  where a CSI pod's time goes (last run; p50 / p99 ms; built-in beside where it has the step):");
+  progress(
+    "  where a CSI pod's time goes (last run; p50 / p99 ms; built-in beside where it has the step):",
+  );
   for (const gap of stages.csi ?? []) {
     if (gap.pods * 10 < (stages.csi?.[0]?.pods ?? 0)) continue; // a rare ordering, not a stage
     const same = builtin.get(`${gap.from} → ${gap.to}`);
-    const beside = same === undefined ? '' : `   (built-in ${same.p50Ms.toFixed(3)} / ${same.p99Ms.toFixed(3)})`;
-    progress(`    ${gap.from} → ${gap.to}: ${gap.p50Ms.toFixed(3)} / ${gap.p99Ms.toFixed(3)}${beside}`);
+    const beside =
+      same === undefined ? '' : `   (built-in ${same.p50Ms.toFixed(3)} / ${same.p99Ms.toFixed(3)})`;
+    progress(
+      `    ${gap.from} → ${gap.to}: ${gap.p50Ms.toFixed(3)} / ${gap.p99Ms.toFixed(3)}${beside}`,
+    );
   }
 }
 
@@ -247,7 +295,13 @@ function printVerdict(m: Measured): void {
 function figures(m: Measured, podCount: number): Figure[] {
   const { p50, p99 } = m;
   const pods = `${podCount.toLocaleString('en-US')} pods`;
-  const row = (name: string, runs: number[], unit = 'ms'): Figure => ({ section: 'csi', name, value: median(runs), unit, runs });
+  const row = (name: string, runs: number[], unit = 'ms'): Figure => ({
+    section: 'csi',
+    name,
+    value: median(runs),
+    unit,
+    runs,
+  });
   const alone = "a pod's 3 RPCs alone (no engine)";
   const verdictRows = verdicts(m).map((v): Figure => {
     const met = median(v.ratios) <= v.max;
@@ -259,17 +313,33 @@ function figures(m: Measured, podCount: number): Figure[] {
     row(`pod added → mounted, p99, built-in plugin, ${pods}`, p99.builtin),
     row(`pod added → mounted, p50, CSI over a unix socket, ${pods}`, p50.csi),
     row(`pod added → mounted, p99, CSI over a unix socket, ${pods}`, p99.csi),
-    row('diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p50', p50.csiInProcess),
-    row('diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p99', p99.csiInProcess),
+    row(
+      'diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p50',
+      p50.csiInProcess,
+    ),
+    row(
+      'diagnostic: the CSI plugin with a driver inside the agent (no gRPC, no process), p99',
+      p99.csiInProcess,
+    ),
     row(`floor: ${alone}, grpc-js to the same driver, p50`, p50.grpcFloor),
     row(`floor: ${alone}, grpc-js to the same driver, p99`, p99.grpcFloor),
     row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p50`, p50.http2Floor),
     row(`floor: ${alone}, a minimal node:http2 client instead of grpc-js, p99`, p99.http2Floor),
-    row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p50', p50.socketFloor),
-    row('floor: 3 plain unix-socket round trips to the driver process (no gRPC), p99', p99.socketFloor),
+    row(
+      'floor: 3 plain unix-socket round trips to the driver process (no gRPC), p50',
+      p50.socketFloor,
+    ),
+    row(
+      'floor: 3 plain unix-socket round trips to the driver process (no gRPC), p99',
+      p99.socketFloor,
+    ),
     row('agent CPU per pod — built-in', m.cpuUs.builtin, 'µs'),
     row('agent CPU per pod — CSI', m.cpuUs.csi, 'µs'),
-    row('agent CPU per pod — the CSI plugin with a driver inside the agent', m.cpuUs.csiInProcess, 'µs'),
+    row(
+      'agent CPU per pod — the CSI plugin with a driver inside the agent',
+      m.cpuUs.csiInProcess,
+      'µs',
+    ),
     row("agent CPU per pod — a pod's 3 grpc-js RPCs alone", m.cpuUs.grpcFloor, 'µs'),
     row("agent CPU per pod — a pod's 3 http2 RPCs alone", m.cpuUs.http2Floor, 'µs'),
     row(`GC pauses over 1 ms in a run of ${pods}: built-in`, m.gcOver1Ms.builtin, 'pauses'),

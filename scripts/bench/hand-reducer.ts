@@ -673,7 +673,9 @@ export function compareWithWorld(h: HandState, world: World, limit = 5): string[
   for (const [volume, record] of world.attachments) {
     const mine = h.attachments.get(volume);
     if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
-      add(`attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
+      add(
+        `attachment ${volume}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`,
+      );
     }
   }
   let mounts = 0;
@@ -683,7 +685,9 @@ export function compareWithWorld(h: HandState, world: World, limit = 5): string[
       mounts++;
       const mine = h.mounts.get(volume)?.get(pod);
       if (!isDeepStrictEqual(mine, { value: record.value, context: record.context })) {
-        add(`mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`);
+        add(
+          `mount ${volume} × ${pod}: ${JSON.stringify(mine)} vs ${JSON.stringify({ value: record.value, context: record.context })}`,
+        );
       }
     }
   }

@@ -139,7 +139,9 @@ export async function runReplay(opts: ReplayOptions): Promise<SectionResult> {
     progress(`replay: from SQLite, run ${run + 1}/${opts.runs}`);
     rates.ceiling!.push(timed('scan + JSON.parse (ceiling)', n, () => scanParse(path)));
     rates.validate!.push(timed('scan + JSON.parse + validation', n, () => scanParseValidate(path)));
-    rates.vole!.push(timed('vole replay (scan + parse + validation + fold)', n, () => replayVole(path)));
+    rates.vole!.push(
+      timed('vole replay (scan + parse + validation + fold)', n, () => replayVole(path)),
+    );
     rates.handSqlite!.push(
       timed('hand reducer from SQLite (scan + parse + hand)', n, () => replayHand(path)),
     );

@@ -73,7 +73,8 @@ export function scratchDir(name: string): string {
 }
 
 export function removeDb(path: string): void {
-  for (const suffix of ['', '-wal', '-shm', '-journal', '-lock']) rmSync(path + suffix, { force: true });
+  for (const suffix of ['', '-wal', '-shm', '-journal', '-lock'])
+    rmSync(path + suffix, { force: true });
 }
 
 /** Yields to the event loop once (lets setImmediate callbacks run). */

@@ -283,20 +283,33 @@ export class ControllerManager {
     const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
     const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
     const timeoutMs = opts.timeoutMs ?? 10_000;
-    return awaitOperatorDecision(subscribe, this.opts.clock, requestSeq, ['accepted', 'refused'], timeoutMs).then(
-      ({ seq, verdict, message }) => ({
-        requestSeq,
-        decisionSeq: seq,
-        verdict: verdict as 'accepted' | 'refused',
-        message,
-      }),
-    );
+    return awaitOperatorDecision(
+      subscribe,
+      this.opts.clock,
+      requestSeq,
+      ['accepted', 'refused'],
+      timeoutMs,
+    ).then(({ seq, verdict, message }) => ({
+      requestSeq,
+      decisionSeq: seq,
+      verdict: verdict as 'accepted' | 'refused',
+      message,
+    }));
   }
 
   /** Resolves once an accepted detach completed. */
-  operatorActionDone(requestSeq: number, opts: { timeoutMs?: number } = {}): Promise<{ seq: number; message: string }> {
+  operatorActionDone(
+    requestSeq: number,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ seq: number; message: string }> {
     const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
-    return awaitOperatorDecision(subscribe, this.opts.clock, requestSeq, ['done'], opts.timeoutMs ?? 120_000);
+    return awaitOperatorDecision(
+      subscribe,
+      this.opts.clock,
+      requestSeq,
+      ['done'],
+      opts.timeoutMs ?? 120_000,
+    );
   }
 
   /** Serves `vole detach --controller` and `vole retry --controller` on a 0600 unix socket. */

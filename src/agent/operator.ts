@@ -39,7 +39,13 @@ export interface OperatorRequest {
 }
 
 export type OperatorReply =
-  | { kind: 'decided'; verdict: 'accepted' | 'refused'; message: string; requestSeq: number; decisionSeq: number }
+  | {
+      kind: 'decided';
+      verdict: 'accepted' | 'refused';
+      message: string;
+      requestSeq: number;
+      decisionSeq: number;
+    }
   | { kind: 'done'; message: string; seq: number }
   | { kind: 'error'; message: string };
 
@@ -52,7 +58,10 @@ function knownVolume(world: World, name: string): boolean {
  * Resolves a pod given by UID, namespace/name or name, and a volume given by its
  * UniqueVolumeName or (with a pod) its name in the pod. A message when either is unknown.
  */
-export function resolveOperatorRequest(world: World, input: OperatorRequestInput): OperatorRequest | string {
+export function resolveOperatorRequest(
+  world: World,
+  input: OperatorRequestInput,
+): OperatorRequest | string {
   const pod = input.pod === undefined ? undefined : findPod(world, input.pod);
   if (input.pod !== undefined && pod === undefined)
     return `no pod ${input.pod} on node ${world.config.node}: give its UID, namespace/name or name`;
@@ -105,7 +114,9 @@ export async function serveOperatorSocket(
 ): Promise<{ readonly path: string; close(): Promise<void> }> {
   if (existsSync(path)) {
     if (!lstatSync(path).isSocket())
-      throw new OperatorSocketError(`${path} exists and is not a socket: remove it or choose another --root`);
+      throw new OperatorSocketError(
+        `${path} exists and is not a socket: remove it or choose another --root`,
+      );
     if (await listening(path))
       throw new OperatorSocketError(`another vole agent answers on ${path}: stop it first`);
     unlinkSync(path);

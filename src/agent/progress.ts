@@ -26,7 +26,8 @@ export class PodProgress {
     if (event.type === 'PodUpserted') return [event.pod.metadata.uid ?? ''];
     if (event.type === 'PodRemoved') return [event.uid];
     const volume =
-      eventVolume(world, event) ?? (event.type === 'OperationStarted' ? UniqueVolumeName(event.volume) : undefined);
+      eventVolume(world, event) ??
+      (event.type === 'OperationStarted' ? UniqueVolumeName(event.volume) : undefined);
     if (volume === undefined) return [];
     const desired = [...podEntries(world.dsw.get(volume)?.pods)].map((e) => e.pod);
     const mounted = [...podEntries(world.mounts.get(volume))].map((m) => m.pod);

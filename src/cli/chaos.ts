@@ -78,7 +78,8 @@ function progress(runs: number): { onProgress: (done: number) => void; done: () 
   const tty = process.stderr.isTTY === true;
   return {
     onProgress: (done) => {
-      if (tty && (done % 25 === 0 || done === runs)) process.stderr.write(`\rchaos ${done}/${runs}`);
+      if (tty && (done % 25 === 0 || done === runs))
+        process.stderr.write(`\rchaos ${done}/${runs}`);
     },
     done: () => {
       if (tty) process.stderr.write('\r\x1b[K');
@@ -103,11 +104,18 @@ async function clusterChaosCommand(opts: {
   if (report.failures.length > 0) mkdirSync(out, { recursive: true });
   for (const f of report.failures) {
     const file = join(out, `chaos-cluster-seed-${f.seed}.json`);
-    writeFileSync(file, `${JSON.stringify({ reproduce: `vole chaos --cluster --seed ${f.seed} --runs 1`, ...f }, null, 2)}\n`);
+    writeFileSync(
+      file,
+      `${JSON.stringify({ reproduce: `vole chaos --cluster --seed ${f.seed} --runs 1`, ...f }, null, 2)}\n`,
+    );
     files.push(file);
   }
   if (opts.json === true) {
-    const failures = report.failures.map((f, i) => ({ seed: f.seed, messages: f.failures, file: files[i] }));
+    const failures = report.failures.map((f, i) => ({
+      seed: f.seed,
+      messages: f.failures,
+      file: files[i],
+    }));
     process.stdout.write(`${JSON.stringify({ ...report, failures }, null, 2)}\n`);
   } else {
     for (const [i, f] of report.failures.entries())

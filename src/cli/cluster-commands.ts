@@ -15,7 +15,9 @@ const collect = (value: string, previous: string[] = []) => [...previous, value]
 export function registerClusterCommands(program: Command, run: Run, _logger: unknown): void {
   program
     .command('apply')
-    .description('write Pods, PersistentVolumes, claims and Nodes from manifests into the cluster (etcd)')
+    .description(
+      'write Pods, PersistentVolumes, claims and Nodes from manifests into the cluster (etcd)',
+    )
     .addOption(etcdOption().makeOptionMandatory())
     .addOption(prefixOption())
     .option('-f, --filename <file|dir>', 'a manifest file or directory (repeatable)', collect, [])

@@ -52,7 +52,8 @@ function seconds(text: string | undefined, fallback: number, what: string): numb
 function durationMs(text: string | undefined, fallback: number, what: string): number {
   if (text === undefined) return fallback;
   const ms = parseDurationMs(text);
-  if (ms === undefined || ms < 0) throw new UsageError(`${what}: "${text}" is not a duration (e.g. 6m, 30s, 500ms)`);
+  if (ms === undefined || ms < 0)
+    throw new UsageError(`${what}: "${text}" is not a duration (e.g. 6m, 30s, 500ms)`);
   return ms;
 }
 
@@ -64,8 +65,12 @@ function clientFor(urls: string) {
   }
 }
 
-export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logger: Logger): Promise<number> {
-  if (opts.node === undefined) throw new UsageError('vole run --etcd needs --node NAME (this node)');
+export async function clusterAgentCommand(
+  opts: ClusterAgentCommandOptions,
+  logger: Logger,
+): Promise<number> {
+  if (opts.node === undefined)
+    throw new UsageError('vole run --etcd needs --node NAME (this node)');
   const root = opts.root ?? defaultRoot;
   mkdirSync(root, { recursive: true });
   const db = opts.db ?? join(root, 'vole.db');
@@ -104,7 +109,9 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     throw new UsageError(describeEtcdError(error, opts.etcd));
   }
   csi.registry.setRecorder((event) => agent.vm.inputs.recordCsiDriver(event));
-  say(`vole agent on ${opts.node}: etcd ${opts.etcd}, root ${root}, log ${db} (seq ${agent.vm.world.seq})`);
+  say(
+    `vole agent on ${opts.node}: etcd ${opts.etcd}, root ${root}, log ${db} (seq ${agent.vm.world.seq})`,
+  );
   const stopAgent = () => void agent.stop().finally(() => client.close());
   const endpoints = await serveEndpoints({ root, metricsAt, vm: agent.vm, say, stop: stopAgent });
   return runUntilStopped({
@@ -112,7 +119,8 @@ export async function clusterAgentCommand(opts: ClusterAgentCommandOptions, logg
     once: opts.once === true,
     timeout: opts.timeout,
     settled: () => settled(agent.vm.world),
-    settledMessage: () => `settled: ${agent.vm.world.pods.size} pod(s) mounted, log at seq ${agent.vm.world.seq}`,
+    settledMessage: () =>
+      `settled: ${agent.vm.world.pods.size} pod(s) mounted, log at seq ${agent.vm.world.seq}`,
     shutdown: async () => {
       await endpoints.close();
       await agent.stop();
@@ -142,7 +150,7 @@ export async function clusterControllerCommand(
 ): Promise<number> {
   if (opts.metricsAddress !== undefined)
     throw new UsageError(
-      '--metrics-address is not served with --etcd yet (a replica\'s controller changes with ' +
+      "--metrics-address is not served with --etcd yet (a replica's controller changes with " +
         'its leadership): scrape the node agents, or run vole controller --manifests',
     );
   const root = opts.root ?? defaultRoot;
@@ -154,11 +162,20 @@ export async function clusterControllerCommand(
     client: new EtcdStore(client),
     keys: new ClusterKeys(opts.prefix ?? defaultPrefix),
     identity,
-    plugins: builtinPlugins({ root, ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }) }),
+    plugins: builtinPlugins({
+      root,
+      ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
+    }),
     logger,
     leaseTtlS: seconds(opts.leaseTtl, leaseTtlSDefault, '--lease-ttl'),
-    maxWaitForUnmountMs: durationMs(opts.maxWaitForUnmount, maxWaitForUnmountMsDefault, '--max-wait-for-unmount'),
-    ...(opts.snapshotEvery === undefined ? {} : { snapshotEveryEvents: seconds(opts.snapshotEvery, 1, '--snapshot-every') }),
+    maxWaitForUnmountMs: durationMs(
+      opts.maxWaitForUnmount,
+      maxWaitForUnmountMsDefault,
+      '--max-wait-for-unmount',
+    ),
+    ...(opts.snapshotEvery === undefined
+      ? {}
+      : { snapshotEveryEvents: seconds(opts.snapshotEvery, 1, '--snapshot-every') }),
     say,
   });
   // CSI drivers before the campaign: their capabilities are in the leader's EngineStarted.

@@ -88,7 +88,15 @@ export async function deleteCommand(opts: EtcdOptions & { filename: string[] }):
   return 0;
 }
 
-export const getKinds = ['pods', 'pvs', 'pvcs', 'nodes', 'configmaps', 'secrets', 'attachments'] as const;
+export const getKinds = [
+  'pods',
+  'pvs',
+  'pvcs',
+  'nodes',
+  'configmaps',
+  'secrets',
+  'attachments',
+] as const;
 type GetKind = (typeof getKinds)[number];
 const kindOf: Record<Exclude<GetKind, 'pods' | 'attachments'>, string> = {
   pvs: 'PersistentVolume',
@@ -100,7 +108,16 @@ const kindOf: Record<Exclude<GetKind, 'pods' | 'attachments'>, string> = {
 
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n') + '\n';
+  return (
+    rows
+      .map((r) =>
+        r
+          .map((c, i) => c.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd(),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 /** A claim's or PV's binding, as the leading controller wrote it (kubectl's STATUS and VOLUME/CLAIM). */
@@ -126,7 +143,12 @@ export async function getCommand(
     if (kind === 'attachments') {
       const attached = await readVolumesAttached(client, keys);
       return attached.flatMap(({ node, volumes, revision }) =>
-        volumes.map((v) => ({ node, volume: v.name, devicePath: v.devicePath ?? '', resourceVersion: String(revision) })),
+        volumes.map((v) => ({
+          node,
+          volume: v.name,
+          devicePath: v.devicePath ?? '',
+          resourceVersion: String(revision),
+        })),
       );
     }
     const state = await listState(client, keys);
@@ -159,7 +181,10 @@ export async function getCommand(
   }
   const header = Object.keys(rows[0]!);
   process.stdout.write(
-    table([header.map((h) => h.toUpperCase()), ...rows.map((r) => header.map((h) => String((r as Record<string, string>)[h])))]),
+    table([
+      header.map((h) => h.toUpperCase()),
+      ...rows.map((r) => header.map((h) => String((r as Record<string, string>)[h]))),
+    ]),
   );
   return 0;
 }
@@ -185,6 +210,8 @@ export async function exportEtcdCommand(opts: EtcdOptions & { out?: string }): P
   const text = lines.join('');
   if (opts.out === undefined) process.stdout.write(text);
   else writeFileSync(opts.out, text);
-  process.stderr.write(`exported ${lines.length} events of the controller log (head ${loaded.head})\n`);
+  process.stderr.write(
+    `exported ${lines.length} events of the controller log (head ${loaded.head})\n`,
+  );
   return 0;
 }

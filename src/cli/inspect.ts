@@ -21,7 +21,11 @@ export interface InspectCliOptions {
 const etcdLoadDeadlineMs = 30_000;
 
 /** The controller log in etcd, loaded and followed (`--etcd`). */
-async function etcdSource(urls: string, prefix: string, warn: (m: string) => void): Promise<InspectedSource> {
+async function etcdSource(
+  urls: string,
+  prefix: string,
+  warn: (m: string) => void,
+): Promise<InspectedSource> {
   let client;
   try {
     client = connect(urls);
@@ -43,7 +47,9 @@ async function etcdSource(urls: string, prefix: string, warn: (m: string) => voi
     };
   } catch (error) {
     client.close();
-    throw new UsageError(error instanceof ClusterError ? error.message : describeEtcdError(error, urls));
+    throw new UsageError(
+      error instanceof ClusterError ? error.message : describeEtcdError(error, urls),
+    );
   }
 }
 
@@ -56,9 +62,14 @@ export async function inspectCommand(opts: InspectCliOptions): Promise<number> {
   }
   const host = opts.host ?? '127.0.0.1';
   if ((opts.db === undefined) === (opts.etcd === undefined))
-    throw new UsageError('give the log to inspect: --db FILE, or --etcd URLS for the controller log in etcd');
+    throw new UsageError(
+      'give the log to inspect: --db FILE, or --etcd URLS for the controller log in etcd',
+    );
   const warn = (m: string) => process.stderr.write(`vole inspect: ${m}\n`);
-  const source = opts.etcd === undefined ? undefined : await etcdSource(opts.etcd, opts.prefix ?? defaultPrefix, warn);
+  const source =
+    opts.etcd === undefined
+      ? undefined
+      : await etcdSource(opts.etcd, opts.prefix ?? defaultPrefix, warn);
   let inspector;
   try {
     inspector = await startInspector({

@@ -79,8 +79,7 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
       if (stuck !== undefined && Date.now() - stuckSinceMs! >= stuckMsMin) {
         const why = 'nothing left that vole can do without a change outside it: exit 3';
         void stop(3, `${stuck}\n${why}`);
-      }
-      else if (Date.now() - startedMs > timeoutMs) {
+      } else if (Date.now() - startedMs > timeoutMs) {
         const left = opts.leftAtTimeout?.();
         const why = left === undefined || left === '' ? '' : `\n${left}`;
         void stop(1, `timed out after ${opts.timeout} s without settling${why}`);

@@ -94,7 +94,10 @@ program
   );
 
 /** --manifests or --etcd: one of them says where the cluster is. */
-function withManifests<T extends { manifests?: string }>(opts: T, command: string): T & { manifests: string } {
+function withManifests<T extends { manifests?: string }>(
+  opts: T,
+  command: string,
+): T & { manifests: string } {
   if (opts.manifests === undefined)
     throw new UsageError(`vole ${command} needs --manifests DIR or --etcd URLS`);
   return opts as T & { manifests: string };
@@ -112,12 +115,14 @@ program
   )
   .addOption(etcdOption().conflicts('manifests'))
   .addOption(
-    new Option('--kubeconfig <file>', 'take pods and objects from this API server (with --node)')
-      .conflicts(['manifests', 'etcd']),
+    new Option(
+      '--kubeconfig <file>',
+      'take pods and objects from this API server (with --node)',
+    ).conflicts(['manifests', 'etcd']),
   )
   .addOption(prefixOption())
   .option('--heartbeat-ttl <seconds>', 'with --etcd: the heartbeat lease TTL')
-  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
+  .option('--disks-root <dir>', 'the root whose disks/ holds disk images (default: --root)')
   .option(
     '--root <dir>',
     "where pods' volumes, global mounts and disk images live",
@@ -138,7 +143,7 @@ program
     '--once',
     'watch the manifest directory as without it, and exit: 0 once every pod is mounted and ' +
       'nothing else is attached; 3 when what is left can only wait for a change outside ' +
-      "vole (printing `vole why` for each such pod); 1 at the timeout",
+      'vole (printing `vole why` for each such pod); 1 at the timeout',
   )
   .option(
     '--timeout <seconds>',
@@ -172,15 +177,20 @@ program
 
 program
   .command('csi-driver')
-  .description(`the loop disk as a CSI driver process (${'disk.csi.vole.dev'}): Identity, Controller, Node`)
+  .description(
+    `the loop disk as a CSI driver process (${'disk.csi.vole.dev'}): Identity, Controller, Node`,
+  )
   .requiredOption('--endpoint <unix:///path.sock>', 'the unix socket to serve CSI on')
   .requiredOption(
     '--node-id <id>',
     "this node's id (NodeGetInfo; ControllerPublishVolume's node_id), " +
       'its topology segment topology.disk.csi.vole.dev/node',
   )
-  .requiredOption('--state-dir <dir>', "where the driver keeps its disk images and records")
-  .option('--registration-dir <dir>', 'register the kubelet way: a registration socket in this directory (e.g. <root>/plugins_registry)')
+  .requiredOption('--state-dir <dir>', 'where the driver keeps its disk images and records')
+  .option(
+    '--registration-dir <dir>',
+    'register the kubelet way: a registration socket in this directory (e.g. <root>/plugins_registry)',
+  )
   .option('--max-volumes-per-node <n>', "NodeGetInfo's max_volumes_per_node (0: no limit)", '0')
   .option(
     '--capacity <quantity>',
@@ -208,9 +218,12 @@ program
   .addOption(etcdOption().conflicts('manifests'))
   .addOption(prefixOption())
   .option('--identity <name>', 'with --etcd: this replica in the leader key (default: host-pid)')
-  .option('--disks-root <dir>', "the root whose disks/ holds disk images (default: --root)")
+  .option('--disks-root <dir>', 'the root whose disks/ holds disk images (default: --root)')
   .option('--lease-ttl <seconds>', 'with --etcd: the leader lease TTL', '5')
-  .option('--max-wait-for-unmount <duration>', 'with --etcd or --kubeconfig: force-detach from a not Ready node after (6m)')
+  .option(
+    '--max-wait-for-unmount <duration>',
+    'with --etcd or --kubeconfig: force-detach from a not Ready node after (6m)',
+  )
   .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
   .option(
     '--csi <name=unix:///path.sock>',
@@ -218,10 +231,15 @@ program
     (value: string, previous: string[] = []) => [...previous, value],
   )
   .addOption(
-    new Option('--kubeconfig <file>', 'in place of kube-controller-manager\'s attach/detach controller')
-      .conflicts(['manifests', 'etcd']),
+    new Option(
+      '--kubeconfig <file>',
+      "in place of kube-controller-manager's attach/detach controller",
+    ).conflicts(['manifests', 'etcd']),
   )
-  .option('--lease <namespace/name>', 'with --kubeconfig: the Lease (kube-system/vole-attach-detach)')
+  .option(
+    '--lease <namespace/name>',
+    'with --kubeconfig: the Lease (kube-system/vole-attach-detach)',
+  )
   .option('--lease-duration <duration>', 'with --kubeconfig: the Lease duration (15s)')
   .action(
     (
@@ -251,8 +269,9 @@ program
     '--cluster',
     'cluster mode: controller replicas with leader election, node agents and a simulated etcd, with its faults',
   )
-  .action((opts: { seed?: string; runs?: string; out?: string; json?: boolean; cluster?: boolean }) =>
-    run(() => chaosCommand(opts))(),
+  .action(
+    (opts: { seed?: string; runs?: string; out?: string; json?: boolean; cluster?: boolean }) =>
+      run(() => chaosCommand(opts))(),
   );
 
 program
@@ -336,7 +355,9 @@ function operatorOptions(command: Command, what: { force: boolean }): Command {
 operatorOptions(
   program
     .command('detach')
-    .description('ask the running agent to detach a volume from its node (through its machines and log)')
+    .description(
+      'ask the running agent to detach a volume from its node (through its machines and log)',
+    )
     .argument('<volume>', 'the UniqueVolumeName (vole status lists them)')
     .requiredOption('--node <name>', 'the node to detach it from (the agent checks it is its own)'),
   { force: true },
@@ -348,7 +369,9 @@ operatorOptions(
   program
     .command('release')
     .alias('unmount')
-    .description("ask the running agent to unmount a pod's volume (a stuck one; through its machines and log)")
+    .description(
+      "ask the running agent to unmount a pod's volume (a stuck one; through its machines and log)",
+    )
     .argument('<pod>', 'the pod: UID, namespace/name or name')
     .argument('<volume>', "the volume's name in the pod, or its UniqueVolumeName"),
   { force: true },
@@ -359,8 +382,10 @@ operatorOptions(
 operatorOptions(
   program
     .command('retry')
-    .description("ask the running agent to retry a volume's failed operation now, clearing its backoff")
-    .argument('<volume>', 'the UniqueVolumeName, or with --pod the volume\'s name in the pod')
+    .description(
+      "ask the running agent to retry a volume's failed operation now, clearing its backoff",
+    )
+    .argument('<volume>', "the UniqueVolumeName, or with --pod the volume's name in the pod")
     .option('--pod <pod>', 'only this pod (UID, namespace/name or name)'),
   { force: false },
 ).action((volume: string, opts: OperatorCliOptions) =>
@@ -405,7 +430,8 @@ program
     (opts: { db?: string; etcd?: string; prefix?: string; out?: string; salvage?: boolean }) =>
       run(() => {
         if (opts.etcd !== undefined) return exportEtcdCommand({ ...opts, etcd: opts.etcd });
-        if (opts.db === undefined) throw new UsageError('vole export needs --db FILE or --etcd URLS');
+        if (opts.db === undefined)
+          throw new UsageError('vole export needs --db FILE or --etcd URLS');
         return exportCommand(opts.db, opts);
       })(),
   );

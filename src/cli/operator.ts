@@ -33,17 +33,26 @@ function socketError(path: string, root: string, error: NodeJS.ErrnoException): 
           'Give its --root (or --socket)',
       );
     case 'ECONNREFUSED':
-      return new UsageError(`no vole agent listens on ${path}: the socket is stale (the agent stopped)`);
+      return new UsageError(
+        `no vole agent listens on ${path}: the socket is stale (the agent stopped)`,
+      );
     case 'EACCES':
     case 'EPERM':
-      return new UsageError(`permission denied on ${path}: operator requests are root-only (run as root)`);
+      return new UsageError(
+        `permission denied on ${path}: operator requests are root-only (run as root)`,
+      );
     default:
       return new UsageError(`cannot reach the agent on ${path}: ${error.message}`);
   }
 }
 
 /** Sends one request; resolves with every reply line the agent sent. */
-function exchange(path: string, root: string, request: object, onReply: (r: OperatorReply) => void): Promise<void> {
+function exchange(
+  path: string,
+  root: string,
+  request: object,
+  onReply: (r: OperatorReply) => void,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const socket = connect(path);
     let buffered = '';
@@ -62,7 +71,11 @@ function exchange(path: string, root: string, request: object, onReply: (r: Oper
       }
     });
     socket.once('error', (error: NodeJS.ErrnoException) =>
-      reject(connected ? new UsageError(`the agent closed the connection: ${error.message}`) : socketError(path, root, error)),
+      reject(
+        connected
+          ? new UsageError(`the agent closed the connection: ${error.message}`)
+          : socketError(path, root, error),
+      ),
     );
     socket.once('end', () => resolve());
   });

@@ -61,7 +61,7 @@ export function resolveMoment(store: Store, at: string | undefined): number {
 export function rawWorldAt(store: Store, seq: number): World {
   const { core, mode } = coreOfLog(store.read({ fromSeq: 1, toSeq: 16 }));
   if (mode !== 'kubelet')
-    throw new UsageError('this is the attach/detach controller\'s log: give a node agent\'s log');
+    throw new UsageError("this is the attach/detach controller's log: give a node agent's log");
   const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
   const start =
     snapshot === undefined ? undefined : core.snapshot.decode(snapshot.data, snapshot.format);
@@ -438,7 +438,12 @@ export function getFromLogCommand(what: string, db: string, opts: { json?: boole
       const cells = [header.map((h) => h.toUpperCase()), ...rows.map((r) => Object.values(r))];
       const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
       for (const r of cells)
-        process.stdout.write(`${r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()}\n`);
+        process.stdout.write(
+          `${r
+            .map((c, i) => c.padEnd(widths[i]!))
+            .join('  ')
+            .trimEnd()}\n`,
+        );
     }
     return 0;
   } finally {

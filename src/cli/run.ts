@@ -60,7 +60,9 @@ function parseCsiFlag(value: string): { name: string; endpoint: string } {
   const name = value.slice(0, at);
   const endpoint = value.slice(at + 1);
   if (at <= 0 || !endpoint.startsWith('unix:///'))
-    throw new UsageError(`--csi ${value}: give NAME=unix:///absolute/path.sock (the driver's name and socket)`);
+    throw new UsageError(
+      `--csi ${value}: give NAME=unix:///absolute/path.sock (the driver's name and socket)`,
+    );
   return { name, endpoint };
 }
 
@@ -82,7 +84,10 @@ export async function startCsi(
   const flags = (opts.csi ?? []).map(parseCsiFlag);
   const timers = new Set<ReturnType<typeof setTimeout>>();
   const unregistered = new Set(flags.map((f) => f.name));
-  const attempt = async (flag: { name: string; endpoint: string }, first: boolean): Promise<void> => {
+  const attempt = async (
+    flag: { name: string; endpoint: string },
+    first: boolean,
+  ): Promise<void> => {
     try {
       await registry.add(flag.endpoint, 'flag', flag.name);
       unregistered.delete(flag.name);
@@ -98,7 +103,11 @@ export async function startCsi(
     }
   };
   await Promise.all(flags.map((flag) => attempt(flag, true)));
-  const watcher = new RegistrationWatcher({ dir: join(ctx.root, 'plugins_registry'), registry, ...ctx });
+  const watcher = new RegistrationWatcher({
+    dir: join(ctx.root, 'plugins_registry'),
+    registry,
+    ...ctx,
+  });
   await watcher.start();
   return {
     registry,
@@ -271,7 +280,8 @@ async function cleanUpOrphans(vm: VolumeManager, root: string, say: (line: strin
   const orphans = await vm.cleanUpOrphans(root);
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
   const { found, left } = orphans;
-  if (found.length > 0) say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
+  if (found.length > 0)
+    say(`orphans: ${found.length} found, ${found.length - left.length} removed`);
 }
 
 /** The operator socket, and the metrics endpoint when asked for; closed together. */
@@ -321,7 +331,9 @@ async function serveOperatorOrStop(
 }
 
 /** The --metrics-address, checked before anything starts. */
-export function metricsAddressOf(text: string | undefined): { host: string; port: number } | undefined {
+export function metricsAddressOf(
+  text: string | undefined,
+): { host: string; port: number } | undefined {
   if (text === undefined) return undefined;
   const parsed = parseMetricsAddress(text);
   if (typeof parsed === 'string') throw new UsageError(parsed);

@@ -35,7 +35,11 @@ interface Stored<T> {
 }
 
 /** The claim as a binding leaves it: volumeName, phase Bound, its capacity. */
-function boundClaim(pvc: PersistentVolumeClaim, binding: ClaimBinding, pv: PersistentVolume): PersistentVolumeClaim {
+function boundClaim(
+  pvc: PersistentVolumeClaim,
+  binding: ClaimBinding,
+  pv: PersistentVolume,
+): PersistentVolumeClaim {
   const pvStorage = pv.spec.capacity?.storage;
   const storage =
     pvStorage !== undefined && parseQuantityBytes(pvStorage) === binding.capacityBytes
@@ -74,9 +78,14 @@ function volumeHolds(pv: PersistentVolume, pvc: PersistentVolumeClaim): boolean 
 }
 
 /** Why etcd's objects name another binding (a claim's volumeName or a PV's claimRef is never taken back). */
-function conflictOf(pvc: PersistentVolumeClaim, pv: PersistentVolume, binding: ClaimBinding): string | undefined {
+function conflictOf(
+  pvc: PersistentVolumeClaim,
+  pv: PersistentVolume,
+  binding: ClaimBinding,
+): string | undefined {
   const volumeName = pvc.spec.volumeName ?? '';
-  if (volumeName !== '' && volumeName !== binding.volume) return `the claim names volumeName ${volumeName}`;
+  if (volumeName !== '' && volumeName !== binding.volume)
+    return `the claim names volumeName ${volumeName}`;
   const ref = pv.spec.claimRef;
   const claim = `${pvc.metadata.namespace ?? 'default'}/${pvc.metadata.name}`;
   if (ref?.name !== undefined && `${ref.namespace ?? 'default'}/${ref.name}` !== claim)
@@ -213,7 +222,9 @@ export class ClaimBindingWriter {
     if (pvc === undefined || pv === undefined) return true;
     const conflict = conflictOf(pvc.object, pv.object, binding);
     if (conflict !== undefined) {
-      this.say(`not writing claim ${claimKey}'s binding to PersistentVolume ${binding.volume}: ${conflict}`);
+      this.say(
+        `not writing claim ${claimKey}'s binding to PersistentVolume ${binding.volume}: ${conflict}`,
+      );
       return true;
     }
     const claimDone = claimHolds(pvc.object, binding);
@@ -222,7 +233,8 @@ export class ClaimBindingWriter {
     const ops: TxnOp[] = [];
     const claim = boundClaim(pvc.object, binding, pv.object);
     if (!claimDone) ops.push({ put: pvcKey, value: JSON.stringify(claim) });
-    if (!volumeDone) ops.push({ put: pvKey, value: JSON.stringify(boundVolume(pv.object, pvc.object)) });
+    if (!volumeDone)
+      ops.push({ put: pvKey, value: JSON.stringify(boundVolume(pv.object, pvc.object)) });
     const compares = [
       ...this.leadership.fence(),
       { key: pvcKey, modRevision: pvc.modRevision },

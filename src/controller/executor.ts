@@ -67,7 +67,8 @@ async function verifySafeToDetach(ctx: Ctx, specName: string): Promise<void> {
 async function detach(ctx: Ctx): Promise<void> {
   const { op } = ctx;
   const spec = runningOp(ctx).spec;
-  if (spec === null) failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
+  if (spec === null)
+    failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
   const plugin = ctx.host.plugins.find(spec.pluginName);
   const attacher = plugin?.attacher;
   if (attacher === undefined)

@@ -426,7 +426,10 @@ function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>
 }
 
 /** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
-function foldAttachmentsVerified(world: ControllerWorld, event: EventOf<'AttachmentsVerified'>): void {
+function foldAttachmentsVerified(
+  world: ControllerWorld,
+  event: EventOf<'AttachmentsVerified'>,
+): void {
   for (const v of event.volumes) {
     const a = world.attachments.get(pairKey(v.name, event.node));
     if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;

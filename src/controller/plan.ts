@@ -168,7 +168,8 @@ function assertNoConflicts(world: ControllerWorld, operations: readonly Controll
     for (const other of same)
       assert(
         !keysConflict(op.key, other.key),
-        () => `controller plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`,
+        () =>
+          `controller plan: ${other.op} and ${op.op} on conflicting keys of ${op.volume} (seq ${world.seq})`,
       );
     same.push(op);
     byVolume.set(op.volume, same);

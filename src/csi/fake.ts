@@ -119,7 +119,8 @@ function controllerAnswer(backend: FakeBackend | undefined, rpc: CsiRpc, request
 }
 
 function responseOf(rpc: CsiRpc, request: object, handle: string): object {
-  if (rpc === 'ControllerPublishVolume') return { publish_context: { devicePath: `/dev/fake/${handle}` } };
+  if (rpc === 'ControllerPublishVolume')
+    return { publish_context: { devicePath: `/dev/fake/${handle}` } };
   if (rpc === 'NodeExpandVolume') {
     const range = (request as { capacity_range?: { required_bytes?: string } }).capacity_range;
     return { capacity_bytes: range?.required_bytes ?? '0' };
@@ -134,7 +135,11 @@ export class FakeCsiDriver implements CsiTransport {
     this.script = new Script(opts.faults, opts.volumeFaults);
   }
 
-  async call<Res>(rpc: CsiRpc, request: object, opts: { deadlineMs: number; info?: RpcInfo }): Promise<Res> {
+  async call<Res>(
+    rpc: CsiRpc,
+    request: object,
+    opts: { deadlineMs: number; info?: RpcInfo },
+  ): Promise<Res> {
     const info = opts.info ?? { volume: '', node: '', pod: null, handle: '' };
     const entry = this.script.next(info.handle, rpc);
     const { clock } = this.opts;
@@ -167,7 +172,10 @@ export class FakeCsiDriver implements CsiTransport {
       effect(); // it may still happen after the deadline: assume the worst for leak checks
       await sleep(clock, opts.deadlineMs);
       if (cutOff()) return new Promise<Res>(() => {});
-      throw new CsiRpcError('DEADLINE_EXCEEDED', `${rpc}: DEADLINE_EXCEEDED: deadline of ${opts.deadlineMs} ms passed`);
+      throw new CsiRpcError(
+        'DEADLINE_EXCEEDED',
+        `${rpc}: DEADLINE_EXCEEDED: deadline of ${opts.deadlineMs} ms passed`,
+      );
     }
     if (waitMs > 0) await sleep(clock, waitMs);
     // A call cut off by an engine stop dies with the process: no late effect.

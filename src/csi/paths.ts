@@ -42,5 +42,10 @@ export function csiBlockPublishDir(root: string, pvName: string): string {
 
 /** The pod's device path of a Block volume: `pods/<podUID>/volumeDevices/kubernetes.io~csi/<pv name>`. */
 export function csiPodDevicePath(root: string, podUid: string, pvName: string): string {
-  return join(podDir(root, podUid), 'volumeDevices', 'kubernetes.io~csi', safeName('volume name', pvName));
+  return join(
+    podDir(root, podUid),
+    'volumeDevices',
+    'kubernetes.io~csi',
+    safeName('volume name', pvName),
+  );
 }

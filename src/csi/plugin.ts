@@ -138,8 +138,8 @@ class CsiClient {
       const code = error instanceof CsiRpcError ? error.code : null;
       target.rpc = { method, code: code ?? 'UNAVAILABLE', durationMs: this.opts.nowMs() - startMs };
       const message = error instanceof Error ? error.message : String(error);
-      const provisioning = rpc === 'CreateVolume' || rpc === 'DeleteVolume' ||
-        rpc === 'ControllerExpandVolume';
+      const provisioning =
+        rpc === 'CreateVolume' || rpc === 'DeleteVolume' || rpc === 'ControllerExpandVolume';
       throw new PluginError(
         provisioning ? provisionErrorClassOf(code) : errorClassOf(code),
         `${rpc} of ${about.volume} by ${this.driver.name}: ${message}`,

@@ -11,7 +11,10 @@ import * as protoLoader from '@grpc/proto-loader';
 
 /** The `.proto` next to this module, or in the source tree when running from dist/. */
 function protoPath(file: string): string {
-  const candidates = [new URL(`./${file}`, import.meta.url), new URL(`../../../src/csi/${file}`, import.meta.url)];
+  const candidates = [
+    new URL(`./${file}`, import.meta.url),
+    new URL(`../../../src/csi/${file}`, import.meta.url),
+  ];
   for (const url of candidates) {
     const path = fileURLToPath(url);
     if (existsSync(path)) return path;

@@ -141,7 +141,11 @@ export class CsiDriverRegistry {
    * goes. Different answers are recorded as a new registration, and that RPC is not sent:
    * its operation was planned with the old answers, and is planned again with the new.
    */
-  async add(endpoint: string, via: 'flag' | 'registration', expectedName?: string): Promise<DriverInfo> {
+  async add(
+    endpoint: string,
+    via: 'flag' | 'registration',
+    expectedName?: string,
+  ): Promise<DriverInfo> {
     const transport = new GrpcTransport(endpoint);
     const socket = socketIdentity(endpoint);
     let info: DriverInfo;
@@ -232,7 +236,10 @@ export class CsiDriverRegistry {
   /** A call planned with a registration that has been replaced since does not go. */
   private replaced(name: string): Promise<void> {
     return Promise.reject(
-      new PluginError('final', `CSI driver ${name} registered again since this call was planned; planning again`),
+      new PluginError(
+        'final',
+        `CSI driver ${name} registered again since this call was planned; planning again`,
+      ),
     );
   }
 

@@ -24,7 +24,9 @@ export function csiSourceOf(spec: ResolvedVolume): CsiSource {
 export function volumeIdOf(spec: ResolvedVolume, podUid: string | null): string {
   const source = csiSourceOf(spec);
   if (!source.inline) return source.volumeHandle;
-  const digest = createHash('sha256').update(`${podUid ?? ''}${source.volumeHandle}`).digest('hex');
+  const digest = createHash('sha256')
+    .update(`${podUid ?? ''}${source.volumeHandle}`)
+    .digest('hex');
   return `csi-${digest}`;
 }
 

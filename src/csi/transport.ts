@@ -21,7 +21,11 @@ export interface RpcInfo {
 }
 
 export interface CsiTransport {
-  call<Res>(rpc: CsiRpc, request: object, opts: { deadlineMs: number; info?: RpcInfo }): Promise<Res>;
+  call<Res>(
+    rpc: CsiRpc,
+    request: object,
+    opts: { deadlineMs: number; info?: RpcInfo },
+  ): Promise<Res>;
   close(): void;
 }
 
@@ -108,7 +112,8 @@ function methodDefinitions(): ReadonlyMap<CsiRpc, MethodDefinition> {
   for (const service of ['Identity', 'Controller', 'Node'] as const) {
     for (const rpc of csiRpcs[service]) {
       const definition = services[service].service[rpc];
-      if (definition === undefined) throw new Error(`csi.proto has no ${service}.${rpc}; reinstall vole`);
+      if (definition === undefined)
+        throw new Error(`csi.proto has no ${service}.${rpc}; reinstall vole`);
       definitions.set(rpc, definition as MethodDefinition);
     }
   }
@@ -159,7 +164,8 @@ export function grpcErrorMessage(error: Error): string {
 }
 
 function toRpcError(rpc: CsiRpc, error: grpc.ServiceError | Error): CsiRpcError {
-  const code = 'code' in error && typeof error.code === 'number' ? grpcCodeNames[error.code] : undefined;
+  const code =
+    'code' in error && typeof error.code === 'number' ? grpcCodeNames[error.code] : undefined;
   const message = `${rpc}: ${code ?? 'no gRPC status'}: ${grpcErrorMessage(error)}`;
   return new CsiRpcError(code ?? null, message);
 }

@@ -23,7 +23,11 @@ interface PluginInfo {
   supported_versions: string[];
 }
 
-type Unary = (request: object, options: grpc.CallOptions, cb: (e: Error | null, r?: unknown) => void) => void;
+type Unary = (
+  request: object,
+  options: grpc.CallOptions,
+  cb: (e: Error | null, r?: unknown) => void,
+) => void;
 
 function ask<T>(client: grpc.Client, method: string, request: object): Promise<T> {
   const fn = (client as unknown as Record<string, Unary>)[method]!.bind(client);
@@ -42,7 +46,12 @@ export class RegistrationWatcher {
   private scanning: Promise<void> | undefined;
 
   constructor(
-    private readonly opts: { dir: string; registry: CsiDriverRegistry; logger: Logger; say?: (line: string) => void },
+    private readonly opts: {
+      dir: string;
+      registry: CsiDriverRegistry;
+      logger: Logger;
+      say?: (line: string) => void;
+    },
   ) {}
 
   /** Registers the drivers whose sockets are there now, then keeps watching. */
@@ -114,7 +123,9 @@ export class RegistrationWatcher {
         this.opts.say?.(`plugin at ${path} not registered: ${problem}`);
         return info.name || path;
       }
-      const endpoint = info.endpoint.startsWith('unix://') ? info.endpoint : `unix://${info.endpoint}`;
+      const endpoint = info.endpoint.startsWith('unix://')
+        ? info.endpoint
+        : `unix://${info.endpoint}`;
       try {
         await this.opts.registry.add(endpoint, 'registration', info.name);
       } catch (error) {
@@ -136,7 +147,8 @@ export class RegistrationWatcher {
 }
 
 function unsupported(info: PluginInfo): string | undefined {
-  if (info.type !== 'CSIPlugin') return `plugin type ${info.type} is not handled by vole (only CSIPlugin)`;
+  if (info.type !== 'CSIPlugin')
+    return `plugin type ${info.type} is not handled by vole (only CSIPlugin)`;
   if (!info.supported_versions.some((v) => v.startsWith('1.')))
     return `${info.name} supports CSI ${info.supported_versions.join(', ') || 'no version'}; vole speaks CSI 1.x`;
   if (info.endpoint === '') return `${info.name} gave no endpoint`;

@@ -19,7 +19,6 @@ export interface CoreWorld extends OperationBook {
   tsMs: number;
 }
 
-
 export interface CorePlan<O> {
   readonly operations: O[];
   readonly retries: { volume: UniqueVolumeName; atMs: number }[];

@@ -332,9 +332,7 @@ const contentObject = <K extends 'ConfigMap' | 'Secret'>(kind: K) =>
   });
 export const configMapRecord = contentObject('ConfigMap');
 export const secretRecord = contentObject('Secret');
-export type ContentObjectRecord =
-  | z.infer<typeof configMapRecord>
-  | z.infer<typeof secretRecord>;
+export type ContentObjectRecord = z.infer<typeof configMapRecord> | z.infer<typeof secretRecord>;
 
 /** A ConfigMap or Secret as a manifest or a library call gives it (data included). */
 export const configMapManifest = z.looseObject({

@@ -181,7 +181,6 @@ export const provisionedVolume = z.object({
 });
 export type ProvisionedVolume = z.infer<typeof provisionedVolume>;
 
-
 export const eventSchemas = {
   /** A new engine process took over the log: calls in flight were cut off (crash rule). */
   EngineStarted: z.object({

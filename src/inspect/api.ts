@@ -217,7 +217,8 @@ export class Tracker {
   constructor(readonly store: Store) {
     // A log whose first entries were compacted into a snapshot starts from that snapshot.
     const firstSeq = store.bounds().firstSeq;
-    const snapshot = firstSeq > 1 ? store.latestSnapshot({ atOrBeforeSeq: firstSeq - 1 }) : undefined;
+    const snapshot =
+      firstSeq > 1 ? store.latestSnapshot({ atOrBeforeSeq: firstSeq - 1 }) : undefined;
     this.world = logWorld(coreOfStore(store), snapshot);
     this.trackedSeq = this.world.seq;
     this.catchUp();
@@ -302,8 +303,7 @@ export class Tracker {
   /** The world at `seq` (clamped to the tracked head) with the pair list. */
   worldAt(seq: number): WorldPayload {
     const at = Math.max(0, Math.min(seq, this.trackedSeq));
-    const world =
-      at === this.trackedSeq ? this.world : worldOfLogAt(this.store, at);
+    const world = at === this.trackedSeq ? this.world : worldOfLogAt(this.store, at);
     const view = world.describe();
     const originMs = this.store.bounds().firstTsMs;
     return {

@@ -183,7 +183,11 @@ export class KubeAgent {
       if (object.kind !== kind) continue;
       const { name, namespace } = object.metadata;
       if (names.has(`${namespace ?? ''}/${name}`)) continue;
-      this.vm.inputs.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
+      this.vm.inputs.removeObject({
+        kind,
+        name,
+        ...(namespace === undefined ? {} : { namespace }),
+      });
     }
   }
 

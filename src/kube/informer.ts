@@ -40,10 +40,7 @@ export interface ResourceRef {
 }
 
 /** The object as handed on: kind and apiVersion set, managedFields gone. */
-function plainObject(
-  raw: JsonObject,
-  ref: Pick<ResourceRef, 'kind' | 'apiVersion'>,
-): ApiObject {
+function plainObject(raw: JsonObject, ref: Pick<ResourceRef, 'kind' | 'apiVersion'>): ApiObject {
   const metadata = { ...(raw.metadata as ApiObject['metadata']) };
   delete metadata.managedFields;
   return { ...raw, kind: ref.kind, apiVersion: ref.apiVersion, metadata };

@@ -133,8 +133,7 @@ export function readHolder(lockPath: string): LogHolder | undefined {
     const db = new Database(copy, { readonly: true });
     try {
       const row = db.prepare('SELECT pid, host, since_ms, command FROM holder').get() as
-        | { pid: number; host: string; since_ms: number; command: string }
-        | undefined;
+        { pid: number; host: string; since_ms: number; command: string } | undefined;
       if (row === undefined) return undefined;
       return { pid: row.pid, host: row.host, sinceMs: row.since_ms, command: row.command };
     } finally {

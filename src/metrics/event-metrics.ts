@@ -62,7 +62,13 @@ function histogram<L extends string>(
   labelNames: L[],
   registers: Registry[],
 ): Histogram<L> {
-  return new Histogram({ name, help, labelNames, buckets: [...kubernetesSecondsBuckets], registers });
+  return new Histogram({
+    name,
+    help,
+    labelNames,
+    buckets: [...kubernetesSecondsBuckets],
+    registers,
+  });
 }
 
 /** The kubelet's reconstruction counters (spec: volumes found on the host at a restart). */
@@ -94,10 +100,14 @@ export class EventMetrics {
   private readonly firstTryMs = new Map<string, number>();
   private readonly derived: { reset(): void }[];
 
-  readonly storageOperationDuration: Histogram<'volume_plugin' | 'operation_name' | 'status' | 'migrated'>;
+  readonly storageOperationDuration: Histogram<
+    'volume_plugin' | 'operation_name' | 'status' | 'migrated'
+  >;
   readonly operationTotalSeconds: Histogram<'plugin_name' | 'operation_name'>;
   readonly operationTotalErrors: Counter<'plugin_name' | 'operation_name'>;
-  readonly csiOperations: Histogram<'driver_name' | 'method_name' | 'grpc_status_code' | 'migrated'>;
+  readonly csiOperations: Histogram<
+    'driver_name' | 'method_name' | 'grpc_status_code' | 'migrated'
+  >;
   readonly reconstructTotal: Counter;
   readonly reconstructErrors: Counter;
   readonly forceCleanedTotal: Counter;
@@ -136,8 +146,12 @@ export class EventMetrics {
       ['driver_name', 'method_name', 'grpc_status_code', 'migrated'],
       nodeOnly,
     );
-    [this.reconstructTotal, this.reconstructErrors, this.forceCleanedTotal, this.forceCleanedErrors] =
-      reconstructionCounters(nodeOnly);
+    [
+      this.reconstructTotal,
+      this.reconstructErrors,
+      this.forceCleanedTotal,
+      this.forceCleanedErrors,
+    ] = reconstructionCounters(nodeOnly);
     this.forcedDetaches = new Counter({
       name: 'attach_detach_controller_attachdetach_controller_forced_detaches',
       help: 'Number of times the A/D Controller performed a forced detach',

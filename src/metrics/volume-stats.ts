@@ -33,9 +33,8 @@ export function claimVolumes(world: World, plugins: PluginManager): ClaimVolume[
     for (const mount of podEntries(byPod)) {
       if (mount.value !== 'mounted' || mount.spec.volumeMode === 'Block') continue;
       const pod = world.pods.get(mount.pod);
-      const claim = pod?.pod.spec.volumes?.find(
-        (v) => v.name === mount.spec.outerVolumeSpecName,
-      )?.persistentVolumeClaim?.claimName;
+      const claim = pod?.pod.spec.volumes?.find((v) => v.name === mount.spec.outerVolumeSpecName)
+        ?.persistentVolumeClaim?.claimName;
       const plugin = plugins.find(mount.spec.pluginName);
       if (pod === undefined || claim === undefined || plugin === undefined) continue;
       found.push({
@@ -74,7 +73,11 @@ export async function measureVolumes(volumes: readonly ClaimVolume[]): Promise<P
 
 const statNames: readonly [string, keyof PodVolumeStats, string][] = [
   ['kubelet_volume_stats_capacity_bytes', 'capacityBytes', 'Capacity in bytes of the volume'],
-  ['kubelet_volume_stats_available_bytes', 'availableBytes', 'Number of available bytes in the volume'],
+  [
+    'kubelet_volume_stats_available_bytes',
+    'availableBytes',
+    'Number of available bytes in the volume',
+  ],
   ['kubelet_volume_stats_used_bytes', 'usedBytes', 'Number of used bytes in the volume'],
   ['kubelet_volume_stats_inodes', 'inodes', 'Maximum number of inodes in the volume'],
   ['kubelet_volume_stats_inodes_free', 'inodesFree', 'Number of free inodes in the volume'],
@@ -82,7 +85,10 @@ const statNames: readonly [string, keyof PodVolumeStats, string][] = [
 ];
 
 /** Registers the six gauges; one statfs pass per scrape feeds them all. */
-export function registerVolumeStats(registry: Registry, measure: () => Promise<PodVolumeStats[]>): void {
+export function registerVolumeStats(
+  registry: Registry,
+  measure: () => Promise<PodVolumeStats[]>,
+): void {
   let pass: { at: number; stats: Promise<PodVolumeStats[]> } | undefined;
   const current = () => {
     // The six collect() calls of one scrape run within a few ms: share their statfs pass.

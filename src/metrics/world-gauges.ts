@@ -67,7 +67,9 @@ function pairsInBackoff(world: World | ControllerWorld): number {
 export function registerWorldGauges(registry: Registry, source: WorldSource): void {
   const registers = [registry];
   const totalName =
-    source.mode === 'kubelet' ? 'volume_manager_total_volumes' : 'attachdetach_controller_total_volumes';
+    source.mode === 'kubelet'
+      ? 'volume_manager_total_volumes'
+      : 'attachdetach_controller_total_volumes';
   new Gauge({
     name: totalName,
     help: 'Number of volumes in Volume Manager',

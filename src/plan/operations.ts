@@ -31,10 +31,7 @@ export type StorageOperation = OperationBase &
 export type StorageOperationKind = StorageOperation['op'];
 
 export type VolumeOperation = OperationBase & {
-  readonly op: Exclude<
-    OperationKind,
-    'mount' | 'unmount' | 'unmountDevice' | StorageOperationKind
-  >;
+  readonly op: Exclude<OperationKind, 'mount' | 'unmount' | 'unmountDevice' | StorageOperationKind>;
   readonly node: NodeName;
   /** verifyControllerAttached: the devicePath node.status.volumesAttached lists. */
   readonly devicePath?: string;
@@ -87,11 +84,7 @@ export type UnmountDeviceOperation = OperationBase & {
 };
 
 export type Operation =
-  | VolumeOperation
-  | MountOperation
-  | UnmountOperation
-  | UnmountDeviceOperation
-  | StorageOperation;
+  VolumeOperation | MountOperation | UnmountOperation | UnmountDeviceOperation | StorageOperation;
 
 export function operationPod(op: Operation): UniquePodName | null {
   return op.op === 'mount' || op.op === 'unmount' ? op.pod : null;

@@ -22,8 +22,11 @@ export function decideRetry(world: Pick<World, 'ops'>, r: OperatorRequestRecord)
       (r.pod === null || rec.key.pod === '' || rec.key.pod === r.pod),
   );
   const of = `${r.volume}${r.pod === null ? '' : ` for pod ${r.pod}`}`;
-  if (failed.length === 0) return refused(`nothing of ${of} is in backoff: there is nothing to retry`);
-  return accepted(`backoff of ${failed.map((f) => f.opName).join(', ')} on ${of} cleared: it runs again now`);
+  if (failed.length === 0)
+    return refused(`nothing of ${of} is in backoff: there is nothing to retry`);
+  return accepted(
+    `backoff of ${failed.map((f) => f.opName).join(', ')} on ${of} cleared: it runs again now`,
+  );
 }
 
 function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
@@ -38,7 +41,9 @@ function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
         `pod ${r.pod} still uses ${r.volume} (mount ${state}): remove the pod first, or use --force ` +
           'to unmount it under the pod (recorded; it is mounted again afterwards)',
       );
-    return accepted(`forced: unmounting ${r.volume} under pod ${r.pod}, which still uses it (mount ${state})`);
+    return accepted(
+      `forced: unmounting ${r.volume} under pod ${r.pod}, which still uses it (mount ${state})`,
+    );
   }
   return accepted(`unmounting ${r.volume} from pod ${r.pod} (mount ${state})`);
 }
@@ -46,7 +51,9 @@ function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
 function decideDetach(world: World, r: OperatorRequestRecord): Verdict {
   const node = world.config.node;
   if (r.node !== null && r.node !== node)
-    return refused(`this agent runs node ${node}, not ${r.node}: send the request to that node's agent`);
+    return refused(
+      `this agent runs node ${node}, not ${r.node}: send the request to that node's agent`,
+    );
   if (world.config.controllerAttachDetach)
     return refused(
       `node ${node} leaves attach and detach to the attach/detach controller: ask the controller`,
@@ -110,12 +117,26 @@ export function planOperatorRequests(
     const before = events.length;
     for (const request of world.operator.pending.get(volume) ?? []) {
       const { verdict, message } = decide(world, request);
-      events.push({ type: 'OperatorRequestDecided', tsMs: nowMs, requestSeq: request.seq, volume, verdict, message });
+      events.push({
+        type: 'OperatorRequestDecided',
+        tsMs: nowMs,
+        requestSeq: request.seq,
+        volume,
+        verdict,
+        message,
+      });
     }
     for (const hold of world.operator.holds.get(volume) ?? []) {
       const done = holdDone(world, hold);
       if (done !== undefined)
-        events.push({ type: 'OperatorRequestDecided', tsMs: nowMs, requestSeq: hold.seq, volume, verdict: 'done', message: done });
+        events.push({
+          type: 'OperatorRequestDecided',
+          tsMs: nowMs,
+          requestSeq: hold.seq,
+          volume,
+          verdict: 'done',
+          message: done,
+        });
     }
     if (events.length > before) decided.push(volume);
   }

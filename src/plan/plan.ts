@@ -420,4 +420,3 @@ export function plan(world: World, nowMs: number, opts: PlanOptions = {}): PlanR
   if (lookAtClaims) deferred.push(bindingVolume);
   return { operations: claims.operations, retries: claims.retries, deferred, events };
 }
-

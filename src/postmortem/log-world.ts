@@ -5,7 +5,13 @@
  */
 import type { ControllerWorld } from '../controller/types.js';
 import type { CoreWorld } from '../engine/core.js';
-import { controllerCore, coreOfLog, coreOfMode, kubeletCore, type LogCore } from '../engine/cores.js';
+import {
+  controllerCore,
+  coreOfLog,
+  coreOfMode,
+  kubeletCore,
+  type LogCore,
+} from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
@@ -54,11 +60,7 @@ function opVolume(world: CoreWorld, event: VoleEvent): string | undefined {
   }
 }
 
-function attachmentState(a: {
-  volume: string;
-  node: string;
-  state: { value: string };
-}): PairState {
+function attachmentState(a: { volume: string; node: string; state: { value: string } }): PairState {
   return { pair: 'attachment', volume: a.volume, node: a.node, pod: null, state: a.state.value };
 }
 
@@ -83,12 +85,24 @@ function kubeletLogWorld(world: World): LogWorld {
       const out = new Map<string, PairState>();
       const a = world.attachments.get(UniqueVolumeName(volume));
       if (a !== undefined) {
-        const pair = { pair: 'attachment', volume, node: a.node, pod: null, state: a.value } as const;
+        const pair = {
+          pair: 'attachment',
+          volume,
+          node: a.node,
+          pod: null,
+          state: a.value,
+        } as const;
         out.set(`attachment|${a.node}`, pair);
       }
       for (const m of podEntries(world.mounts.get(UniqueVolumeName(volume)))) {
         const state = m.value;
-        out.set(`mount|${m.pod}`, { pair: 'mount', volume, node: world.config.node, pod: m.pod, state });
+        out.set(`mount|${m.pod}`, {
+          pair: 'mount',
+          volume,
+          node: world.config.node,
+          pod: m.pod,
+          state,
+        });
       }
       return out;
     },
@@ -175,10 +189,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
  * The world of a log written by `logCore`, from a snapshot when one decodes (a snapshot
  * of another core, or of another V8, does not: the log is replayed from the start).
  */
-export function logWorld(
-  logCore: LogCore,
-  snapshot?: { data: Buffer; format: number },
-): LogWorld {
+export function logWorld(logCore: LogCore, snapshot?: { data: Buffer; format: number }): LogWorld {
   if (logCore.mode === 'controller') {
     const start = snapshot && logCore.core.snapshot.decode(snapshot.data, snapshot.format);
     return controllerLogWorld(start ?? logCore.core.initialWorld());

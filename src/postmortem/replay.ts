@@ -219,8 +219,14 @@ function entries(view: WorldView, originMs: number): Map<string, string> {
   for (const c of view.claims ?? []) map.set(`claim ${c.claim}`, `${c.state}: ${c.detail}`);
   for (const n of view.nodes) {
     map.set(`node ${n.node} volumesInUse`, `[${n.volumesInUse.join(' ')}]`);
-    map.set(`node ${n.node} volumesAttached`, `[${n.volumesAttached.map((v) => v.name).join(' ')}]`);
-    map.set(`node ${n.node}`, `${n.exists ? '' : 'deleted, '}${n.ready ? 'ready' : 'not ready'}${n.outOfService ? ', out of service' : ''}`);
+    map.set(
+      `node ${n.node} volumesAttached`,
+      `[${n.volumesAttached.map((v) => v.name).join(' ')}]`,
+    );
+    map.set(
+      `node ${n.node}`,
+      `${n.exists ? '' : 'deleted, '}${n.ready ? 'ready' : 'not ready'}${n.outOfService ? ', out of service' : ''}`,
+    );
   }
   return map;
 }

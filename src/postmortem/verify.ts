@@ -118,8 +118,7 @@ function claimDecisionKey(e: ClaimDecision): string {
  */
 function isGroupEvent(event: VoleEvent, group: readonly VoleEvent[]): boolean {
   if (event.type === 'OperationStarted') return true;
-  if (decisionEvents.has(event.type))
-    return group.every((e) => decisionEvents.has(e.type));
+  if (decisionEvents.has(event.type)) return group.every((e) => decisionEvents.has(e.type));
   if (event.type !== 'CallStarted') return false;
   return group.some((e) => e.type === 'OperationStarted' && e.opId === event.opId);
 }
@@ -185,7 +184,9 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
 
   private planFor(starts: readonly EventOf<'OperationStarted'>[], nowMs: number): Decision[] {
     const volumes = [...new Set(starts.map((e) => UniqueVolumeName(e.volume)))];
-    return this.core.plan(this.world, nowMs, { volumes }).operations.map((op) => this.core.decision(op));
+    return this.core
+      .plan(this.world, nowMs, { volumes })
+      .operations.map((op) => this.core.decision(op));
   }
 
   private check(start: EventOf<'OperationStarted'>, planned: readonly Decision[]): void {
@@ -193,7 +194,8 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
     const logged = loggedDecision(start);
     if (decisionDivergence(logged, planned, this.core.mode) === undefined) return;
     const why = decisionDivergence(logged, this.planFor([start], start.tsMs), this.core.mode);
-    if (why !== undefined) this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
+    if (why !== undefined)
+      this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
   }
 
   private fold(event: VoleEvent): void {
@@ -202,7 +204,11 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
       this.checker.after(this.world);
       this.world.dirty.clear();
       for (const v of this.checker.violations.splice(0))
-        this.divergences.push({ seq: v.seq, kind: 'invariant', message: `${v.invariant}: ${v.message}` });
+        this.divergences.push({
+          seq: v.seq,
+          kind: 'invariant',
+          message: `${v.invariant}: ${v.message}`,
+        });
     } catch (error) {
       if (!(error instanceof InvariantError)) throw error;
       this.divergences.push({ seq: event.seq, kind: 'invariant', message: error.message });
@@ -282,8 +288,7 @@ export function verify(
     unreadable = (error as Error).message;
   }
   const chosen = coreOfLog(first);
-  const rest: Iterator<VoleEvent> =
-    unreadable === undefined ? iterator : failingAfter(unreadable);
+  const rest: Iterator<VoleEvent> = unreadable === undefined ? iterator : failingAfter(unreadable);
   return chosen.mode === 'controller'
     ? run(chosen.core, rest, first, opts)
     : run(chosen.core, rest, first, opts);

@@ -22,7 +22,11 @@ export interface VolumeWhy {
   readonly detail: string;
   /** The event since which it waits on this step. */
   readonly sinceSeq: number;
-  readonly lastError: { readonly message: string; readonly seq: number; readonly tsMs: number } | null;
+  readonly lastError: {
+    readonly message: string;
+    readonly seq: number;
+    readonly tsMs: number;
+  } | null;
   /** When the backoff lets the step run again (ms, the log's clock); null: no backoff. */
   readonly nextRetryAtMs: number | null;
   /** The event that caused the wait: the last failure, else the last event on the volume. */
@@ -70,7 +74,12 @@ function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step 
   const since = attachment?.seq ?? entrySeq;
   const state = attachment?.value ?? 'detached';
   if (!spec.attachable)
-    return { status: 'waiting', step: 'verifyControllerAttached', detail: `attachment ${state}`, sinceSeq: since };
+    return {
+      status: 'waiting',
+      step: 'verifyControllerAttached',
+      detail: `attachment ${state}`,
+      sinceSeq: since,
+    };
   if (!world.config.controllerAttachDetach)
     return { status: 'waiting', step: 'attach', detail: `attachment ${state}`, sinceSeq: since };
   const dsw = world.dsw.get(spec.volume);
@@ -85,14 +94,25 @@ function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step 
     return {
       status: 'waiting',
       step: 'controllerAttach',
-      detail: 'the attach/detach controller has not reported it attached (node.status.volumesAttached)',
+      detail:
+        'the attach/detach controller has not reported it attached (node.status.volumesAttached)',
       sinceSeq: since,
     };
-  return { status: 'waiting', step: 'verifyControllerAttached', detail: `attachment ${state}`, sinceSeq: since };
+  return {
+    status: 'waiting',
+    step: 'verifyControllerAttached',
+    detail: `attachment ${state}`,
+    sinceSeq: since,
+  };
 }
 
 /** The step a desired (volume, pod) waits on, from the pairs' states. */
-function desiredStep(world: World, pod: UniquePodName, spec: ResolvedVolume, entrySeq: number): Step {
+function desiredStep(
+  world: World,
+  pod: UniquePodName,
+  spec: ResolvedVolume,
+  entrySeq: number,
+): Step {
   const block = spec.volumeMode === 'Block';
   const running = [...world.running.values()].find(
     (op) => op.volume === spec.volume && (op.pod === null || op.pod === pod),
@@ -146,7 +166,9 @@ function teardownEntries(world: World, pod: UniquePodName): VolumeWhy[] {
   for (const [volume, byPod] of world.mounts) {
     const mount = podEntry(byPod, pod);
     if (mount === undefined || podEntry(world.dsw.get(volume)?.pods, pod) !== undefined) continue;
-    const running = [...world.running.values()].find((op) => op.volume === volume && op.pod === pod);
+    const running = [...world.running.values()].find(
+      (op) => op.volume === volume && op.pod === pod,
+    );
     const step: Step = {
       status: running === undefined ? 'tearingDown' : 'running',
       step: running?.call ?? (mount.spec.volumeMode === 'Block' ? 'unmapPodDevice' : 'tearDown'),
@@ -187,7 +209,8 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
     });
   }
   volumes.push(...teardownEntries(world, pod));
-  const subject = record === undefined ? `${pod} (removed)` : `${record.namespace}/${record.name} (${pod})`;
+  const subject =
+    record === undefined ? `${pod} (removed)` : `${record.namespace}/${record.name} (${pod})`;
   return { kind: 'pod', subject, atSeq: world.seq, atTsMs: world.tsMs, volumes };
 }
 
@@ -225,7 +248,9 @@ export function why(world: World, subject: string): WhyAnswer | undefined {
 function unusedAttachment(world: World, volume: UniqueVolumeName): VolumeWhy {
   const attachment = world.attachments.get(volume)!;
   const running = [...world.running.values()].find((op) => op.volume === volume);
-  const deviceMounted = attachment.value.startsWith('attached.device') && attachment.value !== 'attached.deviceUnmounted';
+  const deviceMounted =
+    attachment.value.startsWith('attached.device') &&
+    attachment.value !== 'attached.deviceUnmounted';
   const step: Step = {
     status: running === undefined ? 'tearingDown' : 'running',
     step: running?.call ?? (deviceMounted ? 'unmountDevice' : 'detach'),
@@ -318,10 +343,15 @@ function claimEntry(
   const status: VolumeWhy['status'] =
     view.state === 'Bound' ? 'bound' : view.running ? 'running' : 'waiting';
   const step =
-    view.state === 'Provisioning' ? 'CreateVolume'
-      : view.state === 'WaitingForFirstConsumer' ? 'firstConsumer'
-        : view.state === 'WaitingForProvisioner' ? 'provisioner'
-          : view.state === 'Deleting' ? 'pvcProtection' : 'bind';
+    view.state === 'Provisioning'
+      ? 'CreateVolume'
+      : view.state === 'WaitingForFirstConsumer'
+        ? 'firstConsumer'
+        : view.state === 'WaitingForProvisioner'
+          ? 'provisioner'
+          : view.state === 'Deleting'
+            ? 'pvcProtection'
+            : 'bind';
   const volume = (view.volume ?? '') as UniqueVolumeName;
   return {
     outerVolumeSpecName: at.outer,

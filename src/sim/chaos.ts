@@ -66,7 +66,14 @@ function faults(r: Random, calls: readonly string[]): Record<string, unknown[]> 
 const csiDriverName = 'fake.csi.vole.dev';
 /** The scripted driver's RPCs but expansion (chaos swarms grow no volumes). */
 const csiRpcs = csiScriptedRpcs.filter((rpc) => rpc !== 'NodeExpandVolume');
-const grpcCodes = ['DEADLINE_EXCEEDED', 'UNAVAILABLE', 'ABORTED', 'INTERNAL', 'NOT_FOUND', 'INVALID_ARGUMENT'];
+const grpcCodes = [
+  'DEADLINE_EXCEEDED',
+  'UNAVAILABLE',
+  'ABORTED',
+  'INTERNAL',
+  'NOT_FOUND',
+  'INVALID_ARGUMENT',
+];
 
 /** A scripted CSI driver's answer: a status code, a broken connection, a delay or a hang. */
 function csiFaultEntry(r: Random): unknown {

@@ -98,9 +98,11 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
       tsMs,
       object: nodeObject(name),
     })),
-    ...scenario.objects.map(
-      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
-    ),
+    ...scenario.objects.map((object): NewEvent => ({
+      type: 'ObjectUpserted',
+      tsMs,
+      object: toLoggedObject(object),
+    })),
   ],
   restartEvents: () => [],
   stepEvents(step, sim) {

@@ -86,11 +86,7 @@ export function checkCounts(
 }
 
 /** `bindings`: each claim named is bound to that PV, or (null) not bound. */
-export function checkBindings(
-  world: BindingReader,
-  expectation: Expectation,
-  miss: Miss,
-): void {
+export function checkBindings(world: BindingReader, expectation: Expectation, miss: Miss): void {
   if (expectation.bindings === undefined) return;
   const bound = new Map(claimBindings(world).map((b) => [b.claim, b.volume]));
   for (const [claim, expected] of Object.entries(expectation.bindings)) {

@@ -5,12 +5,7 @@ import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Executor } from '../execute/executor.js';
 import { toLoggedObject } from '../sources/contents.js';
-import {
-  claimBindings,
-  getVolumesInUse,
-  podWaitStatus,
-  waitErrorMessage,
-} from '../world/index.js';
+import { claimBindings, getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
 import { checkExpectation } from './expect.js';
@@ -108,9 +103,11 @@ export const kubeletMode: Mode<World, Operation> = {
   runner: (host) => new Executor(host),
   engineOptions: () => ({}),
   startEvents: (scenario, tsMs) => [
-    ...scenario.objects.map(
-      (object): NewEvent => ({ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }),
-    ),
+    ...scenario.objects.map((object): NewEvent => ({
+      type: 'ObjectUpserted',
+      tsMs,
+      object: toLoggedObject(object),
+    })),
     // The scenario is the pod source, and it is complete from the start (spec §3.2).
     { type: 'SourcesReady', tsMs },
   ],

@@ -63,7 +63,10 @@ function scriptedCsiDriver(
   );
 }
 
-function scriptedPlugin(p: Exclude<ScenarioPlugin, { csi: object }>, opts: SimulationPluginOptions) {
+function scriptedPlugin(
+  p: Exclude<ScenarioPlugin, { csi: object }>,
+  opts: SimulationPluginOptions,
+) {
   return new FakePlugin({
     caps: caps(p.name, {
       attachable: p.attachable ?? false,

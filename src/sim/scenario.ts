@@ -290,9 +290,7 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     // The deepest issue names the field best; a key only another form requires (a union's
     // `csi:`) says less than a wrong value the user did write.
     const missing = (i: z.core.$ZodIssue) => (isMissing(i) ? 1 : 0);
-    const best = nested.sort(
-      (a, b) => missing(a) - missing(b) || b.path.length - a.path.length,
-    )[0];
+    const best = nested.sort((a, b) => missing(a) - missing(b) || b.path.length - a.path.length)[0];
     if (best !== undefined) return describeIssue({ ...best, path: [...issue.path, ...best.path] });
     return `${path}: not one of the allowed forms`;
   }

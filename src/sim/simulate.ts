@@ -70,9 +70,7 @@ function memoryLog(): SimulationLog {
 }
 
 /** Drives one scenario; the engine is replaced on `restart` steps. */
-class Simulation<W extends CoreWorld, O extends CoreOperation>
-  implements SimulationHandle<W, O>
-{
+class Simulation<W extends CoreWorld, O extends CoreOperation> implements SimulationHandle<W, O> {
   readonly clock = new VirtualClock(0);
   readonly journal: FakeCallRecord[] = [];
   readonly failures: Failure[] = [];

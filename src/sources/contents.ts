@@ -60,8 +60,7 @@ export function toLoggedObject(object: ManifestObject): ClusterObject {
   if (object.kind !== 'ConfigMap' && object.kind !== 'Secret') return object;
   const already = object as { contentHash?: unknown; data?: unknown; stringData?: unknown };
   const logged = already.data === undefined && already.stringData === undefined;
-  if (typeof already.contentHash === 'string' && logged)
-    return object as unknown as ClusterObject; // already the log's form
+  if (typeof already.contentHash === 'string' && logged) return object as unknown as ClusterObject; // already the log's form
 
   const { data: _d, binaryData: _b, stringData: _s, ...rest } = object as Record<string, unknown>;
   const metadata = withoutLastApplied(object.metadata);

@@ -236,8 +236,7 @@ export function readManifestDir(dir: string, ids: PodIdentities = {}): ManifestS
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();
-  for (const name of names.slice(0, manifestFilesMax))
-    readManifestFile(set, join(dir, name), ids);
+  for (const name of names.slice(0, manifestFilesMax)) readManifestFile(set, join(dir, name), ids);
   if (names.length > manifestFilesMax) {
     set.problems.push({
       file: dir,

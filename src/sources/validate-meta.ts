@@ -38,8 +38,7 @@ function qualifiedNameProblem(key: string): string | undefined {
   const slash = key.lastIndexOf('/');
   const prefix = slash < 0 ? undefined : key.slice(0, slash);
   const name = slash < 0 ? key : key.slice(slash + 1);
-  if (prefix !== undefined && !isDnsSubdomain(prefix))
-    return `prefix part ${dnsSubdomainMessage}`;
+  if (prefix !== undefined && !isDnsSubdomain(prefix)) return `prefix part ${dnsSubdomainMessage}`;
   if (name.length === 0 || name.length > 63 || !qualifiedNamePart.test(name))
     return (
       "name part must consist of alphanumeric characters, '-', '_' or '.', must start and " +
@@ -66,9 +65,7 @@ function validateStringMap(
     }
     totalBytes += key.length + value.length;
     if (values === 'label' && (value.length > 63 || !labelValue.test(value)))
-      errors.push(
-        invalid(`${field}[${key}]`, value, labelValueMessage),
-      );
+      errors.push(invalid(`${field}[${key}]`, value, labelValueMessage));
   }
   if (values === 'any' && totalBytes > 256 * 1024)
     errors.push({ field, message: 'Too long: must have at most 262144 bytes' });

@@ -24,20 +24,55 @@ import {
 
 /** Every source field of core/v1 VolumeSource: a volume has exactly one. */
 const podVolumeSources = [
-  'hostPath', 'emptyDir', 'gcePersistentDisk', 'awsElasticBlockStore', 'gitRepo', 'secret',
-  'nfs', 'iscsi', 'glusterfs', 'persistentVolumeClaim', 'rbd', 'flexVolume', 'cinder',
-  'cephfs', 'flocker', 'downwardAPI', 'fc', 'azureFile', 'configMap', 'vsphereVolume',
-  'quobyte', 'azureDisk', 'photonPersistentDisk', 'projected', 'portworxVolume', 'scaleIO',
-  'storageos', 'csi', 'ephemeral', 'image',
+  'hostPath',
+  'emptyDir',
+  'gcePersistentDisk',
+  'awsElasticBlockStore',
+  'gitRepo',
+  'secret',
+  'nfs',
+  'iscsi',
+  'glusterfs',
+  'persistentVolumeClaim',
+  'rbd',
+  'flexVolume',
+  'cinder',
+  'cephfs',
+  'flocker',
+  'downwardAPI',
+  'fc',
+  'azureFile',
+  'configMap',
+  'vsphereVolume',
+  'quobyte',
+  'azureDisk',
+  'photonPersistentDisk',
+  'projected',
+  'portworxVolume',
+  'scaleIO',
+  'storageos',
+  'csi',
+  'ephemeral',
+  'image',
 ] as const;
 
 const hostPathTypes = [
-  '', 'DirectoryOrCreate', 'Directory', 'FileOrCreate', 'File', 'Socket', 'CharDevice',
+  '',
+  'DirectoryOrCreate',
+  'Directory',
+  'FileOrCreate',
+  'File',
+  'Socket',
+  'CharDevice',
   'BlockDevice',
 ] as const;
 
 const projectionSources = [
-  'configMap', 'secret', 'downwardAPI', 'serviceAccountToken', 'clusterTrustBundle',
+  'configMap',
+  'secret',
+  'downwardAPI',
+  'serviceAccountToken',
+  'clusterTrustBundle',
   'podCertificate',
 ];
 
@@ -109,7 +144,19 @@ const downwardKeyedPath = /^metadata\.(labels|annotations)\['[^']+'\]$/;
 
 const cpuDivisors = ['1m', '1'];
 const byteDivisors = [
-  '1', '1k', '1M', '1G', '1T', '1P', '1E', '1Ki', '1Mi', '1Gi', '1Ti', '1Pi', '1Ei',
+  '1',
+  '1k',
+  '1M',
+  '1G',
+  '1T',
+  '1P',
+  '1E',
+  '1Ki',
+  '1Mi',
+  '1Gi',
+  '1Ti',
+  '1Pi',
+  '1Ei',
 ];
 
 /**

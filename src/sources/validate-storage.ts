@@ -17,9 +17,28 @@ const volumeModes = ['Block', 'Filesystem'];
 
 /** Every source field of core/v1 PersistentVolumeSource: a PV has exactly one. */
 const persistentVolumeSources = [
-  'gcePersistentDisk', 'awsElasticBlockStore', 'hostPath', 'glusterfs', 'nfs', 'rbd', 'iscsi',
-  'cinder', 'cephfs', 'fc', 'flocker', 'flexVolume', 'azureFile', 'vsphereVolume', 'quobyte',
-  'azureDisk', 'photonPersistentDisk', 'portworxVolume', 'scaleIO', 'local', 'storageos', 'csi',
+  'gcePersistentDisk',
+  'awsElasticBlockStore',
+  'hostPath',
+  'glusterfs',
+  'nfs',
+  'rbd',
+  'iscsi',
+  'cinder',
+  'cephfs',
+  'fc',
+  'flocker',
+  'flexVolume',
+  'azureFile',
+  'vsphereVolume',
+  'quobyte',
+  'azureDisk',
+  'photonPersistentDisk',
+  'portworxVolume',
+  'scaleIO',
+  'local',
+  'storageos',
+  'csi',
 ];
 
 function validateAccessModes(errors: FieldError[], field: string, modes: unknown): void {
@@ -37,8 +56,11 @@ function validateCommon(errors: FieldError[], spec: Record<string, unknown>): vo
   if (volumeMode !== undefined && !volumeModes.includes(volumeMode as string))
     errors.push(notSupported('spec.volumeMode', volumeMode, volumeModes));
   const storageClass = spec['storageClassName'];
-  if (storageClass !== undefined && storageClass !== '' &&
-      (typeof storageClass !== 'string' || !isDnsSubdomain(storageClass)))
+  if (
+    storageClass !== undefined &&
+    storageClass !== '' &&
+    (typeof storageClass !== 'string' || !isDnsSubdomain(storageClass))
+  )
     errors.push(invalid('spec.storageClassName', storageClass, dnsSubdomainMessage));
 }
 
@@ -76,8 +98,11 @@ export function validatePersistentVolumeClaim(spec: Record<string, unknown>): Fi
   else quantityField(errors, 'spec.resources[storage]', requests['storage'], true);
   validateCommon(errors, spec);
   const volumeName = spec['volumeName'];
-  if (volumeName !== undefined && volumeName !== '' &&
-      (typeof volumeName !== 'string' || !isDnsSubdomain(volumeName)))
+  if (
+    volumeName !== undefined &&
+    volumeName !== '' &&
+    (typeof volumeName !== 'string' || !isDnsSubdomain(volumeName))
+  )
     errors.push(invalid('spec.volumeName', volumeName, dnsSubdomainMessage));
   const selector = spec['selector'];
   if (isRecord(selector) && Array.isArray(selector['matchExpressions'])) {

@@ -131,8 +131,7 @@ export function quantityField(
     return;
   }
   const parsed = parseQuantity(value);
-  if (parsed === undefined)
-    errors.push(invalid(field, value, quantityMessage));
+  if (parsed === undefined) errors.push(invalid(field, value, quantityMessage));
   else if (parsed < 0) errors.push(invalid(field, value, 'must be greater than or equal to 0'));
 }
 

@@ -42,9 +42,7 @@ export function validate(object: unknown): FieldError[] {
   if (!isRecord(object)) return [invalid('(object)', object, 'must be an object')];
   const kind = object['kind'];
   if (typeof kind !== 'string' || !(validatedKinds as readonly string[]).includes(kind))
-    return [
-      invalid('kind', kind, `must be one of ${validatedKinds.join(', ')}`),
-    ];
+    return [invalid('kind', kind, `must be one of ${validatedKinds.join(', ')}`)];
   const errors = fieldErrorsOfMeta(object['metadata'], { namespaced: namespaced.has(kind) });
   const spec = object['spec'];
   switch (kind) {
@@ -82,8 +80,7 @@ function configMapKeyProblem(key: string): string | undefined {
 /** The data maps of a ConfigMap or Secret: valid keys, no key twice, base64 where due. */
 function validateData(kind: string, object: Record<string, unknown>): FieldError[] {
   const errors: FieldError[] = [];
-  const maps =
-    kind === 'ConfigMap' ? ['data', 'binaryData'] : ['data', 'stringData'];
+  const maps = kind === 'ConfigMap' ? ['data', 'binaryData'] : ['data', 'stringData'];
   const seen = new Map<string, string>();
   let totalBytes = 0;
   for (const field of maps) {

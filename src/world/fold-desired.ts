@@ -365,7 +365,6 @@ function remountReaders(world: World, object: ObjectName): void {
   }
 }
 
-
 /** A claim, PV or class changed: the planner looks at unbound claims again. */
 function askForBinding(world: World, kind: string): void {
   if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim' && kind !== 'StorageClass')

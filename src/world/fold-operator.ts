@@ -69,7 +69,8 @@ function clearBackoff(
   const records = world.ops.get(volume);
   if (records === undefined) return;
   const kept = records.filter(
-    (r) => r.pending || r.lastError === null || (pod !== null && r.key.pod !== '' && r.key.pod !== pod),
+    (r) =>
+      r.pending || r.lastError === null || (pod !== null && r.key.pod !== '' && r.key.pod !== pod),
   );
   setRecords(world.ops, volume, kept);
   if (kept.length === 0) hooks.mayBeGone?.(volume);

@@ -3,12 +3,7 @@
  * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
  */
 import { fail } from '../assert.js';
-import {
-  bookCall,
-  cutOffOperations,
-  finishOperation,
-  startOperation,
-} from '../engine/book.js';
+import { bookCall, cutOffOperations, finishOperation, startOperation } from '../engine/book.js';
 import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
 import { type EventOf, provisionCallNames } from '../events/index.js';
 import { foldProvisioningCall } from './fold-provisioning.js';

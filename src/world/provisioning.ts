@@ -25,11 +25,7 @@ import { bindingVolume, boundVolumes, claimUid, forgetClaim } from './binding.js
 
 export { claimUid };
 import { podsReferencing } from './references.js';
-import {
-  claimClassName,
-  provisionedByAnnotation,
-  storageClassOf,
-} from './storage-class.js';
+import { claimClassName, provisionedByAnnotation, storageClassOf } from './storage-class.js';
 import type { World } from './types.js';
 
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */

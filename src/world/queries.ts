@@ -36,8 +36,7 @@ export function podExistsInVolume(
   if (!isAttached(attachment)) return { kind: 'volumeNotAttached' };
   const devicePath = attachment.context.devicePath;
   const mount = podEntry(world.mounts.get(volume), pod);
-  if (mount === undefined || mount.value !== 'mounted')
-    return { kind: 'notMounted', devicePath };
+  if (mount === undefined || mount.value !== 'mounted') return { kind: 'notMounted', devicePath };
   if (mount.context.remountRequired) return { kind: 'remountRequired', devicePath };
   const currentSizeBytes = attachment.context.sizeBytes;
   if (volumeNeedsExpansion(world, attachment, desiredSizeBytes)) {
@@ -123,8 +122,7 @@ export function podHasPossiblyMountedVolumes(world: World, pod: UniquePodName): 
  */
 export function getVolumesInUse(world: World): UniqueVolumeName[] {
   const inUse = new Set<UniqueVolumeName>();
-  for (const volume of world.dsw.values())
-    if (dswSpec(volume).attachable) inUse.add(volume.volume);
+  for (const volume of world.dsw.values()) if (dswSpec(volume).attachable) inUse.add(volume.volume);
   // §4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
   // (unless a pod wants it). vole's attachUncertain, which may exist, is reported in use:
   // the safe side, so a controller never detaches under it.

@@ -44,7 +44,7 @@ function open(db: string, journal: FakeCallRecord[]) {
   });
 }
 
-test('controller manager: attaches a scheduled pod\'s volume and publishes volumesAttached', async () => {
+test("controller manager: attaches a scheduled pod's volume and publishes volumesAttached", async () => {
   const journal: FakeCallRecord[] = [];
   const cm = open(join(dir, 'a.db'), journal);
   cm.start();
@@ -57,12 +57,18 @@ test('controller manager: attaches a scheduled pod\'s volume and publishes volum
     journal.map((c) => `${c.call} ${c.volume} ${c.node}`),
     ['attach fake.disk/disk-1 node-1'],
   );
-  assert.deepEqual(cm.volumesAttached('node-1').map((v) => v.name), ['fake.disk/disk-1']);
+  assert.deepEqual(
+    cm.volumesAttached('node-1').map((v) => v.name),
+    ['fake.disk/disk-1'],
+  );
   assert.equal(cm.settled(), true);
   cm.removePod('uid-a');
   await settle();
   // §2.1: a new attachment is assumed mounted until the node reports otherwise.
-  assert.deepEqual(cm.volumesAttached('node-1').map((v) => v.name), ['fake.disk/disk-1']);
+  assert.deepEqual(
+    cm.volumesAttached('node-1').map((v) => v.name),
+    ['fake.disk/disk-1'],
+  );
   cm.upsertObject(node('node-1')); // the node's status: nothing in use
   await settle();
   assert.deepEqual(cm.volumesAttached('node-1'), []);
@@ -78,8 +84,12 @@ test('controller manager: a restart loads the latest snapshot and folds only the
   first.upsertObject(node('node-1'));
   first.upsertObject(node('node-2'));
   for (const handle of ['disk-1', 'disk-2'])
-    for (const e of diskObjects(handle)) if (e.type === 'ObjectUpserted') first.upsertObject(e.object);
-  for (const [uid, handle, n] of [['uid-a', 'disk-1', 'node-1'], ['uid-b', 'disk-2', 'node-2']]) {
+    for (const e of diskObjects(handle))
+      if (e.type === 'ObjectUpserted') first.upsertObject(e.object);
+  for (const [uid, handle, n] of [
+    ['uid-a', 'disk-1', 'node-1'],
+    ['uid-b', 'disk-2', 'node-2'],
+  ]) {
     const p = pod(uid!, [claim(handle!)]);
     first.upsertPod({ ...p, spec: { ...p.spec, nodeName: n! } });
   }
@@ -93,17 +103,33 @@ test('controller manager: a restart loads the latest snapshot and folds only the
   assert.deepEqual(describeControllerWorld(second.world), before);
   second.start();
   await settle();
-  assert.deepEqual(second.volumesAttached('node-2').map((v) => v.name), ['fake.disk/disk-2']);
+  assert.deepEqual(
+    second.volumesAttached('node-2').map((v) => v.name),
+    ['fake.disk/disk-2'],
+  );
   await second.drainAndStop();
 });
 
 test('controller manager: with more volumes to attach than may run, a tick plans at most what can start, and nothing while the executor is full', async () => {
   const journal: FakeCallRecord[] = [];
-  const fake = new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock: new RealClock(), journal });
+  const fake = new FakePlugin({
+    caps: caps('fake.disk', { attachable: true }),
+    clock: new RealClock(),
+    journal,
+  });
   let release: () => void = () => undefined;
   const gate = new Promise<void>((resolve) => (release = resolve));
   const attacher = fake.attacher!;
-  const gated = { ...fake, attacher: { ...attacher, attach: async (...args: Parameters<typeof attacher.attach>) => (await gate, attacher.attach(...args)) } };
+  const gated = {
+    ...fake,
+    attacher: {
+      ...attacher,
+      attach: async (...args: Parameters<typeof attacher.attach>) => (
+        await gate,
+        attacher.attach(...args)
+      ),
+    },
+  };
   const core = controllerCore as { plan: typeof controllerCore.plan };
   const plan = core.plan;
   const planned: number[] = [];
@@ -117,17 +143,25 @@ test('controller manager: with more volumes to attach than may run, a tick plans
     cm.upsertObject(node('node-1'));
     const pods = operationsInFlightMax + 904; // 5,000
     for (let i = 0; i < pods; i++) {
-      for (const e of diskObjects(`d${i}`)) if (e.type === 'ObjectUpserted') cm.upsertObject(e.object);
+      for (const e of diskObjects(`d${i}`))
+        if (e.type === 'ObjectUpserted') cm.upsertObject(e.object);
       const scheduled = pod(`uid-${i}`, [claim(`d${i}`)]);
       cm.upsertPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
     }
     await settle();
     assert.equal(cm.world.running.size, operationsInFlightMax, 'the executor is full');
-    assert.ok(Math.max(...planned) <= planOperationsMax, `at most ${planOperationsMax} volumes a plan (${Math.max(...planned)})`);
+    assert.ok(
+      Math.max(...planned) <= planOperationsMax,
+      `at most ${planOperationsMax} volumes a plan (${Math.max(...planned)})`,
+    );
     const plansAtCapacity = planned.length;
     cm.upsertObject(node('node-2')); // an event while full: no plan, no busy loop
     for (let i = 0; i < 20; i++) await turn();
-    assert.equal(planned.length, plansAtCapacity, 'nothing is planned while no operation may start');
+    assert.equal(
+      planned.length,
+      plansAtCapacity,
+      'nothing is planned while no operation may start',
+    );
     release();
     await cm.waitUntilSettled({ timeoutMs: 30_000 });
     assert.equal(journal.filter((c) => c.call === 'attach').length, pods);

@@ -34,7 +34,8 @@ function setup(opts: { faults?: FaultScript; controllerAttachDetach?: boolean } 
     controllerAttachDetach: opts.controllerAttachDetach ?? false,
   });
   vm.start();
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
+  for (const e of diskObjects('disk-1'))
+    if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
   vm.inputs.markSourcesReady();
   return { vm, clock, journal };
 }
@@ -43,7 +44,10 @@ test('agent: waitForAttachAndMount resolves once every volume is mounted', async
   const { vm } = setup();
   vm.inputs.addPod(pod('uid-a', [claim('disk-1'), { name: 'scratch', emptyDir: {} }]));
   await vm.waitForAttachAndMount('uid-a');
-  assert.deepEqual([...vm.status.getMountedVolumesForPod('uid-a').keys()].sort(), ['data', 'scratch']);
+  assert.deepEqual([...vm.status.getMountedVolumesForPod('uid-a').keys()].sort(), [
+    'data',
+    'scratch',
+  ]);
   assert.deepEqual(vm.status.getVolumesInUse(), ['fake.disk/disk-1']);
   assert.equal(vm.status.volumeIsAttached('fake.disk/disk-1'), true);
   assert.equal(vm.status.reconcilerStatesHasBeenSynced(), true);
@@ -72,7 +76,9 @@ test('agent: waitForAttachAndMount times out with the kubelet message and the la
 
 test('agent: waitForAttachAndMount fails at once for a claim that does not exist', async () => {
   const { vm } = setup();
-  vm.inputs.addPod(pod('uid-b', [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]));
+  vm.inputs.addPod(
+    pod('uid-b', [{ name: 'data', persistentVolumeClaim: { claimName: 'missing' } }]),
+  );
   await assert.rejects(vm.waitForAttachAndMount('uid-b'), (e: Error) => {
     assert.match(
       e.message,
@@ -154,7 +160,12 @@ test('agent: every event reaches a sink that writes only when flushed, the last 
   }
   const sink = new FlushOnlySink();
   const emptyDir = new FakePlugin({ caps: caps('kubernetes.io/empty-dir'), clock, journal: [] });
-  const vm = VolumeManager.create({ node: 'node-1', plugins: [emptyDir], clock, log: { sink, history: [] } });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins: [emptyDir],
+    clock,
+    log: { sink, history: [] },
+  });
   vm.start();
   vm.inputs.markSourcesReady();
   vm.inputs.addPod(pod('uid-a', [{ name: 'scratch', emptyDir: {} }]));

@@ -34,7 +34,6 @@ after(() => {
 
 const cli = ['--import', 'tsx', join(repo, 'src/cli/main.ts')];
 
-
 /** A long-running `vole …`, ended by its pid after the test file. */
 function start(...args: string[]): ChildProcess {
   const child = spawn(process.execPath, [...cli, ...args], {
@@ -123,7 +122,10 @@ test(oneWriterTitle, async () => {
     assert.match(r.stderr, new RegExp(`pid ${holder.pid} on ${hostname()} since 20\\d\\d-`));
     assert.match(r.stderr, /one writer/);
     noStackTrace(r.stderr);
-    assert.ok(tookMs < baselineMs * 1.5 + 2_000, `refused at once (${tookMs} ms, a reader took ${baselineMs} ms), not after a lock timeout`);
+    assert.ok(
+      tookMs < baselineMs * 1.5 + 2_000,
+      `refused at once (${tookMs} ms, a reader took ${baselineMs} ms), not after a lock timeout`,
+    );
   }
 
   for (const reader of [['status'], ['replay', '--json'], ['history'], ['verify'], ['export']]) {
@@ -214,7 +216,11 @@ test(damagedTitle, () => {
     .trim()
     .split('\n')
     .map((line) => (JSON.parse(line) as { seq: number }).seq);
-  assert.deepEqual(seqs, Array.from({ length: last }, (_, i) => i + 1), 'in seq order, no gap');
+  assert.deepEqual(
+    seqs,
+    Array.from({ length: last }, (_, i) => i + 1),
+    'in seq order, no gap',
+  );
   assert.equal(sha256(db), before);
 
   const rebuilt = join(dir, 'rebuilt.db');
@@ -249,7 +255,10 @@ test('cli: a scenario or a manifest missing a required key exits 2 naming the ke
   for (const command of ['run', 'controller']) {
     const r = vole(command, '--manifests', manifests, '--root', join(dir, 'root-4'), '--db', db);
     assert.equal(r.status, 2, r.stderr);
-    assert.match(r.stderr, /pod\.yaml: Pod "\(unnamed\)" is invalid: metadata\.name: Required value/);
+    assert.match(
+      r.stderr,
+      /pod\.yaml: Pod "\(unnamed\)" is invalid: metadata\.name: Required value/,
+    );
     noStackTrace(r.stderr);
     assert.equal(existsSync(db), false, 'nothing was opened or written');
   }

@@ -15,7 +15,6 @@ const dir = mkdtempSync(join(tmpdir(), 'vole-modes-'));
 const db = join(dir, 'controller.db');
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-
 before(() => {
   const r = vole('simulate', 'test/scenarios/controller-multi-attach.yaml', '--db', db);
   assert.equal(r.status, 0, r.stderr);

@@ -15,8 +15,18 @@ test('a plugin registered after start (a CSI driver registering itself) waits fo
     gates++;
     return new Promise<void>((resolve) => (open = resolve));
   });
-  manager.upsert(new FakePlugin({ caps: caps('late.csi', { attachable: true }), clock: new RealClock(), journal }));
-  const spec = { volume: 'late.csi/v', pluginName: 'late.csi', source: { kind: 'csi', volumeHandle: 'v' } } as unknown as ResolvedVolume;
+  manager.upsert(
+    new FakePlugin({
+      caps: caps('late.csi', { attachable: true }),
+      clock: new RealClock(),
+      journal,
+    }),
+  );
+  const spec = {
+    volume: 'late.csi/v',
+    pluginName: 'late.csi',
+    source: { kind: 'csi', volumeHandle: 'v' },
+  } as unknown as ResolvedVolume;
   const target = { node: 'node-1', pod: null, signal: new AbortController().signal };
   const attaching = manager.find('late.csi')!.attacher!.attach(spec, target);
   await new Promise((r) => setTimeout(r, 20));
@@ -24,15 +34,23 @@ test('a plugin registered after start (a CSI driver registering itself) waits fo
   assert.equal(journal.length, 0, 'no call before the log is durable');
   open();
   await attaching;
-  assert.deepEqual(journal.map((c) => c.call), ['attach']);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+  );
 });
 
 test('a call whose log never becomes durable (the replica was deposed) never reaches the plugin', async () => {
   const journal: FakeCallRecord[] = [];
-  const manager = new FencedPluginManager(() => Promise.reject(new Error('fenced')), [
-    new FakePlugin({ caps: caps('disk', { attachable: true }), clock: new RealClock(), journal }),
-  ]);
-  const spec = { volume: 'disk/v', pluginName: 'disk', source: { kind: 'csi', volumeHandle: 'v' } } as unknown as ResolvedVolume;
+  const manager = new FencedPluginManager(
+    () => Promise.reject(new Error('fenced')),
+    [new FakePlugin({ caps: caps('disk', { attachable: true }), clock: new RealClock(), journal })],
+  );
+  const spec = {
+    volume: 'disk/v',
+    pluginName: 'disk',
+    source: { kind: 'csi', volumeHandle: 'v' },
+  } as unknown as ResolvedVolume;
   const target = { node: 'node-1', pod: null, signal: new AbortController().signal };
   await assert.rejects(manager.find('disk')!.attacher!.detach(spec, target), /fenced/);
   assert.equal(journal.length, 0);

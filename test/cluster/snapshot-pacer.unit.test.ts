@@ -3,9 +3,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { SnapshotPacer } from '../../src/cluster/snapshot-pacer.js';
 
-test('a snapshot is due once the log has grown by the previous snapshot\'s size since it', () => {
+test("a snapshot is due once the log has grown by the previous snapshot's size since it", () => {
   const pacer = new SnapshotPacer(0);
-  assert.equal(pacer.due(0), true, 'no snapshot yet: the first one is due at the engine\'s interval');
+  assert.equal(
+    pacer.due(0),
+    true,
+    "no snapshot yet: the first one is due at the engine's interval",
+  );
   pacer.saved(1_000, 200);
   assert.equal(pacer.due(1_199), false);
   assert.equal(pacer.due(1_200), true);
@@ -16,6 +20,10 @@ test('a snapshot is due once the log has grown by the previous snapshot\'s size 
 
 test('a new leader counts from the snapshot it loaded', () => {
   const pacer = new SnapshotPacer(85 * 2 ** 20);
-  assert.equal(pacer.due(2.5 * 2 ** 20), false, '10,000 events of log are not worth an 85 MiB snapshot');
+  assert.equal(
+    pacer.due(2.5 * 2 ** 20),
+    false,
+    '10,000 events of log are not worth an 85 MiB snapshot',
+  );
   assert.equal(pacer.due(85 * 2 ** 20), true);
 });

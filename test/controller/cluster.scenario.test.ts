@@ -133,7 +133,10 @@ test('cluster: a pod moved to another node waits for the detach, then mounts the
   c.removePod(pod('a', 'node-1'));
   c.addPod(pod('b', 'node-2'));
   await settle(c);
-  assert.deepEqual([...c.agents.get('node-2')!.status.getMountedVolumesForPod('uid-b').keys()], ['data']);
+  assert.deepEqual(
+    [...c.agents.get('node-2')!.status.getMountedVolumesForPod('uid-b').keys()],
+    ['data'],
+  );
   const calls = journal.map((j) => `${j.call}@${j.node}`);
   assertInOrder(calls, ['unmountDevice@node-1', 'detach@node-1', 'attach@node-2']);
   c.stop();

@@ -83,7 +83,9 @@ test('controller: the published node status lists a volume only while it is conf
         if (listed.size > 0) listedAt++;
         // Attached, and not on its way out: a detach takes it off the list before it starts.
         const detaching = (volume: string) =>
-          state.pending.some((p) => p.op === 'detach' && p.volume === volume && p.node === node.node);
+          state.pending.some(
+            (p) => p.op === 'detach' && p.volume === volume && p.node === node.node,
+          );
         const confirmed = state.attachments
           .filter((a) => a.node === node.node && a.attachedConfirmed && !detaching(a.volume))
           .map((a) => a.volume);

@@ -43,7 +43,10 @@ const pod: Pod = {
   apiVersion: 'v1',
   kind: 'Pod',
   metadata: { name: 'a', namespace: 'default', uid: 'uid-a' },
-  spec: { nodeName: 'node-1', volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }] },
+  spec: {
+    nodeName: 'node-1',
+    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }],
+  },
 };
 
 const settle = async () => {
@@ -79,21 +82,35 @@ test('a verified detach whose node reports the volume in use again while the log
   await settle();
   cm.upsertObject(node([])); // the node's status after the attach: not mounted yet
   await settle();
-  assert.deepEqual(journal.map((c) => c.call), ['attach']);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+  );
 
   sink.hold();
   cm.removePod('uid-a');
   await settle();
-  const started = sink.events.flatMap((e) => (e.type === 'OperationStarted' && e.op === 'detach' ? [e] : []));
+  const started = sink.events.flatMap((e) =>
+    e.type === 'OperationStarted' && e.op === 'detach' ? [e] : [],
+  );
   assert.equal(started.length, 1, 'the detach was decided while the node reported nothing in use');
   cm.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
   sink.letGo();
   await settle();
 
-  assert.deepEqual(journal.map((c) => c.call), ['attach'], 'no detach call was made');
-  const finished = sink.events.find((e) => e.type === 'OperationFinished' && e.opId === started[0]!.opId);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+    'no detach call was made',
+  );
+  const finished = sink.events.find(
+    (e) => e.type === 'OperationFinished' && e.opId === started[0]!.opId,
+  );
   assert.equal(finished?.type === 'OperationFinished' && finished.outcome, 'failed');
   assert.match(JSON.stringify(finished), /reports it in use again \(verifySafeToDetach\)/);
-  assert.equal(cm.world.attachments.get('fake.disk/disk-1@node-1')?.state.value.startsWith('attached'), true);
+  assert.equal(
+    cm.world.attachments.get('fake.disk/disk-1@node-1')?.state.value.startsWith('attached'),
+    true,
+  );
   cm.stop();
 });

@@ -11,7 +11,13 @@ import { simulate } from '../../src/sim/simulate.js';
 
 const driver = 'fake.csi.example.com';
 const volume = `kubernetes.io/csi/${driver}^disk-1`;
-const inProgress = ['CANCELLED', 'DEADLINE_EXCEEDED', 'UNAVAILABLE', 'RESOURCE_EXHAUSTED', 'ABORTED'];
+const inProgress = [
+  'CANCELLED',
+  'DEADLINE_EXCEEDED',
+  'UNAVAILABLE',
+  'RESOURCE_EXHAUSTED',
+  'ABORTED',
+];
 const didNotHappen = [
   'UNKNOWN',
   'INVALID_ARGUMENT',
@@ -33,7 +39,11 @@ function scenario(rpc: string, fault: Fault, expectNow: Record<string, unknown>)
     name: `${rpc} answers ${JSON.stringify(fault)}`,
     controllerAttachDetach: false,
     plugins: [
-      { name: driver, csi: { publishUnpublish: true, stageUnstage: true }, faults: { [rpc]: [fault] } },
+      {
+        name: driver,
+        csi: { publishUnpublish: true, stageUnstage: true },
+        faults: { [rpc]: [fault] },
+      },
     ],
     objects: [
       {

@@ -29,7 +29,11 @@ import {
 const skip = hostTestSkipReason();
 const { base } = skip === false ? hostSandbox('csi-kill') : { base: '' };
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 60_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -37,7 +41,11 @@ async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 
   }
 }
 
-async function killMidRpc(s: Sandbox, rpc: string, discovery: 'registration' | 'flag'): Promise<void> {
+async function killMidRpc(
+  s: Sandbox,
+  rpc: string,
+  discovery: 'registration' | 'flag',
+): Promise<void> {
   const registrationDir = join(s.root, 'plugins_registry');
   const driverOpts = discovery === 'registration' ? { registrationDir } : {};
   let driver = await startDriver(s, { ...driverOpts, hold: rpc });
@@ -73,23 +81,42 @@ async function killMidRpc(s: Sandbox, rpc: string, discovery: 'registration' | '
   }
   const log = events(s);
   const cut = log.find(
-    (e) => (e.type === 'CallFailed' || e.type === 'CallSucceeded') && (e.rpc as { method?: string } | undefined)?.method?.endsWith(`/${rpc}`) === true,
+    (e) =>
+      (e.type === 'CallFailed' || e.type === 'CallSucceeded') &&
+      (e.rpc as { method?: string } | undefined)?.method?.endsWith(`/${rpc}`) === true,
   );
   assert.ok(cut !== undefined && cut.type === 'CallFailed', `${rpc}'s first answer is a failure`);
-  assert.equal((cut.error as { kind: string }).kind, 'uncertain', 'the killed RPC leaves its pair uncertain');
+  assert.equal(
+    (cut.error as { kind: string }).kind,
+    'uncertain',
+    'the killed RPC leaves its pair uncertain',
+  );
   const retried = log.filter(
-    (e) => e.type === 'CallSucceeded' && (e.rpc as { method?: string } | undefined)?.method?.endsWith(`/${rpc}`) === true,
+    (e) =>
+      e.type === 'CallSucceeded' &&
+      (e.rpc as { method?: string } | undefined)?.method?.endsWith(`/${rpc}`) === true,
   );
   assert.ok(retried.length > 0, `${rpc} retried and succeeded`);
   if (discovery === 'registration')
-    assert.ok(log.filter((e) => e.type === 'CsiDriverRegistered').length >= 1, 'registered through plugins_registry');
+    assert.ok(
+      log.filter((e) => e.type === 'CsiDriverRegistered').length >= 1,
+      'registered through plugins_registry',
+    );
   await assertNothingLeft(s);
 }
 
-test('host: the driver SIGKILLed in NodeStageVolume and restarted: uncertain, retried, nothing leaks', { skip, timeout: 180_000 }, async () => {
-  await killMidRpc(sandboxIn(base, 'stage'), 'NodeStageVolume', 'registration');
-});
+test(
+  'host: the driver SIGKILLed in NodeStageVolume and restarted: uncertain, retried, nothing leaks',
+  { skip, timeout: 180_000 },
+  async () => {
+    await killMidRpc(sandboxIn(base, 'stage'), 'NodeStageVolume', 'registration');
+  },
+);
 
-test('host: the driver SIGKILLed in NodePublishVolume and restarted: uncertain, retried, nothing leaks', { skip, timeout: 180_000 }, async () => {
-  await killMidRpc(sandboxIn(base, 'publish'), 'NodePublishVolume', 'flag');
-});
+test(
+  'host: the driver SIGKILLed in NodePublishVolume and restarted: uncertain, retried, nothing leaks',
+  { skip, timeout: 180_000 },
+  async () => {
+    await killMidRpc(sandboxIn(base, 'publish'), 'NodePublishVolume', 'flag');
+  },
+);

@@ -30,7 +30,13 @@ const dir = mkdtempSync(join(tmpdir(), 'vole-csi-grpc-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const logger = pino({ level: 'silent' });
 const driver = 'grpc.csi.example.com';
-const caps = { publishUnpublish: true, stageUnstage: true, expand: false, singleNodeMultiWriter: false, maxVolumesPerNode: 0 };
+const caps = {
+  publishUnpublish: true,
+  stageUnstage: true,
+  expand: false,
+  singleNodeMultiWriter: false,
+  maxVolumesPerNode: 0,
+};
 
 async function withDriver(
   name: string,
@@ -38,13 +44,23 @@ async function withDriver(
   body: (vm: VolumeManager, events: VoleEvent[]) => Promise<void>,
 ): Promise<void> {
   const socket = join(dir, `${name}.sock`);
-  const served = await serveCsiDriver({ name: driver, endpoint: `unix://${socket}`, handlers, logger });
+  const served = await serveCsiDriver({
+    name: driver,
+    endpoint: `unix://${socket}`,
+    handlers,
+    logger,
+  });
   const transport = new GrpcTransport(`unix://${socket}`);
   const plugin = csiPlugin(
     { name: driver, transport, caps, nodeId: 'node-1' },
     { root: '/var/lib/vole', host: noCsiHost, nowMs: () => performance.now() },
   );
-  const vm = VolumeManager.create({ node: 'node-1', plugins: [plugin], controllerAttachDetach: false, logger });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins: [plugin],
+    controllerAttachDetach: false,
+    logger,
+  });
   const events: VoleEvent[] = [];
   vm.subscribe((event) => void events.push(event));
   vm.start();
@@ -64,8 +80,22 @@ const inlinePod = (uid: string) => ({
 });
 
 test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md gives', async () => {
-  const inProgress = ['CANCELLED', 'DEADLINE_EXCEEDED', 'UNAVAILABLE', 'RESOURCE_EXHAUSTED', 'ABORTED'];
-  const codes = [...inProgress, 'INVALID_ARGUMENT', 'NOT_FOUND', 'ALREADY_EXISTS', 'FAILED_PRECONDITION', 'INTERNAL', 'UNKNOWN'];
+  const inProgress = [
+    'CANCELLED',
+    'DEADLINE_EXCEEDED',
+    'UNAVAILABLE',
+    'RESOURCE_EXHAUSTED',
+    'ABORTED',
+  ];
+  const codes = [
+    ...inProgress,
+    'INVALID_ARGUMENT',
+    'NOT_FOUND',
+    'ALREADY_EXISTS',
+    'FAILED_PRECONDITION',
+    'INTERNAL',
+    'UNKNOWN',
+  ];
   for (const code of codes) {
     const handlers: Record<string, Handler> = {
       NodePublishVolume: async () => {
@@ -75,7 +105,11 @@ test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md giv
     await withDriver(`code-${code}`, handlers, async (vm, events) => {
       const uid = `uid-${code.toLowerCase().replaceAll('_', '-')}`;
       vm.inputs.addPod(inlinePod(uid));
-      await until(() => events.some((e) => e.type === 'CallFailed'), `${code}: the failure`, 10_000);
+      await until(
+        () => events.some((e) => e.type === 'CallFailed'),
+        `${code}: the failure`,
+        10_000,
+      );
       const failed = events.find((e) => e.type === 'CallFailed')!;
       assert.ok(failed.type === 'CallFailed');
       assert.deepEqual(
@@ -89,7 +123,9 @@ test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md giv
       assert.match(failed.error.message, new RegExp(`scripted ${code}`));
       const volume = UniqueVolumeName(`kubernetes.io/csi/${uid}-scratch`);
       const byPod = vm.world.mounts.get(volume);
-      const state = (byPod === undefined ? undefined : podEntry(byPod, UniquePodName(uid)))?.value ?? 'unmounted';
+      const state =
+        (byPod === undefined ? undefined : podEntry(byPod, UniquePodName(uid)))?.value ??
+        'unmounted';
       assert.equal(state, inProgress.includes(code) ? 'mountUncertain' : 'unmounted', code);
     });
   }
@@ -97,12 +133,16 @@ test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md giv
 
 test('gRPC: publish_context from ControllerPublishVolume reaches NodeStage and NodePublish, and every RPC is logged', async () => {
   const seen: Record<string, CsiRequest> = {};
-  const record = (rpc: string, response: object = {}): Handler => async (request) => {
-    seen[rpc] = request;
-    return response;
-  };
+  const record =
+    (rpc: string, response: object = {}): Handler =>
+    async (request) => {
+      seen[rpc] = request;
+      return response;
+    };
   const handlers = {
-    ControllerPublishVolume: record('ControllerPublishVolume', { publish_context: { devicePath: '/dev/sdz', lun: '3' } }),
+    ControllerPublishVolume: record('ControllerPublishVolume', {
+      publish_context: { devicePath: '/dev/sdz', lun: '3' },
+    }),
     NodeStageVolume: record('NodeStageVolume'),
     NodePublishVolume: record('NodePublishVolume'),
   };
@@ -122,7 +162,11 @@ test('gRPC: publish_context from ControllerPublishVolume reaches NodeStage and N
       apiVersion: 'v1',
       kind: 'PersistentVolumeClaim',
       metadata: { name: 'ctx', namespace: 'default' },
-      spec: { volumeName: 'pv-ctx', accessModes: ['ReadWriteOncePod'], resources: { requests: { storage: '1Gi' } } },
+      spec: {
+        volumeName: 'pv-ctx',
+        accessModes: ['ReadWriteOncePod'],
+        resources: { requests: { storage: '1Gi' } },
+      },
     });
     vm.inputs.addPod({
       metadata: { name: 'a', namespace: 'default', uid: 'uid-ctx' },
@@ -134,11 +178,23 @@ test('gRPC: publish_context from ControllerPublishVolume reaches NodeStage and N
     for (const rpc of ['NodeStageVolume', 'NodePublishVolume'])
       assert.deepEqual(seen[rpc]!.publish_context, { devicePath: '/dev/sdz', lun: '3' }, rpc);
     const capability = seen.NodeStageVolume!.volume_capability!;
-    assert.deepEqual(capability.mount, { fs_type: 'xfs', mount_flags: ['noatime'], volume_mount_group: '' });
+    assert.deepEqual(capability.mount, {
+      fs_type: 'xfs',
+      mount_flags: ['noatime'],
+      volume_mount_group: '',
+    });
     assert.equal(capability.access_mode?.mode, 'SINGLE_NODE_WRITER'); // no SINGLE_NODE_MULTI_WRITER
-    assert.equal(seen.NodePublishVolume!.staging_target_path, seen.NodeStageVolume!.staging_target_path);
-    assert.match(seen.NodePublishVolume!.target_path!, /pods\/uid-ctx\/volumes\/kubernetes.io~csi\/data\/mount$/);
-    const rpcs = events.flatMap((e) => (e.type === 'CallSucceeded' && e.rpc !== undefined ? [e.rpc.method] : []));
+    assert.equal(
+      seen.NodePublishVolume!.staging_target_path,
+      seen.NodeStageVolume!.staging_target_path,
+    );
+    assert.match(
+      seen.NodePublishVolume!.target_path!,
+      /pods\/uid-ctx\/volumes\/kubernetes.io~csi\/data\/mount$/,
+    );
+    const rpcs = events.flatMap((e) =>
+      e.type === 'CallSucceeded' && e.rpc !== undefined ? [e.rpc.method] : [],
+    );
     assert.deepEqual(rpcs, [
       '/csi.v1.Controller/ControllerPublishVolume',
       '/csi.v1.Node/NodeStageVolume',
@@ -157,10 +213,15 @@ test('gRPC: a socket in plugins_registry registers its driver, is told so, and d
       GetPluginInfo: async () => ({ name: driver, vendor_version: '9' }),
       GetPluginCapabilities: async () => ({ capabilities: [] }),
       NodeGetInfo: async () => ({ node_id: 'n-7', max_volumes_per_node: '4' }),
-      NodeGetCapabilities: async () => ({ capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }] }),
+      NodeGetCapabilities: async () => ({
+        capabilities: [{ rpc: { type: 'STAGE_UNSTAGE_VOLUME' } }],
+      }),
     },
     registrationDir,
-    logger: { ...logger, info: (fields: { registered?: boolean }) => void notified.push(fields.registered === true) } as never,
+    logger: {
+      ...logger,
+      info: (fields: { registered?: boolean }) => void notified.push(fields.registered === true),
+    } as never,
   });
   const plugins = new PluginManager();
   const registry = new CsiDriverRegistry({ root: dir, plugins, logger });

@@ -21,7 +21,13 @@ import type { ResolvedVolume } from '../../src/world/types.js';
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-node-id-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const driver = 'ids.csi.example.com';
-const caps = { publishUnpublish: true, stageUnstage: true, expand: false, singleNodeMultiWriter: false, maxVolumesPerNode: 0 };
+const caps = {
+  publishUnpublish: true,
+  stageUnstage: true,
+  expand: false,
+  singleNodeMultiWriter: false,
+  maxVolumesPerNode: 0,
+};
 
 /** The part of a resolved volume the controller calls read. */
 const spec = {
@@ -31,7 +37,11 @@ const spec = {
   readOnly: false,
   source: { kind: 'csi', driver, volumeHandle: 'vol-1', fsType: 'ext4', volumeAttributes: {} },
 } as unknown as ResolvedVolume;
-const target = (node: string): CallTarget => ({ node, pod: null, signal: new AbortController().signal });
+const target = (node: string): CallTarget => ({
+  node,
+  pod: null,
+  signal: new AbortController().signal,
+});
 
 test('CSI: the controller names each node by its own node_id; an unregistered node is refused without an RPC', async () => {
   const seen: CsiRequest[] = [];
@@ -48,12 +58,23 @@ test('CSI: the controller names each node by its own node_id; an unregistered no
     const ids: Record<string, string> = { 'node-1': 'disk-host-a', 'node-2': 'disk-host-b' };
     const plugin = csiPlugin(
       { name: driver, transport, caps, nodeId: 'controller-host' },
-      { root: dir, host: noCsiHost, nowMs: () => performance.now(), nodeIdOf: (d, node) => (d === driver ? ids[node] : undefined) },
+      {
+        root: dir,
+        host: noCsiHost,
+        nowMs: () => performance.now(),
+        nodeIdOf: (d, node) => (d === driver ? ids[node] : undefined),
+      },
     );
     await plugin.attacher!.attach(spec, target('node-2'));
     await plugin.attacher!.detach(spec, target('node-1'));
-    assert.deepEqual(seen.map((r) => r.node_id), ['disk-host-b', 'disk-host-a']);
-    await assert.rejects(plugin.attacher!.attach(spec, target('node-3')), /node node-3 has not registered CSI driver ids\.csi\.example\.com/);
+    assert.deepEqual(
+      seen.map((r) => r.node_id),
+      ['disk-host-b', 'disk-host-a'],
+    );
+    await assert.rejects(
+      plugin.attacher!.attach(spec, target('node-3')),
+      /node node-3 has not registered CSI driver ids\.csi\.example\.com/,
+    );
     assert.equal(seen.length, 2, 'no RPC for a node without the driver');
   } finally {
     transport.close();

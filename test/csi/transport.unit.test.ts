@@ -44,7 +44,12 @@ test('transport: each service answers on the one channel; a passed deadline is D
     ControllerPublishVolume: async () => ({ publish_context: { devicePath: '/dev/x' } }),
     NodeStageVolume: () => never,
   };
-  const served = await serveCsiDriver({ name: 'slow.example.com', endpoint: `unix://${socket}`, handlers, logger });
+  const served = await serveCsiDriver({
+    name: 'slow.example.com',
+    endpoint: `unix://${socket}`,
+    handlers,
+    logger,
+  });
   const transport = new GrpcTransport(`unix://${socket}`);
   try {
     const info = await transport.call<{ name: string }>('GetPluginInfo', {}, { deadlineMs: 5_000 });
@@ -56,11 +61,15 @@ test('transport: each service answers on the one channel; a passed deadline is D
     );
     assert.deepEqual(published.publish_context, { devicePath: '/dev/x' });
     const startMs = performance.now();
-    const error = await failure(transport.call('NodeStageVolume', { volume_id: 'v' }, { deadlineMs: 200 }));
+    const error = await failure(
+      transport.call('NodeStageVolume', { volume_id: 'v' }, { deadlineMs: 200 }),
+    );
     assert.equal(error.code, 'DEADLINE_EXCEEDED');
     assert.equal(errorClassOf(error.code), 'uncertain');
     assert.ok(performance.now() - startMs < 2_000, 'the deadline ends the call');
-    const unknown = await failure(transport.call('NodeUnstageVolume', { volume_id: 'v' }, { deadlineMs: 5_000 }));
+    const unknown = await failure(
+      transport.call('NodeUnstageVolume', { volume_id: 'v' }, { deadlineMs: 5_000 }),
+    );
     assert.equal(unknown.code, 'UNIMPLEMENTED');
     assert.equal(errorClassOf(unknown.code), 'final');
   } finally {
@@ -69,12 +78,18 @@ test('transport: each service answers on the one channel; a passed deadline is D
   }
 });
 
-test('grpc-js\'s trailing resolution note is cut, empty or not; other text is kept', () => {
+test("grpc-js's trailing resolution note is cut, empty or not; other text is kept", () => {
   const cut = 'No connection established. Last error: connect ENOENT /run/x.sock';
   assert.equal(withoutResolutionNote(`${cut}. Resolution note: `), cut);
   assert.equal(withoutResolutionNote(`${cut}. Resolution note: no addresses for dns:x`), cut);
   assert.equal(withoutResolutionNote(cut), cut);
-  assert.equal(describeEtcdError(new Error(`14 UNAVAILABLE: ${cut}. Resolution note: `), 'http://127.0.0.1:1').includes('Resolution'), false);
+  assert.equal(
+    describeEtcdError(
+      new Error(`14 UNAVAILABLE: ${cut}. Resolution note: `),
+      'http://127.0.0.1:1',
+    ).includes('Resolution'),
+    false,
+  );
 });
 
 test('transport: no driver on the socket is UNAVAILABLE (uncertain); a driver started there is used', async () => {
@@ -82,7 +97,9 @@ test('transport: no driver on the socket is UNAVAILABLE (uncertain); a driver st
   const transport = new GrpcTransport(`unix://${socket}`);
   const handlers: Record<string, Handler> = { NodePublishVolume: async () => ({}) };
   try {
-    const error = await failure(transport.call('NodePublishVolume', { volume_id: 'v' }, { deadlineMs: 5_000 }));
+    const error = await failure(
+      transport.call('NodePublishVolume', { volume_id: 'v' }, { deadlineMs: 5_000 }),
+    );
     assert.equal(error.code, 'UNAVAILABLE');
     assert.equal(errorClassOf(error.code), 'uncertain');
     // grpc-js's (empty) "Resolution note: " is not part of what vole records.
@@ -90,15 +107,22 @@ test('transport: no driver on the socket is UNAVAILABLE (uncertain); a driver st
     assert.doesNotMatch(error.message, /Resolution note/);
     assert.doesNotMatch(error.message, /[.:]\s*$/);
     for (const round of [1, 2]) {
-      const served = await serveCsiDriver({ name: 'later.example.com', endpoint: `unix://${socket}`, handlers, logger });
+      const served = await serveCsiDriver({
+        name: 'later.example.com',
+        endpoint: `unix://${socket}`,
+        handlers,
+        logger,
+      });
       try {
         const deadlineAtMs = performance.now() + 5_000;
         let answered = false;
         while (!answered && performance.now() < deadlineAtMs) {
-          answered = await transport.call('NodePublishVolume', { volume_id: 'v' }, { deadlineMs: 1_000 }).then(
-            () => true,
-            () => new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 100)),
-          );
+          answered = await transport
+            .call('NodePublishVolume', { volume_id: 'v' }, { deadlineMs: 1_000 })
+            .then(
+              () => true,
+              () => new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 100)),
+            );
         }
         assert.ok(answered, `round ${round}: the driver on the socket answers within 5 s`);
       } finally {
@@ -125,10 +149,20 @@ test('registry: a restarted driver is asked again before the next RPC; other ans
     NodePublishVolume: async () => ({}),
   });
   const serve = (vendorVersion: string) =>
-    serveCsiDriver({ name, endpoint: `unix://${socket}`, handlers: version(vendorVersion), logger });
+    serveCsiDriver({
+      name,
+      endpoint: `unix://${socket}`,
+      handlers: version(vendorVersion),
+      logger,
+    });
   const plugins = new PluginManager();
   const registry = new CsiDriverRegistry({ root: join(dir, 'root'), plugins, logger });
-  const vm = VolumeManager.create({ node: 'node-1', plugins, controllerAttachDetach: false, logger });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins,
+    controllerAttachDetach: false,
+    logger,
+  });
   const events: VoleEvent[] = [];
   vm.subscribe((event) => void events.push(event));
   let served = await serve('1');
@@ -157,7 +191,10 @@ test('registry: a restarted driver is asked again before the next RPC; other ans
     served = await serve('2'); // another version
     vm.inputs.addPod(pod('uid-3'));
     await vm.waitForAttachAndMount('uid-3', { timeoutMs: 10_000 });
-    assert.deepEqual(registrations().map((e) => e.type === 'CsiDriverRegistered' && e.vendorVersion), ['1', '2']);
+    assert.deepEqual(
+      registrations().map((e) => e.type === 'CsiDriverRegistered' && e.vendorVersion),
+      ['1', '2'],
+    );
     const held = events.find((e) => e.type === 'CallFailed');
     assert.ok(held?.type === 'CallFailed', 'the RPC planned with the old answers did not go');
     assert.equal(held.rpc, undefined, 'no RPC is logged for it');

@@ -52,7 +52,7 @@ test('engine: logs of chaos runs (faults, hangs, restarts) verify with 0 diverge
   }
 });
 
-test('engine: the planner decides a mount\'s steps; the device is mounted once for two pods', async () => {
+test("engine: the planner decides a mount's steps; the device is mounted once for two pods", async () => {
   const events = await logOf('shared-volume-two-pods.yaml');
   const mounts = starts(events).filter((e) => e.op === 'mount');
   assert.deepEqual(
@@ -113,7 +113,7 @@ test('engine: verify catches a tampered controller decision (a forced detach mad
   );
 });
 
-test('engine: a controller log replays into the controller\'s world, not a kubelet\'s', async () => {
+test("engine: a controller log replays into the controller's world, not a kubelet's", async () => {
   const events = await logOf('controller-multi-attach.yaml');
   const logCore = coreOfLog(events);
   assert.equal(logCore.mode, 'controller');

@@ -222,7 +222,11 @@ const samples: Record<string, Record<string, unknown>[]> = {
       opId: 'op-7',
       call: 'mountDevice',
       error: { kind: 'uncertain', message: 'deadline' },
-      rpc: { method: '/csi.v1.Node/NodeStageVolume', code: 'DEADLINE_EXCEEDED', durationMs: 110000 },
+      rpc: {
+        method: '/csi.v1.Node/NodeStageVolume',
+        code: 'DEADLINE_EXCEEDED',
+        durationMs: 110000,
+      },
     },
     {
       ...base,
@@ -274,10 +278,25 @@ const samples: Record<string, Record<string, unknown>[]> = {
       force: true,
       reason: 'swap the disk',
     },
-    { ...base, type: 'OperatorRequested', action: 'release', volume: 'v', pod: 'uid-a', force: false, reason: 'r' },
+    {
+      ...base,
+      type: 'OperatorRequested',
+      action: 'release',
+      volume: 'v',
+      pod: 'uid-a',
+      force: false,
+      reason: 'r',
+    },
   ],
   OperatorRequestDecided: [
-    { ...base, type: 'OperatorRequestDecided', requestSeq: 6, volume: 'v', verdict: 'refused', message: 'in use' },
+    {
+      ...base,
+      type: 'OperatorRequestDecided',
+      requestSeq: 6,
+      volume: 'v',
+      verdict: 'refused',
+      message: 'in use',
+    },
   ],
   OperationFinished: [
     { ...base, type: 'OperationFinished', opId: 'op-7', outcome: 'ok' },

@@ -41,7 +41,9 @@ test('atomic writer: write, no-op on the same payload, swap on a new one', async
     assert.equal(existsSync(join(dir, 'sub')), false, 'a name no longer there is removed');
     assert.equal(readFileSync(join(dir, 'a'), 'utf8'), 'one');
     assert.deepEqual(
-      readdirSync(dir).filter((n) => !n.startsWith('..')).sort(),
+      readdirSync(dir)
+        .filter((n) => !n.startsWith('..'))
+        .sort(),
       ['a', 'c'],
     );
     assert.equal(readdirSync(dir).filter((n) => n.startsWith('..2026')).length, 1);

@@ -64,7 +64,9 @@ const oldConf = { key: 'old.conf', path: 'conf/old.conf', mode: 0o600 };
 
 test('host: content volumes are written; an edit swaps ..data atomically', { skip }, async () => {
   const { vm, sink } = agent();
-  vm.inputs.upsertObject(webConfigMap({ 'index.html': big('a'), 'old.conf': 'gone after the edit' }));
+  vm.inputs.upsertObject(
+    webConfigMap({ 'index.html': big('a'), 'old.conf': 'gone after the edit' }),
+  );
   vm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'Secret',
@@ -79,11 +81,20 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
         { name: 'html', configMap: { name: 'web' } },
         { name: 'token', secret: { secretName: 'creds', defaultMode: 0o400 } },
         { name: 'info', downwardAPI: { items: [labelsFile] } },
-        { name: 'all', projected: { sources: [
-          { configMap: { name: 'web', items: [oldConf] } },
-          { secret: { name: 'creds' } },
-          { downwardAPI: { items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }] } },
-        ] } },
+        {
+          name: 'all',
+          projected: {
+            sources: [
+              { configMap: { name: 'web', items: [oldConf] } },
+              { secret: { name: 'creds' } },
+              {
+                downwardAPI: {
+                  items: [{ path: 'name', fieldRef: { fieldPath: 'metadata.name' } }],
+                },
+              },
+            ],
+          },
+        },
       ],
     },
   });
@@ -168,14 +179,17 @@ test(refusal, { skip }, async () => {
     ['uid-parent', base],
   ] as const;
   for (const [uid, path] of paths) {
-    vm.inputs.addPod({ metadata: { name: uid, namespace: 'default', uid },
-      spec: { volumes: [{ name: 'h', hostPath: { path, type: 'Directory' } }] } });
+    vm.inputs.addPod({
+      metadata: { name: uid, namespace: 'default', uid },
+      spec: { volumes: [{ name: 'h', hostPath: { path, type: 'Directory' } }] },
+    });
   }
   vm.inputs.markSourcesReady();
   const keepAlive = setInterval(() => undefined, 1000); // the agent's timers do not hold the loop
   for (const uid of ['uid-root', 'uid-log', 'uid-parent']) {
     await assert.rejects(vm.waitForAttachAndMount(uid, { timeoutMs: 1_000 }), (error: Error) =>
-      /resolves to .* vole's own directory/.test(error.message));
+      /resolves to .* vole's own directory/.test(error.message),
+    );
     assert.equal(await isMountPoint(vol(uid, 'kubernetes.io/host-path', 'h')), false);
   }
   clearInterval(keepAlive);

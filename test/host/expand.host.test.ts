@@ -67,8 +67,7 @@ test(
     vm.inputs.upsertObject(disk('grow-xfs', 'xfs', '400Mi'));
     await until(
       () =>
-        vm.world.attachments.get(UniqueVolumeName('disk.vole.dev/grow-xfs'))?.context
-          .sizeBytes ===
+        vm.world.attachments.get(UniqueVolumeName('disk.vole.dev/grow-xfs'))?.context.sizeBytes ===
         400 * MiB,
       'the expansion',
     );

@@ -23,7 +23,6 @@ after(() => {
     if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!, 'SIGKILL');
 });
 
-
 /** Runs `vole …` to its end, stamping each stdout line with the time it arrived. */
 /** `vole run` with its manifests, root and log, then `extra`. */
 const agent = (manifests: string, root: string, db: string, ...extra: string[]) => [
@@ -216,7 +215,10 @@ test(orphanTitle, { skip, timeout: 120_000 }, async () => {
   assert.equal(spawnSync('mount', ['-t', 'tmpfs', 'tmpfs', nested]).status, 0);
   const keep = join(root, 'pods/7d3e9b40-batch/volumes/kubernetes.io~empty-dir/scratch/keep');
   writeFileSync(keep, 'mine');
-  assert.ok(mountPoints().some((m) => m.startsWith(join(root, 'plugins'))), 'a device mount');
+  assert.ok(
+    mountPoints().some((m) => m.startsWith(join(root, 'plugins'))),
+    'a device mount',
+  );
   assert.equal(loopsOver(join(root, 'disks')).length, 1, 'a loop device');
 
   const db = join(base, 'fresh.db');

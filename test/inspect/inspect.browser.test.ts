@@ -170,10 +170,10 @@ test('inspect: the API answers from the log — the world at a seq, causes, stat
   assert.equal(scratch.failing, true, 'the failed setUp left a backoff');
   assert.match(scratch.lastError, /scripted uncertain failure/);
   const chain = await get(`/api/explain?seq=${at.mountDevice}`);
-  assert.deepEqual(
-    chain.map((s: { seq: number }) => s.seq).slice(0, 2),
-    [at.mountDevice, at.mountStarted],
-  );
+  assert.deepEqual(chain.map((s: { seq: number }) => s.seq).slice(0, 2), [
+    at.mountDevice,
+    at.mountStarted,
+  ]);
   const chart = await get('/api/chart?machine=attachment');
   assert.ok(
     chart.nodes.some(
@@ -381,7 +381,7 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
     assert.deepEqual(problems, []);
   });
 
-  test('opens a controller log: attachments per node, each node\'s volumesAttached, the reports', async () => {
+  test("opens a controller log: attachments per node, each node's volumesAttached, the reports", async () => {
     const controllerDb = join(dir, 'controller.db');
     const scenario = parseScenario(
       readFileSync(join(root, 'test/scenarios/controller-multi-attach.yaml'), 'utf8'),

@@ -130,7 +130,10 @@ test('group commit: closing a blocked committer drops its buffer, as a crash wou
   other.exec('ROLLBACK');
   other.close();
   const reader = openLog<TestEvent>(path, { codec, mode: 'readonly' });
-  assert.deepEqual([...reader.read()].map((e) => e.uid), ['a']);
+  assert.deepEqual(
+    [...reader.read()].map((e) => e.uid),
+    ['a'],
+  );
   reader.close();
 });
 

@@ -13,7 +13,11 @@ import { openLog } from '../../src/log/store.js';
 import { caps, type VolumePlugin } from '../../src/plugins/types.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
-import { decodeWorldSnapshot, encodeWorldSnapshot, worldSnapshotFormat } from '../../src/log/world-snapshot.js';
+import {
+  decodeWorldSnapshot,
+  encodeWorldSnapshot,
+  worldSnapshotFormat,
+} from '../../src/log/world-snapshot.js';
 import { foldAll } from '../../src/world/index.js';
 import { assertSameWorld } from '../support/world-equal.js';
 
@@ -82,7 +86,7 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
   vm.start();
   vm.inputs.markSourcesReady();
   // Pods in batches of 200 until the log is 1.3 intervals long: past it once, not twice.
-  for (let i = 0; lastSeq < snapshotEveryEvents * 1.3; ) {
+  for (let i = 0; lastSeq < snapshotEveryEvents * 1.3;) {
     const batch = Array.from({ length: 200 }, () => `uid-${i++}`);
     for (const uid of batch) {
       vm.inputs.addPod({

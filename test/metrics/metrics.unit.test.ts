@@ -54,7 +54,10 @@ test('a failing attach and a retried mount: durations, end-to-end latency and er
   const text = await metricsAtMoment(db, undefined);
   const csi = 'volume_plugin="kubernetes.io/csi:fake.disk"';
   assert.ok(
-    (sample(text, `storage_operation_duration_seconds_count{${csi},operation_name="volume_attach",status="success",migrated="false"}`) ?? 0) >= 1,
+    (sample(
+      text,
+      `storage_operation_duration_seconds_count{${csi},operation_name="volume_attach",status="success",migrated="false"}`,
+    ) ?? 0) >= 1,
     text,
   );
   assert.match(text, /# TYPE volume_manager_total_volumes gauge/);
@@ -86,7 +89,10 @@ test('the controller exposes its own names; a forced detach is counted by reason
   const db = await simulated('controller-out-of-service');
   const text = await metricsAtMoment(db, undefined);
   assert.equal(
-    sample(text, 'attach_detach_controller_attachdetach_controller_forced_detaches{reason="out-of-service"}'),
+    sample(
+      text,
+      'attach_detach_controller_attachdetach_controller_forced_detaches{reason="out-of-service"}',
+    ),
     1,
   );
   assert.match(text, /# TYPE attachdetach_controller_total_volumes gauge/);
@@ -99,14 +105,21 @@ test('the controller exposes its own names; a forced detach is counted by reason
   }
 });
 
-test('promtool: a node exposition with operation errors warns only of the Kubernetes counter name', { skip: hasPromtool ? false : 'promtool not installed' }, async () => {
-  const db = await simulated('detach-failure-retried');
-  const text = await metricsAtMoment(db, undefined);
-  assert.ok((/volume_operation_total_errors\{[^}]*\} (\d+)/.exec(text)?.[1] ?? '0') !== '0', text);
-  assert.deepEqual(promtoolWarnings(text), [
-    'volume_operation_total_errors counter metrics should have "_total" suffix',
-  ]);
-});
+test(
+  'promtool: a node exposition with operation errors warns only of the Kubernetes counter name',
+  { skip: hasPromtool ? false : 'promtool not installed' },
+  async () => {
+    const db = await simulated('detach-failure-retried');
+    const text = await metricsAtMoment(db, undefined);
+    assert.ok(
+      (/volume_operation_total_errors\{[^}]*\} (\d+)/.exec(text)?.[1] ?? '0') !== '0',
+      text,
+    );
+    assert.deepEqual(promtoolWarnings(text), [
+      'volume_operation_total_errors counter metrics should have "_total" suffix',
+    ]);
+  },
+);
 
 test('csi_operations_seconds comes from the rpc field of call outcomes', async () => {
   const db = await simulated('kubelet-attach-mount');
@@ -117,7 +130,10 @@ test('csi_operations_seconds comes from the rpc field of call outcomes', async (
   for (const event of store.read({})) {
     const withRpc: VoleEvent =
       event.type === 'CallSucceeded' && event.call === 'setUp'
-        ? { ...event, rpc: { method: '/csi.v1.Node/NodePublishVolume', code: 'OK', durationMs: 250 } }
+        ? {
+            ...event,
+            rpc: { method: '/csi.v1.Node/NodePublishVolume', code: 'OK', durationMs: 250 },
+          }
         : event;
     fold(world, withRpc);
     metrics.observe(withRpc, world);
@@ -138,7 +154,10 @@ test("a CSI driver's calls, through the real gRPC client: csi_operations_seconds
   assert.equal(sample(text, series('NodeStageVolume', 'OK')), 2, text);
   assert.equal(sample(text, series('NodeExpandVolume', 'FailedPrecondition')), 1);
   assert.equal(sample(text, series('NodeExpandVolume', 'Internal')), 1);
-  assert.match(text, /volume_plugin="kubernetes\.io\/csi:fake\.csi\.example\.com",operation_name="expand_volume",status="fail-unknown"/);
+  assert.match(
+    text,
+    /volume_plugin="kubernetes\.io\/csi:fake\.csi\.example\.com",operation_name="expand_volume",status="fail-unknown"/,
+  );
   assert.equal(grpcCodeLabel('DEADLINE_EXCEEDED'), 'DeadlineExceeded');
   assert.equal(grpcCodeLabel('CANCELLED'), 'Canceled');
   assert.equal(grpcCodeLabel('OK'), 'OK');

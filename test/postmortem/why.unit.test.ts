@@ -56,16 +56,30 @@ test('why: the failing step, its error, its next retry and the CallFailed that c
   assert.equal(why(world, 'fake.disk/disk-1')?.volumes[0]?.step, 'setUp');
   assert.equal(why(world, 'nobody'), undefined);
   // Earlier, while the disk was still attaching, it waited on attach.
-  const early = why(foldAll(events.slice(0, events.findIndex((e) => e.type === 'CallStarted'))), 'web');
+  const early = why(
+    foldAll(
+      events.slice(
+        0,
+        events.findIndex((e) => e.type === 'CallStarted'),
+      ),
+    ),
+    'web',
+  );
   assert.equal(early?.volumes.find((v) => v.outerVolumeSpecName === 'data')?.step, 'attach');
 });
 
 test('vole why --db names the failing step and error; an unknown name exits 2', () => {
   const out = vole('why', 'default/web', '--db', db);
   assert.equal(out.status, 0, out.stderr);
-  assert.match(out.stdout, /^pod default\/web \(uid-web\) at seq \d+: 1 of 2 volume\(s\) not ready$/m);
+  assert.match(
+    out.stdout,
+    /^pod default\/web \(uid-web\) at seq \d+: 1 of 2 volume\(s\) not ready$/m,
+  );
   assert.match(out.stdout, /data \(fake\.disk\/disk-1\): waits on setUp since seq \d+/);
-  assert.match(out.stdout, /last error at seq \d+ \(\+1\.500s\): MountVolume\.SetUp failed: .*scripted final failure/);
+  assert.match(
+    out.stdout,
+    /last error at seq \d+ \(\+1\.500s\): MountVolume\.SetUp failed: .*scripted final failure/,
+  );
   assert.match(out.stdout, /next retry at \+3\.500s/);
   assert.match(out.stdout, /caused by seq \d+: setUp failed, final/);
   const earlier = vole('why', 'web', '--db', db, '--at', '+0s', '--json');
@@ -84,14 +98,21 @@ test("waitForAttachAndMount's timeout error carries the same text", async () => 
     journal: [],
     faults: { setUp: [{ outcome: 'final', delayMs: 0, times: Infinity }] },
   });
-  const vm = VolumeManager.create({ node: 'node-1', plugins: [disk], clock, controllerAttachDetach: false });
+  const vm = VolumeManager.create({
+    node: 'node-1',
+    plugins: [disk],
+    clock,
+    controllerAttachDetach: false,
+  });
   vm.start();
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
+  for (const e of diskObjects('disk-1'))
+    if (e.type === 'ObjectUpserted') vm.inputs.upsertObject(e.object);
   vm.inputs.markSourcesReady();
   vm.inputs.addPod(pod('uid-a', [claim('disk-1')]));
-  const settled = vm
-    .waitForAttachAndMount('uid-a', { timeoutMs: 5_000 })
-    .then(() => null, (e: unknown) => e);
+  const settled = vm.waitForAttachAndMount('uid-a', { timeoutMs: 5_000 }).then(
+    () => null,
+    (e: unknown) => e,
+  );
   const turns = async () => {
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
   };
@@ -101,9 +122,15 @@ test("waitForAttachAndMount's timeout error carries the same text", async () => 
   assert.ok(error instanceof WaitForAttachAndMountError);
   const [kubelet, ...explained] = error.message.split('\n');
   assert.match(kubelet!, /unmounted volumes=\[data\].*timed out waiting for the condition/);
-  assert.match(explained[0]!, /^pod default\/.* \(uid-a\) at seq \d+: 1 of 1 volume\(s\) not ready$/);
+  assert.match(
+    explained[0]!,
+    /^pod default\/.* \(uid-a\) at seq \d+: 1 of 1 volume\(s\) not ready$/,
+  );
   assert.match(explained[1]!, /^  data \(fake\.disk\/disk-1\): waits on setUp since seq \d+/);
-  assert.match(explained[2]!, /^    last error at seq \d+ \(\+\d+\.\d{3}s\): MountVolume\.SetUp failed/);
+  assert.match(
+    explained[2]!,
+    /^    last error at seq \d+ \(\+\d+\.\d{3}s\): MountVolume\.SetUp failed/,
+  );
   assert.match(explained.join('\n'), /next retry at \+\d+\.\d{3}s\n    caused by seq \d+$/);
   vm.stop();
 });
@@ -119,8 +146,13 @@ test("the inspector's pair view carries the same answer", async () => {
     assert.ok(mount !== undefined, JSON.stringify(payload.pairs.map((p) => p.id)));
     assert.match(mount.why ?? '', /^data \(fake\.disk\/disk-1\): waits on setUp since seq \d+/);
     assert.match(mount.why ?? '', /last error at seq \d+ \(\+1\.500s\): MountVolume\.SetUp failed/);
-    const attachment = payload.pairs.find((p) => p.kind === 'attachment' && p.volume === 'fake.disk/disk-1');
-    assert.match(attachment?.why ?? '', /^volume fake\.disk\/disk-1 at seq \d+\n  pod uid-web: data/);
+    const attachment = payload.pairs.find(
+      (p) => p.kind === 'attachment' && p.volume === 'fake.disk/disk-1',
+    );
+    assert.match(
+      attachment?.why ?? '',
+      /^volume fake\.disk\/disk-1 at seq \d+\n  pod uid-web: data/,
+    );
     // An earlier moment is replayed: the answer is the one of that moment.
     const early = tracker.worldAt(3).pairs.find((p) => p.volume === 'fake.disk/disk-1');
     assert.ok(early === undefined || !/waits on setUp/.test(early.why ?? ''));

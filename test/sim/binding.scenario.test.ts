@@ -36,7 +36,9 @@ steps:
 
 test('simulate: state.bindings, the waits of unbound claims, ClaimBound in the log', async () => {
   const sink = new MemorySink();
-  const result = await simulate(parseScenario(scenario), { log: { sink, readAll: () => sink.events } });
+  const result = await simulate(parseScenario(scenario), {
+    log: { sink, readAll: () => sink.events },
+  });
   assert.deepEqual(result.failures, []);
   const waits = result.waits;
   assert.deepEqual(waits[0], { pod: 'uid-good', ok: true });
@@ -46,7 +48,10 @@ test('simulate: state.bindings, the waits of unbound claims, ClaimBound in the l
     /PVC default\/fast is not bound \(it cannot bind: no Available PersistentVolume satisfies it \(PersistentVolume "pv-spare": its storageClassName "manual" is not "fast"\)\)/,
   );
   assert.equal(waits[2]!.ok, false);
-  assert.match(waits[2]!.error!, /PVC default\/wants-held is not bound \(it cannot bind: PersistentVolume "pv-held" is bound to another claim/);
+  assert.match(
+    waits[2]!.error!,
+    /PVC default\/wants-held is not bound \(it cannot bind: PersistentVolume "pv-held" is bound to another claim/,
+  );
   assert.deepEqual(waits[3], { pod: 'uid-fast', ok: true }, 'a PV that fits, added later, binds');
   assert.deepEqual((result.state as { bindings: unknown }).bindings, [
     { claim: 'default/fast', volume: 'pv-fast' },
@@ -60,11 +65,17 @@ test('simulate: state.bindings, the waits of unbound claims, ClaimBound in the l
   const fast = bound[1]!;
   assert.ok(fast.type === 'ClaimBound');
   const cause = sink.events.find((e) => e.seq === fast.cause);
-  assert.ok(cause?.type === 'ObjectUpserted' && cause.object.metadata.name === 'pv-fast', 'caused by the new PV');
+  assert.ok(
+    cause?.type === 'ObjectUpserted' && cause.object.metadata.name === 'pv-fast',
+    'caused by the new PV',
+  );
 });
 
 test('simulate: a serviceAccountToken projection fails the wait with "no token issuer"', async () => {
-  const file = join(import.meta.dirname, '../scenarios/projected-service-account-token-refused.yaml');
+  const file = join(
+    import.meta.dirname,
+    '../scenarios/projected-service-account-token-refused.yaml',
+  );
   const result = await simulate(parseScenario(readFileSync(file, 'utf8'), file));
   assert.deepEqual(result.failures, []);
   assert.equal(result.waits.length, 1);

@@ -130,15 +130,24 @@ test('scenario parser: a csi: plugin is a scripted CSI driver with RPC-named fau
     { outcome: 'hang', delayMs: 0, times: 1 },
   ]);
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {NodeStageVolume: [{grpc: NOPE}]}}]\nsteps: [{advance: 1s}]\n'),
+    () =>
+      parseScenario(
+        'name: x\nplugins: [{name: d, csi: {}, faults: {NodeStageVolume: [{grpc: NOPE}]}}]\nsteps: [{advance: 1s}]\n',
+      ),
     /plugins\.0\.faults\.NodeStageVolume\.0/,
   );
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, faults: {setUp: [ok]}}]\nsteps: [{advance: 1s}]\n'),
+    () =>
+      parseScenario(
+        'name: x\nplugins: [{name: d, csi: {}, faults: {setUp: [ok]}}]\nsteps: [{advance: 1s}]\n',
+      ),
     /plugins\.0\.faults/,
   );
   assert.throws(
-    () => parseScenario('name: x\nplugins: [{name: d, csi: {}, attachable: true}]\nsteps: [{advance: 1s}]\n'),
+    () =>
+      parseScenario(
+        'name: x\nplugins: [{name: d, csi: {}, attachable: true}]\nsteps: [{advance: 1s}]\n',
+      ),
     /plugins\.0: unknown key\(s\) "attachable"/,
   );
 });

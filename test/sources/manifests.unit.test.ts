@@ -4,11 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import {
-  diffManifests,
-  identitiesOf,
-  readManifestDir,
-} from '../../src/sources/manifests.js';
+import { diffManifests, identitiesOf, readManifestDir } from '../../src/sources/manifests.js';
 
 function dirWith(files: Record<string, string | Buffer>): string {
   const dir = mkdtempSync(join(tmpdir(), 'vole-manifests-'));
@@ -142,7 +138,10 @@ test('sources: manifests: a pod without a UID gets a fresh one, kept while it ex
     const back = readManifestDir(dir, identitiesOf(gone));
     const [newUid] = [...back.pods.keys()];
     assert.notEqual(newUid, uid, 'created again: a new pod with a new UID');
-    assert.deepEqual(diffManifests(gone, back).upsertPods.map((p) => p.metadata.uid), [newUid]);
+    assert.deepEqual(
+      diffManifests(gone, back).upsertPods.map((p) => p.metadata.uid),
+      [newUid],
+    );
     writeFileSync(join(dir, 'twin.yaml'), podYaml('web'));
     const twice = readManifestDir(dir, identitiesOf(back));
     assert.match(twice.problems.map((p) => p.message).join(), /pod default\/web is defined twice/);

@@ -184,12 +184,18 @@ test('watch: a running pod whose manifest turns invalid is kept as it was, not t
       onProblems: (p) => problems.push(...p.map((x) => x.message)),
     });
     watcher.sync();
-    assert.deepEqual(changes.map((c) => c.upsertPods.length), [1]);
+    assert.deepEqual(
+      changes.map((c) => c.upsertPods.length),
+      [1],
+    );
     writeFileSync(join(dir, 'web.yaml'), good.replace('{name: a, emptyDir: {}}', '{name: a}'));
     watcher.sync();
     assert.match(problems.join('\n'), /Pod "default\/web" is invalid: spec\.volumes\[0\]/);
     assert.equal(changes.length, 1, 'no change: the pod stays as it was');
-    writeFileSync(join(dir, 'web.yaml'), good.replace('emptyDir: {}', 'emptyDir: {medium: Memory}'));
+    writeFileSync(
+      join(dir, 'web.yaml'),
+      good.replace('emptyDir: {}', 'emptyDir: {medium: Memory}'),
+    );
     watcher.sync();
     assert.equal(changes.length, 2);
     assert.equal(changes[1]!.upsertPods[0]!.spec.volumes?.[0]?.emptyDir?.medium, 'Memory');

@@ -32,7 +32,10 @@ export interface EtcdClusterOptions {
  * A cluster for the test file that calls this (started before its tests, stopped after,
  * with a client on it handed to `ready`); answers etcdSkipReason() for its tests' `skip`.
  */
-export function useEtcdCluster(ready: (etcd: EtcdCluster, client: Etcd3) => void, opts: EtcdClusterOptions = {}): string | false {
+export function useEtcdCluster(
+  ready: (etcd: EtcdCluster, client: Etcd3) => void,
+  opts: EtcdClusterOptions = {},
+): string | false {
   const skip = etcdSkipReason();
   let etcd: EtcdCluster | undefined;
   let client: Etcd3 | undefined;
@@ -198,7 +201,9 @@ export class EtcdCluster {
     const deadline = Date.now() + timeoutMs;
     while (!(await this.memberHealthy(i))) {
       if (Date.now() > deadline)
-        throw new Error(`etcd member ${this.members[i]!.name} not healthy after ${timeoutMs} ms (log in ${this.base})`);
+        throw new Error(
+          `etcd member ${this.members[i]!.name} not healthy after ${timeoutMs} ms (log in ${this.base})`,
+        );
       await new Promise((r) => setTimeout(r, 100));
     }
   }
@@ -244,7 +249,9 @@ export class EtcdCluster {
       timeout: 15_000,
     });
     if (result.status !== 0)
-      throw new Error(`etcdctl ${args.join(' ')} failed: ${result.stderr || result.error?.message}`);
+      throw new Error(
+        `etcdctl ${args.join(' ')} failed: ${result.stderr || result.error?.message}`,
+      );
     return result.stdout;
   }
 

@@ -24,9 +24,13 @@ export class VoleProcess {
   }
 
   private spawn(): ChildProcess {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...this.args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...this.args],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
     child.on('exit', (code, signal) => {
@@ -96,7 +100,8 @@ export async function eventually(
 ): Promise<number> {
   const started = Date.now();
   while (!(await condition())) {
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${detail()}`);
+    if (Date.now() - started > timeoutMs)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${detail()}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   return Date.now() - started;

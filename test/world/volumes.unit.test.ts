@@ -139,16 +139,17 @@ test('volumes: a pod record keeps no reference list when its volumes say what it
 });
 
 test('volumes: a pod reading a claim twice and ConfigMaps keeps no list either, and leaves no index', () => {
-  const configObject = (name: string): NewEvent => ({
-    type: 'ObjectUpserted',
-    tsMs: 0,
-    object: {
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name, namespace: 'default' },
-      contentHash: `sha256:${name}`,
-    },
-  } as NewEvent);
+  const configObject = (name: string): NewEvent =>
+    ({
+      type: 'ObjectUpserted',
+      tsMs: 0,
+      object: {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name, namespace: 'default' },
+        contentHash: `sha256:${name}`,
+      },
+    }) as NewEvent;
   const history: NewEvent[] = [
     engineStarted(),
     sourcesReady,
@@ -166,7 +167,10 @@ test('volumes: a pod reading a claim twice and ConfigMaps keeps no list either, 
   assert.equal(a.errors.size, 1, 'the second volume named settings is refused');
   assert.equal(a.references, null);
   assert.equal(world.podsByObject.get('ConfigMap')!.get('default')!.get('settings'), 'uid-a');
-  assert.equal(world.podsByObject.get('PersistentVolumeClaim')!.get('default')!.get('claim-d1'), 'uid-a');
+  assert.equal(
+    world.podsByObject.get('PersistentVolumeClaim')!.get('default')!.get('claim-d1'),
+    'uid-a',
+  );
   // Resolved again at an engine start: the same objects, the index as it was.
   history.push(engineStarted());
   const restarted = foldAll(seqd(history));

@@ -68,7 +68,8 @@ async function expand(
   paths: MountPaths,
 ): Promise<void> {
   const expander = plugin.expander ?? lacking(spec, 'expander');
-  const sizes = op.expansion ?? failOperation(`mount of ${op.volume}: an expand step without sizes`);
+  const sizes =
+    op.expansion ?? failOperation(`mount of ${op.volume}: an expand step without sizes`);
   await runCall(
     ctx,
     {

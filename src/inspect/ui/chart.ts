@@ -211,11 +211,7 @@ function addTransitions(chart: Chart, elkNodes: ReadonlyMap<string, ElkNode>): v
 }
 
 /** The ELK graph of a chart: nested nodes, edges in their lowest common ancestor, initial dots. */
-function elkGraph(
-  chart: Chart,
-  measure: Measure,
-  direction: 'RIGHT' | 'DOWN' = 'RIGHT',
-): ElkNode {
+function elkGraph(chart: Chart, measure: Measure, direction: 'RIGHT' | 'DOWN' = 'RIGHT'): ElkNode {
   const root: ElkNode = {
     id: chart.root,
     layoutOptions: { ...rootLayoutOptions, 'elk.direction': direction },

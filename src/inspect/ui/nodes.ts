@@ -37,7 +37,12 @@ export function renderNodes(container: HTMLElement, world: WorldPayload | undefi
       'ul',
       { class: 'reports', 'data-testid': 'reports' },
       ...reports.map((r) =>
-        h('li', { class: 'report' }, h('span', { class: 'sub' }, `#${r.seq} ${r.reason}`), r.message),
+        h(
+          'li',
+          { class: 'report' },
+          h('span', { class: 'sub' }, `#${r.seq} ${r.reason}`),
+          r.message,
+        ),
       ),
     ),
   );

@@ -92,10 +92,7 @@ function addContent(
   );
   if (data === undefined) {
     if (source.optional === true) return;
-    throw new HostError(
-      'transient',
-      `${what} not found; create it (or mark the volume optional)`,
-    );
+    throw new HostError('transient', `${what} not found; create it (or mark the volume optional)`);
   }
   if (source.items === undefined) {
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });

@@ -83,7 +83,11 @@ function fsTypeOf(spec: ResolvedVolume): FsType {
 const holderFile = (imagePath: string) => `${imagePath}.attached-to`;
 
 /** A ReadWriteOnce disk still attached (a loop device exists) for another node is refused. */
-async function refuseSecondNode(spec: ResolvedVolume, imagePath: string, node: string): Promise<void> {
+async function refuseSecondNode(
+  spec: ResolvedVolume,
+  imagePath: string,
+  node: string,
+): Promise<void> {
   if (spec.multiAttachAllowed) return;
   const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
   if (holder === undefined || holder === node) return;
