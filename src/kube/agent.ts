@@ -22,7 +22,14 @@ import { describeInvalid, validate } from '../sources/validate.js';
 import type { World } from '../world/types.js';
 import { confirmedAttachments, csiVolumeOf, type VolumeAttachmentView } from './attachments.js';
 import type { KubeHttp } from './http.js';
-import { type ApiObject, KubeInformer, type ResourceRef } from './informer.js';
+import {
+  type ApiObject,
+  type InformerHandlers,
+  type KubeInformer,
+  objectHandlers,
+  type ResourceRef,
+  startInformer,
+} from './informer.js';
 import { NodeStatusWriter } from './node-status.js';
 import {
   podErrorEvents,
@@ -136,29 +143,19 @@ export class KubeAgent {
     this.inUse.schedule();
   }
 
-  private watch(
-    ref: ResourceRef,
-    handlers: Omit<ConstructorParameters<typeof KubeInformer>[2], 'trouble'>,
-  ): KubeInformer {
-    const informer = new KubeInformer(this.opts.http, ref, {
-      ...handlers,
-      trouble: (message) => this.opts.say(`kube-apiserver: ${message}`),
-    });
+  private watch(ref: ResourceRef, handlers: Omit<InformerHandlers, 'trouble'>): KubeInformer {
+    const informer = startInformer(this.opts.http, ref, handlers, this.opts.say);
     this.informers.push(informer);
-    void informer.start();
     return informer;
   }
 
   private objectHandlers(kind: ManifestObject['kind']) {
-    return {
-      upsert: (o: ApiObject) => this.upsertObject(o),
-      remove: (o: ApiObject) => this.removeObject(o),
-      listed: (all: readonly ApiObject[]) => this.dropUnlisted(kind, all),
-    };
+    return objectHandlers<ManifestObject['kind']>(this, kind);
   }
 
   /** Checked as a manifest is (schema and validation); refused with every field named. */
-  private upsertObject(raw: ApiObject): void {
+  /** @internal */
+  upsertObject(raw: ApiObject): void {
     const errors = validate(raw);
     const parsed = manifestObject.safeParse(raw);
     if (errors.length > 0 || !parsed.success) {
@@ -170,14 +167,16 @@ export class KubeAgent {
     this.vm.inputs.upsertObject(parsed.data);
   }
 
-  private removeObject(raw: ApiObject): void {
+  /** @internal */
+  removeObject(raw: ApiObject): void {
     const kind = raw.kind as ManifestObject['kind'];
     const { name, namespace } = raw.metadata;
     this.vm.inputs.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
   }
 
   /** After a (re)list: what the log holds of this kind that the API no longer has goes. */
-  private dropUnlisted(kind: ManifestObject['kind'], listed: readonly ApiObject[]): void {
+  /** @internal */
+  dropUnlisted(kind: ManifestObject['kind'], listed: readonly ApiObject[]): void {
     const names = new Set(listed.map((o) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`));
     for (const [, object] of this.vm.world.objects) {
       if (object.kind !== kind) continue;

@@ -19,7 +19,14 @@ import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from
 import { UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { KubeHttp } from './http.js';
-import { type ApiObject, KubeInformer, type ResourceRef } from './informer.js';
+import {
+  type ApiObject,
+  type InformerHandlers,
+  type KubeInformer,
+  objectHandlers,
+  type ResourceRef,
+  startInformer,
+} from './informer.js';
 import { KubeLeadership } from './lease.js';
 import { PodEventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
@@ -235,25 +242,14 @@ export class KubeController {
     });
   }
 
-  private watch(
-    ref: ResourceRef,
-    handlers: Omit<ConstructorParameters<typeof KubeInformer>[2], 'trouble'>,
-  ): KubeInformer {
-    const informer = new KubeInformer(this.opts.http, ref, {
-      ...handlers,
-      trouble: (message) => this.opts.say(`kube-apiserver: ${message}`),
-    });
+  private watch(ref: ResourceRef, handlers: Omit<InformerHandlers, 'trouble'>): KubeInformer {
+    const informer = startInformer(this.opts.http, ref, handlers, this.opts.say);
     this.informers.push(informer);
-    void informer.start();
     return informer;
   }
 
   private objectHandlers(kind: ManifestObject['kind']) {
-    return {
-      upsert: (o: ApiObject) => this.upsertObject(o),
-      remove: (o: ApiObject) => this.removeObject(o),
-      listed: (all: readonly ApiObject[]) => this.dropUnlisted(kind, all),
-    };
+    return objectHandlers<ManifestObject['kind']>(this, kind);
   }
 
   private get running(): ControllerManager | undefined {
@@ -261,7 +257,8 @@ export class KubeController {
     return cm !== null && cm.isRunning && !this.restarting ? cm : undefined;
   }
 
-  private upsertObject(raw: ApiObject): void {
+  /** @internal */
+  upsertObject(raw: ApiObject): void {
     const cm = this.running;
     if (cm === undefined) return;
     const errors = validate(raw);
@@ -282,7 +279,8 @@ export class KubeController {
     if (this.running !== undefined) cm.upsertObject(parsed.data);
   }
 
-  private removeObject(raw: ApiObject): void {
+  /** @internal */
+  removeObject(raw: ApiObject): void {
     const kind = raw.kind as ManifestObject['kind'];
     const { name, namespace } = raw.metadata;
     this.known.delete(objectKey(kind, name, namespace));
@@ -291,7 +289,8 @@ export class KubeController {
     cm.removeObject({ kind, name, ...(namespace === undefined ? {} : { namespace }) });
   }
 
-  private dropUnlisted(kind: ManifestObject['kind'], listed: readonly ApiObject[]): void {
+  /** @internal */
+  dropUnlisted(kind: ManifestObject['kind'], listed: readonly ApiObject[]): void {
     const cm = this.running;
     if (cm === undefined) return;
     const names = new Set(listed.map((o) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`));

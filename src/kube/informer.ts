@@ -127,3 +127,37 @@ export class KubeInformer {
     await this.lw.stop();
   }
 }
+
+/** What an informer's object handlers call: the taker of one kind of object into a log. */
+export interface ObjectTaker<K extends string> {
+  upsertObject(raw: ApiObject): void;
+  removeObject(raw: ApiObject): void;
+  dropUnlisted(kind: K, listed: readonly ApiObject[]): void;
+}
+
+/** The handlers of an informer whose objects of `kind` go to `taker`. */
+export function objectHandlers<K extends string>(
+  taker: ObjectTaker<K>,
+  kind: K,
+): Omit<InformerHandlers, 'trouble'> {
+  return {
+    upsert: (o) => taker.upsertObject(o),
+    remove: (o) => taker.removeObject(o),
+    listed: (all) => taker.dropUnlisted(kind, all),
+  };
+}
+
+/** Starts an informer whose trouble is said as the API server's (a progress line). */
+export function startInformer(
+  http: KubeHttp,
+  ref: ResourceRef,
+  handlers: Omit<InformerHandlers, 'trouble'>,
+  say: (line: string) => void,
+): KubeInformer {
+  const informer = new KubeInformer(http, ref, {
+    ...handlers,
+    trouble: (message) => say(`kube-apiserver: ${message}`),
+  });
+  void informer.start();
+  return informer;
+}
