@@ -7,11 +7,12 @@
 # claim (examples/provisioning) is provisioned through that driver, mounted, grown, deleted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ] \
-   || [ ! -f dist/src/cli/main.js ]; then
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   echo "== installing dependencies (npm ci)"
   npm ci --no-audit --no-fund
 fi
+# Always build: a dist/ left by an older checkout would run old code (a build takes seconds).
+npm run --silent build > /dev/null
 if [ "$(id -u)" != 0 ]; then
   echo "The demo mounts filesystems and attaches loop devices: run it as root." >&2
   exit 1
@@ -61,7 +62,8 @@ echo "(the disk image keeps the data: $ROOT/csi/state/images/web-data.img)"
 
 echo; echo "== 4. a StorageClass claim (examples/provisioning): created on first use, mounted, grown, deleted"
 cp examples/provisioning/*.yaml "$PROVISION/"
-vole run --manifests "$PROVISION" --root "$ROOT" --db "$DB" > "$PROVISION.agent.log" 2>&1 &
+# node itself in the background (not the vole function, whose subshell a kill would orphan it)
+node dist/src/cli/main.js run --manifests "$PROVISION" --root "$ROOT" --db "$DB" > "$PROVISION.agent.log" 2>&1 &
 AGENT_PID=$!
 # waits up to 120 s for a shell condition, saying what it waits for
 wait_for() {
