@@ -29,6 +29,8 @@ import {
   objectHandlers,
   type ResourceRef,
   startInformer,
+  coreRef as core,
+  storageRef as storage,
 } from './informer.js';
 import { NodeStatusWriter } from './node-status.js';
 import {
@@ -52,18 +54,6 @@ export interface KubeAgentOptions {
   /** A pod is gone: its cached service-account tokens may go too (tokens.ts). */
   readonly forgetPod?: (uid: string) => void;
 }
-
-const core = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
-  path: `/api/v1/${path}`,
-  kind,
-  apiVersion: 'v1',
-  ...(fieldSelector === undefined ? {} : { fieldSelector }),
-});
-const storage = (path: string, kind: string): ResourceRef => ({
-  path: `/apis/storage.k8s.io/v1/${path}`,
-  kind,
-  apiVersion: 'storage.k8s.io/v1',
-});
 
 export class KubeAgent {
   readonly status: NodeStatusWriter;

@@ -26,6 +26,8 @@ import {
   objectHandlers,
   type ResourceRef,
   startInformer,
+  coreRef as core,
+  storageRef as storage,
 } from './informer.js';
 import { KubeLeadership } from './lease.js';
 import { PodEventRecorder } from './pod-events.js';
@@ -45,18 +47,6 @@ export interface KubeControllerOptions {
   /** Called with each new manager (the CLI shows its progress). */
   readonly onManager?: (cm: ControllerManager) => void;
 }
-
-const core = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
-  path: `/api/v1/${path}`,
-  kind,
-  apiVersion: 'v1',
-  ...(fieldSelector === undefined ? {} : { fieldSelector }),
-});
-const storage = (path: string, kind: string): ResourceRef => ({
-  path: `/apis/storage.k8s.io/v1/${path}`,
-  kind,
-  apiVersion: 'storage.k8s.io/v1',
-});
 
 /** Each CSI driver named by a PV or a CSIDriver, with its attachRequired (default true). */
 export function csiDrivers(objects: Iterable<ApiObject>): Map<string, boolean> {

@@ -161,3 +161,18 @@ export function startInformer(
   void informer.start();
   return informer;
 }
+
+/** A collection of the core API group (`/api/v1/…`). */
+export const coreRef = (path: string, kind: string, fieldSelector?: string): ResourceRef => ({
+  path: `/api/v1/${path}`,
+  kind,
+  apiVersion: 'v1',
+  ...(fieldSelector === undefined ? {} : { fieldSelector }),
+});
+
+/** A collection of storage.k8s.io/v1. */
+export const storageRef = (path: string, kind: string): ResourceRef => ({
+  path: `/apis/storage.k8s.io/v1/${path}`,
+  kind,
+  apiVersion: 'storage.k8s.io/v1',
+});
