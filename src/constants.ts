@@ -61,6 +61,12 @@ export const kubeRequestTimeoutMs = 10_000;
 export const kubeInformerRetryMs = 1_000;
 /** Kubernetes mode: the wait before a failed status patch, CSINode write or Event is retried. */
 export const kubeWriteRetryMs = 500;
+/** Kubernetes mode: the node Lease's duration, the kubelet's --node-lease-duration-seconds. */
+export const nodeLeaseDurationSeconds = 40;
+/** The node Lease is renewed every quarter of its duration, as the kubelet renews it. */
+export const nodeLeaseRenewMs = (nodeLeaseDurationSeconds * 1000) / 4;
+/** The Ready condition is posted again this often, the kubelet's nodeStatusReportFrequency. */
+export const nodeStatusReportMs = 5 * 60_000;
 
 assert(backoffMsInitial < backoffMsMax, 'backoffMsInitial must be below backoffMsMax');
 assert(backoffFactor > 1, 'backoff must grow');

@@ -1,8 +1,8 @@
 /**
  * The node agent on a real API server (`vole run --kubeconfig`): the kubelet's volume
  * manager for one Node. Inputs come through informers (its pods by spec.nodeName, claims,
- * PVs, CSIDrivers, its VolumeAttachments, its Node, and the ConfigMaps and Secrets its pods
- * read), each one an event in the log with the object's resourceVersion, validated as
+ * PVs, StorageClasses, CSIDrivers, its VolumeAttachments, its Node, and the ConfigMaps and
+ * Secrets its pods read), each one an event in the log with the object's resourceVersion, validated as
  * manifests are. Outputs are written as the kubelet writes them (node-status.ts, pod
  * Events); a deleted pod is finally removed from the API once its volumes are unmounted.
  */
@@ -32,6 +32,7 @@ import {
   coreRef as core,
   storageRef as storage,
 } from './informer.js';
+import { NodeHeartbeat } from './node-heartbeat.js';
 import { NodeStatusWriter } from './node-status.js';
 import {
   podErrorEvents,
@@ -74,6 +75,7 @@ export class KubeAgent {
   private readonly finalizer: PodFinalizer;
   private readonly inUse: InUsePublisher;
   private unsubscribe: () => void = () => undefined;
+  private heartbeat: NodeHeartbeat | null = null;
   private errorScan: NodeJS.Immediate | null = null;
   private attachmentsCheck: NodeJS.Immediate | null = null;
 
@@ -93,6 +95,8 @@ export class KubeAgent {
   async start(): Promise<void> {
     const nodeUid = await this.status.registerNode();
     await this.status.initializeCsiNode(nodeUid);
+    this.heartbeat = new NodeHeartbeat({ ...this.opts, nodeUid });
+    await this.heartbeat.start();
     this.unsubscribe = this.vm.subscribe((event, world) => this.onEvent(event, world));
     const { node } = this.opts;
     const nodeSelector = `metadata.name=${node}`;
@@ -109,6 +113,7 @@ export class KubeAgent {
       this.objectHandlers('PersistentVolumeClaim'),
     );
     this.watch(storage('csidrivers', 'CSIDriver'), this.objectHandlers('CSIDriver'));
+    this.watch(storage('storageclasses', 'StorageClass'), this.objectHandlers('StorageClass'));
     this.watch(storage('volumeattachments', 'VolumeAttachment'), {
       upsert: (o) => this.onVolumeAttachment(o, false),
       remove: (o) => this.onVolumeAttachment(o, true),
@@ -344,12 +349,18 @@ export class KubeAgent {
       this.operations.set(event.opId, { pod: event.pod, volume: event.volume });
     if (event.type === 'CsiDriverRegistered') {
       const count = event.caps.csi?.maxVolumesPerNode ?? 0;
-      this.status.driverRegistered({
-        name: event.driver,
-        nodeID: event.nodeId,
-        topologyKeys: null,
-        ...(count > 0 ? { allocatable: { count } } : {}),
-      });
+      // NodeGetInfo's accessible_topology: its keys in CSINode, its segments as Node labels.
+      const topology = event.caps.csi?.accessibleTopology ?? {};
+      const keys = Object.keys(topology).sort();
+      this.status.driverRegistered(
+        {
+          name: event.driver,
+          nodeID: event.nodeId,
+          topologyKeys: keys.length === 0 ? null : keys,
+          ...(count > 0 ? { allocatable: { count } } : {}),
+        },
+        topology,
+      );
     }
     if (event.type === 'CsiDriverDeregistered') this.status.driverDeregistered(event.driver);
     // A pod or a CSIDriver changed what needs no attach: looked at again (a no-op if same).
@@ -395,6 +406,7 @@ export class KubeAgent {
     if (this.errorScan !== null) clearImmediate(this.errorScan);
     if (this.attachmentsCheck !== null) clearImmediate(this.attachmentsCheck);
     this.status.stop();
+    this.heartbeat?.stop();
     this.inUse.stop();
     this.finalizer.stop();
     await Promise.all(this.informers.map((i) => i.stop()));

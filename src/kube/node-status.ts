@@ -101,16 +101,45 @@ export class NodeStatusWriter {
     }
   }
 
-  /** A driver registered: its CSINode entry, nodeid annotation, topology labels (retried). */
+  /**
+   * A driver registered: as the kubelet's node info manager, the Node first (nodeid
+   * annotation, a label per topology segment), then its CSINode entry; retried. A segment
+   * whose label the Node already has with another value is a collision: the driver is not
+   * installed (neither write is made) and the agent says why.
+   */
   driverRegistered(driver: CsiNodeDriver, topology: Readonly<Record<string, string>> = {}): void {
     this.drivers.set(driver.name, driver);
     this.enqueue(`CSI driver ${driver.name} registered`, async () => {
-      await this.writeCsiNode();
+      const collision = await this.topologyCollision(topology);
+      if (collision !== undefined) {
+        this.drivers.delete(driver.name);
+        this.opts.say(`CSI driver ${driver.name} not installed on the Node: ${collision}`);
+        return;
+      }
       await this.writeNodeAnnotation(topology);
+      await this.writeCsiNode();
     });
   }
 
-  /** A driver went away: its CSINode entry and annotation key go too (as the kubelet's). */
+  /** The kubelet's check: a topology label the Node has with another value. */
+  private async topologyCollision(
+    topology: Readonly<Record<string, string>>,
+  ): Promise<string | undefined> {
+    if (Object.keys(topology).length === 0) return undefined;
+    const current = await this.opts.http.get(this.nodePath);
+    const labels = (current.metadata as { labels?: Record<string, string> }).labels ?? {};
+    for (const [key, value] of Object.entries(topology)) {
+      const existing = labels[key];
+      if (existing !== undefined && existing !== value)
+        return `detected topology value collision: driver reported ${key}=${value} but the Node has ${key}=${existing}`;
+    }
+    return undefined;
+  }
+
+  /**
+   * A driver went away: its CSINode entry and annotation key go too; its topology labels
+   * stay on the Node, as the kubelet leaves them.
+   */
   driverDeregistered(name: string): void {
     if (!this.drivers.delete(name)) return;
     this.enqueue(`CSI driver ${name} deregistered`, async () => {

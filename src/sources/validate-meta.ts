@@ -34,7 +34,7 @@ const labelValueMessage =
   "or '.', at most 63 characters";
 
 /** A label or annotation key: an optional DNS-subdomain prefix, `/`, and a name part. */
-function qualifiedNameProblem(key: string): string | undefined {
+export function qualifiedNameProblem(key: string): string | undefined {
   const slash = key.lastIndexOf('/');
   const prefix = slash < 0 ? undefined : key.slice(0, slash);
   const name = slash < 0 ? key : key.slice(slash + 1);

@@ -1,5 +1,5 @@
 /** ValidatePersistentVolume(Spec) and ValidatePersistentVolumeClaim(Spec), for vole's reads. */
-import { dnsSubdomainMessage, isDnsSubdomain } from './validate-meta.js';
+import { dnsSubdomainMessage, isDnsSubdomain, qualifiedNameProblem } from './validate-meta.js';
 import { exactlyOne, validateHostPath } from './validate-pod.js';
 import {
   type FieldError,
@@ -133,8 +133,13 @@ export function validateStorageClass(object: Record<string, unknown>): FieldErro
   const errors: FieldError[] = [];
   const provisioner = object['provisioner'];
   if (provisioner === undefined || provisioner === '') errors.push(required('provisioner'));
-  else if (typeof provisioner !== 'string' || !isDnsSubdomain(provisioner))
-    errors.push(invalid('provisioner', provisioner, dnsSubdomainMessage));
+  else if (typeof provisioner !== 'string')
+    errors.push(invalid('provisioner', provisioner, 'must be a string'));
+  else {
+    // A qualified name, lowercased first (kubernetes.io/no-provisioner is one).
+    const problem = qualifiedNameProblem(provisioner.toLowerCase());
+    if (problem !== undefined) errors.push(invalid('provisioner', provisioner, problem));
+  }
   const policy = object['reclaimPolicy'];
   if (policy !== undefined && !reclaimPolicies.includes(policy as string))
     errors.push(notSupported('reclaimPolicy', policy, reclaimPolicies));

@@ -4,7 +4,9 @@
  * to exactly deploy/node-agent-rbac.yaml. kubectl applies a pod with an emptyDir, a
  * configMap, a static PV claim on the built-in disk (and the projected service-account
  * token the API server adds to every pod): vole mounts them, reports volumesInUse, keeps
- * its CSINode, writes Events; deleting the pod unmounts everything and vole removes it.
+ * its CSINode (with the driver's topology keys, also Node labels), keeps its Lease in
+ * kube-node-lease renewed and its Ready condition, logs the StorageClasses, writes Events;
+ * deleting the pod unmounts everything and vole removes it.
  * The test plays the PersistentVolume controller (it marks the claim Bound) and the
  * root-CA publisher (kube-root-ca.crt): no kube-controller-manager runs.
  */
@@ -56,6 +58,12 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.equal(canI('create', 'pods'), 'no', 'the agent must not create pods');
     assert.equal(canI('delete', 'nodes'), 'no', 'the agent must not delete nodes');
     assert.equal(canI('update', 'secrets'), 'no', 'the agent must not write secrets');
+    const canILease = (namespace: string) =>
+      kubectl(['auth', 'can-i', 'update', 'leases.coordination.k8s.io', '-n', namespace], {
+        kubeconfig: agentKubeconfig,
+      }).stdout.trim();
+    assert.equal(canILease('kube-node-lease'), 'yes', 'its heartbeat Lease');
+    assert.equal(canILease('kube-system'), 'no', 'no Lease outside kube-node-lease');
 
     // No kube-controller-manager: the test makes what its controllers would.
     ok(['create', 'serviceaccount', 'default']);
@@ -121,12 +129,33 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.deepEqual(registered, {
       name: 'disk.csi.vole.dev',
       nodeID: 'disk-id-1',
-      topologyKeys: null,
+      topologyKeys: ['topology.disk.csi.vole.dev/node'],
       allocatable: { count: 8 },
     });
-    const ids = json<{ metadata: { annotations: Record<string, string> } }>(['get', 'node', node])
-      .metadata.annotations['csi.volume.kubernetes.io/nodeid'];
+    type NodeMeta = {
+      metadata: { annotations: Record<string, string>; labels: Record<string, string> };
+      status: { conditions?: { type: string; status: string; reason: string }[] };
+    };
+    const registeredNode = json<NodeMeta>(['get', 'node', node]);
+    const ids = registeredNode.metadata.annotations['csi.volume.kubernetes.io/nodeid'];
     assert.deepEqual(JSON.parse(ids ?? '{}'), { 'disk.csi.vole.dev': 'disk-id-1' });
+    assert.equal(
+      registeredNode.metadata.labels['topology.disk.csi.vole.dev/node'],
+      'disk-id-1',
+      "the driver's topology segment is a Node label",
+    );
+    const ready = registeredNode.status.conditions?.find((c) => c.type === 'Ready');
+    assert.deepEqual(ready && { status: ready.status, reason: ready.reason }, {
+      status: 'True',
+      reason: 'VoleReady',
+    });
+    // The heartbeat: a Lease in kube-node-lease, held by the Node and renewed.
+    type Lease = {
+      spec: { holderIdentity: string; leaseDurationSeconds: number; renewTime: string };
+    };
+    const lease = json<Lease>(['-n', 'kube-node-lease', 'get', 'lease', node]);
+    assert.equal(lease.spec.holderIdentity, node);
+    assert.equal(lease.spec.leaseDurationSeconds, 40);
 
     ok(['apply', '-f', '-'], podYaml('app', 'app-config'));
     const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
@@ -208,6 +237,15 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     }
     assert.deepEqual(mountsUnder(await readMountTable(), root), [], 'nothing stays mounted');
 
+    await eventually(
+      'the node Lease renewed',
+      () => {
+        const now = json<Lease>(['-n', 'kube-node-lease', 'get', 'lease', node]);
+        return now.spec.renewTime > lease.spec.renewTime ? true : undefined;
+      },
+      30_000,
+    );
+
     // The driver goes: its registration socket is removed, and so is its CSINode entry.
     await driver.stop();
     driver = undefined;
@@ -215,6 +253,7 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
       (json<CsiNode>(['get', 'csinode', node]).spec.drivers ?? []).length === 0 ? true : undefined,
     );
     assert.equal(await agent.stop(), 143);
+    const agentLines = agent.lines.join('\n');
     agent = undefined;
     // Every input is in the log as the API server gave it: the pod with its resourceVersion.
     const exported = vole('export', '--db', db);
@@ -226,9 +265,11 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     const podEvents = events.filter((e) => e.type === 'PodUpserted' && e.pod.metadata.uid === uid);
     assert.ok(podEvents.length >= 2, 'the pod as created and as deleted');
     assert.ok(podEvents.every((e) => /^\d+$/.test(e.pod.metadata.resourceVersion)));
-    assert.ok(
-      events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'PersistentVolume'),
-    );
+    for (const kind of ['PersistentVolume', 'StorageClass'])
+      assert.ok(
+        events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === kind),
+        `a ${kind} from the API is in the log:\n${agentLines}`,
+      );
     assert.ok(
       !exported.stdout.includes('hello from the API'),
       'ConfigMap data stays out of the log',
@@ -237,6 +278,12 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
 });
 
 const objectsYaml = `
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: manual}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
 apiVersion: v1
 kind: ConfigMap
 metadata: {name: app-config, namespace: default}

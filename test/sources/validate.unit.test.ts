@@ -206,3 +206,18 @@ test('watch: a running pod whose manifest turns invalid is kept as it was, not t
     rmSync(dir, { recursive: true });
   }
 });
+
+test('validate: a StorageClass provisioner is a qualified name, as the API server checks it', () => {
+  const storageClass = (provisioner: unknown) => ({
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: { name: 'sc' },
+    provisioner,
+  });
+  assert.deepEqual(fields(storageClass('kubernetes.io/no-provisioner')), []);
+  assert.deepEqual(fields(storageClass('disk.csi.vole.dev')), []);
+  assert.deepEqual(fields(storageClass('Example.COM/Fast')), [], 'lowercased before the check');
+  assert.deepEqual(fields(storageClass('a/b/c')), ['provisioner']);
+  assert.deepEqual(fields(storageClass('-bad')), ['provisioner']);
+  assert.deepEqual(fields(storageClass('')), ['provisioner']);
+});
