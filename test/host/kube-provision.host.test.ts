@@ -1,0 +1,254 @@
+/**
+ * Kubernetes' control plane and CSI sidecars provision, attach and delete; vole is the node.
+ * kube-apiserver and kube-controller-manager with all its controllers (node lifecycle too:
+ * vole's Lease and Ready condition keep the Node), Kubernetes' external-provisioner
+ * (csi-provisioner) and external-attacher (csi-attacher) serving `vole csi-driver`, which
+ * provisions (CREATE_DELETE_VOLUME, topology key topology.disk.csi.vole.dev/node) and
+ * registers into vole's plugins_registry/. `vole run --kubeconfig` runs with a token bound
+ * to deploy/'s role only. kubectl applies two StorageClasses (Immediate and
+ * WaitForFirstConsumer), a claim of each and a pod on vole's node; the test plays only the
+ * scheduler, which a pod with spec.nodeName bypasses (the selected-node annotation).
+ * Deleting the pod, then the claims: vole unmounts, the controller detaches, the
+ * VolumeAttachments go, DeleteVolume removes the disks; nothing stays.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { before, describe, test } from 'node:test';
+import { listLoops } from '../../src/host/loop.js';
+import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
+import { volumeAttachmentName } from '../../src/kube/attachments.js';
+import { type AgentProcess, startVole } from '../support/agent-process.js';
+import { hostSandbox, hostTestSkipReason } from '../support/host.js';
+import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+
+const node = 'provision-node';
+const driver = 'disk.csi.vole.dev';
+const topologyKey = 'topology.disk.csi.vole.dev/node';
+
+function skipReason(): string | false {
+  const host = hostTestSkipReason();
+  if (host !== false) return host;
+  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
+  return false;
+}
+
+const skip = skipReason();
+
+interface Node {
+  metadata: { labels?: Record<string, string> };
+  spec: { taints?: { key: string; effect: string }[] };
+  status?: { volumesInUse?: string[]; volumesAttached?: { name: string }[] };
+}
+interface Claim {
+  metadata: { annotations?: Record<string, string> };
+  spec: { volumeName?: string };
+  status: { phase: string };
+}
+interface Volume {
+  metadata: { name: string; annotations?: Record<string, string> };
+  spec: {
+    csi: { driver: string; volumeHandle: string };
+    nodeAffinity?: {
+      required: { nodeSelectorTerms: { matchExpressions: { key: string; values: string[] }[] }[] };
+    };
+  };
+}
+
+describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600_000 }, () => {
+  const cluster = useKubeCluster(['kube-controller-manager', 'csi-attacher', 'csi-provisioner']);
+  const { base, root } = skip === false ? hostSandbox('provision') : { base: '', root: '' };
+  const { ok, json } = cluster;
+  let agent: AgentProcess | undefined;
+  const started = (p: AgentProcess) => (cluster.processes.add(p), p);
+  const context = () => agent?.lines.join('\n') ?? '';
+  const wait = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
+    eventually(what, probe, { timeoutMs: 120_000, context });
+  const nodeObject = () => json<Node>(['get', 'node', node]);
+  const images = () =>
+    readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
+
+  before(() => cluster.start(base, { controllers: '*' }));
+
+  /** A sidecar as a child process (its output in the sandbox), ended by its PID. */
+  function startSidecar(name: string, socket: string): void {
+    const log = openSync(join(base, `${name}.log`), 'w');
+    const kubeconfig = join(cluster.dir(), 'kubeconfig');
+    const child = spawn(
+      join(cluster.bin(), name),
+      ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3'],
+      { stdio: ['ignore', log, log] },
+    );
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    cluster.processes.add({
+      child,
+      lines: [],
+      line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
+      stop: async () => {
+        if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
+        return exited;
+      },
+    });
+  }
+
+  test('provisioned by the external-provisioner, attached by Kubernetes, mounted by vole', async () => {
+    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const socket = join(base, 'csi/disk.sock');
+    mkdirSync(join(base, 'csi'), { recursive: true });
+    const driverArgs = ['--endpoint', `unix://${socket}`, '--node-id', 'provision-disk-id'];
+    const stateArgs = ['--state-dir', join(base, 'csi-state')];
+    const registration = ['--registration-dir', join(root, 'plugins_registry')];
+    started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
+    startSidecar('csi-attacher', socket);
+    startSidecar('csi-provisioner', socket);
+    agent = started(
+      startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
+    );
+    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    // Registration: the driver's topology segment is a Node label and a CSINode key.
+    await wait('the topology label', () =>
+      nodeObject().metadata.labels?.[topologyKey] === 'provision-disk-id' ? true : undefined,
+    );
+    const csiNode = json<{ spec: { drivers: { name: string; topologyKeys: string[] }[] } }>([
+      'get',
+      'csinode',
+      node,
+    ]);
+    assert.deepEqual(csiNode.spec.drivers[0]?.topologyKeys, [topologyKey]);
+    // The node lifecycle controller takes the Node as Ready: the not-ready taint goes.
+    await wait('the not-ready taint to go', () =>
+      (nodeObject().spec.taints ?? []).some((t) => t.key.startsWith('node.kubernetes.io/'))
+        ? undefined
+        : true,
+    );
+    await wait('the default ServiceAccount', () =>
+      cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
+    );
+    ok(['apply', '-f', '-'], manifests);
+
+    // Immediate: provisioned at once, on the only node that has the driver's topology.
+    const early = await wait('the Immediate claim bound', () => {
+      const claim = json<Claim>(['get', 'pvc', 'early']);
+      return claim.status.phase === 'Bound' ? claim : undefined;
+    });
+    // WaitForFirstConsumer: a pod with spec.nodeName bypasses the scheduler, so the claim
+    // waits (as in Kubernetes) until the scheduler's selected-node annotation names a node.
+    assert.equal(json<Claim>(['get', 'pvc', 'late']).status.phase, 'Pending');
+    await wait('the PV controller to say the claim waits', () =>
+      /WaitForPodScheduled|WaitForFirstConsumer/.test(
+        ok(['get', 'events', '--field-selector', 'involvedObject.name=late']),
+      )
+        ? true
+        : undefined,
+    );
+    ok(['annotate', 'pvc', 'late', `volume.kubernetes.io/selected-node=${node}`]);
+    const late = await wait('the WaitForFirstConsumer claim bound', () => {
+      const claim = json<Claim>(['get', 'pvc', 'late']);
+      return claim.status.phase === 'Bound' ? claim : undefined;
+    });
+    const pvs = [early, late].map((c) => json<Volume>(['get', 'pv', c.spec.volumeName!]));
+    for (const pv of pvs) {
+      assert.equal(pv.metadata.annotations?.['pv.kubernetes.io/provisioned-by'], driver);
+      const term = pv.spec.nodeAffinity?.required.nodeSelectorTerms[0]?.matchExpressions[0];
+      assert.deepEqual(term && { key: term.key, values: term.values }, {
+        key: topologyKey,
+        values: ['provision-disk-id'],
+      });
+    }
+    assert.equal(images().length, 2, 'CreateVolume made two disks');
+
+    await agent.line(/pod default\/app: mounted \[/, 120_000);
+    const volumes = pvs.map((pv) => `kubernetes.io/csi/${driver}^${pv.spec.csi.volumeHandle}`);
+    const vaNames = pvs.map((pv) => volumeAttachmentName(pv.spec.csi.volumeHandle, driver, node));
+    for (const name of vaNames) {
+      const va = json<{ status?: { attached?: boolean } }>(['get', 'volumeattachment', name]);
+      assert.equal(va.status?.attached, true, `the external-attacher attached ${name}`);
+    }
+    const status = nodeObject().status ?? {};
+    assert.deepEqual(status.volumesInUse, [...volumes].sort());
+    assert.deepEqual(status.volumesAttached?.map((v) => v.name).sort(), [...volumes].sort());
+    const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
+    const mounts = mountsUnder(await readMountTable(), join(root, 'pods', uid)).map(
+      (m) => m.mountPoint,
+    );
+    for (const claim of ['early', 'late'])
+      assert.ok(
+        mounts.some((m) => m.endsWith(`/kubernetes.io~csi/${claim}/mount`)),
+        `${claim} is published into the pod:\n${mounts.join('\n')}`,
+      );
+
+    ok(['delete', 'pod', 'app', '--timeout=60s']);
+    for (const name of vaNames)
+      await wait(`the VolumeAttachment ${name} to go`, () =>
+        cluster.kubectl(['get', 'volumeattachment', name]).status === 0 ? undefined : true,
+      );
+    const after = nodeObject().status ?? {};
+    assert.equal(after.volumesInUse, undefined, 'volumesInUse dropped the volumes');
+    assert.equal(after.volumesAttached, undefined, 'the controller detached them');
+
+    // The claims go: the PVs are released, DeleteVolume removes the disks, the PVs go.
+    ok(['delete', 'pvc', 'early', 'late', '--timeout=60s']);
+    for (const pv of pvs) {
+      const { name } = pv.metadata;
+      await wait(`the PV ${name} to go`, () =>
+        cluster.kubectl(['get', 'pv', name]).status === 0 ? undefined : true,
+      );
+    }
+    assert.deepEqual(images(), [], 'DeleteVolume removed the disks');
+    await wait('the loop devices to go', async () =>
+      (await listLoops()).some((l) => l.backFile.startsWith(base)) ? undefined : true,
+    );
+    assert.deepEqual(mountsUnder(await readMountTable(), root), [], 'nothing stays mounted');
+    // Still alive for the node lifecycle controller after it all.
+    const taints = nodeObject().spec.taints ?? [];
+    assert.deepEqual(taints, [], 'no unreachable or not-ready taint');
+  });
+});
+
+const manifests = `
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: vole-immediate}
+provisioner: ${driver}
+volumeBindingMode: Immediate
+reclaimPolicy: Delete
+parameters: {csi.storage.k8s.io/fstype: ext4}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: vole-late}
+provisioner: ${driver}
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+parameters: {csi.storage.k8s.io/fstype: ext4}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: early, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: vole-immediate
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: late, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: vole-late
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: default}
+spec:
+  nodeName: ${node}
+  containers:
+  - name: app
+    image: registry.k8s.io/pause
+    volumeMounts: [{name: early, mountPath: /early}, {name: late, mountPath: /late}]
+  volumes:
+  - {name: early, persistentVolumeClaim: {claimName: early}}
+  - {name: late, persistentVolumeClaim: {claimName: late}}
+`;
