@@ -10,7 +10,8 @@
 # 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
 # /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids.
 # Env: VOLE_PEERS_BIN (a directory of built peers; otherwise scripts/peers.sh builds them),
-# VOLE_KUBE_READY_TIMEOUT_S (default 120).
+# VOLE_KUBE_READY_TIMEOUT_S (default 120), VOLE_KCM_FLAGS (more kube-controller-manager flags,
+# split on spaces, e.g. "--node-monitor-grace-period=15s").
 set -Eeuo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf 'kube-up: %s\n' "$*" >&2; }
@@ -139,7 +140,7 @@ if $with_kcm; then
     --kubeconfig "$dir/kubeconfig" --controllers "$controllers" --leader-elect=false \
     --bind-address 127.0.0.1 --secure-port "$kcm_port" --cert-dir "$dir/pki/kcm" \
     --service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" \
-    --use-service-account-credentials=false
+    --use-service-account-credentials=false ${VOLE_KCM_FLAGS:-}
   kcm_pid=$!
   wait_for kube-controller-manager "$kcm_pid" \
     sh -c "curl -sfk https://127.0.0.1:$kcm_port/healthz | grep -qx ok"

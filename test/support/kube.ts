@@ -21,7 +21,11 @@ export interface KubeCluster {
   readonly dir: () => string;
   /** Processes the test started, stopped (by PID) before the control plane. */
   readonly processes: Set<AgentProcess>;
-  start(base: string, opts?: { controllers?: string }): void;
+  /** kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS). */
+  start(
+    base: string,
+    opts?: { controllers?: string; kubeControllerManagerFlags?: readonly string[] },
+  ): void;
   kubectl(
     args: readonly string[],
     opts?: { kubeconfig?: string; input?: string },
@@ -54,7 +58,11 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
           : ['--with-controller-manager', '--controllers', opts.controllers];
       const up = spawnSync('bash', [kubeUp, dir, ...controllers], {
         encoding: 'utf8',
-        env: { ...process.env, VOLE_PEERS_BIN: bin },
+        env: {
+          ...process.env,
+          VOLE_PEERS_BIN: bin,
+          VOLE_KCM_FLAGS: (opts.kubeControllerManagerFlags ?? []).join(' '),
+        },
         timeout: 180_000,
       });
       assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
