@@ -15,6 +15,7 @@ import { TokenRequests } from '../kube/tokens.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { ObjectContents } from '../sources/contents.js';
+import { allocatableOf } from './allocatable.js';
 import { logBlockedReporter, progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 import { metricsAddressOf, serveEndpoints, startCsi } from './run.js';
@@ -30,6 +31,8 @@ export interface KubeRunOptions {
   readonly once?: boolean;
   readonly timeout?: string;
   readonly metricsAddress?: string;
+  /** `--allocatable`: what downwardAPI resourceFieldRef items read where a pod sets no limit. */
+  readonly allocatable?: string;
 }
 
 function httpOf(file: string): KubeHttp {
@@ -76,6 +79,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
       contents,
       controllerAttachDetach,
       logger,
+      allocatable: allocatableOf(opts.allocatable, root),
     });
   } catch (error) {
     csi.stop();
