@@ -1,0 +1,140 @@
+/**
+ * The node heartbeat against an in-memory API: the Lease in kube-node-lease is created as
+ * the kubelet's (holder the Node, 40 s, owned by the Node), renewed every 10 s with a later
+ * renewTime, read again after a conflict; the Ready condition is posted at start and again
+ * only after five minutes, by a strategic merge patch of the status.
+ */
+import assert from 'node:assert/strict';
+import { mock, test } from 'node:test';
+import { nodeLeaseRenewMs, nodeStatusReportMs } from '../../src/constants.js';
+import { KubeApiError, type JsonObject, type KubeHttp } from '../../src/kube/http.js';
+import { NodeHeartbeat } from '../../src/kube/node-heartbeat.js';
+
+class FakeApi {
+  lease: JsonObject | undefined;
+  readonly calls: string[] = [];
+  readonly patches: { path: string; body: unknown; type: string }[] = [];
+  conflictNextPut = false;
+  private rv = 0;
+
+  private stamp(object: JsonObject): JsonObject {
+    const metadata = { ...(object.metadata as JsonObject), resourceVersion: String(++this.rv) };
+    this.lease = structuredClone({ ...object, metadata });
+    return structuredClone(this.lease);
+  }
+
+  get = async (path: string): Promise<JsonObject> => {
+    this.calls.push(`GET ${path}`);
+    if (this.lease === undefined) throw new KubeApiError(404, 'NotFound', 'not found');
+    return structuredClone(this.lease);
+  };
+
+  post = async (path: string, body: unknown): Promise<JsonObject> => {
+    this.calls.push(`POST ${path}`);
+    return this.stamp(body as JsonObject);
+  };
+
+  put = async (path: string, body: unknown): Promise<JsonObject> => {
+    this.calls.push(`PUT ${path}`);
+    if (this.conflictNextPut) {
+      this.conflictNextPut = false;
+      this.stamp(this.lease!); // someone else wrote it
+      throw new KubeApiError(409, 'Conflict', 'modified');
+    }
+    return this.stamp(body as JsonObject);
+  };
+
+  patch = async (path: string, body: unknown, type: string): Promise<JsonObject> => {
+    this.calls.push(`PATCH ${path}`);
+    this.patches.push({ path, body, type });
+    return {};
+  };
+}
+
+const leases = '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases';
+
+/** Lets the beat's awaited API calls run after a timer fired. */
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 min', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  try {
+    const api = new FakeApi();
+    let nowMs = Date.parse('2026-11-27T08:00:00Z');
+    const said: string[] = [];
+    const heartbeat = new NodeHeartbeat({
+      http: api as unknown as KubeHttp,
+      node: 'node-1',
+      nodeUid: 'uid-1',
+      say: (line) => said.push(line),
+      now: () => nowMs,
+    });
+    await heartbeat.start();
+    assert.deepEqual(api.calls, [
+      `GET ${leases}/node-1`,
+      `POST ${leases}`,
+      'PATCH /api/v1/nodes/node-1/status',
+    ]);
+    const lease = api.lease as {
+      metadata: { ownerReferences: { kind: string; name: string; uid: string }[] };
+      spec: { holderIdentity: string; leaseDurationSeconds: number; renewTime: string };
+    };
+    assert.equal(lease.spec.holderIdentity, 'node-1');
+    assert.equal(lease.spec.leaseDurationSeconds, 40);
+    assert.equal(lease.spec.renewTime, '2026-11-27T08:00:00.000000Z');
+    assert.deepEqual(
+      lease.metadata.ownerReferences.map((o) => [o.kind, o.name, o.uid]),
+      [['Node', 'node-1', 'uid-1']],
+    );
+    const ready = api.patches[0]!;
+    assert.equal(ready.type, 'strategic');
+    const conditions = (ready.body as { status: { conditions: Record<string, string>[] } }).status
+      .conditions;
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status, c.reason, c.lastHeartbeatTime]),
+      [['Ready', 'True', 'VoleReady', '2026-11-27T08:00:00Z']],
+    );
+
+    // Ten seconds on: renewed with the new time, no Ready yet.
+    api.calls.length = 0;
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    assert.deepEqual(api.calls, [`PUT ${leases}/node-1`]);
+    assert.equal(
+      (api.lease!.spec as { renewTime: string }).renewTime,
+      '2026-11-27T08:00:10.000000Z',
+    );
+
+    // A conflict: said, the Lease read again, renewed on the next beat.
+    api.calls.length = 0;
+    api.conflictNextPut = true;
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    assert.match(said.join('\n'), /node heartbeat failed, retrying: .*modified/);
+    mock.timers.tick(1_000);
+    await settle();
+    assert.deepEqual(api.calls, [
+      `PUT ${leases}/node-1`,
+      `GET ${leases}/node-1`,
+      `PUT ${leases}/node-1`,
+    ]);
+
+    // Five minutes after the first, Ready is posted again.
+    api.patches.length = 0;
+    for (let t = 0; t < nodeStatusReportMs; t += nodeLeaseRenewMs) {
+      nowMs += nodeLeaseRenewMs;
+      mock.timers.tick(nodeLeaseRenewMs);
+      await settle();
+    }
+    assert.equal(api.patches.length, 1, 'Ready once more in five minutes');
+    heartbeat.stop();
+    api.calls.length = 0;
+    mock.timers.tick(nodeLeaseRenewMs * 3);
+    await settle();
+    assert.deepEqual(api.calls, [], 'stopped: no more beats');
+  } finally {
+    mock.timers.reset();
+  }
+});
