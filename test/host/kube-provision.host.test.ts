@@ -14,7 +14,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
@@ -217,8 +217,29 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
     );
     await new Promise((resolve) => setTimeout(resolve, 3_000)); // one more monitor pass
     assert.deepEqual(taintsOf(node), [], "vole's Lease and Ready keep its Node untainted");
+
+    // No process stays: the agent, the driver and the sidecars end, and nothing they
+    // started outlives them (the control plane ends after the test, by its PIDs).
+    for (const p of [...cluster.processes].reverse()) await p.stop();
+    cluster.processes.clear();
+    assert.deepEqual(processesUnder(base, join(cluster.dir(), '')), [], 'no process stays');
   });
 });
+
+/** Processes whose command line names `dir`, except those naming `except` (the control plane). */
+function processesUnder(dir: string, except: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    let cmdline = '';
+    try {
+      cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+    } catch {
+      continue; // gone meanwhile
+    }
+    if (cmdline.includes(dir) && !cmdline.includes(except)) found.push(`${pid}: ${cmdline}`);
+  }
+  return found;
+}
 
 const manifests = `
 apiVersion: storage.k8s.io/v1
