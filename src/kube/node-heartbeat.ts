@@ -26,6 +26,7 @@ export class NodeHeartbeat {
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private lastReadyMs = -Infinity;
+  private failures = 0;
   private readonly readySinceMs: number;
 
   constructor(
@@ -59,16 +60,24 @@ export class NodeHeartbeat {
     this.timer = setTimeout(() => void this.beat(), delayMs);
   }
 
-  /** Renews the Lease, posts Ready when due; a failure is said and retried sooner. */
+  /**
+   * Renews the Lease, posts Ready when due. A failure is said and retried sooner, the wait
+   * doubling up to the renew interval (the kubelet's lease controller backs off so too).
+   */
   private async beat(): Promise<void> {
     this.timer = null;
     try {
       await this.renewLease();
       if (this.now() - this.lastReadyMs >= nodeStatusReportMs) await this.postReady();
+      this.failures = 0;
       this.schedule(nodeLeaseRenewMs);
     } catch (error) {
-      this.opts.say(`node heartbeat failed, retrying: ${(error as Error).message}`);
-      this.schedule(kubeWriteRetryMs);
+      const retryMs = Math.min(kubeWriteRetryMs * 2 ** this.failures, nodeLeaseRenewMs);
+      this.failures += 1;
+      this.opts.say(
+        `node heartbeat failed, retrying in ${retryMs} ms: ${(error as Error).message}`,
+      );
+      this.schedule(retryMs);
     }
   }
 

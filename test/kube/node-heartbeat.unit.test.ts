@@ -1,7 +1,7 @@
 /**
  * The node heartbeat against an in-memory API: the Lease in kube-node-lease is created as
  * the kubelet's (holder the Node, 40 s, owned by the Node), renewed every 10 s with a later
- * renewTime, read again after a conflict; the Ready condition is posted at start and again
+ * renewTime, read again after a conflict, retried with a doubling wait; the Ready condition is posted at start and again
  * only after five minutes, by a strategic merge patch of the status.
  */
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ class FakeApi {
   readonly calls: string[] = [];
   readonly patches: { path: string; body: unknown; type: string }[] = [];
   conflictNextPut = false;
+  failPuts = 0;
   private rv = 0;
 
   private stamp(object: JsonObject): JsonObject {
@@ -36,6 +37,10 @@ class FakeApi {
 
   put = async (path: string, body: unknown): Promise<JsonObject> => {
     this.calls.push(`PUT ${path}`);
+    if (this.failPuts > 0) {
+      this.failPuts -= 1;
+      throw new KubeApiError(503, 'ServiceUnavailable', 'unavailable');
+    }
     if (this.conflictNextPut) {
       this.conflictNextPut = false;
       this.stamp(this.lease!); // someone else wrote it
@@ -112,7 +117,7 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
     nowMs += nodeLeaseRenewMs;
     mock.timers.tick(nodeLeaseRenewMs);
     await settle();
-    assert.match(said.join('\n'), /node heartbeat failed, retrying: .*modified/);
+    assert.match(said.join('\n'), /node heartbeat failed, retrying in 500 ms: .*modified/);
     mock.timers.tick(1_000);
     await settle();
     assert.deepEqual(api.calls, [
@@ -120,6 +125,22 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
       `GET ${leases}/node-1`,
       `PUT ${leases}/node-1`,
     ]);
+
+    // An API server that refuses: the retries back off, doubling.
+    said.length = 0;
+    api.failPuts = 2;
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    mock.timers.tick(500);
+    await settle();
+    mock.timers.tick(1_000);
+    await settle();
+    assert.deepEqual(
+      said.map((l) => /retrying in (\d+) ms/.exec(l)?.[1]),
+      ['500', '1000'],
+    );
+    assert.equal(api.failPuts, 0);
 
     // Five minutes after the first, Ready is posted again.
     api.patches.length = 0;
