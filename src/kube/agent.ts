@@ -2,9 +2,10 @@
  * The node agent on a real API server (`vole run --kubeconfig`): the kubelet's volume
  * manager for one Node. Inputs come through informers (its pods by spec.nodeName, claims,
  * PVs, StorageClasses, CSIDrivers, its VolumeAttachments, its Node, and the ConfigMaps and
- * Secrets its pods read), each one an event in the log with the object's resourceVersion, validated as
- * manifests are. Outputs are written as the kubelet writes them (node-status.ts, pod
- * Events); a deleted pod is finally removed from the API once its volumes are unmounted.
+ * Secrets its pods read), each one an event in the log with the object's resourceVersion,
+ * validated as manifests are. Outputs are written as the kubelet writes them
+ * (node-status.ts, node-heartbeat.ts, pod Events); a deleted pod is finally removed from
+ * the API once its volumes are unmounted.
  */
 import type { Logger } from 'pino';
 import type { VolumeManager } from '../agent/volume-manager.js';

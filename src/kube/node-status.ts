@@ -131,7 +131,10 @@ export class NodeStatusWriter {
     for (const [key, value] of Object.entries(topology)) {
       const existing = labels[key];
       if (existing !== undefined && existing !== value)
-        return `detected topology value collision: driver reported ${key}=${value} but the Node has ${key}=${existing}`;
+        return (
+          `detected topology value collision: driver reported ${key}=${value} ` +
+          `but the Node has ${key}=${existing}`
+        );
     }
     return undefined;
   }

@@ -102,7 +102,7 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
     });
   }
 
-  test('provisioned by the external-provisioner, attached by Kubernetes, mounted by vole', async () => {
+  test('provisioned by the external-provisioner, attached by Kubernetes, mounted', async () => {
     const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
     const socket = join(base, 'csi/disk.sock');
     mkdirSync(join(base, 'csi'), { recursive: true });

@@ -1,8 +1,8 @@
 /**
  * The node heartbeat against an in-memory API: the Lease in kube-node-lease is created as
  * the kubelet's (holder the Node, 40 s, owned by the Node), renewed every 10 s with a later
- * renewTime, read again after a conflict, retried with a doubling wait; the Ready condition is posted at start and again
- * only after five minutes, by a strategic merge patch of the status.
+ * renewTime, read again after a conflict, retried with a doubling wait; the Ready condition
+ * is posted at start and again only after five minutes, by a strategic merge patch.
  */
 import assert from 'node:assert/strict';
 import { mock, test } from 'node:test';
