@@ -32,7 +32,8 @@ import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
-import type { ManifestChanges } from '../sources/manifests.js';
+import { claimIdentitiesOf, type ManifestChanges, withUid } from '../sources/manifests.js';
+import { lookupOf } from '../world/binding.js';
 import {
   awaitOperatorDecision,
   type OperatorDecided,
@@ -190,7 +191,9 @@ export class ControllerManager {
 
   /** A Node, PersistentVolume or claim was added or changed (a ConfigMap or Secret: its hash). */
   upsertObject(object: ManifestObject): void {
-    const logged = toLoggedObject(object);
+    const logged = toLoggedObject(
+      withUid(object, claimIdentitiesOf(lookupOf(this.engine.world.objects))),
+    );
     this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: logged });
   }
 

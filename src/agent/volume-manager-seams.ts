@@ -8,6 +8,8 @@
 import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
+import { claimIdentitiesOf, withUid } from '../sources/manifests.js';
+import { lookupOf } from '../world/binding.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { Clock } from '../clock.js';
 import { podAttachAndMountTimeoutMs } from '../constants.js';
@@ -85,7 +87,9 @@ export class DesiredStateInputs {
    */
   upsertObject(object: ManifestObject): void {
     this.contents?.set(object);
-    const logged = toLoggedObject(object);
+    const logged = toLoggedObject(
+      withUid(object, claimIdentitiesOf(lookupOf(this.engine.world.objects))),
+    );
     this.append({ type: 'ObjectUpserted', tsMs: this.clock.nowMs(), object: logged });
   }
 

@@ -118,15 +118,26 @@ async function podKeysByName(client: KvStore, keys: ClusterKeys): Promise<Map<st
 /**
  * What the binder wrote stays when a manifest is applied again without it, as the API
  * server keeps a claim's and a PV's status (a subresource) and fields another writer set:
- * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses.
+ * the claim's spec.volumeName, the PV's spec.claimRef, and both statuses. A claim whose
+ * manifest has no `metadata.uid` (`assignedUid`: the reader gave it a fresh one) keeps the
+ * stored claim's UID, as an update keeps the object's UID.
  */
-function keepBinding(object: ManifestObject, existingText: string | null): ManifestObject {
+function keepBinding(
+  object: ManifestObject,
+  existingText: string | null,
+  assignedUid = false,
+): ManifestObject {
   if (
     existingText === null ||
     (object.kind !== 'PersistentVolumeClaim' && object.kind !== 'PersistentVolume')
   )
     return object;
-  let existing: { kind?: unknown; spec?: Record<string, unknown>; status?: unknown };
+  let existing: {
+    kind?: unknown;
+    metadata?: { uid?: unknown };
+    spec?: Record<string, unknown>;
+    status?: unknown;
+  };
   try {
     existing = JSON.parse(existingText) as typeof existing;
   } catch {
@@ -137,8 +148,11 @@ function keepBinding(object: ManifestObject, existingText: string | null): Manif
   const spec = object.spec as Record<string, unknown>;
   const kept = spec[field] === undefined && existing.spec?.[field] !== undefined;
   const status = object.status ?? existing.status;
+  const uid = existing.metadata?.uid;
+  const keptUid = assignedUid && typeof uid === 'string' ? { uid } : {};
   return {
     ...object,
+    metadata: { ...object.metadata, ...keptUid },
     spec: kept ? { ...spec, [field]: existing.spec![field] } : spec,
     ...(status === undefined ? {} : { status }),
   } as ManifestObject;
@@ -169,8 +183,9 @@ export async function applyManifestSet(
 ): Promise<ApplyResult> {
   const result: ApplyResult = { created: [], configured: [], unchanged: [] };
   for (const object of set.objects.values()) {
+    const assigned = set.assignedUids?.has(object.metadata.uid ?? '') === true;
     const value = (existing: string | null) =>
-      JSON.stringify(storedForm(keepBinding(object, existing)));
+      JSON.stringify(storedForm(keepBinding(object, existing, assigned)));
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);

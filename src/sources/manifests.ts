@@ -37,29 +37,53 @@ export interface ManifestSet {
   readonly problems: ManifestProblem[];
   /** The file each pod (`Pod/<uid>`) and object (its key) came from, when read from files. */
   readonly origins?: Map<string, string>;
-  /** UIDs vole gave pods whose manifest has no `metadata.uid` (the rest were given). */
+  /** UIDs vole gave pods and claims whose manifest has no `metadata.uid` (the rest were given). */
   readonly assignedUids?: Set<string>;
 }
 
+/** The kinds vole gives a UID when the manifest has none: what a UID names on the node. */
+export type IdentifiedKind = 'Pod' | 'PersistentVolumeClaim';
+
 /**
- * Where a pod without `metadata.uid` gets its UID, as the API server gives one when the
- * object is created (metav1.ObjectMeta.UID, set by rest.FillObjectMetaSystemFields): the
- * UID of the pod of that namespace and name that exists already (an update keeps it), or
- * a fresh one (a pod deleted and created again is a new pod, with a new UID).
+ * Where a pod or claim without `metadata.uid` gets its UID, as the API server gives one
+ * when the object is created (metav1.ObjectMeta.UID, set by
+ * rest.FillObjectMetaSystemFields): the UID of the object of that kind, namespace and
+ * name that exists already (an update keeps it), or a fresh one (a pod deleted and created
+ * again is a new pod, a claim a new claim with a new `pvc-<uid>` volume).
  */
 export interface PodIdentities {
-  /** The UID of the existing pod namespace/name, if there is one. */
-  readonly uidOf?: (namespace: string, name: string) => string | undefined;
-  /** A fresh UID (default: a random UUID); the log records it with the pod. */
+  /** The UID of the existing object kind namespace/name, if there is one. */
+  readonly uidOf?: (namespace: string, name: string, kind: IdentifiedKind) => string | undefined;
+  /** A fresh UID (default: a random UUID); the log records it with the object. */
   readonly newUid?: () => string;
 }
 
-/** The UIDs of a set's pods by `namespace/name`: what a later read keeps. */
+/** The UIDs of the claims an engine's world holds: what its object intake keeps. */
+export function claimIdentitiesOf(objects: {
+  lookup(
+    kind: string,
+    name: string,
+    namespace?: string,
+  ): { metadata: { uid?: string } } | undefined;
+}): PodIdentities {
+  return {
+    uidOf: (namespace, name, kind) =>
+      kind === 'PersistentVolumeClaim'
+        ? objects.lookup(kind, name, namespace)?.metadata.uid
+        : undefined,
+  };
+}
+
+/** The UIDs of a set's pods and claims by kind and `namespace/name`: what a later read keeps. */
 export function identitiesOf(set: ManifestSet | undefined): PodIdentities {
   const byName = new Map<string, string>();
   for (const [uid, p] of set?.pods ?? [])
-    byName.set(`${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, uid);
-  return { uidOf: (namespace, name) => byName.get(`${namespace}/${name}`) };
+    byName.set(`Pod/${p.metadata.namespace ?? 'default'}/${p.metadata.name}`, uid);
+  for (const o of set?.objects.values() ?? []) {
+    if (o.kind !== 'PersistentVolumeClaim' || o.metadata.uid === undefined) continue;
+    byName.set(`${o.kind}/${o.metadata.namespace ?? 'default'}/${o.metadata.name}`, o.metadata.uid);
+  }
+  return { uidOf: (namespace, name, kind) => byName.get(`${kind}/${namespace}/${name}`) };
 }
 
 function describe(error: z.ZodError): string {
@@ -74,12 +98,33 @@ function describe(error: z.ZodError): string {
 
 const safeUid = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
 
-/** The pod's UID: given, kept from the existing pod of its name, or fresh. */
-function uidFor(p: Pod, namespace: string, ids: PodIdentities, set: ManifestSet): string {
-  if (p.metadata.uid !== undefined) return p.metadata.uid;
-  const uid = ids.uidOf?.(namespace, p.metadata.name) ?? (ids.newUid ?? randomUUID)();
-  set.assignedUids?.add(uid);
+/** The object's UID: given, kept from the existing object of its kind and name, or fresh. */
+function uidFor(
+  o: { kind: IdentifiedKind; metadata: { name: string; uid?: string | undefined } },
+  namespace: string,
+  ids: PodIdentities,
+  set: ManifestSet | undefined,
+): string {
+  if (o.metadata.uid !== undefined) return o.metadata.uid;
+  const uid = ids.uidOf?.(namespace, o.metadata.name, o.kind) ?? (ids.newUid ?? randomUUID)();
+  set?.assignedUids?.add(uid);
   return uid;
+}
+
+/**
+ * A claim without `metadata.uid` gets one (uidFor: the existing claim's, else fresh); every
+ * other object is returned as given. The engines' object intake uses it too, so a library
+ * caller's claim is a new claim when it is created again.
+ */
+export function withUid<T extends ManifestObject>(
+  object: T,
+  ids: PodIdentities,
+  set?: ManifestSet,
+): T {
+  if (object.kind !== 'PersistentVolumeClaim' || object.metadata.uid !== undefined) return object;
+  const namespace = object.metadata.namespace ?? 'default';
+  const uid = uidFor(object, namespace, ids, set);
+  return { ...object, metadata: { ...object.metadata, uid } };
 }
 
 function addDocument(
@@ -108,7 +153,7 @@ function addDocument(
           `pod ${namespace}/${p.metadata.name} is defined twice; ` +
           'names must be unique in a namespace',
       });
-    const uid = uidFor(p, namespace, ids, set);
+    const uid = uidFor({ ...p, kind: 'Pod' }, namespace, ids, set);
     if (!safeUid.test(uid)) {
       return void set.problems.push({
         file: where,
@@ -131,7 +176,7 @@ function addDocument(
       message: `invalid ${String(kind)}: ${describe(parsed.error)}`,
     });
   }
-  const object = parsed.data;
+  const object = withUid(parsed.data, ids, set);
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   set.objects.set(key, object);
   set.origins?.set(key, file);

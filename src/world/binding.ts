@@ -59,7 +59,9 @@ export function claimName(pvc: PersistentVolumeClaim): string {
 }
 
 /**
- * A uid for a claim a source gave without one: a stable digest of its namespace and name
+ * The claim's uid. Every source gives claims one now (the manifest reader and the engines'
+ * object intake a fresh random UID, recorded in the log); a claim without one (a log
+ * written before, a scenario's claim) gets a stable digest of its namespace and name
  * (FNV-1a), so the volume's name `pvc-<uid>` is the same on every replay.
  */
 export function claimUid(pvc: PersistentVolumeClaim): string {

@@ -176,3 +176,26 @@ test('agent: every event reaches a sink that writes only when flushed, the last 
   assert.equal(sink.durable, sink.events.length, 'the events after the last plan were flushed too');
   await vm.drainAndStop();
 });
+
+test('agent: a claim added without a UID gets a fresh one, kept by updates; created again, a new one', async () => {
+  const { vm } = setup();
+  const data = {
+    kind: 'PersistentVolumeClaim' as const,
+    metadata: { name: 'data', namespace: 'default' },
+    spec: { accessModes: ['ReadWriteOnce'], resources: { requests: { storage: '1Gi' } } },
+  };
+  const uidNow = () =>
+    vm.world.objects.lookup('PersistentVolumeClaim', 'data', 'default')?.metadata.uid;
+  vm.inputs.upsertObject(data);
+  const uid = uidNow();
+  assert.match(uid ?? '', /^[0-9a-f-]{36}$/, 'the log records a fresh random UID');
+  vm.inputs.upsertObject({
+    ...data,
+    spec: { ...data.spec, resources: { requests: { storage: '2Gi' } } },
+  });
+  assert.equal(uidNow(), uid, 'an update keeps it');
+  vm.inputs.removeObject({ kind: 'PersistentVolumeClaim', name: 'data', namespace: 'default' });
+  vm.inputs.upsertObject(data);
+  assert.notEqual(uidNow(), uid, 'a claim created again is a new claim');
+  await vm.drainAndStop();
+});

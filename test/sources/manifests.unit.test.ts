@@ -150,6 +150,50 @@ test('sources: manifests: a pod without a UID gets a fresh one, kept while it ex
   }
 });
 
+const claimYaml = (name: string) => `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ${name}, namespace: default}
+spec: {storageClassName: fast, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+`;
+
+test('sources: manifests: a claim without a UID gets a fresh one, kept while it exists', () => {
+  // The API server gives every object its UID when it first appears; a claim deleted and
+  // created again is a new claim, so its provisioned volume pvc-<uid> is a new volume.
+  const dir = dirWith({ 'data.yaml': claimYaml('data') });
+  const claimUid = (set: ReturnType<typeof readManifestDir>) =>
+    set.objects.get('PersistentVolumeClaim/default/data')?.metadata.uid;
+  try {
+    const first = readManifestDir(dir);
+    const uid = claimUid(first);
+    assert.match(uid ?? '', /^[0-9a-f-]{36}$/, 'a fresh random UID');
+    assert.ok(
+      first.assignedUids?.has(uid!),
+      'recorded as assigned, so vole apply keeps a stored one',
+    );
+    assert.notEqual(claimUid(readManifestDir(dir)), uid, 'never derived from the name');
+    const again = readManifestDir(dir, identitiesOf(first));
+    assert.equal(claimUid(again), uid, 'the same claim keeps its UID');
+    assert.deepEqual(diffManifests(first, again).upsertObjects, [], 'nothing changed');
+    rmSync(join(dir, 'data.yaml'));
+    const gone = readManifestDir(dir, identitiesOf(again));
+    writeFileSync(join(dir, 'data.yaml'), claimYaml('data'));
+    const back = readManifestDir(dir, identitiesOf(gone));
+    assert.notEqual(claimUid(back), uid, 'created again: a new claim with a new UID');
+    assert.deepEqual(
+      diffManifests(gone, back).upsertObjects.map((o) => o.metadata.uid),
+      [claimUid(back)],
+    );
+    writeFileSync(
+      join(dir, 'given.yaml'),
+      claimYaml('given').replace('namespace: default', 'namespace: default, uid: c-7'),
+    );
+    const given = readManifestDir(dir, identitiesOf(back));
+    assert.equal(given.objects.get('PersistentVolumeClaim/default/given')?.metadata.uid, 'c-7');
+  } finally {
+    rmSync(dir, { recursive: true });
+  }
+});
+
 test('sources: manifests: any text in a file gives problems or pods, never an exception', () => {
   fc.assert(
     fc.property(fc.string({ maxLength: 300 }), (text) => {
