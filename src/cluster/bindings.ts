@@ -7,6 +7,10 @@
  * object changed meanwhile is read again). Node agents only read these bindings (their
  * planners bind nothing: EngineStarted `bindClaims: false`).
  *
+ * A PV the leader provisioned (`pv.kubernetes.io/provisioned-by`, in its world only) is
+ * created by the same transaction, compared absent: a deposed leader creates no volume
+ * object, as it binds none.
+ *
  * A binding is written once the ClaimBound holding it is durable in etcd. A new leader
  * writes every binding of its log that etcd lacks, and a claim or PV written again without
  * its binding (`vole apply` of the original manifest) gets it back.
@@ -21,6 +25,7 @@ import {
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import type { ClaimBinding } from '../world/binding.js';
+import { provisionedByAnnotation } from '../world/storage-class.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
@@ -125,7 +130,9 @@ export class ClaimBindingWriter {
       const pvc = world.objects.get(key);
       const pv = world.objects.get(objectKey('PersistentVolume', binding.volume));
       if (pvc?.kind !== 'PersistentVolumeClaim' || pv?.kind !== 'PersistentVolume') continue;
-      if (!claimHolds(pvc, binding) || !volumeHolds(pv, pvc)) this.dirty.add(key);
+      // A provisioned PV may be in the log only (its creation cut off with the old leader).
+      const provisioned = pv.metadata.annotations?.[provisionedByAnnotation] !== undefined;
+      if (provisioned || !claimHolds(pvc, binding) || !volumeHolds(pv, pvc)) this.dirty.add(key);
     }
     this.unsubscribe = this.cm.subscribe((event, world) => {
       if (event.type === 'ClaimBound') {
@@ -215,10 +222,12 @@ export class ClaimBindingWriter {
     const [, namespace, name] = claimKey.split('/');
     const pvcKey = this.keys.object('PersistentVolumeClaim', name!, namespace);
     const pvKey = this.keys.object('PersistentVolume', binding.volume);
-    const [pvc, pv] = await Promise.all([
+    const [pvc, stored] = await Promise.all([
       this.read(pvcKey, 'PersistentVolumeClaim'),
       this.read(pvKey, 'PersistentVolume'),
     ]);
+    // A PV the leader provisioned exists in its log only until this transaction creates it.
+    const pv = stored ?? this.provisioned(binding.volume);
     if (pvc === undefined || pv === undefined) return true;
     const conflict = conflictOf(pvc.object, pv.object, binding);
     if (conflict !== undefined) {
@@ -238,7 +247,10 @@ export class ClaimBindingWriter {
     const compares = [
       ...this.leadership.fence(),
       { key: pvcKey, modRevision: pvc.modRevision },
-      { key: pvKey, modRevision: pv.modRevision },
+      // A PV being created: etcd compares an absent key's create revision as 0.
+      stored === undefined
+        ? { key: pvKey, createRevision: 0 }
+        : { key: pvKey, modRevision: pv.modRevision },
     ];
     const result = await this.client.txn(compares, ops);
     if (result.succeeded) {
@@ -250,6 +262,17 @@ export class ClaimBindingWriter {
     if (leader?.createRevision !== this.leadership.term)
       this.leadership.lose('a claim binding write was refused (fenced)');
     return false;
+  }
+
+  /**
+   * The PV the leader's world holds for a provisioned volume (its `provisioned-by`
+   * annotation: the provisioner's record, not a PV someone deleted from etcd), to create.
+   */
+  private provisioned(name: string): Stored<PersistentVolume> | undefined {
+    const pv = this.cm.world.objects.get(objectKey('PersistentVolume', name));
+    if (pv?.kind !== 'PersistentVolume') return undefined;
+    if (pv.metadata.annotations?.[provisionedByAnnotation] === undefined) return undefined;
+    return { object: storedForm(pv), modRevision: 0 };
   }
 
   async stop(): Promise<void> {

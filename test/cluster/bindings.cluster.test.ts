@@ -232,3 +232,110 @@ test(
     await leader.resign();
   },
 );
+
+/** A PV as the provisioner records it (pv_controller.go provisionClaimOperation): in the log only. */
+const provisionedPv = (name: string, claim: string) => ({
+  apiVersion: 'v1',
+  kind: 'PersistentVolume',
+  metadata: { name, annotations: { 'pv.kubernetes.io/provisioned-by': 'disk.csi.vole.dev' } },
+  spec: {
+    capacity: { storage: '1Gi' },
+    accessModes: ['ReadWriteOnce'],
+    persistentVolumeReclaimPolicy: 'Delete',
+    storageClassName: 'fast',
+    claimRef: {
+      kind: 'PersistentVolumeClaim',
+      namespace: 'default',
+      name: claim,
+      uid: `u-${claim}`,
+    },
+    csi: { driver: 'disk.csi.vole.dev', volumeHandle: name },
+  },
+});
+
+test(
+  'a PV the leader provisioned is created with its binding in one fenced transaction; a deposed leader creates none',
+  { skip },
+  async () => {
+    const keys = new ClusterKeys('/b4/');
+    for (const name of ['c1', 'c2'])
+      await client
+        .put(keys.object('PersistentVolumeClaim', name, 'default'))
+        .value(JSON.stringify(pvc(name, { storageClassName: 'fast' })));
+    const controllerOf = (claim: string) => {
+      const volume = `pvc-u-${claim}`;
+      const key = `PersistentVolumeClaim/default/${claim}`;
+      const objects = new Map<string, unknown>([
+        [key, pvc(claim, { storageClassName: 'fast' })],
+        [`PersistentVolume//${volume}`, provisionedPv(volume, claim)],
+      ]);
+      const bindings = new Map([[key, { volume, capacityBytes: 2 ** 30 }]]);
+      return { world: { bindings, objects }, subscribe: () => () => undefined } as unknown as Pick<
+        ControllerManager,
+        'world' | 'subscribe'
+      >;
+    };
+    const a = await Leadership.campaign(new EtcdStore(client), keys, {
+      identity: 'a',
+      ttlS: 3,
+      clock: realClock,
+    });
+    const said: string[] = [];
+    const durable = { durable: () => Promise.resolve() };
+    const store = new EtcdStore(client);
+    const writer = new ClaimBindingWriter(
+      store,
+      keys,
+      a,
+      durable,
+      controllerOf('c1'),
+      (l) => said.push(l),
+      realClock,
+    );
+    writer.start();
+    await eventually(
+      () => writer.written === 1,
+      'the PV created',
+      10_000,
+      () => said.join('\n'),
+    );
+    await writer.stop();
+    const volume = await json(keys.object('PersistentVolume', 'pvc-u-c1'));
+    assert.equal(volume.status?.phase, 'Bound');
+    assert.deepEqual(volume.spec.csi, { driver: 'disk.csi.vole.dev', volumeHandle: 'pvc-u-c1' });
+    assert.equal((volume.spec.claimRef as { name?: string }).name, 'c1');
+    const claim = await json(keys.object('PersistentVolumeClaim', 'c1', 'default'));
+    assert.equal(claim.spec.volumeName, 'pvc-u-c1');
+    assert.equal(claim.status?.phase, 'Bound');
+
+    const lost: string[] = [];
+    const stale = {
+      term: a.term,
+      isLost: false,
+      fence: (): Compare[] => [{ key: keys.leader, createRevision: a.term }],
+      lose: (why: string) => lost.push(why),
+    };
+    etcd.etcdctl('del', keys.leader);
+    const b = await Leadership.campaign(store, keys, { identity: 'b', ttlS: 3, clock: realClock });
+    const deposed = new ClaimBindingWriter(
+      store,
+      keys,
+      stale as unknown as Leadership,
+      durable,
+      controllerOf('c2'),
+      () => undefined,
+      realClock,
+    );
+    deposed.start();
+    await eventually(() => lost.length > 0, 'the deposed writer to learn it lost', 10_000);
+    await deposed.stop();
+    assert.match(lost[0]!, /fenced/);
+    assert.equal(await client.get(keys.object('PersistentVolume', 'pvc-u-c2')).string(), null);
+    assert.equal(
+      (await json(keys.object('PersistentVolumeClaim', 'c2', 'default'))).spec.volumeName,
+      undefined,
+    );
+    await a.resign().catch(() => undefined);
+    await b.resign();
+  },
+);
