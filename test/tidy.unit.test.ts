@@ -81,9 +81,11 @@ const layers: [string, number][] = [
   ['src/controller/types.ts', 1],
   ['src/controller/fold.ts', 1],
   ['src/controller/invariants.ts', 1],
+  ['src/controller/provisioning.ts', 1],
   ['src/plan/', 2],
   ['src/controller/plan.ts', 2],
   ['src/controller/operator.ts', 2],
+  ['src/controller/plan-provision.ts', 2],
   // The engine (Engine, Core, the cores by mode) sits on the cores, under the executors.
   ['src/engine/', 2.5],
   ['src/execute/', 3],

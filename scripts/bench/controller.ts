@@ -74,9 +74,10 @@ class Driver {
       for (const op of planned.operations) {
         const opId = `op-${this.world.seq + 1}`;
         this.append({ type: 'OperationStarted', tsMs, opId, ...controllerCore.decision(op) });
-        this.append({ type: 'CallStarted', tsMs, opId, call: op.op });
+        const call = op.op === 'provision' ? 'createVolume' : op.op;
+        this.append({ type: 'CallStarted', tsMs, opId, call });
         const devicePath = op.op === 'attach' ? { devicePath: `/dev/fake/${op.volume}` } : {};
-        this.append({ type: 'CallSucceeded', tsMs, opId, call: op.op, ...devicePath });
+        this.append({ type: 'CallSucceeded', tsMs, opId, call, ...devicePath });
         this.append({ type: 'OperationFinished', tsMs, opId, outcome: 'ok' });
       }
     }

@@ -13,6 +13,7 @@ import {
   runningOp,
 } from '../execute/context.js';
 import { OperationTasks } from '../execute/tasks.js';
+import { deleteVolume, provision } from '../execute/ops/provision.js';
 import { type ControllerOperation, controllerDecision } from './plan.js';
 import type { ControllerWorld } from './types.js';
 
@@ -88,6 +89,28 @@ async function detach(ctx: Ctx): Promise<void> {
   );
 }
 
+const base = (op: ControllerOperation) => ({ volume: op.volume, key: op.key, cause: op.cause });
+
+/** The operation's steps: attach, detach, or the provisioner's CreateVolume / DeleteVolume. */
+function run(ctx: Ctx): Promise<void> {
+  const { op } = ctx;
+  switch (op.op) {
+    case 'attach':
+      return attach(ctx);
+    case 'detach':
+      return detach(ctx);
+    case 'provision':
+      return provision(ctx, {
+        ...base(op),
+        op: 'provision',
+        provision: op.provision!,
+        ...(op.refused === undefined ? {} : { refused: op.refused }),
+      });
+    case 'deleteVolume':
+      return deleteVolume(ctx, { ...base(op), op: 'deleteVolume', pv: op.pv! });
+  }
+}
+
 export class ControllerExecutor implements Runner<ControllerOperation> {
   private readonly tasks: OperationTasks<ControllerWorld, ControllerOperation>;
 
@@ -105,9 +128,7 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
 
   start(op: ControllerOperation): void {
     const bindings = { op: op.op, volume: op.volume, node: op.node };
-    this.tasks.start(op, controllerDecision(op), bindings, (ctx: Ctx) =>
-      ctx.op.op === 'attach' ? attach(ctx) : detach(ctx),
-    );
+    this.tasks.start(op, controllerDecision(op), bindings, run);
   }
 
   drain(): Promise<void> {

@@ -26,6 +26,11 @@ import { attachmentPairs } from '../world/pairs.js';
 import { referenceKeys } from '../world/references.js';
 import { resolvePod } from '../world/resolve.js';
 import {
+  controllerProvisionStarted,
+  foldControllerProvisioningCall,
+  trackProvisionedPv,
+} from './provisioning.js';
+import {
   type ControllerAttachment,
   type ControllerPod,
   type ControllerWorld,
@@ -64,6 +69,7 @@ export function initialControllerWorld(): ControllerWorld {
     causes: new Map(),
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
+    provisioning: { inFlight: new Map(), provisioned: new Map() },
   };
 }
 
@@ -203,6 +209,11 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   });
   index(world, uid, [...references, `Node//${nodeName ?? ''}`], true);
   addPodToDsw(world, uid);
+  // A pod that uses an unbound claim may be its first consumer (WaitForFirstConsumer).
+  if (references.some((key) => world.unboundClaims.has(key))) {
+    world.bindingCause = world.seq;
+    world.dirty.add(bindingVolume);
+  }
 }
 
 function reresolve(world: ControllerWorld, key: string): void {
@@ -240,6 +251,7 @@ function setNode(world: ControllerWorld, next: NodeRecord): void {
 function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
+  if (object.kind === 'PersistentVolume') trackProvisionedPv(world, world.objects.get(key), object);
   world.objects.set(key, object);
   if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
   if (object.kind === 'Node')
@@ -266,6 +278,8 @@ function foldClaimBound(world: ControllerWorld, event: EventOf<'ClaimBound'>): v
 
 function foldObjectRemoved(world: ControllerWorld, event: EventOf<'ObjectRemoved'>): void {
   const key = objectKey(event.kind, event.name, event.namespace);
+  if (event.kind === 'PersistentVolume')
+    trackProvisionedPv(world, world.objects.get(key), undefined);
   world.objects.delete(key);
   if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
   askForBinding(world, event.kind);
@@ -354,6 +368,8 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
  */
 function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
   if (world.nodesByVolume.has(volume) || world.ops.has(volume)) return;
+  // A provisioned volume detached everywhere: its reclaim is planned next.
+  if (world.provisioning.provisioned.has(volume)) return;
   world.causes.delete(volume);
   world.lastErrors.delete(volume);
   world.dirty.delete(volume); // nothing to plan: a replay's dirty set stays the world's size
@@ -367,6 +383,7 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const key = pairKey(volume, node);
   const spec = world.dsw.get(key)?.spec ?? world.attachments.get(key)?.spec ?? null;
   startOperation(world, event, { volume, pod: null, node, spec });
+  if (event.provision !== undefined) controllerProvisionStarted(world, volume, event.provision);
   // §3.3 step 11: the volume leaves the node's report before its detach starts.
   if (event.op === 'detach') world.reported.get(node)?.delete(volume);
   touch(world, volume);
@@ -393,6 +410,7 @@ function foldCall(
     const spec = pairStep.create ? op.spec : null;
     step(world, op.volume, NodeName(op.node ?? ''), spec, pairStep.event, pairStep.observation);
   }
+  foldControllerProvisioningCall(world, op, event);
   touch(world, op.volume);
 }
 

@@ -6,29 +6,23 @@
  */
 import { assert } from '../assert.js';
 import { Claims as BookClaims } from '../engine/book.js';
-import type { Decision, NewEvent, OpKey } from '../events/index.js';
+import type { Decision, NewEvent, OpKey, ProvisionRequest } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../world/pending.js';
 import { planBindings } from '../plan/bind.js';
 import { bindingVolume } from '../world/binding.js';
 import { attachmentsOf } from './fold.js';
 import { heldDetach, planControllerOperatorRequests } from './operator.js';
+import { controllerStorageWaits, planControllerStorage } from './plan-provision.js';
 import {
   type ControllerAttachment,
+  type ControllerOperation,
   type ControllerWorld,
   type DesiredAttachment,
   pairKey,
 } from './types.js';
 
-export interface ControllerOperation {
-  readonly op: 'attach' | 'detach';
-  readonly volume: UniqueVolumeName;
-  readonly node: NodeName;
-  readonly key: OpKey;
-  readonly cause: Seq;
-  readonly verifySafeToDetach?: boolean;
-  readonly forced?: 'timeout' | 'out-of-service';
-}
+export type { ControllerOperation } from './types.js';
 
 export interface ControllerPlan {
   readonly operations: ControllerOperation[];
@@ -196,6 +190,8 @@ export function planController(
   if (bound.length > 0) {
     const asked = volumes ?? [...allControllerVolumes(world)];
     const deferred = asked.filter((v) => v !== bindingVolume);
+    // The claims left unbound are the provisioner's to look at once the bindings are folded.
+    if (controllerStorageWaits(world)) deferred.push(bindingVolume);
     return { operations: [], retries: [], deferred, events: bound };
   }
   return planAttachments(world, nowMs, volumes);
@@ -212,6 +208,7 @@ function planAttachments(
   // Operator verdicts first; their volumes are planned again once the verdicts are folded.
   const operator = planControllerOperatorRequests(world, volumes, nowMs);
   const events: NewEvent[] = operator.events;
+  planControllerStorage(world, claims, asked === undefined ? undefined : volumes);
   const attachments: ControllerAttachment[] = [];
   const desired: DesiredAttachment[] = [];
   for (const volume of volumes) {
@@ -241,9 +238,18 @@ export function controllerDecision(op: ControllerOperation): Decision {
     cause: op.cause,
     ...(op.verifySafeToDetach === undefined ? {} : { verifySafeToDetach: op.verifySafeToDetach }),
     ...(op.forced === undefined ? {} : { forced: op.forced }),
+    ...(op.provision === undefined ? {} : { provision: op.provision }),
+    ...(op.refused === undefined ? {} : { refused: op.refused }),
+    ...(op.pv === undefined ? {} : { pv: op.pv }),
   };
 }
 
 export function describeControllerOperation(op: ControllerOperation): string {
+  if (op.op === 'provision') return `provision ${op.volume} for claim ${claimOf(op.provision)}`;
+  if (op.op === 'deleteVolume') return `deleteVolume ${op.volume} (PersistentVolume ${op.pv})`;
   return `${op.op} ${op.volume}@${op.node}${op.forced ? ` (forced: ${op.forced})` : ''}`;
+}
+
+function claimOf(request: ProvisionRequest | undefined): string {
+  return request === undefined ? '?' : `${request.claim.namespace}/${request.claim.name}`;
 }

@@ -6,7 +6,7 @@
  * by the fold, immutable records, planning over dirty volumes.
  */
 import type { AttachmentContext } from '../../machines/index.js';
-import type { PluginCaps } from '../events/index.js';
+import type { OpKey, PluginCaps, ProvisionRequest } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from '../world/binding.js';
@@ -65,6 +65,17 @@ export interface ControllerAttachment {
   readonly seq: Seq;
 }
 
+/**
+ * What the leading controller's provisioner keeps (src/controller/provisioning.ts), as
+ * the kubelet's world keeps it in standalone mode (src/world/provisioning.ts).
+ */
+export interface ControllerProvisioning {
+  /** `…^pvc-<uid>` → its CreateVolume request, while it runs or may have taken effect. */
+  readonly inFlight: Map<UniqueVolumeName, { request: ProvisionRequest; mayExist: boolean }>;
+  /** The CSI volume of each PV a provisioner made (pv.kubernetes.io/provisioned-by) → its name. */
+  readonly provisioned: Map<UniqueVolumeName, string>;
+}
+
 export interface ControllerWorld extends OperationBook {
   config: ControllerConfig;
   plugins: Map<string, PluginCaps>;
@@ -95,8 +106,28 @@ export interface ControllerWorld extends OperationBook {
   touched: Set<UniqueVolumeName>;
   /** Operator requests (`vole detach` to the controller) the planner decides and carries out. */
   operator: OperatorState;
+  /** Dynamic provisioning: CreateVolume in flight, the provisioned PVs (reclaimed on release). */
+  provisioning: ControllerProvisioning;
 }
 
 export function pairKey(volume: string, node: string): string {
   return `${volume}@${node}`;
+}
+
+/** An operation the controller's planner decides (plan.ts, plan-provision.ts). */
+export interface ControllerOperation {
+  /** provision and deleteVolume: the provisioner's (plan-provision.ts), node ''. */
+  readonly op: 'attach' | 'detach' | 'provision' | 'deleteVolume';
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly key: OpKey;
+  readonly cause: Seq;
+  readonly verifySafeToDetach?: boolean;
+  readonly forced?: 'timeout' | 'out-of-service';
+  /** provision: the CreateVolume request. */
+  readonly provision?: ProvisionRequest;
+  /** provision: why it fails before CreateVolume (a reserved class parameter, topology). */
+  readonly refused?: string;
+  /** deleteVolume: the PersistentVolume. */
+  readonly pv?: string;
 }

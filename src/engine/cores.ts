@@ -80,6 +80,8 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
           ...world,
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
+          // Snapshots from before the controller provisioned hold none of its state.
+          provisioning: world.provisioning ?? { inFlight: new Map(), provisioned: new Map() },
           dirty: new Set(),
         }
       : undefined,

@@ -21,14 +21,29 @@ import type { FakeCallRecord } from '../plugins/fake.js';
 import { claimBindings } from '../world/queries.js';
 import { checkBindings, checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
-import type { Expectation } from './scenario.js';
+import type { Expectation, ScenarioPlugin } from './scenario.js';
 import type { Mode } from './mode.js';
 
-function nodeObject(name: string): Node {
+/**
+ * A node's Node object. Its labels carry each fake CSI driver's topology segment of that
+ * node (`topologyKey`: its zone), as the kubelet labels its Node with NodeGetInfo's
+ * accessible_topology: what the controller's provisioner reads for WaitForFirstConsumer.
+ */
+function nodeObject(name: string, plugins: readonly ScenarioPlugin[] = []): Node {
+  const labels: Record<string, string> = {};
+  for (const p of plugins) {
+    if (!('csi' in p) || p.csi === undefined) continue;
+    const zone = p.csi.zones?.[name];
+    if (p.csi.topologyKey !== undefined && zone !== undefined) labels[p.csi.topologyKey] = zone;
+  }
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name, annotations: { [managedAnnotation]: 'true' } },
+    metadata: {
+      name,
+      annotations: { [managedAnnotation]: 'true' },
+      ...(Object.keys(labels).length === 0 ? {} : { labels }),
+    },
     spec: { taints: [] },
     status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [] },
   };
@@ -96,7 +111,7 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     ...(scenario.nodes ?? [scenario.node]).map((name): NewEvent => ({
       type: 'ObjectUpserted',
       tsMs,
-      object: nodeObject(name),
+      object: nodeObject(name, scenario.plugins),
     })),
     ...scenario.objects.map((object): NewEvent => ({
       type: 'ObjectUpserted',

@@ -68,8 +68,8 @@ function volumeProvisioned(
   reresolveObject(world, { kind: 'PersistentVolume', name: pv.metadata.name });
 }
 
-/** The PV the external-provisioner records for a created volume. */
-function provisionedPv(
+/** The PV the external-provisioner records for a created volume (the controller records it too). */
+export function provisionedPv(
   request: ProvisionRequest,
   created: {
     volumeId: string;

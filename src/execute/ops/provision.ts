@@ -3,14 +3,30 @@
  * (external-provisioner Provision), DeleteVolume (Delete) and ControllerExpandVolume (the
  * external-resizer). What they make of the world is the fold's (src/world/provisioning.ts).
  */
+import type { OpId } from '../../ids.js';
 import type { ProvisionedVolume } from '../../events/index.js';
+import type { ClusterObject } from '../../events/k8s.js';
 import type { StorageOperation } from '../../plan/index.js';
 import type { ProvisionerOps } from '../../plugins/types.js';
+import { lookupOf } from '../../world/binding.js';
+import type { RunningOp } from '../../world/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 
 type Of<K extends StorageOperation['op']> = Extract<StorageOperation, { op: K }>;
 
-function provisionerOf(ctx: OpContext, driver: string, what: string): ProvisionerOps {
+/**
+ * What provisioning needs of a world: its running operations and its objects (the
+ * kubelet's and the controller's both: whoever binds claims provisions).
+ */
+type ProvisioningWorld = {
+  running: Map<OpId, RunningOp>;
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+};
+
+/** A provisioning context of either engine (the kubelet's or the controller's). */
+type Ctx<O> = OpContext<ProvisioningWorld, O>;
+
+function provisionerOf<O>(ctx: Ctx<O>, driver: string, what: string): ProvisionerOps {
   const provisioner = ctx.host.plugins.find(driver)?.provisioner;
   if (provisioner === undefined)
     failOperation(
@@ -22,7 +38,7 @@ function provisionerOf(ctx: OpContext, driver: string, what: string): Provisione
 }
 
 /** CreateVolume named `pvc-<claim uid>`; the PV is recorded when it answers. */
-export async function provision(ctx: OpContext, op: Of<'provision'>): Promise<void> {
+export async function provision<O>(ctx: Ctx<O>, op: Of<'provision'>): Promise<void> {
   // The planner refused the request (a reserved parameter key, topology): retried with
   // backoff, so a fixed class goes on.
   if (op.refused !== undefined) failOperation(op.refused);
@@ -44,8 +60,8 @@ export async function provision(ctx: OpContext, op: Of<'provision'>): Promise<vo
 }
 
 /** The PV an operation names, with its CSI source. */
-function csiPvOf(ctx: OpContext, pvName: string, what: string) {
-  const pv = ctx.host.world().objects.lookup('PersistentVolume', pvName);
+function csiPvOf<O>(ctx: Ctx<O>, pvName: string, what: string) {
+  const pv = lookupOf(ctx.host.world().objects).lookup('PersistentVolume', pvName);
   const csi = pv?.kind === 'PersistentVolume' ? pv.spec.csi : undefined;
   if (pv?.kind !== 'PersistentVolume' || csi?.volumeHandle === undefined)
     failOperation(`${what} failed: PersistentVolume "${pvName}" is gone or not a CSI volume`);
@@ -53,7 +69,7 @@ function csiPvOf(ctx: OpContext, pvName: string, what: string) {
 }
 
 /** deleteVolumeOperation: DeleteVolume of a Released PV; the PV goes when it answers. */
-export async function deleteVolume(ctx: OpContext, op: Of<'deleteVolume'>): Promise<void> {
+export async function deleteVolume<O>(ctx: Ctx<O>, op: Of<'deleteVolume'>): Promise<void> {
   const { driver, volumeHandle } = csiPvOf(ctx, op.pv, 'DeleteVolume');
   const provisioner = provisionerOf(ctx, driver, 'DeleteVolume');
   await runCall(

@@ -1,0 +1,223 @@
+/**
+ * The leading controller's provisioning decisions (cluster mode: whoever binds claims
+ * provisions), in the persistent-volume controller's and CSI external-provisioner's order,
+ * as the kubelet's planner makes them in standalone mode (src/plan/provision.ts):
+ *
+ * - an unbound claim of a class whose provisioner is a CSI driver with CREATE_DELETE_VOLUME,
+ *   that no static PV of its class satisfies, is provisioned (pv_controller.go
+ *   syncUnboundClaim → provisionClaim): `Immediate` at once, `WaitForFirstConsumer` once a
+ *   pod scheduled to a node uses it, with that node's topology (its Node labels under the
+ *   driver's topology keys: the kubelet labels its Node with NodeGetInfo's topology);
+ * - a CreateVolume that may still be in progress for a claim deleted meanwhile is retried
+ *   under the same name (the external-provisioner's provisioning "in background");
+ * - a provisioned PV Released with reclaim policy Delete is deleted once its volume is
+ *   detached from every node (pv_controller.go reclaimVolume → deleteVolumeOperation).
+ *
+ * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
+ */
+import type { ProvisionRequest } from '../events/index.js';
+import {
+  objectKey,
+  parseQuantityBytes,
+  type PersistentVolumeClaim,
+  type StorageClass,
+} from '../events/k8s.js';
+import { NodeName, type UniqueVolumeName } from '../ids.js';
+import type { Claims } from '../engine/book.js';
+import {
+  bindingVolume,
+  boundVolumes,
+  claimUid,
+  findVolumeForClaim,
+  isClaimBound,
+  lookupOf,
+} from '../world/binding.js';
+import { csiVolumeName } from '../world/provisioning.js';
+import {
+  bindingModeOf,
+  claimClassName,
+  classParameters,
+  reclaimPolicyOf,
+  requisiteOf,
+  storageClassOf,
+} from '../world/storage-class.js';
+import { requestClaimExists } from './provisioning.js';
+import type { ControllerOperation, ControllerWorld } from './types.js';
+
+type ControllerClaims = Claims<ControllerOperation>;
+
+/** The node of the first pod (by uid) scheduled with this claim: its first consumer. */
+function consumerNode(world: ControllerWorld, pvc: PersistentVolumeClaim): NodeName | undefined {
+  const key = objectKey('PersistentVolumeClaim', pvc.metadata.name, pvc.metadata.namespace);
+  for (const uid of [...(world.podsByObject.get(key) ?? [])].sort()) {
+    const record = world.pods.get(uid);
+    if (record !== undefined && record.node !== null && !record.terminated) return record.node;
+  }
+  return undefined;
+}
+
+/**
+ * A node's topology for a driver: the Node's labels under the keys of the driver's
+ * accessible topology (as the external-provisioner reads the keys CSINode lists from the
+ * Node's labels). No keys or no labels: no topology.
+ */
+function nodeTopologyOf(world: ControllerWorld, driver: string, node: string) {
+  const keys = Object.keys(world.plugins.get(driver)?.csi?.accessibleTopology ?? {});
+  const object = world.objects.get(objectKey('Node', node));
+  const labels = object?.kind === 'Node' ? (object.metadata.labels ?? {}) : {};
+  const topology: Record<string, string> = {};
+  for (const k of keys) if (labels[k] !== undefined) topology[k] = labels[k];
+  return topology;
+}
+
+/** The class this controller provisions the claim with now, and the selected node (WFFC). */
+function provisioningClassOf(world: ControllerWorld, pvc: PersistentVolumeClaim) {
+  const lookup = lookupOf(world.objects);
+  const className = claimClassName(pvc, lookup);
+  if (className === '') return undefined; // "": static PVs without a class only
+  const sc = storageClassOf(lookup, className);
+  if (sc === undefined || world.plugins.get(sc.provisioner)?.csi?.createDelete !== true) return;
+  if (bindingModeOf(sc) !== 'WaitForFirstConsumer') return { sc, node: undefined };
+  const node = consumerNode(world, pvc);
+  return node === undefined ? undefined : { sc, node };
+}
+
+/** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
+function requestOf(
+  world: ControllerWorld,
+  pvc: PersistentVolumeClaim,
+  sc: StorageClass,
+  node: NodeName | undefined,
+): { request: ProvisionRequest; refused?: string } {
+  const params = classParameters(sc);
+  const topology = node === undefined ? {} : nodeTopologyOf(world, sc.provisioner, node);
+  const requisite = requisiteOf(sc, { name: node ?? '', topology }, node !== undefined);
+  const uid = claimUid(pvc);
+  const request: ProvisionRequest = {
+    claim: { namespace: pvc.metadata.namespace ?? 'default', name: pvc.metadata.name, uid },
+    storageClassName: sc.metadata.name,
+    driver: sc.provisioner,
+    name: `pvc-${uid}`,
+    requiredBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
+    accessModes: [...(pvc.spec.accessModes ?? [])],
+    volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
+    fsType: params.ok ? params.fsType : '',
+    mountOptions: [...(sc.mountOptions ?? [])],
+    parameters: params.ok ? params.parameters : {},
+    reclaimPolicy: reclaimPolicyOf(sc),
+    requisite: requisite.ok ? requisite.requisite : [],
+    ...(node === undefined ? {} : { selectedNode: node }),
+  };
+  const refused = !params.ok ? params.error : !requisite.ok ? requisite.error : undefined;
+  const prefix = `failed to provision volume with StorageClass "${sc.metadata.name}"`;
+  return refused === undefined ? { request } : { request, refused: `${prefix}: ${refused}` };
+}
+
+/** The claim a provisioning plan looks at: unbound, not pre-bound, not being deleted, Pending. */
+function unboundClaim(world: ControllerWorld, key: string): PersistentVolumeClaim | undefined {
+  const object = world.objects.get(key);
+  if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) return;
+  if (object.metadata.deletionTimestamp !== undefined) return;
+  if ((object.spec.volumeName ?? '') !== '') return;
+  const phase = object.status?.phase;
+  return phase === undefined || phase === 'Pending' ? object : undefined;
+}
+
+function provisionOp(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+  made: { request: ProvisionRequest; refused?: string },
+): ControllerOperation {
+  return {
+    op: 'provision',
+    volume,
+    node: NodeName(''),
+    key: { volume, pod: '', node: '' },
+    cause: world.causes.get(volume) ?? world.bindingCause,
+    provision: made.request,
+    ...(made.refused === undefined ? {} : { refused: made.refused }),
+  };
+}
+
+/** provisionClaim for each unbound claim no static PV serves (sorted by key). */
+function planProvisions(world: ControllerWorld, claims: ControllerClaims): void {
+  let taken: ReadonlyMap<string, string> | undefined;
+  for (const key of [...world.unboundClaims].sort()) {
+    const pvc = unboundClaim(world, key);
+    if (pvc === undefined) continue;
+    const chosen = provisioningClassOf(world, pvc);
+    if (chosen === undefined) continue;
+    const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+    // Made already: the binder binds the claim to it (the PV's claimRef names it).
+    if (world.objects.has(objectKey('PersistentVolume', `pvc-${claimUid(pvc)}`))) continue;
+    taken ??= boundVolumes(world.objects, world.bindings);
+    if (findVolumeForClaim(pvc, world.objects, taken).ok) continue; // a static PV first
+    claims.tryRun(provisionOp(world, volume, requestOf(world, pvc, chosen.sc, chosen.node)));
+  }
+  // A CreateVolume that may have taken effect for a claim now gone: retried, same request.
+  for (const [volume, record] of world.provisioning.inFlight) {
+    if (!record.mayExist || requestClaimExists(world, record.request)) continue;
+    claims.tryRun(provisionOp(world, volume, { request: record.request }));
+  }
+}
+
+/** Is the claim a PV's claimRef names gone (or made again: another uid)? */
+function isReleased(world: ControllerWorld, pvName: string): boolean {
+  const pv = world.objects.get(objectKey('PersistentVolume', pvName));
+  const ref = pv?.kind === 'PersistentVolume' ? pv.spec.claimRef : undefined;
+  if (ref?.name === undefined) return false;
+  const pvc = world.objects.get(objectKey('PersistentVolumeClaim', ref.name, ref.namespace));
+  const uid = (ref as { uid?: string }).uid;
+  return pvc?.kind !== 'PersistentVolumeClaim' || (uid !== undefined && claimUid(pvc) !== uid);
+}
+
+/** reclaimVolume: a Released provisioned PV with policy Delete, once detached everywhere. */
+function planReclaims(
+  world: ControllerWorld,
+  claims: ControllerClaims,
+  volumes: readonly UniqueVolumeName[] | undefined,
+): void {
+  const all = volumes === undefined || volumes.includes(bindingVolume);
+  const asked = all ? [...world.provisioning.provisioned.keys()].sort() : volumes;
+  for (const volume of asked) {
+    const pvName = world.provisioning.provisioned.get(volume);
+    if (pvName === undefined) continue;
+    const pv = world.objects.get(objectKey('PersistentVolume', pvName));
+    if (pv?.kind !== 'PersistentVolume') continue;
+    if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
+    if (!isReleased(world, pvName)) continue;
+    if (world.nodesByVolume.has(volume)) continue; // attached or wanted somewhere still
+    claims.tryRun({
+      op: 'deleteVolume',
+      volume,
+      node: NodeName(''),
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      pv: pvName,
+    });
+  }
+}
+
+/** Is some provisioning state waiting, so that a plan must look at storage at all? */
+export function controllerStorageWaits(world: ControllerWorld): boolean {
+  const p = world.provisioning;
+  return world.unboundClaims.size > 0 || p.inFlight.size > 0 || p.provisioned.size > 0;
+}
+
+/**
+ * The provisioner's and reclaimer's operations of one plan, claimed through `claims`: on a
+ * full plan, when claims or PVs changed (`bindingVolume`), or for a provisioned volume
+ * (`…^pvc-<uid>`: a retry, a finished operation, a detach done).
+ */
+export function planControllerStorage(
+  world: ControllerWorld,
+  claims: ControllerClaims,
+  volumes: readonly UniqueVolumeName[] | undefined,
+): void {
+  if (!controllerStorageWaits(world)) return;
+  const asked =
+    volumes === undefined || volumes.some((v) => v === bindingVolume || v.includes('^pvc-'));
+  if (!asked) return;
+  planProvisions(world, claims);
+  planReclaims(world, claims, volumes);
+}

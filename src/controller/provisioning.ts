@@ -1,0 +1,104 @@
+/**
+ * Dynamic provisioning in the leading controller's world (cluster mode: whoever binds
+ * claims provisions), folded as the kubelet's world folds it in standalone mode
+ * (src/world/fold-provisioning.ts), with one difference of Kubernetes' own: the
+ * provisioner records the PV `pvc-<claim uid>` with its claimRef (external-provisioner
+ * Provision), and the binder then binds the claim to it (pv_controller.go syncUnboundClaim
+ * finds the PV pre-bound to the claim), so the binding is a ClaimBound like any other and
+ * the cluster writes it, and creates the PV, in one fenced transaction.
+ *
+ * Pure: the fold's part; the decisions are the planner's (plan-provision.ts).
+ */
+import type { EventOf, ProvisionRequest } from '../events/index.js';
+import { type ClusterObject, objectKey } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
+import { bindingVolume, claimUid } from '../world/binding.js';
+import { provisionedPv } from '../world/fold-provisioning.js';
+import { csiVolumeName } from '../world/provisioning.js';
+import { provisionedByAnnotation } from '../world/storage-class.js';
+import type { RunningOp } from '../world/types.js';
+import type { ControllerWorld } from './types.js';
+
+/** The CSI volume a provisioned PV holds (`kubernetes.io/csi/<driver>^<handle>`), if it is one. */
+function provisionedVolumeOf(object: ClusterObject | undefined): UniqueVolumeName | undefined {
+  if (object?.kind !== 'PersistentVolume') return undefined;
+  if (object.metadata.annotations?.[provisionedByAnnotation] === undefined) return undefined;
+  const csi = object.spec.csi;
+  return csi?.volumeHandle === undefined ? undefined : csiVolumeName(csi.driver, csi.volumeHandle);
+}
+
+/** A PV appeared, changed or went: the provisioned ones are the reclaimer's to watch. */
+export function trackProvisionedPv(
+  world: ControllerWorld,
+  previous: ClusterObject | undefined,
+  next: ClusterObject | undefined,
+): void {
+  const { provisioned } = world.provisioning;
+  const before = provisionedVolumeOf(previous);
+  if (before !== undefined && provisioned.get(before) === previous!.metadata.name)
+    provisioned.delete(before);
+  const after = provisionedVolumeOf(next);
+  if (after !== undefined) provisioned.set(after, next!.metadata.name);
+}
+
+/** A provision operation started: its CreateVolume request is in flight from now on. */
+export function controllerProvisionStarted(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+  request: ProvisionRequest,
+): void {
+  const known = world.provisioning.inFlight.get(volume);
+  world.provisioning.inFlight.set(volume, { request, mayExist: known?.mayExist ?? false });
+}
+
+/** Does the claim a request was made for still exist (a claim made again is another)? */
+export function requestClaimExists(world: ControllerWorld, request: ProvisionRequest): boolean {
+  const { namespace, name, uid } = request.claim;
+  const pvc = world.objects.get(objectKey('PersistentVolumeClaim', name, namespace));
+  return pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid;
+}
+
+/**
+ * A provisioning call's outcome. CreateVolume answered OK: the PV is recorded with its
+ * claimRef and the binder is asked to look (a claim deleted meanwhile leaves it Released,
+ * and reclaim deletes it); failed finally: nothing was made, and a deleted claim's
+ * provisioning ends; failed maybe in progress: retried under the same name. DeleteVolume
+ * answered OK: the PV goes.
+ */
+export function foldControllerProvisioningCall(
+  world: ControllerWorld,
+  op: RunningOp,
+  event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
+): void {
+  const record = world.provisioning.inFlight.get(op.volume);
+  if (event.call === 'createVolume' && record !== undefined) {
+    if (event.type === 'CallStarted') record.mayExist = true;
+    else if (event.type === 'CallFailed') record.mayExist = event.error.kind === 'uncertain';
+    else if (event.provisioned !== undefined) {
+      const created = event.provisioned;
+      const capacityBytes =
+        created.capacityBytes > 0 ? created.capacityBytes : record.request.requiredBytes;
+      const pv = provisionedPv(record.request, { ...created, capacityBytes });
+      world.provisioning.inFlight.delete(op.volume);
+      const key = objectKey('PersistentVolume', pv.metadata.name);
+      trackProvisionedPv(world, world.objects.get(key), pv);
+      world.objects.set(key, pv);
+      world.bindingCause = world.seq;
+      world.dirty.add(bindingVolume);
+    }
+    if (
+      event.type === 'CallFailed' &&
+      !record.mayExist &&
+      !requestClaimExists(world, record.request)
+    )
+      world.provisioning.inFlight.delete(op.volume);
+    return;
+  }
+  if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
+    const name = world.provisioning.provisioned.get(op.volume);
+    if (name === undefined) return;
+    const key = objectKey('PersistentVolume', name);
+    trackProvisionedPv(world, world.objects.get(key), undefined);
+    world.objects.delete(key);
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The leading controller provisions (cluster mode: whoever binds claims provisions): every
+ * decision of its provisioning scenarios is re-planned by `vole verify`; the binding of a
+ * provisioned volume is the binder's ClaimBound after the CreateVolume that made its PV;
+ * WaitForFirstConsumer asks for the topology of the first consumer's node.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { MemorySink } from '../../src/engine/sink.js';
+import { verify } from '../../src/postmortem/index.js';
+import { parseScenario } from '../../src/sim/scenario.js';
+import { simulate } from '../../src/sim/simulate.js';
+
+const dir = join(import.meta.dirname, '..', 'scenarios');
+const scenarios = readdirSync(dir)
+  .filter((f) => f.startsWith('controller-provision-'))
+  .sort();
+
+async function run(file: string) {
+  const sink = new MemorySink();
+  const text = readFileSync(join(dir, file), 'utf8');
+  const result = await simulate(parseScenario(text, file), {
+    log: { sink, readAll: () => sink.events },
+  });
+  assert.deepEqual(result.failures, [], file);
+  return sink.events;
+}
+
+test('controller provisioning: the scenarios exist', () => {
+  assert.deepEqual(scenarios, [
+    'controller-provision-claim-deleted.yaml',
+    'controller-provision-lifecycle.yaml',
+  ]);
+});
+
+for (const file of scenarios) {
+  test(`controller provisioning: vole verify re-plans every decision of ${file}`, async () => {
+    const events = await run(file);
+    const report = verify(events);
+    assert.deepEqual(report.divergences, [], file);
+    assert.ok(events.some((e) => e.type === 'OperationStarted' && e.op === 'provision'));
+    assert.ok(events.some((e) => e.type === 'OperationStarted' && e.op === 'deleteVolume'));
+  });
+}
+
+test('controller provisioning: the PV made, the binder binds the claim to it; WaitForFirstConsumer asks for its node’s zone', async () => {
+  const events = await run('controller-provision-lifecycle.yaml');
+  const created = events.findIndex(
+    (e) =>
+      e.type === 'CallSucceeded' &&
+      e.call === 'createVolume' &&
+      e.provisioned?.volumeId === 'pvc-c-1',
+  );
+  const bound = events.findIndex(
+    (e) => e.type === 'ClaimBound' && e.claim === 'data' && e.volume === 'pvc-c-1',
+  );
+  assert.ok(created > 0 && bound > created, `CreateVolume at ${created}, ClaimBound at ${bound}`);
+  const late = events.find(
+    (e) =>
+      e.type === 'OperationStarted' && e.op === 'provision' && e.provision?.claim.name === 'late',
+  );
+  assert.ok(late?.type === 'OperationStarted');
+  assert.equal(late.provision?.selectedNode, 'node-2');
+  assert.deepEqual(late.provision?.requisite, [{ 'topology.example.com/zone': 'z2' }]);
+  const immediate = events.find(
+    (e) =>
+      e.type === 'OperationStarted' && e.op === 'provision' && e.provision?.claim.name === 'data',
+  );
+  assert.ok(immediate?.type === 'OperationStarted');
+  assert.equal(immediate.provision?.selectedNode, undefined);
+  assert.ok(
+    !events.some(
+      (e) =>
+        e.type === 'OperationStarted' &&
+        e.op === 'provision' &&
+        e.provision?.claim.name === 'first',
+    ),
+    'a static PV of the class is used first',
+  );
+});
