@@ -68,6 +68,8 @@ export class ClusterAgent {
   private lease: StoreLease | null = null;
   private publishedInUse: string | null = null;
   private csiNodeIds: Record<string, string> = {};
+  /** The topology segments its CSI drivers answered NodeGetInfo with: the Node's labels. */
+  private csiTopology: Record<string, string> = {};
   private csiPublishing: Promise<void> = Promise.resolve();
   private publishing = false;
   private stopped = false;
@@ -111,7 +113,8 @@ export class ClusterAgent {
     await this.registerNode();
     await this.keepHeartbeat();
     this.vm.subscribe((event) => {
-      if (event.type === 'CsiDriverRegistered') this.publishCsiNodeId(event.driver, event.nodeId);
+      if (event.type === 'CsiDriverRegistered')
+        this.publishCsiNodeId(event.driver, event.nodeId, event.caps.csi?.accessibleTopology ?? {});
       this.schedulePublish();
     });
     const trouble = (message: string) => this.say(`etcd: ${message}`);
@@ -240,17 +243,25 @@ export class ClusterAgent {
   /**
    * Publishes the node_id each CSI driver registered here answered NodeGetInfo with (the
    * controller names this node by it in ControllerPublishVolume), kept while a driver is
-   * away so a detach can still name the node; retried until etcd has it.
+   * away so a detach can still name the node, and its accessible topology (the controller
+   * labels the Node with it, as the kubelet does: WaitForFirstConsumer provisions there);
+   * retried until etcd has it.
    */
-  private publishCsiNodeId(driver: string, nodeId: string): void {
-    if (this.csiNodeIds[driver] === nodeId) return;
+  private publishCsiNodeId(driver: string, nodeId: string, topology: Record<string, string>): void {
+    const csiTopology = { ...this.csiTopology, ...topology };
+    const sameTopology = JSON.stringify(csiTopology) === JSON.stringify(this.csiTopology);
+    if (this.csiNodeIds[driver] === nodeId && sameTopology) return;
     this.csiNodeIds = { ...this.csiNodeIds, [driver]: nodeId };
+    this.csiTopology = csiTopology;
     const { client, keys, node } = this.opts;
     // One put at a time, each of the latest map: a late answer never puts an older one back.
     this.csiPublishing = this.csiPublishing.then(async () => {
       while (!this.stopped) {
         try {
-          await put(client, keys.csiNodeIds(node), JSON.stringify({ csiNodeIds: this.csiNodeIds }));
+          const topology =
+            Object.keys(this.csiTopology).length === 0 ? {} : { topology: this.csiTopology };
+          const value = { csiNodeIds: this.csiNodeIds, ...topology };
+          await put(client, keys.csiNodeIds(node), JSON.stringify(value));
           return;
         } catch (error) {
           this.say(`publishing CSI node IDs failed, retrying: ${(error as Error).message}`);

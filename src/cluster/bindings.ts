@@ -9,7 +9,8 @@
  *
  * A PV the leader provisioned (`pv.kubernetes.io/provisioned-by`, in its world only) is
  * created by the same transaction, compared absent: a deposed leader creates no volume
- * object, as it binds none.
+ * object, as it binds none. Once DeleteVolume removed a Released provisioned PV's volume,
+ * the PV is deleted from etcd, fenced the same way.
  *
  * A binding is written once the ClaimBound holding it is durable in etcd. A new leader
  * writes every binding of its log that etcd lacks, and a claim or PV written again without
@@ -101,6 +102,8 @@ function conflictOf(
 export class ClaimBindingWriter {
   /** Claim keys whose binding etcd may lack. */
   private readonly dirty = new Set<string>();
+  /** A running deleteVolume operation → its PV. */
+  private readonly deleting = new Map<string, string>();
   /** PV name → the claim key bound to it (a PV written again names its claim). */
   private readonly claimOfVolume = new Map<string, string>();
   private scheduled = false;
@@ -135,7 +138,13 @@ export class ClaimBindingWriter {
       if (provisioned || !claimHolds(pvc, binding) || !volumeHolds(pv, pvc)) this.dirty.add(key);
     }
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      if (event.type === 'ClaimBound') {
+      if (event.type === 'OperationStarted' && event.op === 'deleteVolume' && event.pv)
+        this.deleting.set(event.opId, event.pv);
+      else if (event.type === 'OperationFinished') this.deleting.delete(event.opId);
+      else if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
+        const pv = this.deleting.get(event.opId);
+        if (pv !== undefined) this.mark(`PersistentVolume//${pv}`);
+      } else if (event.type === 'ClaimBound') {
         const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
         this.claimOfVolume.set(event.volume, key);
         this.mark(key);
@@ -179,7 +188,11 @@ export class ClaimBindingWriter {
       await this.log.durable();
       for (let i = 0; i < claims.length; i++) {
         if (this.stopped || this.leadership.isLost) return;
-        const ok = await this.writeOne(claims[i]!).catch((error: Error) => {
+        const key = claims[i]!;
+        const write = key.startsWith('PersistentVolume/')
+          ? this.deleteOne(key)
+          : this.writeOne(key);
+        const ok = await write.catch((error: Error) => {
           this.say(`writing the binding of claim ${claims[i]} failed, retrying: ${error.message}`);
           return false;
         });
@@ -261,6 +274,27 @@ export class ClaimBindingWriter {
     const leader = await this.client.get(this.keys.leader);
     if (leader?.createRevision !== this.leadership.term)
       this.leadership.lose('a claim binding write was refused (fenced)');
+    return false;
+  }
+
+  /**
+   * Deletes a provisioned PV whose volume DeleteVolume removed (deleteVolumeOperation),
+   * fenced on the term and its mod revision; true when etcd no longer holds it, or holds
+   * another PV of that name now (not this provisioner's to delete), false to try again.
+   */
+  private async deleteOne(pvObjectKey: string): Promise<boolean> {
+    const name = pvObjectKey.slice('PersistentVolume//'.length);
+    if (this.cm.world.objects.has(pvObjectKey)) return true; // back in the world: not deleted
+    const pvKey = this.keys.object('PersistentVolume', name);
+    const pv = await this.read(pvKey, 'PersistentVolume');
+    if (pv === undefined) return true;
+    if (pv.object.metadata.annotations?.[provisionedByAnnotation] === undefined) return true;
+    const compares = [...this.leadership.fence(), { key: pvKey, modRevision: pv.modRevision }];
+    const result = await this.client.txn(compares, [{ delete: pvKey }]);
+    if (result.succeeded) return true;
+    const leader = await this.client.get(this.keys.leader);
+    if (leader?.createRevision !== this.leadership.term)
+      this.leadership.lose('a PersistentVolume delete was refused (fenced)');
     return false;
   }
 

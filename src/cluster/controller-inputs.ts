@@ -18,9 +18,10 @@ import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import type { KeyValue, KvStore } from './store.js';
 import { toLoggedObject } from '../sources/contents.js';
+import { provisionedByAnnotation } from '../world/storage-class.js';
 import {
   csiNodeIdAnnotation,
-  decodeCsiNodeIds,
+  decodeCsiNode,
   decodeVolumesInUse,
   parseStatusKey,
 } from './status.js';
@@ -75,11 +76,25 @@ function dropObjectKey(
   return undefined;
 }
 
+/**
+ * A PV this controller provisioned that etcd never held (no resourceVersion): the binding
+ * writer creates it with the claim's binding; until then it is the log's, not gone.
+ */
+function notWrittenYet(object: ClusterObject): boolean {
+  return (
+    object.kind === 'PersistentVolume' &&
+    object.metadata.annotations?.[provisionedByAnnotation] !== undefined &&
+    object.metadata.resourceVersion === undefined
+  );
+}
+
 export class ControllerInputs {
   private readonly nodeObjects = new Map<string, Node>();
   private readonly inUse = new Map<string, string[]>();
   /** Each node's CSI drivers and their node_id (the agent's status/<node>/csiNodeIds). */
   private readonly csiNodeIds = new Map<string, Record<string, string>>();
+  /** Each node's CSI topology segments: labels of its Node (the kubelet labels it so). */
+  private readonly csiTopology = new Map<string, Record<string, string>>();
   private readonly alive = new Set<string>();
   private readonly pods: PodsByKey;
   private readonly informers: PrefixInformer[] = [];
@@ -244,6 +259,7 @@ export class ControllerInputs {
     const before = [...this.inUse.keys(), ...this.csiNodeIds.keys()];
     this.inUse.clear();
     this.csiNodeIds.clear();
+    this.csiTopology.clear();
     for (const kv of kvs) this.putInUse(kv, false);
     for (const node of new Set([...before, ...this.inUse.keys(), ...this.csiNodeIds.keys()]))
       this.syncNode(node);
@@ -253,10 +269,11 @@ export class ControllerInputs {
   private putInUse(kv: KeyValue, sync = true): void {
     const parsed = parseStatusKey(this.keys, kv.key.toString());
     if (parsed?.field === 'csiNodeIds') {
-      const ids = decodeCsiNodeIds(kv);
-      if (ids === undefined)
+      const csi = decodeCsiNode(kv);
+      if (csi === undefined)
         return void this.say(`skipped ${kv.key.toString()}: not {csiNodeIds: {driver: id}}`);
-      this.csiNodeIds.set(parsed.node, ids);
+      this.csiNodeIds.set(parsed.node, csi.csiNodeIds);
+      this.csiTopology.set(parsed.node, csi.topology ?? {});
       if (sync) this.syncNode(parsed.node);
       return;
     }
@@ -270,8 +287,10 @@ export class ControllerInputs {
 
   private deleteInUse(key: string): void {
     const parsed = parseStatusKey(this.keys, key);
-    if (parsed?.field === 'csiNodeIds') this.csiNodeIds.delete(parsed.node);
-    else if (parsed?.field === 'volumesInUse') this.inUse.delete(parsed.node);
+    if (parsed?.field === 'csiNodeIds') {
+      this.csiNodeIds.delete(parsed.node);
+      this.csiTopology.delete(parsed.node);
+    } else if (parsed?.field === 'volumesInUse') this.inUse.delete(parsed.node);
     else return;
     this.syncNode(parsed.node);
   }
@@ -289,6 +308,8 @@ export class ControllerInputs {
         ...metadata.annotations,
         [csiNodeIdAnnotation]: JSON.stringify(ids),
       };
+    const topology = this.csiTopology.get(name) ?? {};
+    if (Object.keys(topology).length > 0) metadata.labels = { ...metadata.labels, ...topology };
     return {
       ...object,
       metadata,
@@ -322,7 +343,7 @@ export class ControllerInputs {
       this.useObject(object);
     }
     for (const [key, object] of [...this.cm.world.objects]) {
-      if (object.kind === 'Node' || listed.has(key)) continue;
+      if (object.kind === 'Node' || listed.has(key) || notWrittenYet(object)) continue;
       if (this.cm.isRunning) this.cm.removeObject(refOf(object));
     }
     for (const name of new Set([...nodesBefore, ...this.nodeNames()])) this.syncNode(name);

@@ -13,7 +13,11 @@ export const attachedVolume = z.object({ name: z.string(), devicePath: z.string(
 export type AttachedVolume = z.infer<typeof attachedVolume>;
 const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
 /** A node agent's CSI drivers and the node_id each answered NodeGetInfo with. */
-const csiNodeIdsValue = z.object({ csiNodeIds: z.record(z.string(), z.string()) });
+const csiNodeIdsValue = z.object({
+  csiNodeIds: z.record(z.string(), z.string()),
+  /** Their NodeGetInfo accessible_topology segments, merged: the Node's topology labels. */
+  topology: z.record(z.string(), z.string()).optional(),
+});
 
 /** The Node annotation the kubelet keeps its drivers' node IDs in (CSINode's predecessor). */
 export const csiNodeIdAnnotation = 'csi.volume.kubernetes.io/nodeid';
@@ -29,9 +33,14 @@ export function parseCsiNodeIds(text: string): Record<string, string> | undefine
 }
 
 export function decodeCsiNodeIds(kv: KeyValue): Record<string, string> | undefined {
+  return decodeCsiNode(kv)?.csiNodeIds;
+}
+
+/** The agent's CSI node status: its drivers' node IDs and their topology segments. */
+export function decodeCsiNode(kv: KeyValue): z.infer<typeof csiNodeIdsValue> | undefined {
   try {
     const parsed = csiNodeIdsValue.safeParse(JSON.parse(kv.value.toString()));
-    return parsed.success ? parsed.data.csiNodeIds : undefined;
+    return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   }

@@ -238,7 +238,7 @@ export class ClusterSim {
       const pvc: PersistentVolumeClaim = {
         apiVersion: 'v1',
         kind: 'PersistentVolumeClaim',
-        metadata: { name: `claim-${d}`, namespace: 'default' },
+        metadata: { name: `claim-${d}`, namespace: 'default', uid: `uid-claim-${d}` },
         spec: { volumeName: `pv-${d}`, accessModes: ['ReadWriteOnce'] },
       };
       objects.push({ put: this.keys.objectOf(pv), value: JSON.stringify(pv) });

@@ -124,7 +124,10 @@ export function withUid<T extends ManifestObject>(
   if (object.kind !== 'PersistentVolumeClaim' || object.metadata.uid !== undefined) return object;
   const namespace = object.metadata.namespace ?? 'default';
   const uid = uidFor(object, namespace, ids, set);
-  return { ...object, metadata: { ...object.metadata, uid } };
+  // In the order the object schema gives its keys, so the log's row is the same as read back.
+  const { name, namespace: given, ...rest } = object.metadata;
+  const metadata = { name, ...(given === undefined ? {} : { namespace: given }), uid, ...rest };
+  return { ...object, metadata };
 }
 
 function addDocument(

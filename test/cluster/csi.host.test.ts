@@ -232,9 +232,11 @@ test(
     assert.ok(await loopOverImage(), 'ControllerPublishVolume attached the image to a loop device');
     writeFileSync(join(target(), 'hello.txt'), 'written under the etcd controller\n');
 
-    // The agent published its driver's node_id; the controller has it on the Node it logged.
+    // The agent published its driver's node_id and topology; the controller has them on the
+    // Node it logged (the annotation, and the labels the kubelet would set).
     assert.deepEqual(JSON.parse((await client.get(keys.csiNodeIds('node-1')).string()) ?? 'null'), {
       csiNodeIds: { [driverName]: 'node-1' },
+      topology: { 'topology.disk.csi.vole.dev/node': 'node-1' },
     });
     const nodes = (await controllerLog()).flatMap((e) =>
       e.type === 'ObjectUpserted' && e.object.kind === 'Node' ? [e.object] : [],
@@ -243,6 +245,7 @@ test(
       nodes.at(-1)?.metadata.annotations?.['csi.volume.kubernetes.io/nodeid'],
       JSON.stringify({ [driverName]: 'node-1' }),
     );
+    assert.equal(nodes.at(-1)?.metadata.labels?.['topology.disk.csi.vole.dev/node'], 'node-1');
     const controllerRpcs = rpcsOf(await controllerLog());
     assert.deepEqual(
       controllerRpcs,
