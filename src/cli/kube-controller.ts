@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { defaultRoot } from '../host/paths.js';
-import { KubeController } from '../kube/controller.js';
+import { KubeController, type KubeControllerName, kubeControllers } from '../kube/controller.js';
 import { KubeHttp } from '../kube/http.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { exitLostLeadership } from './cluster-run.js';
@@ -26,6 +26,17 @@ export interface KubeControllerCommandOptions {
   /** Seconds (default 15, as kube-controller-manager's --leader-elect-lease-duration). */
   readonly leaseDuration?: string;
   readonly maxWaitForUnmount?: string;
+  /** Comma-separated: attachdetach, persistentvolume-binder (default attachdetach). */
+  readonly controllers?: string;
+}
+
+/** The --controllers list, each a name kubeControllers knows. */
+function controllersOf(text: string | undefined): KubeControllerName[] {
+  const names = (text ?? 'attachdetach').split(',').map((n) => n.trim());
+  for (const name of names)
+    if (!(kubeControllers as readonly string[]).includes(name))
+      throw new UsageError(`--controllers: "${name}" is not one of ${kubeControllers.join(', ')}`);
+  return names as KubeControllerName[];
 }
 
 function durationMs(text: string | undefined, fallback: number, what: string): number {
@@ -73,6 +84,7 @@ export async function kubeControllerCommand(
     leaseName: lease.name,
     leaseDurationMs,
     maxWaitForUnmountMs,
+    controllers: controllersOf(opts.controllers),
     logger,
     say,
     onManager: (cm) => showProgress(cm, say),

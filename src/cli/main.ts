@@ -241,6 +241,10 @@ program
     'with --kubeconfig: the Lease (kube-system/vole-attach-detach)',
   )
   .option('--lease-duration <duration>', 'with --kubeconfig: the Lease duration (15s)')
+  .option(
+    '--controllers <list>',
+    'with --kubeconfig: attachdetach (always) and persistentvolume-binder (writes claim bindings)',
+  )
   .action(
     (
       opts: ControllerCommandOptions &

@@ -29,10 +29,15 @@ import {
   coreRef as core,
   storageRef as storage,
 } from './informer.js';
+import { KubeClaimBinder } from './claim-binder.js';
 import { KubeLeadership } from './lease.js';
 import { PodEventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
 import { vaPlugin, VolumeAttachmentCache } from './va-plugin.js';
+
+/** The controllers `vole controller --kubeconfig --controllers` runs. */
+export const kubeControllers = ['attachdetach', 'persistentvolume-binder'] as const;
+export type KubeControllerName = (typeof kubeControllers)[number];
 
 export interface KubeControllerOptions {
   readonly http: KubeHttp;
@@ -42,6 +47,11 @@ export interface KubeControllerOptions {
   readonly leaseName: string;
   readonly leaseDurationMs: number;
   readonly maxWaitForUnmountMs?: number;
+  /**
+   * What it runs in kube-controller-manager's place (default: attachdetach): with
+   * persistentvolume-binder it writes the claim bindings its planner makes (claim-binder.ts).
+   */
+  readonly controllers?: readonly KubeControllerName[];
   readonly logger: Logger;
   readonly say: (line: string) => void;
   /** Called with each new manager (the CLI shows its progress). */
@@ -206,6 +216,16 @@ export class KubeController {
     });
     writer.start();
     this.stops.push(unsubscribe, () => writer.stop());
+    if (this.opts.controllers?.includes('persistentvolume-binder') === true) {
+      const binder = new KubeClaimBinder({
+        http: this.opts.http,
+        cm,
+        fence: this.fence,
+        say: this.opts.say,
+      });
+      binder.start();
+      this.stops.push(() => binder.stop());
+    }
   }
 
   private startInformers(): void {
