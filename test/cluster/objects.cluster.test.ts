@@ -204,3 +204,35 @@ test(
     assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
   },
 );
+
+test(
+  'vole apply: a claim without metadata.uid keeps its stored UID when applied again; deleted and applied again, a new one',
+  { skip },
+  () => {
+    const file = join(dir, 'claim-no-uid.yaml');
+    writeFileSync(
+      file,
+      'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: default}\n' +
+        'spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n',
+    );
+    const key = '/vole/objects/PersistentVolumeClaim/default/data';
+    const uidNow = () =>
+      (JSON.parse(etcd.etcdctl('get', key, '--print-value-only')) as { metadata: { uid: string } })
+        .metadata.uid;
+    assert.match(
+      vole('apply', '--etcd', etcd.urls, '-f', file).stdout,
+      /persistentvolumeclaim\/default\/data created/,
+    );
+    const first = uidNow();
+    assert.match(first, /^[0-9a-f-]{36}$/);
+    assert.match(
+      vole('apply', '--etcd', etcd.urls, '-f', file).stdout,
+      /persistentvolumeclaim\/default\/data unchanged/,
+    );
+    assert.equal(uidNow(), first, 'an update keeps the UID (its volume stays pvc-<uid>)');
+    assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
+    vole('apply', '--etcd', etcd.urls, '-f', file);
+    assert.notEqual(uidNow(), first, 'created again: a new claim, a new volume');
+    assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
+  },
+);
