@@ -32,6 +32,7 @@ test('controller provisioning: the scenarios exist', () => {
   assert.deepEqual(scenarios, [
     'controller-provision-claim-deleted.yaml',
     'controller-provision-lifecycle.yaml',
+    'controller-provision-restart-mid-create.yaml',
   ]);
 });
 
