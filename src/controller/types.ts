@@ -72,7 +72,7 @@ export interface ControllerAttachment {
 export interface ControllerProvisioning {
   /** `…^pvc-<uid>` → its CreateVolume request, while it runs or may have taken effect. */
   readonly inFlight: Map<UniqueVolumeName, { request: ProvisionRequest; mayExist: boolean }>;
-  /** The CSI volume of each PV a provisioner made (pv.kubernetes.io/provisioned-by) → its name. */
+  /** The CSI volume of each PV a provisioner made (pv.kubernetes.io/provisioned-by) → its PV. */
   readonly provisioned: Map<UniqueVolumeName, string>;
 }
 

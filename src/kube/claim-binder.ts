@@ -8,9 +8,10 @@
  * it; then `status.phase: Bound`), then the claim (bindClaimToVolume: `spec.volumeName`,
  * annotations `pv.kubernetes.io/bound-by-controller` unless it named the PV already and
  * `pv.kubernetes.io/bind-completed`; then `status`: phase Bound, the PV's access modes and
- * capacity). A PV nobody claims gets phase Available (syncVolume). Each write is an update carrying the object's resourceVersion (a conflict is
- * read again) and is fenced on the Lease. Run kube-controller-manager with
- * `--controllers=*,-persistentvolume-binder-controller,…` beside it.
+ * capacity). A PV nobody claims gets phase Available (syncVolume). Each write is an update
+ * carrying the object's resourceVersion (a conflict is read again) and is fenced on the
+ * Lease. Run kube-controller-manager with `--controllers=*,-persistentvolume-binder-controller,…`
+ * beside it.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { kubeWriteRetryMs } from '../constants.js';
@@ -51,7 +52,8 @@ interface ApiPvc {
 
 const pvPath = (name: string) => `/api/v1/persistentvolumes/${encodeURIComponent(name)}`;
 const pvcPath = (namespace: string, name: string) =>
-  `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims/${encodeURIComponent(name)}`;
+  `/api/v1/namespaces/${encodeURIComponent(namespace)}/persistentvolumeclaims/` +
+  encodeURIComponent(name);
 
 function annotated(meta: ApiMeta, key: string): ApiMeta {
   if (meta.annotations?.[key] !== undefined) return meta;
@@ -209,7 +211,7 @@ export class KubeClaimBinder {
     return { ...pv, metadata, spec: { ...pv.spec, claimRef } };
   }
 
-  /** bindClaimToVolume: volumeName, bound-by-controller when it was not pre-bound, bind-completed. */
+  /** bindClaimToVolume: volumeName, bound-by-controller unless pre-bound, bind-completed. */
   private boundPvc(pvc: ApiPvc, pv: ApiPv): ApiPvc {
     let metadata = pvc.metadata;
     if (pvc.spec.volumeName !== pv.metadata.name)

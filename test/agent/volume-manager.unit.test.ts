@@ -177,7 +177,7 @@ test('agent: every event reaches a sink that writes only when flushed, the last 
   await vm.drainAndStop();
 });
 
-test('agent: a claim added without a UID gets a fresh one, kept by updates; created again, a new one', async () => {
+test('agent: a claim without a UID gets a fresh one, kept; made again, a new one', async () => {
   const { vm } = setup();
   const data = {
     kind: 'PersistentVolumeClaim' as const,

@@ -233,7 +233,7 @@ test(
   },
 );
 
-/** A PV as the provisioner records it (pv_controller.go provisionClaimOperation): in the log only. */
+/** A PV as the provisioner records it (provisionClaimOperation): in the leader's log only. */
 const provisionedPv = (name: string, claim: string) => ({
   apiVersion: 'v1',
   kind: 'PersistentVolume',
@@ -254,7 +254,8 @@ const provisionedPv = (name: string, claim: string) => ({
 });
 
 test(
-  'a PV the leader provisioned is created with its binding in one fenced transaction; a deposed leader creates none',
+  'a PV the leader provisioned is created with its binding in one fenced transaction; ' +
+    'a deposed leader creates none',
   { skip },
   async () => {
     const keys = new ClusterKeys('/b4/');

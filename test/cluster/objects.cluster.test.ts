@@ -206,7 +206,8 @@ test(
 );
 
 test(
-  'vole apply: a claim without metadata.uid keeps its stored UID when applied again; deleted and applied again, a new one',
+  'vole apply: a claim without metadata.uid keeps its stored UID when applied again; ' +
+    'deleted and applied again, a new one',
   { skip },
   () => {
     const file = join(dir, 'claim-no-uid.yaml');

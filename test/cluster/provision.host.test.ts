@@ -139,7 +139,8 @@ after(async () => {
 });
 
 test(
-  'cluster provisioning: WaitForFirstConsumer waits for the pod, then the controller creates, writes and binds the PV on its node',
+  'cluster provisioning: WaitForFirstConsumer waits for the pod, then the controller ' +
+    'creates, writes and binds the PV on its node',
   { skip, timeout: 120_000 },
   async () => {
     const claim = await json(keys.object('PersistentVolumeClaim', 'data', 'default'));
@@ -182,7 +183,8 @@ test(
 );
 
 test(
-  'cluster provisioning: the pod and the claim deleted, the volume is detached, then DeleteVolume and the PV goes',
+  'cluster provisioning: the pod and the claim deleted, the volume is detached, ' +
+    'then DeleteVolume and the PV goes',
   { skip, timeout: 120_000 },
   async () => {
     const claim = await json(keys.object('PersistentVolumeClaim', 'data', 'default'));

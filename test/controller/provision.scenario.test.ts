@@ -46,7 +46,10 @@ for (const file of scenarios) {
   });
 }
 
-test('controller provisioning: the PV made, the binder binds the claim to it; WaitForFirstConsumer asks for its node’s zone', async () => {
+const madeThenBound =
+  'controller provisioning: the PV made, the binder binds the claim to it; ' +
+  'WaitForFirstConsumer asks for its node’s zone';
+test(madeThenBound, async () => {
   const events = await run('controller-provision-lifecycle.yaml');
   const created = events.findIndex(
     (e) =>
