@@ -4,7 +4,8 @@
  * own, links cut, made lossy or slow and healed while pods move. CI runs the fixed,
  * named schedules of test/support/partition-schedules.ts; VOLE_PARTITION_SEED=N with
  * VOLE_PARTITION_RUNS=K (scripts/partition.sh) runs K seeded schedules from seed N instead,
- * VOLE_PARTITION_ONLY=NAME one schedule of the fixed set.
+ * VOLE_PARTITION_ONLY=NAME one named schedule (the CI set's, or leader-with-etcd-leader-in-minority,
+ * a known gap run as a todo).
  * After every schedule: converged, no ReadWriteOnce disk published on two nodes, the
  * controller log whole and sound (runSchedule). At the end: every pod deleted, nothing
  * mounted or attached, the agents' own logs verify, no namespace left.
@@ -20,6 +21,7 @@ import { netnsSkipReason } from '../support/netns.js';
 import { disks, nodes, PartitionCluster } from '../support/partition-cluster.js';
 import {
   ciSchedules,
+  namedSchedules,
   runSchedule,
   type Schedule,
   seededSchedule,
@@ -30,10 +32,12 @@ const skip = hostTestSkipReason() || etcdSkipReason() || netnsSkipReason();
 const { base } = skip === false ? hostSandbox('partition') : { base: '' };
 const seed = process.env.VOLE_PARTITION_SEED;
 const runs = Number(process.env.VOLE_PARTITION_RUNS ?? 1);
-const only = process.env.VOLE_PARTITION_ONLY; // one schedule of the CI set, by name
+const only = process.env.VOLE_PARTITION_ONLY; // one named schedule
 const schedules: readonly Schedule[] =
   seed === undefined
-    ? ciSchedules.filter((s) => only === undefined || s.name === only)
+    ? only === undefined
+      ? ciSchedules
+      : namedSchedules.filter((s) => s.name === only)
     : Array.from({ length: runs }, (_, i) => seededSchedule(Number(seed) + i));
 let c: PartitionCluster;
 
@@ -54,7 +58,8 @@ after(async () => {
 });
 
 for (const schedule of schedules) {
-  test(`partition: ${schedule.name}`, { skip, timeout: 150_000 }, async (t) => {
+  const todo = schedule.knownGap ?? false;
+  test(`partition: ${schedule.name}`, { skip, todo, timeout: 150_000 }, async (t) => {
     for (const line of await runSchedule(c, schedule)) t.diagnostic(line);
   });
 }
@@ -75,10 +80,14 @@ test(
       mounted.map((m) => m.mountPoint),
       [],
     );
-    const loops = (await listLoops()).filter((l) => l.backFile.startsWith(base));
-    assert.deepEqual(
-      loops.map((l) => l.backFile),
-      [],
+    let loops: string[] = [];
+    await eventually(
+      async () =>
+        (loops = (await listLoops()).map((l) => l.backFile).filter((f) => f.startsWith(base)))
+          .length === 0,
+      'no loop device left over the disk images',
+      15_000,
+      () => `loop devices: ${loops.join(', ')}\n${c.history()}`,
     );
     for (const node of nodes) {
       await c.procs.get(node)!.stop();
