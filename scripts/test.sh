@@ -35,6 +35,13 @@ if { ! command -v etcd >/dev/null || ! command -v etcdctl >/dev/null; } && [ "$(
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server etcd-client; } \
     || echo "etcd could not be installed: the cluster tests will skip"
 fi
+# The partition tests (test/cluster/partition.host.test.ts, netns.host.test.ts) cut links
+# between network namespaces with nftables; without nft they skip.
+if ! command -v nft >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "== installing nftables (for the partition tests)"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables; } \
+    || echo "nftables could not be installed: the partition tests will skip"
+fi
 # The real Kubernetes and CSI programs (test/peers/, docs/peers.md), built once from the Go
 # module proxy into a cache outside the tree; a warm run takes a second.
 echo "== peers (scripts/peers.sh)"

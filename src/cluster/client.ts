@@ -2,6 +2,7 @@
  * The etcd client of every cluster command: `--etcd URLS` (comma-separated client
  * endpoints) to an Etcd3 client, and etcd's errors to messages that say what to do.
  */
+import type { Metadata } from '@grpc/grpc-js';
 import { Etcd3 } from 'etcd3';
 import type { Clock } from '../clock.js';
 import { withoutResolutionNote } from '../csi/grpc-text.js';
@@ -27,8 +28,56 @@ function parseEndpoints(urls: string): string[] {
   return list;
 }
 
+/**
+ * gRPC keepalive pings while calls are open: a connection to a member behind a network
+ * partition (packets dropped, no reset) is found dead within about 9 s, and its calls fail
+ * and its watches start again (on a member etcd3 picks at random). Without them a
+ * standby's watch on the leader key stayed silent for good on a member cut off from it,
+ * and it never took over (test/cluster/partition.host.test.ts).
+ * etcd's server refuses pings more often than --grpc-keepalive-min-time (5 s by default),
+ * and any ping while no call is open (its permit-without-stream is off).
+ */
+export const grpcKeepalive = {
+  'grpc.keepalive_time_ms': 6_000,
+  'grpc.keepalive_timeout_ms': 3_000,
+  'grpc.keepalive_permit_without_calls': 0,
+};
+
 export function connect(urls: string, opts: { dialTimeoutMs?: number } = {}): Etcd3 {
-  return new Etcd3({ hosts: parseEndpoints(urls), dialTimeout: opts.dialTimeoutMs ?? 5_000 });
+  const client = new Etcd3({
+    hosts: parseEndpoints(urls),
+    dialTimeout: opts.dialTimeoutMs ?? 5_000,
+    grpcOptions: grpcKeepalive,
+  });
+  requireLeader(client);
+  return client;
+}
+
+/** The part of etcd3's connection pool that gives each call its metadata (not exported). */
+interface PoolWithMetadata {
+  pool?: { authenticator?: { getMetadata?: () => Promise<Metadata> } };
+}
+
+/**
+ * Every call and stream asks for a member with a leader (gRPC metadata `hasleader: true`,
+ * as Go's clientv3.WithRequireLeader and the kube-apiserver's watches do): a member cut
+ * off from the majority answers "no leader" at once instead of waiting for its own timeout,
+ * so the call is retried on another member, and etcd ends the watch streams of a member
+ * that lost its leader, so they start again. With it, a deposed leader cut off with an
+ * etcd minority exits in about 2 s instead of hanging on its last calls, and the agents'
+ * heartbeats stop flapping (test/cluster/partition.host.test.ts). etcd3 has no option for
+ * call metadata: its pool's metadata source is wrapped, checked to be there.
+ */
+function requireLeader(client: Etcd3): void {
+  const authenticator = (client as unknown as PoolWithMetadata).pool?.authenticator;
+  const getMetadata = authenticator?.getMetadata?.bind(authenticator);
+  if (authenticator === undefined || getMetadata === undefined)
+    throw new Error('etcd3 changed: its connection pool has no authenticator.getMetadata');
+  authenticator.getMetadata = async () => {
+    const metadata = (await getMetadata()).clone();
+    metadata.set('hasleader', 'true');
+    return metadata;
+  };
 }
 
 /** etcd's NOSPACE alarm: the backend quota is full. */

@@ -18,7 +18,18 @@ export interface EtcdMember {
   readonly clientUrl: string;
   readonly peerUrl: string;
   readonly dataDir: string;
+  /** Where the test itself reaches the member (clientUrl unless it lives in a namespace). */
+  readonly testUrl: string;
+  /** The command prefix the member runs under (e.g. nsenter into its network namespace). */
+  readonly prefix: readonly string[];
   process: ChildProcess | null;
+}
+
+/** Where member i runs: its own address (ports 2379/2380 there) and how the test reaches it. */
+export interface MemberPlacement {
+  readonly address: string;
+  readonly prefix: readonly string[];
+  readonly testUrl: string;
 }
 
 export interface EtcdClusterOptions {
@@ -26,6 +37,12 @@ export interface EtcdClusterOptions {
   /** etcd's --quota-backend-bytes: a small one fills fast (NOSPACE). */
   readonly quotaBackendBytes?: number;
   readonly startTimeoutMs?: number;
+  /** Members on addresses of their own (network namespaces) instead of 127.0.0.1 ports. */
+  readonly placement?: (i: number) => MemberPlacement;
+  /** The etcd binary (default: `etcd` on the PATH, Debian's etcd-server). */
+  readonly bin?: string;
+  /** etcd's --log-level (default warn; info keeps its elections in the member's log). */
+  readonly logLevel?: 'debug' | 'info' | 'warn' | 'error';
 }
 
 /**
@@ -94,6 +111,14 @@ async function postJson(url: string, body: unknown, timeoutMs = 1000): Promise<u
   return response.json();
 }
 
+export interface MemberStatus {
+  readonly memberId: string;
+  readonly leader: string;
+  readonly revision: number;
+  readonly raftIndex: number;
+  readonly raftTerm: number;
+}
+
 export class EtcdCluster {
   private readonly token = `vole-test-${process.pid}-${Date.now()}`;
 
@@ -107,11 +132,17 @@ export class EtcdCluster {
     const base = mkdtempSync(join(tmpdir(), 'vole-etcd-'));
     const members: EtcdMember[] = [];
     for (let i = 0; i < (opts.members ?? 3); i++) {
+      const placed = opts.placement?.(i);
+      const clientUrl = placed
+        ? `http://${placed.address}:2379`
+        : `http://127.0.0.1:${await freePort()}`;
       members.push({
         name: `m${i}`,
-        clientUrl: `http://127.0.0.1:${await freePort()}`,
-        peerUrl: `http://127.0.0.1:${await freePort()}`,
+        clientUrl,
+        peerUrl: placed ? `http://${placed.address}:2380` : `http://127.0.0.1:${await freePort()}`,
         dataDir: join(base, `m${i}`),
+        testUrl: placed?.testUrl ?? clientUrl,
+        prefix: placed?.prefix ?? [],
         process: null,
       });
     }
@@ -135,6 +166,16 @@ export class EtcdCluster {
     return this.members.map((m) => m.clientUrl);
   }
 
+  /** Where the test reaches the members, comma-separated (the client URLs without placement). */
+  get testUrls(): string {
+    return this.members.map((m) => m.testUrl).join(',');
+  }
+
+  /** The member's own log (etcd's output). */
+  logPath(i: number): string {
+    return join(this.base, `${this.members[i]!.name}.log`);
+  }
+
   private spawnMember(i: number, state: 'new' | 'existing'): void {
     const m = this.members[i]!;
     mkdirSync(m.dataDir, { recursive: true });
@@ -151,12 +192,14 @@ export class EtcdCluster {
       `--initial-cluster-token=${this.token}`,
       '--heartbeat-interval=100',
       '--election-timeout=1000',
-      '--log-level=warn',
+      `--log-level=${this.opts.logLevel ?? 'warn'}`,
       '--logger=zap',
     ];
     if (this.opts.quotaBackendBytes !== undefined)
       args.push(`--quota-backend-bytes=${this.opts.quotaBackendBytes}`);
-    const child = spawn('etcd', args, { stdio: ['ignore', out, out] });
+    const bin = this.opts.bin ?? 'etcd';
+    const [cmd, ...rest] = [...m.prefix, bin, ...args];
+    const child = spawn(cmd!, rest, { stdio: ['ignore', out, out] });
     closeSync(out);
     live.add(child);
     child.on('exit', () => live.delete(child));
@@ -187,7 +230,7 @@ export class EtcdCluster {
 
   async memberHealthy(i: number): Promise<boolean> {
     try {
-      const response = await fetch(`${this.members[i]!.clientUrl}/health`, {
+      const response = await fetch(`${this.members[i]!.testUrl}/health`, {
         signal: AbortSignal.timeout(1000),
       });
       const body = (await response.json()) as { health?: string };
@@ -213,19 +256,40 @@ export class EtcdCluster {
       if (this.members[i]!.process !== null) await this.waitMemberHealthy(i, timeoutMs);
   }
 
+  /** Member i's status as it answers it (raft term and index, its leader, revision), or null. */
+  async status(i: number): Promise<MemberStatus | null> {
+    try {
+      const body = (await postJson(`${this.members[i]!.testUrl}/v3/maintenance/status`, {})) as {
+        header?: { member_id?: string; revision?: string };
+        leader?: string;
+        raftIndex?: string;
+        raftTerm?: string;
+      };
+      return {
+        memberId: body.header?.member_id ?? '',
+        leader: body.leader ?? '0',
+        revision: Number(body.header?.revision ?? 0),
+        raftIndex: Number(body.raftIndex ?? 0),
+        raftTerm: Number(body.raftTerm ?? 0),
+      };
+    } catch {
+      return null;
+    }
+  }
+
   /** The index of the member that leads now (asked of the live members), or -1. */
   async leader(): Promise<number> {
     for (const m of this.members) {
       if (m.process === null) continue;
       try {
-        const status = (await postJson(`${m.clientUrl}/v3/maintenance/status`, {})) as {
+        const status = (await postJson(`${m.testUrl}/v3/maintenance/status`, {})) as {
           leader?: string;
         };
         if (status.leader === undefined || status.leader === '0') continue;
         for (let j = 0; j < this.members.length; j++) {
           const other = this.members[j]!;
           if (other.process === null) continue;
-          const own = (await postJson(`${other.clientUrl}/v3/maintenance/status`, {}).catch(
+          const own = (await postJson(`${other.testUrl}/v3/maintenance/status`, {}).catch(
             () => ({}),
           )) as { header?: { member_id?: string } };
           if (own.header?.member_id === status.leader) return j;
@@ -241,7 +305,7 @@ export class EtcdCluster {
   etcdctl(...args: string[]): string {
     const endpoints = this.members
       .filter((m) => m.process !== null)
-      .map((m) => m.clientUrl)
+      .map((m) => m.testUrl)
       .join(',');
     const result = spawnSync('etcdctl', [`--endpoints=${endpoints}`, ...args], {
       encoding: 'utf8',

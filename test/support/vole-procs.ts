@@ -8,10 +8,19 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
 
 const repo = join(import.meta.dirname, '../..');
+/** The moment the history's times count from (this module's load). */
+export const historyEpochMs = Date.now();
+
+/** `+12.345s` since historyEpochMs: the time stamp of history lines. */
+export function stamp(atMs = Date.now()): string {
+  return `+${((atMs - historyEpochMs) / 1000).toFixed(3)}s`;
+}
 
 export class VoleProcess {
   child: ChildProcess;
   output = '';
+  /** Every line the process printed (and its exits), each stamped with when it came. */
+  readonly history: string[] = [];
   restarts = 0;
   private ended = false;
 
@@ -19,22 +28,33 @@ export class VoleProcess {
     readonly name: string,
     private readonly args: string[],
     private readonly restartOnExit: boolean,
+    /** A command prefix, e.g. nsenter into a network namespace (it must exec, not fork). */
+    private readonly prefix: readonly string[] = [],
   ) {
     this.child = this.spawn();
   }
 
   private spawn(): ChildProcess {
-    const child = spawn(
+    const [cmd, ...rest] = [
+      ...this.prefix,
       process.execPath,
-      ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...this.args],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    child.stdout!.on('data', (d: Buffer) => (this.output += d.toString()));
-    child.stderr!.on('data', (d: Buffer) => (this.output += d.toString()));
+      '--import',
+      'tsx',
+      join(repo, 'src/cli/main.ts'),
+      ...this.args,
+    ];
+    const child = spawn(cmd!, rest, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const take = (d: Buffer) => {
+      this.output += d.toString();
+      const at = stamp();
+      for (const line of d.toString().split('\n'))
+        if (line !== '') this.history.push(`${at} ${line}`);
+    };
+    child.stdout!.on('data', take);
+    child.stderr!.on('data', take);
     child.on('exit', (code, signal) => {
       this.output += `[${this.name} exited: ${code ?? signal}]\n`;
+      this.history.push(`${stamp()} [exited: ${code ?? signal}]`);
       if (this.restartOnExit && !this.ended && this.child === child && signal !== 'SIGKILL') {
         this.restarts++;
         this.child = this.spawn();
