@@ -210,6 +210,20 @@ export class ControllerManager {
     this.append({ type: 'PodRemoved', tsMs: this.opts.clock.nowMs(), uid });
   }
 
+  /**
+   * What the API server shows attached as this controller begins to lead (another
+   * leader's work): the world adopts what it lacks before it plans anything.
+   */
+  attachmentsFound(
+    attachments: readonly { volume: string; node: string; pv: string; attached: boolean }[],
+  ): void {
+    this.append({
+      type: 'AttachmentsFound',
+      tsMs: this.opts.clock.nowMs(),
+      attachments: [...attachments],
+    });
+  }
+
   /** A manifest directory's changes, in the order that keeps references resolvable. */
   apply(changes: ManifestChanges): void {
     for (const object of changes.upsertObjects) this.upsertObject(object);

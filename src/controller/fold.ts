@@ -24,7 +24,7 @@ import {
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { referenceKeys } from '../world/references.js';
-import { resolvePod } from '../world/resolve.js';
+import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import {
   controllerProvisionStarted,
   foldControllerProvisioningCall,
@@ -456,6 +456,47 @@ function foldAttachmentsVerified(
   }
 }
 
+/**
+ * §4.2 populateActualStateOfWorld and processVolumeAttachments: what the API server showed
+ * attached when this engine began leading (another leader's work, not in this log). One the
+ * world lacks is added: confirmed when found attached, else uncertain. A CSI attachment the
+ * world holds that was not found is dropped: only a VolumeAttachment attaches a CSI volume.
+ */
+function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'AttachmentsFound'>): void {
+  const busy = new Set([...world.running.values()].map((op) => op.volume));
+  const found = new Set<string>();
+  for (const f of event.attachments) {
+    found.add(pairKey(f.volume, f.node));
+    if (world.attachments.has(pairKey(f.volume, f.node)) || busy.has(UniqueVolumeName(f.volume)))
+      continue;
+    const pv = world.objects.get(objectKey('PersistentVolume', f.pv));
+    const spec =
+      pv?.kind === 'PersistentVolume' ? resolvePersistentVolume(pv, world.plugins) : undefined;
+    if (spec === undefined || spec.volume !== f.volume || !spec.attachable) continue;
+    const node = NodeName(f.node);
+    if (f.attached) step(world, spec.volume, node, spec, { type: 'VERIFY_OK', devicePath: '' });
+    else {
+      step(world, spec.volume, node, spec, { type: 'ATTACH_START' });
+      step(world, spec.volume, node, null, { type: 'CRASH' });
+    }
+    touch(world, spec.volume);
+  }
+  // As at EngineStarted: each node's reported volumesInUse replaces "assume mounted".
+  for (const name of new Set(event.attachments.map((f) => NodeName(f.node)))) {
+    const record = world.nodes.get(name);
+    const object = world.objects.get(objectKey('Node', name));
+    if (record !== undefined && object?.kind === 'Node')
+      setNode(world, { ...record, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
+  }
+  for (const a of [...world.attachments.values()]) {
+    if (found.has(pairKey(a.volume, a.node)) || busy.has(a.volume)) continue;
+    if (!a.volume.startsWith(`${csiPluginName}/`)) continue;
+    if (!/^(attached|attachUncertain)/.test(a.state.value)) continue;
+    step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
+    touch(world, a.volume);
+  }
+}
+
 /** `vole detach --controller`: the request, and the planner's verdict on it. */
 function foldOperatorEvent(
   world: ControllerWorld,
@@ -506,6 +547,9 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       break;
     case 'AttachmentsVerified':
       foldAttachmentsVerified(world, event);
+      break;
+    case 'AttachmentsFound':
+      foldAttachmentsFound(world, event);
       break;
     case 'OperatorRequested':
     case 'OperatorRequestDecided':

@@ -310,6 +310,24 @@ export const eventSchemas = {
     node: z.string().min(1),
     volumes: z.array(z.object({ name: z.string(), attached: z.boolean() })),
   }),
+  /**
+   * What the API server showed attached when the controller began to lead (spec §4.2
+   * populateActualStateOfWorld): each Node's volumesAttached (attached) and each
+   * VolumeAttachment (attached as its status says), by unique volume name, node and PV.
+   * The world adds those it lacks and drops the CSI attachments not among them.
+   */
+  AttachmentsFound: z.object({
+    ...base,
+    type: z.literal('AttachmentsFound'),
+    attachments: z.array(
+      z.object({
+        volume: z.string().min(1),
+        node: z.string().min(1),
+        pv: z.string().min(1),
+        attached: z.boolean(),
+      }),
+    ),
+  }),
   OperationStarted: z.object({
     ...base,
     type: z.literal('OperationStarted'),
@@ -449,6 +467,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.NodeStatusObserved,
   eventSchemas.HostObserved,
   eventSchemas.AttachmentsVerified,
+  eventSchemas.AttachmentsFound,
   eventSchemas.OperationStarted,
   eventSchemas.CallStarted,
   eventSchemas.CallSucceeded,

@@ -30,6 +30,7 @@ import {
   storageRef as storage,
 } from './informer.js';
 import { KubeClaimBinder } from './claim-binder.js';
+import { attachmentsFound } from './found.js';
 import { KubeLeadership } from './lease.js';
 import { PodEventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
@@ -99,6 +100,8 @@ export class KubeController {
   private readonly known = new Map<string, ApiObject>();
   private drivers = new Map<string, boolean>();
   private restarting = false;
+  /** While the informers first list: their objects by kind, fed once all have listed. */
+  private pending: Map<string, Map<string, ApiObject>> | null = null;
 
   constructor(private readonly opts: KubeControllerOptions) {}
 
@@ -145,31 +148,45 @@ export class KubeController {
     return leadership.fence();
   };
 
+  /**
+   * Lists everything first, the engine not yet started: then EngineStarted, the objects,
+   * the attachments the API server shows (another leader's work), and the pods, in one go,
+   * so the planner's first look sees all of them (populateActualStateOfWorld, then the
+   * desired state, as Kubernetes' controller starts).
+   */
   private async lead(): Promise<void> {
-    const { http, say } = this.opts;
-    // The drivers first: the engine records its plugins when it starts.
-    const [pvs, csiDriverList] = await Promise.all([
-      http.get('/api/v1/persistentvolumes'),
-      http.get('/apis/storage.k8s.io/v1/csidrivers'),
-    ]);
-    const listed = [
-      ...((pvs.items ?? []) as ApiObject[]).map((o) => ({ ...o, kind: 'PersistentVolume' })),
-      ...((csiDriverList.items ?? []) as ApiObject[]).map((o) => ({ ...o, kind: 'CSIDriver' })),
-    ];
-    for (const o of listed)
-      this.known.set(objectKey(o.kind as ManifestObject['kind'], o.metadata.name), o);
+    const pending = new Map<string, Map<string, ApiObject>>();
+    this.pending = pending;
+    let halted = false;
+    const stopped = new Promise<void>((resolve) =>
+      this.stops.push(() => ((halted = true), resolve())),
+    );
+    this.startInformers();
+    await Promise.race([Promise.all(this.informers.map((i) => i.synced)), stopped]);
+    if (halted || this.pending !== pending) return; // stopped meanwhile
     this.drivers = csiDrivers(this.known.values());
     this.startManager();
-    say(`leading: CSI drivers [${driversText(this.drivers)}], log ${this.opts.db}`);
-    this.startInformers();
-    await Promise.all(this.informers.map((i) => i.synced));
-    // Pods last: their claims, PVs and Nodes are in the log before them.
-    const pods = this.watch(core('pods', 'Pod', 'spec.nodeName!='), {
-      upsert: (o) => this.onPod(o),
-      remove: (o) => this.podGone(o.metadata.uid ?? ''),
-      listed: (all) => this.dropUnlistedPods(all),
-    });
-    await pods.synced;
+    this.pending = null;
+    const of = (kind: string) => [...(pending.get(kind)?.values() ?? [])];
+    for (const kind of [
+      'Node',
+      'PersistentVolume',
+      'PersistentVolumeClaim',
+      'CSIDriver',
+    ] as const) {
+      for (const o of of(kind)) this.upsertObject(o);
+      this.dropUnlisted(kind, of(kind));
+    }
+    for (const o of of('VolumeAttachment')) this.upsertObject(o);
+    this.dropUnlisted('VolumeAttachment', of('VolumeAttachment'));
+    const found = attachmentsFound(of('Node'), of('PersistentVolume'), of('VolumeAttachment'));
+    this.cm?.attachmentsFound(found);
+    const pods = of('Pod');
+    for (const o of pods) this.onPod(o);
+    this.dropUnlistedPods(pods);
+    const what = found.map((f) => `${f.volume} on ${f.node}${f.attached ? '' : '?'}`).join(', ');
+    this.opts.say(`found ${found.length} attachment(s) on the API server before acting: ${what}`);
+    this.opts.say(`leading: CSI drivers [${driversText(this.drivers)}], log ${this.opts.db}`);
   }
 
   private startManager(): void {
@@ -229,27 +246,63 @@ export class KubeController {
   }
 
   private startInformers(): void {
-    this.watch(core('nodes', 'Node'), this.objectHandlers('Node'));
-    this.watch(
-      core('persistentvolumes', 'PersistentVolume'),
-      this.objectHandlers('PersistentVolume'),
-    );
+    const objects = (kind: ManifestObject['kind']) =>
+      this.buffered(kind, this.objectHandlers(kind));
+    this.watch(core('nodes', 'Node'), objects('Node'));
+    this.watch(core('persistentvolumes', 'PersistentVolume'), objects('PersistentVolume'));
     this.watch(
       core('persistentvolumeclaims', 'PersistentVolumeClaim'),
-      this.objectHandlers('PersistentVolumeClaim'),
+      objects('PersistentVolumeClaim'),
     );
-    this.watch(storage('csidrivers', 'CSIDriver'), this.objectHandlers('CSIDriver'));
-    this.watch(storage('volumeattachments', 'VolumeAttachment'), {
-      upsert: (o) => {
-        this.cache.set(o);
-        this.upsertObject(o);
-      },
-      remove: (o) => {
-        this.cache.remove(o.metadata.name);
-        this.removeObject(o);
-      },
+    this.watch(storage('csidrivers', 'CSIDriver'), objects('CSIDriver'));
+    const vas = this.buffered('VolumeAttachment', {
+      upsert: (o) => this.upsertObject(o),
+      remove: (o) => this.removeObject(o),
       listed: (all) => this.dropUnlisted('VolumeAttachment', all),
     });
+    this.watch(storage('volumeattachments', 'VolumeAttachment'), {
+      upsert: (o) => (this.cache.set(o), vas.upsert(o)),
+      remove: (o) => (this.cache.remove(o.metadata.name), vas.remove(o)),
+      listed: (all) => vas.listed?.(all),
+    });
+    this.watch(
+      core('pods', 'Pod', 'spec.nodeName!='),
+      this.buffered('Pod', {
+        upsert: (o) => this.onPod(o),
+        remove: (o) => this.podGone(o.metadata.uid ?? ''),
+        listed: (all) => this.dropUnlistedPods(all),
+      }),
+    );
+  }
+
+  /** Until every informer has listed, objects wait in `pending` (the drivers learn them). */
+  private buffered(kind: string, live: Omit<InformerHandlers, 'trouble'>) {
+    const key = (o: ApiObject) => `${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+    const held = () => {
+      const pending = this.pending;
+      if (pending === null) return undefined;
+      const map = pending.get(kind) ?? new Map<string, ApiObject>();
+      pending.set(kind, map);
+      return map;
+    };
+    return {
+      upsert: (o: ApiObject) => {
+        const map = held();
+        if (map === undefined) return live.upsert(o);
+        map.set(key(o), o);
+        if (kind === 'PersistentVolume' || kind === 'CSIDriver')
+          this.known.set(objectKey(kind, o.metadata.name), o);
+      },
+      remove: (o: ApiObject) => {
+        const map = held();
+        if (map === undefined) return live.remove(o);
+        map.delete(key(o));
+        this.known.delete(objectKey(kind as ManifestObject['kind'], o.metadata.name));
+      },
+      listed: (all: readonly ApiObject[]) => {
+        if (held() === undefined) live.listed?.(all);
+      },
+    };
   }
 
   private watch(ref: ResourceRef, handlers: Omit<InformerHandlers, 'trouble'>): KubeInformer {
@@ -367,6 +420,7 @@ export class KubeController {
 
   /** Stops at once: running calls are cut off, nothing more is written. */
   private async halt(): Promise<void> {
+    this.pending = null;
     const informers = this.informers;
     this.informers = [];
     for (const informer of informers) await informer.stop().catch(() => undefined);

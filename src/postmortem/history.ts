@@ -82,6 +82,12 @@ export function describeEvent(event: VoleEvent): string {
       return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
     case 'ReportRaised':
       return `${event.reason} on pod ${event.pod}: ${event.message}`;
+    case 'AttachmentsFound':
+      return `attachments found at the start of leading: ${
+        event.attachments
+          .map((a) => `${a.volume} on ${a.node}${a.attached ? '' : ' (not confirmed)'}`)
+          .join(', ') || 'none'
+      }`;
     case 'AttachmentsVerified':
       return `attachments on ${event.node} verified: ${
         event.volumes

@@ -203,6 +203,7 @@ export function fold(world: World, event: VoleEvent): World {
     // For people; the controller's; a driver gone (its calls fail until it comes back).
     case 'ReportRaised':
     case 'AttachmentsVerified':
+    case 'AttachmentsFound':
     case 'CsiDriverDeregistered':
       break;
     case 'OperationStarted':

@@ -324,7 +324,7 @@ function resolveOne(
           allocatable: input.allocatable,
         });
   if (!located.ok) return located;
-  const { pluginName, inline, pv, pvc, claimSizeBytes } = located.value;
+  const { pluginName, inline, pv } = located.value;
   // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
   const source: VolumeSource =
     inline && located.value.source.kind === 'csi'
@@ -332,10 +332,50 @@ function resolveOne(
       : located.value.source;
   const caps = input.plugins.get(pluginName);
   if (caps === undefined) return fail(noPlugin(v.name));
+  const readOnly = (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true;
+  const value = resolvedOf(located.value, source, caps, {
+    outerVolumeSpecName: v.name,
+    uid,
+    readOnly,
+    namespace,
+  });
+  return { ok: true, value };
+}
+
+/**
+ * A PV the attach/detach controller finds attached with no pod to say how (a
+ * VolumeAttachment, a Node's volumesAttached): resolved as a claim bound to it would be.
+ * undefined when no plugin serves it.
+ */
+export function resolvePersistentVolume(
+  pv: PersistentVolume,
+  plugins: ReadonlyMap<string, PluginCaps>,
+): ResolvedVolume | undefined {
+  const located = sourceOfPv(pv);
+  const caps = located === undefined ? undefined : plugins.get(located.pluginName);
+  if (located === undefined || caps === undefined) return undefined;
+  const readOnly = pv.spec.csi?.readOnly === true;
+  const outerVolumeSpecName = pv.metadata.name;
+  return resolvedOf(located, located.source, caps, {
+    outerVolumeSpecName,
+    uid: '',
+    readOnly,
+    namespace: '',
+  });
+}
+
+function resolvedOf(
+  located: Located,
+  source: VolumeSource,
+  caps: PluginCaps,
+  o: { outerVolumeSpecName: string; uid: string; readOnly: boolean; namespace: string },
+): ResolvedVolume {
+  const { pluginName, inline, pv, pvc, claimSizeBytes } = located;
+  const { uid, namespace } = o;
   // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
   const attachable = caps.attachable && !inline;
   const deviceMountable = caps.deviceMountable && !inline;
-  const innerVolumeSpecName = pv?.metadata.name ?? v.name;
+  const innerVolumeSpecName = pv?.metadata.name ?? o.outerVolumeSpecName;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
   const volume = UniqueVolumeName(
     // Flat: the world keeps it in four maps' keys and its records.
@@ -351,31 +391,28 @@ function resolveOne(
   );
   const accessModes = pv?.spec.accessModes ?? noAccessModes;
   return {
-    ok: true,
-    value: {
-      outerVolumeSpecName: v.name,
-      innerVolumeSpecName,
-      volume,
-      pluginName,
-      attachable,
-      deviceMountable,
-      requiresRemount: caps.requiresRemount,
-      multiAttachAllowed:
-        accessModes.length > 0 &&
-        !accessModes.includes('ReadWriteOnce') &&
-        !accessModes.includes('ReadWriteOncePod'),
-      volumeMode: pv?.spec.volumeMode ?? 'Filesystem',
-      sizeBytes: parseQuantityBytes(pv?.spec.capacity?.storage) ?? 0,
-      claimSizeBytes: claimSizeBytes ?? 0,
-      volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
-      readOnly: (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true,
-      accessModes,
-      source,
-      // Written for every volume (undefined without a claim): one shape for all, all its
-      // fields in the object (a spread put the last ones in a separate property array).
-      claim: pvc?.metadata.name,
-      claimNamespace: pvc === undefined ? undefined : namespace,
-    },
+    outerVolumeSpecName: o.outerVolumeSpecName,
+    innerVolumeSpecName,
+    volume,
+    pluginName,
+    attachable,
+    deviceMountable,
+    requiresRemount: caps.requiresRemount,
+    multiAttachAllowed:
+      accessModes.length > 0 &&
+      !accessModes.includes('ReadWriteOnce') &&
+      !accessModes.includes('ReadWriteOncePod'),
+    volumeMode: pv?.spec.volumeMode ?? 'Filesystem',
+    sizeBytes: parseQuantityBytes(pv?.spec.capacity?.storage) ?? 0,
+    claimSizeBytes: claimSizeBytes ?? 0,
+    volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
+    readOnly: o.readOnly,
+    accessModes,
+    source,
+    // Written for every volume (undefined without a claim): one shape for all, all its
+    // fields in the object (a spread put the last ones in a separate property array).
+    claim: pvc?.metadata.name,
+    claimNamespace: pvc === undefined ? undefined : namespace,
   };
 }
 

@@ -112,6 +112,13 @@ const samples: Record<string, Record<string, unknown>[]> = {
   AttachmentsVerified: [
     { ...base, type: 'AttachmentsVerified', node: 'n', volumes: [{ name: 'v', attached: true }] },
   ],
+  AttachmentsFound: [
+    {
+      ...base,
+      type: 'AttachmentsFound',
+      attachments: [{ volume: 'v', node: 'n', pv: 'pv', attached: false }],
+    },
+  ],
   OperationStarted: [
     {
       ...base,
