@@ -62,6 +62,15 @@ export class KubeLeadership {
     return Math.max(100, Math.floor(this.opts.leaseDurationMs / 5));
   }
 
+  /**
+   * How often a standby reads the Lease: finer than the leader renews, so that it sees the
+   * last renewal soon after it is made and takes an expired Lease within the duration plus
+   * about two polls (at most 250 ms each), not plus two retry periods.
+   */
+  private get pollMs(): number {
+    return Math.min(this.retryMs, 250);
+  }
+
   private get renewDeadlineMs(): number {
     return Math.floor((this.opts.leaseDurationMs * 2) / 3);
   }
@@ -85,7 +94,7 @@ export class KubeLeadership {
       } catch (error) {
         opts.say?.(`leader election: ${(error as Error).message}`);
       }
-      await sleep(leadership.retryMs);
+      await sleep(leadership.pollMs);
     }
   }
 

@@ -33,7 +33,9 @@ class FakeLeases {
     const rv = ((body as JsonObject).metadata as { resourceVersion?: string }).resourceVersion;
     const held = (this.lease?.metadata as { resourceVersion?: string } | undefined)
       ?.resourceVersion;
-    if (rv !== held) return Promise.reject(new KubeApiError(409, 'Conflict', 'modified'));
+    // As the API server: an update without a resourceVersion is unconditional.
+    if (rv !== undefined && rv !== held)
+      return Promise.reject(new KubeApiError(409, 'Conflict', 'modified'));
     return Promise.resolve(this.stamp(body as JsonObject));
   };
 
@@ -94,4 +96,23 @@ test('a standby takes the Lease once its holder stopped renewing for the duratio
   const spec = api.lease!.spec as { leaseTransitions: number };
   assert.equal(spec.leaseTransitions, 1);
   second.lose('test over');
+});
+
+test('a renewal racing a take: its PUT carries what it read, the 409 ends leadership', async () => {
+  const api = new FakeLeases();
+  const leader = await KubeLeadership.campaign(options(api, 'a', 600));
+  const lost = new Promise<string>((resolve) => leader.onLost((e) => resolve(e.message)));
+  // Between the leader's read and its write, b takes the Lease (as a standby that judged
+  // it expired would): the leader's write must not overwrite b's.
+  const get = api.get;
+  api.get = async () => {
+    const read = await get();
+    api.get = get;
+    const spec = { ...(api.lease!.spec as object), holderIdentity: 'b' };
+    await api.put('', { ...api.lease!, spec });
+    return read;
+  };
+  assert.match(await lost, /leadership lost: renewal refused: .*modified/);
+  assert.equal(api.holder(), 'b', "b's take stands");
+  await assert.rejects(leader.fence(), KubeLeadershipLost);
 });
