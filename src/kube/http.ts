@@ -3,7 +3,7 @@
  * KubeConfig applies them). Objects come back exactly as the API server wrote them (no
  * generated model classes, no Date conversion), so what enters the log is what it said.
  */
-import { request } from 'node:https';
+import { Agent, request } from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { kubeRequestTimeoutMs } from '../constants.js';
 
@@ -29,6 +29,12 @@ export const patchTypes = {
 
 export class KubeHttp {
   readonly server: string;
+  /**
+   * One keep-alive agent for every request: client-node makes a new agent per request, so
+   * each one paid a TCP connection, a TLS handshake and a parse of the CA. Made from the
+   * first request's TLS options (the kubeconfig's CA and client certificate).
+   */
+  private agent: Agent | undefined;
 
   constructor(readonly kc: KubeConfig) {
     const cluster = kc.getCurrentCluster();
@@ -87,6 +93,10 @@ export class KubeHttp {
       timeout: kubeRequestTimeoutMs,
     };
     await this.kc.applyToHTTPSOptions(options);
+    if (options.agent instanceof Agent && options.agent.constructor === Agent) {
+      this.agent ??= new Agent({ ...options.agent.options, keepAlive: true });
+      options.agent = this.agent;
+    }
     const { statusCode, text } = await send(url, options, payload);
     const parsed = text.length === 0 ? {} : (JSON.parse(text) as JsonObject);
     if (statusCode < 200 || statusCode >= 300) {
