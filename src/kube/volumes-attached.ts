@@ -74,27 +74,38 @@ export class VolumesAttachedWriter {
     });
   }
 
+  /** One fence for the batch, then every Node's patch at once (a Node is in one batch). */
   private async write(changes: Map<string, { name: string; devicePath: string }[]>): Promise<void> {
-    for (const [node, volumesAttached] of changes) {
-      if (this.stopped) return;
-      try {
-        await this.opts.fence();
-        await this.opts.http.patch(
-          `/api/v1/nodes/${encodeURIComponent(node)}/status`,
-          { status: { volumesAttached } },
-          'merge',
-        );
-      } catch (error) {
-        if (this.stopped) return;
-        if (error instanceof KubeApiError && error.statusCode === 404) continue; // Node gone
-        this.opts.say(
-          `volumesAttached of ${node} not written, retrying: ${(error as Error).message}`,
-        );
-        await new Promise((resolve) => setTimeout(resolve, kubeWriteRetryMs));
-        this.dirty.add(node);
-        this.schedule();
-      }
+    if (this.stopped) return;
+    try {
+      await this.opts.fence();
+    } catch (error) {
+      if (!this.stopped) this.retry([...changes.keys()], error as Error);
+      return;
     }
+    await Promise.all(
+      [...changes].map(async ([node, volumesAttached]) => {
+        try {
+          await this.opts.http.patch(
+            `/api/v1/nodes/${encodeURIComponent(node)}/status`,
+            { status: { volumesAttached } },
+            'merge',
+          );
+        } catch (error) {
+          if (this.stopped) return;
+          if (error instanceof KubeApiError && error.statusCode === 404) return; // Node gone
+          this.retry([node], error as Error);
+        }
+      }),
+    );
+  }
+
+  private retry(nodes: readonly string[], error: Error): void {
+    this.opts.say(`volumesAttached of ${nodes.join(', ')} not written, retrying: ${error.message}`);
+    setTimeout(() => {
+      for (const node of nodes) this.dirty.add(node);
+      this.schedule();
+    }, kubeWriteRetryMs);
   }
 
   async stop(): Promise<void> {
