@@ -9,7 +9,8 @@
  * itself broke.
  *
  * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6),
- * csi (§7), cluster (§8: a real etcd; skipped, saying so, without the etcd binary);
+ * csi (§7), cluster (§8: a real etcd; skipped, saying so, without the etcd binary), kube
+ * (§9: Kubernetes' attach/detach controller and vole's on a real kube-apiserver);
  * see each file.
  */
 import { spawnSync } from 'node:child_process';
@@ -41,6 +42,7 @@ const sections = [
   'controller',
   'csi',
   'cluster',
+  'kube',
 ] as const;
 type SectionName = (typeof sections)[number];
 
@@ -75,7 +77,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -143,6 +145,10 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
         logEvents,
         runs: Math.min(runs, 3),
       });
+    }
+    case 'kube': {
+      const { runKube } = await import('./kube.js');
+      return runKube({ pods: args.quick ? 100 : 500, nodes: args.quick ? 10 : 50 });
     }
     case 'cluster': {
       const { runCluster } = await import('./cluster.js');
