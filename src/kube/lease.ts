@@ -49,6 +49,7 @@ export class KubeLeadership {
   private lostError: KubeLeadershipLost | null = null;
   private readonly listeners = new Set<(error: KubeLeadershipLost) => void>();
   private timer: NodeJS.Timeout | null = null;
+  private fenceRead: Promise<JsonObject> | null = null;
 
   private constructor(private readonly opts: KubeLeaseOptions) {}
 
@@ -185,7 +186,10 @@ export class KubeLeadership {
       this.lose('renew deadline passed');
       throw this.lostError ?? new KubeLeadershipLost('lost');
     }
-    const current = await this.opts.http.get(this.path);
+    // Writes fenced at the same moment share one read: one that joins may get a read sent
+    // up to one round trip before it asked (the window below is a round trip either way).
+    this.fenceRead ??= this.opts.http.get(this.path).finally(() => (this.fenceRead = null));
+    const current = await this.fenceRead;
     const spec = (current.spec ?? {}) as LeaseSpec;
     const rv = ((current.metadata ?? {}) as { resourceVersion?: string }).resourceVersion;
     // A renewal may land between: the holder decides, the version is only a hint.
