@@ -36,7 +36,6 @@ import {
   startInformer,
   storageRef,
 } from '../../src/kube/informer.js';
-import { peersBinDir } from '../../test/support/peers.js';
 import { type Figure, progress, quantile, repoRoot, scratchDir, sleepMs } from './util.js';
 
 const driver = 'bench.csi.vole.dev';
@@ -394,6 +393,20 @@ async function round(
   return result;
 }
 
+/** The built peers' directory: VOLE_PEERS_BIN, else scripts/peers.sh (builds them once). */
+function peersBin(names: readonly string[]): string {
+  const given = process.env.VOLE_PEERS_BIN;
+  if (given !== undefined && given !== '') return given;
+  const run = spawnSync('bash', [join(repoRoot, 'scripts/peers.sh'), ...names], {
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const dir = run.stdout?.trim().split('\n').at(-1) ?? '';
+  if (run.status !== 0 || !existsSync(dir))
+    throw new Error(`scripts/peers.sh ${names.join(' ')} failed (status ${run.status})`);
+  return dir;
+}
+
 const ms = (values: readonly number[], q: number) => quantile(values, q);
 
 function figuresOf(results: Map<string, RoundResult>, pods: number, nodes: number): Figure[] {
@@ -428,7 +441,7 @@ export async function runKube(opts: { pods: number; nodes: number }): Promise<{
 }> {
   let bin: string;
   try {
-    bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager']);
+    bin = peersBin(['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager']);
   } catch (error) {
     const note = `no Kubernetes peers: ${(error as Error).message}`;
     return {
