@@ -3,7 +3,8 @@
  * KubeConfig applies them). Objects come back exactly as the API server wrote them (no
  * generated model classes, no Date conversion), so what enters the log is what it said.
  */
-import { Agent, request } from 'node:https';
+import { Agent, type AgentOptions, request } from 'node:https';
+import { createSecureContext } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
 import { kubeRequestTimeoutMs } from '../constants.js';
 
@@ -94,7 +95,7 @@ export class KubeHttp {
     };
     await this.kc.applyToHTTPSOptions(options);
     if (options.agent instanceof Agent && options.agent.constructor === Agent) {
-      this.agent ??= new Agent({ ...options.agent.options, keepAlive: true });
+      this.agent ??= keepAliveAgent(options.agent.options);
       options.agent = this.agent;
     }
     const { statusCode, text } = await send(url, options, payload);
@@ -106,6 +107,13 @@ export class KubeHttp {
     }
     return parsed;
   }
+}
+
+/** A keep-alive agent with one TLS context (each connection would build its own). */
+function keepAliveAgent(tls: AgentOptions): Agent {
+  const { ca, cert, key, pfx, passphrase } = tls;
+  const secureContext = createSecureContext({ ca, cert, key, pfx, passphrase });
+  return new Agent({ ...tls, keepAlive: true, secureContext });
 }
 
 function send(
