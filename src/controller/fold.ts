@@ -101,6 +101,19 @@ function reindexPair(world: ControllerWorld, volume: UniqueVolumeName, node: Nod
   else removeFromIndex(world.volumesByNode, node, volume);
 }
 
+/**
+ * Builds the indexes the fold keeps beside the records (podsByObject, nodesByVolume,
+ * volumesByNode) again from the records: snapshots leave them out.
+ */
+export function rebuildControllerIndexes(world: ControllerWorld): void {
+  world.podsByObject = new Map();
+  world.nodesByVolume = new Map();
+  world.volumesByNode = new Map();
+  for (const record of world.pods.values()) index(world, record.uid, indexKeys(record), true);
+  for (const entry of world.dsw.values()) reindexPair(world, entry.volume, entry.node);
+  for (const a of world.attachments.values()) reindexPair(world, a.volume, a.node);
+}
+
 /** The attachments of one volume (any state), by node. */
 export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) {
   const out: ControllerAttachment[] = [];
