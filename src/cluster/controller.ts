@@ -101,6 +101,7 @@ export async function loadControllerWorld(
 export class ClusterController {
   private cm: ControllerManager | null = null;
   private snapshotting = false;
+  private pacer: SnapshotPacer | null = null;
   private leadership: Leadership | null = null;
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
@@ -206,6 +207,7 @@ export class ClusterController {
   ): ControllerManager {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
     const pacer = new SnapshotPacer(last.bytes);
+    this.pacer = pacer;
     return ControllerManager.create({
       plugins: this.plugins,
       log: { sink: log, history: [], world },
@@ -272,6 +274,23 @@ export class ClusterController {
     const nodeId = ids?.[driver];
     if (nodeId !== undefined) this.knownCsiNodeIds.set(key, nodeId);
     return nodeId ?? this.knownCsiNodeIds.get(key);
+  }
+
+  /**
+   * Snapshots the world now, whatever the pacer says (the bench's failover rows; an
+   * operator's tool could too): resolves once it is written, or refused if one is under way.
+   */
+  async snapshotNow(): Promise<ClusterController['lastSnapshot']> {
+    const { cm, log, pacer } = this;
+    if (cm === null || log === null || pacer === null) throw new ClusterError('not leading');
+    if (this.snapshotting) throw new ClusterError('a snapshot is already being taken');
+    this.snapshotting = true;
+    try {
+      await this.snapshot(cm.world, log, pacer);
+    } finally {
+      this.snapshotting = false;
+    }
+    return this.lastSnapshot;
   }
 
   /** The last snapshot this replica saved: its size, its encode's slices, its write to etcd. */
