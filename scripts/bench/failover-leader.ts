@@ -42,10 +42,27 @@ const controller = new ClusterController({
   logger: pino({ level: 'silent' }),
   say: (line) => progress(`  controller a: ${line}`),
 });
-let lost = false;
-void controller.run(new AbortController().signal).then((r) => void (lost = r.lost));
+let lost: string | undefined;
+void controller.run(new AbortController().signal).then((r) => {
+  if (r.lost) lost = 'lost';
+});
+const loadDelay = monitorEventLoopDelay({ resolution: 10 });
+loadDelay.enable();
 const started = nowMs();
-await waitFor(attachedAll(controller, pods), `${pods} attachments`, 3_600_000);
+const attached = attachedAll(controller, pods);
+// A lease lost during the load (a machine too busy to answer keepalives) ends the run, saying so.
+await waitFor(
+  async () => (lost !== undefined ? true : attached()),
+  `${pods} attachments`,
+  3_600_000,
+);
+loadDelay.disable();
+if (lost !== undefined) {
+  process.stdout.write(
+    `${JSON.stringify({ lostDuringLoadAfterMs: nowMs() - started, loadLoopDelayMaxMs: loadDelay.max / 1e6 })}\n`,
+  );
+  process.exit(3);
+}
 const loadMs = nowMs() - started;
 const events = controller.world!.seq;
 gc();
@@ -57,10 +74,11 @@ const snapshot = await controller.snapshotNow();
 delay.disable();
 if (snapshot === undefined || snapshot.seq < events) throw new Error('failover bench: no snapshot');
 await new Promise((r) => setTimeout(r, leaseTtlSDefault * 1000));
-const leaseKept = !lost && (await client.get(keys.leader).string()) === 'a';
+const leaseKept = lost === undefined && (await client.get(keys.leader).string()) === 'a';
 process.stdout.write(
   `${JSON.stringify({
     loadMs,
+    loadLoopDelayMaxMs: loadDelay.max / 1e6,
     events,
     heapBytes,
     snapshotBytes: snapshot.bytes,

@@ -40,6 +40,8 @@ const prefix = '/failover/';
 /** What the leading process reports once it has snapshotted and kept leading one more TTL. */
 interface LeaderReport {
   loadMs: number;
+  /** The event loop's longest delay during the load (a lease lost then ends the run). */
+  loadLoopDelayMaxMs: number;
   events: number;
   heapBytes: number;
   snapshotBytes: number;
@@ -176,6 +178,10 @@ async function failoverAt(urls: string, pods: number): Promise<Row> {
   let b: ChildProcess | undefined;
   try {
     const report = await a.report;
+    if (!('events' in report))
+      throw new Error(
+        `failover bench: the leader lost its lease during the load: ${JSON.stringify(report)}`,
+      );
     b = replica(urls, prefix, 'b', leaseTtlSDefault);
     await new Promise((r) => setTimeout(r, 3_000)); // b starts and campaigns, waiting
     const killedAt = nowMs();
