@@ -32,6 +32,7 @@ import { Leadership } from '../../src/cluster/leadership.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
+import { valuesOf } from '../../src/controller/one-or-many.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
@@ -547,7 +548,7 @@ async function movePods(
     if (w.running.size > 0) return undefined;
     for (const i of moved) {
       const next = `node-${(i + 1) % nodes}`;
-      const a = [...(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never) ?? [])];
+      const a = [...valuesOf(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never))];
       if (a.length !== 1 || a[0] !== next) return undefined;
       if (
         w.attachments

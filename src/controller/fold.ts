@@ -37,6 +37,7 @@ import {
   type NodeRecord,
   pairKey,
 } from './types.js';
+import { addOne, removeOne, valuesOf } from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -94,9 +95,8 @@ function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
 /** Keeps nodesByVolume in step after a (volume, node) entry came or went. */
 function reindexPair(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
   const key = pairKey(volume, node);
-  if (world.dsw.has(key) || world.attachments.has(key))
-    addToIndex(world.nodesByVolume, volume, node);
-  else removeFromIndex(world.nodesByVolume, volume, node);
+  if (world.dsw.has(key) || world.attachments.has(key)) addOne(world.nodesByVolume, volume, node);
+  else removeOne(world.nodesByVolume, volume, node);
   if (world.attachments.has(key)) addToIndex(world.volumesByNode, node, volume);
   else removeFromIndex(world.volumesByNode, node, volume);
 }
@@ -117,7 +117,7 @@ export function rebuildControllerIndexes(world: ControllerWorld): void {
 /** The attachments of one volume (any state), by node. */
 export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) {
   const out: ControllerAttachment[] = [];
-  for (const node of world.nodesByVolume.get(volume) ?? []) {
+  for (const node of valuesOf(world.nodesByVolume.get(volume))) {
     const a = world.attachments.get(pairKey(volume, node));
     if (a !== undefined) out.push(a);
   }
@@ -179,8 +179,8 @@ function index(
   add: boolean,
 ): void {
   for (const key of keys) {
-    if (add) addToIndex(world.podsByObject, key, uid);
-    else removeFromIndex(world.podsByObject, key, uid);
+    if (add) addOne(world.podsByObject, key, uid);
+    else removeOne(world.podsByObject, key, uid);
   }
 }
 
@@ -230,7 +230,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
 }
 
 function reresolve(world: ControllerWorld, key: string): void {
-  for (const uid of [...(world.podsByObject.get(key) ?? [])].sort()) {
+  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, record.seq);
   }
