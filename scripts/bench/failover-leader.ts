@@ -3,7 +3,9 @@
  * can be SIGKILLed: a ClusterController with the default lease on a fake attachable
  * plugin loads the cluster, snapshots its whole world (in slices, as it does when its
  * pacer says), keeps leading for one more TTL, then prints one JSON line and waits to be
- * killed. Arguments: URLS PREFIX PODS.
+ * killed. Arguments: URLS PREFIX PODS [LOAD_TTL_S]: with LOAD_TTL_S, a first replica on
+ * that lease does the first load (attaching every disk), then stops, and a takes over on the
+ * default lease (loading the snapshot and the log, listing the cluster) before it snapshots.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pino from 'pino';
@@ -18,52 +20,90 @@ import { attachedAll, noJournal, waitFor } from './cluster.js';
 import { diskPlugin } from './generate.js';
 import { gc, heapUsedAfterGc, nowMs, progress } from './util.js';
 
-const [urls, prefix, podsText] = process.argv.slice(2);
+const [urls, prefix, podsText, loadTtlText] = process.argv.slice(2);
 if (urls === undefined || prefix === undefined || podsText === undefined) {
   process.stderr.write('usage: failover-leader URLS PREFIX PODS\n');
   process.exit(2);
 }
 const pods = Number(podsText);
+const loadTtlS = Number(loadTtlText ?? leaseTtlSDefault);
 const client = connect(urls);
 const keys = new ClusterKeys(prefix);
 gc();
 const heapBefore = heapUsedAfterGc();
-const controller = new ClusterController({
-  client: new EtcdStore(client),
-  keys,
-  identity: 'a',
-  plugins: [
-    new FakePlugin({
-      caps: caps(diskPlugin, { attachable: true }),
-      clock: new RealClock(),
-      journal: noJournal(),
-    }),
-  ],
-  logger: pino({ level: 'silent' }),
-  say: (line) => progress(`  controller a: ${line}`),
-});
-let lost: string | undefined;
-void controller.run(new AbortController().signal).then((r) => {
-  if (r.lost) lost = 'lost';
-});
+function replica(identity: string, leaseTtlS: number) {
+  const controller = new ClusterController({
+    client: new EtcdStore(client),
+    keys,
+    identity,
+    plugins: [
+      new FakePlugin({
+        caps: caps(diskPlugin, { attachable: true }),
+        clock: new RealClock(),
+        journal: noJournal(),
+      }),
+    ],
+    logger: pino({ level: 'silent' }),
+    leaseTtlS,
+    say: (line) => progress(`  controller ${identity}: ${line}`),
+  });
+  const stop = new AbortController();
+  const state: { lost?: string } = {};
+  const running = controller.run(stop.signal).then((r) => {
+    if (r.lost) state.lost = 'lost';
+  });
+  return { controller, state, stop: () => (stop.abort(), running) };
+}
+
+/** Until `pods` are attached, or the lease is lost (a busy machine); says which. */
+async function untilAttached(r: ReturnType<typeof replica>): Promise<boolean> {
+  const attached = attachedAll(r.controller, pods);
+  await waitFor(
+    async () => (r.state.lost !== undefined ? true : attached()),
+    `${pods} attachments`,
+    3_600_000,
+  );
+  return r.state.lost === undefined;
+}
+
+// Says when the event loop was held up for over a second, and at which seqs (on stderr).
+let current: ClusterController | undefined;
+let lastTickMs = nowMs();
+let lastSeq = 0;
+const stalls = setInterval(() => {
+  const seq = current?.world?.seq ?? 0;
+  const gapMs = nowMs() - lastTickMs;
+  if (gapMs > 1_000) progress(`  event loop held ${Math.round(gapMs)} ms, seq ${lastSeq} → ${seq}`);
+  lastTickMs = nowMs();
+  lastSeq = seq;
+}, 100);
 const loadDelay = monitorEventLoopDelay({ resolution: 10 });
 loadDelay.enable();
 const started = nowMs();
-const attached = attachedAll(controller, pods);
-// A lease lost during the load (a machine too busy to answer keepalives) ends the run, saying so.
-await waitFor(
-  async () => (lost !== undefined ? true : attached()),
-  `${pods} attachments`,
-  3_600_000,
-);
+let loaderMs: number | undefined;
+if (loadTtlS !== leaseTtlSDefault) {
+  // The first load on a longer lease (a busy machine stalls it); then a takes over on the default one.
+  const loader = replica('loader', loadTtlS);
+  current = loader.controller;
+  if (!(await untilAttached(loader))) throw new Error('failover bench: the loader lost its lease');
+  loaderMs = nowMs() - started;
+  await loader.stop();
+  progress(`  loader: ${pods} pods attached in ${Math.round(loaderMs)} ms; a takes over`);
+}
+const a = replica('a', leaseTtlSDefault);
+const controller = a.controller;
+current = controller;
+const aStarted = nowMs();
+const kept = await untilAttached(a);
 loadDelay.disable();
-if (lost !== undefined) {
+if (!kept) {
   process.stdout.write(
-    `${JSON.stringify({ lostDuringLoadAfterMs: nowMs() - started, loadLoopDelayMaxMs: loadDelay.max / 1e6 })}\n`,
+    `${JSON.stringify({ lostDuringLoadAfterMs: nowMs() - aStarted, loadLoopDelayMaxMs: loadDelay.max / 1e6 })}\n`,
   );
+  clearInterval(stalls);
   process.exit(3);
 }
-const loadMs = nowMs() - started;
+const loadMs = nowMs() - aStarted;
 const events = controller.world!.seq;
 gc();
 const heapBytes = heapUsedAfterGc() - heapBefore;
@@ -74,10 +114,11 @@ const snapshot = await controller.snapshotNow();
 delay.disable();
 if (snapshot === undefined || snapshot.seq < events) throw new Error('failover bench: no snapshot');
 await new Promise((r) => setTimeout(r, leaseTtlSDefault * 1000));
-const leaseKept = lost === undefined && (await client.get(keys.leader).string()) === 'a';
+const leaseKept = a.state.lost === undefined && (await client.get(keys.leader).string()) === 'a';
 process.stdout.write(
   `${JSON.stringify({
     loadMs,
+    ...(loaderMs === undefined ? {} : { loaderMs }),
     loadLoopDelayMaxMs: loadDelay.max / 1e6,
     events,
     heapBytes,
@@ -91,4 +132,5 @@ process.stdout.write(
     seq: controller.world!.seq,
   })}\n`,
 );
+clearInterval(stalls);
 await new Promise(() => undefined); // killed by the bench
