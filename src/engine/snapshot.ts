@@ -92,9 +92,9 @@ export interface SlicedFields<W> {
 }
 
 /** Entries per slice: a fixed count (not a time budget), so a simulated run stays one run byte for byte. */
-export const sliceEntries = 2_000;
+export const sliceEntries = 500;
 /** Bytes copied per slice when the frames are joined into one buffer. */
-const joinBytes = 32 * 2 ** 20;
+const joinBytes = 2 * 2 ** 20;
 
 interface Head<W> {
   readonly v8: string;
