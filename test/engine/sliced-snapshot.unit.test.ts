@@ -29,9 +29,10 @@ function settle(world: ControllerWorld): void {
     world.dirty = new Set();
     for (const op of controllerCore.plan(world, 0, { volumes }).operations) {
       const opId = `op-${world.seq + 1}`;
+      const call = op.op === 'provision' ? 'createVolume' : op.op;
       append(world, { type: 'OperationStarted', tsMs: 0, opId, ...controllerCore.decision(op) });
-      append(world, { type: 'CallStarted', tsMs: 0, opId, call: op.op });
-      append(world, { type: 'CallSucceeded', tsMs: 0, opId, call: op.op, devicePath: '/dev/x' });
+      append(world, { type: 'CallStarted', tsMs: 0, opId, call });
+      append(world, { type: 'CallSucceeded', tsMs: 0, opId, call, devicePath: '/dev/x' });
       append(world, { type: 'OperationFinished', tsMs: 0, opId, outcome: 'ok' });
     }
   }
