@@ -79,6 +79,7 @@ const layers: [string, number][] = [
   ['src/engine/book.ts', 1],
   ['src/engine/calls.ts', 1],
   ['src/controller/types.ts', 1],
+  ['src/controller/one-or-many.ts', 1],
   ['src/controller/fold.ts', 1],
   ['src/controller/invariants.ts', 1],
   ['src/controller/provisioning.ts', 1],

@@ -32,6 +32,7 @@ import { Leadership } from '../../src/cluster/leadership.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
+import { valuesOf } from '../../src/controller/one-or-many.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
@@ -184,7 +185,11 @@ async function appendFigures(urls: string, runs: number, count: number): Promise
   ];
 }
 
-function storageAndPod(i: number, node: string, prefix: string): { key: string; value: string }[] {
+export function storageAndPod(
+  i: number,
+  node: string,
+  prefix: string,
+): { key: string; value: string }[] {
   const keys = new ClusterKeys(prefix);
   const out: { key: string; value: string }[] = [];
   for (const event of podEvents(i, 0, 'p', { scratch: false }).events) {
@@ -198,7 +203,7 @@ function storageAndPod(i: number, node: string, prefix: string): { key: string; 
   return out;
 }
 
-async function putAll(
+export async function putAll(
   client: Etcd3,
   kvs: readonly { key: string; value: string }[],
   parallel = 4,
@@ -217,7 +222,7 @@ async function putAll(
   await Promise.all(Array.from({ length: parallel }, worker));
 }
 
-function nodeKvs(prefix: string, nodes: number): { key: string; value: string }[] {
+export function nodeKvs(prefix: string, nodes: number): { key: string; value: string }[] {
   const keys = new ClusterKeys(prefix);
   const out: { key: string; value: string }[] = [];
   for (let n = 0; n < nodes; n++) {
@@ -275,7 +280,7 @@ export async function runCluster(opts: ClusterBenchOptions): Promise<SectionResu
 
 const leaseTtlS = 2;
 
-function replica(urls: string, prefix: string, identity: string) {
+export function replica(urls: string, prefix: string, identity: string, ttlS = leaseTtlS) {
   const here = fileURLToPath(import.meta.url);
   const script = join(
     dirname(here),
@@ -287,12 +292,12 @@ function replica(urls: string, prefix: string, identity: string) {
     urls,
     prefix,
     identity,
-    String(leaseTtlS),
+    String(ttlS),
   ];
   return spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
-async function waitFor<T>(
+export async function waitFor<T>(
   fn: () => Promise<T | undefined>,
   what: string,
   timeoutMs = 30_000,
@@ -382,7 +387,7 @@ function timePlans(): { stats: { ms: number; calls: number }; restore: () => voi
 }
 
 /** A journal that keeps nothing: the fake plugin's call records are no part of the controller's heap. */
-function noJournal(): FakeCallRecord[] {
+export function noJournal(): FakeCallRecord[] {
   const journal: FakeCallRecord[] = [];
   journal.push = () => 0;
   return journal;
@@ -407,7 +412,10 @@ function newController(client: Etcd3, prefix: string): ClusterController {
 }
 
 /** Every pod's disk attached, nothing running: counted once nothing runs (O(world), so checked at most every 200 ms). */
-function attachedAll(controller: ClusterController, want: number): () => Promise<true | undefined> {
+export function attachedAll(
+  controller: ClusterController,
+  want: number,
+): () => Promise<true | undefined> {
   let lastMs = 0;
   return async () => {
     const w = controller.world;
@@ -540,7 +548,7 @@ async function movePods(
     if (w.running.size > 0) return undefined;
     for (const i of moved) {
       const next = `node-${(i + 1) % nodes}`;
-      const a = [...(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never) ?? [])];
+      const a = [...valuesOf(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never))];
       if (a.length !== 1 || a[0] !== next) return undefined;
       if (
         w.attachments

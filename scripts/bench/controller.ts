@@ -122,7 +122,7 @@ class Driver {
 }
 
 /** A world of `attachments` attached disks of pods spread over `nodes` nodes. */
-function buildWorld(attachments: number, nodes: number): ControllerWorld {
+export function buildWorld(attachments: number, nodes: number): ControllerWorld {
   const driver = new Driver();
   driver.start(nodes);
   for (let i = 0; i < attachments; i++) driver.addPod(i, nodes, t0);

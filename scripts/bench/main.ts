@@ -43,6 +43,7 @@ const sections = [
   'csi',
   'cluster',
   'kube',
+  'failover',
 ] as const;
 type SectionName = (typeof sections)[number];
 
@@ -77,7 +78,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube,failover] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -153,6 +154,14 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
     case 'cluster': {
       const { runCluster } = await import('./cluster.js');
       return runCluster({ runs: Math.min(runs, 3), quick: args.quick });
+    }
+    case 'failover': {
+      const { runFailover } = await import('./failover.js');
+      // BENCH_FAILOVER_PODS=1000,50000 runs fewer sizes (the machine may be shared).
+      const given = process.env.BENCH_FAILOVER_PODS?.split(',').map(Number);
+      return runFailover({
+        sizes: given ?? (args.quick ? [1_000, 15_000] : [1_000, 50_000, 150_000]),
+      });
     }
   }
 }

@@ -12,7 +12,7 @@ import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { NodeName, OpId, UniquePodName } from '../ids.js';
 import { objectRefOfKey } from './agent.js';
 import { LogRowTooLarge } from './etcd-log.js';
-import { PrefixInformer } from './informer.js';
+import { eachInTurns, PrefixInformer } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
@@ -332,16 +332,20 @@ export class ControllerInputs {
     if (!same(held, node) && this.cm.isRunning) this.upsert(node);
   }
 
-  private resetObjects(kvs: readonly KeyValue[]): void {
+  private async resetObjects(kvs: readonly KeyValue[]): Promise<void> {
     const listed = new Set<string>();
     const nodesBefore = new Set(this.nodeObjects.keys());
-    this.nodeObjects.clear();
-    for (const kv of kvs) {
+    // Node objects are gathered apart and swapped in at the end: a node composed between
+    // two turns (a heartbeat's watch) must not see half a list.
+    const nodeObjects: typeof this.nodeObjects = new Map();
+    await eachInTurns(kvs, (kv) => {
       const object = this.decode(kv);
-      if (object === undefined) continue;
+      if (object === undefined) return;
       listed.add(objectKey(object.kind, object.metadata.name, object.metadata.namespace));
-      this.useObject(object);
-    }
+      takeObject(this.cm, nodeObjects, object, (o) => this.upsert(o));
+    });
+    this.nodeObjects.clear();
+    for (const [name, node] of nodeObjects) this.nodeObjects.set(name, node);
     for (const [key, object] of [...this.cm.world.objects]) {
       if (object.kind === 'Node' || listed.has(key) || notWrittenYet(object)) continue;
       if (this.cm.isRunning) this.cm.removeObject(refOf(object));

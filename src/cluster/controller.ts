@@ -13,6 +13,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
+import type { SliceStats } from '../engine/snapshot.js';
 import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { objectKey } from '../events/k8s.js';
@@ -70,7 +71,11 @@ export async function loadControllerWorld(
   const fromSnapshot =
     loaded.snapshot === undefined
       ? undefined
-      : controllerCore.snapshot.decode(loaded.snapshot.data, loaded.snapshot.meta.format);
+      : // in slices: a new leader keeps its lease alive while it reads a large world
+        await controllerCore.snapshot.decodeSliced(
+          loaded.snapshot.data,
+          loaded.snapshot.meta.format,
+        );
   const world = fromSnapshot ?? controllerCore.initialWorld();
   if (world.seq + 1 < loaded.firstSeq)
     throw new ClusterError(
@@ -95,6 +100,8 @@ export async function loadControllerWorld(
 
 export class ClusterController {
   private cm: ControllerManager | null = null;
+  private snapshotting = false;
+  private pacer: SnapshotPacer | null = null;
   private leadership: Leadership | null = null;
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
@@ -199,8 +206,8 @@ export class ClusterController {
     last: { seq: number; bytes: number },
   ): ControllerManager {
     const everyEvents = this.opts.snapshotEveryEvents ?? controllerSnapshotEveryEventsDefault;
-    const codec = controllerCore.snapshot;
     const pacer = new SnapshotPacer(last.bytes);
+    this.pacer = pacer;
     return ControllerManager.create({
       plugins: this.plugins,
       log: { sink: log, history: [], world },
@@ -208,25 +215,35 @@ export class ClusterController {
         everyEvents,
         lastSeq: last.seq,
         save: (w) => {
+          if (this.snapshotting) return; // the previous one is still being encoded or written
           if (!pacer.due(log.stats.bytes)) return; // the log has not grown by the last snapshot's size yet
-          const snapshot = {
-            seq: w.seq,
-            tsMs: w.tsMs,
-            format: codec.format,
-            data: codec.encode(w),
-          };
-          pacer.saved(snapshot.data.length, log.stats.bytes);
-          void log
-            .saveSnapshot(snapshot, { compact: true })
-            .catch((error: Error) =>
-              this.say(`snapshot at seq ${w.seq} not saved: ${error.message}`),
-            );
+          this.snapshotting = true;
+          void this.snapshot(w, log, pacer).finally(() => (this.snapshotting = false));
         },
       },
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       clock: this.clock,
       logger: this.opts.logger,
     });
+  }
+
+  /**
+   * Encodes the world in slices (the event loop turns between them: keepalives, commits and
+   * the engine go on; the snapshot is the world at the seq it started at), then writes it.
+   */
+  private async snapshot(world: ControllerWorld, log: EtcdEventLog, pacer: SnapshotPacer) {
+    const { seq, tsMs } = world;
+    const codec = controllerCore.snapshot;
+    try {
+      const { data, stats } = await codec.encodeSliced(world);
+      pacer.saved(data.length, log.stats.bytes);
+      const writeStarted = this.clock.nowMs();
+      await log.saveSnapshot({ seq, tsMs, format: codec.format, data }, { compact: true });
+      const writeMs = this.clock.nowMs() - writeStarted;
+      this.lastSnapshot = { seq, bytes: data.length, encode: stats, writeMs };
+    } catch (error) {
+      this.say(`snapshot at seq ${seq} not saved: ${(error as Error).message}`);
+    }
   }
 
   /** Stops acting at once: running calls are cut off, nothing more is appended or published. */
@@ -258,6 +275,26 @@ export class ClusterController {
     if (nodeId !== undefined) this.knownCsiNodeIds.set(key, nodeId);
     return nodeId ?? this.knownCsiNodeIds.get(key);
   }
+
+  /**
+   * Snapshots the world now, whatever the pacer says (the bench's failover rows; an
+   * operator's tool could too): resolves once it is written, or refused if one is under way.
+   */
+  async snapshotNow(): Promise<ClusterController['lastSnapshot']> {
+    const { cm, log, pacer } = this;
+    if (cm === null || log === null || pacer === null) throw new ClusterError('not leading');
+    if (this.snapshotting) throw new ClusterError('a snapshot is already being taken');
+    this.snapshotting = true;
+    try {
+      await this.snapshot(cm.world, log, pacer);
+    } finally {
+      this.snapshotting = false;
+    }
+    return this.lastSnapshot;
+  }
+
+  /** The last snapshot this replica saved: its size, its encode's slices, its write to etcd. */
+  lastSnapshot: { seq: number; bytes: number; encode: SliceStats; writeMs: number } | undefined;
 
   get logStats(): EtcdEventLog['stats'] | undefined {
     return this.log?.stats;

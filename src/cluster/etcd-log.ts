@@ -56,6 +56,8 @@ const etcdLogLimits: LogLimits = {
   segmentsPerTxn: segmentsPerTxnMax,
 };
 const snapshotChunkBytes = 1024 * 1024;
+/** Segments folded between two turns of the event loop when a reader reads the log. */
+const segmentsPerTurn = 8;
 /** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
 const readPageSegments = 96;
 
@@ -209,7 +211,11 @@ export async function readLogEvents(
     // Every key holds at most segmentBytesMax: a page stays under gRPC's 4 MiB limit.
     const page = await store.range({ start, end, limit: readPageSegments, revision });
     revision = page.revision;
-    for (const kv of page.kvs) {
+    for (const [i, kv] of page.kvs.entries()) {
+      // A turn of the event loop every few segments (about a thousand events): a new
+      // leader folding a long tail keeps its lease's keepalives going.
+      if (i > 0 && i % segmentsPerTurn === 0)
+        await new Promise<void>((resolve) => setImmediate(resolve));
       const key = kv.key;
       for (const event of decoder.take(key, kv.value.toString())) {
         if (event.seq < next) continue; // the part of the first segment before fromSeq

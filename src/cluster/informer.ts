@@ -78,7 +78,8 @@ export async function listPrefix(
 
 export interface PrefixHandlers {
   /** Everything under the prefix at `revision` (the first list, and after a compaction). */
-  reset(kvs: readonly KeyValue[], revision: number): void;
+  /** May take turns of the event loop (a large list): the watch starts once it resolves. */
+  reset(kvs: readonly KeyValue[], revision: number): void | Promise<void>;
   put(kv: KeyValue): void;
   delete(key: string): void;
   /** A list or watch failed; it is retried (for progress lines and logs). */
@@ -130,7 +131,7 @@ export class PrefixInformer {
     const { kvs, revision } = await listPrefix(this.store, this.prefix);
     this.revision = revision;
     this.listed = true;
-    this.handlers.reset(kvs, this.revision);
+    await this.handlers.reset(kvs, this.revision);
   }
 
   private async watchFrom(revision: number): Promise<void> {
@@ -205,5 +206,21 @@ export class PrefixInformer {
     const watcher = this.watcher;
     this.watcher = null;
     await watcher?.cancel().catch(() => undefined);
+  }
+}
+
+/** Keys a list's handler applies between two turns of the event loop. */
+export const resetKeysPerTurn = 1_000;
+
+/**
+ * Applies `each` to every listed key, giving the event loop a turn every
+ * `resetKeysPerTurn`: a new leader's list of 455,000 keys folded in one go held the event
+ * loop (and the lease's keepalives) for seconds.
+ */
+export async function eachInTurns<T>(items: readonly T[], each: (item: T) => void): Promise<void> {
+  for (let i = 0; i < items.length; i++) {
+    if (i > 0 && i % resetKeysPerTurn === 0)
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    each(items[i]!);
   }
 }

@@ -4,7 +4,7 @@
  * manager's pod calls through it; a key whose pod was replaced (a new UID) removes the old pod.
  */
 import type { Pod } from '../events/k8s.js';
-import type { PrefixHandlers } from './informer.js';
+import { eachInTurns, type PrefixHandlers } from './informer.js';
 import { decodePod } from './objects.js';
 import type { KeyValue } from './store.js';
 
@@ -35,9 +35,11 @@ export class PodsByKey {
     };
   }
 
-  private reset(kvs: readonly KeyValue[]): void {
+  private async reset(kvs: readonly KeyValue[]): Promise<void> {
     const listed = new Set<string>();
-    for (const kv of kvs) if (this.put(kv)) listed.add(kv.key.toString());
+    await eachInTurns(kvs, (kv) => {
+      if (this.put(kv)) listed.add(kv.key.toString());
+    });
     for (const key of [...this.uids.keys()]) if (!listed.has(key)) this.delete(key);
   }
 

@@ -37,6 +37,7 @@ import {
   type NodeRecord,
   pairKey,
 } from './types.js';
+import { addOne, removeOne, valuesOf } from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -94,17 +95,29 @@ function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
 /** Keeps nodesByVolume in step after a (volume, node) entry came or went. */
 function reindexPair(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
   const key = pairKey(volume, node);
-  if (world.dsw.has(key) || world.attachments.has(key))
-    addToIndex(world.nodesByVolume, volume, node);
-  else removeFromIndex(world.nodesByVolume, volume, node);
+  if (world.dsw.has(key) || world.attachments.has(key)) addOne(world.nodesByVolume, volume, node);
+  else removeOne(world.nodesByVolume, volume, node);
   if (world.attachments.has(key)) addToIndex(world.volumesByNode, node, volume);
   else removeFromIndex(world.volumesByNode, node, volume);
+}
+
+/**
+ * Builds the indexes the fold keeps beside the records (podsByObject, nodesByVolume,
+ * volumesByNode) again from the records: snapshots leave them out.
+ */
+export function rebuildControllerIndexes(world: ControllerWorld): void {
+  world.podsByObject = new Map();
+  world.nodesByVolume = new Map();
+  world.volumesByNode = new Map();
+  for (const record of world.pods.values()) index(world, record.uid, indexKeys(record), true);
+  for (const entry of world.dsw.values()) reindexPair(world, entry.volume, entry.node);
+  for (const a of world.attachments.values()) reindexPair(world, a.volume, a.node);
 }
 
 /** The attachments of one volume (any state), by node. */
 export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) {
   const out: ControllerAttachment[] = [];
-  for (const node of world.nodesByVolume.get(volume) ?? []) {
+  for (const node of valuesOf(world.nodesByVolume.get(volume))) {
     const a = world.attachments.get(pairKey(volume, node));
     if (a !== undefined) out.push(a);
   }
@@ -166,8 +179,8 @@ function index(
   add: boolean,
 ): void {
   for (const key of keys) {
-    if (add) addToIndex(world.podsByObject, key, uid);
-    else removeFromIndex(world.podsByObject, key, uid);
+    if (add) addOne(world.podsByObject, key, uid);
+    else removeOne(world.podsByObject, key, uid);
   }
 }
 
@@ -217,7 +230,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
 }
 
 function reresolve(world: ControllerWorld, key: string): void {
-  for (const uid of [...(world.podsByObject.get(key) ?? [])].sort()) {
+  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, record.seq);
   }

@@ -21,6 +21,7 @@ import {
   type DesiredAttachment,
   pairKey,
 } from './types.js';
+import { valuesOf } from './one-or-many.js';
 
 export type { ControllerOperation } from './types.js';
 
@@ -213,7 +214,7 @@ function planAttachments(
   const desired: DesiredAttachment[] = [];
   for (const volume of volumes) {
     if (operator.decided.has(volume)) continue;
-    for (const node of world.nodesByVolume.get(volume) ?? []) {
+    for (const node of valuesOf(world.nodesByVolume.get(volume))) {
       const key = pairKey(volume, node);
       const a = world.attachments.get(key);
       if (a !== undefined) attachments.push(a);

@@ -12,6 +12,7 @@ import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from '../world/binding.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
+import type { OneOrMany } from './one-or-many.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -88,7 +89,8 @@ export interface ControllerWorld extends OperationBook {
   bindings: Map<string, ClaimBinding>;
   unboundClaims: Set<string>;
   bindingCause: Seq;
-  podsByObject: Map<string, Set<UniquePodName>>;
+  /** Object key → the pods that read it (one bare, a Set from two). */
+  podsByObject: Map<string, OneOrMany<UniquePodName>>;
   nodes: Map<NodeName, NodeRecord>;
   /** Keyed `volume@node`. */
   dsw: Map<string, DesiredAttachment>;
@@ -97,7 +99,7 @@ export interface ControllerWorld extends OperationBook {
    * The nodes each volume is desired on or attached to: what planning one volume and
    * its detach timers read, so an event costs O(change), not O(attachments).
    */
-  nodesByVolume: Map<UniqueVolumeName, Set<NodeName>>;
+  nodesByVolume: Map<UniqueVolumeName, OneOrMany<NodeName>>;
   /** The volumes attached (in any state) to each node: what a Node update touches. */
   volumesByNode: Map<NodeName, Set<UniqueVolumeName>>;
   /** volumesToReportAsAttached per node (§1.2): what node.status.volumesAttached shows. */

@@ -5,14 +5,18 @@
  * log with the core it names. A mode this version does not know is refused.
  */
 import { checkControllerVolume } from '../controller/invariants.js';
-import { foldController, initialControllerWorld } from '../controller/fold.js';
+import {
+  foldController,
+  initialControllerWorld,
+  rebuildControllerIndexes,
+} from '../controller/fold.js';
 import {
   type ControllerOperation,
   controllerDecision,
   describeControllerOperation,
   planController,
 } from '../controller/plan.js';
-import type { ControllerWorld } from '../controller/types.js';
+import { type ControllerPod, type ControllerWorld, pairKey } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
@@ -21,7 +25,7 @@ import { isReferenceIndex } from '../world/references.js';
 import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
 import { type Core, type EngineMode, engineModes } from './core.js';
-import { structuredCloneCodec } from './snapshot.js';
+import { type SlicedCodec, slicedCloneCodec, structuredCloneCodec } from './snapshot.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
 export const kubeletCore: Core<World, Operation> = {
@@ -65,8 +69,39 @@ export const kubeletCore: Core<World, Operation> = {
   }),
 };
 
+/** The desired and actual attachments of a pod's volumes on its node. */
+function* podPairs(
+  name: keyof ControllerWorld,
+  value: unknown,
+): Generator<readonly [keyof ControllerWorld & string, string]> {
+  if (name !== 'pods') return;
+  const record = value as ControllerPod;
+  if (record.node === null) return;
+  for (const v of record.volumes) {
+    yield ['dsw', pairKey(v.volume, record.node)];
+    yield ['attachments', pairKey(v.volume, record.node)];
+  }
+}
+
+function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): ControllerWorld | undefined {
+  if (!(world.reported instanceof Map && world.unboundClaims instanceof Set)) return undefined;
+  const revived: ControllerWorld = {
+    ...world,
+    // Snapshots from before operator requests existed hold none.
+    operator: world.operator ?? { pending: new Map(), holds: new Map() },
+    // Snapshots from before the controller provisioned hold none of its state.
+    provisioning: world.provisioning ?? { inFlight: new Map(), provisioned: new Map() },
+    dirty: new Set(),
+  };
+  // Format 4 leaves the fold's indexes out; format 3 holds them.
+  if (!(world.podsByObject instanceof Map)) rebuildControllerIndexes(revived);
+  return revived;
+}
+
 /** The attach/detach controller (spec/attach-detach-controller.md). */
-export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
+export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
+  readonly snapshot: SlicedCodec<ControllerWorld>;
+} = {
   mode: 'controller',
   initialWorld: initialControllerWorld,
   fold: foldController,
@@ -74,17 +109,20 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   decision: controllerDecision,
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
-  snapshot: structuredCloneCodec<ControllerWorld>(3, (world) =>
-    world.reported instanceof Map && world.unboundClaims instanceof Set
-      ? {
-          ...world,
-          // Snapshots from before operator requests existed hold none.
-          operator: world.operator ?? { pending: new Map(), holds: new Map() },
-          // Snapshots from before the controller provisioned hold none of its state.
-          provisioning: world.provisioning ?? { inFlight: new Map(), provisioned: new Map() },
-          dirty: new Set(),
-        }
-      : undefined,
+  // Format 4: written in slices (src/engine/snapshot.ts), so a leader encoding its world
+  // keeps its lease; format 3 (one structured-clone value) is still read.
+  snapshot: slicedCloneCodec<ControllerWorld>(
+    4,
+    {
+      maps: ['pods', 'objects', 'bindings', 'nodes', 'dsw', 'attachments', 'causes'],
+      sets: ['reported'],
+      derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
+      // A pod's specs are its desired and actual attachments' specs: one slice, one copy.
+      shared: ['dsw', 'attachments'],
+      companions: podPairs,
+    },
+    reviveControllerWorld,
+    structuredCloneCodec<ControllerWorld>(3, reviveControllerWorld),
   ),
 };
 

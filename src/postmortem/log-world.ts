@@ -17,6 +17,7 @@ import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
 import { podEntries } from '../world/by-pod.js';
+import { valuesOf } from '../controller/one-or-many.js';
 
 /** One pair's state: an attachment (volume × node) or a mount (volume × pod). */
 export interface PairState {
@@ -176,7 +177,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
     volumes: () => world.nodesByVolume.keys(),
     pairs(volume) {
       const out = new Map<string, PairState>();
-      for (const node of world.nodesByVolume.get(UniqueVolumeName(volume)) ?? []) {
+      for (const node of valuesOf(world.nodesByVolume.get(UniqueVolumeName(volume)))) {
         const a = world.attachments.get(`${volume}@${NodeName(node)}`);
         if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
       }

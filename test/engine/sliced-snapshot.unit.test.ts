@@ -1,0 +1,136 @@
+/**
+ * The controller's snapshots written in slices (src/engine/snapshot.ts): the same bytes
+ * in one call or in slices, the world it started at whatever is folded meanwhile, specs
+ * read back shared, the fold's indexes built again, and the event loop turning between
+ * slices. The time a slice takes is in the bench (failover rows), not asserted here.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { serialize } from 'node:v8';
+import { isDeepStrictEqual } from 'node:util';
+import { managedAnnotation } from '../../src/controller/index.js';
+import type { ControllerWorld } from '../../src/controller/types.js';
+import { controllerCore } from '../../src/engine/cores.js';
+import { sliceEntries } from '../../src/engine/snapshot.js';
+import type { NewEvent, VoleEvent } from '../../src/events/index.js';
+import { caps } from '../../src/plugins/types.js';
+import { claim, diskObjects, pod } from '../support/builders.js';
+
+const codec = controllerCore.snapshot;
+
+function append(world: ControllerWorld, event: NewEvent): void {
+  controllerCore.fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
+}
+
+/** Plans and carries out every dirty volume's operations at once (every call succeeds). */
+function settle(world: ControllerWorld): void {
+  while (world.dirty.size > 0) {
+    const volumes = world.dirty;
+    world.dirty = new Set();
+    for (const op of controllerCore.plan(world, 0, { volumes }).operations) {
+      const opId = `op-${world.seq + 1}`;
+      const call = op.op === 'provision' ? 'createVolume' : op.op;
+      append(world, { type: 'OperationStarted', tsMs: 0, opId, ...controllerCore.decision(op) });
+      append(world, { type: 'CallStarted', tsMs: 0, opId, call });
+      append(world, { type: 'CallSucceeded', tsMs: 0, opId, call, devicePath: '/dev/x' });
+      append(world, { type: 'OperationFinished', tsMs: 0, opId, outcome: 'ok' });
+    }
+  }
+}
+
+function podOn(i: number, nodeName: string): NewEvent {
+  const p = pod(`uid-${i}`, [claim(`disk-${i}`)]);
+  return { type: 'PodUpserted', tsMs: 0, pod: { ...p, spec: { ...p.spec, nodeName } } };
+}
+
+/** `pods` pods over 10 nodes, each with its attached disk. */
+function controllerWorld(pods: number): ControllerWorld {
+  const world = controllerCore.initialWorld();
+  append(world, {
+    type: 'EngineStarted',
+    tsMs: 0,
+    node: 'controller',
+    controllerAttachDetach: true,
+    plugins: [caps('fake.disk', { attachable: true })],
+    version: 'test',
+    mode: 'controller',
+    controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
+  });
+  for (let n = 0; n < 10; n++)
+    append(world, {
+      type: 'ObjectUpserted',
+      tsMs: 0,
+      object: {
+        apiVersion: 'v1',
+        kind: 'Node',
+        metadata: { name: `node-${n}`, annotations: { [managedAnnotation]: 'true' } },
+        status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse: [] },
+      },
+    });
+  for (let i = 0; i < pods; i++) {
+    for (const event of diskObjects(`disk-${i}`)) append(world, event);
+    append(world, podOn(i, `node-${i % 10}`));
+  }
+  settle(world);
+  return world;
+}
+
+const withoutDirty = (w: ControllerWorld) => ({ ...w, dirty: new Set() });
+
+test('sliced snapshot: more slices than one, the same bytes as one call, read back equal', async () => {
+  const world = controllerWorld(sliceEntries + 500);
+  assert.equal(world.attachments.size, sliceEntries + 500);
+  let turns = 0;
+  const { data, stats } = await codec.encodeSliced(world, async () => {
+    turns++;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  });
+  // pods, objects (PVs, claims, nodes), causes and the remaining maps: each ≥ 2 slices for the large ones
+  assert.ok(stats.slices >= 6, `${stats.slices} slices`);
+  assert.equal(turns, stats.slices - 1, 'a turn of the event loop between two slices');
+  assert.ok(codec.encode(world).equals(data), 'encoded in one call: the same bytes');
+  for (const decoded of [
+    codec.decode(data, codec.format),
+    await codec.decodeSliced(data, codec.format),
+  ]) {
+    assert.ok(decoded !== undefined, 'decodes');
+    assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+    assert.deepEqual(decoded.podsByObject, world.podsByObject, 'the pod index built again');
+    assert.deepEqual(decoded.nodesByVolume, world.nodesByVolume);
+    assert.deepEqual(decoded.volumesByNode, world.volumesByNode);
+    for (const record of decoded.pods.values()) {
+      const spec = record.volumes[0]!;
+      const key = `${spec.volume}@${record.node}`;
+      assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
+      assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
+    }
+  }
+});
+
+test('sliced snapshot: the world at the seq it started at, whatever is folded between slices', async () => {
+  const world = controllerWorld(sliceEntries + 10);
+  const before = codec.encode(world);
+  const seq = world.seq;
+  let turns = 0;
+  const { data } = await codec.encodeSliced(world, async () => {
+    // The engine goes on between slices: pods come and go, the node reports volumes in use.
+    const i = sliceEntries + 10 + turns++;
+    for (const event of diskObjects(`disk-${i}`)) append(world, event);
+    append(world, podOn(i, 'node-1'));
+    append(world, { type: 'PodRemoved', tsMs: 0, uid: `uid-${turns}` });
+    settle(world);
+  });
+  assert.ok(world.seq > seq && turns > 0, 'the world changed during the encode');
+  assert.ok(data.equals(before), 'the snapshot is the world as it was when the encode began');
+  assert.equal(codec.decode(data, codec.format)?.seq, seq);
+});
+
+test('sliced snapshot: a format-3 snapshot (one structured-clone value) is still read', () => {
+  const world = controllerWorld(20);
+  const { dirty: _dirty, ...rest } = world;
+  const old = serialize({ v8: process.versions.v8, world: rest });
+  const decoded = codec.decode(old, 3);
+  assert.ok(decoded !== undefined && isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)));
+  assert.equal(codec.decode(old, 2), undefined, 'another format is not read');
+  assert.equal(codec.decode(Buffer.from('not a snapshot'), codec.format), undefined);
+});
