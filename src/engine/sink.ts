@@ -21,6 +21,12 @@ export interface EventSink {
   push(event: NewEvent): Seq;
   /** Makes every pushed event durable (one transaction for the whole buffer). */
   flush(): void;
+  /**
+   * The engine's tick is over. A sink with a group commit of its own (the SQLite log)
+   * commits once a wait needs it or its lazy deadline passes, so it does nothing here;
+   * without this member the engine calls flush().
+   */
+  afterTick?(): void;
   close(): void;
   /**
    * For a log that can be blocked (disk full): undefined when every pushed event is durable
@@ -32,6 +38,8 @@ export interface EventSink {
   readonly writable?: boolean;
   /** Called each time a blocked log is written again. */
   onWritable?(listener: () => void): void;
+  /** Called after each commit that wrote events, with its duration (vole_append_latency_seconds). */
+  onCommitted?(listener: (seconds: number) => void): void;
 }
 
 /** An in-memory log: what `vole simulate` uses without `--db`. */
@@ -51,38 +59,4 @@ export class MemorySink implements EventSink {
   flush(): void {}
 
   close(): void {}
-}
-
-/**
- * The sink, with each flush that made events durable timed (vole_append_latency_seconds).
- * Everything else is the wrapped sink's own, the blocked-log members included: a wrapper
- * that dropped whenDurable would let a call touch the host while its log is full.
- */
-export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
-  let pending = 0;
-  const timed = (flush: () => Promise<void> | undefined): Promise<void> | undefined => {
-    if (pending === 0) return flush();
-    const startedNs = process.hrtime.bigint();
-    const waiting = flush();
-    // Blocked (the log is full): nothing was written, and the retry's wait is no latency.
-    if (waiting !== undefined || sink.writable === false) return waiting;
-    pending = 0;
-    observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
-    return undefined;
-  };
-  const wrapped: EventSink = {
-    push: (event) => {
-      pending++;
-      return sink.push(event);
-    },
-    flush: () => void timed(() => void sink.flush()),
-    close: () => sink.close(),
-    get writable() {
-      return sink.writable;
-    },
-  };
-  const { whenDurable, onWritable } = sink;
-  if (whenDurable !== undefined) wrapped.whenDurable = () => timed(() => whenDurable.call(sink));
-  if (onWritable !== undefined) wrapped.onWritable = (listener) => onWritable.call(sink, listener);
-  return wrapped;
 }
