@@ -5,9 +5,12 @@
  *
  * - `push` assigns the next seq (1, 2, 3 … with no gap) and buffers the event; the engine
  *   folds it at once, so the seq it returns must be the world's head + 1.
- * - `flush` makes every pushed event durable, in order, all or nothing; the engine calls
- *   it before any plugin call and after every plan, so a call never runs ahead of its log.
- *   A backend that cannot (lost leadership, a full disk) throws: the engine stops.
+ * - `flush` makes every pushed event durable, in order, all or nothing. A backend that
+ *   cannot (lost leadership, a full disk) throws: the engine stops.
+ * - `whenDurable` is what an operation waits on before its first call (each call, for the
+ *   controller), so a call never runs ahead of its OperationStarted (docs/reliability.md,
+ *   "Durable points"); without it, the engine flushes there. After every plan the engine
+ *   calls `afterTick`, or `flush` for a sink that only writes when flushed (etcd's).
  * - `close` flushes and releases the log.
  *
  * Readers need even less (src/postmortem/log-world.ts `ReadableLog`): `read` by seq range
