@@ -22,7 +22,7 @@ import type { ControllerOperation } from '../controller/plan.js';
 import { type ControllerWorld, pairKey } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
-import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
@@ -131,6 +131,7 @@ export class ControllerManager {
       source: { mode: 'controller', world: () => current() },
       appendLatency: true,
     });
+    log.sink.onCommitted?.((seconds) => metrics.observeAppend(seconds));
     const engine = new Engine({
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
@@ -138,7 +139,7 @@ export class ControllerManager {
       controllerAttachDetach: true,
       plugins,
       clock,
-      sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
+      sink: log.sink,
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       controller: {

@@ -50,12 +50,14 @@ function committerSink(committer: GroupCommitter<VoleEvent>): EventSink {
   return {
     push: (event: NewEvent) => committer.push(event),
     flush: () => committer.flush(),
+    afterTick: () => {},
     close: () => void committer.close(),
     whenDurable: () => committer.whenDurable(),
     get writable() {
       return committer.writable;
     },
     onWritable: (listener) => committer.onWritable(listener),
+    onCommitted: (listener) => committer.onCommitted(listener),
   };
 }
 export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(

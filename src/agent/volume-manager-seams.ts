@@ -182,9 +182,11 @@ export class OperatorRequests {
   constructor(
     private readonly engine: KubeletEngine,
     private readonly clock: Clock,
+    /** Resolves once the log holds every event so far (an answer never runs ahead of it). */
+    private readonly durable: () => Promise<void> | undefined,
   ) {}
 
-  /** Records `request` and resolves with the planner's verdict. */
+  /** Records `request` and resolves with the planner's verdict, once the log holds it. */
   request(request: OperatorRequest, opts: { timeoutMs?: number } = {}): Promise<OperatorDecided> {
     if (!this.engine.isRunning)
       return Promise.reject(new Error('the volume manager is not running'));
@@ -197,12 +199,10 @@ export class OperatorRequests {
       requestSeq,
       verdicts,
       opts.timeoutMs ?? 10_000,
-    ).then(({ seq, verdict, message }) => ({
-      requestSeq,
-      decisionSeq: seq,
-      verdict: verdict as 'accepted' | 'refused',
-      message,
-    }));
+    ).then(async ({ seq, verdict, message }) => {
+      await this.durable();
+      return { requestSeq, decisionSeq: seq, verdict: verdict as 'accepted' | 'refused', message };
+    });
   }
 
   /** Resolves once an accepted detach or release completed. */

@@ -36,7 +36,7 @@ import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import { DesiredStateInputs, OperatorRequests, ReconcilerStatus } from './volume-manager-seams.js';
 import { cleanUpOrphans } from './orphans.js';
-import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
+import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 
@@ -124,7 +124,11 @@ export class VolumeManager {
     this.metrics = metrics;
     this.inputs = new DesiredStateInputs(engine, clock, contents);
     this.status = new ReconcilerStatus(engine);
-    this.operator = new OperatorRequests(engine, clock);
+    this.operator = new OperatorRequests(engine, clock, () => {
+      const durable = sink.whenDurable?.();
+      if (durable === undefined) sink.flush();
+      return durable;
+    });
     engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
@@ -171,6 +175,7 @@ export class VolumeManager {
       volumeStats: () => measureVolumes(claimVolumes(current(), plugins)),
       appendLatency: true,
     });
+    log.sink.onCommitted?.((seconds) => metrics.observeAppend(seconds));
     const engine = new Engine({
       core: kubeletCore,
       runner: (host) => new Executor(host),
@@ -181,7 +186,7 @@ export class VolumeManager {
       ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
       plugins,
       clock,
-      sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
+      sink: log.sink,
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),

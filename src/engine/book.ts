@@ -37,7 +37,7 @@ function runningOperation(book: OperationBook, opId: string, seq: number): Runni
 export function startOperation(
   book: OperationBook,
   event: EventOf<'OperationStarted'>,
-  op: Pick<RunningOp, 'volume' | 'pod' | 'node' | 'spec'>,
+  op: Pick<RunningOp, 'volume' | 'pod' | 'node' | 'spec' | 'steps'>,
 ): RunningOp {
   const records = book.ops.get(op.volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
@@ -66,6 +66,8 @@ export function startOperation(
     cause: event.cause as Seq,
     call: null,
     lastError: null,
+    steps: op.steps,
+    callsStarted: 0,
   };
   book.running.set(opId, running);
   return running;
@@ -81,6 +83,7 @@ export function bookCall(
     if (op.call !== null)
       fail(`operation ${op.opId}: ${event.call} started during ${op.call} (seq ${event.seq})`);
     op.call = event.call;
+    op.callsStarted = (op.callsStarted ?? 0) + 1;
     return op;
   }
   if (op.call !== event.call) {

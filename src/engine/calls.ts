@@ -6,7 +6,7 @@
  * the table says what it does.
  */
 import type { AttachmentEvent, MountEvent } from '../../machines/index.js';
-import type { CallName, EventOf } from '../events/index.js';
+import type { CallName, EventOf, OperationStep } from '../events/index.js';
 import type { RunningOp } from '../world/types.js';
 
 /** One step of a pair machine a call event drives. */
@@ -193,3 +193,17 @@ export const callTable = {
 export function callEffects(call: CallName): CallEffects {
   return callTable[call];
 }
+
+/** The call each step of an operation makes (one call a step, in the steps' order). */
+export const stepCalls = {
+  waitForAttach: 'waitForAttach',
+  mountDevice: 'mountDevice',
+  setUp: 'setUp',
+  expand: 'nodeExpand',
+  setUpDevice: 'setUpDevice',
+  map: 'mapPodDevice',
+  tearDown: 'tearDown',
+  unmap: 'unmapPodDevice',
+  unmountDevice: 'unmountDevice',
+  tearDownDevice: 'tearDownDevice',
+} as const satisfies Record<OperationStep, CallName>;

@@ -67,6 +67,11 @@ export interface Core<W extends CoreWorld, O extends CoreOperation> {
 
 /** What runs a core's operations: an executor (src/execute, src/controller/executor.ts). */
 export interface Runner<O extends CoreOperation> {
+  /**
+   * 'first': an operation waits for the log before its first call only (recorded in
+   * EngineStarted, so the crash cut-off knows); absent: before every call.
+   */
+  readonly durableCalls?: 'first';
   start(op: O): void;
   capacity(): number;
   readonly inFlightCount: number;

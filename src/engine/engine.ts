@@ -155,6 +155,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       ...(this.opts.tokenRequests === true ? { tokenRequests: true } : {}),
       plugins: this.opts.plugins.catalog(),
+      ...(this.executor.durableCalls === 'first' ? { durableCalls: 'first' } : {}),
       ...(this.opts.allocatable === undefined ? {} : { allocatable: this.opts.allocatable }),
       version: engineVersion,
       mode: this.core.mode,
@@ -217,7 +218,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     if (dirty.size === 0) {
       // Events that dirtied nothing (a call's outcome, an operation's end) are made durable
       // too: a sink that only writes when flushed (etcd's) would hold them back otherwise.
-      this.opts.sink.flush();
+      this.tickOver();
       return;
     }
     const result = this.core.plan(this.world, this.opts.clock.nowMs(), { volumes: dirty });
@@ -229,10 +230,17 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     }
     for (const volume of result.deferred) this.world.dirty.add(volume);
     for (const retry of result.retries) this.scheduleRetry(retry.volume, retry.atMs);
-    this.opts.sink.flush();
+    this.tickOver();
     this.maybeSnapshot();
     // At capacity, the next operation to finish appends its outcome, which ticks again.
     if (this.world.dirty.size > 0 && this.executor.capacity() > 0) this.scheduleTick();
+  }
+
+  /** The sink's group commit point: the SQLite log commits when a wait needs it. */
+  private tickOver(): void {
+    const { sink } = this.opts;
+    if (sink.afterTick === undefined) sink.flush();
+    else sink.afterTick();
   }
 
   /**

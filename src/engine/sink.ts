@@ -5,9 +5,12 @@
  *
  * - `push` assigns the next seq (1, 2, 3 … with no gap) and buffers the event; the engine
  *   folds it at once, so the seq it returns must be the world's head + 1.
- * - `flush` makes every pushed event durable, in order, all or nothing; the engine calls
- *   it before any plugin call and after every plan, so a call never runs ahead of its log.
- *   A backend that cannot (lost leadership, a full disk) throws: the engine stops.
+ * - `flush` makes every pushed event durable, in order, all or nothing. A backend that
+ *   cannot (lost leadership, a full disk) throws: the engine stops.
+ * - `whenDurable` is what an operation waits on before its first call (each call, for the
+ *   controller), so a call never runs ahead of its OperationStarted (docs/reliability.md,
+ *   "Durable points"); without it, the engine flushes there. After every plan the engine
+ *   calls `afterTick`, or `flush` for a sink that only writes when flushed (etcd's).
  * - `close` flushes and releases the log.
  *
  * Readers need even less (src/postmortem/log-world.ts `ReadableLog`): `read` by seq range
@@ -21,6 +24,12 @@ export interface EventSink {
   push(event: NewEvent): Seq;
   /** Makes every pushed event durable (one transaction for the whole buffer). */
   flush(): void;
+  /**
+   * The engine's tick is over. A sink with a group commit of its own (the SQLite log)
+   * commits once a wait needs it or its lazy deadline passes, so it does nothing here;
+   * without this member the engine calls flush().
+   */
+  afterTick?(): void;
   close(): void;
   /**
    * For a log that can be blocked (disk full): undefined when every pushed event is durable
@@ -32,6 +41,8 @@ export interface EventSink {
   readonly writable?: boolean;
   /** Called each time a blocked log is written again. */
   onWritable?(listener: () => void): void;
+  /** Called after each commit that wrote events, with its duration (vole_append_latency_seconds). */
+  onCommitted?(listener: (seconds: number) => void): void;
 }
 
 /** An in-memory log: what `vole simulate` uses without `--db`. */
@@ -51,38 +62,4 @@ export class MemorySink implements EventSink {
   flush(): void {}
 
   close(): void {}
-}
-
-/**
- * The sink, with each flush that made events durable timed (vole_append_latency_seconds).
- * Everything else is the wrapped sink's own, the blocked-log members included: a wrapper
- * that dropped whenDurable would let a call touch the host while its log is full.
- */
-export function timedSink(sink: EventSink, observeSeconds: (seconds: number) => void): EventSink {
-  let pending = 0;
-  const timed = (flush: () => Promise<void> | undefined): Promise<void> | undefined => {
-    if (pending === 0) return flush();
-    const startedNs = process.hrtime.bigint();
-    const waiting = flush();
-    // Blocked (the log is full): nothing was written, and the retry's wait is no latency.
-    if (waiting !== undefined || sink.writable === false) return waiting;
-    pending = 0;
-    observeSeconds(Number(process.hrtime.bigint() - startedNs) / 1e9);
-    return undefined;
-  };
-  const wrapped: EventSink = {
-    push: (event) => {
-      pending++;
-      return sink.push(event);
-    },
-    flush: () => void timed(() => void sink.flush()),
-    close: () => sink.close(),
-    get writable() {
-      return sink.writable;
-    },
-  };
-  const { whenDurable, onWritable } = sink;
-  if (whenDurable !== undefined) wrapped.whenDurable = () => timed(() => whenDurable.call(sink));
-  if (onWritable !== undefined) wrapped.onWritable = (listener) => onWritable.call(sink, listener);
-  return wrapped;
 }

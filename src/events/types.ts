@@ -199,6 +199,14 @@ export const eventSchemas = {
      */
     tokenRequests: z.boolean().optional(),
     plugins: z.array(pluginCaps),
+    /**
+     * 'first': this engine's operations wait for the log before their first call only, so a
+     * later step may have run with its CallStarted lost in a crash; the next EngineStarted
+     * makes every step of a cut-off operation not started in the log uncertain too
+     * (docs/reliability.md, "Durable points"). Absent: every CallStarted was durable before
+     * its call (older logs, the controller).
+     */
+    durableCalls: z.literal('first').optional(),
     /** The node's allocatable resources (downwardAPI resourceFieldRef); absent: unknown. */
     allocatable: nodeAllocatable.optional(),
     version: z.string(),

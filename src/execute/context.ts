@@ -21,6 +21,15 @@ export interface OpContext<W extends { running: Map<OpId, RunningOp> } = World, 
   readonly op: O;
   readonly opId: OpId;
   readonly logger: Logger;
+  /**
+   * Which calls wait for the log before they touch the host (docs/reliability.md, "Durable
+   * points"): 'first', only the operation's first (its OperationStarted is durable before
+   * anything runs; a crash leaves every step not answered in the log uncertain, the
+   * EngineStarted records it); 'every', each call's CallStarted.
+   */
+  readonly durableCalls: 'first' | 'every';
+  /** Calls started so far. */
+  callsStarted: number;
 }
 
 /** The operation failed; its error is already recorded (CallFailed) or is recorded now. */
@@ -113,9 +122,10 @@ export async function runCall<
     call: opts.call,
     ...opts.started,
   });
-  // OperationStarted and CallStarted are durable before the host is touched: while the log
-  // is blocked (disk full), the call waits for them.
-  const durable = host.flush();
+  // OperationStarted (and CallStarted, for every call when durableCalls says so) is durable
+  // before the host is touched: while the log is blocked (disk full), the call waits for it.
+  const first = ctx.callsStarted++ === 0;
+  const durable = first || ctx.durableCalls === 'every' ? host.flush() : undefined;
   if (durable !== undefined) {
     await durable;
     if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);

@@ -48,10 +48,12 @@ function runSteps(ctx: OpContext): Promise<void> {
 
 /** The kubelet's executor: starts planned operations (src/execute/ops/*). */
 export class Executor {
+  /** Only a mount has several calls; the fold makes its steps not in the log uncertain. */
+  readonly durableCalls = 'first';
   private readonly tasks: OperationTasks<World, Operation>;
 
   constructor(host: ExecutorHost) {
-    this.tasks = new OperationTasks(host);
+    this.tasks = new OperationTasks(host, 'first');
   }
 
   get inFlightCount(): number {

@@ -29,7 +29,10 @@ type StartFields = Omit<EventOf<'OperationStarted'>, 'seq' | 'tsMs' | 'type' | '
 export class OperationTasks<W extends { running: Map<OpId, RunningOp>; seq: Seq }, O> {
   private readonly inFlight = new Set<Promise<void>>();
 
-  constructor(private readonly host: ExecutorHost<W>) {}
+  constructor(
+    private readonly host: ExecutorHost<W>,
+    private readonly durableCalls: 'first' | 'every',
+  ) {}
 
   get inFlightCount(): number {
     return this.inFlight.size;
@@ -56,7 +59,8 @@ export class OperationTasks<W extends { running: Map<OpId, RunningOp>; seq: Seq 
     host.append({ type: 'OperationStarted', tsMs: host.clock.nowMs(), opId, ...fields });
     const logger = host.logger.child({ opId, ...bindings });
     logOperation(logger, 'started');
-    const ctx: OpContext<W, O> = { host, op, opId, logger };
+    const { durableCalls } = this;
+    const ctx: OpContext<W, O> = { host, op, opId, logger, durableCalls, callsStarted: 0 };
     const task = this.run(ctx, steps).finally(() => this.inFlight.delete(task));
     this.inFlight.add(task);
   }

@@ -1,8 +1,15 @@
 /**
- * Group commit (STYLE.md §12, PERF.md): events pushed within one turn of the event loop are
- * written in one transaction, because one fsync per event caps the engine near 14 k events/s
- * while 1,000 per transaction reach 61 k. The executor waits for `whenDurable()` before it
- * touches the host, so an OperationStarted is durable first whatever the timing.
+ * Group commit (STYLE.md §12, PERF.md): one fsync per event caps the engine near 14 k
+ * events/s while 1,000 per transaction reach 61 k, and each commit blocks the event loop for
+ * its fsync (0.2 ms to several ms on a shared disk). So a commit is made only when it is
+ * needed (docs/reliability.md, "Durable points"):
+ *
+ * - `whenDurable()` (the executor before it touches the host) commits everything pushed so
+ *   far in a microtask: every wait of the same turn (the operations one plan starts) shares
+ *   one commit;
+ * - events nobody waits on (a call's outcome, a pod from a source) ride along with the next
+ *   such commit, or are committed `lazyCommitMs` after the first of them, whichever comes
+ *   first; `flush()` commits at once (a snapshot, a stop).
  *
  * A log that cannot be written (disk full, I/O error, a lock another program holds: any
  * SqliteError) blocks the committer instead of stopping the process: the buffer is kept in
@@ -47,7 +54,15 @@ export interface GroupCommitterOptions {
    * more is written, `writable` stays false and whenDurable() never resolves.
    */
   readonly onHalted?: (error: LogDamagedError) => void;
+  /** How long an event nobody waits on may stay buffered (default lazyCommitMsDefault). */
+  readonly lazyCommitMs?: number;
 }
+
+/**
+ * The longest an event nobody waits on stays buffered: what a crash may lose of them (a
+ * call's outcome, which the next start resolves again; a source's event, sent again).
+ */
+export const lazyCommitMsDefault = 20;
 
 interface Blocked {
   readonly sinceMs: number;
@@ -60,12 +75,16 @@ export class GroupCommitter<E extends EventEnvelope> {
   private readonly store: EventStore<E>;
   private buffer: Omit<E, 'seq'>[] = [];
   private durable: Seq;
-  private scheduled: NodeJS.Immediate | undefined;
+  /** The lazy commit of events nobody waits on. */
+  private scheduled: NodeJS.Timeout | undefined;
+  /** A commit some wait needs, queued as a microtask. */
+  private commitQueued = false;
   private closed = false;
   private blocked: Blocked | undefined;
   private halted: LogDamagedError | undefined;
   private readonly waiters = new SeqWaiters();
   private readonly writableListeners: (() => void)[] = [];
+  private readonly committedListeners: ((seconds: number) => void)[] = [];
 
   /** Takes over appending to `store`, which must be writable; nothing else may append to it. */
   constructor(
@@ -87,7 +106,7 @@ export class GroupCommitter<E extends EventEnvelope> {
   private halt(error: LogDamagedError): void {
     if (this.halted !== undefined) return;
     this.halted = error;
-    if (this.scheduled !== undefined) clearImmediate(this.scheduled);
+    if (this.scheduled !== undefined) clearTimeout(this.scheduled);
     this.scheduled = undefined;
     if (this.blocked !== undefined) clearTimeout(this.blocked.timer);
     this.opts.onHalted?.(error);
@@ -113,21 +132,26 @@ export class GroupCommitter<E extends EventEnvelope> {
     this.writableListeners.push(listener);
   }
 
+  /** Calls `listener` after each commit that wrote events, with its duration. */
+  onCommitted(listener: (seconds: number) => void): void {
+    this.committedListeners.push(listener);
+  }
+
   /**
    * Buffers `event` and returns the seq it will have, at once, so callers can refer to it
-   * (an operation's cause). The first push of a batch schedules a flush with setImmediate,
-   * after the current tick's other pushes. A full buffer (the store's appendBatchEventsMax)
-   * is flushed first, synchronously: backpressure, so a batch is one transaction. While the
-   * log is blocked the buffer grows and the retry writes it.
+   * (an operation's cause). The first push after a commit schedules the lazy commit, unless a
+   * wait commits first. A full buffer (the store's appendBatchEventsMax) is flushed first,
+   * synchronously: backpressure, so a batch is one transaction. While the log is blocked the
+   * buffer grows and the retry writes it.
    */
   push(event: Omit<E, 'seq'>): Seq {
     assert(!this.closed, `${this.store.path}: push after the group committer was closed`);
     if (this.buffer.length >= this.store.appendBatchEventsMax) this.flush();
     this.buffer.push(event);
-    this.scheduled ??= setImmediate(() => {
+    this.scheduled ??= setTimeout(() => {
       this.scheduled = undefined;
       this.flush();
-    });
+    }, this.opts.lazyCommitMs ?? lazyCommitMsDefault);
     return Seq(this.durable + this.buffer.length);
   }
 
@@ -139,9 +163,9 @@ export class GroupCommitter<E extends EventEnvelope> {
    * ExpectedSeqConflictError means another writer broke the single-writer rule).
    */
   flush(): void {
-    if (this.scheduled !== undefined) clearImmediate(this.scheduled);
+    if (this.scheduled !== undefined) clearTimeout(this.scheduled);
     this.scheduled = undefined;
-    if (this.buffer.length === 0 || !this.writable) return;
+    if (this.buffer.length === 0 || !this.writable || this.closed) return;
     try {
       this.writeBuffer();
     } catch (error) {
@@ -151,16 +175,25 @@ export class GroupCommitter<E extends EventEnvelope> {
   }
 
   /**
-   * Undefined when every event pushed so far is durable (flushing first); otherwise, the
-   * log being blocked, a promise that resolves once they are.
+   * Undefined when every event pushed so far is durable; otherwise a promise that resolves
+   * once they are: after the commit queued as a microtask, which every wait of this turn
+   * shares, or after the retry while the log is blocked.
    */
   whenDurable(): Promise<void> | undefined {
-    this.flush();
-    return this.waiters.pending(this.durable + this.buffer.length, this.durable);
+    const waiting = this.waiters.pending(this.durable + this.buffer.length, this.durable);
+    if (waiting !== undefined && !this.commitQueued && this.writable) {
+      this.commitQueued = true;
+      queueMicrotask(() => {
+        this.commitQueued = false;
+        this.flush();
+      });
+    }
+    return waiting;
   }
 
   private writeBuffer(): void {
     const max = this.store.appendBatchEventsMax;
+    const startedNs = process.hrtime.bigint();
     while (this.buffer.length > 0) {
       const batch = this.buffer.slice(0, max);
       const result = this.store.append(batch, { expectedSeq: this.durable });
@@ -169,6 +202,8 @@ export class GroupCommitter<E extends EventEnvelope> {
       this.durable = result.lastSeq;
       this.buffer = this.buffer.length === batch.length ? [] : this.buffer.slice(batch.length);
     }
+    const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
+    for (const listener of this.committedListeners) listener(seconds);
     this.waiters.reach(this.durable);
   }
 

@@ -4,7 +4,7 @@
  */
 import { fail } from '../assert.js';
 import { bookCall, cutOffOperations, finishOperation, startOperation } from '../engine/book.js';
-import { callTable, type FailureReading, type PairStep } from '../engine/calls.js';
+import { callTable, type FailureReading, type PairStep, stepCalls } from '../engine/calls.js';
 import { type EventOf, provisionCallNames } from '../events/index.js';
 import { foldProvisioningCall } from './fold-provisioning.js';
 import { provisionStarted } from './provisioning.js';
@@ -45,11 +45,16 @@ function canonicalPod(world: World, uid: string): UniquePodName {
 export function foldOperationStarted(world: World, event: EventOf<'OperationStarted'>): void {
   const volume = canonicalVolume(world, event.volume);
   const pod = event.pod === undefined ? null : canonicalPod(world, event.pod);
+  // Only the first call waited for the log: a crash may have cut off any later step.
+  const { steps } = event;
+  const laterCallsMayBeLost =
+    world.config.durableCalls === 'first' && steps !== undefined && steps.length > 1;
   startOperation(world, event, {
     volume,
     pod,
     spec: desiredSpec(world, volume, pod),
     node: event.node === undefined ? null : NodeName(event.node),
+    steps: laterCallsMayBeLost ? steps : undefined,
   });
   if (event.provision !== undefined) provisionStarted(world, volume, event.provision);
   touch(world, volume);
@@ -61,9 +66,15 @@ const provisioningCalls: ReadonlySet<string> = new Set(provisionCallNames);
 const kubeletReading: FailureReading = { uncertainOnAnyFailure: false };
 
 /** Applies one pair step the call table names to the operation's pair. */
-function applyStep(world: World, op: RunningOp, step: PairStep, seq: number): void {
+function applyStep(
+  world: World,
+  op: RunningOp,
+  step: PairStep,
+  seq: number,
+  observation = step.observation,
+): void {
   const spec = step.create ? (op.spec ?? undefined) : undefined;
-  const opts = { observation: step.observation };
+  const opts = { observation };
   if (step.pair === 'attachment') {
     stepAttachment(world, attachmentOrNew(world, op.volume, spec), step.event, opts);
     return;
@@ -114,11 +125,33 @@ export function foldOperationFinished(world: World, event: EventOf<'OperationFin
 }
 
 /**
+ * docs/reliability.md "Durable points": an operation whose first call waited for the log
+ * ran its later steps without waiting, so their CallStarted may be what the crash lost.
+ * Each step after the last one the log saw started is taken as started (its pair moves as
+ * its CallStarted would move it, where the machine accepts it), so the CRASH that follows
+ * leaves it uncertain: it may have run. No CallStarted at all: the first call never ran; a
+ * CallFailed: the operation stopped there.
+ */
+function startUnloggedSteps(world: World, op: RunningOp, tsMs: number): void {
+  const started = op.callsStarted ?? 0;
+  // A failed call (in the log) ended the operation: nothing ran after it.
+  if (op.steps === undefined || started === 0 || op.spec === null || op.lastError !== null) return;
+  for (const step of op.steps.slice(started)) {
+    const call = stepCalls[step];
+    const event = { type: 'CallStarted', seq: world.seq, tsMs, opId: op.opId, call } as const;
+    const pairStep = callTable[call].started?.(event, op, kubeletReading);
+    if (pairStep !== undefined && pairStep !== null)
+      applyStep(world, op, pairStep, world.seq, true);
+  }
+}
+
+/**
  * DESIGN.md crash rule, for EngineStarted: every call in flight is cut off. Its pair goes
  * uncertain and its operation counts as a failed attempt (the book's cut-off).
  */
 export function cutOffRunningOperations(world: World, tsMs: number): void {
   const ops = cutOffOperations(world, { seq: world.seq, tsMs }, 'engine', (op) => {
+    startUnloggedSteps(world, op, tsMs);
     const attachment = world.volumes.get(op.volume)?.attachment;
     if (attachment !== undefined)
       stepAttachment(world, attachment, { type: 'CRASH' }, { observation: true });

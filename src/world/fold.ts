@@ -81,6 +81,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     bindClaims: event.bindClaims ?? true,
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
     ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
+    ...(event.durableCalls === 'first' ? { durableCalls: 'first' as const } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so

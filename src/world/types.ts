@@ -14,6 +14,7 @@ import type {
   CallName,
   NodeAllocatable,
   OperationKind,
+  OperationStep,
   OperatorAction,
   OpKey,
   PluginCaps,
@@ -268,6 +269,14 @@ export interface RunningOp {
   readonly spec: ResolvedVolume | null;
   /** The plugin call in flight, if any: what a crash leaves uncertain. */
   call: CallName | null;
+  /**
+   * The operation's steps when only its first call waited for the log (config.durableCalls
+   * 'first'): a crash leaves those not started in the log uncertain too. Undefined: every
+   * call's CallStarted was durable before it ran (one call, an older log or snapshot).
+   */
+  readonly steps?: readonly OperationStep[] | undefined;
+  /** CallStarted events folded for the operation (with `steps`). */
+  callsStarted?: number;
   lastError: CallError | null;
 }
 
@@ -297,6 +306,8 @@ export interface WorldConfig {
   readonly allocatable?: NodeAllocatable | undefined;
   /** true: serviceAccountToken projections resolve (tokens from the TokenRequest API). */
   readonly tokenRequests?: boolean;
+  /** 'first': operations waited for the log before their first call only (EngineStarted). */
+  readonly durableCalls?: 'first';
 }
 
 /**

@@ -591,19 +591,40 @@ test('log: a lock held past timeoutMs is reported, on open and on append', () =>
 
 const nextTick = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-test('group commit: pushes within one tick are written in one transaction', async () => {
+test('group commit: events nobody waits on are written lazyCommitMs later, in one transaction', async () => {
   const store = open(newPath());
-  const committer = new GroupCommitter(store);
+  const committer = new GroupCommitter(store, { lazyCommitMs: 30 });
   for (let i = 1; i <= 100; i++) assert.equal(committer.push(added(`p${i}`)), i, 'seq at once');
   assert.equal(committer.durableSeq, 0);
   assert.equal(committer.pendingCount, 100);
-  assert.equal(store.head().seq, 0, 'nothing written within the tick');
   await nextTick();
+  assert.equal(store.head().seq, 0, 'nothing written before the lazy deadline');
+  await new Promise((resolve) => setTimeout(resolve, 60));
   assert.equal(committer.durableSeq, 100);
   assert.equal(committer.pendingCount, 0);
   assert.equal(store.head().seq, 100);
-  assert.equal(store.appendTransactionCount, 1, 'one transaction for the whole tick');
+  assert.equal(store.appendTransactionCount, 1, 'one transaction for them all');
   committer.close();
+});
+
+test('group commit: the waits of one turn share one commit, made in a microtask', async () => {
+  const store = open(newPath());
+  const committer = new GroupCommitter(store, { lazyCommitMs: 60_000 });
+  const seconds: number[] = [];
+  committer.onCommitted((s) => seconds.push(s));
+  committer.push(added('a'));
+  const first = committer.whenDurable();
+  committer.push(added('b'));
+  const second = committer.whenDurable();
+  assert.ok(first !== undefined && second !== undefined, 'both wait');
+  assert.equal(store.head().seq, 0, 'nothing written synchronously');
+  await Promise.all([first, second]);
+  assert.equal(store.head().seq, 2);
+  assert.equal(store.appendTransactionCount, 1, 'one commit for both waits');
+  assert.equal(seconds.length, 1, 'the commit is timed');
+  assert.equal(committer.whenDurable(), undefined, 'nothing left to wait for');
+  committer.close();
+  assert.equal(store.appendTransactionCount, 1, 'the lazy timer was cleared');
 });
 
 test('group commit: flush() writes at once and is a no-op when empty', async () => {
@@ -629,7 +650,7 @@ test('group commit: a full buffer is flushed by the next push (backpressure)', a
   assert.equal(store.appendTransactionCount, 2);
   assert.equal(committer.pendingCount, 5);
   assert.equal(committer.durableSeq, 20);
-  await nextTick();
+  await committer.whenDurable();
   assert.equal(store.appendTransactionCount, 3);
   assert.equal(committer.durableSeq, 25);
   committer.close();

@@ -1,0 +1,120 @@
+/**
+ * A node engine on a SQLite log (durability full) with the fake plugins, SIGKILLed at a
+ * chosen point: test/engine/durable-points.scenario.test.ts runs it as a child process.
+ *
+ *   node --import tsx durable-child.ts DB JOURNAL KILL_AT
+ *
+ * Three pods arrive, each with a disk (attach, waitForAttach, mountDevice, setUp) and an
+ * emptyDir (setUp). Every plugin call is written to JOURNAL (the pretend host) before it
+ * takes effect. KILL_AT is `CALL` (the first call of that name, on the first pod's disk),
+ * or `ready` (the first pod's volumes all mounted, as the fold says, before its last
+ * events are committed), or `operator` (through the volume manager: the first pod mounted,
+ * then an operator's retry request, killed as soon as its verdict is returned).
+ */
+import { appendFileSync } from 'node:fs';
+import pino from 'pino';
+import { openSqliteLog } from '../../src/agent/sqlite-log.js';
+import { VolumeManager } from '../../src/agent/volume-manager.js';
+import { RealClock } from '../../src/clock.js';
+import { kubeletCore } from '../../src/engine/cores.js';
+import { Engine } from '../../src/engine/engine.js';
+import { Executor } from '../../src/execute/executor.js';
+import { UniquePodName } from '../../src/ids.js';
+import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
+import { PluginManager } from '../../src/plugins/manager.js';
+import { caps } from '../../src/plugins/types.js';
+import { podWaitStatus } from '../../src/world/queries.js';
+import { claim, diskObjects, disk, emptyDir, pod, podUpserted } from './builders.js';
+
+export const crashPods = ['p-0', 'p-1', 'p-2'];
+export const emptyDirCaps = caps('kubernetes.io/empty-dir');
+
+/** The journal the fakes write to: each call also goes to `path`, and may end the process. */
+export class FileJournal extends Array<FakeCallRecord> {
+  constructor(
+    private readonly path: string,
+    private readonly killAt: (record: FakeCallRecord) => boolean,
+  ) {
+    super();
+  }
+
+  override push(...records: FakeCallRecord[]): number {
+    for (const record of records) {
+      appendFileSync(this.path, `${JSON.stringify(record)}\n`);
+      if (this.killAt(record)) process.kill(process.pid, 'SIGKILL');
+    }
+    return super.push(...records);
+  }
+}
+
+/** The fake disk and emptyDir plugins, journaling to `journal`. */
+export function crashPlugins(clock: RealClock, journal: FakeCallRecord[]): PluginManager {
+  const plugins = new PluginManager();
+  plugins.register(new FakePlugin({ caps: disk, clock, journal }));
+  plugins.register(new FakePlugin({ caps: emptyDirCaps, clock, journal }));
+  return plugins;
+}
+
+/** The operator's verdict is answered only once the log holds it. */
+async function operatorRequest(db: string, journalPath: string): Promise<void> {
+  const clock = new RealClock();
+  const journal = new FileJournal(journalPath, () => false);
+  const vm = VolumeManager.open({
+    db,
+    durability: 'full',
+    node: 'node-1',
+    plugins: crashPlugins(clock, journal),
+    clock,
+    controllerAttachDetach: false,
+  });
+  vm.start();
+  for (const event of diskObjects('disk-p-0'))
+    if (event.type === 'ObjectUpserted') vm.inputs.upsertObject(event.object);
+  vm.inputs.markSourcesReady();
+  vm.inputs.addPod(pod('p-0', [claim('disk-p-0'), emptyDir()]));
+  await vm.waitForAttachAndMount('p-0');
+  await vm.operator.request({
+    action: 'retry',
+    volume: 'fake.disk/disk-p-0',
+    reason: 'test',
+    force: false,
+  });
+  process.kill(process.pid, 'SIGKILL');
+}
+
+async function main(): Promise<void> {
+  const [db, journalPath, killAt] = process.argv.slice(2);
+  if (db === undefined || journalPath === undefined || killAt === undefined)
+    throw new Error('usage: durable-child.ts DB JOURNAL KILL_AT');
+  if (killAt === 'operator') return operatorRequest(db, journalPath);
+  const clock = new RealClock();
+  const journal = new FileJournal(
+    journalPath,
+    (r) => r.call === killAt && r.volume.includes('disk-p-0'),
+  );
+  const engine = new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
+    node: 'node-1',
+    controllerAttachDetach: false,
+    plugins: crashPlugins(clock, journal),
+    clock,
+    sink: openSqliteLog(db, kubeletCore, { durability: 'full' }).sink,
+    logger: pino({ level: 'silent' }),
+  });
+  if (killAt === 'ready') {
+    engine.subscribe((_event, world) => {
+      if (podWaitStatus(world, UniquePodName('p-0')).ready) process.kill(process.pid, 'SIGKILL');
+    });
+  }
+  engine.start();
+  engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
+  for (const uid of crashPods) {
+    for (const event of diskObjects(`disk-${uid}`)) engine.append(event);
+    engine.append(podUpserted(uid, [claim(`disk-${uid}`), emptyDir()]));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 10_000));
+  throw new Error(`durable-child: not killed at ${killAt}`);
+}
+
+if (process.argv[1]?.endsWith('durable-child.ts')) await main();
