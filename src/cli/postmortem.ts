@@ -140,11 +140,11 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream, originMs: numbe
       `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at ${offset(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
   if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
-  printStorage(view, out);
+  printStorage(view, out, originMs);
 }
 
 /** PersistentVolumes with their phase, and claims with their binding or provisioning. */
-function printStorage(view: WorldView, out: NodeJS.WritableStream): void {
+function printStorage(view: WorldView, out: NodeJS.WritableStream, originMs: number): void {
   const s = style(out);
   if (view.pvs.length > 0) out.write(`${s.bold('persistent volumes')}\n`);
   for (const pv of view.pvs)
@@ -156,7 +156,8 @@ function printStorage(view: WorldView, out: NodeJS.WritableStream): void {
     );
   if (view.claims.length > 0) out.write(`${s.bold('claims')}\n`);
   for (const c of view.claims) {
-    const retry = c.nextRetryAtMs === null ? '' : `  next retry at +${c.nextRetryAtMs} ms`;
+    const retry =
+      c.nextRetryAtMs === null ? '' : `  next retry at ${offset(c.nextRetryAtMs, originMs)}`;
     const running = c.running ? '  (running)' : '';
     out.write(`  ${c.claim}  ${s.state(c.state)}  ${c.detail}${running}${retry}\n`);
     if (c.lastError !== null) out.write(`    ${s.red(`last error: ${c.lastError.message}`)}\n`);

@@ -1,7 +1,26 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
-import { describeEvent, why, whyText } from '../postmortem/index.js';
-import { openReadonly } from '../postmortem/open.js';
+import { coreOfLog } from '../engine/cores.js';
+import {
+  controllerWhy,
+  describeEvent,
+  why,
+  type WhyAnswer,
+  whyText,
+  worldOfLogAt,
+} from '../postmortem/index.js';
+import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
+import { withProgress } from './progress.js';
 import { rawWorldAt, resolveMoment, UsageError } from './postmortem.js';
+
+/** The answer of a kubelet's log, or of the controller's (claims, pods, volumes). */
+function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer | undefined {
+  if (coreOfLog(store.read({ fromSeq: 1, toSeq: 16 })).mode === 'kubelet')
+    return why(rawWorldAt(store, seq), subject);
+  const world = worldOfLogAt(store, seq, (events, fromSeq) =>
+    withProgress(events, { label: 'replaying', fromSeq, toSeq: seq }),
+  );
+  return world.controller === undefined ? undefined : controllerWhy(world.controller, subject);
+}
 
 export function whyCommand(
   db: string,
@@ -11,11 +30,12 @@ export function whyCommand(
   const store = openReadonly(db);
   try {
     const seq = resolveMoment(store, opts.at);
-    const answer = why(rawWorldAt(store, seq), subject);
+    const answer = answerAt(store, seq, subject);
     if (answer === undefined)
       throw new UsageError(
-        `no pod or volume "${subject}" at seq ${seq}: give a pod UID, namespace/name or name, ` +
-          `or a UniqueVolumeName (vole status --db ${db} lists them)`,
+        `no pod, claim or volume "${subject}" at seq ${seq}: give a pod UID, namespace/name ` +
+          `or name, a claim's namespace/name, or a UniqueVolumeName ` +
+          `(vole status --db ${db} lists them)`,
       );
     if (opts.json === true) {
       process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);

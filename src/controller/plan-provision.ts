@@ -41,21 +41,10 @@ import {
   requisiteOf,
   storageClassOf,
 } from '../world/storage-class.js';
-import { requestClaimExists } from './provisioning.js';
+import { consumerNode, requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
-import { valuesOf } from './one-or-many.js';
 
 type ControllerClaims = Claims<ControllerOperation>;
-
-/** The node of the first pod (by uid) scheduled with this claim: its first consumer. */
-function consumerNode(world: ControllerWorld, pvc: PersistentVolumeClaim): NodeName | undefined {
-  const key = objectKey('PersistentVolumeClaim', pvc.metadata.name, pvc.metadata.namespace);
-  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
-    const record = world.pods.get(uid);
-    if (record !== undefined && record.node !== null && !record.terminated) return record.node;
-  }
-  return undefined;
-}
 
 /**
  * A node's topology for a driver: the Node's labels under the keys of the driver's

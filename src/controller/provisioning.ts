@@ -10,13 +10,15 @@
  * Pure: the fold's part; the decisions are the planner's (plan-provision.ts).
  */
 import type { EventOf, ProvisionRequest } from '../events/index.js';
-import { type ClusterObject, objectKey } from '../events/k8s.js';
-import type { UniqueVolumeName } from '../ids.js';
+import { type ClusterObject, objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
+import type { NodeName, UniqueVolumeName } from '../ids.js';
 import { bindingVolume, claimUid } from '../world/binding.js';
+import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
 import { provisionedPv } from '../world/fold-provisioning.js';
-import { csiVolumeName } from '../world/provisioning.js';
+import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisioning.js';
 import { provisionedByAnnotation } from '../world/storage-class.js';
 import type { RunningOp } from '../world/types.js';
+import { valuesOf } from './one-or-many.js';
 import type { ControllerWorld } from './types.js';
 
 /** The CSI volume a provisioned PV holds (`kubernetes.io/csi/<driver>^<handle>`), if it is one. */
@@ -101,4 +103,36 @@ export function foldControllerProvisioningCall(
     trackProvisionedPv(world, world.objects.get(key), undefined);
     world.objects.delete(key);
   }
+}
+
+/** The node of the first pod (by uid) scheduled with this claim: its first consumer. */
+export function consumerNode(
+  world: ControllerWorld,
+  pvc: PersistentVolumeClaim,
+): NodeName | undefined {
+  const key = objectKey('PersistentVolumeClaim', pvc.metadata.name, pvc.metadata.namespace);
+  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
+    const record = world.pods.get(uid);
+    if (record !== undefined && record.node !== null && !record.terminated) return record.node;
+  }
+  return undefined;
+}
+
+/**
+ * Where a claim stands with the leading controller's binder and provisioner (`vole why`,
+ * `vole status`, `vole get pvcs`, the inspector): its first consumer is a pod scheduled to
+ * a node, as the controller's planner reads it.
+ */
+export function controllerClaimView(world: ControllerWorld, pvc: PersistentVolumeClaim): ClaimView {
+  return claimStanding(world, pvc, (p) => consumerNode(world, p) !== undefined);
+}
+
+/** Every claim of the controller's world, by `namespace/name`. */
+export function controllerClaimViews(world: ControllerWorld): ClaimView[] {
+  return claimStandings(world, (p) => consumerNode(world, p) !== undefined);
+}
+
+/** Every PV of the controller's world with its phase, as `vole get pvs` lists them. */
+export function controllerPvViews(world: ControllerWorld): PvView[] {
+  return persistentVolumes(world);
 }

@@ -4,7 +4,7 @@
  * states the engine had.
  */
 import { provisionCallNames, type VoleEvent } from '../events/index.js';
-import { persistentVolumes } from '../world/provisioning.js';
+import { persistentVolumes, type PvWorld } from '../world/provisioning.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { logWorld, peekCore } from './log-world.js';
@@ -140,13 +140,14 @@ export function* history(
     const touched = volumeBefore === undefined ? new Set(world.volumes()) : [volumeBefore];
     const before = new Map([...touched].map((v) => [v, world.pairs(v)]));
     const opId = 'opId' in event ? event.opId : null;
-    const kubelet = world.kubelet;
-    const phasesBefore = kubelet !== undefined && touchesPvs(event) ? pvPhases(kubelet) : undefined;
+    // PVs are the binder's: the kubelet's in standalone mode, the controller's in cluster mode.
+    const binder = world.kubelet ?? world.controller;
+    const phasesBefore = binder !== undefined && touchesPvs(event) ? pvPhases(binder) : undefined;
     world.fold(event);
     const error = event.type === 'CallFailed' ? event.error.message : null;
     const because = describeEvent(event);
     if (phasesBefore !== undefined)
-      for (const t of pvTransitions(phasesBefore, pvPhases(kubelet!), {
+      for (const t of pvTransitions(phasesBefore, pvPhases(binder!), {
         event,
         because,
         node: world.node,
@@ -198,7 +199,7 @@ function touchesPvs(event: VoleEvent): boolean {
   }
 }
 
-function pvPhases(world: World): Map<string, string> {
+function pvPhases(world: PvWorld): Map<string, string> {
   return new Map(
     persistentVolumes(world).map((pv) => {
       const size = pv.capacityBytes === null ? '' : ` ${pv.capacityBytes} bytes`;

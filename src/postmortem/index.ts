@@ -6,3 +6,4 @@ export * from './verify.js';
 export * from './why.js';
 export * from './log-world.js';
 export * from './open.js';
+export * from './why-controller.js';

@@ -3,6 +3,7 @@
  * EngineStarted.mode (src/engine/cores.ts), and every reader — status, replay, diff,
  * history, the inspector — folds and describes through this one interface.
  */
+import { controllerClaimViews, controllerPvViews } from '../controller/provisioning.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { CoreWorld } from '../engine/core.js';
 import {
@@ -36,6 +37,8 @@ export interface LogWorld {
   readonly node: string;
   /** The folded kubelet world itself (undefined for the controller's): `vole why` reads it. */
   readonly kubelet: World | undefined;
+  /** The folded controller world itself (undefined for a kubelet's): `vole why` reads it. */
+  readonly controller: ControllerWorld | undefined;
   fold(event: VoleEvent): void;
   describe(): WorldView;
   /** The volume an event is about, if it names one (operation events through their opId). */
@@ -78,6 +81,7 @@ function kubeletLogWorld(world: World): LogWorld {
       return world.config.node;
     },
     kubelet: world,
+    controller: undefined,
     fold: (event) => void kubeletCore.fold(world, event),
     describe: () => describeWorld(world),
     eventVolume: (event) => opVolume(world, event),
@@ -142,8 +146,8 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
     mounts: [],
     ...describeBook(world),
     volumesInUse: [],
-    pvs: [],
-    claims: [],
+    pvs: controllerPvViews(world),
+    claims: controllerClaimViews(world),
     nodes: [...world.nodes.values()]
       .sort((a, b) => a.name.localeCompare(b.name))
       .map((n) => ({
@@ -171,6 +175,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
     },
     node: 'controller',
     kubelet: undefined,
+    controller: world,
     fold: (event) => void controllerCore.fold(world, event),
     describe: () => describeControllerWorld(world),
     eventVolume: (event) => opVolume(world, event),

@@ -6,9 +6,9 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
-import type { OpRecord, PodRecord, ResolvedVolume, World } from '../world/types.js';
-import type { PersistentVolumeClaim } from '../events/k8s.js';
-import { claimName } from '../world/binding.js';
+import type { OpRecord, PodRecord, ResolvedVolume, VolumeCauses, World } from '../world/types.js';
+import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
+import { claimName, lookupOf } from '../world/binding.js';
 import { type ClaimView, claimView } from '../world/claims-view.js';
 
 export interface VolumeWhy {
@@ -221,7 +221,7 @@ function podAnswer(world: World, pod: UniquePodName): WhyAnswer {
 export function why(world: World, subject: string): WhyAnswer | undefined {
   const pod = findPod(world, subject);
   if (pod !== undefined) return podAnswer(world, pod);
-  const claim = findClaim(world, subject);
+  const claim = findClaim(world.objects, subject);
   if (claim !== undefined) {
     const entry = claimEntry(world, claimView(world, claim), {
       outer: `claim ${claimName(claim)}`,
@@ -301,10 +301,13 @@ export function volumeWhyText(v: VolumeWhy, opts: WhyTextOptions = {}): string[]
 }
 
 export function whyText(answer: WhyAnswer, opts: WhyTextOptions = {}): string {
-  const waiting = answer.volumes.filter((v) => v.status !== 'mounted').length;
+  // bound: what the controller's log ends with for a pod's volume (attached to its node).
+  const done = answer.volumes.filter((v) => v.status === 'mounted' || v.status === 'bound');
+  const waiting = answer.volumes.length - done.length;
+  const all = done.every((v) => v.status === 'mounted') ? 'mounted' : 'attached';
   const head =
     answer.kind === 'pod'
-      ? `pod ${answer.subject} at seq ${answer.atSeq}: ${waiting === 0 ? 'every volume mounted' : `${waiting} of ${answer.volumes.length} volume(s) not ready`}`
+      ? `pod ${answer.subject} at seq ${answer.atSeq}: ${waiting === 0 ? `every volume ${all}` : `${waiting} of ${answer.volumes.length} volume(s) not ready`}`
       : `${answer.kind} ${answer.subject} at seq ${answer.atSeq}`;
   const lines = [head];
   for (const v of answer.volumes) {
@@ -316,10 +319,13 @@ export function whyText(answer: WhyAnswer, opts: WhyTextOptions = {}): string {
 }
 
 /** A claim by `namespace/name`, `PersistentVolumeClaim/namespace/name` or a name in default. */
-function findClaim(world: World, text: string): PersistentVolumeClaim | undefined {
+export function findClaim(
+  objects: ReadonlyMap<string, ClusterObject>,
+  text: string,
+): PersistentVolumeClaim | undefined {
   const parts = text.replace(/^(PersistentVolumeClaim|pvc|claim)\//, '').split('/');
   const [namespace, name] = parts.length === 1 ? ['default', parts[0]!] : [parts[0]!, parts[1]!];
-  const object = world.objects.lookup('PersistentVolumeClaim', name, namespace);
+  const object = lookupOf(objects).lookup('PersistentVolumeClaim', name, namespace);
   return object?.kind === 'PersistentVolumeClaim' ? object : undefined;
 }
 
@@ -335,8 +341,8 @@ function claimWaiting(world: World, record: PodRecord, outer: string): ClaimView
 }
 
 /** A claim's standing as a why entry: provisioning's step, last error and next retry. */
-function claimEntry(
-  world: World,
+export function claimEntry(
+  world: { readonly causes: VolumeCauses; readonly bindingCause: number },
   view: ClaimView,
   at: { outer: string; pod: UniquePodName; sinceSeq: number },
 ): VolumeWhy {

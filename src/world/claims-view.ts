@@ -3,13 +3,29 @@
  * status`, the inspector) and for the planner (which claims it provisions now). A pure
  * query of the folded world.
  */
-import type { PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
+import type { PluginCaps } from '../events/index.js';
+import type { ClusterObject, PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { claimName, claimUid, isClaimBound } from './binding.js';
+import { type ClaimBinding, claimName, claimUid, isClaimBound, lookupOf } from './binding.js';
 import { retryAtMs } from './pending.js';
 import { claimInUse, csiVolumeName } from './provisioning.js';
 import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
-import type { World } from './types.js';
+import type { LastError, OpRecord, World } from './types.js';
+
+/**
+ * What a claim's standing reads, of whichever world binds claims: the kubelet's in
+ * standalone mode, the leading controller's in cluster mode.
+ */
+export interface StorageWorld {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: ReadonlyMap<string, ClaimBinding>;
+  readonly plugins: ReadonlyMap<string, PluginCaps>;
+  readonly ops: ReadonlyMap<UniqueVolumeName, readonly OpRecord[]>;
+  readonly lastErrors: ReadonlyMap<UniqueVolumeName, LastError>;
+}
+
+/** Does a pod that counts as the claim's first consumer use it (WaitForFirstConsumer)? */
+export type ClaimInUse = (pvc: PersistentVolumeClaim) => boolean;
 
 /**
  * The class of a claim that this engine provisions now, or undefined: a class whose
@@ -17,19 +33,20 @@ import type { World } from './types.js';
  * WaitForFirstConsumer a pod that uses the claim (its first consumer).
  */
 export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
-  const chosen = provisionerClass(world, pvc);
+  const chosen = provisionerClass(world, pvc, (p) => claimInUse(world, p));
   if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
   return { sc: chosen.sc, selected: chosen.selected };
 }
 
-function provisionerClass(world: World, pvc: PersistentVolumeClaim) {
-  const className = claimClassName(pvc, world.objects);
+function provisionerClass(world: StorageWorld, pvc: PersistentVolumeClaim, inUse: ClaimInUse) {
+  const lookup = lookupOf(world.objects);
+  const className = claimClassName(pvc, lookup);
   if (className === '') return undefined; // "": static PVs without a class only
-  const sc = storageClassOf(world.objects, className);
+  const sc = storageClassOf(lookup, className);
   if (sc === undefined) return undefined;
   const driverMissing = world.plugins.get(sc.provisioner)?.csi?.createDelete !== true;
   const selected = bindingModeOf(sc) === 'WaitForFirstConsumer';
-  return { sc, selected, driverMissing, waitsForConsumer: selected && !claimInUse(world, pvc) };
+  return { sc, selected, driverMissing, waitsForConsumer: selected && !inUse(pvc) };
 }
 
 export interface ClaimView {
@@ -50,7 +67,7 @@ export interface ClaimView {
   readonly nextRetryAtMs: number | null;
 }
 
-function provisioningOf(world: World, volume: UniqueVolumeName) {
+function provisioningOf(world: StorageWorld, volume: UniqueVolumeName) {
   const records = world.ops.get(volume) ?? [];
   const failed = records.find((r) => !r.pending && r.lastError !== null);
   return {
@@ -60,10 +77,19 @@ function provisioningOf(world: World, volume: UniqueVolumeName) {
   };
 }
 
-/** One claim's standing (undefined for an object that is no claim). */
+/** One claim's standing in a kubelet's world (standalone mode: the agent provisions). */
 export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
+  return claimStanding(world, pvc, (p) => claimInUse(world, p));
+}
+
+/** One claim's standing in the world that binds it; `inUse` names its first consumer. */
+export function claimStanding(
+  world: StorageWorld,
+  pvc: PersistentVolumeClaim,
+  inUse: ClaimInUse,
+): ClaimView {
   const claim = claimName(pvc);
-  const className = claimClassName(pvc, world.objects);
+  const className = claimClassName(pvc, lookupOf(world.objects));
   const base = {
     claim,
     storageClassName: className,
@@ -81,7 +107,7 @@ export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
       : `bound to ${volume}`;
     return { ...base, state, detail, volume };
   }
-  const chosen = provisionerClass(world, pvc);
+  const chosen = provisionerClass(world, pvc, inUse);
   if (chosen === undefined) return { ...base, ...pendingWhy(className), volume: null };
   const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
   const about = provisioner(chosen.sc);
@@ -121,10 +147,15 @@ function pendingWhy(className: string) {
       };
 }
 
-/** Every claim the world knows, by `namespace/name`. */
+/** Every claim a kubelet's world knows, by `namespace/name`. */
 export function claimViews(world: World): ClaimView[] {
+  return claimStandings(world, (p) => claimInUse(world, p));
+}
+
+/** Every claim the world that binds them knows, by `namespace/name`. */
+export function claimStandings(world: StorageWorld, inUse: ClaimInUse): ClaimView[] {
   const views: ClaimView[] = [];
-  for (const object of world.objects.ofKind('PersistentVolumeClaim'))
-    if (object.kind === 'PersistentVolumeClaim') views.push(claimView(world, object));
+  for (const object of lookupOf(world.objects).ofKind('PersistentVolumeClaim'))
+    if (object.kind === 'PersistentVolumeClaim') views.push(claimStanding(world, object, inUse));
   return views.sort((a, b) => (a.claim < b.claim ? -1 : a.claim > b.claim ? 1 : 0));
 }

@@ -15,13 +15,21 @@
  */
 import type { EventOf, ProvisionRequest } from '../events/index.js';
 import {
+  type ClusterObject,
   objectKey,
   parseQuantityBytes,
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume, boundVolumes, claimUid, forgetClaim } from './binding.js';
+import {
+  bindingVolume,
+  boundVolumes,
+  type ClaimBinding,
+  claimUid,
+  forgetClaim,
+  lookupOf,
+} from './binding.js';
 
 export { claimUid };
 import { podsReferencing } from './references.js';
@@ -112,12 +120,22 @@ export function claimGone(world: World, key: string): void {
   }
 }
 
+/** What a PV's phase reads: the objects and bindings of the kubelet's or the controller's world. */
+export interface PvWorld {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: ReadonlyMap<string, ClaimBinding>;
+}
+
 /** A PV's phase as the PV controller would set it (status.phase of a source's PV wins). */
-function pvPhase(world: World, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
+function pvPhase(world: PvWorld, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
   if (taken.has(pv.metadata.name)) return 'Bound';
   const ref = pv.spec.claimRef;
   if (ref?.name !== undefined) {
-    const pvc = world.objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
+    const pvc = lookupOf(world.objects).lookup(
+      'PersistentVolumeClaim',
+      ref.name,
+      ref.namespace ?? 'default',
+    );
     const uid = (ref as { uid?: string }).uid;
     const same =
       pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
@@ -150,10 +168,10 @@ export interface PvView {
 }
 
 /** Every PV the world knows, by name, with its phase (pvPhase). */
-export function persistentVolumes(world: World): PvView[] {
+export function persistentVolumes(world: PvWorld): PvView[] {
   const taken = boundVolumes(world.objects, world.bindings);
   const views: PvView[] = [];
-  for (const object of world.objects.ofKind('PersistentVolume')) {
+  for (const object of lookupOf(world.objects).ofKind('PersistentVolume')) {
     if (object.kind !== 'PersistentVolume') continue;
     const expression =
       object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];

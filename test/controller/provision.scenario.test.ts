@@ -31,6 +31,7 @@ async function run(file: string) {
 test('controller provisioning: the scenarios exist', () => {
   assert.deepEqual(scenarios, [
     'controller-provision-claim-deleted.yaml',
+    'controller-provision-failing.yaml',
     'controller-provision-lifecycle.yaml',
     'controller-provision-restart-mid-create.yaml',
   ]);

@@ -87,7 +87,7 @@ test('vole why --db names the failing step and error; an unknown name exits 2', 
   assert.equal(JSON.parse(earlier.stdout).kind, 'pod');
   const unknown = vole('why', 'nobody', '--db', db);
   assert.equal(unknown.status, 2);
-  assert.match(unknown.stderr, /no pod or volume "nobody".*vole status/);
+  assert.match(unknown.stderr, /no pod, claim or volume "nobody".*vole status/);
 });
 
 test("waitForAttachAndMount's timeout error carries the same text", async () => {
