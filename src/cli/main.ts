@@ -401,7 +401,10 @@ program
   .description(
     "why a pod's volumes are not ready: the step each waits on, since when, its last error, next retry and cause",
   )
-  .argument('<pod-or-volume>', 'a pod UID, namespace/name or name, or a UniqueVolumeName')
+  .argument(
+    '<pod-claim-or-volume>',
+    "a pod UID, namespace/name or name, a claim's namespace/name, or a UniqueVolumeName",
+  )
   .addOption(dbOption())
   .option('--at <seq|+offset|time>', 'at this moment of the log (default: the end)')
   .option('--json', 'JSON output')
