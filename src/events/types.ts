@@ -285,6 +285,16 @@ export const eventSchemas = {
     type: z.literal('VolumesReportedInUse'),
     volumes: z.array(z.string()),
   }),
+  /**
+   * The token manager's refresh timer (src/kube/tokens.ts): a service-account token of this
+   * pod is older than 80 % of its lifetime or than 24 h, so the pod's projected volumes with
+   * serviceAccountToken sources are set up again, with a new token, as the kubelet does.
+   */
+  TokensRefreshDue: z.object({
+    ...base,
+    type: z.literal('TokensRefreshDue'),
+    pod: z.string().min(1),
+  }),
   /** node.status.volumesAttached as the attach/detach controller published it. */
   NodeStatusObserved: z.object({
     ...base,
@@ -473,6 +483,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.ClaimFinalizerRemoved,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
+  eventSchemas.TokensRefreshDue,
   eventSchemas.HostObserved,
   eventSchemas.AttachmentsVerified,
   eventSchemas.AttachmentsFound,

@@ -284,15 +284,39 @@ function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution)
   return kept.length === 0 ? resolution.volumes : [...resolution.volumes, ...kept];
 }
 
-/** spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount. */
-function markRemountRequired(world: World, record: PodRecord): void {
+/**
+ * spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount (only those
+ * `which` picks, when given).
+ */
+function markRemountRequired(
+  world: World,
+  record: PodRecord,
+  which: (resolved: ResolvedVolume) => boolean = () => true,
+): void {
   for (const resolved of record.volumes) {
-    if (!resolved.requiresRemount) continue;
+    if (!resolved.requiresRemount || !which(resolved)) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
     if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
+}
+
+/** Does this volume project a service-account token? */
+function projectsToken(resolved: ResolvedVolume): boolean {
+  return contentParts(resolved.source).some((p) => p.kind === 'serviceAccountToken');
+}
+
+/**
+ * The token manager found a token of this pod due for refresh (80 % of its lifetime, or
+ * 24 h): its mounted token projections are set up again, which asks for a new token and
+ * swaps the files in atomically. Other volumes of the pod stay as they are. A pod gone
+ * meanwhile: nothing to do, as in the kubelet.
+ */
+export function foldTokensRefreshDue(world: World, event: EventOf<'TokensRefreshDue'>): void {
+  const record = world.pods.get(UniquePodName(event.pod));
+  if (record === undefined) return;
+  markRemountRequired(world, record, projectsToken);
 }
 
 export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {

@@ -15,6 +15,7 @@ import {
   foldObjectUpserted,
   foldPodRemoved,
   foldPodUpserted,
+  foldTokensRefreshDue,
   foldVolumesReportedInUse,
   markDirty,
   touch,
@@ -194,6 +195,9 @@ export function fold(world: World, event: VoleEvent): World {
       break;
     case 'NodeStatusObserved':
       foldNodeStatusObserved(world, event);
+      break;
+    case 'TokensRefreshDue':
+      foldTokensRefreshDue(world, event);
       break;
     case 'HostObserved':
       foldHostObserved(world, event);
