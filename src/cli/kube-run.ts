@@ -56,12 +56,19 @@ function tokenAgeMsMaxOf(value: string | undefined): number | undefined {
   return ms;
 }
 
-/** The volume manager of a Kubernetes node: it binds no claim, and it serves token projections. */
+/**
+ * The volume manager of a Kubernetes node: it binds no claim, it serves token projections,
+ * and CSIDriver objects say which CSI volumes need attaching.
+ */
 function openVolumeManager(
-  opts: Omit<Parameters<typeof VolumeManager.open>[0], 'bindClaims' | 'tokenRequests'>,
+  opts: Omit<
+    Parameters<typeof VolumeManager.open>[0],
+    'bindClaims' | 'tokenRequests' | 'csiDriverObjects'
+  >,
 ): VolumeManager {
   // Kubernetes' PV controller binds claims; the node reads the bindings (as the kubelet).
-  return VolumeManager.open({ ...opts, bindClaims: false, tokenRequests: true });
+  const kube = { bindClaims: false, tokenRequests: true, csiDriverObjects: true };
+  return VolumeManager.open({ ...opts, ...kube });
 }
 
 export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Promise<number> {

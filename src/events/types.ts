@@ -198,6 +198,12 @@ export const eventSchemas = {
      * server's TokenRequest API at setUp (Kubernetes mode). Absent: false, they are refused.
      */
     tokenRequests: z.boolean().optional(),
+    /**
+     * true: CSIDriver objects say whether a CSI driver's volumes need attaching, as in
+     * Kubernetes (no object: attach required). Absent: false, the driver's
+     * PUBLISH_UNPUBLISH_VOLUME capability says it.
+     */
+    csiDriverObjects: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     /**
      * 'first': this engine's operations wait for the log before their first call only, so a

@@ -15,7 +15,7 @@ import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
 export { bindingVolume };
-import { type PodResolution, resolvePod } from './resolve.js';
+import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
 import {
   addReference,
   anyPersistentVolumeName,
@@ -130,6 +130,7 @@ export function upsertPod(
     allocatable: world.config.allocatable,
     nodeLabels: () => nodeLabels(world.config.node, world.objects, world.plugins),
     tokenRequests: world.config.tokenRequests === true,
+    csiAttach: world.config.csiDriverObjects === true ? csiAttachOf(world.config) : undefined,
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {

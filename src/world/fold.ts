@@ -83,6 +83,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
     ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
     ...(event.durableCalls === 'first' ? { durableCalls: 'first' as const } : {}),
+    ...(event.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so
