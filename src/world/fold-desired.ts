@@ -320,6 +320,16 @@ export function foldTokensRefreshDue(world: World, event: EventOf<'TokensRefresh
   markRemountRequired(world, record, projectsToken);
 }
 
+/** The node's own inputs: its status as published and read back, its token timer. */
+export function foldNodeInput(
+  world: World,
+  event: EventOf<'VolumesReportedInUse' | 'NodeStatusObserved' | 'TokensRefreshDue'>,
+): void {
+  if (event.type === 'VolumesReportedInUse') return foldVolumesReportedInUse(world, event);
+  if (event.type === 'NodeStatusObserved') return foldNodeStatusObserved(world, event);
+  return foldTokensRefreshDue(world, event);
+}
+
 export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {
   upsertPod(world, event.pod, { reprocessed: true, seq: event.seq as Seq });
   claimUsersChanged(world);

@@ -10,13 +10,11 @@ import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
   foldClaimBound,
-  foldNodeStatusObserved,
+  foldNodeInput,
   foldObjectRemoved,
   foldObjectUpserted,
   foldPodRemoved,
   foldPodUpserted,
-  foldTokensRefreshDue,
-  foldVolumesReportedInUse,
   markDirty,
   touch,
   upsertPod,
@@ -192,13 +190,9 @@ export function fold(world: World, event: VoleEvent): World {
       foldClaimDecision(world, event);
       break;
     case 'VolumesReportedInUse':
-      foldVolumesReportedInUse(world, event);
-      break;
     case 'NodeStatusObserved':
-      foldNodeStatusObserved(world, event);
-      break;
     case 'TokensRefreshDue':
-      foldTokensRefreshDue(world, event);
+      foldNodeInput(world, event);
       break;
     case 'HostObserved':
       foldHostObserved(world, event);
