@@ -376,6 +376,7 @@ function resolveOne(
     uid,
     readOnly,
     namespace,
+    attachable: attachableOf(caps, source, input, references),
   });
   return { ok: true, value };
 }
@@ -406,12 +407,19 @@ function resolvedOf(
   located: Located,
   source: VolumeSource,
   caps: PluginCaps,
-  o: { outerVolumeSpecName: string; uid: string; readOnly: boolean; namespace: string },
+  o: {
+    outerVolumeSpecName: string;
+    uid: string;
+    readOnly: boolean;
+    namespace: string;
+    /** Whether it needs attaching (attachableOf); absent: the plugin's capability says. */
+    attachable?: boolean;
+  },
 ): ResolvedVolume {
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located;
   const { uid, namespace } = o;
   // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
-  const attachable = !inline && attachableOf(caps, source, input, references);
+  const attachable = !inline && (o.attachable ?? caps.attachable);
   const deviceMountable = caps.deviceMountable && !inline;
   const innerVolumeSpecName = pv?.metadata.name ?? o.outerVolumeSpecName;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;
