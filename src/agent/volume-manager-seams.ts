@@ -119,6 +119,14 @@ export class DesiredStateInputs {
     this.append({ ...event, tsMs: this.clock.nowMs() });
   }
 
+  /**
+   * A service-account token of this pod is due for refresh (src/kube/tokens.ts): its token
+   * projections are set up again, as the kubelet's token manager has them.
+   */
+  tokensRefreshDue(podUid: string): void {
+    this.append({ type: 'TokensRefreshDue', tsMs: this.clock.nowMs(), pod: podUid });
+  }
+
   /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
   markVolumesAsReportedInUse(volumes: readonly string[]): void {
     this.append({ type: 'VolumesReportedInUse', tsMs: this.clock.nowMs(), volumes: [...volumes] });

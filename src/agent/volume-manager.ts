@@ -68,6 +68,11 @@ export interface VolumeManagerOptions {
    */
   readonly tokenRequests?: boolean;
   /**
+   * Whether CSIDriver objects decide if a CSI driver's volumes need attaching, as the
+   * kubelet's CSI plugin (Kubernetes mode; default false: the driver's capability decides).
+   */
+  readonly csiDriverObjects?: boolean;
+  /**
    * Where events go, with what the log held before (a restart): its events, or the world
    * already folded from them (a snapshot plus the tail). In memory by default.
    */
@@ -184,6 +189,7 @@ export class VolumeManager {
       ...(opts.bindClaims === false ? { bindClaims: false } : {}),
       ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
       ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
+      ...(opts.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
       plugins,
       clock,
       sink: log.sink,

@@ -43,12 +43,32 @@ function httpOf(file: string): KubeHttp {
   }
 }
 
-/** The volume manager of a Kubernetes node: it binds no claim, and it serves token projections. */
+/**
+ * VOLE_TOKEN_AGE_MAX_MS: the age after which a token is asked for again whatever its
+ * lifetime (the kubelet's 24 h). For tests that watch a refresh: the API's shortest
+ * expirationSeconds (600) would make them wait 8 minutes.
+ */
+function tokenAgeMsMaxOf(value: string | undefined): number | undefined {
+  if (value === undefined || value === '') return undefined;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms <= 0)
+    throw new UsageError(`VOLE_TOKEN_AGE_MAX_MS must be a positive integer, not "${value}"`);
+  return ms;
+}
+
+/**
+ * The volume manager of a Kubernetes node: it binds no claim, it serves token projections,
+ * and CSIDriver objects say which CSI volumes need attaching.
+ */
 function openVolumeManager(
-  opts: Omit<Parameters<typeof VolumeManager.open>[0], 'bindClaims' | 'tokenRequests'>,
+  opts: Omit<
+    Parameters<typeof VolumeManager.open>[0],
+    'bindClaims' | 'tokenRequests' | 'csiDriverObjects'
+  >,
 ): VolumeManager {
   // Kubernetes' PV controller binds claims; the node reads the bindings (as the kubelet).
-  return VolumeManager.open({ ...opts, bindClaims: false, tokenRequests: true });
+  const kube = { bindClaims: false, tokenRequests: true, csiDriverObjects: true };
+  return VolumeManager.open({ ...opts, ...kube });
 }
 
 export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Promise<number> {
@@ -63,13 +83,16 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
-  const tokens = new TokenRequests(http);
+  let vm: VolumeManager | undefined;
+  const tokens = new TokenRequests(http, {
+    onRefreshDue: (uid) => vm?.inputs.tokensRefreshDue(uid),
+    tokenAgeMsMax: tokenAgeMsMaxOf(process.env.VOLE_TOKEN_AGE_MAX_MS),
+  });
   const plugins = new PluginManager(
     builtinPlugins({ root, contents, tokens, forbiddenHostPaths: [dirname(db)] }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
-  let vm: VolumeManager;
   try {
     vm = openVolumeManager({
       logBlocked,
@@ -104,7 +127,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
   const stop = () => void agent.stop();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop });
-  return untilStopped(opts, { say, logBlocked, vm, agent, endpoints, csi });
+  return untilStopped(opts, { say, logBlocked, vm, agent, endpoints, csi, tokens });
 }
 
 /** Runs until a signal (or, with --once, until settled); then stops it all, in order. */
@@ -117,9 +140,10 @@ function untilStopped(
     agent: KubeAgent;
     endpoints: { close(): Promise<void> };
     csi: { stop(): void };
+    tokens: { stop(): void };
   },
 ): Promise<number> {
-  const { say, logBlocked, vm, agent, endpoints, csi } = parts;
+  const { say, logBlocked, vm, agent, endpoints, csi, tokens } = parts;
   return runUntilStopped({
     say,
     once: opts.once === true,
@@ -128,6 +152,7 @@ function untilStopped(
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
+      tokens.stop();
       await endpoints.close();
       await agent.stop();
       await vm.drainAndStop();
@@ -135,6 +160,7 @@ function untilStopped(
       csi.stop();
     },
     abandon: () => {
+      tokens.stop();
       void endpoints.close();
       void agent.stop();
       vm.stop();

@@ -574,6 +574,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'SourcesReady':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
+    case 'TokensRefreshDue':
     case 'HostObserved':
     case 'CsiDriverRegistered':
     case 'CsiDriverDeregistered':

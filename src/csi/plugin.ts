@@ -172,7 +172,7 @@ export function csiPlugin(driver: CsiDriverHandle, opts: CsiPluginOptions): Volu
     name: driver.name,
     caps: csiPluginCaps(driver.name, driver.caps),
     pod: podOps(client),
-    ...(driver.caps.publishUnpublish ? { attacher: attacherOps(client) } : {}),
+    attacher: attacherOps(client),
     deviceMounter: deviceMounterOps(client),
     blockMapper: blockMapperOps(client),
     ...(driver.caps.expand ? { expander: expanderOps(client) } : {}),
@@ -195,10 +195,24 @@ function nodeIdFor(client: CsiClient, node: string): string {
   return nodeId;
 }
 
-/** attach → ControllerPublishVolume; its publish_context becomes the devicePath. */
+/**
+ * attach → ControllerPublishVolume; its publish_context becomes the devicePath. Every CSI
+ * driver has the ops, as every one has Kubernetes' csiAttacher: in Kubernetes mode a
+ * volume needs attaching unless its CSIDriver says `attachRequired: false`, whatever the
+ * driver's capabilities, and the node then waits for it (WaitForAttach). A driver without
+ * PUBLISH_UNPUBLISH_VOLUME has nothing to publish: vole does not attach its volumes itself
+ * (the resolver keeps them not attachable in kubelet attach mode), and detach is a no-op.
+ */
 function attacherOps(client: CsiClient): AttacherOps {
+  const publishes = client.driver.caps.publishUnpublish;
   return {
     async attach(spec, target) {
+      if (!publishes)
+        throw new PluginError(
+          'final',
+          `CSI driver ${client.driver.name} has no PUBLISH_UNPUBLISH_VOLUME: ` +
+            "Kubernetes' external-attacher attaches its volumes, not the node",
+        );
       const response = await client.rpc<{ publish_context: Record<string, string> }>(
         'ControllerPublishVolume',
         {
@@ -217,6 +231,7 @@ function attacherOps(client: CsiClient): AttacherOps {
     waitForAttach: async (_spec, devicePath) => devicePath,
     volumesAreAttached: async (specs) => new Map(specs.map((s) => [s.volume, true])),
     async detach(spec, target) {
+      if (!publishes) return;
       await client.rpc(
         'ControllerUnpublishVolume',
         { volume_id: volumeIdOf(spec, null), node_id: nodeIdFor(client, target.node) },

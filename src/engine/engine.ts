@@ -56,6 +56,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly bindClaims?: boolean;
   /** true: serviceAccountToken projections are served (recorded in EngineStarted). */
   readonly tokenRequests?: boolean;
+  /** true: CSIDriver objects decide CSI attachability (recorded in EngineStarted). */
+  readonly csiDriverObjects?: boolean;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -154,6 +156,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       controllerAttachDetach: this.opts.controllerAttachDetach,
       ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
       ...(this.opts.tokenRequests === true ? { tokenRequests: true } : {}),
+      ...(this.opts.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
       plugins: this.opts.plugins.catalog(),
       ...(this.executor.durableCalls === 'first' ? { durableCalls: 'first' } : {}),
       ...(this.opts.allocatable === undefined ? {} : { allocatable: this.opts.allocatable }),

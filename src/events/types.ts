@@ -198,6 +198,12 @@ export const eventSchemas = {
      * server's TokenRequest API at setUp (Kubernetes mode). Absent: false, they are refused.
      */
     tokenRequests: z.boolean().optional(),
+    /**
+     * true: CSIDriver objects say whether a CSI driver's volumes need attaching, as in
+     * Kubernetes (no object: attach required). Absent: false, the driver's
+     * PUBLISH_UNPUBLISH_VOLUME capability says it.
+     */
+    csiDriverObjects: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     /**
      * 'first': this engine's operations wait for the log before their first call only, so a
@@ -284,6 +290,16 @@ export const eventSchemas = {
     ...base,
     type: z.literal('VolumesReportedInUse'),
     volumes: z.array(z.string()),
+  }),
+  /**
+   * The token manager's refresh timer (src/kube/tokens.ts): a service-account token of this
+   * pod is older than 80 % of its lifetime or than 24 h, so the pod's projected volumes with
+   * serviceAccountToken sources are set up again, with a new token, as the kubelet does.
+   */
+  TokensRefreshDue: z.object({
+    ...base,
+    type: z.literal('TokensRefreshDue'),
+    pod: z.string().min(1),
   }),
   /** node.status.volumesAttached as the attach/detach controller published it. */
   NodeStatusObserved: z.object({
@@ -473,6 +489,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.ClaimFinalizerRemoved,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
+  eventSchemas.TokensRefreshDue,
   eventSchemas.HostObserved,
   eventSchemas.AttachmentsVerified,
   eventSchemas.AttachmentsFound,

@@ -93,6 +93,7 @@ export function toneOf(event: VoleEvent): EventSummary['tone'] {
     case 'SourcesReady':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
+    case 'TokensRefreshDue':
       return 'desired';
     default:
       return 'op';

@@ -80,6 +80,8 @@ export function describeEvent(event: VoleEvent): string {
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
       return `controller lists attached to ${event.node}: [${event.volumesAttached.map((v) => v.name).join(' ')}]`;
+    case 'TokensRefreshDue':
+      return `service-account tokens of pod ${event.pod} due for refresh`;
     case 'ReportRaised':
       return `${event.reason} on pod ${event.pod}: ${event.message}`;
     case 'AttachmentsFound':

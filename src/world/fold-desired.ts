@@ -15,7 +15,7 @@ import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
 export { bindingVolume };
-import { type PodResolution, resolvePod } from './resolve.js';
+import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
 import {
   addReference,
   anyPersistentVolumeName,
@@ -130,6 +130,7 @@ export function upsertPod(
     allocatable: world.config.allocatable,
     nodeLabels: () => nodeLabels(world.config.node, world.objects, world.plugins),
     tokenRequests: world.config.tokenRequests === true,
+    csiAttach: world.config.csiDriverObjects === true ? csiAttachOf(world.config) : undefined,
   });
   const volumes = keptVolumes(previous, resolution);
   const record: PodRecord = {
@@ -284,15 +285,49 @@ function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution)
   return kept.length === 0 ? resolution.volumes : [...resolution.volumes, ...kept];
 }
 
-/** spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount. */
-function markRemountRequired(world: World, record: PodRecord): void {
+/**
+ * spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount (only those
+ * `which` picks, when given).
+ */
+function markRemountRequired(
+  world: World,
+  record: PodRecord,
+  which: (resolved: ResolvedVolume) => boolean = () => true,
+): void {
   for (const resolved of record.volumes) {
-    if (!resolved.requiresRemount) continue;
+    if (!resolved.requiresRemount || !which(resolved)) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
     if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
     touch(world, resolved.volume);
   }
+}
+
+/** Does this volume project a service-account token? */
+function projectsToken(resolved: ResolvedVolume): boolean {
+  return contentParts(resolved.source).some((p) => p.kind === 'serviceAccountToken');
+}
+
+/**
+ * The token manager found a token of this pod due for refresh (80 % of its lifetime, or
+ * 24 h): its mounted token projections are set up again, which asks for a new token and
+ * swaps the files in atomically. Other volumes of the pod stay as they are. A pod gone
+ * meanwhile: nothing to do, as in the kubelet.
+ */
+export function foldTokensRefreshDue(world: World, event: EventOf<'TokensRefreshDue'>): void {
+  const record = world.pods.get(UniquePodName(event.pod));
+  if (record === undefined) return;
+  markRemountRequired(world, record, projectsToken);
+}
+
+/** The node's own inputs: its status as published and read back, its token timer. */
+export function foldNodeInput(
+  world: World,
+  event: EventOf<'VolumesReportedInUse' | 'NodeStatusObserved' | 'TokensRefreshDue'>,
+): void {
+  if (event.type === 'VolumesReportedInUse') return foldVolumesReportedInUse(world, event);
+  if (event.type === 'NodeStatusObserved') return foldNodeStatusObserved(world, event);
+  return foldTokensRefreshDue(world, event);
 }
 
 export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {

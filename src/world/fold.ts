@@ -10,12 +10,11 @@ import { stepAttachment, stepMount } from './pairs.js';
 import {
   bindingVolume,
   foldClaimBound,
-  foldNodeStatusObserved,
+  foldNodeInput,
   foldObjectRemoved,
   foldObjectUpserted,
   foldPodRemoved,
   foldPodUpserted,
-  foldVolumesReportedInUse,
   markDirty,
   touch,
   upsertPod,
@@ -82,6 +81,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
     ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
     ...(event.durableCalls === 'first' ? { durableCalls: 'first' as const } : {}),
+    ...(event.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));
   // CSI drivers registered before keep their capabilities until they register again, so
@@ -190,10 +190,9 @@ export function fold(world: World, event: VoleEvent): World {
       foldClaimDecision(world, event);
       break;
     case 'VolumesReportedInUse':
-      foldVolumesReportedInUse(world, event);
-      break;
     case 'NodeStatusObserved':
-      foldNodeStatusObserved(world, event);
+    case 'TokensRefreshDue':
+      foldNodeInput(world, event);
       break;
     case 'HostObserved':
       foldHostObserved(world, event);

@@ -56,6 +56,44 @@ export interface ResolveInput {
   readonly nodeLabels?: () => Readonly<Record<string, string>>;
   /** true: serviceAccountToken projections resolve (their tokens are asked for at setUp). */
   readonly tokenRequests?: boolean;
+  /**
+   * Kubernetes mode: CSIDriver objects say whether a CSI volume needs attaching
+   * (attachableOf). Absent: the driver's capability says it.
+   */
+  readonly csiAttach?: CsiAttach | undefined;
+}
+
+/** Who attaches in Kubernetes mode: the attach/detach controller, or this node. */
+export interface CsiAttach {
+  readonly controllerAttachDetach: boolean;
+}
+
+/** The CsiAttach of a node's config. */
+export function csiAttachOf(config: { controllerAttachDetach: boolean }): CsiAttach {
+  return { controllerAttachDetach: config.controllerAttachDetach };
+}
+
+/**
+ * Whether a volume needs attaching. In Kubernetes mode a CSI volume does, as the kubelet's
+ * CSI plugin decides (CanAttach), unless its driver's CSIDriver object says
+ * `attachRequired: false`; no CSIDriver object means attach required. This node then waits
+ * for the controller's attachment (WaitForAttach, volumesAttached, the VolumeAttachment's
+ * metadata as MountDevice's publish context). When this node attaches itself (kubelet
+ * attach mode) it can only ControllerPublish, so a driver without PUBLISH_UNPUBLISH_VOLUME
+ * stays not attachable. Otherwise the plugin's capability says it.
+ */
+function attachableOf(
+  caps: PluginCaps,
+  source: VolumeSource,
+  input: ResolveInput,
+  references: string[],
+): boolean {
+  const mode = input.csiAttach;
+  if (mode === undefined || caps.csi === undefined || source.kind !== 'csi') return caps.attachable;
+  addReference(references, 'CSIDriver', source.driver);
+  const driver = input.objects.get(objectKey('CSIDriver', source.driver));
+  const attachRequired = driver?.kind !== 'CSIDriver' || driver.spec?.attachRequired !== false;
+  return attachRequired && (mode.controllerAttachDetach || caps.attachable);
 }
 
 export interface PodResolution {
@@ -338,6 +376,7 @@ function resolveOne(
     uid,
     readOnly,
     namespace,
+    attachable: attachableOf(caps, source, input, references),
   });
   return { ok: true, value };
 }
@@ -368,12 +407,19 @@ function resolvedOf(
   located: Located,
   source: VolumeSource,
   caps: PluginCaps,
-  o: { outerVolumeSpecName: string; uid: string; readOnly: boolean; namespace: string },
+  o: {
+    outerVolumeSpecName: string;
+    uid: string;
+    readOnly: boolean;
+    namespace: string;
+    /** Whether it needs attaching (attachableOf); absent: the plugin's capability says. */
+    attachable?: boolean;
+  },
 ): ResolvedVolume {
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located;
   const { uid, namespace } = o;
   // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
-  const attachable = caps.attachable && !inline;
+  const attachable = !inline && (o.attachable ?? caps.attachable);
   const deviceMountable = caps.deviceMountable && !inline;
   const innerVolumeSpecName = pv?.metadata.name ?? o.outerVolumeSpecName;
   const handle = source.kind === 'csi' ? source.volumeHandle : innerVolumeSpecName;

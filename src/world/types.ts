@@ -308,6 +308,8 @@ export interface WorldConfig {
   readonly tokenRequests?: boolean;
   /** 'first': operations waited for the log before their first call only (EngineStarted). */
   readonly durableCalls?: 'first';
+  /** true: CSIDriver objects' attachRequired decides CSI attachability (Kubernetes mode). */
+  readonly csiDriverObjects?: boolean;
 }
 
 /**

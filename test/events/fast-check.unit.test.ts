@@ -93,6 +93,7 @@ const samples: Record<string, Record<string, unknown>[]> = {
     { ...base, type: 'ObjectRemoved', kind: 'PersistentVolume', name: 'pv' },
   ],
   VolumesReportedInUse: [{ ...base, type: 'VolumesReportedInUse', volumes: ['a', 'b'] }],
+  TokensRefreshDue: [{ ...base, type: 'TokensRefreshDue', pod: 'uid-1' }],
   NodeStatusObserved: [
     {
       ...base,

@@ -16,12 +16,16 @@ export interface AgentProcess {
   stop(): Promise<number | null>;
 }
 
-export function startVole(args: readonly string[]): AgentProcess {
+export function startVole(
+  args: readonly string[],
+  opts: { env?: Readonly<Record<string, string>> } = {},
+): AgentProcess {
   const child = spawn(
     process.execPath,
     ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...opts.env },
     },
   );
   const lines: string[] = [];
