@@ -6,6 +6,7 @@ import type { Metadata } from '@grpc/grpc-js';
 import { Etcd3 } from 'etcd3';
 import type { Clock } from '../clock.js';
 import { withoutResolutionNote } from '../csi/grpc-text.js';
+import { trackHostHealth } from './etcd-hosts.js';
 
 export class ClusterError extends Error {
   override name = 'ClusterError';
@@ -43,13 +44,33 @@ export const grpcKeepalive = {
   'grpc.keepalive_permit_without_calls': 0,
 };
 
-export function connect(urls: string, opts: { dialTimeoutMs?: number } = {}): Etcd3 {
+/**
+ * A member healed after a partition is tried again within 5 s (gRPC's backoff between
+ * connection attempts otherwise grows to 120 s).
+ */
+const grpcReconnect = {
+  'grpc.initial_reconnect_backoff_ms': 500,
+  'grpc.max_reconnect_backoff_ms': 5_000,
+};
+
+/**
+ * `dialTimeoutMs` bounds each connection attempt to a member (etcd3 ignores its own
+ * `dialTimeout`: src/cluster/etcd-hosts.ts does it); a member that failed is tried last
+ * for `quarantineMs`.
+ */
+export function connect(
+  urls: string,
+  opts: { dialTimeoutMs?: number; quarantineMs?: number } = {},
+): Etcd3 {
   const client = new Etcd3({
     hosts: parseEndpoints(urls),
-    dialTimeout: opts.dialTimeoutMs ?? 5_000,
-    grpcOptions: grpcKeepalive,
+    grpcOptions: { ...grpcKeepalive, ...grpcReconnect },
   });
   requireLeader(client);
+  trackHostHealth(client, {
+    connectTimeoutMs: opts.dialTimeoutMs ?? 3_000,
+    quarantineMs: opts.quarantineMs ?? 20_000,
+  });
   return client;
 }
 
