@@ -4,8 +4,7 @@
  * own, links cut, made lossy or slow and healed while pods move. CI runs the fixed,
  * named schedules of test/support/partition-schedules.ts; VOLE_PARTITION_SEED=N with
  * VOLE_PARTITION_RUNS=K (scripts/partition.sh) runs K seeded schedules from seed N instead,
- * VOLE_PARTITION_ONLY=NAME one named schedule (the CI set's, or leader-with-etcd-leader-in-minority,
- * a known gap run as a todo).
+ * VOLE_PARTITION_ONLY=NAME one named schedule (a known gap, if any, runs as a todo).
  * After every schedule: converged, no ReadWriteOnce disk published on two nodes, the
  * controller log whole and sound (runSchedule). At the end: every pod deleted, nothing
  * mounted or attached, the agents' own logs verify, no namespace left.
