@@ -32,7 +32,7 @@ function parseEndpoints(urls: string): string[] {
 /**
  * gRPC keepalive pings while calls are open: a connection to a member behind a network
  * partition (packets dropped, no reset) is found dead within about 9 s, and its calls fail
- * and its watches start again (on a member etcd3 picks at random). Without them a
+ * and its watches start again (on a member not known dead: etcd-hosts.ts). Without them a
  * standby's watch on the leader key stayed silent for good on a member cut off from it,
  * and it never took over (test/cluster/partition.host.test.ts).
  * etcd's server refuses pings more often than --grpc-keepalive-min-time (5 s by default),
