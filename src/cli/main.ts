@@ -61,6 +61,9 @@ program
 
 const logger = () => cliLogger(program.opts<{ logLevel: string }>().logLevel);
 
+/** How long a command that has returned may take to end by itself. */
+const exitGraceMs = 5_000;
+
 /** Known errors become a message and exit status 2; anything else is a bug and crashes. */
 function run(action: () => number | Promise<number>): () => Promise<void> {
   return async () => {
@@ -79,6 +82,11 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
         return;
       }
       throw error;
+    } finally {
+      // A command that has returned ends, even if a library left a timer running: a
+      // closed etcd3 client's watch manager retries for good, and a deposed controller
+      // leader that stays up is never restarted as a standby.
+      setTimeout(() => process.exit(), exitGraceMs).unref();
     }
   };
 }
