@@ -16,7 +16,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from '../events/k8s.js';
-import { UniquePodName } from '../ids.js';
+import { NodeName, UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { KubeHttp } from './http.js';
 import {
@@ -32,7 +32,7 @@ import {
 import { KubeClaimBinder } from './claim-binder.js';
 import { attachmentsFound } from './found.js';
 import { KubeLeadership } from './lease.js';
-import { sameNodeProjection } from './node-projection.js';
+import { nodeUpdateChangesNothing } from './node-projection.js';
 import { PodEventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
 import { vaPlugin, VolumeAttachmentCache } from './va-plugin.js';
@@ -348,13 +348,14 @@ export class KubeController {
   }
 
   /**
-   * A Node update that changes nothing the fold reads (nodeProjection): not logged, but
-   * the writer compares its volumesAttached with the world's.
+   * A Node update whose fold would change nothing (nodeUpdateChangesNothing): not logged,
+   * but the writer compares its volumesAttached with the world's.
    */
   private unchangedNode(cm: ControllerManager, raw: ApiObject): boolean {
     const key = objectKey('Node', raw.metadata.name);
     const logged = cm.world.objects.get(key);
-    if (logged?.kind !== 'Node' || !sameNodeProjection(logged, raw)) return false;
+    const record = cm.world.nodes.get(NodeName(raw.metadata.name));
+    if (logged?.kind !== 'Node' || !nodeUpdateChangesNothing(logged, record, raw)) return false;
     this.known.set(key, raw);
     this.writer?.nodeObserved(raw.metadata.name);
     return true;

@@ -43,3 +43,28 @@ function canonical(value: unknown): string {
 export function sameNodeProjection(logged: NodeLike | undefined, next: NodeLike): boolean {
   return logged !== undefined && nodeProjection(logged) === nodeProjection(next);
 }
+
+/** The controller's record of a Node: what it takes as mounted there (volumesInUse). */
+export interface NodeInUse {
+  readonly exists: boolean;
+  readonly volumesInUse: ReadonlySet<string>;
+}
+
+/**
+ * True when folding `next` would leave the world as it is: the same projection as the
+ * logged Node, and the world's record holds exactly its volumesInUse. An attach since
+ * assumed its volume mounted (Kubernetes' "assume mounted until proven otherwise"): then
+ * the update, even unchanged on the API, says otherwise and must be logged.
+ */
+export function nodeUpdateChangesNothing(
+  logged: NodeLike | undefined,
+  record: NodeInUse | undefined,
+  next: NodeLike,
+): boolean {
+  if (record === undefined || !record.exists) return false;
+  const inUse = (next as NodeParts).status?.volumesInUse;
+  const names = new Set(Array.isArray(inUse) ? (inUse as string[]) : []);
+  if (names.size !== record.volumesInUse.size) return false;
+  for (const name of names) if (!record.volumesInUse.has(name)) return false;
+  return sameNodeProjection(logged, next);
+}

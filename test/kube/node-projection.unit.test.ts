@@ -1,6 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { nodeProjection, sameNodeProjection } from '../../src/kube/node-projection.js';
+import {
+  nodeProjection,
+  nodeUpdateChangesNothing,
+  sameNodeProjection,
+} from '../../src/kube/node-projection.js';
 
 const node = (status: Record<string, unknown>, spec: Record<string, unknown> = {}) => ({
   kind: 'Node',
@@ -40,4 +44,14 @@ test('key order does not change the projection', () => {
   const a = node({ conditions: ready('t1') }, { podCIDR: 'x', taints: [] });
   const b = node({ conditions: ready('t1') }, { taints: [], podCIDR: 'x' });
   assert.equal(nodeProjection(a), nodeProjection(b));
+});
+
+test('an attach assumed mounted since: the same update must be logged to say otherwise', () => {
+  const logged = node({ conditions: ready('t1'), volumesInUse: [] });
+  const echo = node({ conditions: ready('t1'), volumesInUse: [], volumesAttached: [] });
+  const record = (inUse: string[]) => ({ exists: true, volumesInUse: new Set(inUse) });
+  assert.equal(nodeUpdateChangesNothing(logged, record([]), echo), true);
+  assert.equal(nodeUpdateChangesNothing(logged, record(['v1']), echo), false);
+  assert.equal(nodeUpdateChangesNothing(logged, { ...record([]), exists: false }, echo), false);
+  assert.equal(nodeUpdateChangesNothing(logged, undefined, echo), false);
 });
