@@ -55,12 +55,6 @@ export const logApplicationId = 0x564f4c45;
 /** Kubernetes mode: one API request's timeout (client-go's default for a kubelet is 10 s). */
 export const kubeRequestTimeoutMs = 10_000;
 /**
- * Kubernetes mode: the API client's connections to its API server at most. A burst of
- * writes queues on them rather than paying a TLS handshake each (client-go multiplexes
- * its requests on one HTTP/2 connection); the request timeout runs from the socket on.
- */
-export const kubeConnectionsMax = 32;
-/**
  * Kubernetes mode: the wait before an informer that stopped on an error lists and watches
  * again (client-go's reflector backs off from 800 ms; one fixed step keeps it simple).
  */

@@ -6,7 +6,7 @@
 import { Agent, type AgentOptions, request } from 'node:https';
 import { createSecureContext } from 'node:tls';
 import { KubeConfig } from '@kubernetes/client-node';
-import { kubeConnectionsMax, kubeRequestTimeoutMs } from '../constants.js';
+import { kubeRequestTimeoutMs } from '../constants.js';
 
 /** An API answer that was not 2xx: its HTTP status and the Status object's message. */
 export class KubeApiError extends Error {
@@ -109,11 +109,11 @@ export class KubeHttp {
   }
 }
 
-/** A keep-alive agent with one TLS context (each connection would build its own), bounded. */
+/** A keep-alive agent with one TLS context (each connection would build its own). */
 function keepAliveAgent(tls: AgentOptions): Agent {
   const { ca, cert, key, pfx, passphrase } = tls;
   const secureContext = createSecureContext({ ca, cert, key, pfx, passphrase });
-  return new Agent({ ...tls, keepAlive: true, secureContext, maxSockets: kubeConnectionsMax });
+  return new Agent({ ...tls, keepAlive: true, secureContext });
 }
 
 function send(
