@@ -16,7 +16,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from '../events/k8s.js';
-import { UniquePodName } from '../ids.js';
+import { NodeName, UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { KubeHttp } from './http.js';
 import {
@@ -32,6 +32,7 @@ import {
 import { KubeClaimBinder } from './claim-binder.js';
 import { attachmentsFound } from './found.js';
 import { KubeLeadership } from './lease.js';
+import { nodeUpdateChangesNothing } from './node-projection.js';
 import { PodEventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
 import { vaPlugin, VolumeAttachmentCache } from './va-plugin.js';
@@ -100,6 +101,7 @@ export class KubeController {
   private readonly known = new Map<string, ApiObject>();
   private drivers = new Map<string, boolean>();
   private restarting = false;
+  private writer: VolumesAttachedWriter | null = null;
   /** While the informers first list: their objects by kind, fed once all have listed. */
   private pending: Map<string, Map<string, ApiObject>> | null = null;
 
@@ -212,7 +214,9 @@ export class KubeController {
       cm,
       fence: this.fence,
       say: this.opts.say,
+      observedNode: (name) => this.known.get(objectKey('Node', name)),
     });
+    this.writer = writer;
     const recorder = new PodEventRecorder({
       http: this.opts.http,
       node: this.opts.identity,
@@ -232,7 +236,7 @@ export class KubeController {
         .catch((error: Error) => this.opts.say(`Event not written: ${error.message}`));
     });
     writer.start();
-    this.stops.push(unsubscribe, () => writer.stop());
+    this.stops.push(unsubscribe, () => ((this.writer = null), writer.stop()));
     if (this.opts.controllers?.includes('persistentvolume-binder') === true) {
       const binder = new KubeClaimBinder({
         http: this.opts.http,
@@ -324,6 +328,7 @@ export class KubeController {
   upsertObject(raw: ApiObject): void {
     const cm = this.running;
     if (cm === undefined) return;
+    if (raw.kind === 'Node' && this.unchangedNode(cm, raw)) return;
     const errors = validate(raw);
     const parsed = manifestObject.safeParse(raw);
     if (errors.length > 0 || !parsed.success) {
@@ -340,6 +345,20 @@ export class KubeController {
     this.known.set(key, raw);
     if (raw.kind === 'CSIDriver' || raw.kind === 'PersistentVolume') this.checkDrivers();
     if (this.running !== undefined) cm.upsertObject(parsed.data);
+  }
+
+  /**
+   * A Node update whose fold would change nothing (nodeUpdateChangesNothing): not logged,
+   * but the writer compares its volumesAttached with the world's.
+   */
+  private unchangedNode(cm: ControllerManager, raw: ApiObject): boolean {
+    const key = objectKey('Node', raw.metadata.name);
+    const logged = cm.world.objects.get(key);
+    const record = cm.world.nodes.get(NodeName(raw.metadata.name));
+    if (logged?.kind !== 'Node' || !nodeUpdateChangesNothing(logged, record, raw)) return false;
+    this.known.set(key, raw);
+    this.writer?.nodeObserved(raw.metadata.name);
+    return true;
   }
 
   /** @internal */

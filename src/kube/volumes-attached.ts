@@ -9,13 +9,22 @@ import { kubeWriteRetryMs } from '../constants.js';
 import { objectKey } from '../events/k8s.js';
 import { OpId } from '../ids.js';
 import { KubeApiError, type KubeHttp } from './http.js';
+import type { ApiObject } from './informer.js';
 
 export interface VolumesAttachedWriterOptions {
   readonly http: KubeHttp;
   readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>;
   readonly fence: () => Promise<void>;
   readonly say: (line: string) => void;
+  /**
+   * The Node as the informer last saw it (default: as the log holds it): the controller
+   * does not log a Node update that changes only status.volumesAttached, so the writer
+   * compares with the live object.
+   */
+  readonly observedNode?: (name: string) => ApiObject | undefined;
 }
+
+type NodeStatus = { status?: { volumesAttached?: { name: string; devicePath?: string }[] } };
 
 export class VolumesAttachedWriter {
   private readonly dirty = new Set<string>();
@@ -43,6 +52,21 @@ export class VolumesAttachedWriter {
     this.schedule();
   }
 
+  /** A Node update the log did not take: its volumesAttached may differ from the world's. */
+  nodeObserved(name: string): void {
+    this.dirty.add(name);
+    this.schedule();
+  }
+
+  private node(name: string): NodeStatus | undefined {
+    if (this.opts.observedNode !== undefined) {
+      const observed = this.opts.observedNode(name);
+      return observed?.kind === 'Node' ? (observed as NodeStatus) : undefined;
+    }
+    const object = this.opts.cm.world.objects.get(objectKey('Node', name));
+    return object?.kind === 'Node' ? object : undefined;
+  }
+
   private nodes(): string[] {
     const world = this.opts.cm.world;
     const names = this.all
@@ -60,8 +84,8 @@ export class VolumesAttachedWriter {
       this.scheduled = false;
       const changes = new Map<string, { name: string; devicePath: string }[]>();
       for (const node of this.nodes()) {
-        const object = this.opts.cm.world.objects.get(objectKey('Node', node));
-        if (object?.kind !== 'Node') continue; // no Node object: nothing to write to
+        const object = this.node(node);
+        if (object === undefined) continue; // no Node object: nothing to write to
         const want = this.opts.cm.volumesAttached(node);
         const has = (object.status?.volumesAttached ?? []).map((v) => ({
           name: v.name,
