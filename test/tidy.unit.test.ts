@@ -38,8 +38,7 @@ const pure = [
   'src/controller/operator.ts',
   'src/controller/types.ts',
   'src/controller/invariants.ts',
-  'src/engine/book.ts',
-  'src/engine/calls.ts',
+  'src/operations',
 ];
 const pureFiles = pure.flatMap((p) => (p.endsWith('.ts') ? [p] : files(p)));
 
@@ -74,10 +73,10 @@ const layers: [string, number][] = [
   ['src/assert.ts', 0],
   ['src/constants.ts', 0],
   ['src/events/', 0],
+  // The operation book, the call table and the pending operations both folds share.
+  ['src/operations/', 0.5],
   ['src/world/', 1],
-  // The operation book and the call table both folds share, and the controller's core.
-  ['src/engine/book.ts', 1],
-  ['src/engine/calls.ts', 1],
+  // The controller's core.
   ['src/controller/types.ts', 1],
   ['src/controller/fold.ts', 1],
   ['src/controller/invariants.ts', 1],

@@ -13,11 +13,9 @@
  */
 import pino, { type Logger } from 'pino';
 import { snapshotEveryEvents } from '../constants.js';
-import {
-  ControllerExecutor,
-  maxWaitForUnmountMsDefault,
-  startAttachmentVerifier,
-} from '../controller/index.js';
+import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { ControllerExecutor } from '../execute/controller-executor.js';
+import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import { type ControllerWorld, pairKey } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';

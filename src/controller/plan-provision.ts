@@ -23,7 +23,7 @@ import {
   type StorageClass,
 } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
-import type { Claims } from '../engine/book.js';
+import type { Claims } from '../operations/book.js';
 import {
   bindingVolume,
   boundVolumes,

@@ -5,10 +5,10 @@
  * as retry times, so a forced detach happens on time without polling.
  */
 import { assert } from '../assert.js';
-import { Claims as BookClaims } from '../engine/book.js';
+import { Claims as BookClaims } from '../operations/book.js';
 import type { Decision, NewEvent, OpKey, ProvisionRequest } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
-import { keysConflict } from '../world/pending.js';
+import { keysConflict } from '../operations/pending.js';
 import { planBindings } from '../plan/bind.js';
 import { bindingVolume } from '../world/binding.js';
 import { attachmentsOf } from './fold.js';

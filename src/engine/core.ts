@@ -7,7 +7,7 @@
  */
 import type { Decision, NewEvent, VoleEvent } from '../events/index.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
-import type { OperationBook } from './book.js';
+import type { OperationBook } from '../operations/book.js';
 
 /** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
 export const engineModes = ['kubelet', 'controller'] as const;
@@ -65,7 +65,7 @@ export interface Core<W extends CoreWorld, O extends CoreOperation> {
   readonly snapshot: SnapshotCodec<W>;
 }
 
-/** What runs a core's operations: an executor (src/execute, src/controller/executor.ts). */
+/** What runs a core's operations: an executor (src/execute, src/execute/controller-executor.ts). */
 export interface Runner<O extends CoreOperation> {
   start(op: O): void;
   capacity(): number;

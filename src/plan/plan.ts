@@ -34,7 +34,7 @@ import {
   releaseHeld,
   type World,
 } from '../world/index.js';
-import { Claims as BookClaims } from '../engine/book.js';
+import { Claims as BookClaims } from '../operations/book.js';
 import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
 

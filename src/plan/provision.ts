@@ -24,7 +24,7 @@ import {
   type StorageClass,
 } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import type { Claims } from '../engine/book.js';
+import type { Claims } from '../operations/book.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound } from '../world/binding.js';
 import { provisioningClass } from '../world/claims-view.js';
 import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
