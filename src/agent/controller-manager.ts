@@ -126,7 +126,7 @@ export class ControllerManager {
     for (const event of log.history) if (event.seq > world.seq) controllerCore.fold(world, event);
     let current = () => world;
     const metrics = new VoleMetrics({
-      source: { mode: 'controller', world: () => current() },
+      source: { reader: controllerCore.reader, world: () => current() },
       appendLatency: true,
     });
     const engine = new Engine({

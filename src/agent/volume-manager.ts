@@ -167,7 +167,7 @@ export class VolumeManager {
     const world = foldAll(log.history, log.world);
     let current: () => World = () => world;
     const metrics = new VoleMetrics({
-      source: { mode: 'kubelet', world: () => current() },
+      source: { reader: kubeletCore.reader, world: () => current() },
       volumeStats: () => measureVolumes(claimVolumes(current(), plugins)),
       appendLatency: true,
     });

@@ -8,6 +8,15 @@
 import type { Decision, NewEvent, VoleEvent } from '../events/index.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { OperationBook } from '../operations/book.js';
+import type { CoreReader } from '../operations/reader.js';
+
+export type {
+  CoreGauges,
+  CoreMetricFamilies,
+  CoreReader,
+  OperationRef,
+  PairKind,
+} from '../operations/reader.js';
 
 /** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
 export const engineModes = ['kubelet', 'controller'] as const;
@@ -53,6 +62,8 @@ export interface CoreOperation {
 
 export interface Core<W extends CoreWorld, O extends CoreOperation> {
   readonly mode: EngineMode;
+  /** What readers ask of its world. */
+  readonly reader: CoreReader<W>;
   initialWorld(): W;
   /** Applies one event in place and returns the world (DESIGN.md rule 2: pure). */
   fold(world: W, event: VoleEvent): W;

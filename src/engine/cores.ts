@@ -12,11 +12,13 @@ import {
   describeControllerOperation,
   planController,
 } from '../controller/plan.js';
+import * as controllerReader from '../controller/readers.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../world/objects.js';
+import * as kubeletReader from '../world/readers.js';
 import { isReferenceIndex } from '../world/references.js';
 import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
@@ -26,6 +28,13 @@ import { structuredCloneCodec } from './snapshot.js';
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
 export const kubeletCore: Core<World, Operation> = {
   mode: 'kubelet',
+  reader: {
+    pairs: ['attachment', 'mount'],
+    metrics: { totalVolumes: 'volume_manager_total_volumes', node: true, controller: false },
+    operationSpec: kubeletReader.operationSpec,
+    persistentVolume: kubeletReader.persistentVolume,
+    gauges: kubeletReader.gauges,
+  },
   initialWorld,
   fold,
   plan,
@@ -68,6 +77,17 @@ export const kubeletCore: Core<World, Operation> = {
 /** The attach/detach controller (spec/attach-detach-controller.md). */
 export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
   mode: 'controller',
+  reader: {
+    pairs: ['attachment'],
+    metrics: {
+      totalVolumes: 'attachdetach_controller_total_volumes',
+      node: false,
+      controller: true,
+    },
+    operationSpec: controllerReader.operationSpec,
+    persistentVolume: () => undefined,
+    gauges: controllerReader.gauges,
+  },
   initialWorld: initialControllerWorld,
   fold: foldController,
   plan: planController,
