@@ -37,6 +37,7 @@ const pure = [
   'src/world',
   'src/plan',
   'src/operations',
+  'src/binding',
   // Only the controller's pure core: its executor is in src/execute, its harness in src/sim.
   'src/controller',
 ];

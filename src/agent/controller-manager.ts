@@ -25,13 +25,13 @@ import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
-import { planBindings } from '../plan/bind.js';
+import { planBindings } from '../binding/decide.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { claimIdentitiesOf, type ManifestChanges, withUid } from '../sources/manifests.js';
-import { lookupOf } from '../world/binding.js';
+import { lookupOf } from '../binding/claims.js';
 import {
   awaitOperatorDecision,
   type OperatorDecided,

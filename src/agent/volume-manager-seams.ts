@@ -9,7 +9,7 @@ import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { claimIdentitiesOf, withUid } from '../sources/manifests.js';
-import { lookupOf } from '../world/binding.js';
+import { lookupOf } from '../binding/claims.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { Clock } from '../clock.js';
 import { podAttachAndMountTimeoutMs } from '../constants.js';

@@ -20,7 +20,7 @@ import {
   bindingVolume,
   forgetClaim,
   trackClaim,
-} from '../world/binding.js';
+} from '../binding/claims.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { referenceKeys } from '../world/references.js';

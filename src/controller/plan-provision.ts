@@ -31,7 +31,7 @@ import {
   findVolumeForClaim,
   isClaimBound,
   lookupOf,
-} from '../world/binding.js';
+} from '../binding/claims.js';
 import { csiVolumeName } from '../world/provisioning.js';
 import {
   bindingModeOf,
@@ -40,7 +40,7 @@ import {
   reclaimPolicyOf,
   requisiteOf,
   storageClassOf,
-} from '../world/storage-class.js';
+} from '../binding/storage-class.js';
 import { requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 

@@ -12,10 +12,10 @@
 import type { EventOf, ProvisionRequest } from '../events/index.js';
 import { type ClusterObject, objectKey } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { bindingVolume, claimUid } from '../world/binding.js';
+import { bindingVolume, claimUid } from '../binding/claims.js';
 import { provisionedPv } from '../world/fold-provisioning.js';
 import { csiVolumeName } from '../world/provisioning.js';
-import { provisionedByAnnotation } from '../world/storage-class.js';
+import { provisionedByAnnotation } from '../binding/storage-class.js';
 import type { RunningOp } from '../world/types.js';
 import type { ControllerWorld } from './types.js';
 

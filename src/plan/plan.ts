@@ -10,7 +10,7 @@ import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OpKey } from '../events/index.js';
 import { bindingVolume } from '../world/fold-desired.js';
-import { planBindings } from './bind.js';
+import { planBindings } from '../binding/decide.js';
 import { planStorage, storageWaits } from './provision.js';
 import { claimInUse } from '../world/provisioning.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';

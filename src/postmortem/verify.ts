@@ -11,7 +11,7 @@ import { type Core, type CoreOperation, type CoreWorld, InvariantChecker } from 
 import { coreOfLog } from '../engine/cores.js';
 import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume } from '../world/binding.js';
+import { bindingVolume } from '../binding/claims.js';
 
 export interface Divergence {
   readonly seq: number;

@@ -8,7 +8,7 @@ import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
 import type { OpRecord, PodRecord, ResolvedVolume, World } from '../world/types.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import { claimName } from '../world/binding.js';
+import { claimName } from '../binding/claims.js';
 import { type ClaimView, claimView } from '../world/claims-view.js';
 
 export interface VolumeWhy {

@@ -5,10 +5,10 @@
  */
 import type { PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { claimName, claimUid, isClaimBound } from './binding.js';
+import { claimName, claimUid, isClaimBound } from '../binding/claims.js';
 import { retryAtMs } from '../operations/pending.js';
 import { claimInUse, csiVolumeName } from './provisioning.js';
-import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
+import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import type { World } from './types.js';
 
 /**

@@ -21,11 +21,15 @@ import {
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume, boundVolumes, claimUid, forgetClaim } from './binding.js';
+import { bindingVolume, boundVolumes, claimUid, forgetClaim } from '../binding/claims.js';
 
 export { claimUid };
 import { podsReferencing } from './references.js';
-import { claimClassName, provisionedByAnnotation, storageClassOf } from './storage-class.js';
+import {
+  claimClassName,
+  provisionedByAnnotation,
+  storageClassOf,
+} from '../binding/storage-class.js';
 import type { World } from './types.js';
 
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */

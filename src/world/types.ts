@@ -21,7 +21,7 @@ import type {
 } from '../events/index.js';
 import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ClaimBinding } from './binding.js';
+import type { ClaimBinding } from '../binding/claims.js';
 import type { ByPod } from './by-pod.js';
 import type { ClusterObjects } from './objects.js';
 import type { ReferenceIndex, References } from './references.js';

@@ -13,6 +13,8 @@ export const layers: [string, number][] = [
   ['src/events/', 0],
   // The operation book, the call table and the pending operations both folds share.
   ['src/operations/', 1],
+  // Claim binding and storage-class policy, which both cores' folds and planners ask.
+  ['src/binding/', 1],
   ['src/world/', 2],
   // The controller's core: its world and fold beside the node's, its planner beside plan/.
   ['src/controller/types.ts', 2],
