@@ -132,17 +132,19 @@ export class ControllerManager {
     const engine = new Engine({
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
-      node: 'controller',
-      controllerAttachDetach: true,
+      config: {
+        node: 'controller',
+        controllerAttachDetach: true,
+        controller: {
+          maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+          disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
+        },
+      },
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
-      controller: {
-        maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
-        disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
-      },
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     current = () => engine.world;

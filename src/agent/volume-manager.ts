@@ -174,11 +174,13 @@ export class VolumeManager {
     const engine = new Engine({
       core: kubeletCore,
       runner: (host) => new Executor(host),
-      node: opts.node,
-      controllerAttachDetach: opts.controllerAttachDetach ?? true,
-      ...(opts.bindClaims === false ? { bindClaims: false } : {}),
-      ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
-      ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
+      config: {
+        node: opts.node,
+        controllerAttachDetach: opts.controllerAttachDetach ?? true,
+        ...(opts.bindClaims === false ? { bindClaims: false } : {}),
+        ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
+        ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
+      },
       plugins,
       clock,
       sink: timedSink(log.sink, (seconds) => metrics.observeAppend(seconds)),

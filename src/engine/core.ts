@@ -5,7 +5,7 @@
  * Two cores exist: the kubelet's (src/world + src/plan) and the attach/detach
  * controller's (src/controller).
  */
-import type { Decision, NewEvent, VoleEvent } from '../events/index.js';
+import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { OperationBook } from '../operations/book.js';
 import type { CoreReader } from '../operations/reader.js';
@@ -21,6 +21,17 @@ export type {
 /** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
 export const engineModes = ['kubelet', 'controller'] as const;
 export type EngineMode = (typeof engineModes)[number];
+
+/**
+ * A core's configuration, as its EngineStarted records it (the engine adds the time, the
+ * plugins, its version and the core's mode): the node and how it attaches, binds claims,
+ * serves tokens and sizes downward resources, or the controller's timing. Folds read it
+ * back from EngineStarted, so a restart and a post-mortem see what the engine ran with.
+ */
+export type CoreConfig = Omit<
+  EventOf<'EngineStarted'>,
+  'type' | 'seq' | 'tsMs' | 'plugins' | 'version' | 'mode'
+>;
 
 /** What every world has that the engine loop needs: its head and the operation book. */
 export interface CoreWorld extends OperationBook {

@@ -98,7 +98,9 @@ function check(
 export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   core: controllerCore,
   runner: (host) => new ControllerExecutor(host),
-  engineOptions: (scenario) => ({
+  config: (scenario) => ({
+    node: scenario.node,
+    controllerAttachDetach: scenario.controllerAttachDetach,
     controller: {
       maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
       disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,
