@@ -22,7 +22,13 @@ import * as kubeletReader from '../world/readers.js';
 import { isReferenceIndex } from '../world/references.js';
 import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
-import { type Core, type EngineMode, engineModes } from './core.js';
+import {
+  type Core,
+  type CoreOperation,
+  type CoreWorld,
+  type EngineMode,
+  engineModes,
+} from './core.js';
 import { structuredCloneCodec } from './snapshot.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
@@ -112,6 +118,9 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> = {
 export type LogCore =
   | { readonly mode: 'kubelet'; readonly core: typeof kubeletCore }
   | { readonly mode: 'controller'; readonly core: typeof controllerCore };
+
+/** Either core, as a reader that needs nothing of one core's world holds it. */
+export type AnyCore = Core<CoreWorld, CoreOperation>;
 
 export class UnknownModeError extends Error {
   override name = 'UnknownModeError';
