@@ -7,9 +7,9 @@ export {
 export {
   DesiredStateInputs,
   InvalidPodError,
-  OperatorRequests,
   ReconcilerStatus,
 } from './agent/volume-manager-seams.js';
+export { OperatorRequests } from './agent/operator.js';
 export { describeInvalid, type FieldError, validate } from './sources/validate.js';
 export { ObjectContents, toLoggedObject } from './sources/contents.js';
 export { builtinPlugins } from './plugins/builtin/index.js';

@@ -34,7 +34,8 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import { DesiredStateInputs, OperatorRequests, ReconcilerStatus } from './volume-manager-seams.js';
+import { DesiredStateInputs, ReconcilerStatus } from './volume-manager-seams.js';
+import { OperatorRequests, resolveOperatorRequest } from './operator.js';
 import { cleanUpOrphans } from './orphans.js';
 import { type EventSink, MemorySink, timedSink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
@@ -124,7 +125,11 @@ export class VolumeManager {
     this.metrics = metrics;
     this.inputs = new DesiredStateInputs(engine, clock, contents);
     this.status = new ReconcilerStatus(engine);
-    this.operator = new OperatorRequests(engine, clock);
+    this.operator = new OperatorRequests(engine, clock, {
+      who: 'the volume manager',
+      resolve: (input) => resolveOperatorRequest(engine.world, input),
+      doneTimeoutMsDefault: podAttachAndMountTimeoutMs,
+    });
     engine.subscribe((event, world) => metrics.observe(event, world));
   }
 
