@@ -7,9 +7,9 @@ export {
 export {
   DesiredStateInputs,
   InvalidPodError,
-  OperatorRequests,
   ReconcilerStatus,
 } from './agent/volume-manager-seams.js';
+export { OperatorRequests } from './agent/operator.js';
 export { describeInvalid, type FieldError, validate } from './sources/validate.js';
 export { ObjectContents, toLoggedObject } from './sources/contents.js';
 export { builtinPlugins } from './plugins/builtin/index.js';
@@ -17,7 +17,7 @@ export { ControllerManager, type ControllerManagerOptions } from './agent/contro
 export { Engine, engineVersion, type EngineOptions, type RunnerHost } from './engine/engine.js';
 export type { Core, CoreWorld, EngineMode, Runner } from './engine/core.js';
 export { controllerCore, coreOfLog, coreOfMode, kubeletCore } from './engine/cores.js';
-export { callTable } from './engine/calls.js';
+export { callTable } from './operations/calls.js';
 export { MemorySink, type EventSink } from './engine/sink.js';
 export { RealClock, VirtualClock, type Clock } from './clock.js';
 export { PluginManager, PluginRegistrationError } from './plugins/manager.js';

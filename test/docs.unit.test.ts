@@ -25,6 +25,7 @@ import { ClusterKeys } from '../src/cluster/keys.js';
 import { snapshotEveryEvents } from '../src/constants.js';
 import { inUseMessage } from '../src/log/writer-lock.js';
 import type { CliCommand } from './support/cli-commands.js';
+import { layers, shownName } from './support/layers.js';
 
 const root = join(import.meta.dirname, '..');
 const execFileAsync = promisify(execFile);
@@ -302,6 +303,23 @@ const pictures: ReadonlyArray<{ startsWith: string; check: (b: Block) => void }>
       const testLine = b.text.split('\n').find((l) => l.startsWith('test/'))!;
       for (const tier of tiers) {
         assert.ok(testLine.includes(`*.${tier}`), `${where(b)}: the layout names *.${tier} tests`);
+      }
+    },
+  },
+  {
+    startsWith: '11  cli/',
+    check: (b) => {
+      const rows = [...b.text.matchAll(/^\s*(\d+)\s+(.*)$/gm)];
+      const top = Math.max(...layers.map(([, layer]) => layer));
+      assert.equal(rows.length, top + 1, `${where(b)}: the picture has a row per layer`);
+      for (const [, number, text] of rows) {
+        const shown = new Set(text!.match(/\b[a-z][\w-]*(?:\/|\.ts\b)/g) ?? []);
+        const table = layers.filter(([, layer]) => layer === Number(number));
+        assert.deepEqual(
+          [...shown].sort(),
+          [...new Set(table.map(([prefix]) => shownName(prefix)))].sort(),
+          `${where(b)}: row ${number} shows the folders of its layer in test/support/layers.ts`,
+        );
       }
     },
   },

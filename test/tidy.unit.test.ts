@@ -1,9 +1,10 @@
 /**
  * A ratchet on the rules DESIGN.md and STYLE.md state (in the spirit of TigerBeetle's
- * tidy.zig): the pure core does no I/O, reads no clock and draws no randomness; modules
- * import only downward (machines, events → world and the controller's core (with the
- * operation book and call table) → plan → engine → execute → plugins/host →
- * agent/controller → cli/inspect) and never in a circle; no function is over 70 lines, no
+ * tidy.zig): the pure core does no I/O, reads no clock and draws no randomness; every
+ * folder has a layer and modules import only downward (machines, events → operations →
+ * world → plan and the controller's core → plugins → engine → execute, log → agent →
+ * cluster, kube → sim → cli, inspect: docs/layout.md), never in a circle of modules or of
+ * folders; no function is over 70 lines, no
  * file in src/ over 600 and no class there over 20 public methods; nothing in src/ is cast
  * to never; every declared dependency is used.
  */
@@ -14,6 +15,7 @@ import { join, relative } from 'node:path';
 import { test } from 'node:test';
 import {
   classSurfaces,
+  folderGraph,
   functionLengths,
   importCycles,
   importGraph,
@@ -21,6 +23,7 @@ import {
   packageImports,
   tsFiles,
 } from './support/source-tree.js';
+import { coreLayerMax, layerOf, layers } from './support/layers.js';
 
 const root = join(import.meta.dirname, '..');
 
@@ -33,13 +36,10 @@ const pure = [
   'src/events',
   'src/world',
   'src/plan',
-  'src/controller/fold.ts',
-  'src/controller/plan.ts',
-  'src/controller/operator.ts',
-  'src/controller/types.ts',
-  'src/controller/invariants.ts',
-  'src/engine/book.ts',
-  'src/engine/calls.ts',
+  'src/operations',
+  'src/binding',
+  // Only the controller's pure core: its executor is in src/execute, its harness in src/sim.
+  'src/controller',
 ];
 const pureFiles = pure.flatMap((p) => (p.endsWith('.ts') ? [p] : files(p)));
 
@@ -67,62 +67,68 @@ test('tidy: the pure core does no I/O, reads no clock and draws no randomness', 
   assert.ok(pureFiles.length > 15, 'the pure core was found');
 });
 
-/** Layers from the bottom; a file may import from its own layer or lower ones. */
-const layers: [string, number][] = [
-  ['machines/', 0],
-  ['src/ids.ts', 0],
-  ['src/assert.ts', 0],
-  ['src/constants.ts', 0],
-  ['src/events/', 0],
-  ['src/world/', 1],
-  // The operation book and the call table both folds share, and the controller's core.
-  ['src/engine/book.ts', 1],
-  ['src/engine/calls.ts', 1],
-  ['src/controller/types.ts', 1],
-  ['src/controller/one-or-many.ts', 1],
-  ['src/controller/fold.ts', 1],
-  ['src/controller/invariants.ts', 1],
-  ['src/controller/provisioning.ts', 1],
-  ['src/plan/', 2],
-  ['src/controller/plan.ts', 2],
-  ['src/controller/operator.ts', 2],
-  ['src/controller/plan-provision.ts', 2],
-  // The engine (Engine, Core, the cores by mode) sits on the cores, under the executors.
-  ['src/engine/', 2.5],
-  ['src/execute/', 3],
-  ['src/clock.ts', 3],
-  ['src/log/', 3],
-  ['src/plugins/', 4],
-  ['src/host/', 4],
-  ['src/csi/', 4],
-  ['src/sources/', 4],
-  ['src/postmortem/', 4],
-  ['src/metrics/', 5],
-  ['src/agent/', 5],
-  ['src/controller/', 5],
-  ['src/sim/', 6],
-  ['src/cli/', 7],
-  ['src/inspect/', 7],
-  ['src/index.ts', 7],
-];
-
-function layerOf(path: string): number | undefined {
-  return layers.find(([prefix]) => path.startsWith(prefix))?.[1];
-}
-
-test('tidy: the core modules import only downward', () => {
+/** The imports of `graph` that go up a layer, and the files no layer holds. */
+function layerOffences(graph: ReadonlyMap<string, readonly string[]>): string[] {
   const offences: string[] = [];
-  for (const file of [...files('machines'), ...files('src')]) {
+  for (const [file, targets] of graph) {
     const own = layerOf(file);
-    if (own === undefined || own > 2) continue; // the rule that matters most: the core stays pure
-    const code = readFileSync(join(root, file), 'utf8');
-    for (const match of code.matchAll(/from '(\.[^']+)'/g)) {
-      const target = relative(root, join(root, file, '..', match[1]!)).replace(/\.js$/, '.ts');
+    if (own === undefined) offences.push(`${file} is in no layer`);
+    for (const target of targets) {
       const theirs = layerOf(target);
-      if (theirs !== undefined && theirs > own) offences.push(`${file} imports ${target}`);
+      if (theirs === undefined) offences.push(`${file} imports ${target}, in no layer`);
+      else if (own !== undefined && theirs > own) {
+        offences.push(`${file} (layer ${own}) imports ${target} (layer ${theirs})`);
+      }
     }
   }
-  assert.deepEqual(offences, []);
+  return offences;
+}
+
+const sourceGraph = () => importGraph(root, [...files('machines'), ...files('src')]);
+
+test('tidy: every folder of src/ has a layer', () => {
+  const folders = [...folderGraph(sourceGraph()).keys()];
+  assert.ok(folders.length > 20, `the folders were found (${folders.length})`);
+  const prefixes = new Set(layers.map(([prefix]) => prefix));
+  const missing = folders.filter((f) => !prefixes.has(f.endsWith('.ts') ? f : `${f}/`));
+  assert.deepEqual(missing, [], 'give each of these a layer (and a line in docs/layout.md)');
+});
+
+test('tidy: the core modules import only downward', () => {
+  const graph = sourceGraph();
+  const core = new Map([...graph].filter(([file]) => (layerOf(file) ?? 99) <= coreLayerMax));
+  assert.ok(core.size > 40, `the core's files were found (${core.size})`);
+  assert.deepEqual(layerOffences(core), []);
+});
+
+test('tidy: every module of src/ imports only from its own layer or lower ones', () => {
+  assert.deepEqual(layerOffences(sourceGraph()), []);
+});
+
+test('tidy: no folder of src/ imports itself through a circle of folders', () => {
+  const cycles = importCycles(folderGraph(sourceGraph()));
+  assert.deepEqual(cycles, [], 'break each circle by moving what both sides need below them');
+});
+
+test('tidy: the folder and layer checks each fail on a planted circle', () => {
+  // No file imports itself through a circle, but world/ and engine/ import each other.
+  const planted = new Map([
+    ['src/world/fold.ts', ['src/engine/book.ts', 'src/ids.ts']],
+    ['src/engine/engine.ts', ['src/world/fold.ts']],
+    ['src/engine/book.ts', []],
+    ['src/ids.ts', []],
+  ]);
+  assert.deepEqual(importCycles(planted), []);
+  assert.deepEqual(folderGraph(planted).get('src/world'), ['src/engine', 'src/ids.ts']);
+  assert.deepEqual(importCycles(folderGraph(planted)), [['src/engine', 'src/world']]);
+  assert.deepEqual(layerOffences(planted), [
+    'src/world/fold.ts (layer 2) imports src/engine/book.ts (layer 5)',
+  ]);
+  const strays = new Map([['src/nowhere/x.ts', ['src/elsewhere/y.ts']]]);
+  assert.deepEqual(layerOffences(strays), [
+    'src/nowhere/x.ts is in no layer',
+    'src/nowhere/x.ts imports src/elsewhere/y.ts, in no layer',
+  ]);
 });
 
 test('tidy: the inspector imports nothing from the command line', () => {
@@ -133,7 +139,7 @@ test('tidy: the inspector imports nothing from the command line', () => {
 });
 
 test('tidy: no module of src/ or machines/ imports itself through a circle of imports', () => {
-  const cycles = importCycles(importGraph(root, [...files('machines'), ...files('src')]));
+  const cycles = importCycles(sourceGraph());
   assert.deepEqual(cycles, [], `break each circle by moving what both sides need below them`);
 });
 

@@ -109,8 +109,7 @@ async function runOnce(
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    node: 'node-1',
-    controllerAttachDetach: false,
+    config: { node: 'node-1', controllerAttachDetach: false },
     plugins,
     clock,
     sink,

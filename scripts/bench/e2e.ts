@@ -62,8 +62,7 @@ export async function runOnce(variant: Variant, pods: number, dir: string): Prom
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    node: 'node-1',
-    controllerAttachDetach: false,
+    config: { node: 'node-1', controllerAttachDetach: false },
     plugins: benchPlugins(clock, journal),
     clock,
     sink,

@@ -246,8 +246,7 @@ export async function runEngine(opts: {
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    node: 'node-1',
-    controllerAttachDetach: false,
+    config: { node: 'node-1', controllerAttachDetach: false },
     plugins: benchPlugins(clock, journal),
     clock,
     sink,

@@ -13,11 +13,9 @@
  */
 import pino, { type Logger } from 'pino';
 import { snapshotEveryEvents } from '../constants.js';
-import {
-  ControllerExecutor,
-  maxWaitForUnmountMsDefault,
-  startAttachmentVerifier,
-} from '../controller/index.js';
+import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { ControllerExecutor } from '../execute/controller-executor.js';
+import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import { type ControllerWorld, pairKey } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
@@ -27,21 +25,14 @@ import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
-import { planBindings } from '../plan/bind.js';
+import { planBindings } from '../binding/decide.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { claimIdentitiesOf, type ManifestChanges, withUid } from '../sources/manifests.js';
-import { lookupOf } from '../world/binding.js';
-import {
-  awaitOperatorDecision,
-  type OperatorDecided,
-  type OperatorRequest,
-  type OperatorRequestInput,
-  operatorHandler,
-  serveOperatorSocket,
-} from './operator.js';
+import { lookupOf } from '../binding/claims.js';
+import { type OperatorRequest, type OperatorRequestInput, OperatorRequests } from './operator.js';
 import { openSqliteLog } from './sqlite-log.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 
@@ -67,8 +58,30 @@ export interface ControllerManagerOptions {
   readonly logger?: Logger;
 }
 
+/** An operator's request named against the controller's world (or why it does not resolve). */
+function resolveControllerRequest(
+  world: ControllerWorld,
+  input: OperatorRequestInput,
+): OperatorRequest | string {
+  if (!world.nodesByVolume.has(UniqueVolumeName(input.volume)))
+    return `the controller knows no volume ${input.volume}: give its UniqueVolumeName (vole status --db lists them)`;
+  return {
+    action: input.action,
+    volume: input.volume,
+    ...(input.node === undefined ? {} : { node: input.node }),
+    reason: input.reason,
+    force: input.force,
+  };
+}
+
 export class ControllerManager {
   private stopVerifier: () => void = () => {};
+  /**
+   * An operator's requests (`vole detach VOLUME --node N --controller`, `vole retry`): the
+   * same seam as VolumeManager's (`request`, `done`, `serve`), decided by the controller's
+   * planner.
+   */
+  readonly operator: OperatorRequests;
 
   private constructor(
     private readonly engine: Engine<ControllerWorld, ControllerOperation>,
@@ -81,6 +94,11 @@ export class ControllerManager {
     readonly metrics: VoleMetrics,
   ) {
     engine.subscribe((event, world) => metrics.observe(event, world));
+    this.operator = new OperatorRequests(engine, opts.clock, {
+      who: 'the controller',
+      resolve: (input) => resolveControllerRequest(engine.world, input),
+      doneTimeoutMsDefault: 120_000,
+    });
   }
 
   /**
@@ -128,24 +146,26 @@ export class ControllerManager {
     for (const event of log.history) if (event.seq > world.seq) controllerCore.fold(world, event);
     let current = () => world;
     const metrics = new VoleMetrics({
-      source: { mode: 'controller', world: () => current() },
+      source: { reader: controllerCore.reader, world: () => current() },
       appendLatency: true,
     });
     log.sink.onCommitted?.((seconds) => metrics.observeAppend(seconds));
     const engine = new Engine({
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
-      node: 'controller',
-      controllerAttachDetach: true,
+      config: {
+        node: 'controller',
+        controllerAttachDetach: true,
+        controller: {
+          maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+          disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
+        },
+      },
       plugins,
       clock,
       sink: log.sink,
       logger: opts.logger ?? pino({ level: 'silent' }),
       world,
-      controller: {
-        maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
-        disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
-      },
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     current = () => engine.world;
@@ -286,71 +306,6 @@ export class ControllerManager {
       };
       check(false);
     });
-  }
-
-  /**
-   * Records an operator's request (`vole detach VOLUME --node N`, `vole retry`) and
-   * resolves with the controller planner's verdict.
-   */
-  requestOperatorAction(
-    request: OperatorRequest,
-    opts: { timeoutMs?: number } = {},
-  ): Promise<OperatorDecided> {
-    if (!this.engine.isRunning) return Promise.reject(new Error('the controller is not running'));
-    const tsMs = this.opts.clock.nowMs();
-    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
-    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
-    const timeoutMs = opts.timeoutMs ?? 10_000;
-    return awaitOperatorDecision(
-      subscribe,
-      this.opts.clock,
-      requestSeq,
-      ['accepted', 'refused'],
-      timeoutMs,
-    ).then(({ seq, verdict, message }) => ({
-      requestSeq,
-      decisionSeq: seq,
-      verdict: verdict as 'accepted' | 'refused',
-      message,
-    }));
-  }
-
-  /** Resolves once an accepted detach completed. */
-  operatorActionDone(
-    requestSeq: number,
-    opts: { timeoutMs?: number } = {},
-  ): Promise<{ seq: number; message: string }> {
-    const subscribe = (l: (event: VoleEvent) => void) => this.subscribe(l);
-    return awaitOperatorDecision(
-      subscribe,
-      this.opts.clock,
-      requestSeq,
-      ['done'],
-      opts.timeoutMs ?? 120_000,
-    );
-  }
-
-  /** Serves `vole detach --controller` and `vole retry --controller` on a 0600 unix socket. */
-  serveOperatorRequests(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
-    const resolve = (input: OperatorRequestInput): OperatorRequest | string => {
-      if (!this.world.nodesByVolume.has(UniqueVolumeName(input.volume)))
-        return `the controller knows no volume ${input.volume}: give its UniqueVolumeName (vole status --db lists them)`;
-      return {
-        action: input.action,
-        volume: input.volume,
-        ...(input.node === undefined ? {} : { node: input.node }),
-        reason: input.reason,
-        force: input.force,
-      };
-    };
-    return serveOperatorSocket(
-      path,
-      operatorHandler({
-        resolve,
-        requestOperatorAction: (request) => this.requestOperatorAction(request),
-        operatorActionDone: (seq) => this.operatorActionDone(seq),
-      }),
-    );
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */

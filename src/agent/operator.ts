@@ -10,7 +10,12 @@
 import { chmodSync, existsSync, lstatSync, unlinkSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { z } from 'zod';
-import { operatorActions, type OperatorAction, type VoleEvent } from '../events/index.js';
+import {
+  type NewEvent,
+  operatorActions,
+  type OperatorAction,
+  type VoleEvent,
+} from '../events/index.js';
 import type { Clock } from '../clock.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { findPod } from '../postmortem/why.js';
@@ -196,8 +201,8 @@ export interface OperatorDecided {
 /** What the socket serves requests through: a VolumeManager or a ControllerManager. */
 export interface OperatorTarget {
   resolve(input: OperatorRequestInput): OperatorRequest | string;
-  requestOperatorAction(request: OperatorRequest): Promise<OperatorDecided>;
-  operatorActionDone(requestSeq: number): Promise<{ seq: number; message: string }>;
+  request(request: OperatorRequest): Promise<OperatorDecided>;
+  done(requestSeq: number): Promise<{ seq: number; message: string }>;
 }
 
 /** The socket's request handler: validate, resolve names, record, answer the verdict. */
@@ -214,10 +219,10 @@ export function operatorHandler(
     }
     const request = target.resolve(parsed.data);
     if (typeof request === 'string') return reply({ kind: 'error', message: request });
-    const decided = await target.requestOperatorAction(request);
+    const decided = await target.request(request);
     reply({ kind: 'decided', ...decided });
     if (!parsed.data.wait || decided.verdict !== 'accepted' || request.action === 'retry') return;
-    reply({ kind: 'done', ...(await target.operatorActionDone(decided.requestSeq)) });
+    reply({ kind: 'done', ...(await target.done(decided.requestSeq)) });
   };
 }
 
@@ -247,4 +252,82 @@ export function awaitOperatorDecision(
       resolve({ seq: event.seq, verdict: event.verdict, message: event.message });
     });
   });
+}
+
+/** What OperatorRequests needs of an engine (either core's): its state, append, subscribe. */
+export interface OperatorEngine {
+  readonly isRunning: boolean;
+  append(event: NewEvent): number;
+  subscribe(listener: (event: VoleEvent) => void): () => void;
+}
+
+export interface OperatorRequestsOptions {
+  /** What the refusal names when the engine is stopped ("the controller"). */
+  readonly who: string;
+  /** A socket request's names resolved against the world, or why they do not resolve. */
+  readonly resolve: (input: OperatorRequestInput) => OperatorRequest | string;
+  /** How long done() waits when not told. */
+  readonly doneTimeoutMsDefault: number;
+  /** Resolves once the log holds every event so far, so an answer never runs ahead of it. */
+  readonly durable?: () => Promise<void> | undefined;
+}
+
+/**
+ * An operator's requests (detach a volume, release a pod's volume, retry now), the same
+ * seam on VolumeManager and ControllerManager (`.operator`): each is recorded, decided by
+ * the planner like its other decisions, and run through the machines.
+ */
+export class OperatorRequests implements OperatorTarget {
+  constructor(
+    private readonly engine: OperatorEngine,
+    private readonly clock: Clock,
+    private readonly opts: OperatorRequestsOptions,
+  ) {}
+
+  resolve(input: OperatorRequestInput): OperatorRequest | string {
+    return this.opts.resolve(input);
+  }
+
+  /** Records `request` and resolves with the planner's verdict, once the log holds it. */
+  request(request: OperatorRequest, opts: { timeoutMs?: number } = {}): Promise<OperatorDecided> {
+    if (!this.engine.isRunning) return Promise.reject(new Error(`${this.opts.who} is not running`));
+    const tsMs = this.clock.nowMs();
+    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
+    return awaitOperatorDecision(
+      (l) => this.engine.subscribe(l),
+      this.clock,
+      requestSeq,
+      ['accepted', 'refused'],
+      opts.timeoutMs ?? 10_000,
+    ).then(async ({ seq, verdict, message }) => {
+      await this.opts.durable?.();
+      return { requestSeq, decisionSeq: seq, verdict: verdict as 'accepted' | 'refused', message };
+    });
+  }
+
+  /** Resolves once an accepted detach or release completed. */
+  done(
+    requestSeq: number,
+    opts: { timeoutMs?: number } = {},
+  ): Promise<{ seq: number; message: string }> {
+    const timeoutMs = opts.timeoutMs ?? this.opts.doneTimeoutMsDefault;
+    const subscribe = (l: (event: VoleEvent) => void) => this.engine.subscribe(l);
+    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
+  }
+
+  /**
+   * Serves `vole detach / release / retry` (with `--controller`, the controller's) on a
+   * unix socket (0600) at `path`: each request is recorded, decided by the planner, and
+   * answered; with `wait`, also when done.
+   */
+  serve(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
+    return serveOperatorSocket(
+      path,
+      operatorHandler({
+        resolve: (input) => this.resolve(input),
+        request: (request) => this.request(request),
+        done: (seq) => this.done(seq),
+      }),
+    );
+  }
 }

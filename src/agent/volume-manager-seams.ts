@@ -9,7 +9,7 @@ import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
 import { claimIdentitiesOf, withUid } from '../sources/manifests.js';
-import { lookupOf } from '../world/binding.js';
+import { lookupOf } from '../binding/claims.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { Clock } from '../clock.js';
 import { podAttachAndMountTimeoutMs } from '../constants.js';
@@ -25,14 +25,6 @@ import {
 import type { World } from '../world/types.js';
 import type { Engine } from '../engine/engine.js';
 import type { Operation } from '../plan/index.js';
-import {
-  awaitOperatorDecision,
-  type OperatorDecided,
-  type OperatorRequest,
-  operatorHandler,
-  resolveOperatorRequest,
-  serveOperatorSocket,
-} from './operator.js';
 
 type KubeletEngine = Engine<World, Operation>;
 
@@ -179,62 +171,5 @@ export class ReconcilerStatus {
   reconcilerStatesHasBeenSynced(): boolean {
     const world = this.engine.world;
     return world.sourcesReady && world.engineStartedSeq > 0;
-  }
-}
-
-/**
- * An operator's requests (detach a volume, release a pod's volume, retry now): each is
- * recorded, decided by the planner like its other decisions, and run through the machines.
- */
-export class OperatorRequests {
-  constructor(
-    private readonly engine: KubeletEngine,
-    private readonly clock: Clock,
-    /** Resolves once the log holds every event so far (an answer never runs ahead of it). */
-    private readonly durable: () => Promise<void> | undefined,
-  ) {}
-
-  /** Records `request` and resolves with the planner's verdict, once the log holds it. */
-  request(request: OperatorRequest, opts: { timeoutMs?: number } = {}): Promise<OperatorDecided> {
-    if (!this.engine.isRunning)
-      return Promise.reject(new Error('the volume manager is not running'));
-    const tsMs = this.clock.nowMs();
-    const requestSeq = this.engine.append({ type: 'OperatorRequested', tsMs, ...request });
-    const verdicts = ['accepted', 'refused'];
-    return awaitOperatorDecision(
-      (l) => this.engine.subscribe(l),
-      this.clock,
-      requestSeq,
-      verdicts,
-      opts.timeoutMs ?? 10_000,
-    ).then(async ({ seq, verdict, message }) => {
-      await this.durable();
-      return { requestSeq, decisionSeq: seq, verdict: verdict as 'accepted' | 'refused', message };
-    });
-  }
-
-  /** Resolves once an accepted detach or release completed. */
-  done(
-    requestSeq: number,
-    opts: { timeoutMs?: number } = {},
-  ): Promise<{ seq: number; message: string }> {
-    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
-    const subscribe = (l: (event: VoleEvent) => void) => this.engine.subscribe(l);
-    return awaitOperatorDecision(subscribe, this.clock, requestSeq, ['done'], timeoutMs);
-  }
-
-  /**
-   * Serves `vole detach / release / retry` on a unix socket (0600) at `path`: each request
-   * is recorded, decided by the planner, and answered; with `wait`, also when done.
-   */
-  serve(path: string): Promise<{ readonly path: string; close(): Promise<void> }> {
-    return serveOperatorSocket(
-      path,
-      operatorHandler({
-        resolve: (input) => resolveOperatorRequest(this.engine.world, input),
-        requestOperatorAction: (request) => this.request(request),
-        operatorActionDone: (seq) => this.done(seq),
-      }),
-    );
   }
 }

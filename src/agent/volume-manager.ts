@@ -34,7 +34,8 @@ import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
 import type { Operation } from '../plan/index.js';
 import { checkHost, type HostObservation } from './host-check.js';
-import { DesiredStateInputs, OperatorRequests, ReconcilerStatus } from './volume-manager-seams.js';
+import { DesiredStateInputs, ReconcilerStatus } from './volume-manager-seams.js';
+import { OperatorRequests, resolveOperatorRequest } from './operator.js';
 import { cleanUpOrphans } from './orphans.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import { openSqliteLog } from './sqlite-log.js';
@@ -129,10 +130,15 @@ export class VolumeManager {
     this.metrics = metrics;
     this.inputs = new DesiredStateInputs(engine, clock, contents);
     this.status = new ReconcilerStatus(engine);
-    this.operator = new OperatorRequests(engine, clock, () => {
-      const durable = sink.whenDurable?.();
-      if (durable === undefined) sink.flush();
-      return durable;
+    this.operator = new OperatorRequests(engine, clock, {
+      who: 'the volume manager',
+      resolve: (input) => resolveOperatorRequest(engine.world, input),
+      doneTimeoutMsDefault: podAttachAndMountTimeoutMs,
+      durable: () => {
+        const durable = sink.whenDurable?.();
+        if (durable === undefined) sink.flush();
+        return durable;
+      },
     });
     engine.subscribe((event, world) => metrics.observe(event, world));
   }
@@ -176,7 +182,7 @@ export class VolumeManager {
     const world = foldAll(log.history, log.world);
     let current: () => World = () => world;
     const metrics = new VoleMetrics({
-      source: { mode: 'kubelet', world: () => current() },
+      source: { reader: kubeletCore.reader, world: () => current() },
       volumeStats: () => measureVolumes(claimVolumes(current(), plugins)),
       appendLatency: true,
     });
@@ -184,12 +190,14 @@ export class VolumeManager {
     const engine = new Engine({
       core: kubeletCore,
       runner: (host) => new Executor(host),
-      node: opts.node,
-      controllerAttachDetach: opts.controllerAttachDetach ?? true,
-      ...(opts.bindClaims === false ? { bindClaims: false } : {}),
-      ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
-      ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
-      ...(opts.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
+      config: {
+        node: opts.node,
+        controllerAttachDetach: opts.controllerAttachDetach ?? true,
+        ...(opts.bindClaims === false ? { bindClaims: false } : {}),
+        ...(opts.allocatable === undefined ? {} : { allocatable: opts.allocatable }),
+        ...(opts.tokenRequests === true ? { tokenRequests: true } : {}),
+        ...(opts.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
+      },
       plugins,
       clock,
       sink: log.sink,

@@ -91,7 +91,7 @@ async function serveEndpoints(
 ): Promise<Endpoints> {
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   const socketPath = join(opts.root, controllerSocketName);
-  const operator = await cm.serveOperatorRequests(socketPath).catch(async (error: Error) => {
+  const operator = await cm.operator.serve(socketPath).catch(async (error: Error) => {
     await onFailure();
     throw new UsageError(
       error instanceof OperatorSocketError

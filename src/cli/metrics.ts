@@ -4,7 +4,7 @@
  * at or before T; the gauges are read from the world at T. kubelet_volume_stats_* and the
  * append latency measure the live host and process, so a log does not have them.
  */
-import { controllerCore, coreOfLog } from '../engine/cores.js';
+import { controllerCore, coreOfLog, kubeletCore } from '../engine/cores.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { VoleMetrics } from '../metrics/index.js';
 import { fold } from '../world/index.js';
@@ -20,7 +20,9 @@ function modeOf(store: Store): 'kubelet' | 'controller' {
 
 function controllerMetrics(store: Store, seq: number): VoleMetrics {
   let world: ControllerWorld = controllerCore.initialWorld();
-  const metrics = new VoleMetrics({ source: { mode: 'controller', world: () => world } });
+  const metrics = new VoleMetrics({
+    source: { reader: controllerCore.reader, world: () => world },
+  });
   for (const event of store.read({ fromSeq: 1, toSeq: seq })) {
     world = controllerCore.fold(world, event);
     metrics.observe(event, world);
@@ -32,7 +34,7 @@ function kubeletMetrics(store: Store, seq: number): VoleMetrics {
   // Counters start at the last engine start: fold from just before it, observing.
   const startedSeq = rawWorldAt(store, seq).engineStartedSeq;
   const world = rawWorldAt(store, Math.max(0, startedSeq - 1));
-  const metrics = new VoleMetrics({ source: { mode: 'kubelet', world: () => world } });
+  const metrics = new VoleMetrics({ source: { reader: kubeletCore.reader, world: () => world } });
   for (const event of store.read({ fromSeq: world.seq + 1, toSeq: seq })) {
     fold(world, event);
     metrics.observe(event, world);

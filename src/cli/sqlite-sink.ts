@@ -1,7 +1,7 @@
 /** `simulate --db PATH`: the scenario's log in a new SQLite file, kept for replay. */
 import { existsSync, statSync } from 'node:fs';
 import { openSqliteLog } from '../agent/sqlite-log.js';
-import { controllerCore, kubeletCore } from '../engine/cores.js';
+import { type AnyCore, coreOfMode } from '../engine/cores.js';
 import type { SimulationLog } from '../sim/simulate.js';
 import { UsageError } from './postmortem.js';
 
@@ -11,7 +11,6 @@ export function openSimulationLog(path: string, mode: 'kubelet' | 'controller'):
       `${path} already exists; simulate writes a new log (remove it or choose another --db path)`,
     );
   }
-  return mode === 'controller'
-    ? openSqliteLog(path, controllerCore)
-    : openSqliteLog(path, kubeletCore);
+  const core: AnyCore = coreOfMode(mode).core;
+  return openSqliteLog(path, core);
 }

@@ -1,6 +1,6 @@
 /**
  * Claim bindings in cluster mode: the leading controller's planner binds claims (its log
- * records each ClaimBound, by the persistent-volume controller's rules, src/world/binding.ts)
+ * records each ClaimBound, by the persistent-volume controller's rules, src/binding/claims.ts)
  * and this writer makes each binding the cluster's: the claim gets `spec.volumeName` and
  * `status: {phase: Bound, capacity}`, the PV `spec.claimRef` and `status.phase: Bound`, both
  * in one transaction fenced on the leader's term and on the two objects' mod revisions (an
@@ -25,8 +25,8 @@ import {
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
-import type { ClaimBinding } from '../world/binding.js';
-import { provisionedByAnnotation } from '../world/storage-class.js';
+import type { ClaimBinding } from '../binding/claims.js';
+import { provisionedByAnnotation } from '../binding/storage-class.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';

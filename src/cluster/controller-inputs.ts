@@ -18,7 +18,7 @@ import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import type { KeyValue, KvStore } from './store.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { provisionedByAnnotation } from '../world/storage-class.js';
+import { provisionedByAnnotation } from '../binding/storage-class.js';
 import {
   csiNodeIdAnnotation,
   decodeCsiNode,

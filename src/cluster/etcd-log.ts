@@ -282,6 +282,10 @@ export function planTxn(
   limits: LogLimits = etcdLogLimits,
 ): TxnPlan {
   const { txnBytes, segmentBytes: segmentMax, segmentsPerTxn } = limits;
+  assert(
+    from >= 0 && from < rows.length,
+    `a transaction plans rows from index ${from}, but ${rows.length} are pending`,
+  );
   const segments: TxnPlan['segments'] = [];
   let lines: string[] = [];
   let segmentBytes = 0;
@@ -310,6 +314,11 @@ export function planTxn(
     bytes += size;
   }
   if (lines.length > 0) close();
+  assert(i > from, `a transaction takes at least one row (from index ${from})`);
+  assert(
+    segments.length <= segmentsPerTxn,
+    `a transaction of ${segments.length} segments (at most ${segmentsPerTxn})`,
+  );
   return { segments, rows: i - from, bytes };
 }
 
@@ -344,6 +353,10 @@ export class EtcdEventLog implements EventSink {
 
   constructor(private readonly opts: EtcdLogOptions) {
     this.limits = opts.limits ?? etcdLogLimits;
+    assert(
+      Number.isInteger(opts.head) && opts.head >= 0,
+      `the controller log's durable head is a seq ≥ 0, not ${opts.head}`,
+    );
     const { txnBytes, segmentBytes, segmentsPerTxn } = this.limits;
     assert(
       Math.ceil(txnBytes / segmentBytes) < segmentsPerTxn,
@@ -445,6 +458,15 @@ export class EtcdEventLog implements EventSink {
     assert(
       last > this.committedSeq,
       `a commit ends past the durable head (${last} ≤ ${this.committedSeq})`,
+    );
+    const firstSeq = txn.segments[0]?.firstSeq;
+    assert(
+      firstSeq === this.committedSeq + 1,
+      `a commit starts right after the durable head ${this.committedSeq}, not at seq ${firstSeq}`,
+    );
+    assert(
+      last - firstSeq + 1 === txn.rows,
+      `a commit of ${txn.rows} rows holds seqs ${firstSeq}–${last}: no seq skipped or repeated`,
     );
     const compares = [
       ...leadership.fence(),

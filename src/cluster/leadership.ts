@@ -64,6 +64,7 @@ export class Leadership {
   private check(): void {
     const { clock, ttlS } = this;
     const limitMs = ttlS * 1000 - Math.min(1000, (ttlS * 1000) / 4);
+    assert(limitMs > 0, `the keepalive deadline of a ${ttlS} s lease is ${limitMs} ms`);
     const sinceMs = clock.nowMs() - this.lastKeepAliveOkMs;
     if (sinceMs > limitMs) return this.lose(`no lease keepalive for ${sinceMs} ms (TTL ${ttlS} s)`);
     this.timer = clock.setTimer(this.lastKeepAliveOkMs + limitMs + 1, () => this.check());
@@ -75,6 +76,11 @@ export class Leadership {
     keys: ClusterKeys,
     opts: LeadershipOptions,
   ): Promise<Leadership> {
+    assert(opts.identity !== '', 'a candidate names itself (identity): the leader key holds it');
+    assert(
+      Number.isInteger(opts.ttlS) && opts.ttlS > 0,
+      `a lease TTL is a whole number of seconds above 0, not ${opts.ttlS}`,
+    );
     let waitingSaid = false;
     while (true) {
       if (opts.signal?.aborted === true) throw new LeadershipLost('campaign aborted');
@@ -86,6 +92,7 @@ export class Leadership {
         [{ get: keys.leader }],
       );
       if (result.succeeded) {
+        assert(result.revision > 0, `a created leader key has a revision, not ${result.revision}`);
         const leadership = new Leadership(
           store,
           keys,
@@ -124,6 +131,7 @@ export class Leadership {
 
   /** The compare that makes a transaction succeed only while this term leads. */
   fence(): Compare[] {
+    assert(this.term > 0, `term ${this.term}: a fence compares the leader key's create revision`);
     return [{ key: this.keys.leader, createRevision: this.term }];
   }
 
@@ -138,6 +146,7 @@ export class Leadership {
   }
 
   lose(why: string): void {
+    assert(why !== '', `term ${this.term}: leadership is lost for a reason`);
     if (this.lostError !== null) return;
     this.lostError = new LeadershipLost(`leadership lost (term ${this.term}): ${why}`);
     if (this.timer !== null) this.clock.clearTimer(this.timer);

@@ -4,6 +4,7 @@
  * fenced on the leader's term. A new leader publishes every node it knows at start.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
+import { assert } from '../assert.js';
 import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { OpId } from '../ids.js';
 import type { EtcdEventLog } from './etcd-log.js';
@@ -36,6 +37,7 @@ export class VolumesAttachedPublisher {
   ) {}
 
   async start(): Promise<void> {
+    assert(this.unsubscribe === null, 'the volumesAttached publisher started twice');
     // What the previous leader published counts as published only if it matches.
     const { kvs } = await listPrefix(this.client, this.keys.status);
     for (const kv of kvs) {
@@ -87,23 +89,35 @@ export class VolumesAttachedPublisher {
     setImmediate(() => {
       this.scheduled = false;
       const changes = new Map<string, string>();
+      const worldSeq = this.cm.world.seq;
       for (const node of this.nodes()) {
         const key = this.keys.volumesAttached(node);
         const value = JSON.stringify({ volumesAttached: this.cm.volumesAttached(node) });
         if (this.published.get(key) !== value) changes.set(key, value);
       }
-      if (changes.size > 0) this.running = this.running.then(() => this.write(changes));
+      if (changes.size > 0) this.running = this.running.then(() => this.write(changes, worldSeq));
     });
   }
 
-  private async write(changes: Map<string, string>): Promise<void> {
+  /** Writes what the world at `worldSeq` says, once the log holding it is durable. */
+  private async write(changes: Map<string, string>, worldSeq: number): Promise<void> {
     if (this.stopped || this.leadership.isLost) return;
     try {
       await this.log.durable();
+      assert(
+        this.log.head >= worldSeq,
+        `volumesAttached from the world at seq ${worldSeq} published before the log is durable to it (head ${this.log.head})`,
+      );
       const entries = [...changes];
       for (let i = 0; i < entries.length; i += 100) {
         const part = entries.slice(i, i + 100);
-        const puts = part.map(([key, value]) => ({ put: key, value }));
+        const puts = part.map(([key, value]) => {
+          assert(
+            key.startsWith(this.keys.status) && key.endsWith('/volumesAttached'),
+            `the publisher writes a node's volumesAttached only, not ${key}`,
+          );
+          return { put: key, value };
+        });
         const result = await this.client.txn(this.leadership.fence(), puts);
         if (!result.succeeded)
           return void this.leadership.lose('a volumesAttached write was refused (fenced)');

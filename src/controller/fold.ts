@@ -10,8 +10,8 @@ import {
   finishOperation,
   startOperation,
   touchVolume,
-} from '../engine/book.js';
-import { callTable, type FailureReading } from '../engine/calls.js';
+} from '../operations/book.js';
+import { callTable, type FailureReading } from '../operations/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
@@ -20,7 +20,7 @@ import {
   bindingVolume,
   forgetClaim,
   trackClaim,
-} from '../world/binding.js';
+} from '../binding/claims.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { referenceKeys } from '../world/references.js';

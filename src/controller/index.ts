@@ -1,6 +1,7 @@
-/** The attach/detach controller: its world, fold, planner and executor (its core: src/engine/cores.ts). */
-export { ControllerExecutor } from './executor.js';
-export { startAttachmentVerifier } from './verify-attachments.js';
+/**
+ * The attach/detach controller's pure core: its world, fold and planner (the engine's core:
+ * src/engine/cores.ts; its executor and attachment verifier: src/execute/).
+ */
 export * from './fold.js';
 export * from './plan.js';
 export * from './types.js';

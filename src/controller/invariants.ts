@@ -6,7 +6,7 @@
 import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { Violation } from '../world/invariants.js';
-import { keysConflict } from '../world/pending.js';
+import { keysConflict } from '../operations/pending.js';
 import type { ControllerWorld } from './types.js';
 
 /**

@@ -23,7 +23,7 @@ import {
   type StorageClass,
 } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
-import type { Claims } from '../engine/book.js';
+import type { Claims } from '../operations/book.js';
 import {
   bindingVolume,
   boundVolumes,
@@ -31,7 +31,7 @@ import {
   findVolumeForClaim,
   isClaimBound,
   lookupOf,
-} from '../world/binding.js';
+} from '../binding/claims.js';
 import { csiVolumeName } from '../world/provisioning.js';
 import {
   bindingModeOf,
@@ -40,7 +40,7 @@ import {
   reclaimPolicyOf,
   requisiteOf,
   storageClassOf,
-} from '../world/storage-class.js';
+} from '../binding/storage-class.js';
 import { consumerNode, requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 

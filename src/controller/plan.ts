@@ -5,12 +5,12 @@
  * as retry times, so a forced detach happens on time without polling.
  */
 import { assert } from '../assert.js';
-import { Claims as BookClaims } from '../engine/book.js';
+import { Claims as BookClaims } from '../operations/book.js';
 import type { Decision, NewEvent, OpKey, ProvisionRequest } from '../events/index.js';
 import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
-import { keysConflict } from '../world/pending.js';
-import { planBindings } from '../plan/bind.js';
-import { bindingVolume } from '../world/binding.js';
+import { keysConflict } from '../operations/pending.js';
+import { planBindings } from '../binding/decide.js';
+import { bindingVolume } from '../binding/claims.js';
 import { attachmentsOf } from './fold.js';
 import { heldDetach, planControllerOperatorRequests } from './operator.js';
 import { controllerStorageWaits, planControllerStorage } from './plan-provision.js';

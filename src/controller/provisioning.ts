@@ -12,11 +12,11 @@
 import type { EventOf, ProvisionRequest } from '../events/index.js';
 import { type ClusterObject, objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, UniqueVolumeName } from '../ids.js';
-import { bindingVolume, claimUid } from '../world/binding.js';
+import { bindingVolume, claimUid } from '../binding/claims.js';
 import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
 import { provisionedPv } from '../world/fold-provisioning.js';
 import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisioning.js';
-import { provisionedByAnnotation } from '../world/storage-class.js';
+import { provisionedByAnnotation } from '../binding/storage-class.js';
 import type { RunningOp } from '../world/types.js';
 import { valuesOf } from './one-or-many.js';
 import type { ControllerWorld } from './types.js';

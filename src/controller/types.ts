@@ -9,7 +9,7 @@ import type { AttachmentContext } from '../../machines/index.js';
 import type { OpKey, PluginCaps, ProvisionRequest } from '../events/index.js';
 import type { ClusterObject, Pod } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ClaimBinding } from '../world/binding.js';
+import type { ClaimBinding } from '../binding/claims.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 import type { OneOrMany } from './one-or-many.js';

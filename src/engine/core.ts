@@ -5,13 +5,33 @@
  * Two cores exist: the kubelet's (src/world + src/plan) and the attach/detach
  * controller's (src/controller).
  */
-import type { Decision, NewEvent, VoleEvent } from '../events/index.js';
+import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
-import type { OperationBook } from './book.js';
+import type { OperationBook } from '../operations/book.js';
+import type { CoreReader } from '../operations/reader.js';
+
+export type {
+  CoreGauges,
+  CoreMetricFamilies,
+  CoreReader,
+  OperationRef,
+  PairKind,
+} from '../operations/reader.js';
 
 /** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
 export const engineModes = ['kubelet', 'controller'] as const;
 export type EngineMode = (typeof engineModes)[number];
+
+/**
+ * A core's configuration, as its EngineStarted records it (the engine adds the time, the
+ * plugins, its version and the core's mode): the node and how it attaches, binds claims,
+ * serves tokens and sizes downward resources, or the controller's timing. Folds read it
+ * back from EngineStarted, so a restart and a post-mortem see what the engine ran with.
+ */
+export type CoreConfig = Omit<
+  EventOf<'EngineStarted'>,
+  'type' | 'seq' | 'tsMs' | 'plugins' | 'version' | 'mode'
+>;
 
 /** What every world has that the engine loop needs: its head and the operation book. */
 export interface CoreWorld extends OperationBook {
@@ -53,6 +73,8 @@ export interface CoreOperation {
 
 export interface Core<W extends CoreWorld, O extends CoreOperation> {
   readonly mode: EngineMode;
+  /** What readers ask of its world. */
+  readonly reader: CoreReader<W>;
   initialWorld(): W;
   /** Applies one event in place and returns the world (DESIGN.md rule 2: pure). */
   fold(world: W, event: VoleEvent): W;
@@ -65,7 +87,7 @@ export interface Core<W extends CoreWorld, O extends CoreOperation> {
   readonly snapshot: SnapshotCodec<W>;
 }
 
-/** What runs a core's operations: an executor (src/execute, src/controller/executor.ts). */
+/** What runs a core's operations: an executor (src/execute, src/execute/controller-executor.ts). */
 export interface Runner<O extends CoreOperation> {
   /**
    * 'first': an operation waits for the log before its first call only (recorded in

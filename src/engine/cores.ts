@@ -16,20 +16,35 @@ import {
   describeControllerOperation,
   planController,
 } from '../controller/plan.js';
+import * as controllerReader from '../controller/readers.js';
 import { type ControllerPod, type ControllerWorld, pairKey } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../world/objects.js';
+import * as kubeletReader from '../world/readers.js';
 import { isReferenceIndex } from '../world/references.js';
 import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
-import { type Core, type EngineMode, engineModes } from './core.js';
+import {
+  type Core,
+  type CoreOperation,
+  type CoreWorld,
+  type EngineMode,
+  engineModes,
+} from './core.js';
 import { type SlicedCodec, slicedCloneCodec, structuredCloneCodec } from './snapshot.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
 export const kubeletCore: Core<World, Operation> = {
   mode: 'kubelet',
+  reader: {
+    pairs: ['attachment', 'mount'],
+    metrics: { totalVolumes: 'volume_manager_total_volumes', node: true, controller: false },
+    operationSpec: kubeletReader.operationSpec,
+    persistentVolume: kubeletReader.persistentVolume,
+    gauges: kubeletReader.gauges,
+  },
   initialWorld,
   fold,
   plan,
@@ -103,6 +118,17 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
   readonly snapshot: SlicedCodec<ControllerWorld>;
 } = {
   mode: 'controller',
+  reader: {
+    pairs: ['attachment'],
+    metrics: {
+      totalVolumes: 'attachdetach_controller_total_volumes',
+      node: false,
+      controller: true,
+    },
+    operationSpec: controllerReader.operationSpec,
+    persistentVolume: () => undefined,
+    gauges: controllerReader.gauges,
+  },
   initialWorld: initialControllerWorld,
   fold: foldController,
   plan: planController,
@@ -130,6 +156,9 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
 export type LogCore =
   | { readonly mode: 'kubelet'; readonly core: typeof kubeletCore }
   | { readonly mode: 'controller'; readonly core: typeof controllerCore };
+
+/** Either core, as a reader that needs nothing of one core's world holds it. */
+export type AnyCore = Core<CoreWorld, CoreOperation>;
 
 export class UnknownModeError extends Error {
   override name = 'UnknownModeError';

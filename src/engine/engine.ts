@@ -15,12 +15,12 @@ import {
   planOperationsMax,
   waitForAttachTimeoutMs,
 } from '../constants.js';
-import type { CallName, NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
+import type { CallName, NewEvent, VoleEvent } from '../events/index.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { EventSink } from './sink.js';
-import type { Core, CoreOperation, CoreWorld, Runner } from './core.js';
+import type { Core, CoreConfig, CoreOperation, CoreWorld, Runner } from './core.js';
 
 export const engineVersion = '0.1.0';
 
@@ -50,14 +50,8 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   /** The pure core (no default: the log's mode names it) and what runs its operations. */
   readonly core: Core<W, O>;
   readonly runner: (host: RunnerHost<W>) => Runner<O>;
-  readonly node: string;
-  readonly controllerAttachDetach: boolean;
-  /** false: the planner binds no claim (recorded in EngineStarted); default true. */
-  readonly bindClaims?: boolean;
-  /** true: serviceAccountToken projections are served (recorded in EngineStarted). */
-  readonly tokenRequests?: boolean;
-  /** true: CSIDriver objects decide CSI attachability (recorded in EngineStarted). */
-  readonly csiDriverObjects?: boolean;
+  /** The core's configuration, recorded in EngineStarted. */
+  readonly config: CoreConfig;
   readonly plugins: PluginManager;
   readonly clock: Clock;
   readonly sink: EventSink;
@@ -72,10 +66,6 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
   readonly checkIncrementalPlan?: boolean;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
-  /** The node's allocatable (downwardAPI resourceFieldRef), recorded in EngineStarted. */
-  readonly allocatable?: NodeAllocatable;
-  /** The controller's configuration, recorded in EngineStarted. */
-  readonly controller?: { maxWaitForUnmountMs: number; disableForceDetachOnTimeout: boolean };
 }
 
 /** The executor's flush: durable now (undefined), or a promise while the log is blocked. */
@@ -106,7 +96,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     this.world = opts.world ?? this.core.initialWorld();
     this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
     const host: RunnerHost<W> = {
-      node: opts.node,
+      node: opts.config.node,
       clock: opts.clock,
       plugins: opts.plugins,
       logger: opts.logger.child({ component: 'executor' }),
@@ -149,20 +139,22 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
   start(): void {
     assert(!this.running, 'engine started twice');
     this.running = true;
+    const config = this.opts.config;
+    // The fields in the order earlier versions wrote them, absent ones left out.
     this.append({
       type: 'EngineStarted',
       tsMs: this.opts.clock.nowMs(),
-      node: this.opts.node,
-      controllerAttachDetach: this.opts.controllerAttachDetach,
-      ...(this.opts.bindClaims === false ? { bindClaims: false } : {}),
-      ...(this.opts.tokenRequests === true ? { tokenRequests: true } : {}),
-      ...(this.opts.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
+      node: config.node,
+      controllerAttachDetach: config.controllerAttachDetach,
+      ...(config.bindClaims === false ? { bindClaims: false } : {}),
+      ...(config.tokenRequests === true ? { tokenRequests: true } : {}),
+      ...(config.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
       plugins: this.opts.plugins.catalog(),
       ...(this.executor.durableCalls === 'first' ? { durableCalls: 'first' } : {}),
-      ...(this.opts.allocatable === undefined ? {} : { allocatable: this.opts.allocatable }),
+      ...(config.allocatable === undefined ? {} : { allocatable: config.allocatable }),
       version: engineVersion,
       mode: this.core.mode,
-      ...(this.opts.controller === undefined ? {} : { controller: this.opts.controller }),
+      ...(config.controller === undefined ? {} : { controller: config.controller }),
     });
     this.opts.sink.flush();
   }

@@ -1,7 +1,7 @@
 /**
  * `vole controller --kubeconfig --controllers …,persistentvolume-binder`: the claim
  * bindings the controller's planner records (ClaimBound, by the persistent-volume
- * controller's rules: src/world/binding.ts) written to the API server as Kubernetes'
+ * controller's rules: src/binding/claims.ts) written to the API server as Kubernetes'
  * PersistentVolume controller writes them (pv_controller.go bind): the PV first
  * (bindVolumeToClaim: `spec.claimRef` naming the claim with its uid and resourceVersion,
  * annotation `pv.kubernetes.io/bound-by-controller: "yes"` unless the claimRef already named

@@ -6,10 +6,7 @@
  */
 import { Counter, Histogram, type Registry } from 'prom-client';
 import type { EventOf, OperationKind, VoleEvent } from '../events/index.js';
-import type { ControllerWorld } from '../controller/types.js';
-import { OpId, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { podEntries, podEntry } from '../world/by-pod.js';
-import type { ResolvedVolume, World } from '../world/types.js';
+import type { CoreReader, CoreWorld } from '../engine/core.js';
 import {
   driverLabel,
   grpcCodeLabel,
@@ -19,41 +16,12 @@ import {
 } from './names.js';
 import { ProvisionMetrics, provisioningMethods } from './provision-metrics.js';
 
-type AnyWorld = World | ControllerWorld;
-
 interface InFlight {
   readonly plugin: string;
   readonly driver: string;
   readonly operation: string | undefined;
   readonly startedTsMs: number;
   readonly firstTryKey: string;
-}
-
-/** The spec of the volume an operation acts on, from the world after its OperationStarted. */
-function specOf(world: AnyWorld, event: EventOf<'OperationStarted'>): ResolvedVolume | undefined {
-  const running = world.running.get(OpId(event.opId));
-  if (running?.spec) return running.spec;
-  if ('nodes' in world) {
-    const key = `${event.volume}@${event.node ?? ''}`;
-    return world.attachments.get(key)?.spec ?? world.dsw.get(key)?.spec;
-  }
-  const volume = UniqueVolumeName(event.volume);
-  const attachment = world.attachments.get(volume);
-  if (attachment !== undefined) return attachment.spec;
-  const byPod = world.mounts.get(volume);
-  const mount = event.pod === undefined ? undefined : podEntry(byPod, UniquePodName(event.pod));
-  if (mount !== undefined) return mount.spec;
-  for (const any of podEntries(byPod)) return any.spec;
-  for (const entry of podEntries(world.dsw.get(volume)?.pods)) return entry.resolved;
-  return undefined;
-}
-
-/** A PV's CSI driver and class, from a kubelet's world (the controller provisions nothing). */
-function pvOf(world: AnyWorld, name: string) {
-  if ('nodes' in world) return undefined;
-  const pv = world.objects.lookup('PersistentVolume', name);
-  if (pv?.kind !== 'PersistentVolume') return undefined;
-  return { driver: pv.spec.csi?.driver ?? '', storageClass: pv.spec.storageClassName ?? '' };
 }
 
 function histogram<L extends string>(
@@ -118,10 +86,10 @@ export class EventMetrics {
 
   constructor(
     registry: Registry,
-    private readonly mode: 'kubelet' | 'controller',
+    private readonly reader: CoreReader<CoreWorld>,
   ) {
     const registers = [registry];
-    const nodeOnly = mode === 'kubelet' ? registers : [];
+    const nodeOnly = reader.metrics.node ? registers : [];
     this.storageOperationDuration = histogram(
       'storage_operation_duration_seconds',
       'Storage operation duration',
@@ -156,7 +124,7 @@ export class EventMetrics {
       name: 'attach_detach_controller_attachdetach_controller_forced_detaches',
       help: 'Number of times the A/D Controller performed a forced detach',
       labelNames: ['reason'],
-      registers: mode === 'controller' ? registers : [],
+      registers: reader.metrics.controller ? registers : [],
     });
     this.eventsAppended = new Counter({
       name: 'vole_events_appended_total',
@@ -181,10 +149,15 @@ export class EventMetrics {
   }
 
   /** Folds one event, given the world after it. */
-  observe(event: VoleEvent, world: AnyWorld): void {
+  observe(event: VoleEvent, world: CoreWorld): void {
     if (event.type === 'EngineStarted') this.reset();
     this.eventsAppended.inc({ type: event.type });
-    this.provisioning.observe(event, (pv) => pvOf(world, pv));
+    this.provisioning.observe(event, (name) => {
+      const pv = this.reader.persistentVolume(world, name);
+      return (
+        pv && { driver: pv.spec.csi?.driver ?? '', storageClass: pv.spec.storageClassName ?? '' }
+      );
+    });
     switch (event.type) {
       case 'OperationStarted':
         this.started(event, world);
@@ -211,8 +184,8 @@ export class EventMetrics {
     this.firstTryMs.clear();
   }
 
-  private started(event: EventOf<'OperationStarted'>, world: AnyWorld): void {
-    const spec = specOf(world, event);
+  private started(event: EventOf<'OperationStarted'>, world: CoreWorld): void {
+    const spec = this.reader.operationSpec(world, event);
     const block = spec?.volumeMode === 'Block';
     const firstTryKey = `${event.op}|${event.key.volume}|${event.key.pod}|${event.key.node}`;
     if (!this.firstTryMs.has(firstTryKey)) this.firstTryMs.set(firstTryKey, event.tsMs);
@@ -273,7 +246,7 @@ export class EventMetrics {
    * kubelet's force cleanup of a volume it could not reconstruct).
    */
   private reconstructed(event: EventOf<'HostObserved'>): void {
-    if (this.mode !== 'kubelet') return;
+    if (!this.reader.metrics.node) return;
     this.reconstructTotal.inc(event.attachments.length + event.mounts.length);
     const absent =
       event.attachments.filter((a) => a.attached === false || a.deviceMounted === false).length +

@@ -7,8 +7,7 @@
  */
 import { Histogram, Registry } from 'prom-client';
 import type { VoleEvent } from '../events/index.js';
-import type { ControllerWorld } from '../controller/types.js';
-import type { World } from '../world/types.js';
+import type { CoreWorld } from '../engine/core.js';
 import { EventMetrics } from './event-metrics.js';
 import { appendSecondsBuckets } from './names.js';
 import { type PodVolumeStats, registerVolumeStats } from './volume-stats.js';
@@ -33,7 +32,7 @@ export class VoleMetrics {
   private readonly appendLatency: Histogram | undefined;
 
   constructor(opts: VoleMetricsOptions) {
-    this.events = new EventMetrics(this.registry, opts.source.mode);
+    this.events = new EventMetrics(this.registry, opts.source.reader);
     registerWorldGauges(this.registry, opts.source);
     if (opts.volumeStats !== undefined) registerVolumeStats(this.registry, opts.volumeStats);
     this.appendLatency =
@@ -48,7 +47,7 @@ export class VoleMetrics {
   }
 
   /** Folds one event, given the world after it (subscribe this to the engine). */
-  observe(event: VoleEvent, world: World | ControllerWorld): void {
+  observe(event: VoleEvent, world: CoreWorld): void {
     this.events.observe(event, world);
   }
 

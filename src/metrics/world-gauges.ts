@@ -4,60 +4,29 @@
  * pairs and pairs in backoff, and the seq the world was folded to.
  */
 import { Gauge, type Registry } from 'prom-client';
-import type { ControllerWorld } from '../controller/types.js';
-import { podEntries } from '../world/by-pod.js';
-import type { World } from '../world/types.js';
+import type { CoreReader, CoreWorld } from '../engine/core.js';
 import { pluginLabel } from './names.js';
 
-export type WorldSource =
-  | { readonly mode: 'kubelet'; readonly world: () => World }
-  | { readonly mode: 'controller'; readonly world: () => ControllerWorld };
+/** Where the gauges read the world, and its core's answers about it. */
+export interface WorldSource {
+  readonly reader: CoreReader<CoreWorld>;
+  readonly world: () => CoreWorld;
+}
 
 type Counts = Map<string, number>;
 
-function add(counts: Counts, key: string): void {
-  counts.set(key, (counts.get(key) ?? 0) + 1);
-}
-
-/** volume_manager_total_volumes: one per (volume, pod) to mount, and per mounted one. */
-function kubeletVolumeCounts(world: World): { desired: Counts; actual: Counts } {
-  const desired: Counts = new Map();
-  const actual: Counts = new Map();
-  for (const volume of world.dsw.values())
-    for (const entry of podEntries(volume.pods)) add(desired, pluginLabel(entry.resolved));
-  for (const byPod of world.mounts.values())
-    for (const mount of podEntries(byPod))
-      if (mount.value === 'mounted') add(actual, pluginLabel(mount.spec));
-  return { desired, actual };
-}
-
-/** attachdetach_controller_total_volumes: desired and attached (volume, node) pairs. */
-function controllerVolumeCounts(world: ControllerWorld): { desired: Counts; actual: Counts } {
-  const desired: Counts = new Map();
-  const actual: Counts = new Map();
-  for (const entry of world.dsw.values()) add(desired, pluginLabel(entry.spec));
-  for (const a of world.attachments.values())
-    if (a.state.value.startsWith('attached')) add(actual, pluginLabel(a.spec));
-  return { desired, actual };
-}
-
-function uncertainPairs(source: WorldSource): { attachment: number; mount: number } {
-  let attachment = 0;
-  let mount = 0;
-  const world = source.world();
-  for (const a of world.attachments.values()) {
-    const value = 'state' in a ? a.state.value : a.value;
-    if (value === 'attachUncertain' || value === 'attached.deviceUncertain') attachment++;
+/** The specs counted by their plugin_name label. */
+function byPlugin(specs: readonly Parameters<typeof pluginLabel>[0][]): Counts {
+  const counts: Counts = new Map();
+  for (const spec of specs) {
+    const label = pluginLabel(spec);
+    counts.set(label, (counts.get(label) ?? 0) + 1);
   }
-  if (source.mode === 'kubelet') {
-    for (const byPod of source.world().mounts.values())
-      for (const m of podEntries(byPod)) if (m.value === 'mountUncertain') mount++;
-  }
-  return { attachment, mount };
+  return counts;
 }
 
 /** Operation records that failed and wait for their retry (spec §5.4): a log fact, no clock. */
-function pairsInBackoff(world: World | ControllerWorld): number {
+function pairsInBackoff(world: CoreWorld): number {
   let count = 0;
   for (const records of world.ops.values())
     for (const r of records) if (!r.pending && r.lastError !== null) count++;
@@ -66,37 +35,30 @@ function pairsInBackoff(world: World | ControllerWorld): number {
 
 export function registerWorldGauges(registry: Registry, source: WorldSource): void {
   const registers = [registry];
-  const totalName =
-    source.mode === 'kubelet'
-      ? 'volume_manager_total_volumes'
-      : 'attachdetach_controller_total_volumes';
+  const { reader } = source;
   new Gauge({
-    name: totalName,
+    name: reader.metrics.totalVolumes,
     help: 'Number of volumes in Volume Manager',
     labelNames: ['plugin_name', 'state'],
     registers,
     collect() {
       this.reset();
-      const counts =
-        source.mode === 'kubelet'
-          ? kubeletVolumeCounts(source.world())
-          : controllerVolumeCounts(source.world());
-      for (const [plugin, n] of counts.desired)
+      const gauges = reader.gauges(source.world());
+      for (const [plugin, n] of byPlugin(gauges.desired))
         this.set({ plugin_name: plugin, state: 'desired_state_of_world' }, n);
-      for (const [plugin, n] of counts.actual)
+      for (const [plugin, n] of byPlugin(gauges.actual))
         this.set({ plugin_name: plugin, state: 'actual_state_of_world' }, n);
     },
   });
-  if (source.mode === 'controller') registerInUse(registry, source.world);
+  if (reader.metrics.controller) registerInUse(registry, source);
   new Gauge({
     name: 'vole_uncertain_pairs',
     help: 'Pairs whose state may or may not exist on the host (a call timed out or was cut off)',
     labelNames: ['pair'],
     registers,
     collect() {
-      const counts = uncertainPairs(source);
-      this.set({ pair: 'attachment' }, counts.attachment);
-      if (source.mode === 'kubelet') this.set({ pair: 'mount' }, counts.mount);
+      const { uncertain } = reader.gauges(source.world());
+      for (const pair of reader.pairs) this.set({ pair }, uncertain.get(pair) ?? 0);
     },
   });
   new Gauge({
@@ -118,7 +80,7 @@ export function registerWorldGauges(registry: Registry, source: WorldSource): vo
 }
 
 /** storage_count_attachable_volumes_in_use: desired attachable volumes per node and plugin. */
-function registerInUse(registry: Registry, world: () => ControllerWorld): void {
+function registerInUse(registry: Registry, source: WorldSource): void {
   new Gauge({
     name: 'storage_count_attachable_volumes_in_use',
     help: 'Measure number of volumes in use',
@@ -127,7 +89,7 @@ function registerInUse(registry: Registry, world: () => ControllerWorld): void {
     collect() {
       this.reset();
       const counts = new Map<string, { node: string; plugin: string; n: number }>();
-      for (const entry of world().dsw.values()) {
+      for (const entry of source.reader.gauges(source.world()).inUse) {
         const plugin = pluginLabel(entry.spec);
         const key = `${entry.node}\u0000${plugin}`;
         const found = counts.get(key) ?? { node: entry.node, plugin, n: 0 };

@@ -10,7 +10,7 @@ import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OpKey } from '../events/index.js';
 import { bindingVolume } from '../world/fold-desired.js';
-import { planBindings } from './bind.js';
+import { planBindings } from '../binding/decide.js';
 import { planStorage, storageWaits } from './provision.js';
 import { claimInUse } from '../world/provisioning.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
@@ -34,7 +34,7 @@ import {
   releaseHeld,
   type World,
 } from '../world/index.js';
-import { Claims as BookClaims } from '../engine/book.js';
+import { Claims as BookClaims } from '../operations/book.js';
 import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
 

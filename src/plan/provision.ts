@@ -24,8 +24,8 @@ import {
   type StorageClass,
 } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import type { Claims } from '../engine/book.js';
-import { boundVolumes, findVolumeForClaim, isClaimBound } from '../world/binding.js';
+import type { Claims } from '../operations/book.js';
+import { boundVolumes, findVolumeForClaim, isClaimBound } from '../binding/claims.js';
 import { provisioningClass } from '../world/claims-view.js';
 import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
 import {
@@ -33,7 +33,7 @@ import {
   nodeTopology,
   reclaimPolicyOf,
   requisiteOf,
-} from '../world/storage-class.js';
+} from '../binding/storage-class.js';
 import type { World } from '../world/types.js';
 import type { Operation, StorageOperation } from './operations.js';
 

@@ -4,7 +4,7 @@
  * records every call with its virtual time for `calls` and `counts`.
  */
 import { type Clock, sleep } from '../clock.js';
-import { callEffects, type HostMark } from '../engine/calls.js';
+import { callEffects, type HostMark } from '../operations/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../world/types.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';

@@ -8,10 +8,10 @@
  */
 import { InvariantError } from '../assert.js';
 import { type Core, type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
-import { coreOfLog } from '../engine/cores.js';
+import { type AnyCore, coreOfLog } from '../engine/cores.js';
 import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume } from '../world/binding.js';
+import { bindingVolume } from '../binding/claims.js';
 
 export interface Divergence {
   readonly seq: number;
@@ -289,9 +289,8 @@ export function verify(
   }
   const chosen = coreOfLog(first);
   const rest: Iterator<VoleEvent> = unreadable === undefined ? iterator : failingAfter(unreadable);
-  return chosen.mode === 'controller'
-    ? run(chosen.core, rest, first, opts)
-    : run(chosen.core, rest, first, opts);
+  const core: AnyCore = chosen.core;
+  return run(core, rest, first, opts);
 }
 
 /** An iterator that throws `message` (the read error met while looking for the mode). */

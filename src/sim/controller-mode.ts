@@ -9,12 +9,9 @@ import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
 import { controllerCore } from '../engine/cores.js';
 import { toLoggedObject } from '../sources/contents.js';
-import {
-  ControllerExecutor,
-  managedAnnotation,
-  maxWaitForUnmountMsDefault,
-  startAttachmentVerifier,
-} from '../controller/index.js';
+import { managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { ControllerExecutor } from '../execute/controller-executor.js';
+import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
@@ -101,7 +98,9 @@ function check(
 export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   core: controllerCore,
   runner: (host) => new ControllerExecutor(host),
-  engineOptions: (scenario) => ({
+  config: (scenario) => ({
+    node: scenario.node,
+    controllerAttachDetach: scenario.controllerAttachDetach,
     controller: {
       maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
       disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,

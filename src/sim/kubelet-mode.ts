@@ -101,7 +101,10 @@ async function waitForPod(
 export const kubeletMode: Mode<World, Operation> = {
   core: kubeletCore,
   runner: (host) => new Executor(host),
-  engineOptions: () => ({}),
+  config: (scenario) => ({
+    node: scenario.node,
+    controllerAttachDetach: scenario.controllerAttachDetach,
+  }),
   startEvents: (scenario, tsMs) => [
     ...scenario.objects.map((object): NewEvent => ({
       type: 'ObjectUpserted',

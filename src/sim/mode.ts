@@ -3,8 +3,8 @@
  * loop of simulate.ts, and what of a running simulation a mode may use.
  */
 import type { VirtualClock } from '../clock.js';
-import type { Core, CoreOperation, CoreWorld, Runner } from '../engine/core.js';
-import type { Engine, EngineOptions, RunnerHost } from '../engine/engine.js';
+import type { Core, CoreConfig, CoreOperation, CoreWorld, Runner } from '../engine/core.js';
+import type { Engine, RunnerHost } from '../engine/engine.js';
 import type { NewEvent } from '../events/index.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
@@ -35,7 +35,8 @@ export interface SimulationHandle<W extends CoreWorld, O extends CoreOperation> 
 export interface Mode<W extends CoreWorld, O extends CoreOperation> {
   readonly core: Core<W, O>;
   runner(host: RunnerHost<W>): Runner<O>;
-  engineOptions(scenario: Scenario): Partial<EngineOptions<W, O>>;
+  /** Its core's configuration for the scenario (recorded in EngineStarted). */
+  config(scenario: Scenario): CoreConfig;
   /** Events appended right after the first EngineStarted (objects, nodes, sources ready). */
   startEvents(scenario: Scenario, tsMs: number): NewEvent[];
   /** Events appended after a restart's EngineStarted. */

@@ -101,8 +101,7 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
 
   private newEngine(world: W | undefined): Engine<W, O> {
     const engine = new Engine<W, O>({
-      node: this.scenario.node,
-      controllerAttachDetach: this.scenario.controllerAttachDetach,
+      config: this.mode.config(this.scenario),
       plugins: this.plugins,
       clock: this.clock,
       sink: this.log.sink,
@@ -110,7 +109,6 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
       core: this.mode.core,
       runner: (host) => this.mode.runner(host),
-      ...this.mode.engineOptions(this.scenario),
       ...(world === undefined ? {} : { world }),
     });
     const onEvent = this.opts.onEvent;

@@ -6,10 +6,16 @@
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { type ClaimBinding, claimName, claimUid, isClaimBound, lookupOf } from './binding.js';
-import { retryAtMs } from './pending.js';
+import {
+  type ClaimBinding,
+  claimName,
+  claimUid,
+  isClaimBound,
+  lookupOf,
+} from '../binding/claims.js';
+import { retryAtMs } from '../operations/pending.js';
 import { claimInUse, csiVolumeName } from './provisioning.js';
-import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
+import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import type { LastError, OpRecord, World } from './types.js';
 
 /**

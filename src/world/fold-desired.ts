@@ -10,7 +10,7 @@ import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
-import { bindingVolume, boundVolumes, trackClaim } from './binding.js';
+import { bindingVolume, boundVolumes, trackClaim } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 

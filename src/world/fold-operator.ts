@@ -6,7 +6,7 @@
 import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { setRecords } from './pending.js';
+import { setRecords } from '../operations/pending.js';
 import type { OperationBook, OperatorRequestRecord, OperatorState } from './types.js';
 
 /** What both cores' worlds have that operator requests need. */

@@ -3,8 +3,8 @@
  * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
  */
 import { fail } from '../assert.js';
-import { bookCall, cutOffOperations, finishOperation, startOperation } from '../engine/book.js';
-import { callTable, type FailureReading, type PairStep, stepCalls } from '../engine/calls.js';
+import { bookCall, cutOffOperations, finishOperation, startOperation } from '../operations/book.js';
+import { callTable, type FailureReading, type PairStep, stepCalls } from '../operations/calls.js';
 import { type EventOf, provisionCallNames } from '../events/index.js';
 import { foldProvisioningCall } from './fold-provisioning.js';
 import { provisionStarted } from './provisioning.js';

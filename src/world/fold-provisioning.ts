@@ -10,7 +10,7 @@ import { objectKey, type PersistentVolume } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { claimExpanded, reresolveObject } from './fold-desired.js';
 import { claimExists, claimGone, csiVolumeName, trackResize } from './provisioning.js';
-import { nodeAffinityOf, provisionedByAnnotation } from './storage-class.js';
+import { nodeAffinityOf, provisionedByAnnotation } from '../binding/storage-class.js';
 import type { RunningOp, World } from './types.js';
 
 /**

@@ -6,7 +6,7 @@
  */
 import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { keysConflict } from './pending.js';
+import { keysConflict } from '../operations/pending.js';
 import type { World } from './types.js';
 import { podEntries } from './by-pod.js';
 

@@ -29,11 +29,15 @@ import {
   claimUid,
   forgetClaim,
   lookupOf,
-} from './binding.js';
+} from '../binding/claims.js';
 
 export { claimUid };
 import { podsReferencing } from './references.js';
-import { claimClassName, provisionedByAnnotation, storageClassOf } from './storage-class.js';
+import {
+  claimClassName,
+  provisionedByAnnotation,
+  storageClassOf,
+} from '../binding/storage-class.js';
 import type { World } from './types.js';
 
 /** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */

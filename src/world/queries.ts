@@ -6,7 +6,7 @@ import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { fail } from '../assert.js';
 import type { AttachmentRecord, DswVolume, MountRecord, ResolvedVolume, World } from './types.js';
 import type { ClusterObject } from '../events/k8s.js';
-import { boundVolumes, type ClaimBinding } from './binding.js';
+import { boundVolumes, type ClaimBinding } from '../binding/claims.js';
 import { podCount, podEntries, podEntry } from './by-pod.js';
 
 /** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */

@@ -17,9 +17,14 @@ import {
   type PodVolume,
 } from '../events/k8s.js';
 import { UniqueVolumeName } from '../ids.js';
-import { boundVolumes, type ClaimBinding, findVolumeForClaim, lookupOf } from './binding.js';
+import {
+  boundVolumes,
+  type ClaimBinding,
+  findVolumeForClaim,
+  lookupOf,
+} from '../binding/claims.js';
 import { flat } from './flat.js';
-import { claimClassName, nodeAffinityMismatch, storageClassOf } from './storage-class.js';
+import { claimClassName, nodeAffinityMismatch, storageClassOf } from '../binding/storage-class.js';
 import { ClusterObjects } from './objects.js';
 import { addReference, anyPersistentVolumeName, type References } from './references.js';
 import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';

@@ -22,115 +22,37 @@ import type {
 } from '../events/index.js';
 import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ClaimBinding } from './binding.js';
+import type { ClaimBinding } from '../binding/claims.js';
 import type { ByPod } from './by-pod.js';
 import type { ClusterObjects } from './objects.js';
 import type { ReferenceIndex, References } from './references.js';
 import type { PairState } from './compiled-machine.js';
+import type {
+  LastError,
+  OperationBook,
+  OpRecord,
+  RunningOp,
+  VolumeCauses,
+} from '../operations/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
-export type VolumeMode = 'Filesystem' | 'Block';
-
-/** Where a volume comes from, as its plugin needs it (the Spec of seed 001). */
-export type VolumeSource =
-  | {
-      kind: 'csi';
-      driver: string;
-      volumeHandle: string;
-      fsType: string;
-      inline: boolean;
-      /** csi.volumeAttributes (CSI volume_context), when the source has any. */
-      volumeAttributes?: Readonly<Record<string, string>>;
-      /** The PV's mountOptions (CSI mount_flags), when it has any. */
-      mountOptions?: readonly string[];
-      /** An inline volume's pod (CSI ephemeral volume_context). */
-      podName?: string;
-      podNamespace?: string;
-    }
-  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
-  | { kind: 'hostPath'; path: string; type: string }
-  | { kind: 'local'; path: string; fsType: string }
-  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
-  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
-  | {
-      kind: 'projected';
-      namespace: string;
-      sources: readonly ProjectedPart[];
-      defaultMode?: number;
-    };
-
-/** `items` entry of a configMap, secret or projected source: key → file path, mode. */
-export interface KeyToPath {
-  readonly key: string;
-  readonly path: string;
-  readonly mode?: number;
-}
-
-/** What a configMap or secret source (or projection) asks for, in the pod's namespace. */
-export interface ContentOptions {
-  readonly name: string;
-  readonly namespace?: string;
-  readonly items?: readonly KeyToPath[];
-  readonly defaultMode?: number;
-  readonly optional?: boolean;
-  /**
-   * Where the pod asks for it (`spec.volumes[2].configMap`,
-   * `spec.volumes[0].projected.sources[1].secret`): a missing key's error names the field.
-   */
-  readonly field?: string;
-}
-
-/** A downward API file, its content taken from the pod object when the pod resolved. */
-export interface DownwardFile {
-  readonly path: string;
-  readonly content: string;
-  readonly mode?: number;
-}
-
-export type ProjectedPart =
-  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
-  | { kind: 'downwardAPI'; files: readonly DownwardFile[] }
-  | ({ kind: 'serviceAccountToken' } & ServiceAccountTokenPart);
-
-/** A token the kubelet asks of the TokenRequest API, bound to the pod, for one file. */
-export interface ServiceAccountTokenPart {
-  readonly path: string;
-  readonly serviceAccountName: string;
-  /** Absent: the API server's own audiences. */
-  readonly audience?: string;
-  readonly expirationSeconds: number;
-  readonly podName: string;
-  readonly podUid: string;
-  readonly mode?: number;
-}
-
-/** One pod volume resolved to the volume it names (spec §2.6 populator). */
-export interface ResolvedVolume {
-  readonly outerVolumeSpecName: string;
-  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
-  readonly innerVolumeSpecName: string;
-  readonly volume: UniqueVolumeName;
-  readonly pluginName: string;
-  readonly attachable: boolean;
-  readonly deviceMountable: boolean;
-  readonly requiresRemount: boolean;
-  /** spec §4.1: a PV whose access modes contain neither ReadWriteOnce nor ReadWriteOncePod. */
-  readonly multiAttachAllowed: boolean;
-  readonly volumeMode: VolumeMode;
-  /** PV spec.capacity.storage in bytes; 0 = unknown. */
-  readonly sizeBytes: number;
-  /** PVC status.capacity.storage in bytes; 0 = unknown (spec §4.6 claimSize). */
-  readonly claimSizeBytes: number;
-  readonly volumeGidValue: string;
-  readonly readOnly: boolean;
-  readonly accessModes: readonly string[];
-  readonly source: VolumeSource;
-  /**
-   * The claim's name and namespace, for PVC-backed volumes (its capacity follows
-   * expansions): the strings the claim object already holds, no key of its own.
-   */
-  readonly claim?: string | undefined;
-  readonly claimNamespace?: string | undefined;
-}
+export type {
+  LastError,
+  OperationBook,
+  OpRecord,
+  RunningOp,
+  VolumeCauses,
+} from '../operations/types.js';
+export type {
+  ContentOptions,
+  DownwardFile,
+  KeyToPath,
+  ProjectedPart,
+  ResolvedVolume,
+  ServiceAccountTokenPart,
+  VolumeMode,
+  VolumeSource,
+} from '../operations/volume-spec.js';
 
 export interface PodRecord {
   readonly uid: UniquePodName;
@@ -203,14 +125,6 @@ export interface VolumeView<V> extends ReadonlyMap<UniqueVolumeName, V> {
   readonly counts: VolumeCounts;
 }
 
-/** The cause of each volume's next decision: a Map, or the kubelet's volume records. */
-export interface VolumeCauses {
-  get(volume: UniqueVolumeName): Seq | undefined;
-  has(volume: UniqueVolumeName): boolean;
-  set(volume: UniqueVolumeName, cause: Seq): unknown;
-  delete(volume: UniqueVolumeName): boolean;
-}
-
 /**
  * An attachment pair (volume × this node): its machine state (value and context, held in
  * the record itself: a PairState, so the compiled machine steps it directly) and the spec
@@ -231,53 +145,6 @@ export interface MountRecord extends PairState<MountContext> {
   readonly pod: UniquePodName;
   readonly spec: ResolvedVolume;
   readonly seq: Seq;
-}
-
-/** spec §5.1 OperationRec: a running operation, or a failed one kept for its backoff. */
-export interface OpRecord {
-  readonly key: OpKey;
-  readonly opName: OperationKind;
-  readonly pending: boolean;
-  /** The running operation, while pending. */
-  readonly opId: OpId | null;
-  readonly lastError: CallError | null;
-  readonly lastErrorTsMs: number;
-  /** 0 until the first failure; then 500 ms doubling to 2 min 2 s (spec §5.5). */
-  readonly durationMsBeforeRetry: number;
-}
-
-/**
- * An operation between its OperationStarted and OperationFinished. Unlike the pair records,
- * its two call fields change in place (the fold's own scratch: two writes per plugin call
- * instead of a 12-field copy); nothing keeps an old version of a running operation.
- */
-export interface RunningOp {
-  readonly opId: OpId;
-  readonly op: OperationKind;
-  readonly key: OpKey;
-  readonly volume: UniqueVolumeName;
-  readonly pod: UniquePodName | null;
-  readonly node: NodeName | null;
-  readonly startedSeq: Seq;
-  readonly startedTsMs: number;
-  readonly cause: Seq;
-  /**
-   * The desired spec when the operation started (null for teardown of undesired volumes).
-   * Captured then, as the kubelet's generated operation captures it: later DSW changes do
-   * not change what a running operation acts on.
-   */
-  readonly spec: ResolvedVolume | null;
-  /** The plugin call in flight, if any: what a crash leaves uncertain. */
-  call: CallName | null;
-  /**
-   * The operation's steps when only its first call waited for the log (config.durableCalls
-   * 'first'): a crash leaves those not started in the log uncertain too. Undefined: every
-   * call's CallStarted was durable before it ran (one call, an older log or snapshot).
-   */
-  readonly steps?: readonly OperationStep[] | undefined;
-  /** CallStarted events folded for the operation (with `steps`). */
-  callsStarted?: number;
-  lastError: CallError | null;
 }
 
 /** An operator's request (OperatorRequested), as the planner sees it. */
@@ -312,32 +179,10 @@ export interface WorldConfig {
   readonly csiDriverObjects?: boolean;
 }
 
-/**
- * The operation book (src/engine/book.ts): what both cores keep about operations, kept
- * by the same code in both folds.
- */
-export interface OperationBook {
-  /** Operation records by volume (spec §5.1), in insertion order per volume. */
-  ops: Map<UniqueVolumeName, OpRecord[]>;
-  running: Map<OpId, RunningOp>;
-  /** The last error of an operation on each volume, for waits and explanations. */
-  lastErrors: Map<UniqueVolumeName, LastError>;
-  /** Last event that touched each volume: the cause of the next decision about it. */
-  causes: VolumeCauses;
-  /** Volumes touched since the planner last looked (incremental planning). */
-  dirty: Set<UniqueVolumeName>;
-}
-
 /** A list shared by the pod records that hold it (`users` of them). */
 export interface SharedList {
   readonly list: readonly string[];
   users: number;
-}
-
-export interface LastError {
-  readonly message: string;
-  readonly seq: Seq;
-  readonly tsMs: number;
 }
 
 /** A volume being created (provision operations), until CreateVolume answers OK. */

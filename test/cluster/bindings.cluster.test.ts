@@ -9,7 +9,7 @@ import { ClusterKeys } from '../../src/cluster/keys.js';
 import { RealClock } from '../../src/clock.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { Leadership } from '../../src/cluster/leadership.js';
-import type { ClaimBinding } from '../../src/world/binding.js';
+import type { ClaimBinding } from '../../src/binding/claims.js';
 import { type EtcdCluster, useEtcdCluster } from '../support/etcd-cluster.js';
 import { eventually } from '../support/vole-procs.js';
 

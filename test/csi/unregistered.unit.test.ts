@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import pino from 'pino';
+import { kubeletCore } from '../../src/engine/cores.js';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
 import type { Handler } from '../../src/csi/driver/common.js';
 import { serveCsiDriver, serveRegistration } from '../../src/csi/driver/server.js';
@@ -151,7 +152,9 @@ test('a driver whose registration is gone, or whose socket is gone, is not calle
     controllerAttachDetach: false,
     logger,
   });
-  const metrics = new VoleMetrics({ source: { mode: 'kubelet', world: () => vm.world } });
+  const metrics = new VoleMetrics({
+    source: { reader: kubeletCore.reader, world: () => vm.world },
+  });
   const events: VoleEvent[] = [];
   vm.subscribe((event, world) => {
     events.push(event);

@@ -77,8 +77,7 @@ function restartEngine(db: string, journal: FakeCallRecord[]) {
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    node: 'node-1',
-    controllerAttachDetach: false,
+    config: { node: 'node-1', controllerAttachDetach: false },
     plugins: crashPlugins(clock, journal),
     clock,
     sink: log.sink,

@@ -9,6 +9,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { kubeletCore } from '../../src/engine/cores.js';
 import { openSimulationLog } from '../../src/cli/sqlite-sink.js';
 import { metricsAtMoment } from '../../src/cli/metrics.js';
 import type { VoleEvent } from '../../src/events/index.js';
@@ -123,7 +124,7 @@ test(
 
 test('csi_operations_seconds comes from the rpc field of call outcomes', async () => {
   const db = await simulated('kubelet-attach-mount');
-  const metrics = new VoleMetrics({ source: { mode: 'kubelet', world: () => world } });
+  const metrics = new VoleMetrics({ source: { reader: kubeletCore.reader, world: () => world } });
   const world = initialWorld();
   const { openReadonly } = await import('../../src/postmortem/open.js');
   const store = openReadonly(db);

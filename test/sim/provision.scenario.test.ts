@@ -20,9 +20,9 @@ import { verify, why, whyText } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
 import { validate } from '../../src/sources/validate.js';
-import { findVolumeForClaim } from '../../src/world/binding.js';
+import { findVolumeForClaim } from '../../src/binding/claims.js';
 import { foldAll } from '../../src/world/index.js';
-import { classParameters } from '../../src/world/storage-class.js';
+import { classParameters } from '../../src/binding/storage-class.js';
 
 const dir = join(import.meta.dirname, '..', 'scenarios');
 const provisioning = readdirSync(dir)

@@ -95,8 +95,7 @@ async function main(): Promise<void> {
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    node: 'node-1',
-    controllerAttachDetach: false,
+    config: { node: 'node-1', controllerAttachDetach: false },
     plugins: crashPlugins(clock, journal),
     clock,
     sink: openSqliteLog(db, kubeletCore, { durability: 'full' }).sink,

@@ -223,6 +223,29 @@ export function importGraph(root: string, files: readonly string[]): Map<string,
   return graph;
 }
 
+/** The folder a file is in: `src/<dir>`, `machines`, or a file directly under src/ itself. */
+export function folderOf(path: string): string {
+  const parts = path.split('/');
+  if (parts[0] === 'src' && parts.length > 2) return `src/${parts[1]}`;
+  if (parts.length > 1 && parts[0] !== 'src') return parts[0]!;
+  return path;
+}
+
+/**
+ * The import graph between folders (folderOf): a folder imports another when one of its
+ * files imports one of the other's. Every folder of `graph` is a key, with or without edges.
+ */
+export function folderGraph(graph: ReadonlyMap<string, readonly string[]>): Map<string, string[]> {
+  const folders = new Map<string, Set<string>>();
+  for (const [file, targets] of graph) {
+    const from = folderOf(file);
+    const edges = folders.get(from) ?? new Set<string>();
+    folders.set(from, edges);
+    for (const target of targets) if (folderOf(target) !== from) edges.add(folderOf(target));
+  }
+  return new Map([...folders].map(([folder, edges]) => [folder, [...edges].sort()]));
+}
+
 /** Every cycle of the graph, as one strongly connected component each (Tarjan). */
 export function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
   let counter = 0;

@@ -8,7 +8,7 @@ import type { ProvisionedVolume } from '../../events/index.js';
 import type { ClusterObject } from '../../events/k8s.js';
 import type { StorageOperation } from '../../plan/index.js';
 import type { ProvisionerOps } from '../../plugins/types.js';
-import { lookupOf } from '../../world/binding.js';
+import { lookupOf } from '../../binding/claims.js';
 import type { RunningOp } from '../../world/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 

@@ -11,7 +11,7 @@ import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node, Pod } from '../events/k8s.js';
 import type { Clock } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
-import { managedAnnotation } from './fold.js';
+import { managedAnnotation } from '../controller/fold.js';
 
 export interface ClusterOptions {
   readonly nodes: readonly string[];

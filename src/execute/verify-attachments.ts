@@ -7,8 +7,8 @@
 import type { Engine } from '../engine/engine.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
-import type { ControllerOperation } from './plan.js';
-import type { ControllerWorld } from './types.js';
+import type { ControllerOperation } from '../controller/plan.js';
+import type { ControllerWorld } from '../controller/types.js';
 
 /** --attach-detach-reconcile-sync-period: 60 s in Kubernetes. */
 const attachmentVerifyPeriodMs = 60_000;

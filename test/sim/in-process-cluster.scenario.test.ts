@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Cluster } from '../../src/controller/cluster.js';
+import { Cluster } from '../../src/sim/in-process-cluster.js';
 import { VirtualClock } from '../../src/clock.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';

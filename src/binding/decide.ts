@@ -5,15 +5,9 @@
  */
 import type { NewEvent } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import {
-  boundVolumes,
-  claimName,
-  findVolumeForClaim,
-  isClaimBound,
-  lookupOf,
-} from '../world/binding.js';
-import { bindingModeOf, claimClassName, storageClassOf } from '../world/storage-class.js';
-import type { BindingWorld } from '../world/binding.js';
+import { boundVolumes, claimName, findVolumeForClaim, isClaimBound, lookupOf } from './claims.js';
+import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
+import type { BindingWorld } from './claims.js';
 
 /**
  * WaitForFirstConsumer (pv_controller.go shouldDelayBinding): a claim of such a class

@@ -7,7 +7,7 @@
  */
 import type { AttachmentEvent, MountEvent } from '../../machines/index.js';
 import type { CallName, EventOf, OperationStep } from '../events/index.js';
-import type { RunningOp } from '../world/types.js';
+import type { RunningOp } from './types.js';
 
 /** One step of a pair machine a call event drives. */
 export type PairStep =

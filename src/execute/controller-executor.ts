@@ -11,11 +11,11 @@ import {
   type OpContext,
   runCall,
   runningOp,
-} from '../execute/context.js';
-import { OperationTasks } from '../execute/tasks.js';
-import { deleteVolume, provision } from '../execute/ops/provision.js';
-import { type ControllerOperation, controllerDecision } from './plan.js';
-import type { ControllerWorld } from './types.js';
+} from './context.js';
+import { OperationTasks } from './tasks.js';
+import { deleteVolume, provision } from './ops/provision.js';
+import { type ControllerOperation, controllerDecision } from '../controller/plan.js';
+import type { ControllerWorld } from '../controller/types.js';
 
 type Ctx = OpContext<ControllerWorld, ControllerOperation>;
 

@@ -16,10 +16,10 @@ import {
   recordsAfterStart,
   type RunVerdict,
   setRecords,
-} from '../world/pending.js';
-import type { OperationBook, OpRecord, RunningOp } from '../world/types.js';
+} from './pending.js';
+import type { OperationBook, OpRecord, RunningOp } from './types.js';
 
-export type { OperationBook } from '../world/types.js';
+export type { OperationBook } from './types.js';
 
 /** Marks a volume for planning, citing `cause` as the reason for the next decision. */
 export function touchVolume(book: OperationBook, volume: UniqueVolumeName, cause: Seq): void {

@@ -1,0 +1,38 @@
+/**
+ * What the controller's core tells the readers of its world (CoreReader,
+ * src/operations/reader.ts): an operation's spec and the gauges read on scrape. It keeps
+ * attachments only, and provisions nothing (no PersistentVolume to give).
+ */
+import { OpId } from '../ids.js';
+import type { CoreGauges, OperationRef } from '../operations/reader.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
+import type { ControllerWorld } from './types.js';
+
+/** The spec of the volume an operation acts on, from the world after its OperationStarted. */
+export function operationSpec(
+  world: ControllerWorld,
+  op: OperationRef,
+): ResolvedVolume | undefined {
+  const running = world.running.get(OpId(op.opId));
+  if (running?.spec) return running.spec;
+  const key = `${op.volume}@${op.node ?? ''}`;
+  return world.attachments.get(key)?.spec ?? world.dsw.get(key)?.spec;
+}
+
+/** attachdetach_controller_total_volumes: desired and attached (volume, node) pairs. */
+export function gauges(world: ControllerWorld): CoreGauges {
+  const desired: ResolvedVolume[] = [];
+  const actual: ResolvedVolume[] = [];
+  const inUse: { node: string; spec: ResolvedVolume }[] = [];
+  let attachment = 0;
+  for (const entry of world.dsw.values()) {
+    desired.push(entry.spec);
+    inUse.push({ node: entry.node, spec: entry.spec });
+  }
+  for (const a of world.attachments.values()) {
+    const value = a.state.value;
+    if (value.startsWith('attached')) actual.push(a.spec);
+    if (value === 'attachUncertain' || value === 'attached.deviceUncertain') attachment++;
+  }
+  return { desired, actual, uncertain: new Map([['attachment', attachment]]), inUse };
+}

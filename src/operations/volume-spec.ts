@@ -1,0 +1,110 @@
+/**
+ * One pod volume resolved to the volume it names: the spec the fold keeps in the desired
+ * state, a running operation acts on, and a plugin reads. Below the folds (src/world and
+ * src/controller) and the plugins, so each reads it without reaching into the other.
+ */
+import type { UniqueVolumeName } from '../ids.js';
+
+export type VolumeMode = 'Filesystem' | 'Block';
+
+/** Where a volume comes from, as its plugin needs it (the Spec of seed 001). */
+export type VolumeSource =
+  | {
+      kind: 'csi';
+      driver: string;
+      volumeHandle: string;
+      fsType: string;
+      inline: boolean;
+      /** csi.volumeAttributes (CSI volume_context), when the source has any. */
+      volumeAttributes?: Readonly<Record<string, string>>;
+      /** The PV's mountOptions (CSI mount_flags), when it has any. */
+      mountOptions?: readonly string[];
+      /** An inline volume's pod (CSI ephemeral volume_context). */
+      podName?: string;
+      podNamespace?: string;
+    }
+  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
+  | { kind: 'hostPath'; path: string; type: string }
+  | { kind: 'local'; path: string; fsType: string }
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
+  | {
+      kind: 'projected';
+      namespace: string;
+      sources: readonly ProjectedPart[];
+      defaultMode?: number;
+    };
+
+/** `items` entry of a configMap, secret or projected source: key → file path, mode. */
+export interface KeyToPath {
+  readonly key: string;
+  readonly path: string;
+  readonly mode?: number;
+}
+
+/** What a configMap or secret source (or projection) asks for, in the pod's namespace. */
+export interface ContentOptions {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly items?: readonly KeyToPath[];
+  readonly defaultMode?: number;
+  readonly optional?: boolean;
+  /**
+   * Where the pod asks for it (`spec.volumes[2].configMap`,
+   * `spec.volumes[0].projected.sources[1].secret`): a missing key's error names the field.
+   */
+  readonly field?: string;
+}
+
+/** A downward API file, its content taken from the pod object when the pod resolved. */
+export interface DownwardFile {
+  readonly path: string;
+  readonly content: string;
+  readonly mode?: number;
+}
+
+export type ProjectedPart =
+  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
+  | { kind: 'downwardAPI'; files: readonly DownwardFile[] }
+  | ({ kind: 'serviceAccountToken' } & ServiceAccountTokenPart);
+
+/** A token the kubelet asks of the TokenRequest API, bound to the pod, for one file. */
+export interface ServiceAccountTokenPart {
+  readonly path: string;
+  readonly serviceAccountName: string;
+  /** Absent: the API server's own audiences. */
+  readonly audience?: string;
+  readonly expirationSeconds: number;
+  readonly podName: string;
+  readonly podUid: string;
+  readonly mode?: number;
+}
+
+/** One pod volume resolved to the volume it names (spec §2.6 populator). */
+export interface ResolvedVolume {
+  readonly outerVolumeSpecName: string;
+  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
+  readonly innerVolumeSpecName: string;
+  readonly volume: UniqueVolumeName;
+  readonly pluginName: string;
+  readonly attachable: boolean;
+  readonly deviceMountable: boolean;
+  readonly requiresRemount: boolean;
+  /** spec §4.1: a PV whose access modes contain neither ReadWriteOnce nor ReadWriteOncePod. */
+  readonly multiAttachAllowed: boolean;
+  readonly volumeMode: VolumeMode;
+  /** PV spec.capacity.storage in bytes; 0 = unknown. */
+  readonly sizeBytes: number;
+  /** PVC status.capacity.storage in bytes; 0 = unknown (spec §4.6 claimSize). */
+  readonly claimSizeBytes: number;
+  readonly volumeGidValue: string;
+  readonly readOnly: boolean;
+  readonly accessModes: readonly string[];
+  readonly source: VolumeSource;
+  /**
+   * The claim's name and namespace, for PVC-backed volumes (its capacity follows
+   * expansions): the strings the claim object already holds, no key of its own.
+   */
+  readonly claim?: string | undefined;
+  readonly claimNamespace?: string | undefined;
+}

@@ -1,0 +1,62 @@
+/** The layers of the source tree, which test/tidy.unit.test.ts enforces. */
+/**
+ * Layers from the bottom, one for every folder of src/ (and machines/, and each file
+ * directly under src/); a file may import from its own layer or lower ones. A file entry
+ * puts one file of a folder lower than its folder (the longest matching prefix wins).
+ * docs/layout.md draws them (test/docs.unit.test.ts checks the picture against this table).
+ */
+export const layers: [string, number][] = [
+  ['machines/', 0],
+  ['src/ids.ts', 0],
+  ['src/assert.ts', 0],
+  ['src/constants.ts', 0],
+  ['src/events/', 0],
+  // The operation book, the call table and the pending operations both folds share.
+  ['src/operations/', 1],
+  // Claim binding and storage-class policy, which both cores' folds and planners ask.
+  ['src/binding/', 1],
+  ['src/world/', 2],
+  // The controller's core: its world and fold beside the node's, its planner beside plan/.
+  ['src/controller/types.ts', 2],
+  ['src/controller/fold.ts', 2],
+  ['src/controller/invariants.ts', 2],
+  ['src/controller/provisioning.ts', 2],
+  ['src/controller/one-or-many.ts', 2],
+  ['src/controller/', 3],
+  ['src/plan/', 3],
+  ['src/sources/', 3],
+  ['src/host/', 3],
+  ['src/clock.ts', 3],
+  ['src/plugins/', 4],
+  // The engine (Engine, Core, the cores by mode) sits on the cores and the plugins.
+  ['src/engine/', 5],
+  ['src/execute/', 6],
+  ['src/log/', 6],
+  ['src/csi/', 6],
+  ['src/postmortem/', 7],
+  ['src/metrics/', 7],
+  ['src/agent/', 8],
+  ['src/cluster/', 9],
+  ['src/kube/', 9],
+  ['src/sim/', 10],
+  ['src/cli/', 11],
+  ['src/inspect/', 11],
+  ['src/index.ts', 11],
+];
+/** The top of the pure core: world, operations, the controller's core and the planner. */
+export const coreLayerMax = 3;
+
+/** The layer of a path: its longest matching entry's (undefined: in no layer). */
+export function layerOf(path: string): number | undefined {
+  let best: [string, number] | undefined;
+  for (const entry of layers) {
+    if (path.startsWith(entry[0]) && entry[0].length > (best?.[0].length ?? -1)) best = entry;
+  }
+  return best?.[1];
+}
+
+/** The name the picture of docs/layout.md gives an entry: its folder, or a file of src/. */
+export function shownName(prefix: string): string {
+  const path = prefix.replace(/^src\//, '');
+  return path.includes('/') ? `${path.slice(0, path.indexOf('/'))}/` : path;
+}
