@@ -36,9 +36,11 @@ export class PluginManager {
         `plugin "${plugin.name}" declares caps for "${plugin.caps.name}"`,
       );
     }
-    if (plugin.caps.attachable !== (plugin.attacher !== undefined)) {
+    // An attacher without caps.attachable is allowed: every CSI plugin has attacher ops, as
+    // every CSI driver has Kubernetes' csiAttacher, whether or not the driver publishes.
+    if (plugin.caps.attachable && plugin.attacher === undefined) {
       throw new PluginRegistrationError(
-        `plugin "${plugin.name}": caps.attachable must match having an attacher`,
+        `plugin "${plugin.name}": caps.attachable needs an attacher`,
       );
     }
     if (plugin.caps.deviceMountable !== (plugin.deviceMounter !== undefined)) {
