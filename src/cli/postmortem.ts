@@ -88,7 +88,7 @@ function worldAt(store: Store, seq: number): WorldView {
 function printHeader(view: WorldView, out: NodeJS.WritableStream, originMs: number): void {
   const s = style(out);
   const head = `${s.bold(`world at seq ${view.seq}`)} (${offset(view.tsMs, originMs)})`;
-  if (view.mode === 'controller') {
+  if (view.nodes !== undefined) {
     out.write(`${head}  the attach/detach controller\n`);
     return;
   }
@@ -98,10 +98,10 @@ function printHeader(view: WorldView, out: NodeJS.WritableStream, originMs: numb
 }
 
 /** The controller's view of each node: health, what it reports in use, what is published. */
-function printNodes(view: WorldView, out: NodeJS.WritableStream): void {
+function printNodes(nodes: NonNullable<WorldView['nodes']>, out: NodeJS.WritableStream): void {
   const s = style(out);
   out.write(`${s.bold('nodes')}\n`);
-  for (const n of view.nodes) {
+  for (const n of nodes) {
     const health = `${n.exists ? '' : 'deleted, '}${n.ready ? 'ready' : 'not ready'}${n.outOfService ? ', out of service' : ''}`;
     const attached = n.volumesAttached.map((v) => v.name).join(' ');
     out.write(
@@ -123,7 +123,7 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream, originMs: numbe
     out.write(
       `  ${a.volume}@${a.node}  ${s.state(a.state)}${a.devicePath ? `  ${a.devicePath}` : ''}\n`,
     );
-  if (view.mode === 'controller') printNodes(view, out);
+  if (view.nodes !== undefined) printNodes(view.nodes, out);
   else out.write(`${s.bold('mounts')}\n`);
   for (const m of view.mounts)
     out.write(
@@ -139,7 +139,7 @@ function printWorld(view: WorldView, out: NodeJS.WritableStream, originMs: numbe
     out.write(
       `  ${b.op} ${b.volume}${b.pod ? ` pod ${b.pod}` : ''}  retry at ${offset(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)  ${s.red(b.lastError ?? '')}\n`,
     );
-  if (view.mode === 'kubelet') out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
+  if (view.volumesInUse !== undefined) out.write(`volumesInUse [${view.volumesInUse.join(' ')}]\n`);
   printStorage(view, out, originMs);
 }
 

@@ -145,7 +145,6 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
       .sort(byKey),
     mounts: [],
     ...describeBook(world),
-    volumesInUse: [],
     pvs: controllerPvViews(world),
     claims: controllerClaimViews(world),
     nodes: [...world.nodes.values()]

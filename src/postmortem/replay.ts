@@ -94,9 +94,10 @@ export interface WorldView {
     durationMs: number;
     lastError: string | null;
   }[];
-  readonly volumesInUse: string[];
-  /** Each node's status (controller logs; empty for a kubelet's). */
-  readonly nodes: NodeView[];
+  /** node.status.volumesInUse the node reports (absent: a world of no one node, the controller's). */
+  readonly volumesInUse?: string[];
+  /** Each node's status (absent: a world of one node, a kubelet's). */
+  readonly nodes?: NodeView[];
   /** PersistentVolumes with their phase (kubelet logs: the agent binds and provisions). */
   readonly pvs: PvView[];
   /** Claims: bound, or where binding and provisioning stand. */
@@ -174,7 +175,6 @@ export function describeWorld(world: World): WorldView {
       .sort((a, b) => byVolume(a, b) || a.pod.localeCompare(b.pod)),
     ...describeBook(world),
     volumesInUse: getVolumesInUse(world),
-    nodes: [],
     pvs: persistentVolumes(world),
     claims: claimViews(world),
   };
@@ -210,14 +210,14 @@ function entries(view: WorldView, originMs: number): Map<string, string> {
       `backoff ${b.op} ${b.volume}${b.pod === '' ? '' : ` pod ${b.pod}`}`,
       `until ${offsetText(b.retryAtMs, originMs)} (backoff ${b.durationMs} ms)`,
     );
-  if (view.mode === 'kubelet') map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
+  if (view.volumesInUse !== undefined) map.set('volumesInUse', `[${view.volumesInUse.join(' ')}]`);
   for (const pv of view.pvs ?? [])
     map.set(
       `pv ${pv.name}`,
       `${pv.phase}${pv.claim === null ? '' : ` ${pv.claim}`} ${pv.capacityBytes ?? '?'} bytes`,
     );
   for (const c of view.claims ?? []) map.set(`claim ${c.claim}`, `${c.state}: ${c.detail}`);
-  for (const n of view.nodes) {
+  for (const n of view.nodes ?? []) {
     map.set(`node ${n.node} volumesInUse`, `[${n.volumesInUse.join(' ')}]`);
     map.set(
       `node ${n.node} volumesAttached`,

@@ -94,9 +94,9 @@ test(
       // The inspector's tracker starts from the snapshot: every node is in its world.
       const tracker = new Tracker(mirror);
       assert.equal(tracker.head, 25);
-      assert.equal(tracker.worldAt(25).view.nodes.length, 24);
+      assert.equal(tracker.worldAt(25).view.nodes?.length, 24);
       assert.equal(
-        tracker.worldAt(22).view.nodes.length,
+        tracker.worldAt(22).view.nodes?.length,
         21,
         'an earlier moment: the snapshot and the events after it',
       );
@@ -114,7 +114,7 @@ test(
         Array.from({ length: 205 }, (_, i) => 26 + i),
       );
       assert.equal(tracker.catchUp().length, 205);
-      assert.equal(tracker.worldAt(230).view.nodes.length, 229);
+      assert.equal(tracker.worldAt(230).view.nodes?.length, 229);
       assert.deepEqual(warnings, []);
     } finally {
       await mirror.close();

@@ -124,7 +124,7 @@ test("engine: a controller log replays into the controller's world, not a kubele
     ['fake.disk/disk-1@node-2 attached.deviceUnmounted'],
   );
   assert.deepEqual(
-    view.nodes.map((n) => [n.node, n.volumesAttached.map((v) => v.name)]),
+    (view.nodes ?? []).map((n) => [n.node, n.volumesAttached.map((v) => v.name)]),
     [
       ['node-1', []],
       ['node-2', ['fake.disk/disk-1']],

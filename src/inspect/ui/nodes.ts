@@ -6,7 +6,9 @@
 import type { WorldPayload } from '../protocol.js';
 import { clear, h } from './dom.js';
 
-function nodeRow(node: WorldPayload['view']['nodes'][number]) {
+type NodeView = NonNullable<WorldPayload['view']['nodes']>[number];
+
+function nodeRow(node: NodeView) {
   const health = `${node.exists ? '' : 'deleted · '}${node.ready ? 'ready' : 'not ready'}${node.outOfService ? ' · out of service' : ''}`;
   const attached = node.volumesAttached.map((v) => v.name);
   return h(
@@ -24,14 +26,14 @@ function nodeRow(node: WorldPayload['view']['nodes'][number]) {
 }
 
 export function renderNodes(container: HTMLElement, world: WorldPayload | undefined): void {
-  const controller = world?.view.mode === 'controller';
-  container.hidden = !controller;
-  if (world === undefined || !controller) return clear(container);
+  const nodes = world?.view.nodes;
+  container.hidden = nodes === undefined;
+  if (world === undefined || nodes === undefined) return clear(container);
   const reports = world.reports.slice(-20).reverse();
   clear(
     container,
-    h('div', { class: 'counts' }, `${world.view.nodes.length} nodes`),
-    h('ul', { class: 'nodes', 'data-testid': 'nodes' }, ...world.view.nodes.map(nodeRow)),
+    h('div', { class: 'counts' }, `${nodes.length} nodes`),
+    h('ul', { class: 'nodes', 'data-testid': 'nodes' }, ...nodes.map(nodeRow)),
     h('div', { class: 'counts' }, `${world.reports.length} reports`),
     h(
       'ul',
