@@ -3,7 +3,8 @@
  * src/operations/reader.ts): an operation's spec and the gauges read on scrape. It keeps
  * attachments only, and provisions nothing (no PersistentVolume to give).
  */
-import { OpId } from '../ids.js';
+import type { Decision } from '../events/index.js';
+import { OpId, type UniqueVolumeName } from '../ids.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ControllerWorld } from './types.js';
@@ -36,3 +37,11 @@ export function gauges(world: ControllerWorld): CoreGauges {
   }
   return { desired, actual, uncertain: new Map([['attachment', attachment]]), inUse };
 }
+
+/** The controller's decisions act on one attachment: volume@node. */
+export function decisionTarget(d: Decision): string {
+  return `${d.volume}@${d.node ?? ''}`;
+}
+
+/** The controller's plan makes no claim decisions a verifier re-plans. */
+export const claimDecisionVolumes: readonly UniqueVolumeName[] = [];

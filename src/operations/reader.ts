@@ -3,7 +3,9 @@
  * inspector): the Core interface's reader part (src/engine/core.ts), below both cores so
  * each implements it (src/world/readers.ts, src/controller/readers.ts).
  */
+import type { Decision } from '../events/index.js';
 import type { PersistentVolume } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
 import type { ResolvedVolume } from './volume-spec.js';
 
 /** The kinds of pair a world keeps (the controller keeps attachments only). */
@@ -53,4 +55,14 @@ export interface CoreReader<W> {
   /** A PersistentVolume the world keeps (undefined: not there, or a core that keeps none). */
   persistentVolume(world: W, name: string): PersistentVolume | undefined;
   gauges(world: W): CoreGauges;
+  /**
+   * What a decision acts on, as a verifier names it: the volume (a node's own decisions),
+   * or volume@node (the controller's, one per attachment).
+   */
+  decisionTarget(d: Decision): string;
+  /**
+   * The volumes whose plan makes the claim decisions (a binding, pvc-protection's release)
+   * that verify re-plans; empty for a core that makes none of them in its plan.
+   */
+  readonly claimDecisionVolumes: readonly UniqueVolumeName[];
 }

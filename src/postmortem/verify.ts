@@ -11,7 +11,6 @@ import { type Core, type CoreOperation, type CoreWorld, InvariantChecker } from 
 import { type AnyCore, coreOfLog } from '../engine/cores.js';
 import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import { UniqueVolumeName } from '../ids.js';
-import { bindingVolume } from '../binding/claims.js';
 
 export interface Divergence {
   readonly seq: number;
@@ -54,9 +53,11 @@ function canonical(d: Decision, withSteps: boolean): string {
   });
 }
 
-function name(d: Decision, mode: string): string {
-  const where = mode === 'controller' ? `@${d.node ?? ''}` : '';
-  return `${d.op} ${d.volume}${where}${d.pod === undefined ? '' : ` for pod ${d.pod}`}`;
+/** A decision's name: its op, what it acts on as the core names it, and its pod. */
+type Target = (d: Decision) => string;
+
+function name(d: Decision, target: Target): string {
+  return `${d.op} ${target(d)}${d.pod === undefined ? '' : ` for pod ${d.pod}`}`;
 }
 
 function details(d: Decision): string {
@@ -75,16 +76,16 @@ function details(d: Decision): string {
 function decisionDivergence(
   logged: Decision,
   planned: readonly Decision[],
-  mode: string,
+  target: Target,
 ): string | undefined {
   const withSteps = logged.steps !== undefined;
   const wanted = canonical(logged, withSteps);
   if (planned.some((p) => canonical(p, withSteps) === wanted)) return undefined;
-  const head = `the log started ${name(logged, mode)}`;
-  const same = planned.find((p) => name(p, mode) === name(logged, mode));
+  const head = `the log started ${name(logged, target)}`;
+  const same = planned.find((p) => name(p, target) === name(logged, target));
   if (same !== undefined)
     return `${head} with ${details(logged)}; this version would start it with ${details(same)}`;
-  const would = planned.length === 0 ? 'nothing' : planned.map((p) => name(p, mode)).join(', ');
+  const would = planned.length === 0 ? 'nothing' : planned.map((p) => name(p, target)).join(', ');
   return `${head}; this version would start ${would}`;
 }
 
@@ -161,12 +162,13 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
 
   /**
    * Claim decisions (a binding, pvc-protection's release) are re-planned too, on the world
-   * before them: the planner must make each of them again (the kubelet core's planner).
+   * before them: the planner must make each of them again (the core names the volumes whose plan makes them).
    */
   private checkClaimDecisions(logged: readonly (ClaimDecision & { seq: number })[]): void {
-    if (this.core.mode !== 'kubelet') return;
+    const volumes = this.core.reader.claimDecisionVolumes;
+    if (volumes.length === 0) return;
     const nowMs = logged[0]!.tsMs;
-    const planned = (this.core.plan(this.world, nowMs, { volumes: [bindingVolume] }).events ?? [])
+    const planned = (this.core.plan(this.world, nowMs, { volumes }).events ?? [])
       .filter(isClaimDecision)
       .map(claimDecisionKey);
     for (const event of logged) {
@@ -192,8 +194,12 @@ class Verifier<W extends CoreWorld, O extends CoreOperation> {
   private check(start: EventOf<'OperationStarted'>, planned: readonly Decision[]): void {
     this.decisions++;
     const logged = loggedDecision(start);
-    if (decisionDivergence(logged, planned, this.core.mode) === undefined) return;
-    const why = decisionDivergence(logged, this.planFor([start], start.tsMs), this.core.mode);
+    if (decisionDivergence(logged, planned, this.core.reader.decisionTarget) === undefined) return;
+    const why = decisionDivergence(
+      logged,
+      this.planFor([start], start.tsMs),
+      this.core.reader.decisionTarget,
+    );
     if (why !== undefined)
       this.divergences.push({ seq: start.seq, kind: 'decision', message: why });
   }

@@ -2,6 +2,8 @@
  * What the kubelet's core tells the readers of its world (CoreReader, src/engine/core.ts):
  * an operation's spec, a PersistentVolume, the gauges read on scrape. Pure reads.
  */
+import { bindingVolume } from '../binding/claims.js';
+import type { Decision } from '../events/index.js';
 import type { PersistentVolume } from '../events/k8s.js';
 import { OpId, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
@@ -49,3 +51,11 @@ export function gauges(world: World): CoreGauges {
   ] as const);
   return { desired, actual, uncertain, inUse: [] };
 }
+
+/** A node's decisions act on its volumes. */
+export function decisionTarget(d: Decision): string {
+  return d.volume;
+}
+
+/** The binder's pseudo-volume: planning it makes the claim decisions. */
+export const claimDecisionVolumes: readonly UniqueVolumeName[] = [bindingVolume];
