@@ -4,39 +4,28 @@
  * at or before T; the gauges are read from the world at T. kubelet_volume_stats_* and the
  * append latency measure the live host and process, so a log does not have them.
  */
-import { controllerCore, coreOfLog, kubeletCore } from '../engine/cores.js';
-import type { ControllerWorld } from '../controller/types.js';
+import type { VoleEvent } from '../events/index.js';
+import type { AnyCore } from '../engine/cores.js';
 import { VoleMetrics } from '../metrics/index.js';
-import { fold } from '../world/index.js';
+import { coreOfStore, coreWorldAt } from '../postmortem/log-world.js';
 import { openReadonly } from '../postmortem/open.js';
-import { rawWorldAt, resolveMoment } from './postmortem.js';
+import { withProgress } from './progress.js';
+import { resolveMoment } from './postmortem.js';
 
 type Store = ReturnType<typeof openReadonly>;
 
-/** The mode of the log: the first engine start says which core wrote it. */
-function modeOf(store: Store): 'kubelet' | 'controller' {
-  return coreOfLog(store.read({ fromSeq: 1, toSeq: 16 })).mode;
-}
-
-function controllerMetrics(store: Store, seq: number): VoleMetrics {
-  let world: ControllerWorld = controllerCore.initialWorld();
-  const metrics = new VoleMetrics({
-    source: { reader: controllerCore.reader, world: () => world },
-  });
-  for (const event of store.read({ fromSeq: 1, toSeq: seq })) {
-    world = controllerCore.fold(world, event);
-    metrics.observe(event, world);
-  }
-  return metrics;
-}
-
-function kubeletMetrics(store: Store, seq: number): VoleMetrics {
-  // Counters start at the last engine start: fold from just before it, observing.
-  const startedSeq = rawWorldAt(store, seq).engineStartedSeq;
-  const world = rawWorldAt(store, Math.max(0, startedSeq - 1));
-  const metrics = new VoleMetrics({ source: { reader: kubeletCore.reader, world: () => world } });
+/**
+ * The metrics at `seq`, of either core: counters start at the last engine start (they
+ * reset there), so the world is folded from a snapshot to just before it, then observed.
+ */
+function metricsAt(core: AnyCore, store: Store, seq: number): VoleMetrics {
+  const replay = (events: Iterable<VoleEvent>, fromSeq: number) =>
+    withProgress(events, { label: 'replaying', fromSeq, toSeq: seq });
+  const startedSeq = coreWorldAt(core, store, seq, replay).engineStartedSeq;
+  let world = coreWorldAt(core, store, Math.max(0, startedSeq - 1), replay);
+  const metrics = new VoleMetrics({ source: { reader: core.reader, world: () => world } });
   for (const event of store.read({ fromSeq: world.seq + 1, toSeq: seq })) {
-    fold(world, event);
+    world = core.fold(world, event);
     metrics.observe(event, world);
   }
   return metrics;
@@ -47,9 +36,7 @@ export async function metricsAtMoment(db: string, at: string | undefined): Promi
   const store = openReadonly(db);
   try {
     const seq = resolveMoment(store, at);
-    const metrics =
-      modeOf(store) === 'controller' ? controllerMetrics(store, seq) : kubeletMetrics(store, seq);
-    return await metrics.text();
+    return await metricsAt(coreOfStore(store).core, store, seq).text();
   } finally {
     store.close();
   }

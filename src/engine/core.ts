@@ -37,6 +37,8 @@ export type CoreConfig = Omit<
 export interface CoreWorld extends OperationBook {
   seq: Seq;
   tsMs: number;
+  /** The seq of the last EngineStarted folded (0: none yet). */
+  engineStartedSeq: Seq;
 }
 
 export interface CorePlan<O> {

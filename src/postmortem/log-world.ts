@@ -7,6 +7,7 @@ import { controllerClaimViews, controllerPvViews } from '../controller/provision
 import type { ControllerWorld } from '../controller/types.js';
 import type { CoreWorld } from '../engine/core.js';
 import {
+  type AnyCore,
   controllerCore,
   coreOfLog,
   coreOfMode,
@@ -268,4 +269,23 @@ export function worldOfLogAt(
   const world = logWorld(coreOfStore(store), store.latestSnapshot({ atOrBeforeSeq: seq }));
   const from = world.seq + 1;
   return replayInto(world, wrap(store.read({ fromSeq: from, toSeq: seq }), from));
+}
+
+/**
+ * The folded world of either core at `seq` (for readers that fold on from it: metrics),
+ * from the latest snapshot of that core at or before it, plus the events after.
+ */
+export function coreWorldAt(
+  core: AnyCore,
+  store: ReadableLog,
+  seq: number,
+  wrap: (events: Iterable<VoleEvent>, fromSeq: number) => Iterable<VoleEvent> = (e) => e,
+): CoreWorld {
+  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
+  let world =
+    (snapshot && core.snapshot.decode(snapshot.data, snapshot.format)) ?? core.initialWorld();
+  const from = world.seq + 1;
+  for (const event of wrap(store.read({ fromSeq: from, toSeq: seq }), from))
+    world = core.fold(world, event);
+  return world;
 }
