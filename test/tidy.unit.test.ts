@@ -302,6 +302,66 @@ test('tidy: the file, class and cast checks each fail on a planted violation', (
   }
 });
 
+/** Where a reader tests the engine's mode or the world's shape instead of asking its core. */
+const modeTest =
+  /\bmode\s*[!=]==?\s*'(kubelet|controller)'|'(kubelet|controller)'\s*[!=]==?\s*[\w.]*\bmode\b|\bmodeOf\b|'nodes' in\b/;
+/** The cores themselves, which know their mode. */
+const coreFolders = ['src/engine/', 'src/world/', 'src/controller/'];
+/**
+ * Readers still to be moved behind their core (issue 24): the LogWorld of each core, the
+ * kubelet-only rawWorldAt and `vole why`, and the simulator choosing its engine.
+ */
+const modeTestsLeft = [
+  'src/postmortem/log-world.ts',
+  'src/cli/postmortem.ts',
+  'src/cli/why.ts',
+  'src/sim/simulate.ts',
+];
+
+function modeTests(dir: string, paths: readonly string[]): string[] {
+  return paths.flatMap((path) =>
+    readFileSync(join(dir, path), 'utf8')
+      .split('\n')
+      .flatMap((line, i) => (modeTest.test(line) ? [`${path}:${i + 1} ${line.trim()}`] : [])),
+  );
+}
+
+test("tidy: no reader outside the cores tests the mode or the world's shape", () => {
+  const readers = files('src').filter(
+    (path) =>
+      !coreFolders.some((folder) => path.startsWith(folder)) && !modeTestsLeft.includes(path),
+  );
+  assert.ok(readers.length > 100, `the files were found (${readers.length})`);
+  assert.deepEqual(
+    modeTests(root, readers),
+    [],
+    'ask the core (CoreReader, src/operations/reader.ts)',
+  );
+});
+
+test('tidy: the mode check fails on a planted reader that tests the mode', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    const planted = [
+      "if (view.mode === 'controller') printNodes(view);",
+      "const where = mode !== 'kubelet' ? '@node' : '';",
+      "if ('controller' === logCore.mode) return;",
+      "if ('nodes' in world) return world.nodes;",
+      "if (opts.mode === 'readonly') open();",
+      'const nodes = view.nodes ?? [];',
+    ];
+    writeFileSync(join(dir, 'reader.ts'), planted.join('\n') + '\n');
+    assert.deepEqual(modeTests(dir, ['reader.ts']), [
+      `reader.ts:1 ${planted[0]}`,
+      `reader.ts:2 ${planted[1]}`,
+      `reader.ts:3 ${planted[2]}`,
+      `reader.ts:4 ${planted[3]}`,
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('tidy: every declared dependency is imported (runtime ones by src/)', () => {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
     dependencies: Record<string, string>;
