@@ -308,15 +308,10 @@ const modeTest =
 /** The cores themselves, which know their mode. */
 const coreFolders = ['src/engine/', 'src/world/', 'src/controller/'];
 /**
- * Readers still to be moved behind their core (issue 24): the LogWorld of each core, the
- * kubelet-only rawWorldAt and `vole why`, and the simulator choosing its engine.
+ * Still to be moved behind their core (issue 24): the LogWorld each core's log is read
+ * through, built by mode; the simulator choosing its engine by the scenario's mode.
  */
-const modeTestsLeft = [
-  'src/postmortem/log-world.ts',
-  'src/cli/postmortem.ts',
-  'src/cli/why.ts',
-  'src/sim/simulate.ts',
-];
+const modeTestsLeft = ['src/postmortem/log-world.ts', 'src/sim/simulate.ts'];
 
 function modeTests(dir: string, paths: readonly string[]): string[] {
   return paths.flatMap((path) =>

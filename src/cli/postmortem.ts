@@ -13,18 +13,16 @@ import {
   explainText,
   fromJsonLines,
   history,
-  replayTo,
   toJsonLines,
   verify,
   type Transition,
   type WorldView,
   worldOfLogAt,
 } from '../postmortem/index.js';
-import { coreOfLog, coreOfMode, UnknownModeError } from '../engine/cores.js';
+import { coreOfMode, UnknownModeError } from '../engine/cores.js';
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { type SalvageReport, salvageEvents } from '../log/salvage.js';
-import type { World } from '../world/types.js';
 import { withProgress } from './progress.js';
 import { style } from './style.js';
 
@@ -52,26 +50,6 @@ export function resolveMoment(store: Store, at: string | undefined): number {
       `--at ${at}: give a seq (812), an offset from the start (+90s) or a time (2026-11-24T10:00:00Z)`,
     );
   return store.seqAtOrBeforeTs(tsMs);
-}
-
-/**
- * The kubelet world at `seq`, folded (for readers that need more than its description:
- * why, metrics); a controller log is refused with a message.
- */
-export function rawWorldAt(store: Store, seq: number): World {
-  const { core, mode } = coreOfLog(store.read({ fromSeq: 1, toSeq: 16 }));
-  if (mode !== 'kubelet')
-    throw new UsageError("this is the attach/detach controller's log: give a node agent's log");
-  const snapshot = store.latestSnapshot({ atOrBeforeSeq: seq });
-  const start =
-    snapshot === undefined ? undefined : core.snapshot.decode(snapshot.data, snapshot.format);
-  const from = (start?.seq ?? 0) + 1;
-  const events = withProgress(store.read({ fromSeq: from, toSeq: seq }), {
-    label: 'replaying',
-    fromSeq: from,
-    toSeq: seq,
-  });
-  return replayTo(events, {}, start);
 }
 
 /** The world at `seq`: from the latest usable snapshot at or before it, plus the events after. */

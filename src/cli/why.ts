@@ -1,25 +1,15 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
-import { coreOfLog } from '../engine/cores.js';
-import {
-  controllerWhy,
-  describeEvent,
-  why,
-  type WhyAnswer,
-  whyText,
-  worldOfLogAt,
-} from '../postmortem/index.js';
+import { describeEvent, type WhyAnswer, whyText, worldOfLogAt } from '../postmortem/index.js';
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { withProgress } from './progress.js';
-import { rawWorldAt, resolveMoment, UsageError } from './postmortem.js';
+import { resolveMoment, UsageError } from './postmortem.js';
 
 /** The answer of a kubelet's log, or of the controller's (claims, pods, volumes). */
 function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer | undefined {
-  if (coreOfLog(store.read({ fromSeq: 1, toSeq: 16 })).mode === 'kubelet')
-    return why(rawWorldAt(store, seq), subject);
   const world = worldOfLogAt(store, seq, (events, fromSeq) =>
     withProgress(events, { label: 'replaying', fromSeq, toSeq: seq }),
   );
-  return world.controller === undefined ? undefined : controllerWhy(world.controller, subject);
+  return world.why(subject);
 }
 
 export function whyCommand(

@@ -15,14 +15,12 @@ import {
   explain,
   history,
   volumeWhyText,
-  why,
   whyText,
   type LogWorld,
   logWorld,
   type WorldView,
   worldOfLogAt,
 } from '../postmortem/index.js';
-import type { World } from '../world/types.js';
 import type {
   CauseStep,
   EventSummary,
@@ -313,7 +311,7 @@ export class Tracker {
       view,
       pairs: pairRows(view, this.known.values(), this.podNames).map((pair) => ({
         ...pair,
-        why: world.kubelet === undefined ? null : pairWhy(world.kubelet, pair, originMs),
+        why: pairWhy(world, pair, originMs),
       })),
       reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
     };
@@ -368,11 +366,11 @@ export class Tracker {
 }
 
 /** `vole why` for one pair: a mount's volume of its pod, an attachment's volume. */
-function pairWhy(world: World, pair: PairRow, originMs: number): string | null {
+function pairWhy(world: LogWorld, pair: PairRow, originMs: number): string | null {
   if (pair.kind === 'mount' && pair.pod !== null) {
-    const entry = why(world, pair.pod)?.volumes.find((v) => v.volume === pair.volume);
+    const entry = world.why(pair.pod)?.volumes.find((v) => v.volume === pair.volume);
     return entry === undefined ? null : volumeWhyText(entry, { originMs }).join('\n');
   }
-  const answer = why(world, pair.volume);
+  const answer = world.why(pair.volume);
   return answer === undefined ? null : whyText(answer, { originMs });
 }

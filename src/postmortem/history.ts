@@ -143,13 +143,12 @@ export function* history(
     const before = new Map([...touched].map((v) => [v, world.pairs(v)]));
     const opId = 'opId' in event ? event.opId : null;
     // PVs are the binder's: the kubelet's in standalone mode, the controller's in cluster mode.
-    const binder = world.kubelet ?? world.controller;
-    const phasesBefore = binder !== undefined && touchesPvs(event) ? pvPhases(binder) : undefined;
+    const phasesBefore = touchesPvs(event) ? pvPhases(world.pvWorld) : undefined;
     world.fold(event);
     const error = event.type === 'CallFailed' ? event.error.message : null;
     const because = describeEvent(event);
     if (phasesBefore !== undefined)
-      for (const t of pvTransitions(phasesBefore, pvPhases(binder!), {
+      for (const t of pvTransitions(phasesBefore, pvPhases(world.pvWorld), {
         event,
         because,
         node: world.node,

@@ -16,7 +16,10 @@ import {
 } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
+import type { PvWorld } from '../world/provisioning.js';
 import type { World } from '../world/types.js';
+import { why, type WhyAnswer } from './why.js';
+import { controllerWhy } from './why-controller.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
 import { podEntries } from '../world/by-pod.js';
 import { valuesOf } from '../controller/one-or-many.js';
@@ -36,12 +39,12 @@ export interface LogWorld {
   readonly tsMs: number;
   /** The node a kubelet log is about ('controller' for the controller's). */
   readonly node: string;
-  /** The folded kubelet world itself (undefined for the controller's): `vole why` reads it. */
-  readonly kubelet: World | undefined;
-  /** The folded controller world itself (undefined for a kubelet's): `vole why` reads it. */
-  readonly controller: ControllerWorld | undefined;
+  /** The world the PersistentVolumes' phases are read from (both cores keep them). */
+  readonly pvWorld: PvWorld;
   fold(event: VoleEvent): void;
   describe(): WorldView;
+  /** `vole why`: what a pod's volumes, a claim or a volume waits on (undefined: not there). */
+  why(subject: string): WhyAnswer | undefined;
   /** The volume an event is about, if it names one (operation events through their opId). */
   eventVolume(event: VoleEvent): string | undefined;
   /** Every volume that has a pair. */
@@ -81,8 +84,8 @@ function kubeletLogWorld(world: World): LogWorld {
     get node() {
       return world.config.node;
     },
-    kubelet: world,
-    controller: undefined,
+    pvWorld: world,
+    why: (subject) => why(world, subject),
     fold: (event) => void kubeletCore.fold(world, event),
     describe: () => describeWorld(world),
     eventVolume: (event) => opVolume(world, event),
@@ -174,8 +177,8 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
       return world.tsMs;
     },
     node: 'controller',
-    kubelet: undefined,
-    controller: world,
+    pvWorld: world,
+    why: (subject) => controllerWhy(world, subject),
     fold: (event) => void controllerCore.fold(world, event),
     describe: () => describeControllerWorld(world),
     eventVolume: (event) => opVolume(world, event),
