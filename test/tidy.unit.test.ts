@@ -307,12 +307,6 @@ const modeTest =
   /\bmode\s*[!=]==?\s*'(kubelet|controller)'|'(kubelet|controller)'\s*[!=]==?\s*[\w.]*\bmode\b|\bmodeOf\b|'nodes' in\b/;
 /** The cores themselves, which know their mode. */
 const coreFolders = ['src/engine/', 'src/world/', 'src/controller/'];
-/**
- * Still to be moved behind their core (issue 24): the LogWorld each core's log is read
- * through, built by mode; the simulator choosing its engine by the scenario's mode.
- */
-const modeTestsLeft = ['src/postmortem/log-world.ts', 'src/sim/simulate.ts'];
-
 function modeTests(dir: string, paths: readonly string[]): string[] {
   return paths.flatMap((path) =>
     readFileSync(join(dir, path), 'utf8')
@@ -323,8 +317,7 @@ function modeTests(dir: string, paths: readonly string[]): string[] {
 
 test("tidy: no reader outside the cores tests the mode or the world's shape", () => {
   const readers = files('src').filter(
-    (path) =>
-      !coreFolders.some((folder) => path.startsWith(folder)) && !modeTestsLeft.includes(path),
+    (path) => !coreFolders.some((folder) => path.startsWith(folder)),
   );
   assert.ok(readers.length > 100, `the files were found (${readers.length})`);
   assert.deepEqual(

@@ -186,6 +186,23 @@ export function coreOfMode(mode: string | undefined): LogCore {
 }
 
 /**
+ * One answer per core, for a reader that builds each core's own view of its world (a
+ * log's world, src/postmortem/log-world.ts): with coreOfMode, the one place a logged mode
+ * is matched to its core; what the answer builds holds no mode.
+ */
+export function byCore<T>(
+  logCore: LogCore,
+  answers: {
+    readonly kubelet: (core: typeof kubeletCore) => T;
+    readonly controller: (core: typeof controllerCore) => T;
+  },
+): T {
+  return logCore.mode === 'controller'
+    ? answers.controller(logCore.core)
+    : answers.kubelet(logCore.core);
+}
+
+/**
  * The core a log names: the mode of its first EngineStarted among the first events
  * (kubelet for a log without one, such as an empty log).
  */

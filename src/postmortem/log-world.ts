@@ -5,9 +5,10 @@
  */
 import { controllerClaimViews, controllerPvViews } from '../controller/provisioning.js';
 import type { ControllerWorld } from '../controller/types.js';
-import type { CoreWorld } from '../engine/core.js';
+import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
 import {
   type AnyCore,
+  byCore,
   controllerCore,
   coreOfLog,
   coreOfMode,
@@ -199,12 +200,18 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
  * of another core, or of another V8, does not: the log is replayed from the start).
  */
 export function logWorld(logCore: LogCore, snapshot?: { data: Buffer; format: number }): LogWorld {
-  if (logCore.mode === 'controller') {
-    const start = snapshot && logCore.core.snapshot.decode(snapshot.data, snapshot.format);
-    return controllerLogWorld(start ?? logCore.core.initialWorld());
-  }
-  const start = snapshot && logCore.core.snapshot.decode(snapshot.data, snapshot.format);
-  return kubeletLogWorld(start ?? logCore.core.initialWorld());
+  return byCore(logCore, {
+    kubelet: (core) => kubeletLogWorld(startOf(core, snapshot)),
+    controller: (core) => controllerLogWorld(startOf(core, snapshot)),
+  });
+}
+
+/** A core's world from a snapshot that decodes, else its initial world. */
+function startOf<W extends CoreWorld>(
+  core: Pick<Core<W, CoreOperation>, 'snapshot' | 'initialWorld'>,
+  snapshot: { data: Buffer; format: number } | undefined,
+): W {
+  return (snapshot && core.snapshot.decode(snapshot.data, snapshot.format)) ?? core.initialWorld();
 }
 
 /** Folds `events` up to the moment into `world` (events it already holds are skipped). */

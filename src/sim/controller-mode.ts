@@ -97,6 +97,7 @@ function check(
 
 export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   core: controllerCore,
+  reportsRaised: true,
   runner: (host) => new ControllerExecutor(host),
   config: (scenario) => ({
     node: scenario.node,

@@ -100,6 +100,7 @@ async function waitForPod(
 
 export const kubeletMode: Mode<World, Operation> = {
   core: kubeletCore,
+  reportsRaised: false,
   runner: (host) => new Executor(host),
   config: (scenario) => ({
     node: scenario.node,

@@ -34,6 +34,8 @@ export interface SimulationHandle<W extends CoreWorld, O extends CoreOperation> 
 /** What a simulation mode contributes; everything else is shared. */
 export interface Mode<W extends CoreWorld, O extends CoreOperation> {
   readonly core: Core<W, O>;
+  /** Whether its result lists the reports raised (the controller's Multi-Attach reports). */
+  readonly reportsRaised: boolean;
   runner(host: RunnerHost<W>): Runner<O>;
   /** Its core's configuration for the scenario (recorded in EngineStarted). */
   config(scenario: Scenario): CoreConfig;

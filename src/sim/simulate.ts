@@ -7,6 +7,7 @@
 import pino, { type Logger } from 'pino';
 import { assert } from '../assert.js';
 import { type CoreOperation, type CoreWorld, InvariantChecker } from '../engine/core.js';
+import { byCore, coreOfMode } from '../engine/cores.js';
 import { Engine } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
@@ -230,7 +231,7 @@ export async function simulateWith<W extends CoreWorld, O extends CoreOperation>
     counts: countCalls(sim.journal),
     waits: sim.waits,
     state: mode.describe(world),
-    ...(scenario.mode === 'controller' ? { reports: sim.reports } : {}),
+    ...(mode.reportsRaised ? { reports: sim.reports } : {}),
     events: world.seq,
   };
 }
@@ -239,7 +240,8 @@ export function simulate(
   scenario: Scenario,
   opts: SimulateOptions = {},
 ): Promise<SimulationResult> {
-  return scenario.mode === 'controller'
-    ? simulateWith(scenario, controllerMode, opts)
-    : simulateWith(scenario, kubeletMode, opts);
+  return byCore(coreOfMode(scenario.mode), {
+    kubelet: () => simulateWith(scenario, kubeletMode, opts),
+    controller: () => simulateWith(scenario, controllerMode, opts),
+  });
 }
