@@ -16,14 +16,10 @@
  * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
  */
 import type { ProvisionRequest } from '../events/index.js';
-import {
-  objectKey,
-  parseQuantityBytes,
-  type PersistentVolumeClaim,
-  type StorageClass,
-} from '../events/k8s.js';
+import { objectKey, type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
+import { provisionRequestOf } from '../binding/provision-request.js';
 import {
   bindingVolume,
   boundVolumes,
@@ -33,14 +29,7 @@ import {
   lookupOf,
 } from '../binding/claims.js';
 import { csiVolumeName } from '../world/provisioning.js';
-import {
-  bindingModeOf,
-  claimClassName,
-  classParameters,
-  reclaimPolicyOf,
-  requisiteOf,
-  storageClassOf,
-} from '../binding/storage-class.js';
+import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import { consumerNode, requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 
@@ -79,28 +68,8 @@ function requestOf(
   sc: StorageClass,
   node: NodeName | undefined,
 ): { request: ProvisionRequest; refused?: string } {
-  const params = classParameters(sc);
   const topology = node === undefined ? {} : nodeTopologyOf(world, sc.provisioner, node);
-  const requisite = requisiteOf(sc, { name: node ?? '', topology }, node !== undefined);
-  const uid = claimUid(pvc);
-  const request: ProvisionRequest = {
-    claim: { namespace: pvc.metadata.namespace ?? 'default', name: pvc.metadata.name, uid },
-    storageClassName: sc.metadata.name,
-    driver: sc.provisioner,
-    name: `pvc-${uid}`,
-    requiredBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
-    accessModes: [...(pvc.spec.accessModes ?? [])],
-    volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
-    fsType: params.ok ? params.fsType : '',
-    mountOptions: [...(sc.mountOptions ?? [])],
-    parameters: params.ok ? params.parameters : {},
-    reclaimPolicy: reclaimPolicyOf(sc),
-    requisite: requisite.ok ? requisite.requisite : [],
-    ...(node === undefined ? {} : { selectedNode: node }),
-  };
-  const refused = !params.ok ? params.error : !requisite.ok ? requisite.error : undefined;
-  const prefix = `failed to provision volume with StorageClass "${sc.metadata.name}"`;
-  return refused === undefined ? { request } : { request, refused: `${prefix}: ${refused}` };
+  return provisionRequestOf(pvc, sc, { name: node ?? '', topology }, node !== undefined);
 }
 
 /** The claim a provisioning plan looks at: unbound, not pre-bound, not being deleted, Pending. */

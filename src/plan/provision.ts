@@ -25,15 +25,11 @@ import {
 } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
+import { provisionRequestOf } from '../binding/provision-request.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound } from '../binding/claims.js';
 import { provisioningClass } from '../world/claims-view.js';
 import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
-import {
-  classParameters,
-  nodeTopology,
-  reclaimPolicyOf,
-  requisiteOf,
-} from '../binding/storage-class.js';
+import { nodeTopology } from '../binding/storage-class.js';
 import type { World } from '../world/types.js';
 import type { Operation, StorageOperation } from './operations.js';
 
@@ -55,35 +51,14 @@ function unboundClaim(world: World, key: string): PersistentVolumeClaim | undefi
 }
 
 /** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
-function provisionRequestOf(
+function provisionRequestFor(
   world: World,
   pvc: PersistentVolumeClaim,
   chosen: { readonly sc: StorageClass; readonly selected: boolean },
 ): { request: ProvisionRequest; refused?: string } {
   const { sc, selected } = chosen;
-  const params = classParameters(sc);
-  const topology = nodeTopology(world.plugins, sc.provisioner);
-  const node = { name: world.config.node, topology };
-  const requisite = requisiteOf(sc, node, selected);
-  const uid = claimUid(pvc);
-  const request: ProvisionRequest = {
-    claim: { namespace: pvc.metadata.namespace ?? 'default', name: pvc.metadata.name, uid },
-    storageClassName: sc.metadata.name,
-    driver: sc.provisioner,
-    name: `pvc-${uid}`,
-    requiredBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
-    accessModes: [...(pvc.spec.accessModes ?? [])],
-    volumeMode: pvc.spec.volumeMode ?? 'Filesystem',
-    fsType: params.ok ? params.fsType : '',
-    mountOptions: [...(sc.mountOptions ?? [])],
-    parameters: params.ok ? params.parameters : {},
-    reclaimPolicy: reclaimPolicyOf(sc),
-    requisite: requisite.ok ? requisite.requisite : [],
-    ...(selected ? { selectedNode: world.config.node } : {}),
-  };
-  const refused = !params.ok ? params.error : !requisite.ok ? requisite.error : undefined;
-  const prefix = `failed to provision volume with StorageClass "${sc.metadata.name}"`;
-  return refused === undefined ? { request } : { request, refused: `${prefix}: ${refused}` };
+  const node = { name: world.config.node, topology: nodeTopology(world.plugins, sc.provisioner) };
+  return provisionRequestOf(pvc, sc, node, selected);
 }
 
 /** Provision operations for the unbound claims no static PV serves (sorted by key). */
@@ -102,7 +77,7 @@ function planProvisions(world: World, claims: Claims<Operation>, scope: StorageS
     if (!scope.all && !scope.volumes.has(volume)) continue;
     taken ??= boundVolumes(world.objects, world.bindings);
     if (findVolumeForClaim(pvc, world.objects, taken).ok) continue; // a static PV first
-    const { request, refused } = provisionRequestOf(world, pvc, chosen);
+    const { request, refused } = provisionRequestFor(world, pvc, chosen);
     const op: StorageOperation = {
       op: 'provision',
       volume,
