@@ -71,16 +71,18 @@ const pvc = (name: string) => ({
 
 describe('vole controller --kubeconfig with the persistentvolume-binder', { skip }, () => {
   let bin = '';
-  const { base } = skip === false ? hostSandbox('kubebinder') : { base: '' };
-  const kubeDir = join(base, 'kube');
-  const kubeconfig = join(kubeDir, 'kubeconfig');
-  const controllerKubeconfig = join(base, 'controller.kubeconfig');
-  let controller: AgentProcess | undefined;
+  // Registered before the sandbox's own hook, so the control plane is ended (by the PIDs in
+  // kubeDir) before the sandbox removes kubeDir.
   after(async () => {
     await controller?.stop();
     if (existsSync(join(kubeDir, 'pids')))
       spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
   });
+  const { base } = skip === false ? hostSandbox('kubebinder') : { base: '' };
+  const kubeDir = join(base, 'kube');
+  const kubeconfig = join(kubeDir, 'kubeconfig');
+  const controllerKubeconfig = join(base, 'controller.kubeconfig');
+  let controller: AgentProcess | undefined;
 
   const kubectl = (args: readonly string[], input?: string) => {
     const run = spawnSync(join(bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], {
