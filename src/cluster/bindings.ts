@@ -17,6 +17,7 @@
  * its binding (`vole apply` of the original manifest) gets it back.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
+import { assert } from '../assert.js';
 import { type Clock, sleep } from '../clock.js';
 import {
   type ManifestObject,
@@ -31,7 +32,7 @@ import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
 import { decodeObject, storedForm } from './objects.js';
-import type { KvStore, TxnOp } from './store.js';
+import type { Compare, KvStore, TxnOp } from './store.js';
 
 type Controller = Pick<ControllerManager, 'world' | 'subscribe'>;
 
@@ -46,6 +47,10 @@ function boundClaim(
   binding: ClaimBinding,
   pv: PersistentVolume,
 ): PersistentVolumeClaim {
+  assert(
+    pv.metadata.name === binding.volume,
+    `claim ${pvc.metadata.name} is bound to ${binding.volume}, not to ${pv.metadata.name}`,
+  );
   const pvStorage = pv.spec.capacity?.storage;
   const storage =
     pvStorage !== undefined && parseQuantityBytes(pvStorage) === binding.capacityBytes
@@ -232,7 +237,11 @@ export class ClaimBindingWriter {
   private async writeOne(claimKey: string): Promise<boolean> {
     const binding = this.cm.world.bindings.get(claimKey);
     if (binding === undefined) return true;
-    const [, namespace, name] = claimKey.split('/');
+    const [kind, namespace, name] = claimKey.split('/');
+    assert(
+      kind === 'PersistentVolumeClaim' && namespace !== undefined && name !== undefined,
+      `a binding is kept under a claim's key, not under "${claimKey}"`,
+    );
     const pvcKey = this.keys.object('PersistentVolumeClaim', name!, namespace);
     const pvKey = this.keys.object('PersistentVolume', binding.volume);
     const [pvc, stored] = await Promise.all([
@@ -257,6 +266,7 @@ export class ClaimBindingWriter {
     if (!claimDone) ops.push({ put: pvcKey, value: JSON.stringify(claim) });
     if (!volumeDone)
       ops.push({ put: pvKey, value: JSON.stringify(boundVolume(pv.object, pvc.object)) });
+    assert(ops.length > 0, `claim ${claimKey}: a binding transaction writes something`);
     const compares = [
       ...this.leadership.fence(),
       { key: pvcKey, modRevision: pvc.modRevision },
@@ -265,6 +275,7 @@ export class ClaimBindingWriter {
         ? { key: pvKey, createRevision: 0 }
         : { key: pvKey, modRevision: pv.modRevision },
     ];
+    this.assertFenced(compares);
     const result = await this.client.txn(compares, ops);
     if (result.succeeded) {
       this.written++;
@@ -283,19 +294,37 @@ export class ClaimBindingWriter {
    * another PV of that name now (not this provisioner's to delete), false to try again.
    */
   private async deleteOne(pvObjectKey: string): Promise<boolean> {
+    assert(
+      pvObjectKey.startsWith('PersistentVolume//'),
+      `a PersistentVolume delete names a PV's key, not "${pvObjectKey}"`,
+    );
     const name = pvObjectKey.slice('PersistentVolume//'.length);
+    assert(name !== '', 'a PersistentVolume delete names the PV');
     if (this.cm.world.objects.has(pvObjectKey)) return true; // back in the world: not deleted
     const pvKey = this.keys.object('PersistentVolume', name);
     const pv = await this.read(pvKey, 'PersistentVolume');
     if (pv === undefined) return true;
     if (pv.object.metadata.annotations?.[provisionedByAnnotation] === undefined) return true;
     const compares = [...this.leadership.fence(), { key: pvKey, modRevision: pv.modRevision }];
+    this.assertFenced(compares);
     const result = await this.client.txn(compares, [{ delete: pvKey }]);
     if (result.succeeded) return true;
     const leader = await this.client.get(this.keys.leader);
     if (leader?.createRevision !== this.leadership.term)
       this.leadership.lose('a PersistentVolume delete was refused (fenced)');
     return false;
+  }
+
+  /** Every write of this writer compares the leader key's create revision first. */
+  private assertFenced(compares: readonly Compare[]): void {
+    const fence = compares[0];
+    assert(
+      fence !== undefined &&
+        fence.key === this.keys.leader &&
+        'createRevision' in fence &&
+        fence.createRevision === this.leadership.term,
+      () => `a claim binding write not fenced on term ${this.leadership.term}`,
+    );
   }
 
   /**
