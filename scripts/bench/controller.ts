@@ -87,8 +87,6 @@ class Driver {
     this.append({
       type: 'EngineStarted',
       tsMs: t0,
-      node: 'controller',
-      controllerAttachDetach: true,
       plugins: [caps(diskPlugin, { attachable: true, deviceMountable: true })],
       version: 'bench',
       mode: 'controller',
@@ -285,8 +283,6 @@ function restartOnce(path: string): { totalMs: number; folded: number } {
     type: 'EngineStarted',
     seq: world.seq + 1,
     tsMs: world.tsMs,
-    node: 'controller',
-    controllerAttachDetach: true,
     plugins: [...world.plugins.values()],
     version: 'bench',
     mode: 'controller',

@@ -154,8 +154,6 @@ export class ControllerManager {
       core: controllerCore,
       runner: (host) => new ControllerExecutor(host),
       config: {
-        node: 'controller',
-        controllerAttachDetach: true,
         controller: {
           maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
           disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,

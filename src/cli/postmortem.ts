@@ -66,13 +66,7 @@ function worldAt(store: Store, seq: number): WorldView {
 function printHeader(view: WorldView, out: NodeJS.WritableStream, originMs: number): void {
   const s = style(out);
   const head = `${s.bold(`world at seq ${view.seq}`)} (${offset(view.tsMs, originMs)})`;
-  if (view.nodes !== undefined) {
-    out.write(`${head}  the attach/detach controller\n`);
-    return;
-  }
-  out.write(
-    `${head}  node ${view.node}, controllerAttachDetach=${view.controllerAttachDetach}, sourcesReady=${view.sourcesReady}\n`,
-  );
+  out.write(`${head}  ${view.title}\n`);
 }
 
 /** The controller's view of each node: health, what it reports in use, what is published. */

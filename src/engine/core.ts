@@ -22,16 +22,35 @@ export type {
 export const engineModes = ['kubelet', 'controller'] as const;
 export type EngineMode = (typeof engineModes)[number];
 
+type Started = EventOf<'EngineStarted'>;
+
+/**
+ * The kubelet core's configuration: its node and how it attaches, binds claims, serves
+ * tokens and sizes downward resources.
+ */
+export interface KubeletCoreConfig {
+  readonly node: string;
+  readonly controllerAttachDetach: boolean;
+  readonly bindClaims?: boolean;
+  readonly tokenRequests?: boolean;
+  readonly csiDriverObjects?: boolean;
+  readonly allocatable?: Started['allocatable'];
+  readonly controller?: never;
+}
+
+/** The attach/detach controller's configuration: its timing. It is no node, and names none. */
+export interface ControllerCoreConfig {
+  readonly controller: NonNullable<Started['controller']>;
+  readonly node?: never;
+  readonly controllerAttachDetach?: never;
+}
+
 /**
  * A core's configuration, as its EngineStarted records it (the engine adds the time, the
- * plugins, its version and the core's mode): the node and how it attaches, binds claims,
- * serves tokens and sizes downward resources, or the controller's timing. Folds read it
- * back from EngineStarted, so a restart and a post-mortem see what the engine ran with.
+ * plugins, its version and the core's mode). Folds read it back from EngineStarted, so a
+ * restart and a post-mortem see what the engine ran with.
  */
-export type CoreConfig = Omit<
-  EventOf<'EngineStarted'>,
-  'type' | 'seq' | 'tsMs' | 'plugins' | 'version' | 'mode'
->;
+export type CoreConfig = KubeletCoreConfig | ControllerCoreConfig;
 
 /** What every world has that the engine loop needs: its head and the operation book. */
 export interface CoreWorld extends OperationBook {

@@ -26,8 +26,6 @@ export const engineVersion = '0.1.0';
 
 /** The engine as a runner (an executor) sees it. */
 export interface RunnerHost<W> {
-  /** This engine's node: the default target of calls. */
-  readonly node: string;
   readonly clock: Clock;
   readonly plugins: PluginManager;
   readonly logger: Logger;
@@ -96,7 +94,6 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     this.world = opts.world ?? this.core.initialWorld();
     this.lastSnapshotSeq = opts.snapshot?.lastSeq ?? 0;
     const host: RunnerHost<W> = {
-      node: opts.config.node,
       clock: opts.clock,
       plugins: opts.plugins,
       logger: opts.logger.child({ component: 'executor' }),
@@ -140,18 +137,23 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
     assert(!this.running, 'engine started twice');
     this.running = true;
     const config = this.opts.config;
+    const kubelet = config.controller === undefined ? config : undefined;
     // The fields in the order earlier versions wrote them, absent ones left out.
     this.append({
       type: 'EngineStarted',
       tsMs: this.opts.clock.nowMs(),
-      node: config.node,
-      controllerAttachDetach: config.controllerAttachDetach,
-      ...(config.bindClaims === false ? { bindClaims: false } : {}),
-      ...(config.tokenRequests === true ? { tokenRequests: true } : {}),
-      ...(config.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
+      ...(kubelet === undefined
+        ? {}
+        : {
+            node: kubelet.node,
+            controllerAttachDetach: kubelet.controllerAttachDetach,
+            ...(kubelet.bindClaims === false ? { bindClaims: false } : {}),
+            ...(kubelet.tokenRequests === true ? { tokenRequests: true } : {}),
+            ...(kubelet.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
+          }),
       plugins: this.opts.plugins.catalog(),
       ...(this.executor.durableCalls === 'first' ? { durableCalls: 'first' } : {}),
-      ...(config.allocatable === undefined ? {} : { allocatable: config.allocatable }),
+      ...(kubelet?.allocatable === undefined ? {} : { allocatable: kubelet.allocatable }),
       version: engineVersion,
       mode: this.core.mode,
       ...(config.controller === undefined ? {} : { controller: config.controller }),

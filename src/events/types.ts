@@ -186,8 +186,13 @@ export const eventSchemas = {
   EngineStarted: z.object({
     ...base,
     type: z.literal('EngineStarted'),
-    node: z.string().min(1),
-    controllerAttachDetach: z.boolean(),
+    /**
+     * The kubelet's node and whether a controller attaches its volumes; a kubelet log's
+     * fold refuses an EngineStarted without them. The controller is no node and writes
+     * neither (earlier versions wrote node "controller").
+     */
+    node: z.string().min(1).optional(),
+    controllerAttachDetach: z.boolean().optional(),
     /**
      * false: this node's planner binds no claim; a control plane binds them and the node
      * reads the bindings from the claims' status (cluster mode). Absent: true.

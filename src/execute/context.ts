@@ -20,6 +20,8 @@ export interface OpContext<W extends { running: Map<OpId, RunningOp> } = World, 
   readonly host: ExecutorHost<W>;
   readonly op: O;
   readonly opId: OpId;
+  /** The node the operation's calls act on (the kubelet's own; an attachment's for the controller). */
+  readonly node: string;
   readonly logger: Logger;
   /**
    * Which calls wait for the log before they touch the host (docs/reliability.md, "Durable
@@ -72,7 +74,7 @@ interface CallOptions<T> {
     sizeBytes?: number;
   };
   readonly pod?: string | null;
-  /** The node the call acts on (default: the engine's node). */
+  /** The node the call acts on (default: the operation's node). */
   readonly node?: string;
   /**
    * The plugin the call goes to: when it says it cannot be reached (a CSI driver not
@@ -136,7 +138,7 @@ export async function runCall<
   const stop = () => abort.abort();
   host.signal.addEventListener('abort', stop, { once: true });
   const signal = abort.signal;
-  const target: CallTarget = { node: opts.node ?? host.node, pod: opts.pod ?? null, signal };
+  const target: CallTarget = { node: opts.node ?? ctx.node, pod: opts.pod ?? null, signal };
   const timeoutMs = host.callTimeoutMs(opts.call);
   const outcome = await withTimeout(
     ctx,

@@ -115,7 +115,7 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
   private readonly tasks: OperationTasks<ControllerWorld, ControllerOperation>;
 
   constructor(host: ExecutorHost<ControllerWorld>) {
-    this.tasks = new OperationTasks(host, 'every');
+    this.tasks = new OperationTasks(host, 'every', (op) => op.node);
   }
 
   get inFlightCount(): number {

@@ -4,7 +4,7 @@
  * The planner guarantees that no two started operations have conflicting keys; the fold
  * asserts it again when OperationStarted is folded.
  */
-import { unreachable } from '../assert.js';
+import { assert, unreachable } from '../assert.js';
 import { kubeletDecision, type Operation, operationPod } from '../plan/index.js';
 import type { World } from '../world/types.js';
 import type { ExecutorHost, OpContext } from './context.js';
@@ -53,7 +53,11 @@ export class Executor {
   private readonly tasks: OperationTasks<World, Operation>;
 
   constructor(host: ExecutorHost) {
-    this.tasks = new OperationTasks(host, 'first');
+    this.tasks = new OperationTasks(host, 'first', () => {
+      const { node } = host.world().config;
+      assert(node !== '', 'a kubelet operation before EngineStarted named the node');
+      return node;
+    });
   }
 
   get inFlightCount(): number {

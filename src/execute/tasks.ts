@@ -32,6 +32,8 @@ export class OperationTasks<W extends { running: Map<OpId, RunningOp>; seq: Seq 
   constructor(
     private readonly host: ExecutorHost<W>,
     private readonly durableCalls: 'first' | 'every',
+    /** The node an operation's calls act on ('' for none: a provisioner's CreateVolume). */
+    private readonly nodeOf: (op: O) => string,
   ) {}
 
   get inFlightCount(): number {
@@ -60,7 +62,8 @@ export class OperationTasks<W extends { running: Map<OpId, RunningOp>; seq: Seq 
     const logger = host.logger.child({ opId, ...bindings });
     logOperation(logger, 'started');
     const { durableCalls } = this;
-    const ctx: OpContext<W, O> = { host, op, opId, logger, durableCalls, callsStarted: 0 };
+    const node = this.nodeOf(op);
+    const ctx: OpContext<W, O> = { host, op, opId, node, logger, durableCalls, callsStarted: 0 };
     const task = this.run(ctx, steps).finally(() => this.inFlight.delete(task));
     this.inFlight.add(task);
   }

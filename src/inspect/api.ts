@@ -193,7 +193,7 @@ export function pairRows(
   for (const a of view.attachments)
     add({ kind: 'attachment', volume: a.volume, node: a.node, pod: null, firstSeq: view.seq });
   for (const m of view.mounts)
-    add({ kind: 'mount', volume: m.volume, node: view.node, pod: m.pod, firstSeq: view.seq });
+    add({ kind: 'mount', volume: m.volume, node: view.node ?? '', pod: m.pod, firstSeq: view.seq });
   return [...rows.values()].sort(
     (x, y) =>
       x.volume.localeCompare(y.volume) ||
@@ -293,7 +293,7 @@ export class Tracker {
       firstSeq: bounds.firstSeq,
       firstTsMs: bounds.firstTsMs,
       lastTsMs: this.world.tsMs,
-      node: this.world.node,
+      title: this.world.title,
       version: this.version,
       marks: this.marks.slice(-marksMax),
     };

@@ -79,7 +79,8 @@ export interface Meta {
   readonly firstSeq: number;
   readonly firstTsMs: number;
   readonly lastTsMs: number;
-  readonly node: string;
+  /** What the log is about: "node n1", or "the attach/detach controller". */
+  readonly title: string;
   readonly version: string;
   /** Seqs of notable events (failures, engine starts) for the timeline's marks. */
   readonly marks: { seq: number; tone: EventSummary['tone'] }[];

@@ -17,6 +17,7 @@ import type { ResolvedVolume } from '../world/types.js';
 
 /** What a plugin call knows about where it runs. */
 export interface CallTarget {
+  /** The node the call acts on; '' for a call on none (a provisioner's CreateVolume). */
   readonly node: string;
   /** The pod UID for pod-level calls (setUp, tearDown), else null. */
   readonly pod: string | null;

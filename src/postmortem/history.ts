@@ -58,7 +58,9 @@ function rpcNote(rpc: { method: string; code: string; durationMs: number } | und
 export function describeEvent(event: VoleEvent): string {
   switch (event.type) {
     case 'EngineStarted':
-      return `engine started on ${event.node} (controllerAttachDetach=${event.controllerAttachDetach})`;
+      return event.node === undefined
+        ? `engine started (${event.mode ?? 'kubelet'})`
+        : `engine started on ${event.node} (controllerAttachDetach=${event.controllerAttachDetach})`;
     case 'SourcesReady':
       return 'pod sources ready';
     case 'PodUpserted':

@@ -38,8 +38,10 @@ export interface LogWorld {
   readonly mode: 'kubelet' | 'controller';
   readonly seq: number;
   readonly tsMs: number;
-  /** The node a kubelet log is about ('controller' for the controller's). */
+  /** The node a kubelet log is about ('' for the controller's, which is no node). */
   readonly node: string;
+  /** What the log is about, for headings: "node n1", or "the attach/detach controller". */
+  readonly title: string;
   /** The world the PersistentVolumes' phases are read from (both cores keep them). */
   readonly pvWorld: PvWorld;
   fold(event: VoleEvent): void;
@@ -85,6 +87,9 @@ function kubeletLogWorld(world: World): LogWorld {
     get node() {
       return world.config.node;
     },
+    get title() {
+      return `node ${world.config.node || '?'}`;
+    },
     pvWorld: world,
     why: (subject) => why(world, subject),
     fold: (event) => void kubeletCore.fold(world, event),
@@ -119,6 +124,8 @@ function kubeletLogWorld(world: World): LogWorld {
   };
 }
 
+const controllerTitle = 'the attach/detach controller';
+
 /** A plain, sorted, JSON-ready description of the controller's world. */
 export function describeControllerWorld(world: ControllerWorld): WorldView {
   const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
@@ -127,9 +134,7 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
     mode: 'controller',
     seq: world.seq,
     tsMs: world.tsMs,
-    node: 'controller',
-    controllerAttachDetach: true,
-    sourcesReady: true,
+    title: controllerTitle,
     pods: [...world.pods.values()]
       .sort((a, b) => a.uid.localeCompare(b.uid))
       .map((p) => ({
@@ -177,7 +182,8 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
     get tsMs() {
       return world.tsMs;
     },
-    node: 'controller',
+    node: '',
+    title: controllerTitle,
     pvWorld: world,
     why: (subject) => controllerWhy(world, subject),
     fold: (event) => void controllerCore.fold(world, event),

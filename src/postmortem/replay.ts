@@ -51,9 +51,12 @@ export interface WorldView {
   readonly mode: 'kubelet' | 'controller';
   readonly seq: number;
   readonly tsMs: number;
-  readonly node: string;
-  readonly controllerAttachDetach: boolean;
-  readonly sourcesReady: boolean;
+  /** What the world is of, for headings: "node n1, controllerAttachDetach=…", or the controller. */
+  readonly title: string;
+  /** A kubelet's: its node, whether a controller attaches, whether its sources are ready. */
+  readonly node?: string;
+  readonly controllerAttachDetach?: boolean;
+  readonly sourcesReady?: boolean;
   readonly pods: {
     uid: string;
     name: string;
@@ -142,6 +145,7 @@ export function describeWorld(world: World): WorldView {
     mode: 'kubelet',
     seq: world.seq,
     tsMs: world.tsMs,
+    title: `node ${world.config.node}, controllerAttachDetach=${world.config.controllerAttachDetach}, sourcesReady=${world.sourcesReady}`,
     node: world.config.node,
     controllerAttachDetach: world.config.controllerAttachDetach,
     sourcesReady: world.sourcesReady,

@@ -100,8 +100,6 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
   reportsRaised: true,
   runner: (host) => new ControllerExecutor(host),
   config: (scenario) => ({
-    node: scenario.node,
-    controllerAttachDetach: scenario.controllerAttachDetach,
     controller: {
       maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
       disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,

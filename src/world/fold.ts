@@ -73,10 +73,13 @@ export function initialWorld(): World {
 }
 
 function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void {
+  const { node, controllerAttachDetach } = event;
+  if (node === undefined || controllerAttachDetach === undefined)
+    fail(`EngineStarted (seq ${event.seq}) of a kubelet's log names no node: not a kubelet's log`);
   cutOffRunningOperations(world, event.tsMs);
   world.config = {
-    node: NodeName(event.node),
-    controllerAttachDetach: event.controllerAttachDetach,
+    node: NodeName(node),
+    controllerAttachDetach,
     bindClaims: event.bindClaims ?? true,
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
     ...(event.tokenRequests === true ? { tokenRequests: true } : {}),

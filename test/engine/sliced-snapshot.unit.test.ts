@@ -49,8 +49,6 @@ function controllerWorld(pods: number): ControllerWorld {
   append(world, {
     type: 'EngineStarted',
     tsMs: 0,
-    node: 'controller',
-    controllerAttachDetach: true,
     plugins: [caps('fake.disk', { attachable: true })],
     version: 'test',
     mode: 'controller',

@@ -18,7 +18,7 @@ export function renderHeader() {
   if (meta === undefined) return;
   ui.file.textContent = meta.file;
   document.title = `${meta.file} — vole inspector`;
-  ui.node.textContent = `node ${meta.node || '?'}${meta.version === '' ? '' : ` · vole ${meta.version}`}`;
+  ui.node.textContent = `${meta.title}${meta.version === '' ? '' : ` · vole ${meta.version}`}`;
   ui.headInfo.textContent = `${app.head} events`;
   ui.range.min = String(Math.min(meta.firstSeq, app.head));
   ui.range.max = String(app.head);
