@@ -52,6 +52,11 @@ export interface ControllerManagerOptions {
   /** ReconcilerMaxWaitForUnmountDuration (default 6 min). */
   readonly maxWaitForUnmountMs?: number;
   readonly disableForceDetachOnTimeout?: boolean;
+  /**
+   * The PV controller's part for classes no plugin here provisions: claims annotated for
+   * Kubernetes' external-provisioner, PVs of gone claims Released (default off).
+   */
+  readonly externalProvisioning?: boolean;
   /** The periodic VerifyVolumesAreAttached (§3.7; default on, every 60 s). */
   readonly verifyAttachments?: boolean;
   readonly clock?: Clock;
@@ -157,6 +162,7 @@ export class ControllerManager {
         controller: {
           maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
           disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
+          ...(opts.externalProvisioning === true ? { externalProvisioning: true } : {}),
         },
       },
       plugins,

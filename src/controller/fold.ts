@@ -25,6 +25,7 @@ import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold
 import { attachmentPairs } from '../world/pairs.js';
 import { referenceKeys } from '../world/references.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
+import { foldExternalProvisioning } from './fold-external.js';
 import {
   controllerProvisionStarted,
   foldControllerProvisioningCall,
@@ -281,8 +282,15 @@ function askForBinding(world: ControllerWorld, kind: string): void {
   if (kind === 'PersistentVolume') reresolve(world, anyPersistentVolumeKey);
 }
 
-/** The binding decision recorded: the claim's pods resolve through the PV now. */
-function foldClaimBound(world: ControllerWorld, event: EventOf<'ClaimBound'>): void {
+/**
+ * The binding decision recorded: the claim's pods resolve through the PV now. The decisions
+ * left to an external provisioner change the world's copy of the claim or PV.
+ */
+function foldClaimDecision(
+  world: ControllerWorld,
+  event: EventOf<'ClaimBound' | 'ExternalProvisioningRequested' | 'VolumeReleased'>,
+): void {
+  if (event.type !== 'ClaimBound') return foldExternalProvisioning(world, event);
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   world.unboundClaims.delete(key);
@@ -521,10 +529,8 @@ function foldOperatorEvent(
 }
 
 export function foldController(world: ControllerWorld, event: VoleEvent): ControllerWorld {
-  assert(
-    event.seq === world.seq + 1,
-    () => `event seq ${event.seq} after ${world.seq}: the log has a gap`,
-  );
+  if (event.seq !== world.seq + 1)
+    fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
   world.touched.clear();
@@ -569,7 +575,9 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldOperatorEvent(world, event);
       break;
     case 'ClaimBound':
-      foldClaimBound(world, event);
+    case 'ExternalProvisioningRequested':
+    case 'VolumeReleased':
+      foldClaimDecision(world, event);
       break;
     case 'SourcesReady':
     case 'VolumesReportedInUse':

@@ -144,6 +144,8 @@ function planReclaims(
     const pv = world.objects.get(objectKey('PersistentVolume', pvName));
     if (pv?.kind !== 'PersistentVolume') continue;
     if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
+    // A volume no plugin here deletes is its provisioner's (an external one) to delete.
+    if (world.plugins.get(pv.spec.csi?.driver ?? '')?.csi?.createDelete !== true) continue;
     if (!isReleased(world, pvName)) continue;
     if (world.nodesByVolume.has(volume)) continue; // attached or wanted somewhere still
     claims.tryRun({

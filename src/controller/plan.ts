@@ -13,6 +13,7 @@ import { planBindings } from '../binding/decide.js';
 import { bindingVolume } from '../binding/claims.js';
 import { attachmentsOf } from './fold.js';
 import { heldDetach, planControllerOperatorRequests } from './operator.js';
+import { planExternalProvisioning } from './plan-external.js';
 import { controllerStorageWaits, planControllerStorage } from './plan-provision.js';
 import {
   type ControllerAttachment,
@@ -195,7 +196,11 @@ export function planController(
     if (controllerStorageWaits(world)) deferred.push(bindingVolume);
     return { operations: [], retries: [], deferred, events: bound };
   }
-  return planAttachments(world, nowMs, volumes);
+  const plan = planAttachments(world, nowMs, volumes);
+  if (volumes !== undefined && !volumes.includes(bindingVolume)) return plan;
+  // The PV controller's part left to an external provisioner, on the same world.
+  const external = planExternalProvisioning(world, nowMs);
+  return external.length === 0 ? plan : { ...plan, events: [...external, ...plan.events] };
 }
 
 function planAttachments(

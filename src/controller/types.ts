@@ -18,6 +18,8 @@ export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
   readonly maxWaitForUnmountMs: number;
   readonly disableForceDetachOnTimeout: boolean;
+  /** Kubernetes' external-provisioner provisions and deletes (plan-external.ts). */
+  readonly externalProvisioning?: boolean;
 }
 
 /** What the controller knows of a Node object (§1.4). */

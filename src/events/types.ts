@@ -230,6 +230,8 @@ export const eventSchemas = {
       .object({
         maxWaitForUnmountMs: z.number().int().nonnegative(),
         disableForceDetachOnTimeout: z.boolean(),
+        /** true: an external provisioner serves other classes (controller/plan-external.ts). */
+        externalProvisioning: z.boolean().optional(),
       })
       .optional(),
   }),
@@ -288,6 +290,26 @@ export const eventSchemas = {
     type: z.literal('ClaimFinalizerRemoved'),
     namespace: z.string().min(1),
     claim: z.string().min(1),
+    cause: z.number().int().nonnegative(),
+  }),
+  /**
+   * The PV controller's setClaimProvisioner for a class no plugin here provisions with;
+   * `selectedNode`: the scheduler's part (WaitForFirstConsumer), when this decision sets it.
+   */
+  ExternalProvisioningRequested: z.object({
+    ...base,
+    type: z.literal('ExternalProvisioningRequested'),
+    namespace: z.string().min(1),
+    claim: z.string().min(1),
+    provisioner: z.string().min(1),
+    selectedNode: z.string().min(1).optional(),
+    cause: z.number().int().nonnegative(),
+  }),
+  /** The PV controller's syncVolume: the claim the PV's claimRef names is gone: Released. */
+  VolumeReleased: z.object({
+    ...base,
+    type: z.literal('VolumeReleased'),
+    pv: z.string().min(1),
     cause: z.number().int().nonnegative(),
   }),
   /** MarkVolumesAsReportedInUse: node.status.volumesInUse as the node last published it. */
@@ -492,6 +514,8 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.ObjectRemoved,
   eventSchemas.ClaimBound,
   eventSchemas.ClaimFinalizerRemoved,
+  eventSchemas.ExternalProvisioningRequested,
+  eventSchemas.VolumeReleased,
   eventSchemas.VolumesReportedInUse,
   eventSchemas.NodeStatusObserved,
   eventSchemas.TokensRefreshDue,

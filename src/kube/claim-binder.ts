@@ -8,14 +8,21 @@
  * it; then `status.phase: Bound`), then the claim (bindClaimToVolume: `spec.volumeName`,
  * annotations `pv.kubernetes.io/bound-by-controller` unless it named the PV already and
  * `pv.kubernetes.io/bind-completed`; then `status`: phase Bound, the PV's access modes and
- * capacity). A PV nobody claims gets phase Available (syncVolume). Each write is an update
- * carrying the object's resourceVersion (a conflict is read again) and is fenced on the
- * Lease. Run kube-controller-manager with `--controllers=*,-persistentvolume-binder-controller,…`
- * beside it.
+ * capacity). A PV nobody claims gets phase Available (syncVolume). The decisions left to
+ * Kubernetes' external-provisioner (src/controller/plan-external.ts) are written as
+ * the PV controller writes them: a claim's `volume.kubernetes.io/storage-provisioner` and
+ * `volume.beta.kubernetes.io/storage-provisioner` annotations (setClaimProvisioner; with
+ * `volume.kubernetes.io/selected-node`, the scheduler's part, for WaitForFirstConsumer),
+ * and a PV's `status.phase: Released` once the API server confirms its claim is gone. Each
+ * write is an update carrying the object's resourceVersion (a conflict is read again) and
+ * is fenced on the Lease. Run kube-controller-manager with
+ * `--controllers=*,-persistentvolume-binder-controller,…` beside it.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
 import { kubeWriteRetryMs } from '../constants.js';
+import type { EventOf } from '../events/index.js';
 import { objectKey } from '../events/k8s.js';
+import { requestedAnnotations, selectedNodeAnnotation } from '../controller/fold-external.js';
 import { KubeApiError, type KubeHttp } from './http.js';
 
 export const boundByControllerAnnotation = 'pv.kubernetes.io/bound-by-controller';
@@ -36,7 +43,7 @@ interface ApiMeta {
   annotations?: Record<string, string>;
 }
 interface ApiPv {
-  metadata: ApiMeta;
+  metadata: ApiMeta & { deletionTimestamp?: string };
   spec: {
     claimRef?: { name?: string; namespace?: string; uid?: string };
     accessModes?: string[];
@@ -70,8 +77,14 @@ function namesClaim(pv: ApiPv, pvc: ApiPvc): boolean {
   );
 }
 
+type Request = EventOf<'ExternalProvisioningRequested'>;
+const requestPrefix = 'external/';
+const releasedPrefix = 'released//';
+
 export class KubeClaimBinder {
   private readonly dirty = new Set<string>();
+  /** The last external-provisioning request per claim (`external/<ns>/<name>`), to write. */
+  private readonly requests = new Map<string, Request>();
   private scheduled = false;
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
@@ -86,6 +99,11 @@ export class KubeClaimBinder {
     this.unsubscribe = this.opts.cm.subscribe((event) => {
       if (event.type === 'ClaimBound')
         this.mark(objectKey('PersistentVolumeClaim', event.claim, event.namespace));
+      else if (event.type === 'ExternalProvisioningRequested') {
+        const key = `${requestPrefix}${event.namespace}/${event.claim}`;
+        this.requests.set(key, event);
+        this.mark(key);
+      } else if (event.type === 'VolumeReleased') this.mark(`${releasedPrefix}${event.pv}`);
       else if (event.type === 'ObjectUpserted' && event.object.kind === 'PersistentVolume') {
         // syncVolume: a PV nobody claims is Available (its phase is Pending when created).
         const { object } = event;
@@ -136,10 +154,7 @@ export class KubeClaimBinder {
 
   /** syncVolume for an unclaimed PV: its phase Available, unless it was claimed meanwhile. */
   private async available(name: string): Promise<void> {
-    const pv = (await this.opts.http.get(pvPath(name)).catch((error: unknown) => {
-      if (error instanceof KubeApiError && error.statusCode === 404) return undefined;
-      throw error;
-    })) as ApiPv | undefined;
+    const pv = await this.got<ApiPv>(pvPath(name));
     if (pv === undefined || pv.spec.claimRef?.name !== undefined) return;
     if (pv.status?.phase !== undefined && pv.status.phase !== 'Pending') return;
     await this.update(`${pvPath(name)}/status`, {
@@ -148,20 +163,74 @@ export class KubeClaimBinder {
     });
   }
 
+  /** The object at `path`, or undefined when the API server has none. */
+  private async got<T>(path: string): Promise<T | undefined> {
+    return (await this.opts.http.get(path).catch((error: unknown) => {
+      if (error instanceof KubeApiError && error.statusCode === 404) return undefined;
+      throw error;
+    })) as T | undefined;
+  }
+
+  /**
+   * setClaimProvisioner (and the scheduler's selected node): the claim's annotations, unless
+   * it is gone, bound meanwhile, or annotated already. A selected node set by someone else
+   * (a scheduler) stays.
+   */
+  private async annotate(key: string): Promise<void> {
+    const request = this.requests.get(key);
+    if (request === undefined) return;
+    const pvc = await this.got<ApiPvc>(pvcPath(request.namespace, request.claim));
+    if (pvc === undefined || (pvc.spec.volumeName ?? '') !== '') {
+      this.requests.delete(key);
+      return;
+    }
+    const has = pvc.metadata.annotations ?? {};
+    const wanted = requestedAnnotations(request);
+    if (has[selectedNodeAnnotation]) wanted[selectedNodeAnnotation] = has[selectedNodeAnnotation];
+    if (Object.entries(wanted).every(([k, v]) => has[k] === v)) {
+      this.requests.delete(key);
+      return;
+    }
+    const annotations = { ...has, ...wanted };
+    await this.update(pvcPath(request.namespace, request.claim), {
+      ...pvc,
+      metadata: { ...pvc.metadata, annotations },
+    });
+    if (this.requests.get(key) === request) this.requests.delete(key);
+    this.written++;
+  }
+
+  /**
+   * syncVolume for a PV whose claim is gone: Released, once the API server confirms the
+   * claim its claimRef names (by uid) does not exist; a Failed or Released one stays.
+   */
+  private async release(name: string): Promise<void> {
+    const pv = await this.got<ApiPv>(pvPath(name));
+    if (pv === undefined || pv.metadata.deletionTimestamp !== undefined) return;
+    if (pv.status?.phase === 'Released' || pv.status?.phase === 'Failed') return;
+    const ref = pv.spec.claimRef;
+    if (ref?.name === undefined || ref.uid === undefined || ref.uid === '') return;
+    const pvc = await this.got<ApiPvc>(pvcPath(ref.namespace ?? 'default', ref.name));
+    if (pvc !== undefined && pvc.metadata.uid === ref.uid)
+      return this.opts.say(`not releasing ${name}: its claim ${ref.name} still exists`);
+    await this.update(`${pvPath(name)}/status`, {
+      ...pv,
+      status: { ...pv.status, phase: 'Released' },
+    });
+    this.written++;
+  }
+
   /** pv_controller.go bind: the PV, its phase, the claim, its status; each only if needed. */
   private async bind(key: string): Promise<void> {
     if (key.startsWith('PersistentVolume//'))
       return this.available(key.slice('PersistentVolume//'.length));
+    if (key.startsWith(requestPrefix)) return this.annotate(key);
+    if (key.startsWith(releasedPrefix)) return this.release(key.slice(releasedPrefix.length));
     const binding = this.opts.cm.world.bindings.get(key);
     if (binding === undefined) return;
     const [, namespace = 'default', name = ''] = key.split('/');
-    const got = async <T>(path: string): Promise<T | undefined> =>
-      (await this.opts.http.get(path).catch((error: unknown) => {
-        if (error instanceof KubeApiError && error.statusCode === 404) return undefined;
-        throw error;
-      })) as T | undefined;
-    let pvc = await got<ApiPvc>(pvcPath(namespace, name));
-    let pv = await got<ApiPv>(pvPath(binding.volume));
+    let pvc = await this.got<ApiPvc>(pvcPath(namespace, name));
+    let pv = await this.got<ApiPv>(pvPath(binding.volume));
     if (pvc === undefined || pv === undefined) return; // gone: nothing to bind
     const volumeName = pvc.spec.volumeName ?? '';
     if (volumeName !== '' && volumeName !== binding.volume)

@@ -205,6 +205,7 @@ export class KubeController {
       clock: new RealClock(),
       logger: this.opts.logger,
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+      externalProvisioning: this.opts.controllers?.includes('persistentvolume-binder') === true,
     });
     this.cm = cm;
     this.opts.onManager?.(cm);

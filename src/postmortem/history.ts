@@ -3,7 +3,7 @@
  * errors — what `vole history` prints. Computed by folding, so it shows exactly the
  * states the engine had.
  */
-import { provisionCallNames, type VoleEvent } from '../events/index.js';
+import { type EventOf, provisionCallNames, type VoleEvent } from '../events/index.js';
 import { persistentVolumes, type PvWorld } from '../world/provisioning.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
@@ -51,6 +51,19 @@ export function eventVolume(world: World, event: VoleEvent): UniqueVolumeName | 
   }
 }
 
+/** The PV controller's decisions left to an external provisioner. */
+function describeExternal(
+  event: EventOf<'ExternalProvisioningRequested' | 'VolumeReleased'>,
+): string {
+  if (event.type === 'VolumeReleased')
+    return `PersistentVolume ${event.pv} Released: its claim is gone (cause: seq ${event.cause})`;
+  const node = event.selectedNode === undefined ? '' : `, selected node ${event.selectedNode}`;
+  return (
+    `claim ${event.namespace}/${event.claim} left to the external provisioner ` +
+    `${event.provisioner}${node} (cause: seq ${event.cause})`
+  );
+}
+
 function rpcNote(rpc: { method: string; code: string; durationMs: number } | undefined): string {
   return rpc === undefined ? '' : ` [${rpc.method} ${rpc.code} ${rpc.durationMs.toFixed(1)} ms]`;
 }
@@ -78,6 +91,9 @@ export function describeEvent(event: VoleEvent): string {
         `claim ${event.namespace}/${event.claim} released by pvc-protection: no pod uses it ` +
         `(cause: seq ${event.cause})`
       );
+    case 'ExternalProvisioningRequested':
+    case 'VolumeReleased':
+      return describeExternal(event);
     case 'VolumesReportedInUse':
       return `node reported in use: [${event.volumes.join(' ')}]`;
     case 'NodeStatusObserved':
@@ -194,6 +210,7 @@ function touchesPvs(event: VoleEvent): boolean {
       return event.kind === 'PersistentVolume' || event.kind === 'PersistentVolumeClaim';
     case 'ClaimBound':
     case 'ClaimFinalizerRemoved':
+    case 'VolumeReleased':
       return true;
     case 'CallSucceeded':
       return (provisionCallNames as readonly string[]).includes(event.call);

@@ -96,6 +96,8 @@ function decisionDivergence(
 const decisionEvents: ReadonlySet<string> = new Set([
   'ClaimBound',
   'ClaimFinalizerRemoved',
+  'ExternalProvisioningRequested',
+  'VolumeReleased',
   'ReportRaised',
 ]);
 

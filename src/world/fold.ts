@@ -207,6 +207,8 @@ export function fold(world: World, event: VoleEvent): World {
     case 'ReportRaised':
     case 'AttachmentsVerified':
     case 'AttachmentsFound':
+    case 'ExternalProvisioningRequested':
+    case 'VolumeReleased':
     case 'CsiDriverDeregistered':
       break;
     case 'OperationStarted':
@@ -221,16 +223,22 @@ export function fold(world: World, event: VoleEvent): World {
       foldOperationFinished(world, event);
       break;
     case 'OperatorRequested':
-      foldOperatorRequested(world, event, operatorHooks(world));
-      break;
     case 'OperatorRequestDecided':
-      foldOperatorRequestDecided(world, event, operatorHooks(world));
+      foldOperatorEvent(world, event);
       break;
     default:
       unreachable(event, 'event type');
   }
   endEvent(world);
   return world;
+}
+
+function foldOperatorEvent(
+  world: World,
+  event: EventOf<'OperatorRequested' | 'OperatorRequestDecided'>,
+): void {
+  if (event.type === 'OperatorRequested') foldOperatorRequested(world, event, operatorHooks(world));
+  else foldOperatorRequestDecided(world, event, operatorHooks(world));
 }
 
 function operatorHooks(world: World) {

@@ -75,6 +75,26 @@ const samples: Record<string, Record<string, unknown>[]> = {
   ClaimFinalizerRemoved: [
     { ...base, type: 'ClaimFinalizerRemoved', namespace: 'default', claim: 'data', cause: 5 },
   ],
+  ExternalProvisioningRequested: [
+    {
+      ...base,
+      type: 'ExternalProvisioningRequested',
+      namespace: 'default',
+      claim: 'data',
+      provisioner: 'disk.csi.vole.dev',
+      cause: 5,
+    },
+    {
+      ...base,
+      type: 'ExternalProvisioningRequested',
+      namespace: 'default',
+      claim: 'late',
+      provisioner: 'disk.csi.vole.dev',
+      selectedNode: 'node-1',
+      cause: 6,
+    },
+  ],
+  VolumeReleased: [{ ...base, type: 'VolumeReleased', pv: 'pvc-1', cause: 7 }],
   ReportRaised: [
     {
       ...base,

@@ -21,6 +21,7 @@ export const layers: [string, number][] = [
   ['src/controller/fold.ts', 2],
   ['src/controller/invariants.ts', 2],
   ['src/controller/provisioning.ts', 2],
+  ['src/controller/fold-external.ts', 2],
   ['src/controller/one-or-many.ts', 2],
   ['src/controller/', 3],
   ['src/plan/', 3],

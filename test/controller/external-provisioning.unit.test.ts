@@ -1,0 +1,165 @@
+/**
+ * The PersistentVolume controller's part left to Kubernetes' external-provisioner
+ * (src/controller/external-provisioning.ts), through a controller manager: a claim of a
+ * class no plugin here provisions is annotated for the provisioner (a WaitForFirstConsumer
+ * one once a pod scheduled to a node uses it, that node selected); the PV the provisioner
+ * makes pre-bound to it is bound; the claim deleted, its PV is Released and nothing here
+ * deletes it; a PV pre-bound without a uid to a claim not made yet stays as it is.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ControllerManager } from '../../src/agent/controller-manager.js';
+import { VirtualClock } from '../../src/clock.js';
+import type { VoleEvent } from '../../src/events/index.js';
+import type { ManifestObject, PersistentVolume } from '../../src/events/k8s.js';
+import { objectKey } from '../../src/events/k8s.js';
+import { verify } from '../../src/postmortem/index.js';
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+async function settle() {
+  for (let i = 0; i < 30; i++) await turn();
+}
+
+const driver = 'disk.csi.example';
+const storageClass = (
+  name: string,
+  mode: 'Immediate' | 'WaitForFirstConsumer',
+): ManifestObject => ({
+  apiVersion: 'storage.k8s.io/v1',
+  kind: 'StorageClass',
+  metadata: { name },
+  provisioner: driver,
+  volumeBindingMode: mode,
+  reclaimPolicy: 'Delete',
+});
+const pvc = (name: string, className: string): ManifestObject => ({
+  apiVersion: 'v1',
+  kind: 'PersistentVolumeClaim',
+  metadata: { name, namespace: 'default', uid: `uid-${name}` },
+  spec: {
+    storageClassName: className,
+    accessModes: ['ReadWriteOnce'],
+    resources: { requests: { storage: '1Gi' } },
+  },
+  status: { phase: 'Pending' },
+});
+const provisionedPv = (claim: string): PersistentVolume => ({
+  apiVersion: 'v1',
+  kind: 'PersistentVolume',
+  metadata: {
+    name: `pvc-uid-${claim}`,
+    annotations: { 'pv.kubernetes.io/provisioned-by': driver },
+  },
+  spec: {
+    capacity: { storage: '1Gi' },
+    accessModes: ['ReadWriteOnce'],
+    storageClassName: 'fast',
+    persistentVolumeReclaimPolicy: 'Delete',
+    csi: { driver, volumeHandle: `pvc-uid-${claim}` },
+    claimRef: { name: claim, namespace: 'default', uid: `uid-${claim}` },
+  },
+  status: { phase: 'Pending' },
+});
+
+function manager(externalProvisioning: boolean) {
+  const cm = ControllerManager.create({
+    plugins: [],
+    clock: new VirtualClock(0),
+    verifyAttachments: false,
+    externalProvisioning,
+  });
+  const events: VoleEvent[] = [];
+  cm.subscribe((event) => void events.push(event));
+  cm.start();
+  return { cm, events };
+}
+
+const of = <T extends VoleEvent['type']>(events: VoleEvent[], type: T) =>
+  events.filter((e): e is Extract<VoleEvent, { type: T }> => e.type === type);
+
+test('external provisioning: claims annotated for the provisioner, WaitForFirstConsumer once used', async () => {
+  const { cm, events } = manager(true);
+  cm.upsertObject(storageClass('fast', 'Immediate'));
+  cm.upsertObject(storageClass('late', 'WaitForFirstConsumer'));
+  cm.upsertObject(pvc('early', 'fast'));
+  cm.upsertObject(pvc('wait', 'late'));
+  await settle();
+  const first = of(events, 'ExternalProvisioningRequested');
+  assert.deepEqual(
+    first.map((e) => [e.claim, e.provisioner, e.selectedNode]),
+    [['early', driver, undefined]],
+  );
+  const early = cm.world.objects.get(objectKey('PersistentVolumeClaim', 'early', 'default'));
+  assert.equal(early?.metadata.annotations?.['volume.kubernetes.io/storage-provisioner'], driver);
+  assert.equal(
+    early?.metadata.annotations?.['volume.beta.kubernetes.io/storage-provisioner'],
+    driver,
+  );
+  // A pod scheduled to node-1 uses the WaitForFirstConsumer claim: node-1 is selected.
+  cm.upsertPod({
+    metadata: { name: 'app', namespace: 'default', uid: 'uid-app' },
+    spec: {
+      nodeName: 'node-1',
+      volumes: [{ name: 'v', persistentVolumeClaim: { claimName: 'wait' } }],
+    },
+  });
+  await settle();
+  const all = of(events, 'ExternalProvisioningRequested');
+  assert.deepEqual(
+    all.map((e) => [e.claim, e.selectedNode]),
+    [
+      ['early', undefined],
+      ['wait', 'node-1'],
+    ],
+    'each claim is requested once',
+  );
+  assert.deepEqual(verify(events).divergences, []);
+  cm.stop();
+});
+
+test('external provisioning: the provisioned PV bound, then Released when its claim goes, not deleted here', async () => {
+  const { cm, events } = manager(true);
+  cm.upsertObject(storageClass('fast', 'Immediate'));
+  cm.upsertObject(pvc('early', 'fast'));
+  // Pre-bound without a uid to a claim not made yet: Available in Kubernetes, not Released.
+  const reserved = provisionedPv('later');
+  cm.upsertObject({
+    ...reserved,
+    metadata: { name: 'reserved' },
+    spec: { ...reserved.spec, claimRef: { name: 'later', namespace: 'default' } },
+  });
+  cm.upsertObject(provisionedPv('early'));
+  await settle();
+  assert.deepEqual(
+    of(events, 'ClaimBound').map((e) => [e.claim, e.volume]),
+    [['early', 'pvc-uid-early']],
+  );
+  cm.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
+  await settle();
+  assert.deepEqual(
+    of(events, 'VolumeReleased').map((e) => e.pv),
+    ['pvc-uid-early'],
+  );
+  const pv = cm.world.objects.get(objectKey('PersistentVolume', 'pvc-uid-early'));
+  assert.equal(pv?.kind === 'PersistentVolume' ? pv.status?.phase : undefined, 'Released');
+  assert.deepEqual(
+    of(events, 'OperationStarted').map((e) => e.op),
+    [],
+    'the external provisioner deletes it: no DeleteVolume here',
+  );
+  assert.deepEqual(verify(events).divergences, []);
+  cm.stop();
+});
+
+test('external provisioning: off (cluster mode), nothing of it is decided', async () => {
+  const { cm, events } = manager(false);
+  cm.upsertObject(storageClass('fast', 'Immediate'));
+  cm.upsertObject(pvc('early', 'fast'));
+  cm.upsertObject(provisionedPv('early'));
+  await settle();
+  cm.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
+  await settle();
+  assert.deepEqual(of(events, 'ExternalProvisioningRequested'), []);
+  assert.deepEqual(of(events, 'VolumeReleased'), []);
+  cm.stop();
+});
