@@ -172,6 +172,7 @@ export class KubeController {
     const of = (kind: string) => [...(pending.get(kind)?.values() ?? [])];
     for (const kind of [
       'Node',
+      'StorageClass',
       'PersistentVolume',
       'PersistentVolumeClaim',
       'CSIDriver',
@@ -260,6 +261,9 @@ export class KubeController {
       objects('PersistentVolumeClaim'),
     );
     this.watch(storage('csidrivers', 'CSIDriver'), objects('CSIDriver'));
+    // The binder reads classes: their provisioner, binding mode and default.
+    if (this.opts.controllers?.includes('persistentvolume-binder') === true)
+      this.watch(storage('storageclasses', 'StorageClass'), objects('StorageClass'));
     const vas = this.buffered('VolumeAttachment', {
       upsert: (o) => this.upsertObject(o),
       remove: (o) => this.removeObject(o),
