@@ -11,17 +11,11 @@ import type { Logger } from 'pino';
 import type { VolumeManager } from '../agent/volume-manager.js';
 import { InvalidPodError } from '../agent/volume-manager-seams.js';
 import type { VoleEvent } from '../events/index.js';
-import {
-  type ManifestObject,
-  manifestObject,
-  objectKey,
-  type Pod,
-  pod as podSchema,
-} from '../events/k8s.js';
+import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
 import { UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { World } from '../world/types.js';
-import { confirmedAttachments, csiVolumeOf, type VolumeAttachmentView } from './attachments.js';
+import { confirmedAttachments, type VolumeAttachmentView } from './attachments.js';
 import type { KubeHttp } from './http.js';
 import {
   type ApiObject,
@@ -229,26 +223,11 @@ export class KubeAgent {
       node: this.opts.node,
       volumesAttached: this.volumesAttached,
       volumeAttachments: this.attachments,
-      notAttachRequired: this.notAttachRequired(),
     });
     const text = JSON.stringify(confirmed);
     if (text === this.observedAttached) return;
     this.observedAttached = text;
     this.vm.inputs.observeVolumesAttached(confirmed);
-  }
-
-  /** Wanted CSI volumes whose driver's CSIDriver object says attachRequired: false. */
-  private notAttachRequired(): string[] {
-    const world = this.vm.world;
-    const wanted: string[] = [];
-    for (const volume of world.dsw.keys()) {
-      const csi = csiVolumeOf(volume);
-      if (csi === undefined) continue;
-      const driver = world.objects.get(objectKey('CSIDriver', csi.driver));
-      if (driver?.kind === 'CSIDriver' && driver.spec?.attachRequired === false)
-        wanted.push(volume);
-    }
-    return wanted.sort();
   }
 
   private onPod(raw: ApiObject): void {

@@ -41,17 +41,10 @@ export function confirmedAttachments(opts: {
   node: string;
   volumesAttached: readonly { name: string; devicePath?: string }[];
   volumeAttachments: ReadonlyMap<string, VolumeAttachmentView>;
-  /**
-   * Wanted CSI volumes of drivers whose CSIDriver says `attachRequired: false`: the
-   * controller never attaches them, so they count as attached at once, with an empty
-   * publish context (Kubernetes' CSI plugin calls them not attachable).
-   */
-  notAttachRequired?: readonly string[];
 }): { name: string; devicePath: string }[] {
+  // A driver whose CSIDriver says `attachRequired: false` needs no entry here: the node's
+  // fold resolves its volumes as not attachable (src/world/resolve.ts), so none waits.
   const confirmed: { name: string; devicePath: string }[] = [];
-  const listed = new Set(opts.volumesAttached.map((v) => v.name));
-  for (const name of opts.notAttachRequired ?? [])
-    if (!listed.has(name)) confirmed.push({ name, devicePath: encodePublishContext({}) });
   for (const entry of opts.volumesAttached) {
     const csi = csiVolumeOf(entry.name);
     if (csi === undefined) {

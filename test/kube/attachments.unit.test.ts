@@ -85,22 +85,3 @@ test('kube: a pod reads the ConfigMaps and Secrets of its volumes, each once', (
     { kind: 'Secret', namespace: 'ns', name: 's2' },
   ]);
 });
-
-test('kube: a wanted volume of a driver with attachRequired false counts attached at once', () => {
-  const volume = 'kubernetes.io/csi/nfs.example^share-1';
-  const confirmed = confirmedAttachments({
-    node: 'n1',
-    volumesAttached: [],
-    volumeAttachments: new Map(),
-    notAttachRequired: [volume],
-  });
-  assert.deepEqual(confirmed, [{ name: volume, devicePath: '{}' }]);
-  // Quiet: listed by the controller as well, it is not named twice.
-  const twice = confirmedAttachments({
-    node: 'n1',
-    volumesAttached: [{ name: 'disk.vole.dev/d', devicePath: '/dev/loop1' }],
-    volumeAttachments: new Map(),
-    notAttachRequired: ['disk.vole.dev/d'],
-  });
-  assert.deepEqual(twice, [{ name: 'disk.vole.dev/d', devicePath: '/dev/loop1' }]);
-});
