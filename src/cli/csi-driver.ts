@@ -19,6 +19,7 @@ export interface CsiDriverOptions {
   readonly registrationDir?: string;
   readonly maxVolumesPerNode?: string;
   readonly capacity?: string;
+  readonly nodeAttach?: boolean;
 }
 
 /** `--capacity`: a Kubernetes quantity (10Gi) or bytes; undefined when not given. */
@@ -52,6 +53,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     stateDir: resolve(opts.stateDir),
     maxVolumesPerNode,
     ...(capacityBytes === undefined ? {} : { capacityBytes }),
+    ...(opts.nodeAttach === true ? { nodeAttach: true } : {}),
     ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),
   });
   const say = progressPrinter();

@@ -204,6 +204,10 @@ program
     '--capacity <quantity>',
     'bytes its created volumes may take together, e.g. 10Gi (GetCapacity; none: no limit)',
   )
+  .option(
+    '--node-attach',
+    'attach disks at NodeStageVolume, no ControllerPublishVolume (for CSIDriver attachRequired: false)',
+  )
   .action((opts: CsiDriverOptions) => run(() => csiDriverCommand(opts, logger()))());
 
 program

@@ -61,11 +61,13 @@ function newVolumeBytes(r: CsiRequest, range: { requiredBytes: number; limitByte
 }
 
 export function controllerHandlers(ctx: DriverContext): Record<string, Handler> {
+  const publish = ctx.opts.nodeAttach === true ? [] : ['PUBLISH_UNPUBLISH_VOLUME'];
+  const published = ctx.opts.nodeAttach === true ? [] : ['LIST_VOLUMES_PUBLISHED_NODES'];
   const capabilities = [
     'CREATE_DELETE_VOLUME',
-    'PUBLISH_UNPUBLISH_VOLUME',
+    ...publish,
     'LIST_VOLUMES',
-    'LIST_VOLUMES_PUBLISHED_NODES',
+    ...published,
     'EXPAND_VOLUME',
   ];
   if (ctx.opts.capacityBytes !== undefined) capabilities.push('GET_CAPACITY');

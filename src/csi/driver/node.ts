@@ -2,7 +2,13 @@
 import { mkdir, readFile, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { findLoopForImage } from '../../host/loop.js';
-import { bindDeviceFile, growDisk, mountDisk } from '../../host/loop-disk.js';
+import {
+  attachDisk,
+  bindDeviceFile,
+  detachDisk,
+  growDisk,
+  mountDisk,
+} from '../../host/loop-disk.js';
 import { bindMount, ensureUnmounted, isMountPoint } from '../../host/mount.js';
 import {
   type CsiRequest,
@@ -30,6 +36,7 @@ export function nodeHandlers(ctx: DriverContext): Record<string, Handler> {
       const staging = required(r.staging_target_path, 'staging_target_path', rpc);
       await ensureUnmounted(staging);
       await ctx.state.removeStaged(id);
+      if (ctx.opts.nodeAttach === true) await detachDisk(ctx.state.image(id)); // --node-attach
       return {};
     },
     NodePublishVolume: (r) => nodePublish(ctx, r),
@@ -86,6 +93,12 @@ async function nodeStage(ctx: DriverContext, r: CsiRequest): Promise<object> {
         `as ${staged.accessType}; ` +
         'NodeUnstageVolume it before staging it differently',
     );
+  // --node-attach: no ControllerPublishVolume attached the disk; the node does it here.
+  if (ctx.opts.nodeAttach === true && (await findLoopForImage(image)) === undefined) {
+    const sizeBytes = (await ctx.state.readVolume(id))?.capacityBytes ?? 0;
+    const current = (await stat(image).catch(() => undefined))?.size ?? 0;
+    await ctx.serially(() => attachDisk(image, Math.max(current, sizeBytes)));
+  }
   const device = await deviceOf(image, id, rpc);
   if (accessType !== 'block') {
     const fsType = fsTypeOf(r.volume_capability!, rpc);

@@ -12,6 +12,12 @@ export interface DiskDriverOptions {
    */
   readonly capacityBytes?: number;
   /**
+   * `--node-attach`: the node attaches each disk itself, at NodeStageVolume, and detaches it
+   * at NodeUnstageVolume; the controller service has no PUBLISH_UNPUBLISH_VOLUME, as a
+   * driver deployed with a CSIDriver of `attachRequired: false`.
+   */
+  readonly nodeAttach?: boolean;
+  /**
    * Fault injection for tests: after doing this RPC's work, and before answering, write
    * `<state-dir>/held-<RPC>` and never answer (so a test can kill the driver mid-RPC).
    */
