@@ -15,13 +15,12 @@
  * reclaimPolicy Delete, their disks and their PVs; the Retain one stays Released.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { type AgentProcess, repo, startVole } from '../support/agent-process.js';
+import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
 
@@ -79,51 +78,6 @@ describe(
       }),
     );
 
-    /** A sidecar as a child process (its output in the sandbox), ended by its PID. */
-    function startSidecar(name: string, socket: string): void {
-      const log = openSync(join(base, `${name}.log`), 'w');
-      const kubeconfig = join(cluster.dir(), 'kubeconfig');
-      const child = spawn(
-        join(cluster.bin(), name),
-        ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3'],
-        { stdio: ['ignore', log, log] },
-      );
-      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-      cluster.processes.add({
-        child,
-        lines: [],
-        line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
-        stop: async () => {
-          if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
-          return exited;
-        },
-      });
-    }
-
-    /** A kubeconfig with a token of the controller's account, bound to deploy/'s roles only. */
-    function controllerKubeconfig(): string {
-      ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
-      ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
-      const token = ok(['-n', 'kube-system', 'create', 'token', 'vole-attach-detach']).trim();
-      const view = ['config', 'view', '--raw', '-o'];
-      const server = ok([...view, 'jsonpath={.clusters[0].cluster.server}']);
-      const ca = ok([...view, 'jsonpath={.clusters[0].cluster.certificate-authority}']);
-      const file = join(base, 'controller.kubeconfig');
-      writeFileSync(
-        file,
-        [
-          'apiVersion: v1',
-          'kind: Config',
-          `clusters: [{name: vole, cluster: {server: "${server}", certificate-authority: "${ca}"}}]`,
-          `users: [{name: controller, user: {token: "${token}"}}]`,
-          'contexts: [{name: vole, context: {cluster: vole, user: controller}}]',
-          'current-context: vole',
-          '',
-        ].join('\n'),
-      );
-      return file;
-    }
-
     test('provisioned by the external-provisioner, bound and released by vole', async () => {
       const socket = join(base, 'csi/disk.sock');
       mkdirSync(join(base, 'csi'), { recursive: true });
@@ -131,8 +85,8 @@ describe(
       const stateArgs = ['--state-dir', join(base, 'csi-state')];
       const registration = ['--registration-dir', join(root, 'plugins_registry')];
       started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
-      startSidecar('csi-attacher', socket);
-      startSidecar('csi-provisioner', socket);
+      cluster.startSidecar('csi-attacher', socket, base);
+      cluster.startSidecar('csi-provisioner', socket, base);
       const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
       agent = started(
         startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
@@ -143,7 +97,7 @@ describe(
         startVole([
           'controller',
           '--kubeconfig',
-          controllerKubeconfig(),
+          cluster.controllerKubeconfig(join(base, 'controller.kubeconfig')),
           ...controllers,
           '--root',
           join(base, 'controller'),

@@ -5,8 +5,8 @@
  * then runs first (agent processes, then the control plane, then the sandbox).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { type AgentProcess, repo } from './agent-process.js';
@@ -35,6 +35,10 @@ export interface KubeCluster {
   json<T>(args: readonly string[]): T;
   /** A kubeconfig with a token of the deploy/ ServiceAccount (bound to that role only). */
   agentKubeconfig(file: string): string;
+  /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
+  controllerKubeconfig(file: string): string;
+  /** A CSI sidecar on `socket` (its output in `logDir`), stopped by its PID with the others. */
+  startSidecar(name: string, socket: string, logDir: string): void;
 }
 
 export function useKubeCluster(names: readonly string[]): KubeCluster {
@@ -82,30 +86,58 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
     },
     json: <T>(args: readonly string[]): T => JSON.parse(cluster.ok([...args, '-o', 'json'])) as T,
     agentKubeconfig(file) {
-      const { ok } = cluster;
-      ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
-      const args = ['-n', 'kube-system', 'create', 'token', 'vole-node-agent', '--duration', '1h'];
-      const token = ok(args).trim();
-      const view = ['config', 'view', '--raw', '-o'];
-      const server = ok([...view, 'jsonpath={.clusters[0].cluster.server}']);
-      const ca = ok([...view, 'jsonpath={.clusters[0].cluster.certificate-authority}']);
-      const cluster_ = `{server: "${server}", certificate-authority: "${ca}"}`;
-      writeFileSync(
-        file,
-        [
-          'apiVersion: v1',
-          'kind: Config',
-          `clusters: [{name: vole, cluster: ${cluster_}}]`,
-          `users: [{name: agent, user: {token: "${token}"}}]`,
-          'contexts: [{name: vole, context: {cluster: vole, user: agent}}]',
-          'current-context: vole',
-          '',
-        ].join('\n'),
+      cluster.ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
+      return tokenKubeconfig(cluster, file, 'vole-node-agent');
+    },
+    controllerKubeconfig(file) {
+      cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
+      cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
+      return tokenKubeconfig(cluster, file, 'vole-attach-detach');
+    },
+    startSidecar(name, socket, logDir) {
+      const log = openSync(join(logDir, `${name}.log`), 'w');
+      const kubeconfig = join(dir, 'kubeconfig');
+      const child = spawn(
+        join(bin, name),
+        ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3'],
+        { stdio: ['ignore', log, log] },
       );
-      return file;
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+      processes.add({
+        child,
+        lines: [],
+        line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
+        stop: async () => {
+          if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
+          return exited;
+        },
+      });
     },
   };
   return cluster;
+}
+
+/** A kubeconfig with a token of the kube-system ServiceAccount `account`, for one hour. */
+function tokenKubeconfig(cluster: KubeCluster, file: string, account: string): string {
+  const { ok } = cluster;
+  const token = ok(['-n', 'kube-system', 'create', 'token', account, '--duration', '1h']).trim();
+  const view = ['config', 'view', '--raw', '-o'];
+  const server = ok([...view, 'jsonpath={.clusters[0].cluster.server}']);
+  const ca = ok([...view, 'jsonpath={.clusters[0].cluster.certificate-authority}']);
+  const cluster_ = `{server: "${server}", certificate-authority: "${ca}"}`;
+  writeFileSync(
+    file,
+    [
+      'apiVersion: v1',
+      'kind: Config',
+      `clusters: [{name: vole, cluster: ${cluster_}}]`,
+      `users: [{name: ${account}, user: {token: "${token}"}}]`,
+      `contexts: [{name: vole, context: {cluster: vole, user: ${account}}}]`,
+      'current-context: vole',
+      '',
+    ].join('\n'),
+  );
+  return file;
 }
 
 /** Polls `probe` (every 200 ms) until it answers something, failing after `timeoutMs`. */

@@ -1,0 +1,163 @@
+/**
+ * A CSI driver whose CSIDriver object says `attachRequired: false`: vole mounts its
+ * volumes without any VolumeAttachment, as the kubelet does. `vole csi-driver
+ * --node-attach` (no PUBLISH_UNPUBLISH_VOLUME: the node puts the disk on a loop device at
+ * NodeStageVolume) serves it; Kubernetes' external-provisioner provisions; `vole controller
+ * --kubeconfig --controllers attachdetach,persistentvolume-binder` binds, and attaches
+ * nothing; no external-attacher runs at all. `vole run --kubeconfig` stages and publishes
+ * the volume into the pod from the CSIDriver object alone (the node's fold resolves the
+ * volume as not attachable). Pod and claim deleted: unmounted, off its loop device, the
+ * disk and PV deleted.
+ */
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { before, describe, test } from 'node:test';
+import { listLoops } from '../../src/host/loop.js';
+import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
+import { type AgentProcess, startVole } from '../support/agent-process.js';
+import { hostSandbox, hostTestSkipReason } from '../support/host.js';
+import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+
+const node = 'direct-node';
+const driver = 'disk.csi.vole.dev';
+
+function skipReason(): string | false {
+  const host = hostTestSkipReason();
+  if (host !== false) return host;
+  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
+  return false;
+}
+const skip = skipReason();
+
+interface Claim {
+  spec: { volumeName?: string };
+  status: { phase: string };
+}
+interface NodeObject {
+  status?: { volumesAttached?: { name: string }[] };
+}
+
+describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, () => {
+  // Registered before the sandbox's hook: the processes and the control plane end first.
+  const cluster = useKubeCluster(['kube-controller-manager', 'csi-provisioner']);
+  const { base, root } = skip === false ? hostSandbox('kubedirect') : { base: '', root: '' };
+  const { ok, json } = cluster;
+  const started = (p: AgentProcess) => (cluster.processes.add(p), p);
+  let agent: AgentProcess | undefined;
+  let controller: AgentProcess | undefined;
+  const context = () =>
+    `agent:\n${agent?.lines.join('\n') ?? ''}\ncontroller:\n${controller?.lines.join('\n') ?? ''}`;
+  const wait = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
+    eventually(what, probe, { timeoutMs: 120_000, context });
+  const images = () =>
+    readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
+  const attachments = () => ok(['get', 'volumeattachments', '-o', 'name']).trim();
+
+  before(() =>
+    cluster.start(base, {
+      controllers: '*,-persistentvolume-binder-controller,-attachdetach,-nodelifecycle',
+    }),
+  );
+
+  test('vole mounts the volume without a VolumeAttachment', async () => {
+    ok(['apply', '-f', '-'], csiDriver);
+    const socket = join(base, 'csi/disk.sock');
+    mkdirSync(join(base, 'csi'), { recursive: true });
+    const driverArgs = ['--endpoint', `unix://${socket}`, '--node-id', 'direct-disk-id'];
+    const stateArgs = ['--state-dir', join(base, 'csi-state'), '--node-attach'];
+    const registration = ['--registration-dir', join(root, 'plugins_registry')];
+    started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
+    cluster.startSidecar('csi-provisioner', socket, base);
+    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    agent = started(
+      startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
+    );
+    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    controller = started(
+      startVole([
+        'controller',
+        '--kubeconfig',
+        cluster.controllerKubeconfig(join(base, 'controller.kubeconfig')),
+        '--controllers',
+        'attachdetach,persistentvolume-binder',
+        '--root',
+        join(base, 'controller'),
+        '--identity',
+        'c1',
+        '--lease-duration',
+        '4s',
+      ]),
+    );
+    await controller.line(/leading: CSI drivers \[disk\.csi\.vole\.dev=false\]/);
+    await wait('the default ServiceAccount', () =>
+      cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
+    );
+    ok(['apply', '-f', '-'], manifests);
+
+    const claim = await wait('the claim bound', () => {
+      const c = json<Claim>(['get', 'pvc', 'direct']);
+      return c.status.phase === 'Bound' ? c : undefined;
+    });
+    const pv = claim.spec.volumeName!;
+    await agent.line(/pod default\/app: mounted \[/, 120_000);
+    const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
+    const mounts = mountsUnder(await readMountTable(), join(root, 'pods', uid));
+    assert.ok(
+      mounts.some((m) => m.mountPoint.endsWith('/kubernetes.io~csi/direct/mount')),
+      `the volume is published into the pod:\n${mounts.map((m) => m.mountPoint).join('\n')}`,
+    );
+    assert.equal(attachments(), '', 'no VolumeAttachment was made');
+    const status = json<NodeObject>(['get', 'node', node]).status ?? {};
+    assert.equal(status.volumesAttached, undefined, 'the controller attached nothing');
+    const onLoop = async () =>
+      (await listLoops()).some((l) => l.backFile.startsWith(base)) ? true : undefined;
+    assert.equal(await onLoop(), true, 'NodeStageVolume put the disk on a loop device');
+
+    ok(['delete', 'pod', 'app', '--timeout=60s']);
+    ok(['delete', 'pvc', 'direct', '--timeout=60s']);
+    await wait(`the PV ${pv} to go`, () =>
+      cluster.kubectl(['get', 'pv', pv]).status === 0 ? undefined : true,
+    );
+    assert.deepEqual(images(), [], 'DeleteVolume removed the disk');
+    assert.equal(await onLoop(), undefined, 'NodeUnstageVolume took it off its loop device');
+    assert.deepEqual(mountsUnder(await readMountTable(), root), [], 'nothing stays mounted');
+    assert.equal(attachments(), '', 'still no VolumeAttachment');
+  });
+});
+
+const csiDriver = `
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: ${driver}}
+spec: {attachRequired: false}
+`;
+const manifests = `
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: vole-direct}
+provisioner: ${driver}
+volumeBindingMode: Immediate
+reclaimPolicy: Delete
+parameters: {csi.storage.k8s.io/fstype: ext4}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: direct, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: vole-direct
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: default}
+spec:
+  nodeName: ${node}
+  containers:
+  - name: app
+    image: registry.k8s.io/pause
+    volumeMounts: [{name: direct, mountPath: /direct}]
+  volumes:
+  - {name: direct, persistentVolumeClaim: {claimName: direct}}
+`;
