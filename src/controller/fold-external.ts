@@ -6,7 +6,8 @@
  * informer sees it. Pure.
  */
 import type { EventOf } from '../events/index.js';
-import { objectKey } from '../events/k8s.js';
+import { objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
+import type { ClaimView } from '../world/claims-view.js';
 import type { ControllerWorld } from './types.js';
 
 /** AnnStorageProvisioner: the external-provisioner provisions claims naming it here. */
@@ -44,4 +45,30 @@ export function foldExternalProvisioning(
   if (pvc?.kind !== 'PersistentVolumeClaim') return;
   const annotations = { ...pvc.metadata.annotations, ...requestedAnnotations(event) };
   world.objects.set(key, { ...pvc, metadata: { ...pvc.metadata, annotations } });
+}
+
+/**
+ * Where a claim left to an external provisioner stands (`vole why`, `vole get pvcs`): the
+ * binder's view says its driver makes no volumes here, which is so, but the provisioner
+ * it is left to is the news: annotated for it (waiting for its PV), or not yet (waiting for
+ * a first consumer, or for the binder).
+ */
+export function externalClaimView(
+  world: ControllerWorld,
+  pvc: PersistentVolumeClaim,
+  view: ClaimView,
+): ClaimView {
+  if (world.config.externalProvisioning !== true || view.state !== 'WaitingForProvisioner')
+    return view;
+  const annotations = pvc.metadata.annotations ?? {};
+  const provisioner = annotations[storageProvisionerAnnotation];
+  if (provisioner === undefined)
+    return { ...view, detail: `${view.detail}; not yet annotated for an external provisioner` };
+  const node = annotations[selectedNodeAnnotation];
+  const at = node === undefined ? '' : ` (selected node ${node})`;
+  return {
+    ...view,
+    state: 'ExternalProvisioning',
+    detail: `left to the external provisioner "${provisioner}"${at}: waiting for its PersistentVolume`,
+  };
 }

@@ -19,6 +19,7 @@ import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisio
 import { provisionedByAnnotation } from '../binding/storage-class.js';
 import type { RunningOp } from '../world/types.js';
 import { valuesOf } from './one-or-many.js';
+import { externalClaimView } from './fold-external.js';
 import type { ControllerWorld } from './types.js';
 
 /** The CSI volume a provisioned PV holds (`kubernetes.io/csi/<driver>^<handle>`), if it is one. */
@@ -124,12 +125,16 @@ export function consumerNode(
  * a node, as the controller's planner reads it.
  */
 export function controllerClaimView(world: ControllerWorld, pvc: PersistentVolumeClaim): ClaimView {
-  return claimStanding(world, pvc, (p) => consumerNode(world, p) !== undefined);
+  const view = claimStanding(world, pvc, (p) => consumerNode(world, p) !== undefined);
+  return externalClaimView(world, pvc, view);
 }
 
 /** Every claim of the controller's world, by `namespace/name`. */
 export function controllerClaimViews(world: ControllerWorld): ClaimView[] {
-  return claimStandings(world, (p) => consumerNode(world, p) !== undefined);
+  return claimStandings(world, (p) => consumerNode(world, p) !== undefined).map((view) => {
+    const pvc = world.objects.get(`PersistentVolumeClaim/${view.claim}`);
+    return pvc?.kind === 'PersistentVolumeClaim' ? externalClaimView(world, pvc, view) : view;
+  });
 }
 
 /** Every PV of the controller's world with its phase, as `vole get pvs` lists them. */

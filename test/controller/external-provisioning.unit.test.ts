@@ -13,6 +13,7 @@ import { VirtualClock } from '../../src/clock.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import type { ManifestObject, PersistentVolume } from '../../src/events/k8s.js';
 import { objectKey } from '../../src/events/k8s.js';
+import { controllerClaimViews } from '../../src/controller/provisioning.js';
 import { verify } from '../../src/postmortem/index.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
@@ -95,6 +96,15 @@ test('external provisioning: claims annotated for the provisioner, WaitForFirstC
     early?.metadata.annotations?.['volume.beta.kubernetes.io/storage-provisioner'],
     driver,
   );
+  // vole why / get pvcs: left to the provisioner, or not yet.
+  const views = new Map(controllerClaimViews(cm.world).map((v) => [v.claim, v]));
+  assert.equal(views.get('default/early')?.state, 'ExternalProvisioning');
+  assert.match(
+    views.get('default/early')?.detail ?? '',
+    /external provisioner "disk\.csi\.example"/,
+  );
+  assert.equal(views.get('default/wait')?.state, 'WaitingForProvisioner');
+  assert.match(views.get('default/wait')?.detail ?? '', /not yet annotated/);
   // A pod scheduled to node-1 uses the WaitForFirstConsumer claim: node-1 is selected.
   cm.upsertPod({
     metadata: { name: 'app', namespace: 'default', uid: 'uid-app' },
@@ -113,6 +123,8 @@ test('external provisioning: claims annotated for the provisioner, WaitForFirstC
     ],
     'each claim is requested once',
   );
+  const wait = controllerClaimViews(cm.world).find((v) => v.claim === 'default/wait');
+  assert.match(wait?.detail ?? '', /\(selected node node-1\)/);
   assert.deepEqual(verify(events).divergences, []);
   cm.stop();
 });
