@@ -282,10 +282,7 @@ function askForBinding(world: ControllerWorld, kind: string): void {
   if (kind === 'PersistentVolume') reresolve(world, anyPersistentVolumeKey);
 }
 
-/**
- * The binding decision recorded: the claim's pods resolve through the PV now. The decisions
- * left to an external provisioner change the world's copy of the claim or PV.
- */
+/** A binding: the claim's pods resolve through the PV now (the others: fold-external.ts). */
 function foldClaimDecision(
   world: ControllerWorld,
   event: EventOf<'ClaimBound' | 'ExternalProvisioningRequested' | 'VolumeReleased'>,
