@@ -17,19 +17,12 @@ import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, startVole, vole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { eventually as waitFor, kubeUp, useKubeCluster } from '../support/kube.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually as waitFor, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'vole-node';
 
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
-  return false;
-}
-
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
   const cluster = useKubeCluster([]);

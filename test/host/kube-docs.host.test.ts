@@ -8,26 +8,19 @@
  * modes are the kubelet's. Deleting the pods leaves nothing mounted.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ensureUnmounted, isMountPoint, tmpfs } from '../../src/host/mount.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, repo, startVole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'docs-node';
 const docs = join(repo, 'examples/kubernetes-docs');
 
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
-  return false;
-}
-
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 describe('the Kubernetes docs storage examples on vole', { skip, timeout: 600_000 }, () => {
   const cluster = useKubeCluster(['kube-controller-manager']);

@@ -10,28 +10,21 @@
  * drops it from volumesInUse, the controller detaches, the VolumeAttachment goes.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 import { spawn } from 'node:child_process';
 
 const node = 'interop-node';
 const volume = 'kubernetes.io/csi/disk.csi.vole.dev^interop-1';
 
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
-  return false;
-}
-
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 interface NodeStatus {
   status?: { volumesInUse?: string[]; volumesAttached?: { name: string }[] };

@@ -14,28 +14,21 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'provision-node';
 const driver = 'disk.csi.vole.dev';
 const topologyKey = 'topology.disk.csi.vole.dev/node';
 
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
-  return false;
-}
-
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 interface Node {
   metadata: { labels?: Record<string, string> };

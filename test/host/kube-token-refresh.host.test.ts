@@ -7,24 +7,17 @@
  * server accepts (a TokenReview), bound to the same pod, swapped in through `..data`.
  */
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, startVole, vole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { eventually as waitFor, kubeUp, useKubeCluster } from '../support/kube.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually as waitFor, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'token-node';
 
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
-  return false;
-}
-
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 const podYaml = `
 apiVersion: v1

@@ -10,10 +10,19 @@ import { existsSync, openSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { type AgentProcess, repo } from './agent-process.js';
+import { hostTestSkipReason } from './host.js';
 import { peersBinDir } from './peers.js';
 
 export const kubeUp = join(repo, 'scripts/kube-up.sh');
 const kubeDown = join(repo, 'scripts/kube-down.sh');
+
+/** Why a Kubernetes host test cannot run here (not root, no unshare, …), or false. */
+export function kubeTestSkipReason(): string | false {
+  const host = hostTestSkipReason();
+  if (host !== false) return host;
+  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here yet';
+  return false;
+}
 
 export interface KubeCluster {
   /** The peers' bin directory (kubectl, kube-apiserver, …). */
