@@ -27,8 +27,10 @@ import { referenceKeys } from '../world/references.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import {
+  claimUsersChanged,
   controllerProvisionStarted,
   foldControllerProvisioningCall,
+  trackClaimProtection,
   trackProvisionedPv,
 } from './provisioning.js';
 import {
@@ -71,7 +73,7 @@ export function initialControllerWorld(): ControllerWorld {
     causes: new Map(),
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
-    provisioning: { inFlight: new Map(), provisioned: new Map() },
+    provisioning: { inFlight: new Map(), provisioned: new Map(), protectedClaims: new Set() },
   };
 }
 
@@ -196,6 +198,7 @@ function removePod(world: ControllerWorld, uid: UniquePodName): void {
   removePodFromDsw(world, uid);
   if (record !== undefined) index(world, uid, indexKeys(record), false);
   world.pods.delete(uid);
+  if (record !== undefined) claimUsersChanged(world, record.references);
 }
 
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
@@ -223,6 +226,7 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   });
   index(world, uid, [...references, `Node//${nodeName ?? ''}`], true);
   addPodToDsw(world, uid);
+  claimUsersChanged(world, references);
   // A pod that uses an unbound claim may be its first consumer (WaitForFirstConsumer).
   if (references.some((key) => world.unboundClaims.has(key))) {
     world.bindingCause = world.seq;
@@ -267,7 +271,10 @@ function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpsert
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   if (object.kind === 'PersistentVolume') trackProvisionedPv(world, world.objects.get(key), object);
   world.objects.set(key, object);
-  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
+  if (object.kind === 'PersistentVolumeClaim') {
+    trackClaim(world, key, object);
+    trackClaimProtection(world, key, object);
+  }
   if (object.kind === 'Node')
     setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
   else reresolve(world, key);
@@ -294,12 +301,19 @@ function foldClaimDecision(
   reresolve(world, key);
 }
 
-function foldObjectRemoved(world: ControllerWorld, event: EventOf<'ObjectRemoved'>): void {
+/** An object went (ObjectRemoved; a claim whose pvc-protection finalizer was removed). */
+function foldObjectRemoved(
+  world: ControllerWorld,
+  event: { kind: ClusterObject['kind']; name: string; namespace?: string | undefined },
+): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   if (event.kind === 'PersistentVolume')
     trackProvisionedPv(world, world.objects.get(key), undefined);
   world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
+  if (event.kind === 'PersistentVolumeClaim') {
+    forgetClaim(world, key);
+    trackClaimProtection(world, key, undefined);
+  }
   askForBinding(world, event.kind);
   if (event.kind !== 'Node') return reresolve(world, key);
   // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
@@ -576,6 +590,14 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'VolumeReleased':
       foldClaimDecision(world, event);
       break;
+    case 'ClaimFinalizerRemoved':
+      // pvc-protection's decision: the claim goes now (the bindings writer removes it from etcd).
+      foldObjectRemoved(world, {
+        kind: 'PersistentVolumeClaim',
+        name: event.claim,
+        namespace: event.namespace,
+      });
+      break;
     case 'SourcesReady':
     case 'VolumesReportedInUse':
     case 'NodeStatusObserved':
@@ -583,7 +605,6 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'HostObserved':
     case 'CsiDriverRegistered':
     case 'CsiDriverDeregistered':
-    case 'ClaimFinalizerRemoved':
       break; // node-agent events: not the controller's
     default:
       unreachable(event, 'event type');

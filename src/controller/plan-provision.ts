@@ -11,11 +11,13 @@
  * - a CreateVolume that may still be in progress for a claim deleted meanwhile is retried
  *   under the same name (the external-provisioner's provisioning "in background");
  * - a provisioned PV Released with reclaim policy Delete is deleted once its volume is
- *   detached from every node (pv_controller.go reclaimVolume → deleteVolumeOperation).
+ *   detached from every node (pv_controller.go reclaimVolume → deleteVolumeOperation);
+ * - a claim being deleted that no scheduled pod names loses its pvc-protection finalizer
+ *   (pvc_protection_controller.go processPVC): a ClaimFinalizerRemoved event.
  *
  * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
  */
-import type { ProvisionRequest } from '../events/index.js';
+import type { NewEvent, ProvisionRequest } from '../events/index.js';
 import { objectKey, type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
@@ -30,7 +32,7 @@ import {
 } from '../binding/claims.js';
 import { csiVolumeName } from '../world/provisioning.js';
 import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
-import { consumerNode, requestClaimExists } from './provisioning.js';
+import { claimUsedByPod, consumerNode, requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 
 type ControllerClaims = Claims<ControllerOperation>;
@@ -159,26 +161,51 @@ function planReclaims(
   }
 }
 
+/** pvc-protection: each claim being deleted that no scheduled pod names loses its finalizer. */
+function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const key of [...world.provisioning.protectedClaims].sort()) {
+    const pvc = world.objects.get(key);
+    if (pvc?.kind !== 'PersistentVolumeClaim' || claimUsedByPod(world, key)) continue;
+    events.push({
+      type: 'ClaimFinalizerRemoved',
+      tsMs: nowMs,
+      namespace: pvc.metadata.namespace ?? 'default',
+      claim: pvc.metadata.name,
+      cause: world.bindingCause,
+    });
+  }
+  return events;
+}
+
 /** Is some provisioning state waiting, so that a plan must look at storage at all? */
 export function controllerStorageWaits(world: ControllerWorld): boolean {
   const p = world.provisioning;
-  return world.unboundClaims.size > 0 || p.inFlight.size > 0 || p.provisioned.size > 0;
+  return (
+    world.unboundClaims.size > 0 ||
+    p.inFlight.size > 0 ||
+    p.provisioned.size > 0 ||
+    p.protectedClaims.size > 0
+  );
 }
 
 /**
  * The provisioner's and reclaimer's operations of one plan, claimed through `claims`: on a
  * full plan, when claims or PVs changed (`bindingVolume`), or for a provisioned volume
- * (`…^pvc-<uid>`: a retry, a finished operation, a detach done).
+ * (`…^pvc-<uid>`: a retry, a finished operation, a detach done). Returns pvc-protection's
+ * decisions, which are events (on a full plan, or when claims changed).
  */
 export function planControllerStorage(
   world: ControllerWorld,
   claims: ControllerClaims,
   volumes: readonly UniqueVolumeName[] | undefined,
-): void {
-  if (!controllerStorageWaits(world)) return;
+): NewEvent[] {
+  if (!controllerStorageWaits(world)) return [];
   const asked =
     volumes === undefined || volumes.some((v) => v === bindingVolume || v.includes('^pvc-'));
-  if (!asked) return;
+  if (!asked) return [];
   planProvisions(world, claims);
   planReclaims(world, claims, volumes);
+  const claimsChanged = volumes === undefined || volumes.includes(bindingVolume);
+  return claimsChanged ? planClaimFinalizers(world, claims.nowMs) : [];
 }

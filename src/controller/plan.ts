@@ -214,7 +214,7 @@ function planAttachments(
   // Operator verdicts first; their volumes are planned again once the verdicts are folded.
   const operator = planControllerOperatorRequests(world, volumes, nowMs);
   const events: NewEvent[] = operator.events;
-  planControllerStorage(world, claims, asked === undefined ? undefined : volumes);
+  events.push(...planControllerStorage(world, claims, asked === undefined ? undefined : volumes));
   const attachments: ControllerAttachment[] = [];
   const desired: DesiredAttachment[] = [];
   for (const volume of volumes) {

@@ -17,6 +17,7 @@ import { type ClaimView, claimStanding, claimStandings } from '../world/claims-v
 import { provisionedPv } from '../world/fold-provisioning.js';
 import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisioning.js';
 import { provisionedByAnnotation } from '../binding/storage-class.js';
+import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../world/types.js';
 import { valuesOf } from './one-or-many.js';
 import { externalClaimView } from './fold-external.js';
@@ -104,6 +105,46 @@ export function foldControllerProvisioningCall(
     trackProvisionedPv(world, world.objects.get(key), undefined);
     world.objects.delete(key);
   }
+}
+
+/**
+ * A claim came, changed or went: one being deleted that holds the pvc-protection finalizer
+ * is the planner's to release (pvc_protection_controller.go processPVC), once no pod uses it.
+ */
+export function trackClaimProtection(
+  world: ControllerWorld,
+  key: string,
+  next: ClusterObject | undefined,
+): void {
+  const { protectedClaims } = world.provisioning;
+  if (next?.kind === 'PersistentVolumeClaim' && isProtectionCandidate(next)) {
+    protectedClaims.add(key);
+    world.dirty.add(bindingVolume);
+  } else protectedClaims.delete(key);
+}
+
+/**
+ * A pod came, changed or went (the object keys it names): a claim held by pvc-protection
+ * that it named may be released now, so the planner looks at claims again (enqueuePVCs).
+ */
+export function claimUsersChanged(world: ControllerWorld, references: readonly string[]): void {
+  const { protectedClaims } = world.provisioning;
+  if (protectedClaims.size === 0 || !references.some((key) => protectedClaims.has(key))) return;
+  world.bindingCause = world.seq;
+  world.dirty.add(bindingVolume);
+}
+
+/**
+ * podUsesPVC: some pod scheduled to a node names the claim. As upstream, a pod that
+ * finished (Succeeded, Failed) still holds it until it is deleted: only a scheduled pod's
+ * kubelet may have it mounted, and it never starts one whose claim is being deleted.
+ */
+export function claimUsedByPod(world: ControllerWorld, key: string): boolean {
+  for (const uid of valuesOf(world.podsByObject.get(key))) {
+    const record = world.pods.get(uid);
+    if (record !== undefined && record.node !== null) return true;
+  }
+  return false;
 }
 
 /** The node of the first pod (by uid) scheduled with this claim: its first consumer. */

@@ -5,6 +5,7 @@
  */
 import type { Decision } from '../events/index.js';
 import { OpId, type UniqueVolumeName } from '../ids.js';
+import { bindingVolume } from '../binding/claims.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ControllerWorld } from './types.js';
@@ -43,5 +44,5 @@ export function decisionTarget(d: Decision): string {
   return `${d.volume}@${d.node ?? ''}`;
 }
 
-/** The controller's plan makes no claim decisions a verifier re-plans. */
-export const claimDecisionVolumes: readonly UniqueVolumeName[] = [];
+/** The claim decisions (ClaimBound, ClaimFinalizerRemoved) come from a plan of claims. */
+export const claimDecisionVolumes: readonly UniqueVolumeName[] = [bindingVolume];

@@ -77,6 +77,8 @@ export interface ControllerProvisioning {
   readonly inFlight: Map<UniqueVolumeName, { request: ProvisionRequest; mayExist: boolean }>;
   /** The CSI volume of each PV a provisioner made (pv.kubernetes.io/provisioned-by) → its PV. */
   readonly provisioned: Map<UniqueVolumeName, string>;
+  /** Claim keys being deleted that hold the pvc-protection finalizer (claim-protection.ts). */
+  readonly protectedClaims: Set<string>;
 }
 
 export interface ControllerWorld extends OperationBook {

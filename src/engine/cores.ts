@@ -107,7 +107,12 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
     // Snapshots from before operator requests existed hold none.
     operator: world.operator ?? { pending: new Map(), holds: new Map() },
     // Snapshots from before the controller provisioned hold none of its state.
-    provisioning: world.provisioning ?? { inFlight: new Map(), provisioned: new Map() },
+    provisioning: {
+      inFlight: world.provisioning?.inFlight ?? new Map(),
+      provisioned: world.provisioning?.provisioned ?? new Map(),
+      // Snapshots from before pvc-protection in cluster mode hold none.
+      protectedClaims: world.provisioning?.protectedClaims ?? new Set(),
+    },
     dirty: new Set(),
   };
   // Format 4 leaves the fold's indexes out; format 3 holds them.

@@ -14,6 +14,7 @@ export const objectMeta = z.looseObject({
   annotations: z.record(z.string(), z.string()).optional(),
   labels: z.record(z.string(), z.string()).optional(),
   deletionTimestamp: z.string().optional(),
+  finalizers: z.array(z.string().min(1).max(253)).max(64).optional(),
 });
 
 const csiSource = z.looseObject({

@@ -1,7 +1,9 @@
 /**
  * Simulation in controller mode (SCENARIOS.md "Controller mode"): the attach/detach
  * controller for a set of nodes. Node health, taints and what each node reports in use
- * are Node objects, changed by the nodeStatus / nodeReady / taint / untaint steps.
+ * are Node objects, changed by the nodeStatus / nodeReady / taint / untaint steps. The
+ * simulation plays the API server: a claim gets the pvc-protection finalizer when it is
+ * made, and deleting it while it has one only marks it deleted (claim-protection.ts).
  */
 import type { NewEvent } from '../events/index.js';
 import { type Draft, produce } from 'immer';
@@ -9,6 +11,8 @@ import type { Node } from '../events/k8s.js';
 import { objectKey } from '../events/k8s.js';
 import { controllerCore } from '../engine/cores.js';
 import { toLoggedObject } from '../sources/contents.js';
+import { admitObject, markedForDeletion } from '../binding/claim-protection.js';
+import { rfc3339 } from '../world/provisioning.js';
 import { managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { ControllerExecutor } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
@@ -16,9 +20,16 @@ import type { ControllerOperation } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import { claimBindings } from '../world/queries.js';
-import { checkBindings, checkCounts, type Failure, missRecorder, pathMatches } from './expect.js';
+import {
+  checkBindings,
+  checkCounts,
+  checkPvs,
+  type Failure,
+  missRecorder,
+  pathMatches,
+} from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
-import type { Expectation, ScenarioPlugin } from './scenario.js';
+import type { Expectation, ScenarioPlugin, Step } from './scenario.js';
 import type { Mode } from './mode.js';
 
 /**
@@ -84,6 +95,7 @@ function check(
   const miss = missRecorder(step, failures);
   checkCounts(journal, expectation, miss);
   checkBindings(world, expectation, miss);
+  checkPvs(world, expectation, miss);
   for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
     const actual = world.attachments.get(key)?.state.value ?? 'detached';
     if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);
@@ -93,6 +105,37 @@ function check(
       miss(key, 'a node agent expectation', 'controller mode has no pod mounts; use kubelet mode');
   }
   return failures;
+}
+
+/**
+ * The steps on objects as the API server takes them: admission gives a new claim the
+ * pvc-protection finalizer (an update keeps a deletion under way), and a delete of an
+ * object with finalizers sets its deletionTimestamp. Undefined: not such a step.
+ */
+function apiServerStepEvents(
+  step: Step,
+  world: ControllerWorld,
+  tsMs: number,
+): NewEvent[] | undefined {
+  if ('addObject' in step || 'updateObject' in step) {
+    const given = 'addObject' in step ? step.addObject : step.updateObject;
+    const held = world.objects.get(
+      objectKey(given.kind, given.metadata.name, given.metadata.namespace),
+    );
+    const deleting = held?.metadata.deletionTimestamp;
+    const object = admitObject(
+      deleting === undefined
+        ? given
+        : { ...given, metadata: { ...given.metadata, deletionTimestamp: deleting } },
+    );
+    return [{ type: 'ObjectUpserted', tsMs, object: toLoggedObject(object) }];
+  }
+  if (!('removeObject' in step)) return undefined;
+  const { kind, name, namespace } = step.removeObject;
+  const held = world.objects.get(objectKey(kind, name, namespace));
+  const marked = held === undefined ? undefined : markedForDeletion(held, rfc3339(tsMs));
+  if (marked === undefined) return undefined; // gone at once
+  return marked === held ? [] : [{ type: 'ObjectUpserted', tsMs, object: marked }];
 }
 
 export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
@@ -114,12 +157,14 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     ...scenario.objects.map((object): NewEvent => ({
       type: 'ObjectUpserted',
       tsMs,
-      object: toLoggedObject(object),
+      object: toLoggedObject(admitObject(object)),
     })),
   ],
   restartEvents: () => [],
   stepEvents(step, sim) {
     const tsMs = sim.now();
+    const api = apiServerStepEvents(step, sim.engine.world, tsMs);
+    if (api !== undefined) return api;
     const common = commonStepEvents(step, tsMs);
     if (common !== undefined) return common;
     const world = sim.engine.world;

@@ -10,7 +10,7 @@ import {
 import type { World } from '../world/types.js';
 import type { Expectation } from './scenario.js';
 import { podEntry } from '../world/by-pod.js';
-import { persistentVolumes } from '../world/provisioning.js';
+import { persistentVolumes, type PvWorld } from '../world/provisioning.js';
 
 export interface Failure {
   readonly step: number;
@@ -96,7 +96,7 @@ export function checkBindings(world: BindingReader, expectation: Expectation, mi
 }
 
 /** `pvs`: each PV named has that phase, is absent (null), or has the fields named. */
-function checkPvs(world: World, expectation: Expectation, miss: Miss): void {
+export function checkPvs(world: PvWorld, expectation: Expectation, miss: Miss): void {
   if (expectation.pvs === undefined) return;
   const byName = new Map(persistentVolumes(world).map((pv) => [pv.name, pv]));
   for (const [name, expected] of Object.entries(expectation.pvs)) {

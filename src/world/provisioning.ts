@@ -197,7 +197,7 @@ export function persistentVolumes(world: PvWorld): PvView[] {
 }
 
 /** An RFC 3339 UTC time of a log timestamp (civil-from-days: no Date in the core). */
-function rfc3339(tsMs: number): string {
+export function rfc3339(tsMs: number): string {
   const days = Math.floor(tsMs / 86_400_000);
   const msOfDay = tsMs - days * 86_400_000;
   const z = days + 719_468;

@@ -33,6 +33,7 @@ test('controller provisioning: the scenarios exist', () => {
     'controller-provision-claim-deleted.yaml',
     'controller-provision-failing.yaml',
     'controller-provision-lifecycle.yaml',
+    'controller-provision-pvc-protection.yaml',
     'controller-provision-restart-mid-create.yaml',
   ]);
 });
@@ -84,4 +85,30 @@ test(madeThenBound, async () => {
     ),
     'a static PV of the class is used first',
   );
+});
+
+test('controller pvc-protection: the finalizer is removed only after the last pod using the claim goes', async () => {
+  const events = await run('controller-provision-pvc-protection.yaml');
+  const released = events
+    .map((e, i) => ({ e, i }))
+    .filter(({ e }) => e.type === 'ClaimFinalizerRemoved');
+  assert.deepEqual(
+    released.map(({ e }) => (e.type === 'ClaimFinalizerRemoved' ? e.claim : '')),
+    ['spare', 'data'],
+  );
+  const podGone = events.findIndex((e) => e.type === 'PodRemoved' && e.uid === 'uid-a');
+  assert.ok(podGone > 0 && released[1]!.i > podGone, `pod removed at ${podGone}`);
+  const marked = events.find(
+    (e) =>
+      e.type === 'ObjectUpserted' &&
+      e.object.kind === 'PersistentVolumeClaim' &&
+      e.object.metadata.name === 'data' &&
+      e.object.metadata.deletionTimestamp !== undefined,
+  );
+  assert.ok(marked, 'the claim in use is marked deleted, not removed');
+  assert.ok(!events.some((e) => e.type === 'ObjectRemoved' && e.kind === 'PersistentVolumeClaim'));
+  // The log's re-planning reaches the same decisions; one dropped is a divergence.
+  const dropped = events.filter((e) => !(e.type === 'ClaimFinalizerRemoved' && e.claim === 'data'));
+  const renumbered = dropped.map((e, i) => ({ ...e, seq: i + 1 }));
+  assert.notDeepEqual(verify(renumbered).divergences, []);
 });
