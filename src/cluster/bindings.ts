@@ -12,6 +12,10 @@
  * object, as it binds none. Once DeleteVolume removed a Released provisioned PV's volume,
  * the PV is deleted from etcd, fenced the same way.
  *
+ * pvc-protection's decision (ClaimFinalizerRemoved) removes the claim's
+ * `kubernetes.io/pvc-protection` finalizer, fenced the same way; with no finalizer left the
+ * claim being deleted goes, as the API server removes it.
+ *
  * A binding is written once the ClaimBound holding it is durable in etcd. A new leader
  * writes every binding of its log that etcd lacks, and a claim or PV written again without
  * its binding (`vole apply` of the original manifest) gets it back.
@@ -28,6 +32,7 @@ import {
 } from '../events/k8s.js';
 import type { ClaimBinding } from '../binding/claims.js';
 import { provisionedByAnnotation } from '../binding/storage-class.js';
+import { isProtectionCandidate, withoutProtectionFinalizer } from '../binding/claim-protection.js';
 import type { EtcdEventLog } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
@@ -35,6 +40,9 @@ import { decodeObject, storedForm } from './objects.js';
 import type { Compare, KvStore, TxnOp } from './store.js';
 
 type Controller = Pick<ControllerManager, 'world' | 'subscribe'>;
+
+/** A dirty key naming a claim whose pvc-protection finalizer is to be removed. */
+const releasePrefix = 'release:';
 
 interface Stored<T> {
   readonly object: T;
@@ -149,6 +157,8 @@ export class ClaimBindingWriter {
       else if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
         const pv = this.deleting.get(event.opId);
         if (pv !== undefined) this.mark(`PersistentVolume//${pv}`);
+      } else if (event.type === 'ClaimFinalizerRemoved') {
+        this.mark(releasePrefix + objectKey('PersistentVolumeClaim', event.claim, event.namespace));
       } else if (event.type === 'ClaimBound') {
         const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
         this.claimOfVolume.set(event.volume, key);
@@ -194,9 +204,11 @@ export class ClaimBindingWriter {
       for (let i = 0; i < claims.length; i++) {
         if (this.stopped || this.leadership.isLost) return;
         const key = claims[i]!;
-        const write = key.startsWith('PersistentVolume/')
-          ? this.deleteOne(key)
-          : this.writeOne(key);
+        const write = key.startsWith(releasePrefix)
+          ? this.releaseOne(key.slice(releasePrefix.length))
+          : key.startsWith('PersistentVolume/')
+            ? this.deleteOne(key)
+            : this.writeOne(key);
         const ok = await write.catch((error: Error) => {
           this.say(`writing the binding of claim ${claims[i]} failed, retrying: ${error.message}`);
           return false;
@@ -325,6 +337,29 @@ export class ClaimBindingWriter {
         fence.createRevision === this.leadership.term,
       () => `a claim binding write not fenced on term ${this.leadership.term}`,
     );
+  }
+
+  /**
+   * removeFinalizer (pvc_protection_controller.go): the claim loses its pvc-protection
+   * finalizer, and goes with it when that was its last one and it is being deleted; fenced
+   * on the term and its mod revision. True when done (or the claim is not one being deleted
+   * with the finalizer any more), false to try again.
+   */
+  private async releaseOne(claimKey: string): Promise<boolean> {
+    const [, namespace, name] = claimKey.split('/');
+    const pvcKey = this.keys.object('PersistentVolumeClaim', name!, namespace);
+    const pvc = await this.read(pvcKey, 'PersistentVolumeClaim');
+    if (pvc === undefined || !isProtectionCandidate(pvc.object)) return true;
+    const next = withoutProtectionFinalizer(pvc.object);
+    const op: TxnOp =
+      next === undefined ? { delete: pvcKey } : { put: pvcKey, value: JSON.stringify(next) };
+    const compares = [...this.leadership.fence(), { key: pvcKey, modRevision: pvc.modRevision }];
+    const result = await this.client.txn(compares, [op]);
+    if (result.succeeded) return true;
+    const leader = await this.client.get(this.keys.leader);
+    if (leader?.createRevision !== this.leadership.term)
+      this.leadership.lose('a claim finalizer removal was refused (fenced)');
+    return false;
   }
 
   /**

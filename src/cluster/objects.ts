@@ -11,10 +11,14 @@ import {
   readManifestDir,
   readManifestFile,
 } from '../sources/manifests.js';
+import { admitObject, markedForDeletion } from '../binding/claim-protection.js';
 import { ClusterError } from './client.js';
 import { listPrefix } from './informer.js';
 import { ClusterKeys } from './keys.js';
 import { getText, type KeyValue, type KvStore, put, remove } from './store.js';
+
+/** Attempts to delete one object that changes under the delete before giving up. */
+const deleteAttemptsMax = 8;
 
 /** Reads manifest files and directories (`-f`, repeatable) as the manifest source does. */
 export function readManifestPaths(paths: readonly string[]): ManifestSet {
@@ -134,7 +138,7 @@ function keepBinding(
     return object;
   let existing: {
     kind?: unknown;
-    metadata?: { uid?: unknown };
+    metadata?: { uid?: unknown; deletionTimestamp?: unknown; finalizers?: unknown };
     spec?: Record<string, unknown>;
     status?: unknown;
   };
@@ -150,9 +154,17 @@ function keepBinding(
   const status = object.status ?? existing.status;
   const uid = existing.metadata?.uid;
   const keptUid = assignedUid && typeof uid === 'string' ? { uid } : {};
+  // A deletion under way stays (the API server never clears a deletionTimestamp), and so
+  // do the finalizers holding it.
+  const deleting = existing.metadata?.deletionTimestamp;
+  const finalizers = existing.metadata?.finalizers;
+  const keptDeletion =
+    typeof deleting === 'string'
+      ? { deletionTimestamp: deleting, ...(Array.isArray(finalizers) ? { finalizers } : {}) }
+      : {};
   return {
     ...object,
-    metadata: { ...object.metadata, ...keptUid },
+    metadata: { ...object.metadata, ...keptUid, ...keptDeletion },
     spec: kept ? { ...spec, [field]: existing.spec![field] } : spec,
     ...(status === undefined ? {} : { status }),
   } as ManifestObject;
@@ -184,8 +196,9 @@ export async function applyManifestSet(
   const result: ApplyResult = { created: [], configured: [], unchanged: [] };
   for (const object of set.objects.values()) {
     const assigned = set.assignedUids?.has(object.metadata.uid ?? '') === true;
+    // Admission: a new claim gets the pvc-protection finalizer.
     const value = (existing: string | null) =>
-      JSON.stringify(storedForm(keepBinding(object, existing, assigned)));
+      JSON.stringify(storedForm(admitObject(keepBinding(object, existing, assigned))));
     await putIfChanged(client, keys.objectOf(object), value, [], result, describeObject(object));
   }
   const byName = set.pods.size === 0 ? new Map() : await podKeysByName(client, keys);
@@ -234,6 +247,7 @@ export async function deleteManifestSet(
   client: KvStore,
   keys: ClusterKeys,
   set: ManifestSet,
+  now: () => Date = () => new Date(),
 ): Promise<{ deleted: string[]; absent: string[] }> {
   const deleted: string[] = [];
   const absent: string[] = [];
@@ -245,10 +259,33 @@ export async function deleteManifestSet(
     (found.length > 0 ? deleted : absent).push(describeObject(pod));
   }
   for (const object of set.objects.values()) {
-    const gone = await remove(client, keys.objectOf(object));
-    (gone > 0 ? deleted : absent).push(describeObject(object));
+    const gone = await deleteObject(client, keys.objectOf(object), now);
+    (gone ? deleted : absent).push(describeObject(object));
   }
   return { deleted, absent };
+}
+
+/**
+ * Deletes one object as the API server does: one with finalizers is only marked (its
+ * deletionTimestamp set, compared on its mod revision, read again if it changed); the
+ * holder of the last finalizer removes it. True when the object was there.
+ */
+async function deleteObject(client: KvStore, key: string, now: () => Date): Promise<boolean> {
+  for (let attempt = 0; attempt < deleteAttemptsMax; attempt++) {
+    const kv = await client.get(key);
+    if (kv === undefined) return false;
+    const decoded = decodeObject(kv);
+    const stored = decoded.ok ? storedForm(decoded.value) : undefined;
+    const timestamp = now()
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z');
+    const marked = stored === undefined ? undefined : markedForDeletion(stored, timestamp);
+    if (marked !== undefined && marked === stored) return true; // being deleted already
+    const op = marked === undefined ? { delete: key } : { put: key, value: JSON.stringify(marked) };
+    const result = await client.txn([{ key, modRevision: kv.modRevision }], [op]);
+    if (result.succeeded) return true;
+  }
+  throw new ClusterError(`deleting ${key}: it kept changing; try again`);
 }
 
 export interface ListedState {

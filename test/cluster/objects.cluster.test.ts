@@ -62,7 +62,16 @@ test(
     const deleted = vole('delete', '--etcd', etcd.urls, '-f', manifests);
     assert.equal(deleted.status, 0, deleted.stderr);
     assert.match(deleted.stdout, /pod\/default\/api deleted/);
-    assert.equal(etcd.etcdctl('get', '--prefix', '/vole/', '--keys-only').trim(), '');
+    // The claim has the pvc-protection finalizer (admission): deleted, it is only marked,
+    // and no controller runs here to remove the finalizer; it is removed by hand.
+    const claimKey = '/vole/objects/PersistentVolumeClaim/default/shared-data';
+    assert.equal(etcd.etcdctl('get', '--prefix', '/vole/', '--keys-only').trim(), claimKey);
+    const claim = JSON.parse(etcd.etcdctl('get', claimKey, '--print-value-only')) as {
+      metadata: { deletionTimestamp?: string; finalizers?: string[] };
+    };
+    assert.match(claim.metadata.deletionTimestamp ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    assert.deepEqual(claim.metadata.finalizers, ['kubernetes.io/pvc-protection']);
+    etcd.etcdctl('del', claimKey);
   },
 );
 
@@ -232,8 +241,13 @@ test(
     );
     assert.equal(uidNow(), first, 'an update keeps the UID (its volume stays pvc-<uid>)');
     assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
+    // Only marked (pvc-protection); applied again while being deleted, it is the same claim.
+    vole('apply', '--etcd', etcd.urls, '-f', file);
+    assert.equal(uidNow(), first, 'still being deleted: the same claim');
+    etcd.etcdctl('del', key); // the finalizer's removal (no controller runs here)
     vole('apply', '--etcd', etcd.urls, '-f', file);
     assert.notEqual(uidNow(), first, 'created again: a new claim, a new volume');
     assert.equal(vole('delete', '--etcd', etcd.urls, '-f', file).status, 0);
+    etcd.etcdctl('del', key);
   },
 );
