@@ -12,6 +12,7 @@
  * object, as it binds none. Once DeleteVolume removed a Released provisioned PV's volume,
  * the PV is deleted from etcd, fenced the same way.
  *
+ * ControllerExpandVolume answered: the PV's capacity in etcd grows, fenced the same way.
  * pvc-protection's decision (ClaimFinalizerRemoved) removes the claim's
  * `kubernetes.io/pvc-protection` finalizer, fenced the same way; with no finalizer left the
  * claim being deleted goes, as the API server removes it.
@@ -43,6 +44,8 @@ type Controller = Pick<ControllerManager, 'world' | 'subscribe'>;
 
 /** A dirty key naming a claim whose pvc-protection finalizer is to be removed. */
 const releasePrefix = 'release:';
+/** A dirty key naming a PV whose capacity grew (ControllerExpandVolume answered). */
+const capacityPrefix = 'capacity:';
 
 interface Stored<T> {
   readonly object: T;
@@ -115,8 +118,8 @@ function conflictOf(
 export class ClaimBindingWriter {
   /** Claim keys whose binding etcd may lack. */
   private readonly dirty = new Set<string>();
-  /** A running deleteVolume operation → its PV. */
-  private readonly deleting = new Map<string, string>();
+  /** A running deleteVolume or controllerExpand operation → its PV. */
+  private readonly pvOfOp = new Map<string, string>();
   /** PV name → the claim key bound to it (a PV written again names its claim). */
   private readonly claimOfVolume = new Map<string, string>();
   private scheduled = false;
@@ -151,12 +154,16 @@ export class ClaimBindingWriter {
       if (provisioned || !claimHolds(pvc, binding) || !volumeHolds(pv, pvc)) this.dirty.add(key);
     }
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      if (event.type === 'OperationStarted' && event.op === 'deleteVolume' && event.pv)
-        this.deleting.set(event.opId, event.pv);
-      else if (event.type === 'OperationFinished') this.deleting.delete(event.opId);
+      const ofPv = event.type === 'OperationStarted' && event.pv !== undefined;
+      if (ofPv && (event.op === 'deleteVolume' || event.op === 'controllerExpand'))
+        this.pvOfOp.set(event.opId, event.pv!);
+      else if (event.type === 'OperationFinished') this.pvOfOp.delete(event.opId);
       else if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
-        const pv = this.deleting.get(event.opId);
+        const pv = this.pvOfOp.get(event.opId);
         if (pv !== undefined) this.mark(`PersistentVolume//${pv}`);
+      } else if (event.type === 'CallSucceeded' && event.call === 'controllerExpand') {
+        const pv = this.pvOfOp.get(event.opId);
+        if (pv !== undefined) this.mark(capacityPrefix + pv);
       } else if (event.type === 'ClaimFinalizerRemoved') {
         this.mark(releasePrefix + objectKey('PersistentVolumeClaim', event.claim, event.namespace));
       } else if (event.type === 'ClaimBound') {
@@ -206,9 +213,11 @@ export class ClaimBindingWriter {
         const key = claims[i]!;
         const write = key.startsWith(releasePrefix)
           ? this.releaseOne(key.slice(releasePrefix.length))
-          : key.startsWith('PersistentVolume/')
-            ? this.deleteOne(key)
-            : this.writeOne(key);
+          : key.startsWith(capacityPrefix)
+            ? this.growOne(key.slice(capacityPrefix.length))
+            : key.startsWith('PersistentVolume/')
+              ? this.deleteOne(key)
+              : this.writeOne(key);
         const ok = await write.catch((error: Error) => {
           this.say(`writing the binding of claim ${claims[i]} failed, retrying: ${error.message}`);
           return false;
@@ -356,10 +365,37 @@ export class ClaimBindingWriter {
     const compares = [...this.leadership.fence(), { key: pvcKey, modRevision: pvc.modRevision }];
     const result = await this.client.txn(compares, [op]);
     if (result.succeeded) return true;
-    const leader = await this.client.get(this.keys.leader);
-    if (leader?.createRevision !== this.leadership.term)
-      this.leadership.lose('a claim finalizer removal was refused (fenced)');
+    await this.checkTerm('a claim finalizer removal was refused (fenced)');
     return false;
+  }
+
+  /**
+   * The resizer's record: the PV's capacity in etcd becomes the one ControllerExpandVolume
+   * answered (the leader's world holds it), fenced on the term and its mod revision; node
+   * agents expand their mounts from it. True when done (or etcd holds as much or the PV is
+   * gone), false to try again.
+   */
+  private async growOne(pvName: string): Promise<boolean> {
+    const held = this.cm.world.objects.get(objectKey('PersistentVolume', pvName));
+    const storage = held?.kind === 'PersistentVolume' ? held.spec.capacity?.storage : undefined;
+    const pvKey = this.keys.object('PersistentVolume', pvName);
+    const pv = await this.read(pvKey, 'PersistentVolume');
+    if (pv === undefined || storage === undefined) return true;
+    const stored = parseQuantityBytes(pv.object.spec.capacity?.storage) ?? 0;
+    if (stored >= (parseQuantityBytes(storage) ?? 0)) return true;
+    const capacity = { ...pv.object.spec.capacity, storage };
+    const grown = { ...pv.object, spec: { ...pv.object.spec, capacity } };
+    const compares = [...this.leadership.fence(), { key: pvKey, modRevision: pv.modRevision }];
+    const result = await this.client.txn(compares, [{ put: pvKey, value: JSON.stringify(grown) }]);
+    if (result.succeeded) return true;
+    await this.checkTerm('a PersistentVolume capacity write was refused (fenced)');
+    return false;
+  }
+
+  /** A fenced write was refused: lose leadership if the term is no longer the leader's. */
+  private async checkTerm(why: string): Promise<void> {
+    const leader = await this.client.get(this.keys.leader);
+    if (leader?.createRevision !== this.leadership.term) this.leadership.lose(why);
   }
 
   /**

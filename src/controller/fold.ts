@@ -31,7 +31,9 @@ import {
   controllerProvisionStarted,
   foldControllerProvisioningCall,
   trackClaimProtection,
+  trackControllerResize,
   trackProvisionedPv,
+  trackResizeOfPv,
 } from './provisioning.js';
 import {
   type ControllerAttachment,
@@ -73,7 +75,12 @@ export function initialControllerWorld(): ControllerWorld {
     causes: new Map(),
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
-    provisioning: { inFlight: new Map(), provisioned: new Map(), protectedClaims: new Set() },
+    provisioning: {
+      inFlight: new Map(),
+      provisioned: new Map(),
+      protectedClaims: new Set(),
+      resizing: new Set(),
+    },
   };
 }
 
@@ -274,7 +281,8 @@ function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpsert
   if (object.kind === 'PersistentVolumeClaim') {
     trackClaim(world, key, object);
     trackClaimProtection(world, key, object);
-  }
+    trackControllerResize(world, key);
+  } else if (object.kind === 'PersistentVolume') trackResizeOfPv(world, object);
   if (object.kind === 'Node')
     setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
   else reresolve(world, key);
@@ -298,6 +306,7 @@ function foldClaimDecision(
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
   world.unboundClaims.delete(key);
+  trackControllerResize(world, key);
   reresolve(world, key);
 }
 
@@ -313,6 +322,7 @@ function foldObjectRemoved(
   if (event.kind === 'PersistentVolumeClaim') {
     forgetClaim(world, key);
     trackClaimProtection(world, key, undefined);
+    world.provisioning.resizing.delete(key);
   }
   askForBinding(world, event.kind);
   if (event.kind !== 'Node') return reresolve(world, key);

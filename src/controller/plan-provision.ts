@@ -12,6 +12,8 @@
  *   under the same name (the external-provisioner's provisioning "in background");
  * - a provisioned PV Released with reclaim policy Delete is deleted once its volume is
  *   detached from every node (pv_controller.go reclaimVolume → deleteVolumeOperation);
+ * - a bound claim asking for more than its CSI PV has, in a class that allows expansion,
+ *   gets ControllerExpandVolume (external-resizer); each node agent then expands its mounts;
  * - a claim being deleted that no scheduled pod names loses its pvc-protection finalizer
  *   (pvc_protection_controller.go processPVC): a ClaimFinalizerRemoved event.
  *
@@ -31,6 +33,7 @@ import {
   lookupOf,
 } from '../binding/claims.js';
 import { csiVolumeName } from '../world/provisioning.js';
+import { expansionWantedBytes } from '../binding/expansion.js';
 import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import { claimUsedByPod, consumerNode, requestClaimExists } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
@@ -161,6 +164,39 @@ function planReclaims(
   }
 }
 
+/**
+ * The resizer: ControllerExpandVolume for each bound claim asking for more than its PV has,
+ * on a full plan, when claims changed, or for its volume (a retry, a finished operation).
+ */
+function planExpansions(
+  world: ControllerWorld,
+  claims: ControllerClaims,
+  volumes: readonly UniqueVolumeName[] | undefined,
+): void {
+  const all = volumes === undefined || volumes.includes(bindingVolume);
+  for (const key of [...world.provisioning.resizing].sort()) {
+    const pvc = world.objects.get(key);
+    const pvName = world.bindings.get(key)?.volume;
+    const pv =
+      pvName === undefined ? undefined : world.objects.get(objectKey('PersistentVolume', pvName));
+    if (pvc?.kind !== 'PersistentVolumeClaim' || pv?.kind !== 'PersistentVolume') continue;
+    const sizeBytes = expansionWantedBytes(lookupOf(world.objects), pvc, pv);
+    const csi = pv.spec.csi;
+    if (sizeBytes === 0 || csi?.volumeHandle === undefined) continue;
+    const volume = csiVolumeName(csi.driver, csi.volumeHandle);
+    if (!all && !volumes.includes(volume)) continue;
+    claims.tryRun({
+      op: 'controllerExpand',
+      volume,
+      node: NodeName(''),
+      key: { volume, pod: '', node: '' },
+      cause: world.causes.get(volume) ?? world.bindingCause,
+      pv: pv.metadata.name,
+      sizeBytes,
+    });
+  }
+}
+
 /** pvc-protection: each claim being deleted that no scheduled pod names loses its finalizer. */
 function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] {
   const events: NewEvent[] = [];
@@ -185,7 +221,8 @@ export function controllerStorageWaits(world: ControllerWorld): boolean {
     world.unboundClaims.size > 0 ||
     p.inFlight.size > 0 ||
     p.provisioned.size > 0 ||
-    p.protectedClaims.size > 0
+    p.protectedClaims.size > 0 ||
+    p.resizing.size > 0
   );
 }
 
@@ -201,6 +238,8 @@ export function planControllerStorage(
   volumes: readonly UniqueVolumeName[] | undefined,
 ): NewEvent[] {
   if (!controllerStorageWaits(world)) return [];
+  // First, so a volume being expanded is not also attached or detached in the same plan.
+  if (world.provisioning.resizing.size > 0) planExpansions(world, claims, volumes);
   const asked =
     volumes === undefined || volumes.some((v) => v === bindingVolume || v.includes('^pvc-'));
   if (!asked) return [];

@@ -247,12 +247,15 @@ export function controllerDecision(op: ControllerOperation): Decision {
     ...(op.provision === undefined ? {} : { provision: op.provision }),
     ...(op.refused === undefined ? {} : { refused: op.refused }),
     ...(op.pv === undefined ? {} : { pv: op.pv }),
+    ...(op.sizeBytes === undefined ? {} : { sizeBytes: op.sizeBytes }),
   };
 }
 
 export function describeControllerOperation(op: ControllerOperation): string {
   if (op.op === 'provision') return `provision ${op.volume} for claim ${claimOf(op.provision)}`;
   if (op.op === 'deleteVolume') return `deleteVolume ${op.volume} (PersistentVolume ${op.pv})`;
+  if (op.op === 'controllerExpand')
+    return `controllerExpand ${op.volume} to ${op.sizeBytes} bytes (PersistentVolume ${op.pv})`;
   return `${op.op} ${op.volume}@${op.node}${op.forced ? ` (forced: ${op.forced})` : ''}`;
 }
 

@@ -12,7 +12,8 @@
 import type { EventOf, ProvisionRequest } from '../events/index.js';
 import { type ClusterObject, objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, UniqueVolumeName } from '../ids.js';
-import { bindingVolume, claimUid } from '../binding/claims.js';
+import { bindingVolume, claimUid, lookupOf } from '../binding/claims.js';
+import { bytesQuantity, expansionWantedBytes } from '../binding/expansion.js';
 import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
 import { provisionedPv } from '../world/fold-provisioning.js';
 import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisioning.js';
@@ -67,7 +68,8 @@ export function requestClaimExists(world: ControllerWorld, request: ProvisionReq
  * claimRef and the binder is asked to look (a claim deleted meanwhile leaves it Released,
  * and reclaim deletes it); failed finally: nothing was made, and a deleted claim's
  * provisioning ends; failed maybe in progress: retried under the same name. DeleteVolume
- * answered OK: the PV goes.
+ * answered OK: the PV goes. ControllerExpandVolume answered OK: the PV's capacity grows
+ * (the bindings writer writes it to etcd; each node agent expands its mounts from it).
  */
 export function foldControllerProvisioningCall(
   world: ControllerWorld,
@@ -98,6 +100,8 @@ export function foldControllerProvisioningCall(
       world.provisioning.inFlight.delete(op.volume);
     return;
   }
+  if (event.type === 'CallSucceeded' && event.call === 'controllerExpand')
+    return volumeExpanded(world, op.volume, event);
   if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
     const name = world.provisioning.provisioned.get(op.volume);
     if (name === undefined) return;
@@ -145,6 +149,66 @@ export function claimUsedByPod(world: ControllerWorld, key: string): boolean {
     if (record !== undefined && record.node !== null) return true;
   }
   return false;
+}
+
+/**
+ * A claim, its binding or its PV changed: expansion is wanted while the claim is bound,
+ * its class allows expansion and it asks for more than its CSI PV has (the resizer's
+ * watch), so the planner looks at claims again.
+ */
+export function trackControllerResize(world: ControllerWorld, key: string): void {
+  const { resizing } = world.provisioning;
+  const pvc = world.objects.get(key);
+  const binding = world.bindings.get(key);
+  const pv =
+    binding === undefined
+      ? undefined
+      : world.objects.get(objectKey('PersistentVolume', binding.volume));
+  const wanted =
+    pvc?.kind === 'PersistentVolumeClaim' &&
+    pv?.kind === 'PersistentVolume' &&
+    expansionWantedBytes(lookupOf(world.objects), pvc, pv) > 0;
+  if (!wanted) return void resizing.delete(key);
+  resizing.add(key);
+  world.dirty.add(bindingVolume);
+}
+
+/** A PV changed: the claim bound to it may want expansion now, or no more. */
+export function trackResizeOfPv(world: ControllerWorld, pv: ClusterObject): void {
+  const ref = pv.kind === 'PersistentVolume' ? pv.spec.claimRef : undefined;
+  if (ref?.name === undefined) return;
+  const key = objectKey('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
+  if (world.bindings.get(key)?.volume === pv.metadata.name) trackControllerResize(world, key);
+}
+
+/** The claim key and PV a resizing claim's CSI volume is, if one is. */
+export function resizingOf(world: ControllerWorld, volume: UniqueVolumeName) {
+  for (const key of world.provisioning.resizing) {
+    const pvName = world.bindings.get(key)?.volume;
+    const pv =
+      pvName === undefined ? undefined : world.objects.get(objectKey('PersistentVolume', pvName));
+    const csi = pv?.kind === 'PersistentVolume' ? pv.spec.csi : undefined;
+    if (csi?.volumeHandle === undefined) continue;
+    if (csiVolumeName(csi.driver, csi.volumeHandle) === volume && pv?.kind === 'PersistentVolume')
+      return { key, pv };
+  }
+  return undefined;
+}
+
+/** The resizer: ControllerExpandVolume answered; the PV's capacity is the new size. */
+function volumeExpanded(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+  event: EventOf<'CallSucceeded'>,
+): void {
+  const sizeBytes = event.sizeBytes ?? 0;
+  const found = resizingOf(world, volume);
+  if (found === undefined || sizeBytes <= 0) return;
+  const { key, pv } = found;
+  const storage = bytesQuantity(sizeBytes);
+  const grown = { ...pv, spec: { ...pv.spec, capacity: { ...pv.spec.capacity, storage } } };
+  world.objects.set(objectKey('PersistentVolume', pv.metadata.name), grown);
+  trackControllerResize(world, key);
 }
 
 /** The node of the first pod (by uid) scheduled with this claim: its first consumer. */

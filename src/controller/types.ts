@@ -79,6 +79,8 @@ export interface ControllerProvisioning {
   readonly provisioned: Map<UniqueVolumeName, string>;
   /** Claim keys being deleted that hold the pvc-protection finalizer (claim-protection.ts). */
   readonly protectedClaims: Set<string>;
+  /** Bound claims asking for more than their PV has, in a class allowing expansion. */
+  readonly resizing: Set<string>;
 }
 
 export interface ControllerWorld extends OperationBook {
@@ -122,8 +124,8 @@ export function pairKey(volume: string, node: string): string {
 
 /** An operation the controller's planner decides (plan.ts, plan-provision.ts). */
 export interface ControllerOperation {
-  /** provision and deleteVolume: the provisioner's (plan-provision.ts), node ''. */
-  readonly op: 'attach' | 'detach' | 'provision' | 'deleteVolume';
+  /** provision, deleteVolume, controllerExpand: the provisioner's (plan-provision.ts), node ''. */
+  readonly op: 'attach' | 'detach' | 'provision' | 'deleteVolume' | 'controllerExpand';
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
   readonly key: OpKey;
@@ -134,6 +136,8 @@ export interface ControllerOperation {
   readonly provision?: ProvisionRequest;
   /** provision: why it fails before CreateVolume (a reserved class parameter, topology). */
   readonly refused?: string;
-  /** deleteVolume: the PersistentVolume. */
+  /** deleteVolume, controllerExpand: the PersistentVolume. */
   readonly pv?: string;
+  /** controllerExpand: the size the claim asks for. */
+  readonly sizeBytes?: number;
 }

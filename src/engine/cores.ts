@@ -112,6 +112,7 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
       provisioned: world.provisioning?.provisioned ?? new Map(),
       // Snapshots from before pvc-protection in cluster mode hold none.
       protectedClaims: world.provisioning?.protectedClaims ?? new Set(),
+      resizing: world.provisioning?.resizing ?? new Set(),
     },
     dirty: new Set(),
   };

@@ -13,7 +13,7 @@ import {
   runningOp,
 } from './context.js';
 import { OperationTasks } from './tasks.js';
-import { deleteVolume, provision } from './ops/provision.js';
+import { controllerExpand, deleteVolume, provision } from './ops/provision.js';
 import { type ControllerOperation, controllerDecision } from '../controller/plan.js';
 import type { ControllerWorld } from '../controller/types.js';
 
@@ -91,7 +91,10 @@ async function detach(ctx: Ctx): Promise<void> {
 
 const base = (op: ControllerOperation) => ({ volume: op.volume, key: op.key, cause: op.cause });
 
-/** The operation's steps: attach, detach, or the provisioner's CreateVolume / DeleteVolume. */
+/**
+ * The operation's steps: attach, detach, or the provisioner's CreateVolume / DeleteVolume
+ * and the resizer's ControllerExpandVolume.
+ */
 function run(ctx: Ctx): Promise<void> {
   const { op } = ctx;
   switch (op.op) {
@@ -108,6 +111,13 @@ function run(ctx: Ctx): Promise<void> {
       });
     case 'deleteVolume':
       return deleteVolume(ctx, { ...base(op), op: 'deleteVolume', pv: op.pv! });
+    case 'controllerExpand':
+      return controllerExpand(ctx, {
+        ...base(op),
+        op: 'controllerExpand',
+        pv: op.pv!,
+        sizeBytes: op.sizeBytes!,
+      });
   }
 }
 

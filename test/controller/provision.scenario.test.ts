@@ -9,6 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { MemorySink } from '../../src/engine/sink.js';
+import type { EventOf } from '../../src/events/index.js';
 import { verify } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
@@ -31,6 +32,7 @@ async function run(file: string) {
 test('controller provisioning: the scenarios exist', () => {
   assert.deepEqual(scenarios, [
     'controller-provision-claim-deleted.yaml',
+    'controller-provision-expansion.yaml',
     'controller-provision-failing.yaml',
     'controller-provision-lifecycle.yaml',
     'controller-provision-pvc-protection.yaml',
@@ -111,4 +113,28 @@ test('controller pvc-protection: the finalizer is removed only after the last po
   const dropped = events.filter((e) => !(e.type === 'ClaimFinalizerRemoved' && e.claim === 'data'));
   const renumbered = dropped.map((e, i) => ({ ...e, seq: i + 1 }));
   assert.notDeepEqual(verify(renumbered).divergences, []);
+});
+
+test('controller expansion: ControllerExpandVolume for the request, retried until it answers; the PV grows', async () => {
+  const events = await run('controller-provision-expansion.yaml');
+  const expands = events.filter(
+    (e): e is EventOf<'OperationStarted'> =>
+      e.type === 'OperationStarted' && e.op === 'controllerExpand',
+  );
+  // pvc-c-a three times (two failures, then ok) and pvc-c-b once (no RPC); never pvc-c-c.
+  assert.deepEqual(
+    expands.map((e) => [e.volume.split('^')[1], e.sizeBytes]),
+    [
+      ['pvc-c-a', 2 ** 31],
+      ['pvc-c-b', 2 ** 31],
+      ['pvc-c-a', 2 ** 31],
+      ['pvc-c-a', 2 ** 31],
+    ],
+  );
+  const [, second, third] = expands.filter((e) => e.volume.endsWith('pvc-c-a'));
+  assert.ok(third!.tsMs - second!.tsMs >= 1000, 'the second retry waits twice as long (backoff)');
+  const grown = events.filter(
+    (e) => e.type === 'CallSucceeded' && e.call === 'controllerExpand' && e.sizeBytes === 2 ** 31,
+  );
+  assert.equal(grown.length, 2);
 });

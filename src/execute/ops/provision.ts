@@ -4,7 +4,7 @@
  * external-resizer). What they make of the world is the fold's (src/world/provisioning.ts).
  */
 import type { OpId } from '../../ids.js';
-import type { ProvisionedVolume } from '../../events/index.js';
+import type { PluginCaps, ProvisionedVolume } from '../../events/index.js';
 import type { ClusterObject } from '../../events/k8s.js';
 import type { StorageOperation } from '../../plan/index.js';
 import type { ProvisionerOps } from '../../plugins/types.js';
@@ -21,6 +21,7 @@ type Of<K extends StorageOperation['op']> = Extract<StorageOperation, { op: K }>
 type ProvisioningWorld = {
   running: Map<OpId, RunningOp>;
   readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly plugins: ReadonlyMap<string, PluginCaps>;
 };
 
 /** A provisioning context of either engine (the kubelet's or the controller's). */
@@ -87,7 +88,7 @@ export async function deleteVolume<O>(ctx: Ctx<O>, op: Of<'deleteVolume'>): Prom
  * The resizer: ControllerExpandVolume when the driver has controller expansion; without
  * it the PV's size is the request at once and the node expands (a call with no RPC).
  */
-export async function controllerExpand(ctx: OpContext, op: Of<'controllerExpand'>): Promise<void> {
+export async function controllerExpand<O>(ctx: Ctx<O>, op: Of<'controllerExpand'>): Promise<void> {
   const { pv, driver, volumeHandle, fsType } = csiPvOf(ctx, op.pv, 'ControllerExpandVolume');
   const provisioner = ctx.host.plugins.find(driver)?.provisioner;
   const nodeExpandable = ctx.host.world().plugins.get(driver)?.nodeExpandable === true;
