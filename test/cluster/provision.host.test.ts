@@ -4,11 +4,14 @@
  * a separate process. A WaitForFirstConsumer StorageClass, a claim without a uid (`vole
  * apply` gives it one) and a pod on node-1: the controller calls CreateVolume
  * `pvc-<claim uid>` with node-1's topology, writes the PV and the binding to etcd, publishes
- * the volume; the agent mounts it. The pod and the claim deleted, the volume is detached,
- * DeleteVolume removes the image, and the PV leaves etcd. Every process is ended by its PID.
+ * the volume; the agent mounts it. The claim's request raised, the controller calls
+ * ControllerExpandVolume and writes the PV's new capacity, and the agent grows the mounted
+ * XFS with NodeExpandVolume. The pod and the claim deleted, pvc-protection releases the
+ * claim once the pod is gone, the volume is detached, DeleteVolume removes the image, and
+ * the PV leaves etcd. Every process is ended by its PID.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statfsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
@@ -34,21 +37,26 @@ let etcd: EtcdCluster;
 let client: Etcd3;
 const procs: VoleProcess[] = [];
 
-const storage = `apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata: {name: local-disk}
-provisioner: ${driverName}
-volumeBindingMode: WaitForFirstConsumer
-parameters: {csi.storage.k8s.io/fstype: ext4}
----
-apiVersion: v1
+// XFS: it grows online without CAP_SYS_RESOURCE (ext4's online resize2fs is refused here).
+function claimOf(size: string): string {
+  return `apiVersion: v1
 kind: PersistentVolumeClaim
 metadata: {name: data, namespace: default}
 spec:
   storageClassName: local-disk
   accessModes: [ReadWriteOnce]
-  resources: {requests: {storage: 64Mi}}
+  resources: {requests: {storage: ${size}}}
 `;
+}
+const storage = `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-disk}
+provisioner: ${driverName}
+volumeBindingMode: WaitForFirstConsumer
+allowVolumeExpansion: true
+parameters: {csi.storage.k8s.io/fstype: xfs}
+---
+${claimOf('300Mi')}`;
 const pod = `apiVersion: v1
 kind: Pod
 metadata: {name: db, namespace: default, uid: uid-db}
@@ -183,6 +191,39 @@ test(
 );
 
 test(
+  'cluster expansion: the claim grown, the controller expands the volume and the PV, ' +
+    'the agent grows the mounted filesystem',
+  { skip, timeout: 120_000 },
+  async () => {
+    const claim = await json(keys.object('PersistentVolumeClaim', 'data', 'default'));
+    const pvName = `pvc-${at(claim, 'metadata.uid') as string}`;
+    const target = join(base, 'node-1', 'pods', 'uid-db', 'volumes', 'kubernetes.io~csi', 'data');
+    const sizeBytes = () => {
+      const fs = statfsSync(join(target, 'mount'));
+      return fs.blocks * fs.bsize;
+    };
+    const before = sizeBytes();
+    writeFileSync(join(base, 'grown.yaml'), claimOf('600Mi'));
+    const applied = vole('apply', '--etcd', etcd.urls, '-f', join(base, 'grown.yaml'));
+    assert.equal(applied.status, 0, applied.stderr);
+    await eventually(
+      () => sizeBytes() > before + 200 * 2 ** 20,
+      'the mounted filesystem grown on node-1',
+      60_000,
+      outputs,
+    );
+    const pv = await json(keys.object('PersistentVolume', pvName));
+    assert.equal(at(pv, 'spec.capacity.storage'), '600Mi');
+    const expanded = (await controllerLog()).filter(
+      (e) => e.type === 'CallSucceeded' && e.call === 'controllerExpand',
+    );
+    assert.equal(expanded.length, 1);
+    const grown = await json(keys.object('PersistentVolumeClaim', 'data', 'default'));
+    assert.equal(at(grown, 'spec.volumeName'), pvName, 'the binding stays');
+  },
+);
+
+test(
   'cluster provisioning: the pod and the claim deleted, the volume is detached, ' +
     'then DeleteVolume and the PV goes',
   { skip, timeout: 120_000 },
@@ -213,8 +254,14 @@ test(
     assert.deepEqual(rpcs, [
       'CreateVolume',
       'ControllerPublishVolume',
+      'ControllerExpandVolume',
       'ControllerUnpublishVolume',
       'DeleteVolume',
     ]);
+    const log = await controllerLog();
+    const released = log.findIndex((e) => e.type === 'ClaimFinalizerRemoved');
+    const podGone = log.findIndex((e) => e.type === 'PodRemoved');
+    assert.ok(podGone > 0 && released > podGone, 'pvc-protection released the claim after the pod');
+    assert.equal(await json(keys.object('PersistentVolumeClaim', 'data', 'default')), null);
   },
 );
