@@ -30,7 +30,7 @@ export function storageClassOf(objects: ObjectLookup, name: string): StorageClas
   return object?.kind === 'StorageClass' ? object : undefined;
 }
 
-function isDefaultClass(sc: StorageClass): boolean {
+export function isDefaultClass(sc: StorageClass): boolean {
   const annotations = sc.metadata.annotations ?? {};
   return (
     annotations[defaultClassAnnotation] === 'true' ||

@@ -11,6 +11,7 @@ import { eventCodec, type VoleEvent } from '../events/index.js';
 import {
   coreOfStore,
   describeEvent,
+  describeStorage,
   type ReadableLog,
   explain,
   history,
@@ -314,6 +315,7 @@ export class Tracker {
         why: pairWhy(world, pair, originMs),
       })),
       reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
+      storage: describeStorage(world.pvWorld, view),
     };
   }
 

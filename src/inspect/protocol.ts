@@ -3,7 +3,7 @@
  * (which builds them) and src/inspect/ui (which draws them). Types only, so the browser
  * bundle takes nothing from the server side.
  */
-import type { CauseStep, Transition, WorldView } from '../postmortem/index.js';
+import type { CauseStep, StorageView, Transition, WorldView } from '../postmortem/index.js';
 
 export type PairKind = 'attachment' | 'mount';
 
@@ -60,6 +60,8 @@ export interface WorldPayload {
   readonly pairs: PairRow[];
   /** The reports raised up to this seq (the latest ones). */
   readonly reports: Report[];
+  /** StorageClasses, claims and PersistentVolumes at this seq. */
+  readonly storage: StorageView;
 }
 
 /** One event as the timeline lists it. */
@@ -127,4 +129,4 @@ export interface Chart {
   readonly edges: ChartEdge[];
 }
 
-export type { CauseStep, Transition, WorldView };
+export type { CauseStep, StorageView, Transition, WorldView };

@@ -7,3 +7,4 @@ export * from './why.js';
 export * from './log-world.js';
 export * from './open.js';
 export * from './why-controller.js';
+export * from './storage.js';

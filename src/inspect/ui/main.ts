@@ -4,7 +4,7 @@
  * (right), the log's timeline with a scrubber and the selected event (bottom). It reads
  * the JSON API only, follows the log through Server-Sent Events, and writes nothing.
  * This file lays the page out and runs its data flow; the panels draw themselves in
- * pair-list.ts, pair-panel.ts, timeline.ts and nodes.ts from the state in state.ts.
+ * pair-list.ts, pair-panel.ts, timeline.ts, nodes.ts and storage.ts from the state in state.ts.
  */
 import type {
   CauseStep,
@@ -17,6 +17,7 @@ import type {
 import { produce } from 'immer';
 import { clear, getJson, h } from './dom.js';
 import { renderNodes } from './nodes.js';
+import { renderStorage } from './storage.js';
 import { renderList, renderStateOptions } from './pair-list.js';
 import { renderPair } from './pair-panel.js';
 import { app, type Navigation, ui } from './state.js';
@@ -98,6 +99,7 @@ document.body.append(
       ui.counts,
       ui.list,
       ui.nodes,
+      ui.storage,
     ),
     h('section', { class: 'right' }, ui.pairHead, ui.chart, ui.details),
   ),
@@ -296,6 +298,7 @@ function renderWorld() {
   renderStateOptions();
   renderList(nav);
   renderNodes(ui.nodes, app.world);
+  renderStorage(ui.storage, app.world);
   renderPair(nav);
 }
 

@@ -51,6 +51,8 @@ export const ui = {
   counts: h('div', { class: 'counts' }),
   list: h('ul', { class: 'pairs', 'data-testid': 'pairs' }),
   nodes: h('div', { class: 'controller-side', 'data-testid': 'controller-side', hidden: true }),
+  // Closed to one line until asked for: the pair list keeps the room.
+  storage: h('details', { class: 'storage-side', 'data-testid': 'storage', hidden: true }),
   pairHead: h('div', { class: 'pair-head' }),
   chart: h('div', { class: 'chart-box', 'data-testid': 'chart' }),
   details: h('div', { class: 'details' }),
