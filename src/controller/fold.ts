@@ -30,10 +30,11 @@ import {
   claimUsersChanged,
   controllerProvisionStarted,
   foldControllerProvisioningCall,
-  trackClaimProtection,
+  initialProvisioning,
+  releasedClaim,
+  storageObjectChanged,
   trackControllerResize,
   trackProvisionedPv,
-  trackResizeOfPv,
 } from './provisioning.js';
 import {
   type ControllerAttachment,
@@ -42,7 +43,7 @@ import {
   type NodeRecord,
   pairKey,
 } from './types.js';
-import { addOne, removeOne, valuesOf } from './one-or-many.js';
+import { addOne, addToIndex, removeFromIndex, removeOne, valuesOf } from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -75,31 +76,13 @@ export function initialControllerWorld(): ControllerWorld {
     causes: new Map(),
     dirty: new Set(),
     operator: { pending: new Map(), holds: new Map() },
-    provisioning: {
-      inFlight: new Map(),
-      provisioned: new Map(),
-      protectedClaims: new Set(),
-      resizing: new Set(),
-    },
+    provisioning: initialProvisioning(),
   };
 }
 
 function touch(world: ControllerWorld, volume: UniqueVolumeName): void {
   touchVolume(world, volume, world.seq);
   world.touched.add(volume);
-}
-
-function addToIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
-  const set = index.get(key);
-  if (set === undefined) index.set(key, new Set([value]));
-  else set.add(value);
-}
-
-function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
-  const set = index.get(key);
-  if (set === undefined) return;
-  set.delete(value);
-  if (set.size === 0) index.delete(key);
 }
 
 /** Keeps nodesByVolume in step after a (volume, node) entry came or went. */
@@ -278,11 +261,8 @@ function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpsert
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
   if (object.kind === 'PersistentVolume') trackProvisionedPv(world, world.objects.get(key), object);
   world.objects.set(key, object);
-  if (object.kind === 'PersistentVolumeClaim') {
-    trackClaim(world, key, object);
-    trackClaimProtection(world, key, object);
-    trackControllerResize(world, key);
-  } else if (object.kind === 'PersistentVolume') trackResizeOfPv(world, object);
+  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
+  storageObjectChanged(world, key, object);
   if (object.kind === 'Node')
     setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
   else reresolve(world, key);
@@ -297,11 +277,14 @@ function askForBinding(world: ControllerWorld, kind: string): void {
   if (kind === 'PersistentVolume') reresolve(world, anyPersistentVolumeKey);
 }
 
-/** A binding: the claim's pods resolve through the PV now (the others: fold-external.ts). */
-function foldClaimDecision(
-  world: ControllerWorld,
-  event: EventOf<'ClaimBound' | 'ExternalProvisioningRequested' | 'VolumeReleased'>,
-): void {
+type ObjectRef = Pick<EventOf<'ObjectRemoved'>, 'kind' | 'name' | 'namespace'>;
+type ClaimDecision = EventOf<
+  'ClaimBound' | 'ExternalProvisioningRequested' | 'VolumeReleased' | 'ClaimFinalizerRemoved'
+>;
+
+/** A binding; pvc-protection's release (the claim goes now); the rest: fold-external.ts. */
+function foldClaimDecision(world: ControllerWorld, event: ClaimDecision): void {
+  if (event.type === 'ClaimFinalizerRemoved') return foldObjectRemoved(world, releasedClaim(event));
   if (event.type !== 'ClaimBound') return foldExternalProvisioning(world, event);
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
@@ -311,19 +294,13 @@ function foldClaimDecision(
 }
 
 /** An object went (ObjectRemoved; a claim whose pvc-protection finalizer was removed). */
-function foldObjectRemoved(
-  world: ControllerWorld,
-  event: { kind: ClusterObject['kind']; name: string; namespace?: string | undefined },
-): void {
+function foldObjectRemoved(world: ControllerWorld, event: ObjectRef): void {
   const key = objectKey(event.kind, event.name, event.namespace);
   if (event.kind === 'PersistentVolume')
     trackProvisionedPv(world, world.objects.get(key), undefined);
   world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') {
-    forgetClaim(world, key);
-    trackClaimProtection(world, key, undefined);
-    world.provisioning.resizing.delete(key);
-  }
+  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
+  storageObjectChanged(world, key, undefined);
   askForBinding(world, event.kind);
   if (event.kind !== 'Node') return reresolve(world, key);
   // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
@@ -598,15 +575,8 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'ClaimBound':
     case 'ExternalProvisioningRequested':
     case 'VolumeReleased':
-      foldClaimDecision(world, event);
-      break;
     case 'ClaimFinalizerRemoved':
-      // pvc-protection's decision: the claim goes now (the bindings writer removes it from etcd).
-      foldObjectRemoved(world, {
-        kind: 'PersistentVolumeClaim',
-        name: event.claim,
-        namespace: event.namespace,
-      });
+      foldClaimDecision(world, event);
       break;
     case 'SourcesReady':
     case 'VolumesReportedInUse':

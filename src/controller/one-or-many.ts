@@ -31,3 +31,17 @@ export function valuesOf<V>(held: OneOrMany<V> | undefined): Iterable<V> {
   if (held === undefined) return [];
   return held instanceof Set ? (held as ReadonlySet<V>) : [held as V];
 }
+
+/** Plain Set indexes (a key's values, the key gone with its last value). */
+export function addToIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
+  const set = index.get(key);
+  if (set === undefined) index.set(key, new Set([value]));
+  else set.add(value);
+}
+
+export function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): void {
+  const set = index.get(key);
+  if (set === undefined) return;
+  set.delete(value);
+  if (set.size === 0) index.delete(key);
+}

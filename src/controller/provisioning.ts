@@ -24,6 +24,38 @@ import { valuesOf } from './one-or-many.js';
 import { externalClaimView } from './fold-external.js';
 import type { ControllerWorld } from './types.js';
 
+/** What the provisioner, the resizer and pvc-protection keep, empty. */
+export function initialProvisioning(): ControllerWorld['provisioning'] {
+  return {
+    inFlight: new Map(),
+    provisioned: new Map(),
+    protectedClaims: new Set(),
+    resizing: new Set(),
+  };
+}
+
+/**
+ * An object came, changed (`object`) or went (undefined): a claim's pvc-protection and
+ * wanted expansion, and the expansion of the claim bound to a PV, are looked at again.
+ */
+export function storageObjectChanged(
+  world: ControllerWorld,
+  key: string,
+  object: ClusterObject | undefined,
+): void {
+  if (object?.kind === 'PersistentVolume') return trackResizeOfPv(world, object);
+  if (!key.startsWith('PersistentVolumeClaim/')) return;
+  trackClaimProtection(world, key, object);
+  if (object === undefined) world.provisioning.resizing.delete(key);
+  else trackControllerResize(world, key);
+}
+
+/** The claim pvc-protection released: it goes from the world now (the writer's, from etcd). */
+export function releasedClaim(event: EventOf<'ClaimFinalizerRemoved'>) {
+  const { claim: name, namespace } = event;
+  return { kind: 'PersistentVolumeClaim' as const, name, namespace };
+}
+
 /** The CSI volume a provisioned PV holds (`kubernetes.io/csi/<driver>^<handle>`), if it is one. */
 function provisionedVolumeOf(object: ClusterObject | undefined): UniqueVolumeName | undefined {
   if (object?.kind !== 'PersistentVolume') return undefined;
