@@ -355,7 +355,11 @@ export class ClaimBindingWriter {
    * with the finalizer any more), false to try again.
    */
   private async releaseOne(claimKey: string): Promise<boolean> {
-    const [, namespace, name] = claimKey.split('/');
+    const [kind, namespace, name] = claimKey.split('/');
+    assert(
+      kind === 'PersistentVolumeClaim' && namespace !== undefined && name !== undefined,
+      `a finalizer removal names a claim's key, not "${claimKey}"`,
+    );
     const pvcKey = this.keys.object('PersistentVolumeClaim', name!, namespace);
     const pvc = await this.read(pvcKey, 'PersistentVolumeClaim');
     if (pvc === undefined || !isProtectionCandidate(pvc.object)) return true;
@@ -363,6 +367,7 @@ export class ClaimBindingWriter {
     const op: TxnOp =
       next === undefined ? { delete: pvcKey } : { put: pvcKey, value: JSON.stringify(next) };
     const compares = [...this.leadership.fence(), { key: pvcKey, modRevision: pvc.modRevision }];
+    this.assertFenced(compares);
     const result = await this.client.txn(compares, [op]);
     if (result.succeeded) return true;
     await this.checkTerm('a claim finalizer removal was refused (fenced)');
@@ -386,6 +391,7 @@ export class ClaimBindingWriter {
     const capacity = { ...pv.object.spec.capacity, storage };
     const grown = { ...pv.object, spec: { ...pv.object.spec, capacity } };
     const compares = [...this.leadership.fence(), { key: pvKey, modRevision: pv.modRevision }];
+    this.assertFenced(compares);
     const result = await this.client.txn(compares, [{ put: pvKey, value: JSON.stringify(grown) }]);
     if (result.succeeded) return true;
     await this.checkTerm('a PersistentVolume capacity write was refused (fenced)');
