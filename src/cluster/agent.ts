@@ -11,13 +11,14 @@ import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import type { ClusterObject, Node } from '../events/k8s.js';
 import type { NodeAllocatable } from '../events/types.js';
-import { UniqueVolumeName } from '../ids.js';
+import { OpId, UniqueVolumeName } from '../ids.js';
 import { managedAnnotation } from '../controller/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import type { ObjectContents } from '../sources/contents.js';
 import { PrefixInformer } from './informer.js';
 import { ClusterKeys, isNamespaced, none } from './keys.js';
+import { recordClaimCapacity } from './claim-capacity.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import { decodeVolumesAttached } from './status.js';
@@ -112,9 +113,20 @@ export class ClusterAgent {
     this.vm.start({ hostObserved: await this.vm.checkHost() });
     await this.registerNode();
     await this.keepHeartbeat();
-    this.vm.subscribe((event) => {
+    this.vm.subscribe((event, world) => {
       if (event.type === 'CsiDriverRegistered')
         this.publishCsiNodeId(event.driver, event.nodeId, event.caps.csi?.accessibleTopology ?? {});
+      // NodeExpandVolume done: the claim's status.capacity is the kubelet's to update.
+      const spec = event.type === 'CallSucceeded' && world.running.get(OpId(event.opId))?.spec;
+      if (event.type === 'CallSucceeded' && event.call === 'nodeExpand' && spec && spec.claim) {
+        const claim = { namespace: spec.claimNamespace ?? 'default', name: spec.claim };
+        const io = {
+          clock: this.opts.clock,
+          say: (l: string) => this.say(l),
+          stopped: () => this.stopped,
+        };
+        void recordClaimCapacity(client, keys, { ...claim, sizeBytes: event.sizeBytes ?? 0 }, io);
+      }
       this.schedulePublish();
     });
     const trouble = (message: string) => this.say(`etcd: ${message}`);

@@ -6,7 +6,7 @@
  * `pvc-<claim uid>` with node-1's topology, writes the PV and the binding to etcd, publishes
  * the volume; the agent mounts it. The claim's request raised, the controller calls
  * ControllerExpandVolume and writes the PV's new capacity, and the agent grows the mounted
- * XFS with NodeExpandVolume. The pod and the claim deleted, pvc-protection releases the
+ * XFS with NodeExpandVolume and writes the claim's new status.capacity. The pod and the claim deleted, pvc-protection releases the
  * claim once the pod is gone, the volume is detached, DeleteVolume removes the image, and
  * the PV leaves etcd. Every process is ended by its PID.
  */
@@ -218,8 +218,18 @@ test(
       (e) => e.type === 'CallSucceeded' && e.call === 'controllerExpand',
     );
     assert.equal(expanded.length, 1);
-    const grown = await json(keys.object('PersistentVolumeClaim', 'data', 'default'));
+    // The agent records the claim's new capacity once NodeExpandVolume is done (the kubelet's
+    // updatePVCStatusCapacity).
+    const claimKey = keys.object('PersistentVolumeClaim', 'data', 'default');
+    await eventually(
+      async () => at(await json(claimKey), 'status.capacity.storage') === '600Mi',
+      "the claim's status.capacity at the new size",
+      20_000,
+      outputs,
+    );
+    const grown = await json(claimKey);
     assert.equal(at(grown, 'spec.volumeName'), pvName, 'the binding stays');
+    assert.equal(at(grown, 'status.phase'), 'Bound');
   },
 );
 
