@@ -57,6 +57,8 @@ export interface ControllerManagerOptions {
    * Kubernetes' external-provisioner, PVs of gone claims Released (default off).
    */
   readonly externalProvisioning?: boolean;
+  /** This controller is the pvc-protection controller (cluster mode on etcd; default off). */
+  readonly pvcProtection?: boolean;
   /** The periodic VerifyVolumesAreAttached (§3.7; default on, every 60 s). */
   readonly verifyAttachments?: boolean;
   readonly clock?: Clock;
@@ -163,6 +165,7 @@ export class ControllerManager {
           maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
           disableForceDetachOnTimeout: opts.disableForceDetachOnTimeout ?? false,
           ...(opts.externalProvisioning === true ? { externalProvisioning: true } : {}),
+          ...(opts.pvcProtection === true ? { pvcProtection: true } : {}),
         },
       },
       plugins,

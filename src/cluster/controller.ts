@@ -222,6 +222,8 @@ export class ClusterController {
         },
       },
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
+      // etcd has no kube-controller-manager: the leader removes the pvc-protection finalizer.
+      pvcProtection: true,
       clock: this.clock,
       logger: this.opts.logger,
     });

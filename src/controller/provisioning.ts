@@ -153,7 +153,8 @@ export function trackClaimProtection(
   next: ClusterObject | undefined,
 ): void {
   const { protectedClaims } = world.provisioning;
-  if (next?.kind === 'PersistentVolumeClaim' && isProtectionCandidate(next)) {
+  const ours = world.config.pvcProtection === true;
+  if (ours && next?.kind === 'PersistentVolumeClaim' && isProtectionCandidate(next)) {
     protectedClaims.add(key);
     world.dirty.add(bindingVolume);
   } else protectedClaims.delete(key);

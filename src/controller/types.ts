@@ -20,6 +20,11 @@ export interface ControllerConfig {
   readonly disableForceDetachOnTimeout: boolean;
   /** Kubernetes' external-provisioner provisions and deletes (plan-external.ts). */
   readonly externalProvisioning?: boolean;
+  /**
+   * This controller is the pvc-protection controller (cluster mode on etcd, the simulation);
+   * absent: the API server's kube-controller-manager is (Kubernetes mode, older logs).
+   */
+  readonly pvcProtection?: boolean;
 }
 
 /** What the controller knows of a Node object (§1.4). */

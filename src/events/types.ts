@@ -232,6 +232,8 @@ export const eventSchemas = {
         disableForceDetachOnTimeout: z.boolean(),
         /** true: an external provisioner serves other classes (controller/plan-external.ts). */
         externalProvisioning: z.boolean().optional(),
+        /** true: this controller removes the pvc-protection finalizer (cluster mode). */
+        pvcProtection: z.boolean().optional(),
       })
       .optional(),
   }),

@@ -146,6 +146,8 @@ export const controllerMode: Mode<ControllerWorld, ControllerOperation> = {
     controller: {
       maxWaitForUnmountMs: scenario.maxWaitForUnmount ?? maxWaitForUnmountMsDefault,
       disableForceDetachOnTimeout: scenario.disableForceDetachOnTimeout ?? false,
+      // The simulation plays the API server's admission and graceful deletion.
+      pvcProtection: true,
     },
   }),
   startEvents: (scenario, tsMs) => [
