@@ -19,6 +19,7 @@
  *
  * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
  */
+import { assert } from '../assert.js';
 import type { NewEvent, ProvisionRequest } from '../events/index.js';
 import { objectKey, type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
@@ -183,6 +184,10 @@ function planExpansions(
     const sizeBytes = expansionWantedBytes(lookupOf(world.objects), pvc, pv);
     const csi = pv.spec.csi;
     if (sizeBytes === 0 || csi?.volumeHandle === undefined) continue;
+    assert(
+      world.bindings.get(key)?.volume === pv.metadata.name,
+      () => `resizer: claim ${key} expanded through a PV it is not bound to (seq ${world.seq})`,
+    );
     const volume = csiVolumeName(csi.driver, csi.volumeHandle);
     if (!all && !volumes.includes(volume)) continue;
     claims.tryRun({
@@ -203,6 +208,10 @@ function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] 
   for (const key of [...world.provisioning.protectedClaims].sort()) {
     const pvc = world.objects.get(key);
     if (pvc?.kind !== 'PersistentVolumeClaim' || claimUsedByPod(world, key)) continue;
+    assert(
+      pvc.metadata.deletionTimestamp !== undefined,
+      () => `pvc-protection: claim ${key} released while not being deleted (seq ${world.seq})`,
+    );
     events.push({
       type: 'ClaimFinalizerRemoved',
       tsMs: nowMs,
