@@ -38,6 +38,7 @@ const pure = [
   'src/plan',
   'src/operations',
   'src/binding',
+  'src/desired',
   // Only the controller's pure core: its executor is in src/execute, its harness in src/sim.
   'src/controller',
 ];

@@ -6,7 +6,7 @@
  * informer sees it. Pure.
  */
 import type { EventOf } from '../events/index.js';
-import { objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
+import type { PersistentVolumeClaim } from '../events/k8s.js';
 import type { ClaimView } from '../world/claims-view.js';
 import type { ControllerWorld } from './types.js';
 
@@ -34,17 +34,15 @@ export function foldExternalProvisioning(
   event: EventOf<'ExternalProvisioningRequested' | 'VolumeReleased'>,
 ): void {
   if (event.type === 'VolumeReleased') {
-    const key = objectKey('PersistentVolume', event.pv);
-    const pv = world.objects.get(key);
+    const pv = world.objects.lookup('PersistentVolume', event.pv);
     if (pv?.kind !== 'PersistentVolume') return; // gone meanwhile
-    world.objects.set(key, { ...pv, status: { ...pv.status, phase: 'Released' } });
+    world.objects.put({ ...pv, status: { ...pv.status, phase: 'Released' } });
     return;
   }
-  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
-  const pvc = world.objects.get(key);
+  const pvc = world.objects.lookup('PersistentVolumeClaim', event.claim, event.namespace);
   if (pvc?.kind !== 'PersistentVolumeClaim') return;
   const annotations = { ...pvc.metadata.annotations, ...requestedAnnotations(event) };
-  world.objects.set(key, { ...pvc, metadata: { ...pvc.metadata, annotations } });
+  world.objects.put({ ...pvc, metadata: { ...pvc.metadata, annotations } });
 }
 
 /**

@@ -15,20 +15,30 @@ import { callTable, type FailureReading } from '../operations/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
 import { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
+import { bindingVolume } from '../binding/claims.js';
+import { bookHolds, forgetGone } from '../desired/gone.js';
 import {
-  anyPersistentVolumeKey,
-  bindingVolume,
-  forgetClaim,
-  trackClaim,
-} from '../binding/claims.js';
+  claimBound,
+  claimUsersChanged,
+  type IntakeCore,
+  isTerminated,
+  objectChanged,
+  podUid,
+  putObject,
+  readsClaimIn,
+  removeObject,
+  reresolveReaders,
+  sameContent,
+} from '../desired/intake.js';
+import { ClusterObjects } from '../desired/objects.js';
+import { indexReferences } from '../desired/references.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
-import { referenceKeys } from '../world/references.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import {
-  claimUsersChanged,
   controllerProvisionStarted,
+  protectedClaimUsersChanged,
   foldControllerProvisioningCall,
   initialProvisioning,
   releasedClaim,
@@ -58,7 +68,7 @@ export function initialControllerWorld(): ControllerWorld {
     tsMs: 0,
     engineStartedSeq: 0 as Seq,
     pods: new Map(),
-    objects: new Map(),
+    objects: new ClusterObjects(),
     bindings: new Map(),
     unboundClaims: new Set(),
     bindingCause: Seq(0),
@@ -102,7 +112,7 @@ export function rebuildControllerIndexes(world: ControllerWorld): void {
   world.podsByObject = new Map();
   world.nodesByVolume = new Map();
   world.volumesByNode = new Map();
-  for (const record of world.pods.values()) index(world, record.uid, indexKeys(record), true);
+  for (const record of world.pods.values()) index(world, record, true);
   for (const entry of world.dsw.values()) reindexPair(world, entry.volume, entry.node);
   for (const a of world.attachments.values()) reindexPair(world, a.volume, a.node);
 }
@@ -115,12 +125,6 @@ export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) 
     if (a !== undefined) out.push(a);
   }
   return out;
-}
-
-/** §4.5 terminated: phase Succeeded or Failed (deleted pods are removed outright). */
-function isTerminated(pod: Pod): boolean {
-  const phase = pod.status?.phase;
-  return phase === 'Succeeded' || phase === 'Failed';
 }
 
 function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
@@ -165,71 +169,72 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   }
 }
 
-function index(
-  world: ControllerWorld,
-  uid: UniquePodName,
-  keys: readonly string[],
-  add: boolean,
-): void {
-  for (const key of keys) {
-    if (add) addOne(world.podsByObject, key, uid);
-    else removeOne(world.podsByObject, key, uid);
-  }
-}
-
-/** The object keys a pod's record is indexed under: what it references, and its node. */
-function indexKeys(record: ControllerPod): string[] {
-  return [...record.references, `Node//${record.node ?? ''}`];
+/** Adds (or removes) the pod under every object it read and its node. */
+function index(world: ControllerWorld, record: ControllerPod, add: boolean): void {
+  const namespace = record.pod.metadata.namespace ?? 'default';
+  indexReferences(world.podsByObject, record.uid, namespace, record.references, add);
 }
 
 /** PodRemoved: the pod leaves the desired state and every index. */
 function removePod(world: ControllerWorld, uid: UniquePodName): void {
   const record = world.pods.get(uid);
   removePodFromDsw(world, uid);
-  if (record !== undefined) index(world, uid, indexKeys(record), false);
+  if (record !== undefined) index(world, record, false);
   world.pods.delete(uid);
-  if (record !== undefined) claimUsersChanged(world, record.references);
+  if (record !== undefined)
+    protectedClaimUsersChanged(
+      world,
+      record.references,
+      record.pod.metadata.namespace ?? 'default',
+    );
 }
 
+/** The controller cites the pod that may be a claim's first consumer (WaitForFirstConsumer). */
+const citing = { cites: true } as const;
+
+/** §4.7: the pod resolved again, its attachable volumes desired on its node. */
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
-  const uid = UniquePodName(pod.metadata.uid ?? '');
-  assert(uid !== '', () => `pod ${pod.metadata.name}: no uid (seq ${world.seq})`);
+  const uid = podUid(pod, world.seq);
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
-  if (previous !== undefined) index(world, uid, indexKeys(previous), false);
+  if (previous !== undefined) index(world, previous, false);
   const resolution = resolvePod(pod, {
     objects: world.objects,
     plugins: world.plugins,
     bindings: world.bindings,
   });
-  const nodeName = pod.spec.nodeName;
-  // The controller indexes its pods by object key (its index also holds nodes).
-  const references = referenceKeys(resolution.references, pod.metadata.namespace ?? 'default');
-  world.pods.set(uid, {
+  const nodeName = pod.spec.nodeName ?? '';
+  // Indexed under its node too: a node that becomes managed resolves its pods again.
+  const references = [...resolution.references, 'Node', nodeName];
+  const record: ControllerPod = {
     uid,
     pod,
-    node: nodeName === undefined || nodeName === '' ? null : NodeName(nodeName),
+    node: nodeName === '' ? null : NodeName(nodeName),
     volumes: resolution.volumes.filter((v) => v.attachable),
     references,
     terminated: isTerminated(pod),
     seq,
-  });
-  index(world, uid, [...references, `Node//${nodeName ?? ''}`], true);
+  };
+  world.pods.set(uid, record);
+  index(world, record, true);
   addPodToDsw(world, uid);
-  claimUsersChanged(world, references);
+  const namespace = pod.metadata.namespace ?? 'default';
+  protectedClaimUsersChanged(world, references, namespace);
   // A pod that uses an unbound claim may be its first consumer (WaitForFirstConsumer).
-  if (references.some((key) => world.unboundClaims.has(key))) {
-    world.bindingCause = world.seq;
-    world.dirty.add(bindingVolume);
-  }
+  if (readsClaimIn(references, namespace, world.unboundClaims)) claimUsersChanged(world, citing);
 }
 
-function reresolve(world: ControllerWorld, key: string): void {
-  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
+/**
+ * The controller's answers to the desired-state intake (src/desired/intake.ts): a claim or
+ * PV change asks the binder; a pod that read a changed object resolves again.
+ */
+const controllerIntake: IntakeCore<ControllerWorld> = {
+  bindingKinds: new Set(['PersistentVolume', 'PersistentVolumeClaim']),
+  readerChanged(world, uid) {
     const record = world.pods.get(uid);
     if (record !== undefined) upsertPod(world, record.pod, record.seq);
-  }
-}
+  },
+};
 
 function nodeRecord(
   object: ClusterObject & { kind: 'Node' },
@@ -253,28 +258,23 @@ function setNode(world: ControllerWorld, next: NodeRecord): void {
   const changed = new Set([...(previous?.volumesInUse ?? []), ...next.volumesInUse]);
   for (const v of changed) touch(world, UniqueVolumeName(v));
   for (const v of world.volumesByNode.get(next.name) ?? []) touch(world, v);
-  if (previous?.managed !== true && next.managed) reresolve(world, `Node//${next.name}`);
+  if (previous?.managed !== true && next.managed)
+    reresolveReaders(world, controllerIntake, { kind: 'Node', name: next.name });
 }
 
 function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
-  const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-  if (object.kind === 'PersistentVolume') trackProvisionedPv(world, world.objects.get(key), object);
-  world.objects.set(key, object);
-  if (object.kind === 'PersistentVolumeClaim') trackClaim(world, key, object);
-  storageObjectChanged(world, key, object);
-  if (object.kind === 'Node')
-    setNode(world, nodeRecord(object, world.nodes.get(NodeName(object.metadata.name))));
-  else reresolve(world, key);
-  askForBinding(world, object.kind);
-}
-
-/** A claim or PV changed: the planner looks at unbound claims again (as the kubelet's). */
-function askForBinding(world: ControllerWorld, kind: string): void {
-  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim') return;
-  world.bindingCause = world.seq;
-  world.dirty.add(bindingVolume);
-  if (kind === 'PersistentVolume') reresolve(world, anyPersistentVolumeKey);
+  const previous = putObject(world, object);
+  if (object.kind === 'PersistentVolume') trackProvisionedPv(world, previous, object);
+  const name = object.metadata.name;
+  storageObjectChanged(world, objectKey(object.kind, name, object.metadata.namespace), object);
+  if (object.kind === 'Node') setNode(world, nodeRecord(object, world.nodes.get(NodeName(name))));
+  else if (!sameContent(previous, object))
+    objectChanged(world, controllerIntake, {
+      kind: object.kind,
+      name,
+      namespace: object.metadata.namespace,
+    });
 }
 
 type ObjectRef = Pick<EventOf<'ObjectRemoved'>, 'kind' | 'name' | 'namespace'>;
@@ -286,23 +286,17 @@ type ClaimDecision = EventOf<
 function foldClaimDecision(world: ControllerWorld, event: ClaimDecision): void {
   if (event.type === 'ClaimFinalizerRemoved') return foldObjectRemoved(world, releasedClaim(event));
   if (event.type !== 'ClaimBound') return foldExternalProvisioning(world, event);
-  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
-  world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
-  world.unboundClaims.delete(key);
-  trackControllerResize(world, key);
-  reresolve(world, key);
+  claimBound(world, controllerIntake, event);
+  trackControllerResize(world, objectKey('PersistentVolumeClaim', event.claim, event.namespace));
 }
 
 /** An object went (ObjectRemoved; a claim whose pvc-protection finalizer was removed). */
 function foldObjectRemoved(world: ControllerWorld, event: ObjectRef): void {
-  const key = objectKey(event.kind, event.name, event.namespace);
   if (event.kind === 'PersistentVolume')
-    trackProvisionedPv(world, world.objects.get(key), undefined);
-  world.objects.delete(key);
-  if (event.kind === 'PersistentVolumeClaim') forgetClaim(world, key);
-  storageObjectChanged(world, key, undefined);
-  askForBinding(world, event.kind);
-  if (event.kind !== 'Node') return reresolve(world, key);
+    trackProvisionedPv(world, world.objects.lookup(event.kind, event.name), undefined);
+  removeObject(world, event);
+  storageObjectChanged(world, objectKey(event.kind, event.name, event.namespace), undefined);
+  if (event.kind !== 'Node') return objectChanged(world, controllerIntake, event);
   // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
   const previous = world.nodes.get(NodeName(event.name));
   if (previous !== undefined) setNode(world, { ...previous, exists: false, ready: false });
@@ -381,17 +375,13 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
 }
 
 /**
- * A volume no pod wants, attached nowhere and with no operation record is gone: its cause,
- * last error and dirty mark are dropped, so a long-running controller does not grow with every
- * volume it ever saw (the log keeps their history).
+ * A volume no pod wants and attached nowhere is gone unless the book holds it (the rule
+ * both cores share, src/desired/gone.ts); a provisioned one keeps its cause for its
+ * reclaim, planned next.
  */
 function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
-  if (world.nodesByVolume.has(volume) || world.ops.has(volume)) return;
-  // A provisioned volume detached everywhere: its reclaim is planned next.
-  if (world.provisioning.provisioned.has(volume)) return;
-  world.causes.delete(volume);
-  world.lastErrors.delete(volume);
-  world.dirty.delete(volume); // nothing to plan: a replay's dirty set stays the world's size
+  if (world.nodesByVolume.has(volume) || world.provisioning.provisioned.has(volume)) return;
+  if (!bookHolds(world, volume)) forgetGone(world, volume);
 }
 
 // --- operations (spec §3.8, §3.9): the operation book and the call table ----------------

@@ -207,7 +207,7 @@ function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] 
   const events: NewEvent[] = [];
   for (const key of [...world.provisioning.protectedClaims].sort()) {
     const pvc = world.objects.get(key);
-    if (pvc?.kind !== 'PersistentVolumeClaim' || claimUsedByPod(world, key)) continue;
+    if (pvc?.kind !== 'PersistentVolumeClaim' || claimUsedByPod(world, pvc)) continue;
     assert(
       pvc.metadata.deletionTimestamp !== undefined,
       () => `pvc-protection: claim ${key} released while not being deleted (seq ${world.seq})`,

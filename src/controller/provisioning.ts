@@ -20,8 +20,9 @@ import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisio
 import { provisionedByAnnotation } from '../binding/storage-class.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../world/types.js';
-import { valuesOf } from './one-or-many.js';
 import { externalClaimView } from './fold-external.js';
+import { claimUsersChanged, readsClaimIn } from '../desired/intake.js';
+import { podsReferencing, type References } from '../desired/references.js';
 import type { ControllerWorld } from './types.js';
 
 /** What the provisioner, the resizer and pvc-protection keep, empty. */
@@ -91,7 +92,7 @@ export function controllerProvisionStarted(
 /** Does the claim a request was made for still exist (a claim made again is another)? */
 export function requestClaimExists(world: ControllerWorld, request: ProvisionRequest): boolean {
   const { namespace, name, uid } = request.claim;
-  const pvc = world.objects.get(objectKey('PersistentVolumeClaim', name, namespace));
+  const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
   return pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid;
 }
 
@@ -118,9 +119,7 @@ export function foldControllerProvisioningCall(
         created.capacityBytes > 0 ? created.capacityBytes : record.request.requiredBytes;
       const pv = provisionedPv(record.request, { ...created, capacityBytes });
       world.provisioning.inFlight.delete(op.volume);
-      const key = objectKey('PersistentVolume', pv.metadata.name);
-      trackProvisionedPv(world, world.objects.get(key), pv);
-      world.objects.set(key, pv);
+      trackProvisionedPv(world, world.objects.put(pv), pv);
       world.bindingCause = world.seq;
       world.dirty.add(bindingVolume);
     }
@@ -137,9 +136,8 @@ export function foldControllerProvisioningCall(
   if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
     const name = world.provisioning.provisioned.get(op.volume);
     if (name === undefined) return;
-    const key = objectKey('PersistentVolume', name);
-    trackProvisionedPv(world, world.objects.get(key), undefined);
-    world.objects.delete(key);
+    trackProvisionedPv(world, world.objects.lookup('PersistentVolume', name), undefined);
+    world.objects.remove('PersistentVolume', name);
   }
 }
 
@@ -160,15 +158,20 @@ export function trackClaimProtection(
   } else protectedClaims.delete(key);
 }
 
+/** The controller cites the pod that lets a claim go. */
+const citing = { cites: true } as const;
+
 /**
- * A pod came, changed or went (the object keys it names): a claim held by pvc-protection
- * that it named may be released now, so the planner looks at claims again (enqueuePVCs).
+ * A pod came, changed or went (what it read): a claim held by pvc-protection that it named
+ * may be released now, so the planner looks at claims again (enqueuePVCs).
  */
-export function claimUsersChanged(world: ControllerWorld, references: readonly string[]): void {
-  const { protectedClaims } = world.provisioning;
-  if (protectedClaims.size === 0 || !references.some((key) => protectedClaims.has(key))) return;
-  world.bindingCause = world.seq;
-  world.dirty.add(bindingVolume);
+export function protectedClaimUsersChanged(
+  world: ControllerWorld,
+  references: References,
+  namespace: string,
+): void {
+  if (readsClaimIn(references, namespace, world.provisioning.protectedClaims))
+    claimUsersChanged(world, citing);
 }
 
 /**
@@ -176,8 +179,9 @@ export function claimUsersChanged(world: ControllerWorld, references: readonly s
  * finished (Succeeded, Failed) still holds it until it is deleted: only a scheduled pod's
  * kubelet may have it mounted, and it never starts one whose claim is being deleted.
  */
-export function claimUsedByPod(world: ControllerWorld, key: string): boolean {
-  for (const uid of valuesOf(world.podsByObject.get(key))) {
+export function claimUsedByPod(world: ControllerWorld, pvc: PersistentVolumeClaim): boolean {
+  const { name, namespace } = pvc.metadata;
+  for (const uid of podsReferencing(world.podsByObject, 'PersistentVolumeClaim', name, namespace)) {
     const record = world.pods.get(uid);
     if (record !== undefined && record.node !== null) return true;
   }
@@ -240,7 +244,7 @@ function volumeExpanded(
   const { key, pv } = found;
   const storage = bytesQuantity(sizeBytes);
   const grown = { ...pv, spec: { ...pv.spec, capacity: { ...pv.spec.capacity, storage } } };
-  world.objects.set(objectKey('PersistentVolume', pv.metadata.name), grown);
+  world.objects.put(grown);
   trackControllerResize(world, key);
 }
 
@@ -249,8 +253,8 @@ export function consumerNode(
   world: ControllerWorld,
   pvc: PersistentVolumeClaim,
 ): NodeName | undefined {
-  const key = objectKey('PersistentVolumeClaim', pvc.metadata.name, pvc.metadata.namespace);
-  for (const uid of [...valuesOf(world.podsByObject.get(key))].sort()) {
+  const { name, namespace } = pvc.metadata;
+  for (const uid of podsReferencing(world.podsByObject, 'PersistentVolumeClaim', name, namespace)) {
     const record = world.pods.get(uid);
     if (record !== undefined && record.node !== null && !record.terminated) return record.node;
   }

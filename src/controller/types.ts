@@ -7,7 +7,9 @@
  */
 import type { AttachmentContext } from '../../machines/index.js';
 import type { OpKey, PluginCaps, ProvisionRequest } from '../events/index.js';
-import type { ClusterObject, Pod } from '../events/k8s.js';
+import type { Pod } from '../events/k8s.js';
+import type { ClusterObjects } from '../desired/objects.js';
+import type { ReferenceIndex, References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from '../binding/claims.js';
 import type { PairState } from '../world/compiled-machine.js';
@@ -46,8 +48,11 @@ export interface ControllerPod {
   readonly node: NodeName | null;
   /** Attachable volumes of the pod (the only ones the controller handles). */
   readonly volumes: readonly ResolvedVolume[];
-  /** The object keys its resolution read (referenceKeys of the resolution's references). */
-  readonly references: readonly string[];
+  /**
+   * The objects its resolution read and its node (`[kind, name, …]`, references.ts): a
+   * change to one resolves it again.
+   */
+  readonly references: References;
   readonly terminated: boolean;
   readonly seq: Seq;
 }
@@ -95,13 +100,14 @@ export interface ControllerWorld extends OperationBook {
   tsMs: number;
   engineStartedSeq: Seq;
   pods: Map<UniquePodName, ControllerPod>;
-  objects: Map<string, ClusterObject>;
+  /** Cluster objects per kind and namespace under their own names (src/desired/objects.ts). */
+  objects: ClusterObjects;
   /** Claim key → the PV the planner bound it to (ClaimBound), as in the kubelet's world. */
   bindings: Map<string, ClaimBinding>;
   unboundClaims: Set<string>;
   bindingCause: Seq;
-  /** Object key → the pods that read it (one bare, a Set from two). */
-  podsByObject: Map<string, OneOrMany<UniquePodName>>;
+  /** Object → the pods that read it, and node → its pods (src/desired/references.ts). */
+  podsByObject: ReferenceIndex;
   nodes: Map<NodeName, NodeRecord>;
   /** Keyed `volume@node`. */
   dsw: Map<string, DesiredAttachment>;

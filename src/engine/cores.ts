@@ -19,11 +19,12 @@ import {
 import * as controllerReader from '../controller/readers.js';
 import { type ControllerPod, type ControllerWorld, pairKey } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
+import type { ClusterObject } from '../events/k8s.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
-import { ClusterObjects } from '../world/objects.js';
+import { ClusterObjects } from '../desired/objects.js';
 import * as kubeletReader from '../world/readers.js';
-import { isReferenceIndex } from '../world/references.js';
+import { isReferenceIndex } from '../desired/references.js';
 import { volumeTable } from '../world/volumes.js';
 import type { World } from '../world/types.js';
 import {
@@ -100,10 +101,36 @@ function* podPairs(
   }
 }
 
+/**
+ * A pod record of a snapshot from before the intake was shared held the keys
+ * (`Kind/namespace/name`) its resolution read: the same references as `[kind, name, …]`,
+ * and its node.
+ */
+function podOfKeys(record: ControllerPod): ControllerPod {
+  // Every record holds its node now: an empty list is an old one too.
+  const first = record.references[0];
+  if (first !== undefined && !first.includes('/')) return record;
+  const references: string[] = [];
+  for (const key of record.references) {
+    const [kind, , name] = key.split('/');
+    if (kind !== undefined && name !== undefined) references.push(kind, name);
+  }
+  references.push('Node', record.node ?? '');
+  return { ...record, references };
+}
+
 function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): ControllerWorld | undefined {
   if (!(world.reported instanceof Map && world.unboundClaims instanceof Set)) return undefined;
+  const objects =
+    world.objects instanceof Map
+      ? ClusterObjects.of((world.objects as Map<string, ClusterObject>).values())
+      : ClusterObjects.revive(world.objects);
+  if (objects === undefined) return undefined;
+  const indexed = isReferenceIndex(world.podsByObject);
   const revived: ControllerWorld = {
     ...world,
+    objects,
+
     // Snapshots from before operator requests existed hold none.
     operator: world.operator ?? { pending: new Map(), holds: new Map() },
     // Snapshots from before the controller provisioned hold none of its state.
@@ -116,8 +143,12 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
     },
     dirty: new Set(),
   };
-  // Format 4 leaves the fold's indexes out; format 3 holds them.
-  if (!(world.podsByObject instanceof Map)) rebuildControllerIndexes(revived);
+  // Format 4 leaves the fold's indexes out; format 3 holds them (keyed by object keys
+  // before the intake was shared).
+  if (!indexed) {
+    for (const [uid, record] of revived.pods) revived.pods.set(uid, podOfKeys(record));
+    rebuildControllerIndexes(revived);
+  }
   return revived;
 }
 

@@ -18,6 +18,7 @@
  */
 import { deserialize, serialize } from 'node:v8';
 import { assert } from '../assert.js';
+import { ClusterObjects } from '../desired/objects.js';
 import type { CoreWorld, SnapshotCodec } from './core.js';
 
 interface Envelope<W> {
@@ -74,7 +75,8 @@ export interface SlicedCodec<W> extends SnapshotCodec<W> {
 
 /**
  * The large maps of a world, by field, written a slice of entries at a time in this
- * order: `maps` hold immutable records, `sets` Sets the fold changes in place (copied
+ * order: `maps` hold immutable records (a Map, or a store read as one: the cluster
+ * objects, read back as a Map that `revive` makes a store again), `sets` Sets the fold changes in place (copied
  * when the encode starts); `derived` are not written at all (indexes that `revive` builds
  * again from the records). `companions` names, for a record, the entries of other maps
  * (among `shared`) that hold objects it holds too: they go in the same slice, so structured
@@ -133,10 +135,13 @@ function fixWorld<W extends CoreWorld>(world: W, fields: SlicedFields<W>): Fixed
   const shared = new Map<string, ReadonlyMap<unknown, unknown>>();
   const entries = names.map((name): Entries => {
     const map = world[name];
-    assert(map instanceof Map, () => `snapshot: world.${name} is not a Map`);
+    assert(
+      map instanceof Map || map instanceof ClusterObjects,
+      () => `snapshot: world.${name} is not a Map`,
+    );
     delete small[name];
-    const keys = [...(map as Map<unknown, unknown>).keys()];
-    const values = [...(map as Map<unknown, unknown>).values()];
+    const keys = [...(map as ReadonlyMap<unknown, unknown>).keys()];
+    const values = [...(map as ReadonlyMap<unknown, unknown>).values()];
     if (fields.sets.includes(name))
       for (let i = 0; i < values.length; i++) values[i] = new Set(values[i] as Set<unknown>);
     if (fields.shared.includes(name)) shared.set(name, new Map(map as Map<unknown, unknown>));

@@ -2,27 +2,32 @@
  * Folding desired-state events: pods, cluster objects and the node's reports
  * (spec §2.3 DSW mutations, §2.6 populator).
  */
-import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
-import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
+import { objectKey, type Pod } from '../events/k8s.js';
 import { type Seq, UniquePodName, type UniqueVolumeName } from '../ids.js';
+import {
+  claimBound,
+  claimUsersChanged,
+  type IntakeCore,
+  type ObjectName,
+  objectChanged,
+  podUid,
+  putObject,
+  removeObject,
+  reresolveReaders,
+  sameContent,
+} from '../desired/intake.js';
 import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
-import { bindingVolume, boundVolumes, trackClaim } from '../binding/claims.js';
+import { bindingVolume, boundVolumes } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
 export { bindingVolume };
 import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
-import {
-  addReference,
-  anyPersistentVolumeName,
-  indexReferences,
-  podsReferencing,
-  type References,
-} from './references.js';
+import { addReference, indexReferences, type References } from '../desired/references.js';
 import type {
   DswPod,
   PodRecord,
@@ -101,13 +106,6 @@ function releaseList(world: World, names: readonly string[]): void {
   if (--shared.users === 0) world.oneNameLists.delete(names[0]!);
 }
 
-/** The pod's UID (UniquePodName); manifests without one get it from the source. */
-function podUid(pod: Pod): UniquePodName {
-  const uid = pod.metadata.uid;
-  if (!(uid !== undefined && uid !== '')) fail(`pod ${pod.metadata.name}: no uid (seq)`);
-  return UniquePodName(uid);
-}
-
 /**
  * Re-resolves a pod against the current objects and plugins and replaces its DSW entries.
  * `reprocessed`: the pod source reported it again, so spec §2.6's MarkRemountRequired
@@ -119,7 +117,7 @@ export function upsertPod(
   opts: { reprocessed: boolean; seq: Seq; cause?: Seq },
 ): void {
   const cause = opts.cause ?? world.seq;
-  const uid = podUid(pod);
+  const uid = podUid(pod, world.seq);
   const previous = world.pods.get(uid);
   const resolution = resolvePod(pod, {
     objects: world.objects,
@@ -332,16 +330,19 @@ export function foldNodeInput(
 
 export function foldPodUpserted(world: World, event: EventOf<'PodUpserted'>): void {
   upsertPod(world, event.pod, { reprocessed: true, seq: event.seq as Seq });
-  claimUsersChanged(world);
+  podUsersChanged(world);
 }
+
+/** The node's binder looks at claims again when some wait (it cites the object change). */
+const notCiting = { cites: false } as const;
 
 /**
  * A pod came or went: a claim waiting for its first consumer (WaitForFirstConsumer) or
  * held by pvc-protection may go on, so the planner looks at claims again.
  */
-function claimUsersChanged(world: World): void {
+function podUsersChanged(world: World): void {
   const { protectedClaims } = world.provisioning;
-  if (world.unboundClaims.size > 0 || protectedClaims.size > 0) world.dirty.add(bindingVolume);
+  if (world.unboundClaims.size > 0 || protectedClaims.size > 0) claimUsersChanged(world, notCiting);
 }
 
 export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void {
@@ -352,23 +353,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
-  claimUsersChanged(world);
-}
-
-/** An object as its events name it: kind, name and (for namespaced kinds) namespace. */
-interface ObjectName {
-  readonly kind: string;
-  readonly name: string;
-  readonly namespace?: string | undefined;
-}
-
-/** Pods whose resolution read this object are resolved again (late binding, resize). */
-function reresolveDependents(world: World, object: ObjectName): void {
-  const { kind, name, namespace } = object;
-  for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
-    const record = world.pods.get(uid);
-    if (record !== undefined) upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
-  }
+  podUsersChanged(world);
 }
 
 /** Does this volume read that ConfigMap or Secret? */
@@ -382,64 +367,55 @@ function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
 }
 
 /**
- * A ConfigMap or Secret changed: the mounted volumes that read it are set up again
- * (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
+ * A ConfigMap or Secret a pod reads changed: its mounted volumes that read it are set up
+ * again (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
  */
-function remountReaders(world: World, object: ObjectName): void {
-  const { kind, name, namespace } = object;
-  for (const uid of podsReferencing(world.podsByObject, kind, name, namespace)) {
-    const record = world.pods.get(uid);
-    if (record === undefined) continue;
-    for (const resolved of record.volumes) {
-      if (!resolved.requiresRemount || !readsObject(resolved, object)) continue;
-      const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
-      if (mount === undefined || mount.value !== 'mounted') continue;
-      stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
-      touch(world, resolved.volume);
-    }
+function remountReader(world: World, record: PodRecord, object: ObjectName): void {
+  for (const resolved of record.volumes) {
+    if (!resolved.requiresRemount || !readsObject(resolved, object)) continue;
+    const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
+    if (mount === undefined || mount.value !== 'mounted') continue;
+    stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
+    touch(world, resolved.volume);
   }
 }
 
-/** A claim, PV or class changed: the planner looks at unbound claims again. */
-function askForBinding(world: World, kind: string): void {
-  if (kind !== 'PersistentVolume' && kind !== 'PersistentVolumeClaim' && kind !== 'StorageClass')
-    return;
-  world.bindingCause = world.seq;
-  world.dirty.add(bindingVolume);
-  if (kind === 'PersistentVolume')
-    reresolveDependents(world, { kind, name: anyPersistentVolumeName, namespace: undefined });
-}
+/**
+ * The node's answers to the desired-state intake (src/desired/intake.ts): a claim, PV or
+ * class change asks the binder; a pod that read a changed ConfigMap or Secret remounts
+ * what reads it, one that read another object resolves again.
+ */
+const kubeletIntake: IntakeCore<World> = {
+  bindingKinds: new Set(['PersistentVolume', 'PersistentVolumeClaim', 'StorageClass']),
+  readerChanged(world, uid, object) {
+    const record = world.pods.get(uid);
+    if (record === undefined) return;
+    if (object.kind === 'ConfigMap' || object.kind === 'Secret')
+      remountReader(world, record, object);
+    else upsertPod(world, record.pod, { reprocessed: false, seq: record.seq });
+  },
+};
 
+/** An object changed or went: the pods that read it resolve again (or remount), the binder looks. */
 export function reresolveObject(world: World, object: ObjectName): void {
-  if (object.kind === 'ConfigMap' || object.kind === 'Secret') return remountReaders(world, object);
-  reresolveDependents(world, object);
-  askForBinding(world, object.kind);
+  objectChanged(world, kubeletIntake, object);
 }
 
 export function foldObjectUpserted(world: World, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const { kind, metadata } = object;
-  const previous = world.objects.put(object);
-  if (kind === 'PersistentVolumeClaim') {
-    const key = objectKey(kind, metadata.name, metadata.namespace);
-    trackClaim(world, key, object);
-    trackResize(world, key, object);
-  }
+  const previous = putObject(world, object);
+  if (kind === 'PersistentVolumeClaim')
+    trackResize(world, objectKey(kind, metadata.name, metadata.namespace), object);
   // The same ConfigMap or Secret content again: nothing to set up again.
   if (sameContent(previous, object)) return;
   reresolveObject(world, { kind, name: metadata.name, namespace: metadata.namespace });
 }
 
-function sameContent(a: ClusterObject | undefined, b: ClusterObject): boolean {
-  if (a === undefined || (b.kind !== 'ConfigMap' && b.kind !== 'Secret') || a.kind !== b.kind)
-    return false;
-  return (a as { contentHash: string }).contentHash === b.contentHash;
-}
-
 export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>): void {
   // pvc-protection: a claim a pod uses is only marked for deletion.
   if (protectClaim(world, event)) return reresolveObject(world, event);
-  world.objects.remove(event.kind, event.name, event.namespace);
+  removeObject(world, event);
   if (event.kind === 'PersistentVolumeClaim')
     claimGone(world, objectKey(event.kind, event.name, event.namespace));
   reresolveObject(world, event);
@@ -447,14 +423,7 @@ export function foldObjectRemoved(world: World, event: EventOf<'ObjectRemoved'>)
 
 /** The planner's binding decision, recorded: the claim's pods resolve through the PV now. */
 export function foldClaimBound(world: World, event: EventOf<'ClaimBound'>): void {
-  const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
-  world.bindings.set(key, { volume: event.volume, capacityBytes: event.capacityBytes });
-  world.unboundClaims.delete(key);
-  reresolveDependents(world, {
-    kind: 'PersistentVolumeClaim',
-    name: event.claim,
-    namespace: event.namespace,
-  });
+  claimBound(world, kubeletIntake, event);
 }
 
 /** A finished expansion raises the claim's capacity, so the next mount does not expand again. */
@@ -468,7 +437,7 @@ export function claimExpanded(
   const binding = world.bindings.get(claimKey);
   if (bytes <= 0 || (binding !== undefined && binding.capacityBytes >= bytes)) return;
   world.bindings.set(claimKey, { volume: binding?.volume ?? pvName, capacityBytes: bytes });
-  reresolveDependents(world, { kind: 'PersistentVolumeClaim', ...claim });
+  reresolveReaders(world, kubeletIntake, { kind: 'PersistentVolumeClaim', ...claim });
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */

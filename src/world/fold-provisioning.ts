@@ -8,6 +8,7 @@
 import type { EventOf, ProvisionRequest } from '../events/index.js';
 import { objectKey, type PersistentVolume } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
+import { removeObject } from '../desired/intake.js';
 import { claimExpanded, reresolveObject } from './fold-desired.js';
 import { claimExists, claimGone, csiVolumeName, trackResize } from './provisioning.js';
 import { nodeAffinityOf, provisionedByAnnotation } from '../binding/storage-class.js';
@@ -168,11 +169,8 @@ function claimOfPv(world: World, pv: PersistentVolume) {
 export function foldClaimFinalizerRemoved(world: World, event: EventOf<'ClaimFinalizerRemoved'>) {
   const key = objectKey('PersistentVolumeClaim', event.claim, event.namespace);
   world.provisioning.protectedClaims.delete(key);
-  world.objects.remove('PersistentVolumeClaim', event.claim, event.namespace);
+  const claim = { kind: 'PersistentVolumeClaim', name: event.claim, namespace: event.namespace };
+  removeObject(world, claim);
   claimGone(world, key);
-  reresolveObject(world, {
-    kind: 'PersistentVolumeClaim',
-    name: event.claim,
-    namespace: event.namespace,
-  });
+  reresolveObject(world, claim);
 }

@@ -26,7 +26,7 @@ import {
   foldOperationStarted,
 } from './fold-ops.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
-import { ClusterObjects } from './objects.js';
+import { ClusterObjects } from '../desired/objects.js';
 import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';

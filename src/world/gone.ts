@@ -1,7 +1,6 @@
 /**
- * Forgetting volumes that are gone from the world entirely (not desired, not attached, not
- * mounted, no operation record), so a long-running agent does not grow with every volume
- * it ever saw; the log keeps their history.
+ * Which volumes the node's world may have left gone (not desired, not attached, not
+ * mounted); the rule that forgets them is both cores' (src/desired/gone.ts).
  *
  * A volume can only become gone where the fold deletes one of those entries, or where an
  * observation names a volume the world never had. Those places call mayBeGone(); at the
@@ -10,6 +9,7 @@
  * The candidates are the world's scratch (`maybeGone`), so the fold keeps no state of its
  * own between calls.
  */
+import { bookHolds, forgetGone } from '../desired/gone.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { World } from './types.js';
 import { forgetVolume, holdsNothing } from './volumes.js';
@@ -30,21 +30,16 @@ export function endEvent(world: World): void {
   if (world.takenVolumes !== undefined) world.takenVolumes = undefined;
 }
 
-/** Drops the records, last errors and dirty marks of the candidates gone at the event's end. */
+/** Drops the records, causes, last errors and dirty marks of the candidates gone at the event's end. */
 function forgetGoneVolumes(world: World): void {
   const candidates = world.maybeGone;
   for (let i = 0; i < candidates.length; i++) {
     const volume = candidates[i]!;
     const record = world.volumes.get(volume);
     if (record !== undefined && !holdsNothing(record)) continue;
-    if (world.ops.has(volume)) continue;
-    if (world.operator.pending.has(volume) || world.operator.holds.has(volume)) continue;
+    if (bookHolds(world, volume)) continue;
     forgetVolume(world, volume); // its record, and the cause it held
-    world.lastErrors.delete(volume);
-    // Nothing left to plan for it either: a replay's dirty set stays the size of the world.
-    // A provisioned volume no longer used here is the reclaimer's to plan (DeleteVolume).
-    const { provisioned, inFlight } = world.provisioning;
-    if (!provisioned.has(volume) && !inFlight.has(volume)) world.dirty.delete(volume);
+    forgetGone(world, volume);
   }
   if (candidates.length > 0) candidates.length = 0;
 }

@@ -5,7 +5,7 @@
  * with them).
  */
 import type { PluginCaps } from '../events/index.js';
-import type { ClusterObjects } from './objects.js';
+import type { ClusterObjects } from '../desired/objects.js';
 
 export function nodeLabels(
   node: string,

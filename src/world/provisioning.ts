@@ -27,12 +27,11 @@ import {
   boundVolumes,
   type ClaimBinding,
   claimUid,
-  forgetClaim,
   lookupOf,
 } from '../binding/claims.js';
 
 export { claimUid };
-import { podsReferencing } from './references.js';
+import { podsReferencing } from '../desired/references.js';
 import {
   claimClassName,
   provisionedByAnnotation,
@@ -112,9 +111,11 @@ export function claimInUse(world: World, pvc: PersistentVolumeClaim): boolean {
   return false;
 }
 
-/** A claim is gone: its binding, its wanted expansion, a provisioning that cannot have begun. */
+/**
+ * A claim is gone (the intake dropped it and its binding): its wanted expansion goes, and
+ * a provisioning for it that cannot have begun.
+ */
 export function claimGone(world: World, key: string): void {
-  forgetClaim(world, key);
   world.provisioning.resizing.delete(key);
   for (const [volume, record] of world.provisioning.inFlight) {
     const { namespace, name } = record.request.claim;

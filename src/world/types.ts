@@ -24,8 +24,8 @@ import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from '../binding/claims.js';
 import type { ByPod } from './by-pod.js';
-import type { ClusterObjects } from './objects.js';
-import type { ReferenceIndex, References } from './references.js';
+import type { ClusterObjects } from '../desired/objects.js';
+import type { ReferenceIndex, References } from '../desired/references.js';
 import type { PairState } from './compiled-machine.js';
 import type {
   LastError,

@@ -15,6 +15,8 @@ export const layers: [string, number][] = [
   ['src/operations/', 1],
   // Claim binding and storage-class policy, which both cores' folds and planners ask.
   ['src/binding/', 1],
+  // The desired-state intake both folds share: objects, who reads them, claims, forgetting.
+  ['src/desired/', 1],
   ['src/world/', 2],
   // The controller's core: its world and fold beside the node's, its planner beside plan/.
   ['src/controller/types.ts', 2],

@@ -1,5 +1,5 @@
 /**
- * The cluster objects the world resolves pods against, kept per kind and namespace under
+ * The cluster objects both cores' worlds resolve pods against, kept per kind and namespace under
  * their own name strings. A `Kind/namespace/name` key built for each object cost a second
  * copy of a key every reference already holds (~56 bytes a pair at 100,000 pairs).
  *
@@ -35,6 +35,13 @@ export class ClusterObjects implements ReadonlyMap<string, ClusterObject> {
     return byKind instanceof Map
       ? new ClusterObjects(byKind as Map<string, Map<string, ByName>>)
       : undefined;
+  }
+
+  /** A store holding these objects (a snapshot's Map of them read back). */
+  static of(objects: Iterable<ClusterObject>): ClusterObjects {
+    const store = new ClusterObjects();
+    for (const object of objects) store.put(object);
+    return store;
   }
 
   get size(): number {

@@ -1,12 +1,12 @@
 /**
- * The world's cluster objects (src/world/objects.ts): kept per kind and namespace under their
+ * The world's cluster objects (src/desired/objects.ts): kept per kind and namespace under their
  * own names, read back by objectKey as the Map they replace was, and revived from a snapshot.
  */
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import type { ClusterObject } from '../../src/events/k8s.js';
 import { objectKey } from '../../src/events/k8s.js';
-import { ClusterObjects } from '../../src/world/objects.js';
+import { ClusterObjects } from '../../src/desired/objects.js';
 
 const pv = (name: string): ClusterObject =>
   ({ apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name }, spec: {} }) as ClusterObject;
