@@ -35,16 +35,15 @@ import { indexReferences } from '../desired/references.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
 import { attachmentPairs } from '../world/pairs.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
+import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import {
-  controllerProvisionStarted,
-  protectedClaimUsersChanged,
   foldControllerProvisioningCall,
   initialProvisioning,
+  protectedClaimUsersChanged,
   releasedClaim,
   storageObjectChanged,
   trackControllerResize,
-  trackProvisionedPv,
 } from './provisioning.js';
 import {
   type ControllerAttachment,
@@ -265,7 +264,7 @@ function setNode(world: ControllerWorld, next: NodeRecord): void {
 function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpserted'>): void {
   const { object } = event;
   const previous = putObject(world, object);
-  if (object.kind === 'PersistentVolume') trackProvisionedPv(world, previous, object);
+  if (object.kind === 'PersistentVolume') trackProvisionedPv(world.provisioning, previous, object);
   const name = object.metadata.name;
   storageObjectChanged(world, objectKey(object.kind, name, object.metadata.namespace), object);
   if (object.kind === 'Node') setNode(world, nodeRecord(object, world.nodes.get(NodeName(name))));
@@ -293,7 +292,7 @@ function foldClaimDecision(world: ControllerWorld, event: ClaimDecision): void {
 /** An object went (ObjectRemoved; a claim whose pvc-protection finalizer was removed). */
 function foldObjectRemoved(world: ControllerWorld, event: ObjectRef): void {
   if (event.kind === 'PersistentVolume')
-    trackProvisionedPv(world, world.objects.lookup(event.kind, event.name), undefined);
+    trackProvisionedPv(world.provisioning, world.objects.lookup(event.kind, event.name), undefined);
   removeObject(world, event);
   storageObjectChanged(world, objectKey(event.kind, event.name, event.namespace), undefined);
   if (event.kind !== 'Node') return objectChanged(world, controllerIntake, event);
@@ -392,7 +391,7 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const key = pairKey(volume, node);
   const spec = world.dsw.get(key)?.spec ?? world.attachments.get(key)?.spec ?? null;
   startOperation(world, event, { volume, pod: null, node, spec });
-  if (event.provision !== undefined) controllerProvisionStarted(world, volume, event.provision);
+  if (event.provision !== undefined) provisionStarted(world.provisioning, volume, event.provision);
   // §3.3 step 11: the volume leaves the node's report before its detach starts.
   if (event.op === 'detach') world.reported.get(node)?.delete(volume);
   touch(world, volume);

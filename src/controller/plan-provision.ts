@@ -25,18 +25,18 @@ import { objectKey, type PersistentVolumeClaim, type StorageClass } from '../eve
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
+import { bindingVolume, boundVolumes, findVolumeForClaim, lookupOf } from '../binding/claims.js';
 import {
-  bindingVolume,
-  boundVolumes,
-  claimUid,
-  findVolumeForClaim,
-  isClaimBound,
-  lookupOf,
-} from '../binding/claims.js';
-import { csiVolumeName } from '../world/provisioning.js';
+  csiVolumeName,
+  provisionableClaim,
+  provisionedPvName,
+  provisionedVolumeName,
+  provisionerClass,
+  reclaimable,
+  retriesUnderSameName,
+} from '../binding/provisioning.js';
 import { expansionWantedBytes } from '../binding/expansion.js';
-import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
-import { claimUsedByPod, consumerNode, requestClaimExists } from './provisioning.js';
+import { claimUsedByPod, consumerNode } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 
 type ControllerClaims = Claims<ControllerOperation>;
@@ -48,23 +48,22 @@ type ControllerClaims = Claims<ControllerOperation>;
  */
 function nodeTopologyOf(world: ControllerWorld, driver: string, node: string) {
   const keys = Object.keys(world.plugins.get(driver)?.csi?.accessibleTopology ?? {});
-  const object = world.objects.get(objectKey('Node', node));
+  const object = world.objects.lookup('Node', node);
   const labels = object?.kind === 'Node' ? (object.metadata.labels ?? {}) : {};
   const topology: Record<string, string> = {};
   for (const k of keys) if (labels[k] !== undefined) topology[k] = labels[k];
   return topology;
 }
 
-/** The class this controller provisions the claim with now, and the selected node (WFFC). */
+/**
+ * The class this controller provisions the claim with now, and the selected node
+ * (WaitForFirstConsumer: the node of its first consumer, a pod scheduled with it).
+ */
 function provisioningClassOf(world: ControllerWorld, pvc: PersistentVolumeClaim) {
-  const lookup = lookupOf(world.objects);
-  const className = claimClassName(pvc, lookup);
-  if (className === '') return undefined; // "": static PVs without a class only
-  const sc = storageClassOf(lookup, className);
-  if (sc === undefined || world.plugins.get(sc.provisioner)?.csi?.createDelete !== true) return;
-  if (bindingModeOf(sc) !== 'WaitForFirstConsumer') return { sc, node: undefined };
-  const node = consumerNode(world, pvc);
-  return node === undefined ? undefined : { sc, node };
+  let node: NodeName | undefined; // asked for WaitForFirstConsumer only
+  const chosen = provisionerClass(world, pvc, (p) => (node = consumerNode(world, p)) !== undefined);
+  if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
+  return { sc: chosen.sc, node };
 }
 
 /** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
@@ -76,16 +75,6 @@ function requestOf(
 ): { request: ProvisionRequest; refused?: string } {
   const topology = node === undefined ? {} : nodeTopologyOf(world, sc.provisioner, node);
   return provisionRequestOf(pvc, sc, { name: node ?? '', topology }, node !== undefined);
-}
-
-/** The claim a provisioning plan looks at: unbound, not pre-bound, not being deleted, Pending. */
-function unboundClaim(world: ControllerWorld, key: string): PersistentVolumeClaim | undefined {
-  const object = world.objects.get(key);
-  if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) return;
-  if (object.metadata.deletionTimestamp !== undefined) return;
-  if ((object.spec.volumeName ?? '') !== '') return;
-  const phase = object.status?.phase;
-  return phase === undefined || phase === 'Pending' ? object : undefined;
 }
 
 function provisionOp(
@@ -108,32 +97,22 @@ function provisionOp(
 function planProvisions(world: ControllerWorld, claims: ControllerClaims): void {
   let taken: ReadonlyMap<string, string> | undefined;
   for (const key of [...world.unboundClaims].sort()) {
-    const pvc = unboundClaim(world, key);
+    const pvc = provisionableClaim(world, world.bindings, key);
     if (pvc === undefined) continue;
     const chosen = provisioningClassOf(world, pvc);
     if (chosen === undefined) continue;
-    const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+    const volume = provisionedVolumeName(chosen.sc, pvc);
     // Made already: the binder binds the claim to it (the PV's claimRef names it).
-    if (world.objects.has(objectKey('PersistentVolume', `pvc-${claimUid(pvc)}`))) continue;
+    if (world.objects.lookup('PersistentVolume', provisionedPvName(pvc)) !== undefined) continue;
     taken ??= boundVolumes(world.objects, world.bindings);
     if (findVolumeForClaim(pvc, world.objects, taken).ok) continue; // a static PV first
     claims.tryRun(provisionOp(world, volume, requestOf(world, pvc, chosen.sc, chosen.node)));
   }
   // A CreateVolume that may have taken effect for a claim now gone: retried, same request.
   for (const [volume, record] of world.provisioning.inFlight) {
-    if (!record.mayExist || requestClaimExists(world, record.request)) continue;
+    if (!retriesUnderSameName(world.objects, record)) continue;
     claims.tryRun(provisionOp(world, volume, { request: record.request }));
   }
-}
-
-/** Is the claim a PV's claimRef names gone (or made again: another uid)? */
-function isReleased(world: ControllerWorld, pvName: string): boolean {
-  const pv = world.objects.get(objectKey('PersistentVolume', pvName));
-  const ref = pv?.kind === 'PersistentVolume' ? pv.spec.claimRef : undefined;
-  if (ref?.name === undefined) return false;
-  const pvc = world.objects.get(objectKey('PersistentVolumeClaim', ref.name, ref.namespace));
-  const uid = (ref as { uid?: string }).uid;
-  return pvc?.kind !== 'PersistentVolumeClaim' || (uid !== undefined && claimUid(pvc) !== uid);
 }
 
 /** reclaimVolume: a Released provisioned PV with policy Delete, once detached everywhere. */
@@ -147,12 +126,11 @@ function planReclaims(
   for (const volume of asked) {
     const pvName = world.provisioning.provisioned.get(volume);
     if (pvName === undefined) continue;
-    const pv = world.objects.get(objectKey('PersistentVolume', pvName));
-    if (pv?.kind !== 'PersistentVolume') continue;
-    if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
+    if (!reclaimable(world.objects, pvName)) continue;
+    const pv = world.objects.lookup('PersistentVolume', pvName);
+    const driver = pv?.kind === 'PersistentVolume' ? (pv.spec.csi?.driver ?? '') : '';
     // A volume no plugin here deletes is its provisioner's (an external one) to delete.
-    if (world.plugins.get(pv.spec.csi?.driver ?? '')?.csi?.createDelete !== true) continue;
-    if (!isReleased(world, pvName)) continue;
+    if (world.plugins.get(driver)?.csi?.createDelete !== true) continue;
     if (world.nodesByVolume.has(volume)) continue; // attached or wanted somewhere still
     claims.tryRun({
       op: 'deleteVolume',

@@ -9,15 +9,19 @@
  *
  * Pure: the fold's part; the decisions are the planner's (plan-provision.ts).
  */
-import type { EventOf, ProvisionRequest } from '../events/index.js';
+import type { EventOf } from '../events/index.js';
 import { type ClusterObject, objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, UniqueVolumeName } from '../ids.js';
-import { bindingVolume, claimUid, lookupOf } from '../binding/claims.js';
+import { bindingVolume, lookupOf } from '../binding/claims.js';
 import { bytesQuantity, expansionWantedBytes } from '../binding/expansion.js';
+import {
+  csiVolumeName,
+  foldCreateVolumeCall,
+  volumeCreated,
+  volumeDeleted,
+} from '../binding/provisioning.js';
 import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
-import { provisionedPv } from '../world/fold-provisioning.js';
-import { csiVolumeName, persistentVolumes, type PvView } from '../world/provisioning.js';
-import { provisionedByAnnotation } from '../binding/storage-class.js';
+import { persistentVolumes, type PvView } from '../world/provisioning.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../world/types.js';
 import { externalClaimView } from './fold-external.js';
@@ -57,88 +61,28 @@ export function releasedClaim(event: EventOf<'ClaimFinalizerRemoved'>) {
   return { kind: 'PersistentVolumeClaim' as const, name, namespace };
 }
 
-/** The CSI volume a provisioned PV holds (`kubernetes.io/csi/<driver>^<handle>`), if it is one. */
-function provisionedVolumeOf(object: ClusterObject | undefined): UniqueVolumeName | undefined {
-  if (object?.kind !== 'PersistentVolume') return undefined;
-  if (object.metadata.annotations?.[provisionedByAnnotation] === undefined) return undefined;
-  const csi = object.spec.csi;
-  return csi?.volumeHandle === undefined ? undefined : csiVolumeName(csi.driver, csi.volumeHandle);
-}
-
-/** A PV appeared, changed or went: the provisioned ones are the reclaimer's to watch. */
-export function trackProvisionedPv(
-  world: ControllerWorld,
-  previous: ClusterObject | undefined,
-  next: ClusterObject | undefined,
-): void {
-  const { provisioned } = world.provisioning;
-  const before = provisionedVolumeOf(previous);
-  if (before !== undefined && provisioned.get(before) === previous!.metadata.name)
-    provisioned.delete(before);
-  const after = provisionedVolumeOf(next);
-  if (after !== undefined) provisioned.set(after, next!.metadata.name);
-}
-
-/** A provision operation started: its CreateVolume request is in flight from now on. */
-export function controllerProvisionStarted(
-  world: ControllerWorld,
-  volume: UniqueVolumeName,
-  request: ProvisionRequest,
-): void {
-  const known = world.provisioning.inFlight.get(volume);
-  world.provisioning.inFlight.set(volume, { request, mayExist: known?.mayExist ?? false });
-}
-
-/** Does the claim a request was made for still exist (a claim made again is another)? */
-export function requestClaimExists(world: ControllerWorld, request: ProvisionRequest): boolean {
-  const { namespace, name, uid } = request.claim;
-  const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
-  return pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid;
-}
-
 /**
- * A provisioning call's outcome. CreateVolume answered OK: the PV is recorded with its
- * claimRef and the binder is asked to look (a claim deleted meanwhile leaves it Released,
- * and reclaim deletes it); failed finally: nothing was made, and a deleted claim's
- * provisioning ends; failed maybe in progress: retried under the same name. DeleteVolume
- * answered OK: the PV goes. ControllerExpandVolume answered OK: the PV's capacity grows
- * (the bindings writer writes it to etcd; each node agent expands its mounts from it).
+ * A provisioning call's outcome. CreateVolume's bookkeeping is provisioning's policy
+ * (src/binding/provisioning.ts); answered OK, the PV is recorded with its claimRef and the
+ * binder is asked to look (a claim deleted meanwhile leaves it Released, and reclaim
+ * deletes it). DeleteVolume answered OK: the PV goes. ControllerExpandVolume answered OK:
+ * the PV's capacity grows (the bindings writer writes it to etcd; each node agent expands
+ * its mounts from it).
  */
 export function foldControllerProvisioningCall(
   world: ControllerWorld,
   op: RunningOp,
   event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
 ): void {
-  const record = world.provisioning.inFlight.get(op.volume);
-  if (event.call === 'createVolume' && record !== undefined) {
-    if (event.type === 'CallStarted') record.mayExist = true;
-    else if (event.type === 'CallFailed') record.mayExist = event.error.kind === 'uncertain';
-    else if (event.provisioned !== undefined) {
-      const created = event.provisioned;
-      const capacityBytes =
-        created.capacityBytes > 0 ? created.capacityBytes : record.request.requiredBytes;
-      const pv = provisionedPv(record.request, { ...created, capacityBytes });
-      world.provisioning.inFlight.delete(op.volume);
-      trackProvisionedPv(world, world.objects.put(pv), pv);
-      world.bindingCause = world.seq;
-      world.dirty.add(bindingVolume);
-    }
-    if (
-      event.type === 'CallFailed' &&
-      !record.mayExist &&
-      !requestClaimExists(world, record.request)
-    )
-      world.provisioning.inFlight.delete(op.volume);
-    return;
+  const step = foldCreateVolumeCall(world, op.volume, event);
+  if (step === 'created' && event.type === 'CallSucceeded') {
+    volumeCreated(world, op.volume, event);
+    world.bindingCause = world.seq;
+    world.dirty.add(bindingVolume);
   }
-  if (event.type === 'CallSucceeded' && event.call === 'controllerExpand')
-    return volumeExpanded(world, op.volume, event);
-  if (event.type === 'CallSucceeded' && event.call === 'deleteVolume') {
-    const name = world.provisioning.provisioned.get(op.volume);
-    if (name === undefined) return;
-    trackProvisionedPv(world, world.objects.lookup('PersistentVolume', name), undefined);
-    world.objects.remove('PersistentVolume', name);
-  }
+  if (step !== 'none' || event.type !== 'CallSucceeded') return;
+  if (event.call === 'controllerExpand') return volumeExpanded(world, op.volume, event);
+  if (event.call === 'deleteVolume') volumeDeleted(world, op.volume);
 }
 
 /**

@@ -8,10 +8,10 @@
 import type { AttachmentContext } from '../../machines/index.js';
 import type { OpKey, PluginCaps, ProvisionRequest } from '../events/index.js';
 import type { Pod } from '../events/k8s.js';
-import type { ClusterObjects } from '../desired/objects.js';
-import type { ReferenceIndex, References } from '../desired/references.js';
+import type { DesiredIntake } from '../desired/intake.js';
+import type { References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ClaimBinding } from '../binding/claims.js';
+import type { ProvisioningBook } from '../binding/provisioning.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 import type { OneOrMany } from './one-or-many.js';
@@ -79,35 +79,30 @@ export interface ControllerAttachment {
 }
 
 /**
- * What the leading controller's provisioner keeps (src/controller/provisioning.ts), as
- * the kubelet's world keeps it in standalone mode (src/world/provisioning.ts).
+ * The controller's world: the desired-state intake both cores share (DesiredIntake:
+ * objects, bindings, unbound claims, the pod index, which indexes pods by node too) and
+ * the controller's own records.
  */
-export interface ControllerProvisioning {
-  /** `…^pvc-<uid>` → its CreateVolume request, while it runs or may have taken effect. */
-  readonly inFlight: Map<UniqueVolumeName, { request: ProvisionRequest; mayExist: boolean }>;
-  /** The CSI volume of each PV a provisioner made (pv.kubernetes.io/provisioned-by) → its PV. */
-  readonly provisioned: Map<UniqueVolumeName, string>;
+/** What the leading controller's provisioner, resizer and pvc-protection keep. */
+export interface ControllerProvisioning extends ProvisioningBook {
   /** Claim keys being deleted that hold the pvc-protection finalizer (claim-protection.ts). */
   readonly protectedClaims: Set<string>;
   /** Bound claims asking for more than their PV has, in a class allowing expansion. */
   readonly resizing: Set<string>;
 }
 
-export interface ControllerWorld extends OperationBook {
+/**
+ * The controller's world: the desired-state intake both cores share (DesiredIntake:
+ * objects, bindings, unbound claims, the pod index, which indexes pods by node too) and
+ * the controller's own records.
+ */
+export interface ControllerWorld extends OperationBook, DesiredIntake {
   config: ControllerConfig;
   plugins: Map<string, PluginCaps>;
   seq: Seq;
   tsMs: number;
   engineStartedSeq: Seq;
   pods: Map<UniquePodName, ControllerPod>;
-  /** Cluster objects per kind and namespace under their own names (src/desired/objects.ts). */
-  objects: ClusterObjects;
-  /** Claim key → the PV the planner bound it to (ClaimBound), as in the kubelet's world. */
-  bindings: Map<string, ClaimBinding>;
-  unboundClaims: Set<string>;
-  bindingCause: Seq;
-  /** Object → the pods that read it, and node → its pods (src/desired/references.ts). */
-  podsByObject: ReferenceIndex;
   nodes: Map<NodeName, NodeRecord>;
   /** Keyed `volume@node`. */
   dsw: Map<string, DesiredAttachment>;

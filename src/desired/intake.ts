@@ -30,7 +30,7 @@ import {
 /** What the intake keeps of a world, kubelet's or controller's. */
 export interface DesiredIntake {
   /** The event being folded. */
-  readonly seq: Seq;
+  seq: Seq;
   /** Cluster objects per kind and namespace under their own names (objects.ts). */
   readonly objects: ClusterObjects;
   /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
@@ -39,10 +39,14 @@ export interface DesiredIntake {
   readonly unboundClaims: Set<string>;
   /** The object change that asks the planner to look at unbound claims (its cause). */
   bindingCause: Seq;
-  /** Object → the pods whose resolution read it (references.ts). */
-  readonly podsByObject: ReferenceIndex;
+  /**
+   * Object → the pods whose resolution read it, for re-resolution on object changes, under
+   * the objects' own names (references.ts): the one pod's name, or a Set when several do.
+   * Built again from the pods when a snapshot is read.
+   */
+  podsByObject: ReferenceIndex;
   /** Volumes the planner looks at next (bindingVolume: the claims). */
-  readonly dirty: Set<UniqueVolumeName>;
+  dirty: Set<UniqueVolumeName>;
 }
 
 /** An object as its events name it: kind, name and (for namespaced kinds) namespace. */

@@ -26,9 +26,16 @@ import {
 import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
-import { boundVolumes, findVolumeForClaim, isClaimBound } from '../binding/claims.js';
+import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
 import { provisioningClass } from '../world/claims-view.js';
-import { claimInUse, claimUid, csiVolumeName } from '../world/provisioning.js';
+import { claimInUse } from '../world/provisioning.js';
+import {
+  csiVolumeName,
+  provisionableClaim,
+  provisionedVolumeName,
+  reclaimable,
+  retriesUnderSameName,
+} from '../binding/provisioning.js';
 import { nodeTopology } from '../binding/storage-class.js';
 import type { World } from '../world/types.js';
 import type { Operation, StorageOperation } from './operations.js';
@@ -38,16 +45,6 @@ export interface StorageScope {
   readonly all: boolean;
   /** Otherwise only the operations on these volumes (retries, finished operations). */
   readonly volumes: ReadonlySet<UniqueVolumeName>;
-}
-
-/** The claim a provisioning plan looks at: unbound, not being deleted, still Pending. */
-function unboundClaim(world: World, key: string): PersistentVolumeClaim | undefined {
-  const object = world.objects.get(key);
-  if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, world.bindings)) return;
-  if (object.metadata.deletionTimestamp !== undefined) return;
-  if ((object.spec.volumeName ?? '') !== '') return; // pre-bound: the binder's alone
-  const phase = object.status?.phase;
-  return phase === undefined || phase === 'Pending' ? object : undefined;
 }
 
 /** The CreateVolume request for a claim (and why it cannot be made, when it cannot). */
@@ -69,11 +66,11 @@ function planProvisions(world: World, claims: Claims<Operation>, scope: StorageS
   const keys = [...world.unboundClaims].sort();
   let taken: ReadonlyMap<string, string> | undefined;
   for (const key of keys) {
-    const pvc = unboundClaim(world, key);
+    const pvc = provisionableClaim(world, world.bindings, key);
     if (pvc === undefined) continue;
     const chosen = provisioningClass(world, pvc);
     if (chosen === undefined) continue;
-    const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+    const volume = provisionedVolumeName(chosen.sc, pvc);
     if (!scope.all && !scope.volumes.has(volume)) continue;
     taken ??= boundVolumes(world.objects, world.bindings);
     if (findVolumeForClaim(pvc, world.objects, taken).ok) continue; // a static PV first
@@ -111,10 +108,7 @@ function* inScope<V>(
 /** A CreateVolume that may have taken effect for a claim now gone: retried, same request. */
 function planOrphanProvisions(world: World, claims: Claims<Operation>, scope: StorageScope) {
   for (const [volume, record] of inScope(world.provisioning.inFlight, scope)) {
-    if (!record.mayExist) continue;
-    const { namespace, name, uid } = record.request.claim;
-    const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
-    if (pvc?.kind === 'PersistentVolumeClaim' && claimUid(pvc) === uid) continue;
+    if (!retriesUnderSameName(world.objects, record)) continue;
     claims.tryRun({
       op: 'provision',
       volume,
@@ -137,10 +131,7 @@ function inUseHere(world: World, volume: UniqueVolumeName): boolean {
 /** reclaimVolume: a Released provisioned PV with policy Delete, once nothing uses it. */
 function planReclaims(world: World, claims: Claims<Operation>, scope: StorageScope): void {
   for (const [volume, pvName] of inScope(world.provisioning.provisioned, scope)) {
-    const pv = world.objects.lookup('PersistentVolume', pvName);
-    if (pv?.kind !== 'PersistentVolume') continue;
-    if ((pv.spec.persistentVolumeReclaimPolicy ?? 'Delete') !== 'Delete') continue;
-    if (!isReleased(world, pv.spec.claimRef) || inUseHere(world, volume)) continue;
+    if (!reclaimable(world.objects, pvName) || inUseHere(world, volume)) continue;
     claims.tryRun({
       op: 'deleteVolume',
       volume,
@@ -149,16 +140,6 @@ function planReclaims(world: World, claims: Claims<Operation>, scope: StorageSco
       pv: pvName,
     });
   }
-}
-
-function isReleased(
-  world: World,
-  ref: { name?: string | undefined; namespace?: string | undefined } | undefined,
-): boolean {
-  if (ref?.name === undefined) return false;
-  const pvc = world.objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
-  const uid = (ref as { uid?: string }).uid;
-  return pvc?.kind !== 'PersistentVolumeClaim' || (uid !== undefined && claimUid(pvc) !== uid);
 }
 
 /** The resizer: ControllerExpandVolume for each bound claim asking for more than its PV. */

@@ -6,16 +6,11 @@
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import {
-  type ClaimBinding,
-  claimName,
-  claimUid,
-  isClaimBound,
-  lookupOf,
-} from '../binding/claims.js';
+import { type ClaimBinding, claimName, isClaimBound, lookupOf } from '../binding/claims.js';
+import { provisionedVolumeName, provisionerClass } from '../binding/provisioning.js';
 import { retryAtMs } from '../operations/pending.js';
-import { claimInUse, csiVolumeName } from './provisioning.js';
-import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
+import { claimInUse } from './provisioning.js';
+import { claimClassName } from '../binding/storage-class.js';
 import type { LastError, OpRecord, World } from './types.js';
 
 /**
@@ -42,17 +37,6 @@ export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
   const chosen = provisionerClass(world, pvc, (p) => claimInUse(world, p));
   if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
   return { sc: chosen.sc, selected: chosen.selected };
-}
-
-function provisionerClass(world: StorageWorld, pvc: PersistentVolumeClaim, inUse: ClaimInUse) {
-  const lookup = lookupOf(world.objects);
-  const className = claimClassName(pvc, lookup);
-  if (className === '') return undefined; // "": static PVs without a class only
-  const sc = storageClassOf(lookup, className);
-  if (sc === undefined) return undefined;
-  const driverMissing = world.plugins.get(sc.provisioner)?.csi?.createDelete !== true;
-  const selected = bindingModeOf(sc) === 'WaitForFirstConsumer';
-  return { sc, selected, driverMissing, waitsForConsumer: selected && !inUse(pvc) };
 }
 
 export interface ClaimView {
@@ -113,9 +97,10 @@ export function claimStanding(
       : `bound to ${volume}`;
     return { ...base, state, detail, volume };
   }
-  const chosen = provisionerClass(world, pvc, inUse);
+  const lookup = { objects: lookupOf(world.objects), plugins: world.plugins };
+  const chosen = provisionerClass(lookup, pvc, inUse);
   if (chosen === undefined) return { ...base, ...pendingWhy(className), volume: null };
-  const volume = csiVolumeName(chosen.sc.provisioner, `pvc-${claimUid(pvc)}`);
+  const volume = provisionedVolumeName(chosen.sc, pvc);
   const about = provisioner(chosen.sc);
   if (chosen.driverMissing)
     return {

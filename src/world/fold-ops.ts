@@ -7,7 +7,7 @@ import { bookCall, cutOffOperations, finishOperation, startOperation } from '../
 import { callTable, type FailureReading, type PairStep, stepCalls } from '../operations/calls.js';
 import { type EventOf, provisionCallNames } from '../events/index.js';
 import { foldProvisioningCall } from './fold-provisioning.js';
-import { provisionStarted } from './provisioning.js';
+import { provisionStarted } from '../binding/provisioning.js';
 import { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
 import { podEntries, podEntry } from './by-pod.js';
@@ -56,7 +56,7 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
     node: event.node === undefined ? null : NodeName(event.node),
     steps: laterCallsMayBeLost ? steps : undefined,
   });
-  if (event.provision !== undefined) provisionStarted(world, volume, event.provision);
+  if (event.provision !== undefined) provisionStarted(world.provisioning, volume, event.provision);
   touch(world, volume);
 }
 

@@ -5,40 +5,39 @@
  * DeleteVolume answered (the PV goes: deleteVolumeOperation), ControllerExpandVolume
  * answered (the PV's capacity grows), and the pvc-protection controller's decision.
  */
-import type { EventOf, ProvisionRequest } from '../events/index.js';
+import type { EventOf } from '../events/index.js';
 import { objectKey, type PersistentVolume } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { removeObject } from '../desired/intake.js';
 import { claimExpanded, reresolveObject } from './fold-desired.js';
-import { claimExists, claimGone, csiVolumeName, trackResize } from './provisioning.js';
-import { nodeAffinityOf, provisionedByAnnotation } from '../binding/storage-class.js';
+import { claimGone, trackResize } from './provisioning.js';
+import {
+  csiVolumeName,
+  foldCreateVolumeCall,
+  requestClaim,
+  volumeCreated,
+  volumeDeleted,
+} from '../binding/provisioning.js';
 import type { RunningOp, World } from './types.js';
 
 /**
- * A provisioning call's outcome: CreateVolume answered OK (the PV is recorded), failed
- * finally (the volume does not exist: a deleted claim's provisioning ends) or may be in
- * progress; DeleteVolume and ControllerExpandVolume answered OK.
+ * A provisioning call's outcome: CreateVolume's bookkeeping is provisioning's policy
+ * (src/binding/provisioning.ts); answered OK, the PV is recorded and bound to its claim.
+ * DeleteVolume and ControllerExpandVolume answered OK.
  */
 export function foldProvisioningCall(
   world: World,
   op: RunningOp,
   event: EventOf<'CallStarted' | 'CallSucceeded' | 'CallFailed'>,
 ): void {
-  const record = world.provisioning.inFlight.get(op.volume);
-  if (event.call === 'createVolume' && record !== undefined) {
-    if (event.type === 'CallStarted') record.mayExist = true;
-    else if (event.type === 'CallFailed') record.mayExist = event.error.kind === 'uncertain';
-    else if (event.provisioned !== undefined) volumeProvisioned(world, op.volume, event);
-    if (
-      event.type === 'CallFailed' &&
-      !record.mayExist &&
-      claimExists(world, record.request) === undefined
-    )
-      world.provisioning.inFlight.delete(op.volume);
-    return;
+  const step = foldCreateVolumeCall(world, op.volume, event);
+  if (step === 'created' && event.type === 'CallSucceeded')
+    volumeProvisioned(world, op.volume, event);
+  if (step !== 'none' || event.type !== 'CallSucceeded') return;
+  if (event.call === 'deleteVolume') {
+    const pvName = volumeDeleted(world, op.volume);
+    if (pvName !== undefined) reresolveObject(world, { kind: 'PersistentVolume', name: pvName });
   }
-  if (event.type !== 'CallSucceeded') return;
-  if (event.call === 'deleteVolume') volumeDeleted(world, op.volume);
   if (event.call === 'controllerExpand') volumeExpanded(world, op.volume, event);
 }
 
@@ -48,17 +47,9 @@ function volumeProvisioned(
   volume: UniqueVolumeName,
   event: EventOf<'CallSucceeded'>,
 ): void {
-  const { request } = world.provisioning.inFlight.get(volume)!;
-  const created = event.provisioned!;
-  const capacityBytes = created.capacityBytes > 0 ? created.capacityBytes : request.requiredBytes;
-  const pv = provisionedPv(request, { ...created, capacityBytes });
-  world.provisioning.inFlight.delete(volume);
-  world.provisioning.provisioned.set(
-    csiVolumeName(request.driver, created.volumeId),
-    pv.metadata.name,
-  );
-  world.objects.put(pv);
-  const pvc = claimExists(world, request);
+  const request = world.provisioning.inFlight.get(volume)!.request;
+  const { pv, capacityBytes } = volumeCreated(world, volume, event);
+  const pvc = requestClaim(world.objects, request);
   if (pvc !== undefined) {
     const key = objectKey('PersistentVolumeClaim', request.claim.name, request.claim.namespace);
     world.bindings.set(key, { volume: pv.metadata.name, capacityBytes });
@@ -67,60 +58,6 @@ function volumeProvisioned(
   }
   reresolveObject(world, { kind: 'PersistentVolumeClaim', ...request.claim });
   reresolveObject(world, { kind: 'PersistentVolume', name: pv.metadata.name });
-}
-
-/** The PV the external-provisioner records for a created volume (the controller records it too). */
-export function provisionedPv(
-  request: ProvisionRequest,
-  created: {
-    volumeId: string;
-    capacityBytes: number;
-    volumeContext: Record<string, string>;
-    accessibleTopology: Record<string, string>[];
-  },
-): PersistentVolume {
-  const { claim } = request;
-  return {
-    apiVersion: 'v1',
-    kind: 'PersistentVolume',
-    metadata: { name: request.name, annotations: { [provisionedByAnnotation]: request.driver } },
-    spec: {
-      accessModes: [...request.accessModes],
-      capacity: { storage: created.capacityBytes },
-      volumeMode: request.volumeMode,
-      storageClassName: request.storageClassName,
-      persistentVolumeReclaimPolicy: request.reclaimPolicy,
-      claimRef: {
-        kind: 'PersistentVolumeClaim',
-        namespace: claim.namespace,
-        name: claim.name,
-        uid: claim.uid,
-      },
-      ...(request.mountOptions.length === 0 ? {} : { mountOptions: [...request.mountOptions] }),
-      csi: {
-        driver: request.driver,
-        volumeHandle: created.volumeId,
-        ...(request.fsType === '' || request.volumeMode === 'Block'
-          ? {}
-          : { fsType: request.fsType }),
-        ...(Object.keys(created.volumeContext).length === 0
-          ? {}
-          : { volumeAttributes: { ...created.volumeContext } }),
-      },
-      ...(created.accessibleTopology.length === 0
-        ? {}
-        : { nodeAffinity: { required: nodeAffinityOf(created.accessibleTopology) } }),
-    },
-  };
-}
-
-/** deleteVolumeOperation: DeleteVolume answered; the PV goes. */
-function volumeDeleted(world: World, volume: UniqueVolumeName): void {
-  const pvName = world.provisioning.provisioned.get(volume);
-  if (pvName === undefined) return;
-  world.provisioning.provisioned.delete(volume);
-  world.objects.remove('PersistentVolume', pvName);
-  reresolveObject(world, { kind: 'PersistentVolume', name: pvName });
 }
 
 /** The resizer: ControllerExpandVolume answered; the PV's capacity is the new size. */

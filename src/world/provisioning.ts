@@ -1,19 +1,17 @@
 /**
- * Dynamic provisioning's state (the fold's part is fold-provisioning.ts), as Kubernetes'
- * persistent-volume controller and the CSI
- * external-provisioner, external-resizer and pvc-protection controller record it:
+ * The node's own part of dynamic provisioning's state (the fold's part is
+ * fold-provisioning.ts; the policy both cores share, CreateVolume's bookkeeping and the PV
+ * it records, is src/binding/provisioning.ts), as Kubernetes' external-resizer and
+ * pvc-protection controller record it:
  *
- * - a provision operation's CreateVolume in flight (`inFlight`, until it answers OK);
- * - CreateVolume answered: the PV `pvc-<claim uid>` recorded, bound to its claim (the PV
- *   controller's provisionClaimOperation, then syncVolume binding it);
- * - DeleteVolume answered: the PV goes (deleteVolumeOperation);
- * - ControllerExpandVolume answered: the PV's capacity grows (the resizer);
+ * - a bound claim asking for more than its PV has, in a class that allows expansion;
  * - a claim deleted while a pod uses it stays, being deleted, until the pvc-protection
- *   controller's decision (ClaimFinalizerRemoved) removes it.
+ *   controller's decision (ClaimFinalizerRemoved) removes it;
+ * - the PVs as `vole get pvs` shows them, with the phase the PV controller would set.
  *
  * Pure: the fold's part; the decisions are the planner's (src/plan/provision.ts).
  */
-import type { EventOf, ProvisionRequest } from '../events/index.js';
+import type { EventOf } from '../events/index.js';
 import {
   type ClusterObject,
   objectKey,
@@ -21,7 +19,6 @@ import {
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
-import { UniqueVolumeName } from '../ids.js';
 import {
   bindingVolume,
   boundVolumes,
@@ -30,7 +27,6 @@ import {
   lookupOf,
 } from '../binding/claims.js';
 
-export { claimUid };
 import { podsReferencing } from '../desired/references.js';
 import {
   claimClassName,
@@ -38,32 +34,6 @@ import {
   storageClassOf,
 } from '../binding/storage-class.js';
 import type { World } from './types.js';
-
-/** `kubernetes.io/csi/<driver>^<volumeHandle>`: a CSI PV's unique volume name. */
-export function csiVolumeName(driver: string, handle: string): UniqueVolumeName {
-  return UniqueVolumeName(`kubernetes.io/csi/${driver}^${handle}`);
-}
-
-/** A provision operation started: its CreateVolume request is in flight from now on. */
-export function provisionStarted(
-  world: World,
-  volume: UniqueVolumeName,
-  request: ProvisionRequest,
-) {
-  const known = world.provisioning.inFlight.get(volume);
-  world.provisioning.inFlight.set(volume, { request, mayExist: known?.mayExist ?? false });
-}
-
-/** Does a claim with that key and uid exist (a claim deleted and made again is another)? */
-export function claimExists(
-  world: World,
-  request: ProvisionRequest,
-): PersistentVolumeClaim | undefined {
-  const { namespace, name, uid } = request.claim;
-  const pvc = world.objects.lookup('PersistentVolumeClaim', name, namespace);
-  if (pvc?.kind !== 'PersistentVolumeClaim') return undefined;
-  return claimUid(pvc) === uid ? pvc : undefined;
-}
 
 /**
  * A claim changed: expansion is wanted while it is bound, its class allows expansion and

@@ -22,10 +22,10 @@ import type {
 } from '../events/index.js';
 import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ClaimBinding } from '../binding/claims.js';
+import type { DesiredIntake } from '../desired/intake.js';
+import type { ProvisioningBook } from '../binding/provisioning.js';
 import type { ByPod } from './by-pod.js';
-import type { ClusterObjects } from '../desired/objects.js';
-import type { ReferenceIndex, References } from '../desired/references.js';
+import type { References } from '../desired/references.js';
 import type { PairState } from './compiled-machine.js';
 import type {
   LastError,
@@ -185,33 +185,22 @@ export interface SharedList {
   users: number;
 }
 
-/** A volume being created (provision operations), until CreateVolume answers OK. */
-export interface ProvisionRecord {
-  readonly request: ProvisionRequest;
-  /**
-   * A CreateVolume of it may have taken effect (it ran and did not answer with a final
-   * error): a claim deleted meanwhile still gets it created under the same name, then
-   * deleted (the external-provisioner's "in background" provisioning).
-   */
-  mayExist: boolean;
-}
-
 /**
  * What the provisioner and the pvc-protection controller keep (provisioning.ts): each a
  * small index, so the planner looks at O(what waits), never at every object.
  */
-export interface ProvisioningState {
-  /** The provisioned volume's unique name → its provisioning, while it runs or may exist. */
-  readonly inFlight: Map<UniqueVolumeName, ProvisionRecord>;
-  /** The unique name of each PV vole provisioned → the PV's name (reclaim, expansion). */
-  readonly provisioned: Map<UniqueVolumeName, string>;
+export interface ProvisioningState extends ProvisioningBook {
   /** Claim keys deleted while a pod used them: pvc-protection holds them. */
   readonly protectedClaims: Set<string>;
   /** Bound claim keys whose request exceeds their PV's capacity (expansion wanted). */
   readonly resizing: Set<string>;
 }
 
-export interface World extends OperationBook {
+/**
+ * The node's world: the desired-state intake both cores share (DesiredIntake: objects,
+ * bindings, unbound claims, the pod index) and the node's own records.
+ */
+export interface World extends OperationBook, DesiredIntake {
   /** StorageClasses, provisioning, reclaim, expansion and pvc-protection (provisioning.ts). */
   provisioning: ProvisioningState;
   config: WorldConfig;
@@ -224,19 +213,6 @@ export interface World extends OperationBook {
   /** spec §3.2 populatorHasAddedPods, since the last engine start. */
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
-  /** Cluster objects per kind and namespace under their own names (objects.ts). */
-  objects: ClusterObjects;
-  /** Claim key → the PV the planner bound it to (ClaimBound), with the claim's capacity. */
-  bindings: Map<string, ClaimBinding>;
-  /** Claim keys neither bound by the log nor by their status: what the binder looks at. */
-  unboundClaims: Set<string>;
-  /** The object change that asks the planner to look at unbound claims (its cause). */
-  bindingCause: Seq;
-  /**
-   * Object → the pods whose resolution read it, for re-resolution on object changes, under
-   * the objects' own names (references.ts): the one pod's name, or a Set when several do.
-   */
-  podsByObject: ReferenceIndex;
   /**
    * One record per volume (volumes.ts): desired state, attachment, mounts and cause. The
    * four fields below read them as maps by volume; only the fold writes them.
