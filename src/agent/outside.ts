@@ -7,7 +7,8 @@
  */
 import type { UniquePodName } from '../ids.js';
 import { podWaitStatus } from '../world/queries.js';
-import type { ContentOptions, ResolvedVolume, World } from '../world/types.js';
+import type { World } from '../world/types.js';
+import type { ContentOptions, ResolvedVolume } from '../operations/volume-spec.js';
 
 /** A ConfigMap or Secret the volume must read that the world does not have. */
 function missingContent(world: World, spec: ResolvedVolume): boolean {

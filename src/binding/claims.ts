@@ -46,9 +46,6 @@ export function forgetClaim(world: BindingWorld, key: string): void {
   world.unboundClaims.delete(key);
 }
 
-/** The object key pods waiting on any binding reference: every PV change re-resolves them. */
-export const anyPersistentVolumeKey = 'PersistentVolume//*';
-
 export type BindingVerdict =
   | { readonly ok: true; readonly pv: PersistentVolume; readonly capacityBytes: number }
   | { readonly ok: false; readonly reason: string };

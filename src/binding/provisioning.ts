@@ -139,7 +139,7 @@ export function retriesUnderSameName(objects: ObjectLookup, record: ProvisionRec
 }
 
 /** Is the claim a PV's claimRef names gone (or made again: another uid)? */
-export function isReleased(objects: ObjectLookup, pv: PersistentVolume): boolean {
+function isReleased(objects: ObjectLookup, pv: PersistentVolume): boolean {
   const ref = pv.spec.claimRef;
   if (ref?.name === undefined) return false;
   const pvc = objects.lookup('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');

@@ -23,7 +23,7 @@ import {
 import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
 import { persistentVolumes, type PvView } from '../world/provisioning.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
-import type { RunningOp } from '../world/types.js';
+import type { RunningOp } from '../operations/types.js';
 import { externalClaimView } from './fold-external.js';
 import { claimUsersChanged, readsClaimIn } from '../desired/intake.js';
 import { podsReferencing, type References } from '../desired/references.js';

@@ -13,7 +13,9 @@ import type { References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ProvisioningBook } from '../binding/provisioning.js';
 import type { PairState } from '../world/compiled-machine.js';
-import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
+import type { OperatorState } from '../world/types.js';
+import type { OperationBook } from '../operations/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { OneOrMany } from './one-or-many.js';
 
 export interface ControllerConfig {

@@ -21,7 +21,7 @@ import {
   type ProvisionerOps,
   type VolumePlugin,
 } from '../plugins/types.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { CsiHostOps } from './host.js';
 import {
   csiBlockPublishDir,

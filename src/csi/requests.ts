@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { CsiDriverCaps } from '../events/index.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { AccessModeName, StringMap, VolumeCapability } from './proto.js';
 
 type CsiSource = Extract<ResolvedVolume['source'], { kind: 'csi' }>;

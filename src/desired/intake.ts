@@ -135,11 +135,7 @@ export function objectChanged<W extends DesiredIntake>(
  * A claim, PV (or class, where the core binds by class) changed: the planner looks at
  * unbound claims again, citing this event; a PV may serve the pods waiting for any.
  */
-export function askForBinding<W extends DesiredIntake>(
-  world: W,
-  core: IntakeCore<W>,
-  kind: string,
-): void {
+function askForBinding<W extends DesiredIntake>(world: W, core: IntakeCore<W>, kind: string): void {
   if (!core.bindingKinds.has(kind)) return;
   world.bindingCause = world.seq;
   world.dirty.add(bindingVolume);

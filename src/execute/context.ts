@@ -9,7 +9,8 @@ import type { CallError, CallName } from '../events/index.js';
 import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
-import type { RunningOp, World } from '../world/types.js';
+import type { World } from '../world/types.js';
+import type { RunningOp } from '../operations/types.js';
 import { type Clock } from '../clock.js';
 import { classify, timeoutError } from './errors.js';
 

@@ -8,7 +8,7 @@ import { assert } from '../assert.js';
 import { operationsInFlightMax } from '../constants.js';
 import type { EventOf } from '../events/index.js';
 import { OpId, type Seq } from '../ids.js';
-import type { RunningOp } from '../world/types.js';
+import type { RunningOp } from '../operations/types.js';
 import {
   type ExecutorHost,
   OperationAbandoned,

@@ -8,7 +8,7 @@
 import { assert } from '../assert.js';
 import { type Clock, RealClock, type TimerHandle } from '../clock.js';
 import type { ServiceAccountTokens } from '../plugins/builtin/content.js';
-import type { ServiceAccountTokenPart } from '../world/types.js';
+import type { ServiceAccountTokenPart } from '../operations/volume-spec.js';
 import type { KubeHttp } from './http.js';
 
 /** The share of a token's lifetime after which the kubelet asks for a new one. */

@@ -17,7 +17,7 @@ import {
   PluginError,
   type VolumePlugin,
 } from '../plugins/types.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { volumeAttachmentName } from './attachments.js';
 import { KubeApiError, type KubeHttp } from './http.js';
 import type { ApiObject } from './informer.js';

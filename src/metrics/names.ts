@@ -3,7 +3,7 @@
  * the plugin label of a volume, as pkg/volume/util/metrics.go spells them.
  */
 import type { OperationKind } from '../events/index.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
 /** Buckets of every Kubernetes `*_seconds` histogram vole emits. */
 export const kubernetesSecondsBuckets = [

@@ -1,7 +1,7 @@
 /**
  * What both cores keep about operations (spec §5): the records with their backoff, the
  * running operations and the book that holds them. The fold of each core keeps them by the
- * same code (book.ts); the world's types re-export them.
+ * same code (book.ts).
  */
 import type { CallError, CallName, OperationKind, OperationStep, OpKey } from '../events/index.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';

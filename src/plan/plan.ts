@@ -9,7 +9,7 @@
 import { assert, fail } from '../assert.js';
 import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OpKey } from '../events/index.js';
-import { bindingVolume } from '../world/fold-desired.js';
+import { bindingVolume } from '../binding/claims.js';
 import { planBindings } from '../binding/decide.js';
 import { planStorage, storageWaits } from './provision.js';
 import { claimInUse } from '../world/provisioning.js';
@@ -29,11 +29,11 @@ import {
   type AttachmentRecord,
   type DswPod,
   type DswVolume,
-  type ResolvedVolume,
   podExistsInVolume,
   releaseHeld,
   type World,
 } from '../world/index.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { Claims as BookClaims } from '../operations/book.js';
 import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';

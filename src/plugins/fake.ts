@@ -6,7 +6,7 @@
 import { type Clock, sleep } from '../clock.js';
 import { callEffects, type HostMark } from '../operations/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
 
 export type FakeOutcome = 'ok' | 'transient' | 'uncertain' | 'final' | 'failedPrecondition';

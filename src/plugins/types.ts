@@ -13,7 +13,7 @@ import type {
   ProvisionRequest,
   RpcRecord,
 } from '../events/index.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
 /** What a plugin call knows about where it runs. */
 export interface CallTarget {

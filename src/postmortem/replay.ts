@@ -4,7 +4,8 @@
  */
 import type { VoleEvent } from '../events/index.js';
 import { fold, getVolumesInUse, initialWorld } from '../world/index.js';
-import type { OperationBook, World } from '../world/types.js';
+import type { World } from '../world/types.js';
+import type { OperationBook } from '../operations/types.js';
 import { podEntries } from '../world/by-pod.js';
 
 export interface Moment {

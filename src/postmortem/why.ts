@@ -6,7 +6,9 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
-import type { OpRecord, PodRecord, ResolvedVolume, VolumeCauses, World } from '../world/types.js';
+import type { PodRecord, World } from '../world/types.js';
+import type { OpRecord, VolumeCauses } from '../operations/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
 import { claimName, lookupOf } from '../binding/claims.js';
 import { type ClaimView, claimView } from '../world/claims-view.js';

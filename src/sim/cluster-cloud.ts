@@ -20,7 +20,7 @@
 import { type Clock, sleep } from '../clock.js';
 import { FakePlugin } from '../plugins/fake.js';
 import { caps, PluginError, type VolumePlugin } from '../plugins/types.js';
-import type { ResolvedVolume } from '../world/types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
 export interface CloudCall {
   readonly t: number;

@@ -11,7 +11,8 @@ import { provisionedVolumeName, provisionerClass } from '../binding/provisioning
 import { retryAtMs } from '../operations/pending.js';
 import { claimInUse } from './provisioning.js';
 import { claimClassName } from '../binding/storage-class.js';
-import type { LastError, OpRecord, World } from './types.js';
+import type { World } from './types.js';
+import type { LastError, OpRecord } from '../operations/types.js';
 
 /**
  * What a claim's standing reads, of whichever world binds claims: the kubelet's in

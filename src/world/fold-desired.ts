@@ -21,21 +21,14 @@ import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
-import { bindingVolume, boundVolumes } from '../binding/claims.js';
+import { boundVolumes } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
-export { bindingVolume };
 import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
 import { addReference, indexReferences, type References } from '../desired/references.js';
-import type {
-  DswPod,
-  PodRecord,
-  ProjectedPart,
-  ResolvedVolume,
-  VolumeSource,
-  World,
-} from './types.js';
+import type { DswPod, PodRecord, World } from './types.js';
+import type { ProjectedPart, ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';
 
 /** Marks a volume for planning; `cause` (default: this event) is what a decision cites. */
 export function touch(world: World, volume: UniqueVolumeName, cause: Seq = world.seq): void {
@@ -312,7 +305,7 @@ function projectsToken(resolved: ResolvedVolume): boolean {
  * swaps the files in atomically. Other volumes of the pod stay as they are. A pod gone
  * meanwhile: nothing to do, as in the kubelet.
  */
-export function foldTokensRefreshDue(world: World, event: EventOf<'TokensRefreshDue'>): void {
+function foldTokensRefreshDue(world: World, event: EventOf<'TokensRefreshDue'>): void {
   const record = world.pods.get(UniquePodName(event.pod));
   if (record === undefined) return;
   markRemountRequired(world, record, projectsToken);
@@ -441,10 +434,7 @@ export function claimExpanded(
 }
 
 /** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
-export function foldVolumesReportedInUse(
-  world: World,
-  event: EventOf<'VolumesReportedInUse'>,
-): void {
+function foldVolumesReportedInUse(world: World, event: EventOf<'VolumesReportedInUse'>): void {
   const reported = new Set(event.volumes);
   for (const [name, volume] of world.dsw) {
     const reportedInUse = reported.has(name);
@@ -454,7 +444,7 @@ export function foldVolumesReportedInUse(
   }
 }
 
-export function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusObserved'>): void {
+function foldNodeStatusObserved(world: World, event: EventOf<'NodeStatusObserved'>): void {
   if (event.node !== world.config.node) return;
   const previous = world.volumesAttached;
   const next = new Map(

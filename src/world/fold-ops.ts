@@ -13,7 +13,8 @@ import { claimExpanded, touch } from './fold-desired.js';
 import { podEntries, podEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
-import type { RunningOp, World } from './types.js';
+import type { World } from './types.js';
+import type { RunningOp } from '../operations/types.js';
 
 /** The desired spec of an operation's volume: the pod's entry, else any desiring pod's. */
 function desiredSpec(world: World, volume: UniqueVolumeName, pod: UniquePodName | null) {

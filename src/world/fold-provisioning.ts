@@ -18,7 +18,8 @@ import {
   volumeCreated,
   volumeDeleted,
 } from '../binding/provisioning.js';
-import type { RunningOp, World } from './types.js';
+import type { World } from './types.js';
+import type { RunningOp } from '../operations/types.js';
 
 /**
  * A provisioning call's outcome: CreateVolume's bookkeeping is provisioning's policy

@@ -7,8 +7,8 @@ import type { EventOf, VoleEvent } from '../events/index.js';
 import { NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
 import { endEvent, mayBeGone, startEvent } from './gone.js';
 import { stepAttachment, stepMount } from './pairs.js';
+import { bindingVolume } from '../binding/claims.js';
 import {
-  bindingVolume,
   foldClaimBound,
   foldNodeInput,
   foldObjectRemoved,

@@ -17,7 +17,8 @@ import { compileMachine } from './compiled-machine.js';
 import { flat } from './flat.js';
 import { mayBeGone } from './gone.js';
 import { setAttachment, setMounts } from './volumes.js';
-import type { AttachmentRecord, MountRecord, ResolvedVolume, World } from './types.js';
+import type { AttachmentRecord, MountRecord, World } from './types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
 export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
   attachmentMachine,

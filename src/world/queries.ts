@@ -4,7 +4,8 @@
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import { fail } from '../assert.js';
-import type { AttachmentRecord, DswVolume, MountRecord, ResolvedVolume, World } from './types.js';
+import type { AttachmentRecord, DswVolume, MountRecord, World } from './types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ClusterObject } from '../events/k8s.js';
 import { boundVolumes, type ClaimBinding } from '../binding/claims.js';
 import { podCount, podEntries, podEntry } from './by-pod.js';

@@ -8,7 +8,8 @@ import type { PersistentVolume } from '../events/k8s.js';
 import { OpId, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import { podEntries, podEntry } from './by-pod.js';
-import type { ResolvedVolume, World } from './types.js';
+import type { World } from './types.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 
 /** The spec of the volume an operation acts on, from the world after its OperationStarted. */
 export function operationSpec(world: World, op: OperationRef): ResolvedVolume | undefined {

@@ -9,7 +9,12 @@ import type { Pod, PodVolume } from '../events/k8s.js';
 import type { NodeAllocatable } from '../events/types.js';
 import { resourceFieldValue } from './downward-resources.js';
 import { addReference } from '../desired/references.js';
-import type { ContentOptions, DownwardFile, ProjectedPart, VolumeSource } from './types.js';
+import type {
+  ContentOptions,
+  DownwardFile,
+  ProjectedPart,
+  VolumeSource,
+} from '../operations/volume-spec.js';
 
 export const contentPluginNames = {
   configMap: 'kubernetes.io/configmap',

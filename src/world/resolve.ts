@@ -28,7 +28,7 @@ import { claimClassName, nodeAffinityMismatch, storageClassOf } from '../binding
 import { ClusterObjects } from '../desired/objects.js';
 import { addReference, anyPersistentVolumeName, type References } from '../desired/references.js';
 import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';
-import type { ResolvedVolume, VolumeSource } from './types.js';
+import type { ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';
 
 /** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
 export const builtinPluginNames = {

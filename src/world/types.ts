@@ -36,24 +36,6 @@ import type {
 } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 
-export type {
-  LastError,
-  OperationBook,
-  OpRecord,
-  RunningOp,
-  VolumeCauses,
-} from '../operations/types.js';
-export type {
-  ContentOptions,
-  DownwardFile,
-  KeyToPath,
-  ProjectedPart,
-  ResolvedVolume,
-  ServiceAccountTokenPart,
-  VolumeMode,
-  VolumeSource,
-} from '../operations/volume-spec.js';
-
 export interface PodRecord {
   readonly uid: UniquePodName;
   readonly name: string;

@@ -18,11 +18,11 @@ import type {
   DswPod,
   DswVolume,
   MountRecord,
-  VolumeCauses,
   VolumeCounts,
   VolumeRecord,
   VolumeView as View,
 } from './types.js';
+import type { VolumeCauses } from '../operations/types.js';
 
 type Volumes = Map<UniqueVolumeName, VolumeRecord>;
 

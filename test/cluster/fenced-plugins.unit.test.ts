@@ -5,7 +5,7 @@ import { FencedPluginManager } from '../../src/cluster/fenced-plugins.js';
 import { RealClock } from '../../src/clock.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
-import type { ResolvedVolume } from '../../src/world/types.js';
+import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
 
 test('a plugin registered after start (a CSI driver registering itself) waits for the durable log too', async () => {
   const journal: FakeCallRecord[] = [];

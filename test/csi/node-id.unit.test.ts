@@ -16,7 +16,7 @@ import { noCsiHost } from '../../src/csi/host.js';
 import { csiPlugin } from '../../src/csi/plugin.js';
 import { GrpcTransport } from '../../src/csi/transport.js';
 import type { CallTarget } from '../../src/plugins/types.js';
-import type { ResolvedVolume } from '../../src/world/types.js';
+import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-node-id-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
 import { TokenRequests, tokenAgeMsMaxDefault, tokenRefreshAtMs } from '../../src/kube/tokens.js';
-import type { ServiceAccountTokenPart } from '../../src/world/types.js';
+import type { ServiceAccountTokenPart } from '../../src/operations/volume-spec.js';
 
 const hourMs = 60 * 60 * 1000;
 

@@ -11,7 +11,7 @@ import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type JsonObject, KubeApiError } from '../../src/kube/http.js';
 import { vaPlugin, VolumeAttachmentCache } from '../../src/kube/va-plugin.js';
 import { PluginError } from '../../src/plugins/types.js';
-import type { ResolvedVolume } from '../../src/world/types.js';
+import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
 
 const spec: ResolvedVolume = {
   outerVolumeSpecName: 'data',

@@ -5,7 +5,8 @@
  */
 import type { MountOperation, UnmountOperation } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
-import type { AttachmentRecord, MountRecord, ResolvedVolume } from '../../world/types.js';
+import type { AttachmentRecord, MountRecord } from '../../world/types.js';
+import type { ResolvedVolume } from '../../operations/volume-spec.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 
 /** What a mount's steps pass on to the next: the devicePath and the device's mount path. */

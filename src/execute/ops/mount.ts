@@ -5,7 +5,7 @@
  */
 import type { MountOperation, MountStep } from '../../plan/index.js';
 import type { VolumePlugin } from '../../plugins/types.js';
-import type { ResolvedVolume } from '../../world/types.js';
+import type { ResolvedVolume } from '../../operations/volume-spec.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 import { mapPodDevice, mapper, type MountPaths, setUpDevice } from './map.js';
 

@@ -9,7 +9,7 @@ import type { ClusterObject } from '../../events/k8s.js';
 import type { StorageOperation } from '../../plan/index.js';
 import type { ProvisionerOps } from '../../plugins/types.js';
 import { lookupOf } from '../../binding/claims.js';
-import type { RunningOp } from '../../world/types.js';
+import type { RunningOp } from '../../operations/types.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 
 type Of<K extends StorageOperation['op']> = Extract<StorageOperation, { op: K }>;

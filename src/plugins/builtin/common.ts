@@ -5,7 +5,7 @@ import { HostError } from '../../host/errors.js';
 import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
 import { ensureUnmounted } from '../../host/mount.js';
 import { assertInside, podVolumeDir } from '../../host/paths.js';
-import type { ResolvedVolume } from '../../world/types.js';
+import type { ResolvedVolume } from '../../operations/volume-spec.js';
 
 export interface BuiltinOptions {
   /** vole's root directory (default /var/lib/vole). */

@@ -18,7 +18,7 @@ import type {
   DownwardFile,
   ResolvedVolume,
   ServiceAccountTokenPart,
-} from '../../world/types.js';
+} from '../../operations/volume-spec.js';
 import { caps, type VolumePlugin } from '../types.js';
 import {
   type BuiltinOptions,

@@ -39,7 +39,7 @@ import {
   pluginGlobalMountPath,
   podVolumeDevicePath,
 } from '../../host/paths.js';
-import type { ResolvedVolume } from '../../world/types.js';
+import type { ResolvedVolume } from '../../operations/volume-spec.js';
 import {
   type AttacherOps,
   type BlockMapperOps,
