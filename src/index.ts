@@ -25,6 +25,7 @@ export { FakePlugin } from './plugins/fake.js';
 export * from './plugins/types.js';
 export * from './events/index.js';
 export * from './world/index.js';
+export * from './operations/pending.js';
 export type * from './operations/types.js';
 export type * from './operations/volume-spec.js';
 export { plan, type Operation, type PlanResult } from './plan/index.js';

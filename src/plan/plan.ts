@@ -19,7 +19,6 @@ import {
   attachmentName,
   detachHeld,
   hasNoMountRecords,
-  keysConflict,
   mayBeMounted,
   mountName,
   podCount,
@@ -33,6 +32,7 @@ import {
   releaseHeld,
   type World,
 } from '../world/index.js';
+import { keysConflict } from '../operations/pending.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { Claims as BookClaims } from '../operations/book.js';
 import { planOperatorRequests } from './operator.js';

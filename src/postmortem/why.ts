@@ -5,7 +5,8 @@
  * function of the folded world (the same answer live, in a replay, in the inspector).
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
-import { isAttached, podEntries, podEntry, retryAtMs } from '../world/index.js';
+import { isAttached, podEntries, podEntry } from '../world/index.js';
+import { retryAtMs } from '../operations/pending.js';
 import type { PodRecord, World } from '../world/types.js';
 import type { OpRecord, VolumeCauses } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';

@@ -3,7 +3,6 @@ export * from './compiled-machine.js';
 export * from './fold.js';
 export * from './invariants.js';
 export * from './pairs.js';
-export * from '../operations/pending.js';
 export * from './queries.js';
 export * from './resolve.js';
 export type * from './types.js';
