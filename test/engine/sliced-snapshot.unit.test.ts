@@ -132,3 +132,24 @@ test('sliced snapshot: a format-3 snapshot (one structured-clone value) is still
   assert.equal(codec.decode(old, 2), undefined, 'another format is not read');
   assert.equal(codec.decode(Buffer.from('not a snapshot'), codec.format), undefined);
 });
+
+test('sliced snapshot: one written before the shared intake (objects in a Map, pods read keys) is read and indexed', () => {
+  const world = controllerWorld(20);
+  // Before src/desired: a pod's record held the keys its resolution read, without its node.
+  const keyed = new Map(
+    [...world.pods].map(([uid, record]) => {
+      const keys: string[] = [];
+      for (let i = 0; i < record.references.length - 2; i += 2) {
+        const kind = record.references[i]!;
+        const namespace = kind === 'PersistentVolume' ? '' : 'default';
+        keys.push(`${kind}/${namespace}/${record.references[i + 1]}`);
+      }
+      return [uid, { ...record, references: keys }];
+    }),
+  );
+  const old = { ...world, pods: keyed, objects: new Map(world.objects) };
+  const decoded = codec.decode(codec.encode(old as unknown as ControllerWorld), codec.format);
+  assert.ok(decoded !== undefined, 'decodes');
+  assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+  assert.equal(decoded.objects.lookup('Node', 'node-1')?.metadata.name, 'node-1');
+});
