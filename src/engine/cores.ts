@@ -130,7 +130,6 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   const revived: ControllerWorld = {
     ...world,
     objects,
-
     // Snapshots from before operator requests existed hold none.
     operator: world.operator ?? { pending: new Map(), holds: new Map() },
     // Snapshots from before the controller provisioned hold none of its state.
