@@ -11,9 +11,12 @@
  *   names it: the leading controller's planner decides it (ClaimFinalizerRemoved) and the
  *   bindings writer carries it out.
  *
- * Pure: objects in, objects out.
+ * Both cores decide the same way; which pods count is each core's (the node's pods that
+ * read the claim; the controller's scheduled pods). Pure: objects in, objects out.
  */
-import type { PersistentVolumeClaim } from '../events/k8s.js';
+import { assert } from '../assert.js';
+import type { NewEvent } from '../events/index.js';
+import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
 
 /** Any object with Kubernetes metadata (a manifest's or a log's form). */
 interface WithMeta {
@@ -66,4 +69,37 @@ export function withoutProtectionFinalizer(
   const finalizers = (pvc.metadata.finalizers ?? []).filter((f) => f !== pvcProtectionFinalizer);
   if (finalizers.length === 0 && pvc.metadata.deletionTimestamp !== undefined) return undefined;
   return { ...pvc, metadata: { ...pvc.metadata, finalizers } };
+}
+
+/** Where and why the decisions are made: the plan's time, the cause they cite, the head. */
+export interface ProtectionMoment {
+  readonly nowMs: number;
+  readonly cause: number;
+  readonly seq: number;
+}
+
+/** One ClaimFinalizerRemoved for each protected claim no pod uses, in key order. */
+export function claimFinalizerDecisions(
+  objects: { get(key: string): ClusterObject | undefined },
+  protectedClaims: ReadonlySet<string>,
+  inUse: (pvc: PersistentVolumeClaim) => boolean,
+  at: ProtectionMoment,
+): NewEvent[] {
+  const events: NewEvent[] = [];
+  for (const key of [...protectedClaims].sort()) {
+    const pvc = objects.get(key);
+    if (pvc?.kind !== 'PersistentVolumeClaim' || inUse(pvc)) continue;
+    assert(
+      pvc.metadata.deletionTimestamp !== undefined,
+      () => `pvc-protection: claim ${key} released while not being deleted (seq ${at.seq})`,
+    );
+    events.push({
+      type: 'ClaimFinalizerRemoved',
+      tsMs: at.nowMs,
+      namespace: pvc.metadata.namespace ?? 'default',
+      claim: pvc.metadata.name,
+      cause: at.cause,
+    });
+  }
+  return events;
 }

@@ -9,6 +9,9 @@ import {
   type PersistentVolume,
   type PersistentVolumeClaim,
 } from '../events/k8s.js';
+import type { UniqueVolumeName } from '../ids.js';
+import type { ClaimBinding } from './claims.js';
+import { csiVolumeName } from './provisioning.js';
 import { claimClassName, type ObjectLookup, storageClassOf } from './storage-class.js';
 
 /** The bytes a claim's request asks for above its PV's capacity, or 0 when none is wanted. */
@@ -30,4 +33,49 @@ export function bytesQuantity(bytes: number): string {
   if (bytes > 0 && bytes % 2 ** 30 === 0) return `${bytes / 2 ** 30}Gi`;
   if (bytes > 0 && bytes % 2 ** 20 === 0) return `${bytes / 2 ** 20}Mi`;
   return String(bytes);
+}
+
+/**
+ * Does the claim under `key` want expansion (the resizer's watch): bound, its class
+ * allowing it, asking for more than its CSI PV has. Both cores keep such claims in their
+ * `resizing` set, looked at again when the claim, its binding or its PV changes.
+ */
+export function claimWantsExpansion(
+  objects: ObjectLookup,
+  binding: ClaimBinding | undefined,
+  pvc: PersistentVolumeClaim,
+): boolean {
+  const pv = binding === undefined ? undefined : objects.lookup('PersistentVolume', binding.volume);
+  return pv?.kind === 'PersistentVolume' && expansionWantedBytes(objects, pvc, pv) > 0;
+}
+
+/** One ControllerExpandVolume a plan may make: the claim, its PV, its CSI volume, the size. */
+export interface WantedExpansion {
+  readonly claimKey: string;
+  readonly pv: string;
+  readonly volume: UniqueVolumeName;
+  readonly sizeBytes: number;
+}
+
+/**
+ * The resizer's decisions over the claims kept in `resizing`, in key order: each bound
+ * claim asking for more than its CSI PV has. The core makes each an operation of its own.
+ */
+export function* wantedExpansions(
+  objects: ObjectLookup & { get(key: string): ReturnType<ObjectLookup['lookup']> },
+  bindings: ReadonlyMap<string, ClaimBinding>,
+  resizing: ReadonlySet<string>,
+): Generator<WantedExpansion> {
+  for (const claimKey of [...resizing].sort()) {
+    const pvc = objects.get(claimKey);
+    const binding = bindings.get(claimKey);
+    if (pvc?.kind !== 'PersistentVolumeClaim' || binding === undefined) continue;
+    const pv = objects.lookup('PersistentVolume', binding.volume);
+    if (pv?.kind !== 'PersistentVolume') continue;
+    const sizeBytes = expansionWantedBytes(objects, pvc, pv);
+    const csi = pv.spec.csi;
+    if (sizeBytes === 0 || csi?.volumeHandle === undefined) continue;
+    const volume = csiVolumeName(csi.driver, csi.volumeHandle);
+    yield { claimKey, pv: binding.volume, volume, sizeBytes };
+  }
 }

@@ -19,15 +19,13 @@
  *
  * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
  */
-import { assert } from '../assert.js';
 import type { NewEvent, ProvisionRequest } from '../events/index.js';
-import { objectKey, type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
+import { type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
-import { bindingVolume, boundVolumes, findVolumeForClaim, lookupOf } from '../binding/claims.js';
+import { bindingVolume, boundVolumes, findVolumeForClaim } from '../binding/claims.js';
 import {
-  csiVolumeName,
   provisionableClaim,
   provisionedPvName,
   provisionedVolumeName,
@@ -35,7 +33,8 @@ import {
   reclaimable,
   retriesUnderSameName,
 } from '../binding/provisioning.js';
-import { expansionWantedBytes } from '../binding/expansion.js';
+import { wantedExpansions } from '../binding/expansion.js';
+import { claimFinalizerDecisions } from '../binding/claim-protection.js';
 import { claimUsedByPod, consumerNode } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 
@@ -153,20 +152,9 @@ function planExpansions(
   volumes: readonly UniqueVolumeName[] | undefined,
 ): void {
   const all = volumes === undefined || volumes.includes(bindingVolume);
-  for (const key of [...world.provisioning.resizing].sort()) {
-    const pvc = world.objects.get(key);
-    const pvName = world.bindings.get(key)?.volume;
-    const pv =
-      pvName === undefined ? undefined : world.objects.get(objectKey('PersistentVolume', pvName));
-    if (pvc?.kind !== 'PersistentVolumeClaim' || pv?.kind !== 'PersistentVolume') continue;
-    const sizeBytes = expansionWantedBytes(lookupOf(world.objects), pvc, pv);
-    const csi = pv.spec.csi;
-    if (sizeBytes === 0 || csi?.volumeHandle === undefined) continue;
-    assert(
-      world.bindings.get(key)?.volume === pv.metadata.name,
-      () => `resizer: claim ${key} expanded through a PV it is not bound to (seq ${world.seq})`,
-    );
-    const volume = csiVolumeName(csi.driver, csi.volumeHandle);
+  const { objects, bindings, provisioning } = world;
+  for (const wanted of wantedExpansions(objects, bindings, provisioning.resizing)) {
+    const { volume } = wanted;
     if (!all && !volumes.includes(volume)) continue;
     claims.tryRun({
       op: 'controllerExpand',
@@ -174,31 +162,17 @@ function planExpansions(
       node: NodeName(''),
       key: { volume, pod: '', node: '' },
       cause: world.causes.get(volume) ?? world.bindingCause,
-      pv: pv.metadata.name,
-      sizeBytes,
+      pv: wanted.pv,
+      sizeBytes: wanted.sizeBytes,
     });
   }
 }
 
 /** pvc-protection: each claim being deleted that no scheduled pod names loses its finalizer. */
 function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] {
-  const events: NewEvent[] = [];
-  for (const key of [...world.provisioning.protectedClaims].sort()) {
-    const pvc = world.objects.get(key);
-    if (pvc?.kind !== 'PersistentVolumeClaim' || claimUsedByPod(world, pvc)) continue;
-    assert(
-      pvc.metadata.deletionTimestamp !== undefined,
-      () => `pvc-protection: claim ${key} released while not being deleted (seq ${world.seq})`,
-    );
-    events.push({
-      type: 'ClaimFinalizerRemoved',
-      tsMs: nowMs,
-      namespace: pvc.metadata.namespace ?? 'default',
-      claim: pvc.metadata.name,
-      cause: world.bindingCause,
-    });
-  }
-  return events;
+  const at = { nowMs, cause: world.bindingCause, seq: world.seq };
+  const inUse = (pvc: PersistentVolumeClaim) => claimUsedByPod(world, pvc);
+  return claimFinalizerDecisions(world.objects, world.provisioning.protectedClaims, inUse, at);
 }
 
 /** Is some provisioning state waiting, so that a plan must look at storage at all? */

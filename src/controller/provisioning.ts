@@ -12,8 +12,8 @@
 import type { EventOf } from '../events/index.js';
 import { type ClusterObject, objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, UniqueVolumeName } from '../ids.js';
-import { bindingVolume, lookupOf } from '../binding/claims.js';
-import { bytesQuantity, expansionWantedBytes } from '../binding/expansion.js';
+import { bindingVolume } from '../binding/claims.js';
+import { bytesQuantity, claimWantsExpansion } from '../binding/expansion.js';
 import {
   csiVolumeName,
   foldCreateVolumeCall,
@@ -140,15 +140,9 @@ export function claimUsedByPod(world: ControllerWorld, pvc: PersistentVolumeClai
 export function trackControllerResize(world: ControllerWorld, key: string): void {
   const { resizing } = world.provisioning;
   const pvc = world.objects.get(key);
-  const binding = world.bindings.get(key);
-  const pv =
-    binding === undefined
-      ? undefined
-      : world.objects.get(objectKey('PersistentVolume', binding.volume));
   const wanted =
     pvc?.kind === 'PersistentVolumeClaim' &&
-    pv?.kind === 'PersistentVolume' &&
-    expansionWantedBytes(lookupOf(world.objects), pvc, pv) > 0;
+    claimWantsExpansion(world.objects, world.bindings.get(key), pvc);
   if (!wanted) return void resizing.delete(key);
   resizing.add(key);
   world.dirty.add(bindingVolume);

@@ -18,11 +18,7 @@
  * Pure. Operations go through the plan's Claims (one operation per volume, backoff).
  */
 import type { NewEvent, ProvisionRequest } from '../events/index.js';
-import {
-  parseQuantityBytes,
-  type PersistentVolumeClaim,
-  type StorageClass,
-} from '../events/k8s.js';
+import { type PersistentVolumeClaim, type StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
@@ -30,13 +26,14 @@ import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
 import { provisioningClass } from '../world/claims-view.js';
 import { claimInUse } from '../world/provisioning.js';
 import {
-  csiVolumeName,
   provisionableClaim,
   provisionedVolumeName,
   reclaimable,
   retriesUnderSameName,
 } from '../binding/provisioning.js';
 import { nodeTopology } from '../binding/storage-class.js';
+import { wantedExpansions } from '../binding/expansion.js';
+import { claimFinalizerDecisions } from '../binding/claim-protection.js';
 import type { World } from '../world/types.js';
 import type { Operation, StorageOperation } from './operations.js';
 
@@ -144,41 +141,19 @@ function planReclaims(world: World, claims: Claims<Operation>, scope: StorageSco
 
 /** The resizer: ControllerExpandVolume for each bound claim asking for more than its PV. */
 function planExpansions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
-  for (const key of [...world.provisioning.resizing].sort()) {
-    const pvc = world.objects.get(key);
-    const binding = world.bindings.get(key);
-    if (pvc?.kind !== 'PersistentVolumeClaim' || binding === undefined) continue;
-    const pv = world.objects.lookup('PersistentVolume', binding.volume);
-    const csi = pv?.kind === 'PersistentVolume' ? pv.spec.csi : undefined;
-    if (csi?.volumeHandle === undefined) continue; // only CSI volumes are expanded here
-    const volume = csiVolumeName(csi.driver, csi.volumeHandle);
+  const { objects, bindings, provisioning } = world;
+  for (const wanted of wantedExpansions(objects, bindings, provisioning.resizing)) {
+    const { volume } = wanted;
     if (!scope.all && !scope.volumes.has(volume)) continue;
     claims.tryRun({
       op: 'controllerExpand',
       volume,
       key: { volume, pod: '', node: '' },
       cause: world.causes.get(volume) ?? world.bindingCause,
-      pv: binding.volume,
-      sizeBytes: parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0,
+      pv: wanted.pv,
+      sizeBytes: wanted.sizeBytes,
     });
   }
-}
-
-/** pvc-protection: a claim being deleted that no pod uses loses its finalizer. */
-function planClaimFinalizers(world: World, nowMs: number): NewEvent[] {
-  const events: NewEvent[] = [];
-  for (const key of [...world.provisioning.protectedClaims].sort()) {
-    const pvc = world.objects.get(key);
-    if (pvc?.kind !== 'PersistentVolumeClaim' || claimInUse(world, pvc)) continue;
-    events.push({
-      type: 'ClaimFinalizerRemoved',
-      tsMs: nowMs,
-      namespace: pvc.metadata.namespace ?? 'default',
-      claim: pvc.metadata.name,
-      cause: world.bindingCause,
-    });
-  }
-  return events;
 }
 
 /**
@@ -195,7 +170,10 @@ export function planStorage(
   planOrphanProvisions(world, claims, scope);
   planReclaims(world, claims, scope);
   planExpansions(world, claims, scope);
-  return scope.all ? planClaimFinalizers(world, scope.nowMs) : [];
+  if (!scope.all) return [];
+  const at = { nowMs: scope.nowMs, cause: world.bindingCause, seq: world.seq };
+  const inUse = (pvc: PersistentVolumeClaim) => claimInUse(world, pvc);
+  return claimFinalizerDecisions(world.objects, world.provisioning.protectedClaims, inUse, at);
 }
 
 /** Is some provisioning state waiting, so that a plan must look at storage at all? */

@@ -28,11 +28,8 @@ import {
 } from '../binding/claims.js';
 
 import { podsReferencing } from '../desired/references.js';
-import {
-  claimClassName,
-  provisionedByAnnotation,
-  storageClassOf,
-} from '../binding/storage-class.js';
+import { provisionedByAnnotation } from '../binding/storage-class.js';
+import { claimWantsExpansion } from '../binding/expansion.js';
 import type { World } from './types.js';
 
 /**
@@ -40,15 +37,8 @@ import type { World } from './types.js';
  * it asks for more than its PV has (the API server refuses the growth otherwise).
  */
 export function trackResize(world: World, key: string, pvc: PersistentVolumeClaim): void {
-  const binding = world.bindings.get(key);
-  const requested = parseQuantityBytes(pvc.spec.resources?.requests?.storage) ?? 0;
-  const pv =
-    binding === undefined ? undefined : world.objects.lookup('PersistentVolume', binding.volume);
-  const sc = storageClassOf(world.objects, claimClassName(pvc, world.objects));
-  const has =
-    pv?.kind === 'PersistentVolume' ? (parseQuantityBytes(pv.spec.capacity?.storage) ?? 0) : 0;
-  const wanted = sc?.allowVolumeExpansion === true && pv !== undefined && requested > has;
-  if (wanted) world.provisioning.resizing.add(key);
+  if (claimWantsExpansion(world.objects, world.bindings.get(key), pvc))
+    world.provisioning.resizing.add(key);
   else world.provisioning.resizing.delete(key);
 }
 
