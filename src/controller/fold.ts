@@ -43,7 +43,16 @@ import {
   type NodeRecord,
   pairKey,
 } from './types.js';
-import { addOne, addToIndex, removeFromIndex, removeOne, valuesOf } from './one-or-many.js';
+import {
+  addOne,
+  addToIndex,
+  hasOne,
+  removeFromIndex,
+  removeOne,
+  valuesOf,
+  withOne,
+  withoutOne,
+} from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -129,10 +138,9 @@ function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
   for (const v of record.volumes) {
     const key = pairKey(v.volume, record.node);
     const entry = world.dsw.get(key);
-    if (entry === undefined || !entry.pods.has(uid)) continue;
-    const pods = new Map(entry.pods);
-    pods.delete(uid);
-    if (pods.size === 0)
+    if (entry === undefined || !hasOne(entry.pods, uid)) continue;
+    const pods = withoutOne(entry.pods, uid);
+    if (pods === undefined)
       world.dsw.delete(key); // the multi-attach flag goes with it
     else world.dsw.set(key, { ...entry, pods });
     reindexPair(world, v.volume, record.node);
@@ -151,15 +159,10 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
       volume: v.volume,
       node: record.node,
       spec: v,
-      pods: new Map(),
+      pods: uid,
       multiAttachErrorReported: false,
     };
-    const pods = new Map(entry.pods);
-    pods.set(uid, {
-      namespace: record.pod.metadata.namespace ?? 'default',
-      name: record.pod.metadata.name,
-    });
-    world.dsw.set(key, { ...entry, pods });
+    world.dsw.set(key, { ...entry, pods: withOne(entry.pods, uid) });
     reindexPair(world, v.volume, record.node);
     touch(world, v.volume);
   }

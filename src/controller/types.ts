@@ -12,7 +12,8 @@ import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ClaimBinding } from '../binding/claims.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
-import type { OneOrMany } from './one-or-many.js';
+import { assert } from '../assert.js';
+import { type OneOrMany, valuesOf } from './one-or-many.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -57,7 +58,8 @@ export interface DesiredAttachment {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
   readonly spec: ResolvedVolume;
-  readonly pods: ReadonlyMap<UniquePodName, { namespace: string; name: string }>;
+  /** The pods that want it (one bare, a Set from two); their names are in their records. */
+  readonly pods: OneOrMany<UniquePodName>;
   readonly multiAttachErrorReported: boolean;
 }
 
@@ -125,6 +127,21 @@ export interface ControllerWorld extends OperationBook {
 
 export function pairKey(volume: string, node: string): string {
   return `${volume}@${node}`;
+}
+
+/** The pods of a desired attachment with their namespaces and names, from their records. */
+export function desiredPods(
+  world: Pick<ControllerWorld, 'pods'>,
+  entry: DesiredAttachment,
+): { uid: UniquePodName; namespace: string; name: string }[] {
+  return [...valuesOf(entry.pods)].map((uid) => {
+    const pod = world.pods.get(uid)?.pod;
+    assert(
+      pod !== undefined,
+      () => `desired attachment ${entry.volume}@${entry.node}: pod ${uid} has no record`,
+    );
+    return { uid, namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name };
+  });
 }
 
 /** An operation the controller's planner decides (plan.ts, plan-provision.ts). */
