@@ -444,6 +444,9 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   });
   for (const op of cut) world.touched.add(op.volume);
   world.engineStartedSeq = event.seq as Seq;
+  const samePlugins =
+    world.plugins.size === event.plugins.length &&
+    event.plugins.every((p) => JSON.stringify(world.plugins.get(p.name)) === JSON.stringify(p));
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   world.bindingCause = event.seq as Seq;
   world.dirty.add(bindingVolume); // claims left unbound before the restart
@@ -455,7 +458,15 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
       setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
-  for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
+  // Records are resolved again on every change of what they read: with the same plugins
+  // they stand, and only their desired attachments go out and back in (touching each).
+  for (const record of [...world.pods.values()]) {
+    if (!samePlugins) upsertPod(world, record.pod, record.seq);
+    else {
+      removePodFromDsw(world, record.uid);
+      addPodToDsw(world, record.uid);
+    }
+  }
 }
 
 /** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
