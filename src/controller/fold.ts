@@ -459,14 +459,16 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
   // Records are resolved again on every change of what they read: with the same plugins
-  // they stand, and only their desired attachments go out and back in (touching each).
-  for (const record of [...world.pods.values()]) {
-    if (!samePlugins) upsertPod(world, record.pod, record.seq);
-    else {
-      removePodFromDsw(world, record.uid);
-      addPodToDsw(world, record.uid);
+  // they stand, and their desired attachments are touched as taking them out and putting
+  // them back did (an entry of one pod was made anew: its Multi-Attach error not reported).
+  if (!samePlugins)
+    for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
+  else
+    for (const [key, entry] of world.dsw) {
+      if (entry.multiAttachErrorReported && !(entry.pods instanceof Set))
+        world.dsw.set(key, { ...entry, multiAttachErrorReported: false });
+      touch(world, entry.volume);
     }
-  }
 }
 
 /** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
