@@ -67,6 +67,18 @@ async function untilAttached(r: ReturnType<typeof replica>): Promise<boolean> {
   return r.state.lost === undefined;
 }
 
+/** A snapshot of the world as it is now, once a snapshot the pacer began has been written. */
+async function snapshotAtHead(c: ClusterController): ReturnType<ClusterController['snapshotNow']> {
+  for (;;) {
+    try {
+      return await c.snapshotNow();
+    } catch (error) {
+      if (!/already being taken/.test((error as Error).message)) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
 // Says when the event loop was held up for over a second, and at which seqs (on stderr).
 let current: ClusterController | undefined;
 let lastTickMs = nowMs();
@@ -88,6 +100,9 @@ if (loadTtlS !== leaseTtlSDefault) {
   current = loader.controller;
   if (!(await untilAttached(loader))) throw new Error('failover bench: the loader lost its lease');
   loaderMs = nowMs() - started;
+  // As a leader that has led a while: a snapshot at the head for a to start from (stopping
+  // mid-snapshot left a to fold up to a million events after an older one).
+  await snapshotAtHead(loader.controller);
   await loader.stop();
   progress(`  loader: ${pods} pods attached in ${Math.round(loaderMs)} ms; a takes over`);
 }
@@ -117,7 +132,7 @@ const events = controller.world!.seq;
 progress(`  a loaded ${pods} pods in ${Math.round(loadMs)} ms (${events} events), snapshots`);
 const delay = monitorEventLoopDelay({ resolution: 10 });
 delay.enable();
-const snapshot = await controller.snapshotNow();
+const snapshot = await snapshotAtHead(controller);
 delay.disable();
 if (snapshot === undefined || snapshot.seq < events) throw new Error('failover bench: no snapshot');
 await new Promise((r) => setTimeout(r, leaseTtlSDefault * 1000));
