@@ -42,17 +42,11 @@ import {
   type ControllerWorld,
   type NodeRecord,
   pairKey,
+  samePluginCaps,
+  touchDesired,
 } from './types.js';
-import {
-  addOne,
-  addToIndex,
-  hasOne,
-  removeFromIndex,
-  removeOne,
-  valuesOf,
-  withOne,
-  withoutOne,
-} from './one-or-many.js';
+import { addOne, addToIndex, removeFromIndex, removeOne, valuesOf } from './one-or-many.js';
+import { hasOne, withOne, withoutOne } from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -444,9 +438,7 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   });
   for (const op of cut) world.touched.add(op.volume);
   world.engineStartedSeq = event.seq as Seq;
-  const samePlugins =
-    world.plugins.size === event.plugins.length &&
-    event.plugins.every((p) => JSON.stringify(world.plugins.get(p.name)) === JSON.stringify(p));
+  const samePlugins = samePluginCaps(world.plugins, event.plugins);
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   world.bindingCause = event.seq as Seq;
   world.dirty.add(bindingVolume); // claims left unbound before the restart
@@ -458,17 +450,9 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
       setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
-  // Records are resolved again on every change of what they read: with the same plugins
-  // they stand, and their desired attachments are touched as taking them out and putting
-  // them back did (an entry of one pod was made anew: its Multi-Attach error not reported).
-  if (!samePlugins)
-    for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
-  else
-    for (const [key, entry] of world.dsw) {
-      if (entry.multiAttachErrorReported && !(entry.pods instanceof Set))
-        world.dsw.set(key, { ...entry, multiAttachErrorReported: false });
-      touch(world, entry.volume);
-    }
+  if (samePlugins)
+    touchDesired(world); // every record stands
+  else for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
 /** A Multi-Attach error reported for a desired entry is reported once (§3.4). */

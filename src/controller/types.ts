@@ -13,6 +13,7 @@ import type { ClaimBinding } from '../binding/claims.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperationBook, OperatorState, ResolvedVolume } from '../world/types.js';
 import { assert } from '../assert.js';
+import { touchVolume } from '../operations/book.js';
 import { type OneOrMany, valuesOf } from './one-or-many.js';
 
 export interface ControllerConfig {
@@ -127,6 +128,32 @@ export interface ControllerWorld extends OperationBook {
 
 export function pairKey(volume: string, node: string): string {
   return `${volume}@${node}`;
+}
+
+/** Whether an EngineStarted names the plugins the world has, with the same capabilities. */
+export function samePluginCaps(
+  before: ReadonlyMap<string, PluginCaps>,
+  after: readonly PluginCaps[],
+): boolean {
+  return (
+    before.size === after.length &&
+    after.every((p) => JSON.stringify(before.get(p.name)) === JSON.stringify(p))
+  );
+}
+
+/**
+ * EngineStarted with the same plugins: a pod's record is resolved again on every change of
+ * an object or binding it read, so every record stands, and each desired attachment is
+ * touched (the first plan looks at it) as taking its pods out and putting them back did:
+ * an entry of one pod was made anew then, its Multi-Attach error not yet reported.
+ */
+export function touchDesired(world: ControllerWorld): void {
+  for (const [key, entry] of world.dsw) {
+    if (entry.multiAttachErrorReported && !(entry.pods instanceof Set))
+      world.dsw.set(key, { ...entry, multiAttachErrorReported: false });
+    touchVolume(world, entry.volume, world.seq);
+    world.touched.add(entry.volume);
+  }
 }
 
 /** The pods of a desired attachment with their namespaces and names, from their records. */
