@@ -33,6 +33,7 @@ import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
 import { valuesOf } from '../../src/controller/one-or-many.js';
+import type { ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
@@ -477,6 +478,7 @@ export async function scaleFigures(
     `  moved ${moves}: written in ${Math.round(move.writtenMs)} ms, converged after ${Math.round(move.convergedMs)} ms (${move.events} events)`,
   );
   plans.restore();
+  if (process.env.BENCH_HEAP_PARTS === '1') heapParts(controller.world!, pods, heapBefore);
   stop.abort();
   await running;
   client.close();
@@ -489,6 +491,14 @@ export async function scaleFigures(
       note: `${events} log events in ${log.txns} commits; ${snapshotNote}`,
     },
     { section: 'cluster', name: 'controller heap after the load', value: heapMiB, unit: 'MiB' },
+    {
+      section: 'cluster',
+      name: 'controller heap a pod after the load',
+      value: (heapMiB * 2 ** 20) / pods,
+      unit: 'B',
+      target: '< 2048 B',
+      met: (heapMiB * 2 ** 20) / pods < 2048,
+    },
     {
       section: 'cluster',
       name: 'controller time per log event during the load (incl. etcd)',
@@ -510,6 +520,27 @@ export async function scaleFigures(
       note: `moves written in ${Math.round(move.writtenMs)} ms; ${move.events} events`,
     },
   ];
+}
+
+/**
+ * Where the controller's heap goes, a pod (BENCH_HEAP_PARTS=1, at the end of the scale
+ * rows): each map of its world emptied in turn, a full collection after each. A value two
+ * maps share is counted with the last of them to go.
+ */
+function heapParts(world: ControllerWorld, pods: number, heapBefore: number): void {
+  const parts = ['pods', 'objects', 'podsByObject', 'dsw', 'attachments', 'nodesByVolume'];
+  parts.push('volumesByNode', 'reported', 'nodes', 'causes');
+  const maps = world as unknown as Record<string, Map<unknown, unknown>>;
+  let last = heapUsedAfterGc();
+  const perPod = (bytes: number) => Math.round(bytes / pods).toLocaleString('en-US');
+  progress(`  heap a pod: ${perPod(last - heapBefore)} B`);
+  for (const part of parts) {
+    maps[part] = new Map();
+    const now = heapUsedAfterGc();
+    progress(`    ${part}: ${perPod(last - now)} B`);
+    last = now;
+  }
+  progress(`    the rest of the process: ${perPod(last - heapBefore)} B`);
 }
 
 /** Moves `moves` pods to the next node (delete + put, 50 pods a transaction) and waits until each is attached there alone. */

@@ -7,6 +7,9 @@
  * that lease does the first load (attaching every disk), then stops, and a takes over on the
  * default lease (loading the snapshot and the log, listing the cluster) before it snapshots.
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import pino from 'pino';
 import { connect } from '../../src/cluster/client.js';
@@ -18,7 +21,7 @@ import { FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { attachedAll, noJournal, waitFor } from './cluster.js';
 import { diskPlugin } from './generate.js';
-import { gc, heapUsedAfterGc, nowMs, progress } from './util.js';
+import { nowMs, progress } from './util.js';
 
 const [urls, prefix, podsText, loadTtlText] = process.argv.slice(2);
 if (urls === undefined || prefix === undefined || podsText === undefined) {
@@ -29,8 +32,6 @@ const pods = Number(podsText);
 const loadTtlS = Number(loadTtlText ?? leaseTtlSDefault);
 const client = connect(urls);
 const keys = new ClusterKeys(prefix);
-gc();
-const heapBefore = heapUsedAfterGc();
 function replica(identity: string, leaseTtlS: number) {
   const controller = new ClusterController({
     client: new EtcdStore(client),
@@ -66,6 +67,18 @@ async function untilAttached(r: ReturnType<typeof replica>): Promise<boolean> {
   return r.state.lost === undefined;
 }
 
+/** A snapshot of the world as it is now, once a snapshot the pacer began has been written. */
+async function snapshotAtHead(c: ClusterController): ReturnType<ClusterController['snapshotNow']> {
+  for (;;) {
+    try {
+      return await c.snapshotNow();
+    } catch (error) {
+      if (!/already being taken/.test((error as Error).message)) throw error;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
 // Says when the event loop was held up for over a second, and at which seqs (on stderr).
 let current: ClusterController | undefined;
 let lastTickMs = nowMs();
@@ -87,8 +100,19 @@ if (loadTtlS !== leaseTtlSDefault) {
   current = loader.controller;
   if (!(await untilAttached(loader))) throw new Error('failover bench: the loader lost its lease');
   loaderMs = nowMs() - started;
+  // As a leader that has led a while: a snapshot at the head for a to start from (stopping
+  // mid-snapshot left a to fold up to a million events after an older one).
+  await snapshotAtHead(loader.controller);
   await loader.stop();
   progress(`  loader: ${pods} pods attached in ${Math.round(loaderMs)} ms; a takes over`);
+}
+// BENCH_FAILOVER_PROFILE=DIR writes a CPU profile of a's takeover and snapshot there.
+const profileDir = process.env.BENCH_FAILOVER_PROFILE;
+const profiler = profileDir === undefined ? undefined : new Session();
+if (profiler !== undefined) {
+  profiler.connect();
+  await profiler.post('Profiler.enable');
+  await profiler.post('Profiler.start');
 }
 const a = replica('a', leaseTtlSDefault);
 const controller = a.controller;
@@ -105,23 +129,30 @@ if (!kept) {
 }
 const loadMs = nowMs() - aStarted;
 const events = controller.world!.seq;
-gc();
-const heapBytes = heapUsedAfterGc() - heapBefore;
 progress(`  a loaded ${pods} pods in ${Math.round(loadMs)} ms (${events} events), snapshots`);
 const delay = monitorEventLoopDelay({ resolution: 10 });
 delay.enable();
-const snapshot = await controller.snapshotNow();
+const snapshot = await snapshotAtHead(controller);
 delay.disable();
 if (snapshot === undefined || snapshot.seq < events) throw new Error('failover bench: no snapshot');
 await new Promise((r) => setTimeout(r, leaseTtlSDefault * 1000));
 const leaseKept = a.state.lost === undefined && (await client.get(keys.leader).string()) === 'a';
+if (profiler !== undefined && profileDir !== undefined) {
+  // Written once the figures are taken: writing it holds the event loop for seconds.
+  const { profile } = await profiler.post('Profiler.stop');
+  writeFileSync(join(profileDir, `takeover-${pods}.cpuprofile`), JSON.stringify(profile));
+  profiler.disconnect();
+}
+// Writing the profile held the loop: lead one more TTL of keepalives, so the takeover
+// measured next begins from a lease a holds as a leader does (and says if not).
+await new Promise((r) => setTimeout(r, leaseTtlSDefault * 1000));
+const leadingAtCut = a.state.lost === undefined && (await client.get(keys.leader).string()) === 'a';
 process.stdout.write(
   `${JSON.stringify({
     loadMs,
     ...(loaderMs === undefined ? {} : { loaderMs }),
     loadLoopDelayMaxMs: loadDelay.max / 1e6,
     events,
-    heapBytes,
     snapshotBytes: snapshot.bytes,
     slicedMs: snapshot.encode.totalMs,
     slices: snapshot.encode.slices,
@@ -129,6 +160,7 @@ process.stdout.write(
     loopDelayMaxMs: delay.max / 1e6,
     writeMs: snapshot.writeMs,
     leaseKept,
+    leadingAtCut,
     seq: controller.world!.seq,
   })}\n`,
 );

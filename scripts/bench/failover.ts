@@ -16,6 +16,7 @@
  *   event loop would be blocked.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { serialize } from 'node:v8';
@@ -48,7 +49,6 @@ interface LeaderReport {
   /** The event loop's longest delay during the load (a lease lost then ends the run). */
   loadLoopDelayMaxMs: number;
   events: number;
-  heapBytes: number;
   snapshotBytes: number;
   slicedMs: number;
   slices: number;
@@ -56,6 +56,8 @@ interface LeaderReport {
   loopDelayMaxMs: number;
   writeMs: number;
   leaseKept: boolean;
+  /** a still led when it was killed (its lease kept through the heap's collections). */
+  leadingAtCut: boolean;
   /** The leader's seq when it reported: the new leader's events come after it. */
   seq: number;
 }
@@ -134,7 +136,7 @@ function figures(row: Row): Figure[] {
         'takeover: cut → new leader decides',
         row.takeoverMs,
         'ms',
-        `lease expiry ${Math.round(row.leaseExpiryMs)} ms, then load + list ${Math.round(row.takeoverMs - row.leaseExpiryMs)} ms`,
+        `lease expiry ${Math.round(row.leaseExpiryMs)} ms, then load + list ${Math.round(row.takeoverMs - row.leaseExpiryMs)} ms${row.leadingAtCut ? '' : '; a no longer led when killed'}`,
       ),
       target: `≤ TTL + 1 s + read = ${Math.round(takeoverTargetMs)} ms`,
       met: row.takeoverMs <= takeoverTargetMs,
@@ -206,6 +208,13 @@ async function failoverAt(urls: string, pods: number): Promise<Row> {
       1_800_000,
     );
     const takeoverMs = nowMs() - killedAt;
+    const profileDir = process.env.BENCH_FAILOVER_PROFILE;
+    if (profileDir !== undefined) {
+      b.kill('SIGUSR2');
+      const file = join(profileDir, 'replica-b.cpuprofile');
+      await waitFor(async () => (existsSync(file) ? true : undefined), 'b profile', 120_000);
+      await new Promise((r) => setTimeout(r, 2_000)); // written in full
+    }
     b.kill('SIGKILL');
     const timings = await readAndEncode(client, keys);
     return { pods, ...report, takeoverMs, leaseExpiryMs, ...timings };

@@ -24,7 +24,7 @@ import { type EventSink, MemorySink } from '../engine/sink.js';
 import { VoleMetrics } from '../metrics/index.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { NodeName, UniqueVolumeName } from '../ids.js';
-import type { ManifestObject, Pod } from '../events/k8s.js';
+import type { ClusterObject, ManifestObject, Pod } from '../events/k8s.js';
 import { planBindings } from '../binding/decide.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
@@ -217,11 +217,17 @@ export class ControllerManager {
     this.engine.append(event);
   }
 
+  /**
+   * An object as the log holds it: a claim without a UID with the one the world knows it
+   * by (else a new one), a ConfigMap or Secret as its content hash.
+   */
+  loggedObject(object: ManifestObject): ClusterObject {
+    return toLoggedObject(withUid(object, claimIdentitiesOf(lookupOf(this.engine.world.objects))));
+  }
+
   /** A Node, PersistentVolume or claim was added or changed (a ConfigMap or Secret: its hash). */
   upsertObject(object: ManifestObject): void {
-    const logged = toLoggedObject(
-      withUid(object, claimIdentitiesOf(lookupOf(this.engine.world.objects))),
-    );
+    const logged = this.loggedObject(object);
     this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: logged });
   }
 

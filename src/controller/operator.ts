@@ -8,14 +8,15 @@ import type { NewEvent } from '../events/index.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import { accepted, decideRetry, refused, type Verdict } from '../plan/operator.js';
 import type { OperatorRequestRecord } from '../world/types.js';
-import { type ControllerWorld, pairKey } from './types.js';
+import { type ControllerWorld, desiredPods, pairKey } from './types.js';
 
 function decideDetach(world: ControllerWorld, r: OperatorRequestRecord): Verdict {
   if (r.node === null) return refused('name the node to detach the volume from (--node)');
   const a = world.attachments.get(pairKey(r.volume, r.node));
   if (a === undefined) return refused(`${r.volume} is not attached to node ${r.node}`);
   const inUse = world.nodes.get(NodeName(r.node))?.volumesInUse.has(r.volume) === true;
-  const wanted = [...(world.dsw.get(pairKey(r.volume, r.node))?.pods.values() ?? [])].map(
+  const desired = world.dsw.get(pairKey(r.volume, r.node));
+  const wanted = (desired === undefined ? [] : desiredPods(world, desired)).map(
     (p) => `${p.namespace}/${p.name}`,
   );
   if ((inUse || wanted.length > 0) && !r.force) {

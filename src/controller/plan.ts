@@ -20,6 +20,7 @@ import {
   type ControllerOperation,
   type ControllerWorld,
   type DesiredAttachment,
+  desiredPods,
   pairKey,
 } from './types.js';
 import { valuesOf } from './one-or-many.js';
@@ -87,9 +88,10 @@ function multiAttachMessage(
   namespace: string,
   otherNodes: NodeName[],
 ): string {
-  const others = otherNodes.flatMap((n) => [
-    ...(world.dsw.get(pairKey(entry.volume, n))?.pods.values() ?? []),
-  ]);
+  const others = otherNodes.flatMap((n) => {
+    const there = world.dsw.get(pairKey(entry.volume, n));
+    return there === undefined ? [] : desiredPods(world, there);
+  });
   const head = `Multi-Attach error for volume "${entry.spec.innerVolumeSpecName}" `;
   if (others.length === 0)
     return `${head}Volume is already exclusively attached to one node and can't be attached to another`;
@@ -130,7 +132,8 @@ function planAttach(
       .sort();
     if (otherNodes.length > 0) {
       if (!entry.multiAttachErrorReported) {
-        for (const [uid, pod] of [...entry.pods].sort(([x], [y]) => x.localeCompare(y))) {
+        const pods = desiredPods(world, entry).sort((x, y) => x.uid.localeCompare(y.uid));
+        for (const { uid, namespace } of pods) {
           events.push({
             type: 'ReportRaised',
             tsMs: claims.nowMs,
@@ -138,7 +141,7 @@ function planAttach(
             pod: uid,
             volume: entry.volume,
             node: entry.node,
-            message: multiAttachMessage(world, entry, pod.namespace, otherNodes),
+            message: multiAttachMessage(world, entry, namespace, otherNodes),
           });
         }
       }

@@ -16,7 +16,9 @@ import type { PairState } from '../world/compiled-machine.js';
 import type { OperatorState } from '../world/types.js';
 import type { OperationBook } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import type { OneOrMany } from './one-or-many.js';
+import { assert } from '../assert.js';
+import { touchVolume } from '../operations/book.js';
+import { type OneOrMany, valuesOf } from './one-or-many.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */
@@ -64,7 +66,8 @@ export interface DesiredAttachment {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
   readonly spec: ResolvedVolume;
-  readonly pods: ReadonlyMap<UniquePodName, { namespace: string; name: string }>;
+  /** The pods that want it (one bare, a Set from two); their names are in their records. */
+  readonly pods: OneOrMany<UniquePodName>;
   readonly multiAttachErrorReported: boolean;
 }
 
@@ -128,6 +131,47 @@ export interface ControllerWorld extends OperationBook, DesiredIntake {
 
 export function pairKey(volume: string, node: string): string {
   return `${volume}@${node}`;
+}
+
+/** Whether an EngineStarted names the plugins the world has, with the same capabilities. */
+export function samePluginCaps(
+  before: ReadonlyMap<string, PluginCaps>,
+  after: readonly PluginCaps[],
+): boolean {
+  return (
+    before.size === after.length &&
+    after.every((p) => JSON.stringify(before.get(p.name)) === JSON.stringify(p))
+  );
+}
+
+/**
+ * EngineStarted with the same plugins: a pod's record is resolved again on every change of
+ * an object or binding it read, so every record stands, and each desired attachment is
+ * touched (the first plan looks at it) as taking its pods out and putting them back did:
+ * an entry of one pod was made anew then, its Multi-Attach error not yet reported.
+ */
+export function touchDesired(world: ControllerWorld): void {
+  for (const [key, entry] of world.dsw) {
+    if (entry.multiAttachErrorReported && !(entry.pods instanceof Set))
+      world.dsw.set(key, { ...entry, multiAttachErrorReported: false });
+    touchVolume(world, entry.volume, world.seq);
+    world.touched.add(entry.volume);
+  }
+}
+
+/** The pods of a desired attachment with their namespaces and names, from their records. */
+export function desiredPods(
+  world: Pick<ControllerWorld, 'pods'>,
+  entry: DesiredAttachment,
+): { uid: UniquePodName; namespace: string; name: string }[] {
+  return [...valuesOf(entry.pods)].map((uid) => {
+    const pod = world.pods.get(uid)?.pod;
+    assert(
+      pod !== undefined,
+      () => `desired attachment ${entry.volume}@${entry.node}: pod ${uid} has no record`,
+    );
+    return { uid, namespace: pod.metadata.namespace ?? 'default', name: pod.metadata.name };
+  });
 }
 
 /** An operation the controller's planner decides (plan.ts, plan-provision.ts). */

@@ -20,6 +20,7 @@ import * as controllerReader from '../controller/readers.js';
 import { type ControllerPod, type ControllerWorld, pairKey } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import type { ClusterObject } from '../events/k8s.js';
+import type { UniquePodName } from '../ids.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../desired/objects.js';
@@ -148,7 +149,22 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
     for (const [uid, record] of revived.pods) revived.pods.set(uid, podOfKeys(record));
     rebuildControllerIndexes(revived);
   }
+  barePodsOfDesired(revived.dsw);
   return revived;
+}
+
+/**
+ * Snapshots written before a desired attachment held its pods bare kept them in a Map of
+ * names: the same pods, as the fold now holds them (the names are in the pod records).
+ */
+function barePodsOfDesired(dsw: ControllerWorld['dsw']): void {
+  for (const [key, entry] of dsw) {
+    const pods: unknown = entry.pods;
+    if (!(pods instanceof Map)) continue;
+    const uids = [...(pods as Map<UniquePodName, unknown>).keys()];
+    const [only] = uids;
+    dsw.set(key, { ...entry, pods: uids.length === 1 ? (only as UniquePodName) : new Set(uids) });
+  }
 }
 
 /** The attach/detach controller (spec/attach-detach-controller.md). */

@@ -171,3 +171,29 @@ test('controller manager: with more volumes to attach than may run, a tick plans
     cm.stop();
   }
 });
+
+test('a claim listed again without a UID is, as the log holds it, the claim the world holds', () => {
+  const cm = ControllerManager.create({
+    plugins: [
+      new FakePlugin({
+        caps: caps('fake.disk', { attachable: true }),
+        clock: new RealClock(),
+        journal: [],
+      }),
+    ],
+    verifyAttachments: false,
+  });
+  cm.start();
+  const [, claimEvent] = diskObjects('disk-1');
+  assert.ok(
+    claimEvent?.type === 'ObjectUpserted' && claimEvent.object.kind === 'PersistentVolumeClaim',
+  );
+  const listed = claimEvent.object;
+  assert.equal(listed.metadata.uid, undefined, 'written without a UID');
+  cm.upsertObject(listed);
+  const held = cm.world.objects.get('PersistentVolumeClaim/default/claim-disk-1');
+  assert.ok(held?.metadata.uid !== undefined, 'the log gave it one');
+  // What the controller's inputs compare with the world's when etcd lists it again.
+  assert.equal(JSON.stringify(cm.loggedObject(listed)), JSON.stringify(held));
+  cm.stop();
+});

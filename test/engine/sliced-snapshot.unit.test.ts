@@ -11,6 +11,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
+import { valuesOf } from '../../src/controller/one-or-many.js';
+import { UniquePodName } from '../../src/ids.js';
 import { sliceEntries } from '../../src/engine/snapshot.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { caps } from '../../src/plugins/types.js';
@@ -152,4 +154,37 @@ test('sliced snapshot: one written before the shared intake (objects in a Map, p
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
   assert.equal(decoded.objects.lookup('Node', 'node-1')?.metadata.name, 'node-1');
+});
+
+test('sliced snapshot: desired attachments written with a Map of pod names are read with their pods bare', () => {
+  const world = controllerWorld(20);
+  // Two pods want disk-0 on node-0: one entry with two pods, the rest with one.
+  const second = podOn(0, 'node-0');
+  if (second.type !== 'PodUpserted') throw new Error('a pod event');
+  const twin = {
+    ...second.pod,
+    metadata: { ...second.pod.metadata, name: 'twin', uid: 'uid-twin' },
+  };
+  append(world, { ...second, pod: twin });
+  settle(world);
+  const named = (uid: string) => {
+    const p = world.pods.get(UniquePodName(uid))!.pod.metadata;
+    return [uid, { namespace: p.namespace ?? 'default', name: p.name }] as const;
+  };
+  const { dirty: _dirty, ...rest } = world;
+  const oldDsw = new Map(
+    [...world.dsw].map(([key, entry]) => [
+      key,
+      { ...entry, pods: new Map([...valuesOf(entry.pods)].map(named)) },
+    ]),
+  );
+  const old = serialize({ v8: process.versions.v8, world: { ...rest, dsw: oldDsw } });
+  const decoded = codec.decode(old, 3);
+  assert.ok(decoded !== undefined, 'decodes');
+  assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+  const both = [...decoded.dsw.values()].find((e) => e.pods instanceof Set);
+  assert.deepEqual(both === undefined ? [] : [...valuesOf(both.pods)].sort(), [
+    'uid-0',
+    'uid-twin',
+  ]);
 });
