@@ -76,3 +76,10 @@ assert(
 );
 assert(csiRpcDeadlineMs < callTimeoutMsDefault, 'a CSI deadline must end before the call timeout');
 assert(planOperationsMax <= operationsInFlightMax, 'a tick must not plan more than can run');
+
+/**
+ * How long a statement waits for another connection's lock before failing with SQLITE_BUSY
+ * (better-sqlite3's `timeout`). Five seconds rides out another process's commit or a WAL
+ * checkpoint, and still reports a stuck lock while someone is watching.
+ */
+export const logBusyTimeoutMsDefault = 5_000;

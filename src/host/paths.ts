@@ -13,8 +13,6 @@ import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { messageValueCharsMax, nameBytesMax } from './limits.js';
 
-export { nameBytesMax } from './limits.js';
-
 export const defaultRoot = '/var/lib/vole';
 
 /** A hostile value quoted in a message: JSON-escaped and cut to a readable length. */

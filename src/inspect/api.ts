@@ -7,7 +7,7 @@
  * the world when it returns to its initial state, but the list keeps showing it). Other
  * moments are replayed on request from the latest snapshot at or before them.
  */
-import { eventCodec, type VoleEvent } from '../events/index.js';
+import type { VoleEvent } from '../events/index.js';
 import {
   coreOfStore,
   describeEvent,
@@ -44,7 +44,6 @@ export interface Store extends ReadableLog {
   get(seq: number): VoleEvent | undefined;
   bounds(): { firstSeq: number; lastSeq: number; firstTsMs: number; lastTsMs: number };
 }
-export { eventCodec };
 
 /** Notable events kept for the timeline's marks (the latest ones when there are more). */
 export const marksMax = 20_000;

@@ -7,7 +7,7 @@ import { existsSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database, { type Database as Db } from 'better-sqlite3';
 import { assert } from '../assert.js';
-import { appendBatchEventsMax } from '../constants.js';
+import { appendBatchEventsMax, logBusyTimeoutMsDefault } from '../constants.js';
 import type { EventCodec, EventEnvelope } from './codec.js';
 import { type LogDamagedError, LogOpenError } from './errors.js';
 import { EventStore } from './event-store.js';
@@ -21,14 +21,6 @@ export type { EventCodec } from './codec.js';
 export { EventStore } from './event-store.js';
 export * from './errors.js';
 export { readHolder, WriterLock } from './writer-lock.js';
-
-/**
- * How long a statement waits for another connection's lock before failing with SQLITE_BUSY
- * (better-sqlite3's `timeout`). Five seconds rides out another process's commit or a WAL
- * checkpoint, and still reports a stuck lock while someone is watching. Defined here rather
- * than in src/constants.ts only because that file belongs to another change in flight.
- */
-const logBusyTimeoutMsDefault = 5_000;
 
 export interface OpenLogOptions<E extends EventEnvelope> {
   readonly codec: EventCodec<E>;

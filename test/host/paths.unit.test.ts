@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import fc from 'fast-check';
+import { nameBytesMax } from '../../src/host/limits.js';
 import {
   assertInside,
   assertNoSymlinkEscape,
@@ -15,7 +16,6 @@ import {
   escapePluginName,
   globalMapPath,
   isInside,
-  nameBytesMax,
   PathEscapeError,
   pluginGlobalMountPath,
   podVolumeDevicePath,
