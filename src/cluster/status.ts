@@ -32,10 +32,6 @@ export function parseCsiNodeIds(text: string): Record<string, string> | undefine
   }
 }
 
-export function decodeCsiNodeIds(kv: KeyValue): Record<string, string> | undefined {
-  return decodeCsiNode(kv)?.csiNodeIds;
-}
-
 /** The agent's CSI node status: its drivers' node IDs and their topology segments. */
 export function decodeCsiNode(kv: KeyValue): z.infer<typeof csiNodeIdsValue> | undefined {
   try {
