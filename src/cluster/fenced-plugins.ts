@@ -4,6 +4,7 @@
  * it are durable in the etcd log of the current term. A plugin registered later — a CSI
  * driver that registers itself — is fenced the same way.
  */
+import { assert } from '../assert.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 
@@ -14,6 +15,7 @@ function fencePlugin(plugin: VolumePlugin, durable: DurableGate): VolumePlugin {
   const attacher = plugin.attacher;
   if (attacher === undefined) return plugin;
   const gate = async (target: CallTarget, call: string) => {
+    assert(target.node !== '', () => `${plugin.name}: ${call} names no node`);
     await durable();
     if (target.signal.aborted)
       throw new Error(`${call} cut off before it started (the controller stopped or timed out)`);
@@ -40,5 +42,9 @@ export class FencedPluginManager extends PluginManager {
   /** register() and a CSI driver's re-registration both come through here. */
   override upsert(plugin: VolumePlugin): void {
     super.upsert(fencePlugin(plugin, this.durable));
+    assert(
+      plugin.attacher === undefined || this.find(plugin.name)?.attacher !== plugin.attacher,
+      () => `${plugin.name}: registered with an attacher that is not fenced`,
+    );
   }
 }
