@@ -48,6 +48,7 @@ import {
 import {
   type ControllerAttachment,
   type ControllerPod,
+  attachableOf,
   type ControllerWorld,
   type NodeRecord,
   pairKey,
@@ -201,12 +202,13 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   });
   const nodeName = pod.spec.nodeName ?? '';
   // Indexed under its node too: a node that becomes managed resolves its pods again.
-  const references = [...resolution.references, 'Node', nodeName];
+  // `concat`: an array of its length (a spread's keeps room for 17 more, 136 bytes).
+  const references = resolution.references.concat('Node', nodeName);
   const record: ControllerPod = {
     uid,
     pod,
     node: nodeName === '' ? null : NodeName(nodeName),
-    volumes: resolution.volumes.filter((v) => v.attachable),
+    volumes: attachableOf(resolution.volumes),
     references,
     terminated: isTerminated(pod),
     seq,
