@@ -37,6 +37,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
+import { controllerPodOf } from './pod-record.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,
@@ -528,7 +529,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldEngineStarted(world, event);
       break;
     case 'PodUpserted':
-      upsertPod(world, event.pod, event.seq as Seq);
+      upsertPod(world, controllerPodOf(event.pod), event.seq as Seq);
       break;
     case 'PodRemoved':
       removePod(world, UniquePodName(event.uid));
