@@ -478,9 +478,10 @@ export async function scaleFigures(
     `  moved ${moves}: written in ${Math.round(move.writtenMs)} ms, converged after ${Math.round(move.convergedMs)} ms (${move.events} events)`,
   );
   plans.restore();
-  if (process.env.BENCH_HEAP_PARTS === '1') heapParts(controller.world!, pods, heapBefore);
   stop.abort();
   await running;
+  // Once the replica has stopped: no snapshot or commit of its own in flight.
+  if (process.env.BENCH_HEAP_PARTS === '1') heapParts(controller.world!, pods, heapBefore);
   client.close();
   return [
     {

@@ -28,6 +28,7 @@ import { decodeRow, encodeEvent } from '../log/codec.js';
 import type { EventRow } from '../log/statements.js';
 import { SeqWaiters } from '../log/seq-waiters.js';
 import { isNoSpace } from './client.js';
+import { internKnownStrings } from './interned.js';
 import type { ClusterKeys } from './keys.js';
 import type { Leadership } from './leadership.js';
 import { type KvStore, prefixEnd, type TxnOp } from './store.js';
@@ -120,7 +121,10 @@ export class SegmentDecoder {
 }
 
 function decodeLine(line: string): VoleEvent {
-  return decodeRow(eventCodec, JSON.parse(line) as EventRow);
+  const event = decodeRow(eventCodec, JSON.parse(line) as EventRow);
+  // A replica replaying the log keeps these objects: their well-known strings shared.
+  if (event.type === 'ObjectUpserted') internKnownStrings(event.object);
+  return event;
 }
 
 /**

@@ -37,6 +37,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
+import { controllerPodOf } from './pod-record.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,
@@ -48,6 +49,7 @@ import {
 import {
   type ControllerAttachment,
   type ControllerPod,
+  attachableOf,
   type ControllerWorld,
   type NodeRecord,
   pairKey,
@@ -201,12 +203,13 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   });
   const nodeName = pod.spec.nodeName ?? '';
   // Indexed under its node too: a node that becomes managed resolves its pods again.
-  const references = [...resolution.references, 'Node', nodeName];
+  // `concat`: an array of its length (a spread's keeps room for 17 more, 136 bytes).
+  const references = resolution.references.concat('Node', nodeName);
   const record: ControllerPod = {
     uid,
     pod,
     node: nodeName === '' ? null : NodeName(nodeName),
-    volumes: resolution.volumes.filter((v) => v.attachable),
+    volumes: attachableOf(resolution.volumes),
     references,
     terminated: isTerminated(pod),
     seq,
@@ -526,7 +529,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldEngineStarted(world, event);
       break;
     case 'PodUpserted':
-      upsertPod(world, event.pod, event.seq as Seq);
+      upsertPod(world, controllerPodOf(event.pod), event.seq as Seq);
       break;
     case 'PodRemoved':
       removePod(world, UniquePodName(event.uid));

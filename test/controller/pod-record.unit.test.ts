@@ -1,0 +1,163 @@
+/**
+ * What the controller keeps of a Pod (src/controller/pod-record.ts): a pod as the API
+ * server has it, cut to what the controller reads, resolves to the same attachable
+ * volumes and references, and the controller's record holds the cut pod.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { managedAnnotation } from '../../src/controller/index.js';
+import { controllerPodOf } from '../../src/controller/pod-record.js';
+import type { ControllerWorld } from '../../src/controller/types.js';
+import { ClusterObjects } from '../../src/desired/objects.js';
+import { controllerCore } from '../../src/engine/cores.js';
+import type { NewEvent, VoleEvent } from '../../src/events/index.js';
+import type { ClusterObject, Pod } from '../../src/events/k8s.js';
+import { UniquePodName } from '../../src/ids.js';
+import { caps } from '../../src/plugins/types.js';
+import { resolvePod } from '../../src/world/resolve.js';
+import { diskObjects } from '../support/builders.js';
+
+/** A pod as the API server returns it: labels, owners, containers, probes, status. */
+function apiServerPod(): Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: 'web-0',
+      namespace: 'default',
+      uid: 'uid-web-0',
+      resourceVersion: '4711',
+      labels: { app: 'web' },
+      annotations: { 'prometheus.io/scrape': 'true' },
+      ownerReferences: [{ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'web', uid: 'u' }],
+    },
+    spec: {
+      nodeName: 'node-0',
+      serviceAccountName: 'web',
+      volumes: [
+        { name: 'data', persistentVolumeClaim: { claimName: 'claim-disk-0' } },
+        { name: 'logs', persistentVolumeClaim: { claimName: 'claim-disk-1' } },
+        { name: 'unused', persistentVolumeClaim: { claimName: 'claim-disk-2' } },
+        { name: 'spare', persistentVolumeClaim: { claimName: 'claim-disk-2' } },
+        { name: 'config', configMap: { name: 'web-config' } },
+        {
+          name: 'info',
+          downwardAPI: { items: [{ path: 'labels', fieldRef: { fieldPath: 'metadata.labels' } }] },
+        },
+        { name: 'token', projected: { sources: [{ serviceAccountToken: { path: 'token' } }] } },
+      ],
+      initContainers: [
+        { name: 'init', image: 'busybox', volumeMounts: [{ name: 'logs', mountPath: '/logs' }] },
+      ],
+      containers: [
+        {
+          name: 'web',
+          image: 'registry.example.com/web:1.0',
+          env: [{ name: 'MODE', value: 'production' }],
+          resources: { requests: { cpu: '250m' } },
+          readinessProbe: { httpGet: { path: '/healthz', port: 8080 } },
+          volumeMounts: [
+            { name: 'data', mountPath: '/var/lib/web' },
+            { name: 'config', mountPath: '/etc/web', readOnly: true },
+            { name: 'info', mountPath: '/etc/info' },
+            { name: 'token', mountPath: '/var/run/secrets' },
+          ],
+          // A Filesystem PV used as a device: an error for the volume, in both resolutions.
+          volumeDevices: [{ name: 'unused', devicePath: '/dev/xvda' }],
+        },
+      ],
+    },
+    status: {
+      phase: 'Running',
+      podIP: '10.0.0.7',
+      conditions: [{ type: 'Ready', status: 'True' }],
+    },
+  } as Pod;
+}
+
+function diskEvents(): NewEvent[] {
+  return [0, 1, 2].flatMap((i) => diskObjects(`disk-${i}`));
+}
+
+test('the cut pod resolves to the same attachable volumes and references as the whole one', () => {
+  const objects = ClusterObjects.of(
+    diskEvents().flatMap((e) => (e.type === 'ObjectUpserted' ? [e.object as ClusterObject] : [])),
+  );
+  const input = {
+    objects,
+    plugins: new Map([['fake.disk', caps('fake.disk', { attachable: true })]]),
+    bindings: new Map(),
+  };
+  const whole = apiServerPod();
+  const cut = controllerPodOf(whole);
+  const a = resolvePod(whole, input);
+  const b = resolvePod(cut, input);
+  assert.deepEqual(b.expectedVolumes, a.expectedVolumes);
+  assert.deepEqual(b.expectedVolumes, ['data', 'logs', 'unused', 'config', 'info', 'token']);
+  assert.deepEqual(b.errors, a.errors);
+  assert.match(b.errors.get('unused') ?? '', /volumeDevices|Block|device/i);
+  assert.deepEqual(
+    b.volumes.filter((v) => v.attachable),
+    a.volumes.filter((v) => v.attachable),
+  );
+  assert.equal(
+    b.volumes.filter((v) => v.attachable).length,
+    2,
+    'data and logs; not unused (an error), not spare (no container uses it)',
+  );
+  assert.deepEqual(b.references, a.references);
+  assert.deepEqual(cut, {
+    metadata: { name: 'web-0', namespace: 'default', uid: 'uid-web-0' },
+    spec: {
+      nodeName: 'node-0',
+      serviceAccountName: 'web',
+      volumes: whole.spec.volumes,
+      initContainers: [{ volumeMounts: [{ name: 'logs' }] }],
+      containers: [
+        {
+          volumeMounts: [{ name: 'data' }, { name: 'config' }, { name: 'info' }, { name: 'token' }],
+          volumeDevices: [{ name: 'unused' }],
+        },
+      ],
+    },
+    status: { phase: 'Running' },
+  });
+});
+
+test("the controller's pod record holds the cut pod, and a finished pod is still seen finished", () => {
+  const world: ControllerWorld = controllerCore.initialWorld();
+  const append = (event: NewEvent) =>
+    controllerCore.fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
+  append({
+    type: 'EngineStarted',
+    tsMs: 0,
+    node: 'controller',
+    controllerAttachDetach: true,
+    plugins: [caps('fake.disk', { attachable: true })],
+    version: 'test',
+    mode: 'controller',
+    controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
+  });
+  append({
+    type: 'ObjectUpserted',
+    tsMs: 0,
+    object: {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: { name: 'node-0', annotations: { [managedAnnotation]: 'true' } },
+    },
+  });
+  for (const event of diskEvents()) append(event);
+  const whole = apiServerPod();
+  append({ type: 'PodUpserted', tsMs: 0, pod: whole });
+  const record = world.pods.get(UniquePodName('uid-web-0'))!;
+  assert.deepEqual(record.pod, controllerPodOf(whole));
+  assert.deepEqual(
+    record.volumes.map((v) => v.outerVolumeSpecName),
+    ['data', 'logs'],
+  );
+  assert.equal(world.dsw.size, 2);
+  append({ type: 'PodUpserted', tsMs: 0, pod: { ...whole, status: { phase: 'Succeeded' } } });
+  assert.equal(world.pods.get(UniquePodName('uid-web-0'))!.terminated, true);
+  assert.equal(world.dsw.size, 0, 'a finished pod wants nothing attached');
+});
