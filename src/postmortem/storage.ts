@@ -8,6 +8,7 @@
 import type { NodeSelector } from '../events/k8s.js';
 import { lookupOf } from '../binding/claims.js';
 import { bindingModeOf, isDefaultClass, reclaimPolicyOf } from '../binding/storage-class.js';
+import type { ClaimView } from '../world/claims-view.js';
 import type { PvWorld } from '../world/provisioning.js';
 import type { WorldView } from './replay.js';
 
@@ -20,18 +21,9 @@ export interface StorageClassRow {
   readonly isDefault: boolean;
 }
 
-export interface ClaimRow {
-  /** `namespace/name`. */
-  readonly claim: string;
-  readonly storageClassName: string;
-  /** Bound, Provisioning, WaitingForFirstConsumer, WaitingForProvisioner, Pending, Deleting. */
-  readonly state: string;
-  readonly detail: string;
-  /** The PV it is bound to, or the volume being provisioned for it. */
-  readonly volume: string | null;
-  readonly running: boolean;
+/** A claim's standing as the world describes it (ClaimView), its last error as its message. */
+export interface ClaimRow extends Omit<ClaimView, 'lastError'> {
   readonly lastError: string | null;
-  readonly nextRetryAtMs: number | null;
 }
 
 export interface PvRow {
@@ -87,14 +79,8 @@ export function describeStorage(
   }
   classes.sort((a, b) => a.name.localeCompare(b.name));
   const claims = view.claims.map((c): ClaimRow => ({
-    claim: c.claim,
-    storageClassName: c.storageClassName,
-    state: c.state,
-    detail: c.detail,
-    volume: c.volume,
-    running: c.running,
+    ...c,
     lastError: c.lastError?.message ?? null,
-    nextRetryAtMs: c.nextRetryAtMs,
   }));
   const pvs = view.pvs.map((pv): PvRow => {
     const object = lookup.lookup('PersistentVolume', pv.name);
