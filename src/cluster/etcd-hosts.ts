@@ -84,6 +84,10 @@ function hostState(host: PoolHost): number {
   return state;
 }
 
+function isComing(state: number): boolean {
+  return state === CONNECTING || state === TRANSIENT_FAILURE;
+}
+
 export class HostHealth {
   private readonly health = new Map<PoolHost, Health>();
   private readonly timer: ReturnType<typeof setInterval>;
@@ -140,7 +144,11 @@ export class HostHealth {
       }
       const nowMs = Date.now();
       const live = hosts.filter((h) => !this.isDead(h, nowMs));
-      yield* live;
+      // Among the live, a member whose connection is still coming up goes after the
+      // others: a call queued on it waits until the sweep gives it up.
+      const coming = live.filter((h) => isComing(hostState(h)));
+      yield* live.filter((h) => !coming.includes(h));
+      yield* coming;
       yield* hosts.filter((h) => !live.includes(h));
     }
   }

@@ -23,6 +23,11 @@ export interface LeadershipOptions {
   readonly say?: (line: string) => void;
 }
 
+/** How long after its last keepalive a lease of `ttlS` seconds is held: short of the TTL. */
+function keepAliveLimitMs(ttlS: number): number {
+  return ttlS * 1000 - Math.min(1000, (ttlS * 1000) / 4);
+}
+
 export class LeadershipLost extends Error {
   override name = 'LeadershipLost';
 }
@@ -63,7 +68,7 @@ export class Leadership {
    */
   private check(): void {
     const { clock, ttlS } = this;
-    const limitMs = ttlS * 1000 - Math.min(1000, (ttlS * 1000) / 4);
+    const limitMs = keepAliveLimitMs(ttlS);
     assert(limitMs > 0, `the keepalive deadline of a ${ttlS} s lease is ${limitMs} ms`);
     const sinceMs = clock.nowMs() - this.lastKeepAliveOkMs;
     if (sinceMs > limitMs) return this.lose(`no lease keepalive for ${sinceMs} ms (TTL ${ttlS} s)`);
@@ -86,6 +91,12 @@ export class Leadership {
       if (opts.signal?.aborted === true) throw new LeadershipLost('campaign aborted');
       const grantedAtMs = opts.clock.nowMs();
       const lease = await store.grantLease(opts.ttlS);
+      // A grant that took most of the lease's deadline (its call waited on a member behind
+      // a partition before it went elsewhere) would lead only to lose at once: grant again.
+      if (opts.clock.nowMs() - grantedAtMs > keepAliveLimitMs(opts.ttlS) / 2) {
+        await lease.revoke().catch(() => undefined);
+        continue;
+      }
       const result = await store.txn(
         [{ key: keys.leader, createRevision: 0 }],
         [{ put: keys.leader, value: opts.identity, lease: lease.id }],
