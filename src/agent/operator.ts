@@ -22,7 +22,7 @@ import { findPod } from '../postmortem/why.js';
 import { podEntry } from '../world/by-pod.js';
 import type { World } from '../world/types.js';
 
-export const operatorRequestSchema = z.strictObject({
+const operatorRequestSchema = z.strictObject({
   action: z.enum(operatorActions),
   volume: z.string().min(1),
   pod: z.string().min(1).optional(),
@@ -113,7 +113,7 @@ export class OperatorSocketError extends Error {
  * Listens on `path`, created 0600 (no moment with wider permissions: the umask is set
  * around the bind). A stale socket from a dead agent is replaced; a live one is refused.
  */
-export async function serveOperatorSocket(
+async function serveOperatorSocket(
   path: string,
   handle: (request: unknown, reply: (message: OperatorReply) => void) => Promise<void>,
 ): Promise<{ readonly path: string; close(): Promise<void> }> {
@@ -206,7 +206,7 @@ export interface OperatorTarget {
 }
 
 /** The socket's request handler: validate, resolve names, record, answer the verdict. */
-export function operatorHandler(
+function operatorHandler(
   target: OperatorTarget,
 ): (raw: unknown, reply: (message: OperatorReply) => void) => Promise<void> {
   return async (raw, reply) => {
@@ -227,7 +227,7 @@ export function operatorHandler(
 }
 
 /** Resolves with the OperatorRequestDecided for `requestSeq` whose verdict is one of `verdicts`. */
-export function awaitOperatorDecision(
+function awaitOperatorDecision(
   subscribe: (listener: (event: VoleEvent) => void) => () => void,
   clock: Clock,
   requestSeq: number,

@@ -15,7 +15,7 @@ import { csiVolumeName } from './provisioning.js';
 import { claimClassName, type ObjectLookup, storageClassOf } from './storage-class.js';
 
 /** The bytes a claim's request asks for above its PV's capacity, or 0 when none is wanted. */
-export function expansionWantedBytes(
+function expansionWantedBytes(
   objects: ObjectLookup,
   pvc: PersistentVolumeClaim,
   pv: PersistentVolume,

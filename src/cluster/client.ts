@@ -38,7 +38,7 @@ function parseEndpoints(urls: string): string[] {
  * etcd's server refuses pings more often than --grpc-keepalive-min-time (5 s by default),
  * and any ping while no call is open (its permit-without-stream is off).
  */
-export const grpcKeepalive = {
+const grpcKeepalive = {
   'grpc.keepalive_time_ms': 6_000,
   'grpc.keepalive_timeout_ms': 3_000,
   'grpc.keepalive_permit_without_calls': 0,

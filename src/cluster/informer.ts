@@ -210,7 +210,7 @@ export class PrefixInformer {
 }
 
 /** Keys a list's handler applies between two turns of the event loop. */
-export const resetKeysPerTurn = 1_000;
+const resetKeysPerTurn = 1_000;
 
 /**
  * Applies `each` to every listed key, giving the event loop a turn every

@@ -9,7 +9,7 @@ import { ClusterKeys } from './keys.js';
 import type { KeyValue, KvStore } from './store.js';
 
 const volumesInUseValue = z.object({ volumesInUse: z.array(z.string()) });
-export const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
+const attachedVolume = z.object({ name: z.string(), devicePath: z.string().optional() });
 export type AttachedVolume = z.infer<typeof attachedVolume>;
 const volumesAttachedValue = z.object({ volumesAttached: z.array(attachedVolume) });
 /** A node agent's CSI drivers and the node_id each answered NodeGetInfo with. */

@@ -89,7 +89,7 @@ export function foldControllerProvisioningCall(
  * A claim came, changed or went: one being deleted that holds the pvc-protection finalizer
  * is the planner's to release (pvc_protection_controller.go processPVC), once no pod uses it.
  */
-export function trackClaimProtection(
+function trackClaimProtection(
   world: ControllerWorld,
   key: string,
   next: ClusterObject | undefined,
@@ -149,7 +149,7 @@ export function trackControllerResize(world: ControllerWorld, key: string): void
 }
 
 /** A PV changed: the claim bound to it may want expansion now, or no more. */
-export function trackResizeOfPv(world: ControllerWorld, pv: ClusterObject): void {
+function trackResizeOfPv(world: ControllerWorld, pv: ClusterObject): void {
   const ref = pv.kind === 'PersistentVolume' ? pv.spec.claimRef : undefined;
   if (ref?.name === undefined) return;
   const key = objectKey('PersistentVolumeClaim', ref.name, ref.namespace ?? 'default');
@@ -157,7 +157,7 @@ export function trackResizeOfPv(world: ControllerWorld, pv: ClusterObject): void
 }
 
 /** The claim key and PV a resizing claim's CSI volume is, if one is. */
-export function resizingOf(world: ControllerWorld, volume: UniqueVolumeName) {
+function resizingOf(world: ControllerWorld, volume: UniqueVolumeName) {
   for (const key of world.provisioning.resizing) {
     const pvName = world.bindings.get(key)?.volume;
     const pv =

@@ -58,7 +58,7 @@ export function structuredCloneCodec<W extends CoreWorld>(
 /** Gives the event loop a turn between two slices (a macrotask: timers and I/O run). */
 export type YieldTurn = () => Promise<void>;
 
-export const nextTurn: YieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+const nextTurn: YieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** How a sliced encode went: its slices (turns given back between them) and the longest one. */
 export interface SliceStats {

@@ -46,13 +46,13 @@ export interface Store extends ReadableLog {
 }
 
 /** Notable events kept for the timeline's marks (the latest ones when there are more). */
-export const marksMax = 20_000;
+const marksMax = 20_000;
 /** Events one request or one push carries at most. */
-export const eventsPageMax = 500;
+const eventsPageMax = 500;
 /** Transitions the pair history returns at most (the latest ones). */
-export const pairHistoryMax = 500;
+const pairHistoryMax = 500;
 /** Reports (ReportRaised) kept for the page (the latest ones). */
-export const reportsMax = 500;
+const reportsMax = 500;
 
 interface KnownPair {
   readonly kind: PairKind;
@@ -62,19 +62,17 @@ interface KnownPair {
   readonly firstSeq: number;
 }
 
-export function pairId(kind: PairKind, volume: string, nodeOrPod: string): string {
+function pairId(kind: PairKind, volume: string, nodeOrPod: string): string {
   return `${kind}|${volume}|${nodeOrPod}`;
 }
 
-export function parsePairId(
-  id: string,
-): { kind: PairKind; volume: string; key: string } | undefined {
+function parsePairId(id: string): { kind: PairKind; volume: string; key: string } | undefined {
   const match = /^(attachment|mount)\|(.+)\|([^|]+)$/.exec(id);
   if (match === null) return undefined;
   return { kind: match[1] as PairKind, volume: match[2]!, key: match[3]! };
 }
 
-export function toneOf(event: VoleEvent): EventSummary['tone'] {
+function toneOf(event: VoleEvent): EventSummary['tone'] {
   switch (event.type) {
     case 'CallFailed':
     case 'ReportRaised':
@@ -98,7 +96,7 @@ export function toneOf(event: VoleEvent): EventSummary['tone'] {
   }
 }
 
-export function summarize(event: VoleEvent): EventSummary {
+function summarize(event: VoleEvent): EventSummary {
   return {
     seq: event.seq,
     tsMs: event.tsMs,
@@ -137,7 +135,7 @@ function operationOfPair(
 }
 
 /** The pair list at one moment: every known pair, in the state `view` gives it. */
-export function pairRows(
+function pairRows(
   view: WorldView,
   known: Iterable<KnownPair>,
   podNames: ReadonlyMap<string, string>,

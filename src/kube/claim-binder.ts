@@ -25,8 +25,8 @@ import { objectKey } from '../events/k8s.js';
 import { requestedAnnotations, selectedNodeAnnotation } from '../controller/fold-external.js';
 import { KubeApiError, type KubeHttp } from './http.js';
 
-export const boundByControllerAnnotation = 'pv.kubernetes.io/bound-by-controller';
-export const bindCompletedAnnotation = 'pv.kubernetes.io/bind-completed';
+const boundByControllerAnnotation = 'pv.kubernetes.io/bound-by-controller';
+const bindCompletedAnnotation = 'pv.kubernetes.io/bind-completed';
 
 export interface ClaimBinderOptions {
   readonly http: KubeHttp;

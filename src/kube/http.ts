@@ -22,7 +22,7 @@ export class KubeApiError extends Error {
 
 export type JsonObject = Record<string, unknown>;
 
-export const patchTypes = {
+const patchTypes = {
   merge: 'application/merge-patch+json',
   strategic: 'application/strategic-merge-patch+json',
   json: 'application/json-patch+json',

@@ -16,8 +16,8 @@ import {
 import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
 import { microTime } from './lease.js';
 
-export const nodeLeaseNamespace = 'kube-node-lease';
-export const readyReason = 'VoleReady';
+const nodeLeaseNamespace = 'kube-node-lease';
+const readyReason = 'VoleReady';
 
 const statusOf = (error: unknown) => (error instanceof KubeApiError ? error.statusCode : 0);
 

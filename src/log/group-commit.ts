@@ -62,7 +62,7 @@ export interface GroupCommitterOptions {
  * The longest an event nobody waits on stays buffered: what a crash may lose of them (a
  * call's outcome, which the next start resolves again; a source's event, sent again).
  */
-export const lazyCommitMsDefault = 20;
+const lazyCommitMsDefault = 20;
 
 interface Blocked {
   readonly sinceMs: number;

@@ -260,7 +260,7 @@ const step = z.unknown().transform((value, ctx): Step => {
   return { [kind]: parsed.data } as Step;
 });
 
-export const scenarioSchema = z.strictObject({
+const scenarioSchema = z.strictObject({
   name: z.string().min(1),
   node: z.string().min(1).default('node-1'),
   mode: z.enum(['kubelet', 'controller']).default('kubelet'),
