@@ -55,6 +55,25 @@ export interface ProvisioningBook {
   readonly provisioned: Map<UniqueVolumeName, string>;
 }
 
+/** What either core keeps of storage: provisioning, pvc-protection and expansion. */
+export interface StorageBook extends ProvisioningBook {
+  /** Claim keys being deleted that a pod still holds (pvc-protection, claim-protection.ts). */
+  readonly protectedClaims: Set<string>;
+  /** Bound claims asking for more than their PV has, in a class allowing expansion. */
+  readonly resizing: Set<string>;
+}
+
+/** Is some storage state waiting, so that a plan must look at storage at all? */
+export function storageWaits(unboundClaims: ReadonlySet<string>, book: StorageBook): boolean {
+  return (
+    unboundClaims.size > 0 ||
+    book.inFlight.size > 0 ||
+    book.provisioned.size > 0 ||
+    book.protectedClaims.size > 0 ||
+    book.resizing.size > 0
+  );
+}
+
 /** The cluster objects as provisioning reads and writes them (src/desired/objects.ts). */
 export interface ObjectStore extends ObjectLookup {
   put(object: ClusterObject): ClusterObject | undefined;

@@ -32,6 +32,7 @@ import {
   provisionerClass,
   reclaimable,
   retriesUnderSameName,
+  storageWaits as storageStateWaits,
 } from '../binding/provisioning.js';
 import { wantedExpansions } from '../binding/expansion.js';
 import { claimFinalizerDecisions } from '../binding/claim-protection.js';
@@ -76,17 +77,29 @@ function requestOf(
   return provisionRequestOf(pvc, sc, { name: node ?? '', topology }, node !== undefined);
 }
 
+/** A provisioner's operation on `volume`: on no node, caused by the volume or the claims. */
+function storageOp(
+  world: ControllerWorld,
+  op: 'provision' | 'deleteVolume' | 'controllerExpand',
+  volume: UniqueVolumeName,
+) {
+  const key = { volume, pod: '', node: '' };
+  return {
+    op,
+    volume,
+    node: NodeName(''),
+    key,
+    cause: world.causes.get(volume) ?? world.bindingCause,
+  };
+}
+
 function provisionOp(
   world: ControllerWorld,
   volume: UniqueVolumeName,
   made: { request: ProvisionRequest; refused?: string },
 ): ControllerOperation {
   return {
-    op: 'provision',
-    volume,
-    node: NodeName(''),
-    key: { volume, pod: '', node: '' },
-    cause: world.causes.get(volume) ?? world.bindingCause,
+    ...storageOp(world, 'provision', volume),
     provision: made.request,
     ...(made.refused === undefined ? {} : { refused: made.refused }),
   };
@@ -131,14 +144,7 @@ function planReclaims(
     // A volume no plugin here deletes is its provisioner's (an external one) to delete.
     if (world.plugins.get(driver)?.csi?.createDelete !== true) continue;
     if (world.nodesByVolume.has(volume)) continue; // attached or wanted somewhere still
-    claims.tryRun({
-      op: 'deleteVolume',
-      volume,
-      node: NodeName(''),
-      key: { volume, pod: '', node: '' },
-      cause: world.causes.get(volume) ?? world.bindingCause,
-      pv: pvName,
-    });
+    claims.tryRun({ ...storageOp(world, 'deleteVolume', volume), pv: pvName });
   }
 }
 
@@ -156,15 +162,8 @@ function planExpansions(
   for (const wanted of wantedExpansions(objects, bindings, provisioning.resizing)) {
     const { volume } = wanted;
     if (!all && !volumes.includes(volume)) continue;
-    claims.tryRun({
-      op: 'controllerExpand',
-      volume,
-      node: NodeName(''),
-      key: { volume, pod: '', node: '' },
-      cause: world.causes.get(volume) ?? world.bindingCause,
-      pv: wanted.pv,
-      sizeBytes: wanted.sizeBytes,
-    });
+    const { pv, sizeBytes } = wanted;
+    claims.tryRun({ ...storageOp(world, 'controllerExpand', volume), pv, sizeBytes });
   }
 }
 
@@ -175,16 +174,9 @@ function planClaimFinalizers(world: ControllerWorld, nowMs: number): NewEvent[] 
   return claimFinalizerDecisions(world.objects, world.provisioning.protectedClaims, inUse, at);
 }
 
-/** Is some provisioning state waiting, so that a plan must look at storage at all? */
+/** Is some storage state waiting, so that a plan must look at storage at all? */
 export function controllerStorageWaits(world: ControllerWorld): boolean {
-  const p = world.provisioning;
-  return (
-    world.unboundClaims.size > 0 ||
-    p.inFlight.size > 0 ||
-    p.provisioned.size > 0 ||
-    p.protectedClaims.size > 0 ||
-    p.resizing.size > 0
-  );
+  return storageStateWaits(world.unboundClaims, world.provisioning);
 }
 
 /**

@@ -11,7 +11,7 @@ import type { Pod } from '../events/k8s.js';
 import type { DesiredIntake } from '../desired/intake.js';
 import type { References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { ProvisioningBook } from '../binding/provisioning.js';
+import type { StorageBook } from '../binding/provisioning.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { OperatorState } from '../world/types.js';
 import type { OperationBook } from '../operations/types.js';
@@ -97,12 +97,8 @@ export interface ControllerAttachment {
  * the controller's own records.
  */
 /** What the leading controller's provisioner, resizer and pvc-protection keep. */
-export interface ControllerProvisioning extends ProvisioningBook {
-  /** Claim keys being deleted that hold the pvc-protection finalizer (claim-protection.ts). */
-  readonly protectedClaims: Set<string>;
-  /** Bound claims asking for more than their PV has, in a class allowing expansion. */
-  readonly resizing: Set<string>;
-}
+/** The controller's storage records (the policy's, src/binding/provisioning.ts). */
+export type ControllerProvisioning = StorageBook;
 
 /**
  * The controller's world: the desired-state intake both cores share (DesiredIntake:

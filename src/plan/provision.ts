@@ -30,6 +30,7 @@ import {
   provisionedVolumeName,
   reclaimable,
   retriesUnderSameName,
+  storageWaits as storageStateWaits,
 } from '../binding/provisioning.js';
 import { nodeTopology } from '../binding/storage-class.js';
 import { wantedExpansions } from '../binding/expansion.js';
@@ -176,14 +177,7 @@ export function planStorage(
   return claimFinalizerDecisions(world.objects, world.provisioning.protectedClaims, inUse, at);
 }
 
-/** Is some provisioning state waiting, so that a plan must look at storage at all? */
+/** Is some storage state waiting, so that a plan must look at storage at all? */
 export function storageWaits(world: World): boolean {
-  const p = world.provisioning;
-  return (
-    world.unboundClaims.size > 0 ||
-    p.inFlight.size > 0 ||
-    p.provisioned.size > 0 ||
-    p.resizing.size > 0 ||
-    p.protectedClaims.size > 0
-  );
+  return storageStateWaits(world.unboundClaims, world.provisioning);
 }

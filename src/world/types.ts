@@ -23,7 +23,7 @@ import type {
 import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { DesiredIntake } from '../desired/intake.js';
-import type { ProvisioningBook } from '../binding/provisioning.js';
+import type { StorageBook } from '../binding/provisioning.js';
 import type { ByPod } from './by-pod.js';
 import type { References } from '../desired/references.js';
 import type { PairState } from './compiled-machine.js';
@@ -171,12 +171,8 @@ export interface SharedList {
  * What the provisioner and the pvc-protection controller keep (provisioning.ts): each a
  * small index, so the planner looks at O(what waits), never at every object.
  */
-export interface ProvisioningState extends ProvisioningBook {
-  /** Claim keys deleted while a pod used them: pvc-protection holds them. */
-  readonly protectedClaims: Set<string>;
-  /** Bound claim keys whose request exceeds their PV's capacity (expansion wanted). */
-  readonly resizing: Set<string>;
-}
+/** The node's storage records (the policy's, src/binding/provisioning.ts). */
+export type ProvisioningState = StorageBook;
 
 /**
  * The node's world: the desired-state intake both cores share (DesiredIntake: objects,
