@@ -11,24 +11,13 @@
  * controller runs with its least-privilege account (deploy/*-rbac.yaml).
  */
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { type AgentProcess, repo, startVole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { peersBinDir } from '../support/peers.js';
+import { before, describe, test } from 'node:test';
+import { type AgentProcess, startVole } from '../support/agent-process.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually, kubeTestSkipReason, useKubeCluster } from '../support/kube.js';
 
-const kubeUp = join(repo, 'scripts/kube-up.sh');
-const kubeDown = join(repo, 'scripts/kube-down.sh');
-
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here';
-  return false;
-}
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 interface Meta {
   name: string;
@@ -70,68 +59,21 @@ const pvc = (name: string) => ({
 });
 
 describe('vole controller --kubeconfig with the persistentvolume-binder', { skip }, () => {
-  let bin = '';
-  // Registered before the sandbox's own hook, so the control plane is ended (by the PIDs in
-  // kubeDir) before the sandbox removes kubeDir.
-  after(async () => {
-    await controller?.stop();
-    if (existsSync(join(kubeDir, 'pids')))
-      spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
-  });
+  // Registered before the sandbox's hook: the controller and the control plane end first.
+  const cluster = useKubeCluster(['kube-controller-manager']);
   const { base } = skip === false ? hostSandbox('kubebinder') : { base: '' };
-  const kubeDir = join(base, 'kube');
-  const kubeconfig = join(kubeDir, 'kubeconfig');
-  const controllerKubeconfig = join(base, 'controller.kubeconfig');
+  const { ok, json } = cluster;
   let controller: AgentProcess | undefined;
-
-  const kubectl = (args: readonly string[], input?: string) => {
-    const run = spawnSync(join(bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], {
-      encoding: 'utf8',
-      input,
-      timeout: 60_000,
-    });
-    assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}`);
-    return run.stdout;
-  };
+  let controllerKubeconfig = '';
   const apply = (...objects: object[]) =>
-    kubectl(
-      ['apply', '-f', '-'],
-      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }),
-    );
-  const get = <T>(...args: string[]): T => JSON.parse(kubectl(['get', ...args, '-o', 'json'])) as T;
-
-  function controllerAccount(): void {
-    kubectl(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
-    kubectl(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
-    const token = kubectl(['-n', 'kube-system', 'create', 'token', 'vole-attach-detach']).trim();
-    const cluster = (field: string) =>
-      kubectl(['config', 'view', '--raw', '-o', `jsonpath={.clusters[0].cluster.${field}}`]);
-    writeFileSync(
-      controllerKubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        `clusters: [{name: vole, cluster: {server: "${cluster('server')}", ` +
-          `certificate-authority: "${cluster('certificate-authority')}"}}]`,
-        `users: [{name: controller, user: {token: "${token}"}}]`,
-        'contexts: [{name: vole, context: {cluster: vole, user: controller}}]',
-        'current-context: vole',
-        '',
-      ].join('\n'),
-    );
-  }
+    ok(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }));
+  const get = <T>(...args: string[]): T => json<T>(['get', ...args]);
 
   before(() => {
-    bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager']);
-    const controllers = '*,-persistentvolume-binder-controller,-attachdetach,-nodelifecycle';
-    const args = [kubeUp, kubeDir, '--with-controller-manager', '--controllers', controllers];
-    const up = spawnSync('bash', args, {
-      encoding: 'utf8',
-      env: { ...process.env, VOLE_PEERS_BIN: bin },
-      timeout: 180_000,
+    cluster.start(base, {
+      controllers: '*,-persistentvolume-binder-controller,-attachdetach,-nodelifecycle',
     });
-    assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
-    controllerAccount();
+    controllerKubeconfig = cluster.controllerKubeconfig(join(base, 'controller.kubeconfig'));
   });
 
   test(
@@ -158,13 +100,15 @@ describe('vole controller --kubeconfig with the persistentvolume-binder', { skip
         '--lease-duration',
         '4s',
       ]);
-      const deadline = Date.now() + 60_000;
-      let claim = get<Pvc>('pvc', 'data');
-      while (claim.status?.phase !== 'Bound') {
-        assert.ok(Date.now() < deadline, `the claim bound\n${controller.lines.join('\n')}`);
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        claim = get<Pvc>('pvc', 'data');
-      }
+      cluster.processes.add(controller);
+      const claim = await eventually(
+        'the claim bound',
+        () => {
+          const now = get<Pvc>('pvc', 'data');
+          return now.status?.phase === 'Bound' ? now : undefined;
+        },
+        { context: () => controller?.lines.join('\n') ?? '' },
+      );
       assert.equal(claim.spec.volumeName, 'pv-small', 'the smallest PV that fits');
       assert.equal(claim.metadata.annotations?.['pv.kubernetes.io/bind-completed'], 'yes');
       assert.equal(claim.metadata.annotations?.['pv.kubernetes.io/bound-by-controller'], 'yes');
