@@ -13,28 +13,18 @@
  * other takes over within the lease duration + 1 s and finishes the attach.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, openSync, writeFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { sandboxIn, startDriver, stop } from '../csi/support.js';
-import { type AgentProcess, repo, startVole } from '../support/agent-process.js';
-import { hostSandbox, hostTestSkipReason } from '../support/host.js';
-import { peersBinDir } from '../support/peers.js';
+import { type AgentProcess, startVole } from '../support/agent-process.js';
+import { hostSandbox } from '../support/host.js';
+import { eventually as eventuallyIn, kubeTestSkipReason, useKubeCluster } from '../support/kube.js';
 
-const kubeUp = join(repo, 'scripts/kube-up.sh');
-const kubeDown = join(repo, 'scripts/kube-down.sh');
 const driverName = 'disk.csi.vole.dev';
 const leaseDurationS = 4;
-
-function skipReason(): string | false {
-  const host = hostTestSkipReason();
-  if (host !== false) return host;
-  if (!existsSync(kubeUp)) return 'scripts/kube-up.sh is not here';
-  return false;
-}
-const skip = skipReason();
+const skip = kubeTestSkipReason();
 
 interface Va {
   metadata: { name: string; deletionTimestamp?: string };
@@ -43,39 +33,29 @@ interface Va {
 }
 
 describe('vole controller --kubeconfig with the external-attacher', { skip }, () => {
-  let bin = '';
-  let kubeDir = '';
-  const controllers: AgentProcess[] = [];
-  let attacher: ChildProcess | undefined;
+  // Registered before the sandbox's hook: the processes and the control plane end first.
+  const cluster = useKubeCluster(['kube-controller-manager', 'csi-attacher']);
   let driver: ChildProcess | undefined;
   after(async () => {
-    for (const c of controllers) await c.stop();
-    if (attacher !== undefined) await stop(attacher);
     if (driver !== undefined) await stop(driver);
-    if (existsSync(join(kubeDir, 'pids')))
-      spawnSync('bash', [kubeDown, kubeDir], { stdio: 'inherit' });
   });
   const { base } = skip === false ? hostSandbox('kubectrl') : { base: '' };
-  kubeDir = join(base, 'kube');
-  const kubeconfig = join(kubeDir, 'kubeconfig');
-  /** A token of kube-system/vole-attach-detach, bound to deploy/'s role only. */
-  const controllerKubeconfig = join(base, 'controller.kubeconfig');
-
-  const kubectl = (args: readonly string[], input?: string) => {
-    const run = spawnSync(join(bin, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], {
-      encoding: 'utf8',
-      input,
-      timeout: 60_000,
-    });
-    assert.equal(run.status, 0, `kubectl ${args.join(' ')}: ${run.stderr}`);
-    return run.stdout;
-  };
+  const controllers: AgentProcess[] = [];
+  let attacher: AgentProcess | undefined;
+  /** A token of kube-system/vole-attach-detach, bound to deploy/'s roles only. */
+  let controllerKubeconfig = '';
+  const kubectl = (args: readonly string[], input?: string) => cluster.ok(args, input);
   const apply = (...objects: object[]) =>
     kubectl(
       ['apply', '-f', '-'],
       JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects }),
     );
-  const json = <T>(args: readonly string[]): T => JSON.parse(kubectl([...args, '-o', 'json'])) as T;
+  const { json } = cluster;
+  const eventually = <T>(what: string, probe: () => T | undefined, timeoutMs = 60_000) =>
+    eventuallyIn(what, probe, {
+      timeoutMs,
+      context: () => controllers.map((c) => c.lines.join('\n')).join('\n--\n'),
+    });
   const vas = () => json<{ items: Va[] }>(['get', 'volumeattachments']).items;
   const nodeStatus = (node: string) =>
     json<{ status?: { volumesAttached?: { name: string; devicePath: string }[] } }>([
@@ -83,18 +63,6 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       'node',
       node,
     ]).status ?? {};
-  const eventually = async <T>(what: string, probe: () => T | undefined, timeoutMs = 60_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const value = probe();
-      if (value !== undefined) return value;
-      if (Date.now() > deadline)
-        throw new Error(
-          `timed out waiting for ${what}\n${controllers.map((c) => c.lines.join('\n')).join('\n--\n')}`,
-        );
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  };
   const setInUse = (node: string, volumes: string[]) =>
     kubectl([
       'patch',
@@ -119,35 +87,16 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       `${leaseDurationS}s`,
     ]);
     controllers.push(c);
+    cluster.processes.add(c);
     return c;
   };
 
   function leastPrivilegeKubeconfig(): void {
-    kubectl(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
-    const token = kubectl(['-n', 'kube-system', 'create', 'token', 'vole-attach-detach']).trim();
-    const cluster = (field: string) =>
-      kubectl(['config', 'view', '--raw', '-o', `jsonpath={.clusters[0].cluster.${field}}`]);
-    writeFileSync(
-      controllerKubeconfig,
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        `clusters: [{name: vole, cluster: {server: "${cluster('server')}", ` +
-          `certificate-authority: "${cluster('certificate-authority')}"}}]`,
-        `users: [{name: controller, user: {token: "${token}"}}]`,
-        'contexts: [{name: vole, context: {cluster: vole, user: controller}}]',
-        'current-context: vole',
-        '',
-      ].join('\n'),
-    );
+    controllerKubeconfig = cluster.controllerKubeconfig(join(base, 'controller.kubeconfig'));
     const canI = (...args: string[]) =>
-      spawnSync(
-        join(bin, 'kubectl'),
-        ['--kubeconfig', controllerKubeconfig, 'auth', 'can-i', ...args],
-        {
-          encoding: 'utf8',
-        },
-      ).stdout.trim();
+      cluster
+        .kubectl(['auth', 'can-i', ...args], { kubeconfig: controllerKubeconfig })
+        .stdout.trim();
     assert.equal(canI('create', 'volumeattachments'), 'yes');
     assert.equal(canI('patch', 'nodes', '--subresource=status'), 'yes');
     assert.equal(canI('create', 'pods'), 'no', 'the controller must not create pods');
@@ -161,26 +110,12 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
   }
 
   before(async () => {
-    const names = ['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager', 'csi-attacher'];
-    bin = peersBinDir(names);
     // Kubernetes' controllers but its attach/detach one (vole's) and the node lifecycle one
     // (no kubelet heartbeats here).
-    const controllers = '*,-attachdetach,-nodelifecycle';
-    const args = [kubeUp, kubeDir, '--with-controller-manager', '--controllers', controllers];
-    const up = spawnSync('bash', args, {
-      encoding: 'utf8',
-      env: { ...process.env, VOLE_PEERS_BIN: bin },
-      timeout: 180_000,
-    });
-    assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+    cluster.start(base, { controllers: '*,-attachdetach,-nodelifecycle' });
     const sandbox = sandboxIn(base, 'driver');
     driver = await startDriver(sandbox);
-    const log = openSync(join(base, 'csi-attacher.log'), 'a');
-    attacher = spawn(
-      join(bin, 'csi-attacher'),
-      [`--csi-address=${sandbox.socket}`, `--kubeconfig=${kubeconfig}`, '--timeout=30s', '-v=4'],
-      { stdio: ['ignore', log, log] },
-    );
+    attacher = cluster.startSidecar('csi-attacher', sandbox.socket, base, ['--timeout=30s']);
     // kube-controller-manager makes it too; apply does not mind which comes first.
     apply({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
     leastPrivilegeKubeconfig();
@@ -273,7 +208,7 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     await b.line(/standby: replica-b holds the Lease/);
     const name = volumeAttachmentName('vol-2', driverName, 'vole-node-2');
     // The attacher is stopped: the attach cannot finish while replica-a leads.
-    await stop(attacher!);
+    await attacher!.stop();
     apply(pod('three', 'vole-node-2', 'data2'));
     await eventually('the VolumeAttachment created by replica-a', () =>
       vas().find((v) => v.metadata.name === name),
@@ -286,16 +221,8 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       tookOverMs <= (leaseDurationS + 1) * 1000,
       `took over after ${tookOverMs} ms (lease ${leaseDurationS} s)`,
     );
-    const log = openSync(join(base, 'csi-attacher.log'), 'a');
-    attacher = spawn(
-      join(bin, 'csi-attacher'),
-      [
-        `--csi-address=${join(base, 'driver', 'csi.sock')}`,
-        `--kubeconfig=${kubeconfig}`,
-        '--timeout=30s',
-      ],
-      { stdio: ['ignore', log, log] },
-    );
+    const socket = join(base, 'driver', 'csi.sock');
+    attacher = cluster.startSidecar('csi-attacher', socket, base, ['--timeout=30s']);
     const unique = `kubernetes.io/csi/${driverName}^vol-2`;
     await eventually('volumesAttached written by replica-b', () =>
       nodeStatus('vole-node-2').volumesAttached?.find((v) => v.name === unique),

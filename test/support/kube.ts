@@ -46,8 +46,16 @@ export interface KubeCluster {
   agentKubeconfig(file: string): string;
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
-  /** A CSI sidecar on `socket` (its output in `logDir`), stopped by its PID with the others. */
-  startSidecar(name: string, socket: string, logDir: string): void;
+  /**
+   * A CSI sidecar on `socket` (its output appended to `logDir`/NAME.log, `args` after the
+   * common flags), stopped by its PID with the others, or earlier by the test.
+   */
+  startSidecar(
+    name: string,
+    socket: string,
+    logDir: string,
+    args?: readonly string[],
+  ): AgentProcess;
 }
 
 export function useKubeCluster(names: readonly string[]): KubeCluster {
@@ -103,16 +111,16 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
       return tokenKubeconfig(cluster, file, 'vole-attach-detach');
     },
-    startSidecar(name, socket, logDir) {
-      const log = openSync(join(logDir, `${name}.log`), 'w');
+    startSidecar(name, socket, logDir, args = []) {
+      const log = openSync(join(logDir, `${name}.log`), 'a');
       const kubeconfig = join(dir, 'kubeconfig');
       const child = spawn(
         join(bin, name),
-        ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3'],
+        ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3', ...args],
         { stdio: ['ignore', log, log] },
       );
       const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-      processes.add({
+      const sidecar: AgentProcess = {
         child,
         lines: [],
         line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
@@ -120,7 +128,9 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
           if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
           return exited;
         },
-      });
+      };
+      processes.add(sidecar);
+      return sidecar;
     },
   };
   return cluster;
