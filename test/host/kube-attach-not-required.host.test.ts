@@ -10,14 +10,13 @@
  * disk and PV deleted.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
-import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
+import { csiDiskImages, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'direct-node';
 const driver = 'disk.csi.vole.dev';
@@ -37,15 +36,10 @@ describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, (
   const cluster = useKubeCluster(['kube-controller-manager', 'csi-provisioner']);
   const { base, root } = skip === false ? hostSandbox('kubedirect') : { base: '', root: '' };
   const { ok, json } = cluster;
-  const started = (p: AgentProcess) => (cluster.processes.add(p), p);
   let agent: AgentProcess | undefined;
   let controller: AgentProcess | undefined;
-  const context = () =>
-    `agent:\n${agent?.lines.join('\n') ?? ''}\ncontroller:\n${controller?.lines.join('\n') ?? ''}`;
-  const wait = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
-    eventually(what, probe, { timeoutMs: 120_000, context });
-  const images = () =>
-    readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
+  const { wait } = cluster;
+  const images = () => csiDiskImages(base);
   const attachments = () => ok(['get', 'volumeattachments', '-o', 'name']).trim();
 
   before(() =>
@@ -56,19 +50,15 @@ describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, (
 
   test('vole mounts the volume without a VolumeAttachment', async () => {
     ok(['apply', '-f', '-'], csiDriver);
-    const socket = join(base, 'csi/disk.sock');
-    mkdirSync(join(base, 'csi'), { recursive: true });
-    const driverArgs = ['--endpoint', `unix://${socket}`, '--node-id', 'direct-disk-id'];
-    const stateArgs = ['--state-dir', join(base, 'csi-state'), '--node-attach'];
-    const registration = ['--registration-dir', join(root, 'plugins_registry')];
-    started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
+    const socket = cluster.startCsiDriver(base, root, 'direct-disk-id', ['--node-attach']);
     cluster.startSidecar('csi-provisioner', socket, base);
     const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
-    agent = started(
+    agent = cluster.started(
       startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
+      'agent',
     );
     await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
-    controller = started(
+    controller = cluster.started(
       startVole([
         'controller',
         '--kubeconfig',
@@ -82,6 +72,7 @@ describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, (
         '--lease-duration',
         '4s',
       ]),
+      'controller',
     );
     await controller.line(/leading: CSI drivers \[disk\.csi\.vole\.dev=false\]/);
     await wait('the default ServiceAccount', () =>

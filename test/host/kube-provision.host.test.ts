@@ -13,8 +13,7 @@
  * VolumeAttachments go, DeleteVolume removes the disks; nothing stays.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
@@ -22,7 +21,7 @@ import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
-import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
+import { csiDiskImages, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'provision-node';
 const driver = 'disk.csi.vole.dev';
@@ -55,13 +54,9 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
   const { base, root } = skip === false ? hostSandbox('provision') : { base: '', root: '' };
   const { ok, json } = cluster;
   let agent: AgentProcess | undefined;
-  const started = (p: AgentProcess) => (cluster.processes.add(p), p);
-  const context = () => agent?.lines.join('\n') ?? '';
-  const wait = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
-    eventually(what, probe, { timeoutMs: 120_000, context });
+  const { wait } = cluster;
   const nodeObject = () => json<Node>(['get', 'node', node]);
-  const images = () =>
-    readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
+  const images = () => csiDiskImages(base);
 
   // The node lifecycle controller at a quicker pace than its defaults (40 s, 60 s): a Node
   // without a heartbeat is tainted unreachable within 20 s, well inside this test.
@@ -74,39 +69,14 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
     cluster.start(base, { controllers: '*', kubeControllerManagerFlags: lifecycleFlags }),
   );
 
-  /** A sidecar as a child process (its output in the sandbox), ended by its PID. */
-  function startSidecar(name: string, socket: string): void {
-    const log = openSync(join(base, `${name}.log`), 'w');
-    const kubeconfig = join(cluster.dir(), 'kubeconfig');
-    const child = spawn(
-      join(cluster.bin(), name),
-      ['--csi-address', socket, '--kubeconfig', kubeconfig, '-v', '3'],
-      { stdio: ['ignore', log, log] },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    cluster.processes.add({
-      child,
-      lines: [],
-      line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
-      stop: async () => {
-        if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
-        return exited;
-      },
-    });
-  }
-
   test('provisioned by the external-provisioner, attached by Kubernetes, mounted', async () => {
     const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
-    const socket = join(base, 'csi/disk.sock');
-    mkdirSync(join(base, 'csi'), { recursive: true });
-    const driverArgs = ['--endpoint', `unix://${socket}`, '--node-id', 'provision-disk-id'];
-    const stateArgs = ['--state-dir', join(base, 'csi-state')];
-    const registration = ['--registration-dir', join(root, 'plugins_registry')];
-    started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
-    startSidecar('csi-attacher', socket);
-    startSidecar('csi-provisioner', socket);
-    agent = started(
+    const socket = cluster.startCsiDriver(base, root, 'provision-disk-id');
+    cluster.startSidecar('csi-attacher', socket, base);
+    cluster.startSidecar('csi-provisioner', socket, base);
+    agent = cluster.started(
       startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
+      'agent',
     );
     await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
     // A Node nobody keeps alive, younger than vole's: the node lifecycle controller taints

@@ -15,14 +15,14 @@
  * reclaimPolicy Delete, their disks and their PVs; the Retain one stays Released.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, readdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
-import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
+import { csiDiskImages, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
 const node = 'pv-node';
 const driver = 'disk.csi.vole.dev';
@@ -53,15 +53,10 @@ describe(
     const cluster = useKubeCluster(['kube-controller-manager', 'csi-attacher', 'csi-provisioner']);
     const { base, root } = skip === false ? hostSandbox('kubepv') : { base: '', root: '' };
     const { ok, json } = cluster;
-    const started = (p: AgentProcess) => (cluster.processes.add(p), p);
     let agent: AgentProcess | undefined;
     let controller: AgentProcess | undefined;
-    const context = () =>
-      `agent:\n${agent?.lines.join('\n') ?? ''}\ncontroller:\n${controller?.lines.join('\n') ?? ''}`;
-    const wait = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
-      eventually(what, probe, { timeoutMs: 120_000, context });
-    const images = () =>
-      readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
+    const { wait } = cluster;
+    const images = () => csiDiskImages(base);
     const claim = (name: string) => json<Claim>(['get', 'pvc', name]);
     const gone = (kind: string, name: string) =>
       cluster.kubectl(['get', kind, name]).status === 0 ? undefined : true;
@@ -73,21 +68,17 @@ describe(
     );
 
     test('provisioned by the external-provisioner, bound and released by vole', async () => {
-      const socket = join(base, 'csi/disk.sock');
-      mkdirSync(join(base, 'csi'), { recursive: true });
-      const driverArgs = ['--endpoint', `unix://${socket}`, '--node-id', 'pv-disk-id'];
-      const stateArgs = ['--state-dir', join(base, 'csi-state')];
-      const registration = ['--registration-dir', join(root, 'plugins_registry')];
-      started(startVole(['csi-driver', ...driverArgs, ...stateArgs, ...registration]));
+      const socket = cluster.startCsiDriver(base, root, 'pv-disk-id');
       cluster.startSidecar('csi-attacher', socket, base);
       cluster.startSidecar('csi-provisioner', socket, base);
       const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
-      agent = started(
+      agent = cluster.started(
         startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
+        'agent',
       );
       await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
       const controllers = ['--controllers', 'attachdetach,persistentvolume-binder'];
-      controller = started(
+      controller = cluster.started(
         startVole([
           'controller',
           '--kubeconfig',
@@ -100,6 +91,7 @@ describe(
           '--lease-duration',
           '4s',
         ]),
+        'controller',
       );
       await controller.line(/leading/);
       await wait('the default ServiceAccount', () =>

@@ -6,10 +6,10 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, openSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after } from 'node:test';
-import { type AgentProcess, repo } from './agent-process.js';
+import { type AgentProcess, repo, startVole } from './agent-process.js';
 import { hostTestSkipReason } from './host.js';
 import { peersBinDir } from './peers.js';
 
@@ -30,6 +30,21 @@ export interface KubeCluster {
   readonly dir: () => string;
   /** Processes the test started, stopped (by PID) before the control plane. */
   readonly processes: Set<AgentProcess>;
+  /** Adds `p` to the processes; a named one's output is part of `context()`. */
+  started(p: AgentProcess, name?: string): AgentProcess;
+  /** The output of every named process, for a failed wait's message. */
+  context(): string;
+  /** `eventually` with the named processes' output on a timeout (default 120 s). */
+  wait<T>(
+    what: string,
+    probe: () => T | undefined | Promise<T | undefined>,
+    timeoutMs?: number,
+  ): Promise<T>;
+  /**
+   * `vole csi-driver` on `base`/csi/disk.sock (its disks under `base`/csi-state), registered
+   * in `root`/plugins_registry as a kubelet plugin: its socket.
+   */
+  startCsiDriver(base: string, root: string, nodeId: string, args?: readonly string[]): string;
   /** kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS). */
   start(
     base: string,
@@ -62,6 +77,7 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
   let bin = '';
   let dir = '';
   const processes = new Set<AgentProcess>();
+  const named = new Map<string, AgentProcess>();
   after(async () => {
     for (const p of [...processes].reverse()) await p.stop(); // the agent before its driver
     if (existsSync(join(dir, 'pids'))) spawnSync('bash', [kubeDown, dir], { stdio: 'inherit' });
@@ -70,6 +86,28 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
     bin: () => bin,
     dir: () => dir,
     processes,
+    started(p, name) {
+      processes.add(p);
+      if (name !== undefined) named.set(name, p);
+      return p;
+    },
+    context: () => [...named].map(([name, p]) => `${name}:\n${p.lines.join('\n')}`).join('\n'),
+    wait: (what, probe, timeoutMs = 120_000) =>
+      eventually(what, probe, { timeoutMs, context: cluster.context }),
+    startCsiDriver(base, root, nodeId, args = []) {
+      const socket = join(base, 'csi/disk.sock');
+      mkdirSync(join(base, 'csi'), { recursive: true });
+      cluster.started(
+        startVole([
+          'csi-driver',
+          ...['--endpoint', `unix://${socket}`, '--node-id', nodeId],
+          ...['--state-dir', join(base, 'csi-state')],
+          ...['--registration-dir', join(root, 'plugins_registry')],
+          ...args,
+        ]),
+      );
+      return socket;
+    },
     start(base, opts = {}) {
       bin = peersBinDir(['etcd', 'kube-apiserver', 'kubectl', ...names]);
       dir = join(base, 'kube');
@@ -174,3 +212,7 @@ export async function eventually<T>(
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/** The disk images `vole csi-driver` holds under `base`/csi-state (startCsiDriver's). */
+export const csiDiskImages = (base: string): string[] =>
+  readdirSync(join(base, 'csi-state/images')).filter((f) => f.endsWith('.img'));
