@@ -75,9 +75,7 @@ describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, (
       'controller',
     );
     await controller.line(/leading: CSI drivers \[disk\.csi\.vole\.dev=false\]/);
-    await wait('the default ServiceAccount', () =>
-      cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
-    );
+    await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], manifests);
 
     const claim = await wait('the claim bound', () => {

@@ -16,8 +16,7 @@
  * to be) on two nodes at once.
  */
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, openSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
@@ -141,7 +140,7 @@ describe(
     const { ok, json } = cluster;
     const watch = new TwoNodeWatch();
     const started = (p: AgentProcess) => (cluster.processes.add(p), p);
-    let attacher: ChildProcess | undefined;
+    let attacher: AgentProcess | undefined;
     const replicas: AgentProcess[] = [];
     let agent: AgentProcess | undefined;
     const context = () =>
@@ -152,37 +151,10 @@ describe(
 
     const socket = join(base, 'csi/disk.sock');
     /** csi-attacher, stopped and started again by the test (ended by its PID). */
-    function startAttacher(): void {
-      const log = openSync(join(base, 'csi-attacher.log'), 'a');
-      const child = spawn(
-        join(cluster.bin(), 'csi-attacher'),
-        [
-          '--csi-address',
-          socket,
-          '--kubeconfig',
-          join(cluster.dir(), 'kubeconfig'),
-          '--timeout=30s',
-        ],
-        { stdio: ['ignore', log, log] },
-      );
-      attacher = child;
-      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-      cluster.processes.add({
-        child,
-        lines: [],
-        line: () => Promise.reject(new Error('csi-attacher output is not read')),
-        stop: async () => {
-          if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
-          return exited;
-        },
-      });
-    }
-    const stopAttacher = async () => {
-      const child = attacher!;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
-      await exited;
+    const startAttacher = () => {
+      attacher = cluster.startSidecar('csi-attacher', socket, base, ['--timeout=30s']);
     };
+    const stopAttacher = () => attacher!.stop();
     const startReplica = (identity: string) => {
       const p = started(
         startVole([
@@ -217,20 +189,7 @@ describe(
       );
 
     test('the leader killed mid-attach: the standby takes over, learns, never attaches twice', async () => {
-      mkdirSync(join(base, 'csi'), { recursive: true });
-      started(
-        startVole([
-          'csi-driver',
-          '--endpoint',
-          `unix://${socket}`,
-          '--node-id',
-          'interop-disk-id',
-          '--state-dir',
-          join(base, 'csi-state'),
-          '--registration-dir',
-          join(root, 'plugins_registry'),
-        ]),
-      );
+      cluster.startCsiDriver(base, root, 'interop-disk-id');
       startAttacher();
       const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
       agent = started(
@@ -238,9 +197,7 @@ describe(
       );
       await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
       await watch.start(KubeHttp.fromFile(join(cluster.dir(), 'kubeconfig')));
-      await eventually('the default ServiceAccount', () =>
-        cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
-      );
+      await cluster.defaultServiceAccount();
       ok(['apply', '-f', '-'], storage);
       const a = startReplica('replica-a');
       await a.line(/leading: CSI drivers/);

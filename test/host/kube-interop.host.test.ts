@@ -10,7 +10,6 @@
  * drops it from volumesInUse, the controller detaches, the VolumeAttachment goes.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
@@ -19,7 +18,6 @@ import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
 import { eventually, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
-import { spawn } from 'node:child_process';
 
 const node = 'interop-node';
 const volume = 'kubernetes.io/csi/disk.csi.vole.dev^interop-1';
@@ -42,51 +40,17 @@ describe('Kubernetes control plane, vole as the node', { skip, timeout: 600_000 
   before(() => cluster.start(base, { controllers: '*,-nodelifecycle' }));
 
   /** csi-attacher as a child process, ended by its PID with the others. */
-  function startAttacher(socket: string): void {
-    const child = spawn(
-      join(cluster.bin(), 'csi-attacher'),
-      ['--csi-address', socket, '--kubeconfig', join(cluster.dir(), 'kubeconfig')],
-      { stdio: 'ignore' },
-    );
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
-    cluster.processes.add({
-      child,
-      lines: [],
-      line: () => Promise.reject(new Error('csi-attacher output is not read')),
-      stop: async () => {
-        if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
-        return exited;
-      },
-    });
-  }
-
   test('attached by the controller and the external-attacher, mounted by vole, detached after', async () => {
     const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
-    const socket = join(base, 'csi/disk.sock');
-    mkdirSync(join(base, 'csi'), { recursive: true });
-    started(
-      startVole([
-        'csi-driver',
-        '--endpoint',
-        `unix://${socket}`,
-        '--node-id',
-        'interop-disk-id',
-        '--state-dir',
-        join(base, 'csi-state'),
-        '--registration-dir',
-        join(root, 'plugins_registry'),
-      ]),
-    );
-    startAttacher(socket);
+    const socket = cluster.startCsiDriver(base, root, 'interop-disk-id');
+    cluster.startSidecar('csi-attacher', socket, base);
     agent = started(
       startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
     );
     await agent.line(/vole agent on interop-node: API/);
     await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
     // The controller's service-account controller makes `default` in its own time.
-    await eventually('the default ServiceAccount', () =>
-      cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
-    );
+    await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], manifests);
 
     await agent.line(/pod default\/app: mounted \[/, 120_000);

@@ -92,9 +92,7 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
       node,
     ]);
     assert.deepEqual(csiNode.spec.drivers[0]?.topologyKeys, [topologyKey]);
-    await wait('the default ServiceAccount', () =>
-      cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
-    );
+    await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], manifests);
 
     // Immediate: provisioned at once, on the only node that has the driver's topology.

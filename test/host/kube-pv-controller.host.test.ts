@@ -94,9 +94,7 @@ describe(
         'controller',
       );
       await controller.line(/leading/);
-      await wait('the default ServiceAccount', () =>
-        cluster.kubectl(['get', 'serviceaccount', 'default']).status === 0 ? true : undefined,
-      );
+      await cluster.defaultServiceAccount();
       ok(['apply', '-f', '-'], manifests);
 
       const bound = (name: string) =>

@@ -40,6 +40,8 @@ export interface KubeCluster {
     probe: () => T | undefined | Promise<T | undefined>,
     timeoutMs?: number,
   ): Promise<T>;
+  /** Waits for `namespace`'s default ServiceAccount (kube-controller-manager makes it): a pod needs it. */
+  defaultServiceAccount(namespace?: string): Promise<true>;
   /**
    * `vole csi-driver` on `base`/csi/disk.sock (its disks under `base`/csi-state), registered
    * in `root`/plugins_registry as a kubelet plugin: its socket.
@@ -94,6 +96,12 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
     context: () => [...named].map(([name, p]) => `${name}:\n${p.lines.join('\n')}`).join('\n'),
     wait: (what, probe, timeoutMs = 120_000) =>
       eventually(what, probe, { timeoutMs, context: cluster.context }),
+    defaultServiceAccount: (namespace = 'default') =>
+      cluster.wait(`the default ServiceAccount of ${namespace}`, () =>
+        cluster.kubectl(['-n', namespace, 'get', 'serviceaccount', 'default']).status === 0
+          ? true
+          : undefined,
+      ),
     startCsiDriver(base, root, nodeId, args = []) {
       const socket = join(base, 'csi/disk.sock');
       mkdirSync(join(base, 'csi'), { recursive: true });
