@@ -29,12 +29,7 @@ import {
 } from './informer.js';
 import { NodeHeartbeat } from './node-heartbeat.js';
 import { NodeStatusWriter } from './node-status.js';
-import {
-  podErrorEvents,
-  podEventOf,
-  PodEventRecorder,
-  type StartedOperation,
-} from './pod-events.js';
+import { podErrorEvents, podEventOf, EventRecorder, type StartedOperation } from './pod-events.js';
 import { type ContentRef, contentRefKey, contentRefsOf } from './references.js';
 import { PodFinalizer } from './pod-finalizer.js';
 import { InUsePublisher } from './in-use.js';
@@ -66,7 +61,7 @@ export class KubeAgent {
   private observedAttached = '';
   private readonly operations = new Map<string, StartedOperation>();
   private readonly podErrorsSeen = new Map<string, Set<string>>();
-  private readonly events: PodEventRecorder;
+  private readonly events: EventRecorder;
   private readonly finalizer: PodFinalizer;
   private readonly inUse: InUsePublisher;
   private unsubscribe: () => void = () => undefined;
@@ -77,7 +72,7 @@ export class KubeAgent {
   constructor(private readonly opts: KubeAgentOptions) {
     const { http, node, logger, say, vm } = opts;
     this.status = new NodeStatusWriter({ ...opts });
-    this.events = new PodEventRecorder({ http, node, logger, component: 'kubelet' });
+    this.events = new EventRecorder({ http, node, logger, component: 'kubelet' });
     this.finalizer = new PodFinalizer({ http, vm, say });
     this.inUse = new InUsePublisher({ vm, status: this.status, say });
   }

@@ -33,7 +33,8 @@ import { KubeClaimBinder } from './claim-binder.js';
 import { attachmentsFound } from './found.js';
 import { KubeLeadership } from './lease.js';
 import { nodeUpdateChangesNothing } from './node-projection.js';
-import { PodEventRecorder } from './pod-events.js';
+import { ClaimEvents } from './claim-events.js';
+import { EventRecorder } from './pod-events.js';
 import { VolumesAttachedWriter } from './volumes-attached.js';
 import { vaPlugin, VolumeAttachmentCache } from './va-plugin.js';
 
@@ -219,7 +220,7 @@ export class KubeController {
       observedNode: (name) => this.known.get(objectKey('Node', name)),
     });
     this.writer = writer;
-    const recorder = new PodEventRecorder({
+    const recorder = new EventRecorder({
       http: this.opts.http,
       node: this.opts.identity,
       logger: this.opts.logger,
@@ -230,25 +231,36 @@ export class KubeController {
       const record = world.pods.get(UniquePodName(event.pod));
       if (record === undefined) return;
       const { name, namespace = 'default' } = record.pod.metadata;
-      const pod = { uid: event.pod, name, namespace };
+      const object = { kind: 'Pod' as const, uid: event.pod, name, namespace };
       void this.fence()
         .then(() =>
-          recorder.record({ pod, type: 'Warning', reason: event.reason, message: event.message }),
+          recorder.record({
+            object,
+            type: 'Warning',
+            reason: event.reason,
+            message: event.message,
+          }),
         )
         .catch((error: Error) => this.opts.say(`Event not written: ${error.message}`));
     });
     writer.start();
     this.stops.push(unsubscribe, () => ((this.writer = null), writer.stop()));
-    if (this.opts.controllers?.includes('persistentvolume-binder') === true) {
-      const binder = new KubeClaimBinder({
-        http: this.opts.http,
-        cm,
-        fence: this.fence,
-        say: this.opts.say,
-      });
-      binder.start();
-      this.stops.push(() => binder.stop());
-    }
+    if (this.opts.controllers?.includes('persistentvolume-binder') === true) this.startBinder(cm);
+  }
+
+  /** The PV controller's part: bindings and external provisioning written, claim Events. */
+  private startBinder(cm: ControllerManager): void {
+    const { http, say, identity, logger } = this.opts;
+    const binder = new KubeClaimBinder({ http, cm, fence: this.fence, say });
+    binder.start();
+    const component = 'persistentvolume-controller';
+    const recorder = new EventRecorder({ http, node: identity, logger, component });
+    const claimEvents = new ClaimEvents({ cm, recorder, fence: this.fence, say });
+    claimEvents.start();
+    this.stops.push(
+      () => binder.stop(),
+      () => claimEvents.stop(),
+    );
   }
 
   private startInformers(): void {

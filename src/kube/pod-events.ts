@@ -1,8 +1,9 @@
 /**
  * Events on pods with the kubelet's reasons and messages, from what the log records: a
  * failed plugin call of a pod's operation, a volume a pod cannot use, a finished expansion.
- * `podEventOf` is pure; `PodEventRecorder` writes core/v1 Events as the kubelet's event
- * recorder does (one object per pod, reason and message; a repeat raises its count).
+ * `podEventOf` is pure; `EventRecorder` writes core/v1 Events as Kubernetes' event
+ * recorder does (one object per involved object, reason and message; a repeat raises its
+ * count), for pods and for claims (src/kube/claim-events.ts).
  */
 import type { Logger } from 'pino';
 import type { VoleEvent } from '../events/index.js';
@@ -10,8 +11,16 @@ import { UniquePodName } from '../ids.js';
 import type { World } from '../world/types.js';
 import { KubeApiError, type KubeHttp } from './http.js';
 
-export interface PodEvent {
-  readonly pod: { uid: string; name: string; namespace: string };
+/** The object an Event is about (its involvedObject). */
+export interface InvolvedObject {
+  readonly kind: 'Pod' | 'PersistentVolumeClaim';
+  readonly uid: string;
+  readonly name: string;
+  readonly namespace: string;
+}
+
+export interface KubeEvent {
+  readonly object: InvolvedObject;
   readonly type: 'Normal' | 'Warning';
   readonly reason: string;
   readonly message: string;
@@ -41,11 +50,11 @@ function outerName(world: World, podUid: string, volume: string): string {
   return resolved?.outerVolumeSpecName ?? volume;
 }
 
-function podOf(world: World, uid: string | undefined): PodEvent['pod'] | undefined {
+function podOf(world: World, uid: string | undefined): InvolvedObject | undefined {
   if (uid === undefined) return undefined;
   const record = world.pods.get(UniquePodName(uid));
   if (record === undefined) return undefined;
-  return { uid, name: record.name, namespace: record.namespace };
+  return { kind: 'Pod', uid, name: record.name, namespace: record.namespace };
 }
 
 /**
@@ -56,16 +65,16 @@ export function podEventOf(
   event: VoleEvent,
   world: World,
   operations: ReadonlyMap<string, StartedOperation>,
-): PodEvent | undefined {
+): KubeEvent | undefined {
   if (event.type !== 'CallFailed' && event.type !== 'CallSucceeded') return undefined;
   const started = operations.get(event.opId);
-  const pod = podOf(world, started?.pod);
-  if (started === undefined || pod === undefined) return undefined;
-  const volume = outerName(world, pod.uid, started.volume);
+  const object = podOf(world, started?.pod);
+  if (started === undefined || object === undefined) return undefined;
+  const volume = outerName(world, object.uid, started.volume);
   if (event.type === 'CallSucceeded') {
     if (event.call !== 'nodeExpand') return undefined;
     const message = `MountVolume.NodeExpandVolume succeeded for volume "${volume}"`;
-    return { pod, type: 'Normal', reason: 'VolumeResizeSuccessful', message };
+    return { object, type: 'Normal', reason: 'VolumeResizeSuccessful', message };
   }
   const failed = failedCalls[event.call];
   if (failed === undefined) return undefined;
@@ -75,24 +84,24 @@ export function podEventOf(
     ? event.error.message.slice(prefix.length)
     : event.error.message;
   const message = `${failed.operation} failed for volume "${volume}" : ${error}`;
-  return { pod, type: 'Warning', reason: failed.reason, message };
+  return { object, type: 'Warning', reason: failed.reason, message };
 }
 
 /** A volume of the pod that cannot be processed (a missing claim, object, driver). */
-export function podErrorEvents(world: World, uid: string): PodEvent[] {
-  const pod = podOf(world, uid);
+export function podErrorEvents(world: World, uid: string): KubeEvent[] {
+  const object = podOf(world, uid);
   const record = world.pods.get(UniquePodName(uid));
-  if (pod === undefined || record === undefined) return [];
+  if (object === undefined || record === undefined) return [];
   return [...record.errors].map(([volume, error]) => ({
-    pod,
+    object,
     type: 'Warning' as const,
     reason: 'FailedMount',
     message: `MountVolume.SetUp failed for volume "${volume}" : ${error}`,
   }));
 }
 
-/** Writes pod Events; the same (pod, reason, message) again raises the count of its object. */
-export class PodEventRecorder {
+/** Writes Events; the same (object, reason, message) again raises the count of its Event. */
+export class EventRecorder {
   private readonly written = new Map<string, { name: string; count: number }>();
   private serial = 0;
 
@@ -100,10 +109,10 @@ export class PodEventRecorder {
     private readonly opts: { http: KubeHttp; node: string; logger: Logger; component: string },
   ) {}
 
-  async record(event: PodEvent): Promise<void> {
-    const key = `${event.pod.uid}\u0000${event.reason}\u0000${event.message}`;
+  async record(event: KubeEvent): Promise<void> {
+    const key = `${event.object.uid}\u0000${event.reason}\u0000${event.message}`;
     const nowIso = new Date().toISOString();
-    const base = `/api/v1/namespaces/${event.pod.namespace}/events`;
+    const base = `/api/v1/namespaces/${event.object.namespace}/events`;
     const known = this.written.get(key);
     try {
       if (known !== undefined) {
@@ -115,7 +124,7 @@ export class PodEventRecorder {
         );
         return;
       }
-      const name = `${event.pod.name}.${Date.now().toString(16)}${(this.serial++).toString(16)}`;
+      const name = `${event.object.name}.${Date.now().toString(16)}${(this.serial++).toString(16)}`;
       await this.opts.http.post(base, this.eventObject(event, name, nowIso));
       this.written.set(key, { name, count: 1 });
     } catch (error) {
@@ -125,17 +134,18 @@ export class PodEventRecorder {
     }
   }
 
-  private eventObject(event: PodEvent, name: string, nowIso: string): object {
+  private eventObject(event: KubeEvent, name: string, nowIso: string): object {
+    const { object } = event;
     return {
       apiVersion: 'v1',
       kind: 'Event',
-      metadata: { name, namespace: event.pod.namespace },
+      metadata: { name, namespace: object.namespace },
       involvedObject: {
         apiVersion: 'v1',
-        kind: 'Pod',
-        name: event.pod.name,
-        namespace: event.pod.namespace,
-        uid: event.pod.uid,
+        kind: object.kind,
+        name: object.name,
+        namespace: object.namespace,
+        uid: object.uid,
       },
       reason: event.reason,
       message: event.message,

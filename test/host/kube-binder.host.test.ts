@@ -47,16 +47,31 @@ const pv = (name: string, storage: string) => ({
     hostPath: { path: `/srv/${name}` },
   },
 });
-const pvc = (name: string) => ({
+const pvc = (name: string, storageClassName = '', storage = '1Gi') => ({
   apiVersion: 'v1',
   kind: 'PersistentVolumeClaim',
   metadata: { name, namespace: 'default' },
   spec: {
-    storageClassName: '',
+    storageClassName,
     accessModes: ['ReadWriteOnce'],
-    resources: { requests: { storage: '1Gi' } },
+    resources: { requests: { storage } },
   },
 });
+const lateClass = {
+  apiVersion: 'storage.k8s.io/v1',
+  kind: 'StorageClass',
+  metadata: { name: 'late' },
+  provisioner: 'disk.csi.example',
+  volumeBindingMode: 'WaitForFirstConsumer',
+};
+interface Event {
+  reason: string;
+  message: string;
+  type: string;
+  count?: number;
+  source?: { component?: string };
+  involvedObject: { kind: string; name: string; uid?: string };
+}
 
 describe('vole controller --kubeconfig with the persistentvolume-binder', { skip }, () => {
   // Registered before the sandbox's hook: the controller and the control plane end first.
@@ -121,6 +136,46 @@ describe('vole controller --kubeconfig with the persistentvolume-binder', { skip
       assert.equal(volume.spec.claimRef?.['name'], 'data');
       assert.equal(volume.spec.claimRef?.['kind'], 'PersistentVolumeClaim');
       assert.equal(get<Pv>('pv', 'pv-big').status?.phase, 'Available');
+    },
+  );
+
+  test(
+    'a claim that waits gets the Event the PV controller records',
+    { timeout: 120_000 },
+    async () => {
+      apply(lateClass, pvc('huge', '', '50Gi'), pvc('nowhere', 'gone'), pvc('lazy', 'late'));
+      const eventOf = (claim: string) =>
+        eventually(`the Event on claim ${claim}`, () => {
+          const { items } = get<{ items: Event[] }>(
+            'events',
+            '--field-selector',
+            `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${claim}`,
+          );
+          return items[0];
+        });
+      const huge = await eventOf('huge');
+      assert.deepEqual(
+        [huge.type, huge.reason, huge.message],
+        [
+          'Normal',
+          'FailedBinding',
+          'no persistent volumes available for this claim and no storage class is set',
+        ],
+      );
+      assert.equal(huge.source?.component, 'persistentvolume-controller');
+      assert.equal(huge.involvedObject.uid, get<Pvc>('pvc', 'huge').metadata.uid);
+      const nowhere = await eventOf('nowhere');
+      assert.deepEqual(
+        [nowhere.type, nowhere.reason, nowhere.message],
+        ['Warning', 'ProvisioningFailed', 'storageclass.storage.k8s.io "gone" not found'],
+      );
+      const lazy = await eventOf('lazy');
+      assert.deepEqual(
+        [lazy.reason, lazy.message],
+        ['WaitForFirstConsumer', 'waiting for first consumer to be created before binding'],
+      );
+      for (const name of ['huge', 'nowhere', 'lazy'])
+        assert.equal(get<Pvc>('pvc', name).status?.phase, 'Pending', `${name} stays Pending`);
     },
   );
 });

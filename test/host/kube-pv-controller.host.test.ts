@@ -129,6 +129,19 @@ describe(
         undefined,
       );
       assert.equal(images().length, 3, 'CreateVolume made three disks');
+      // What `kubectl describe pvc` shows: the PV controller's Event beside the provisioner's.
+      const reasons = (claimName: string) =>
+        json<{ items: { reason: string; source?: { component?: string } }[] }>([
+          'get',
+          'events',
+          '--field-selector',
+          `involvedObject.kind=PersistentVolumeClaim,involvedObject.name=${claimName}`,
+        ]).items.map((e) => `${e.source?.component}: ${e.reason}`);
+      for (const name of Object.keys(claims))
+        assert.ok(
+          reasons(name).includes('persistentvolume-controller: ExternalProvisioning'),
+          `${name}: ${reasons(name).join(', ')}`,
+        );
 
       await agent.line(/pod default\/app: mounted \[/, 120_000);
       const uid = ok(['get', 'pod', 'app', '-o', 'jsonpath={.metadata.uid}']).trim();
