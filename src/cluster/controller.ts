@@ -21,13 +21,14 @@ import { ClaimBindingWriter } from './bindings.js';
 import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
-import { EtcdEventLog, loadLogHead, type LogLimits, readLogEvents } from './etcd-log.js';
+import { EtcdEventLog, type LogLimits } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
 import { FencedPluginManager } from './fenced-plugins.js';
 import { SnapshotPacer } from './snapshot-pacer.js';
 import { VolumesAttachedPublisher } from './publisher.js';
 import type { KvStore } from './store.js';
+import { loadControllerWorld, WarmWorld } from './warm-world.js';
 
 export interface ClusterControllerOptions {
   readonly client: KvStore;
@@ -45,6 +46,11 @@ export interface ClusterControllerOptions {
   readonly logLimits?: LogLimits;
   /** Told of each term as it starts leading, before its engine starts (tests, the simulation). */
   readonly onLead?: (term: LeadingTerm) => void;
+  /**
+   * Keep the controller's world current while standing by (default true), so that a win
+   * folds only the log's last segments (warm-world.ts); false loads it all on winning.
+   */
+  readonly warmStandby?: boolean;
 }
 
 /** One term of this replica: its leadership, its log writer, its engine. */
@@ -57,46 +63,7 @@ export interface LeadingTerm {
 export const leaseTtlSDefault = 5;
 const controllerSnapshotEveryEventsDefault = 10_000;
 
-/** The world at the log's head: the snapshot (when usable) plus the events after it. */
-export async function loadControllerWorld(
-  client: KvStore,
-  keys: ClusterKeys,
-): Promise<{
-  world: ControllerWorld;
-  head: number;
-  lastSnapshotSeq: number;
-  lastSnapshotBytes: number;
-}> {
-  const loaded = await loadLogHead(client, keys);
-  const fromSnapshot =
-    loaded.snapshot === undefined
-      ? undefined
-      : // in slices: a new leader keeps its lease alive while it reads a large world
-        await controllerCore.snapshot.decodeSliced(
-          loaded.snapshot.data,
-          loaded.snapshot.meta.format,
-        );
-  const world = fromSnapshot ?? controllerCore.initialWorld();
-  if (world.seq + 1 < loaded.firstSeq)
-    throw new ClusterError(
-      `the controller log in etcd starts at seq ${loaded.firstSeq} and its snapshot cannot be read by this version; ` +
-        'run the version that wrote it, or start a new log under another --prefix',
-    );
-  const fold = (event: Parameters<typeof controllerCore.fold>[1]) =>
-    controllerCore.fold(world, event);
-  await readLogEvents(client, keys, world.seq + 1, fold, { revision: loaded.revision });
-  if (world.seq !== loaded.head)
-    throw new ClusterError(
-      `the controller log in etcd ends at seq ${world.seq} but its head says ${loaded.head}`,
-    );
-  const lastSnapshotBytes = loaded.snapshot?.data.length ?? 0;
-  return {
-    world,
-    head: loaded.head,
-    lastSnapshotSeq: loaded.snapshot?.meta.seq ?? 0,
-    lastSnapshotBytes,
-  };
-}
+export { loadControllerWorld } from './warm-world.js';
 
 export class ClusterController {
   private cm: ControllerManager | null = null;
@@ -134,12 +101,16 @@ export class ClusterController {
   /** Campaigns, then leads until leadership is lost or `signal` aborts; resolves with why it ended. */
   async run(signal: AbortSignal): Promise<{ lost: boolean; message: string }> {
     const { client, keys } = this.opts;
+    const warm = this.warmStandby();
     const leadership = await Leadership.campaign(client, keys, {
       identity: this.opts.identity,
       ttlS: this.opts.leaseTtlS ?? leaseTtlSDefault,
       clock: this.clock,
       signal,
       say: (line) => this.say(line),
+    }).catch(async (error: unknown) => {
+      await warm?.stop();
+      throw error;
     });
     this.leadership = leadership;
     const ended = new Promise<{ lost: boolean; message: string }>((resolve) => {
@@ -151,23 +122,32 @@ export class ClusterController {
     leadership.onLost(() => void this.halt());
     if (!leadership.isLost && !signal.aborted) {
       try {
-        await this.lead(leadership);
+        await this.lead(leadership, warm);
       } catch (error) {
         leadership.lose(`could not start leading: ${(error as Error).message}`);
       }
     }
     const result = await ended;
+    await warm?.stop();
     await this.halt();
     if (!result.lost) await leadership.resign();
     return result;
   }
 
-  private async lead(leadership: Leadership): Promise<void> {
+  /** A standby's warm world, loading and following while this replica campaigns. */
+  private warmStandby(): WarmWorld | undefined {
+    if (this.opts.warmStandby === false) return undefined;
+    const { client: store, keys } = this.opts;
+    const warm = new WarmWorld({ store, keys, clock: this.clock, say: (l) => this.say(l) });
+    warm.start();
+    return warm;
+  }
+
+  private async lead(leadership: Leadership, warm: WarmWorld | undefined): Promise<void> {
     const { client, keys } = this.opts;
-    const { world, head, lastSnapshotSeq, lastSnapshotBytes } = await loadControllerWorld(
-      client,
-      keys,
-    );
+    // The warm world brought to the head at a revision after the win, else a cold load.
+    const { world, head, lastSnapshotSeq, lastSnapshotBytes } =
+      (await warm?.takeOver()) ?? (await loadControllerWorld(client, keys));
     this.say(`leading (term ${leadership.term}): controller log at seq ${head}`);
     const log = new EtcdEventLog({
       store: client,

@@ -56,7 +56,7 @@ const etcdLogLimits: LogLimits = {
   segmentBytes: segmentBytesMax,
   segmentsPerTxn: segmentsPerTxnMax,
 };
-const snapshotChunkBytes = 1024 * 1024;
+export const snapshotChunkBytes = 1024 * 1024;
 /** Segments folded between two turns of the event loop when a reader reads the log. */
 const segmentsPerTurn = 8;
 /** Segments per read page: 3 MiB at most, under gRPC's 4 MiB message limit. */
@@ -189,7 +189,7 @@ function segmentsRange(keys: ClusterKeys): { start: string; end: Buffer } {
   return { start: keys.log.segments, end: prefixEnd(keys.log.segments) };
 }
 
-function snapshotChunkKey(keys: ClusterKeys, seq: number, chunk: number): string {
+export function snapshotChunkKey(keys: ClusterKeys, seq: number, chunk: number): string {
   return `${keys.log.snapshot}/${seq}/${String(chunk).padStart(6, '0')}`;
 }
 
