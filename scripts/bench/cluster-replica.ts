@@ -1,7 +1,8 @@
 /**
  * One controller replica for the failover benchmark (cluster.ts): a ClusterController on a
  * fake attachable plugin (instant attach and detach), so the figure is the election and
- * the takeover, not a disk. Arguments: URLS PREFIX IDENTITY LEASE_TTL_S.
+ * the takeover, not a disk. Arguments: URLS PREFIX IDENTITY LEASE_TTL_S. Says its progress
+ * lines on stdout (`standby: warm at seq N …` once its standby world is warm).
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
@@ -49,6 +50,7 @@ const controller = new ClusterController({
   ],
   logger: pino({ level: 'silent' }),
   leaseTtlS: Number(ttl),
+  say: (line) => process.stdout.write(`${line}\n`),
 });
 const stop = new AbortController();
 process.once('SIGTERM', () => stop.abort());

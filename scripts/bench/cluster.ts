@@ -19,7 +19,7 @@
  * from the first write until all are detached and attached again. Full: 5,000 nodes,
  * 150,000 pods (Kubernetes' published envelope); quick: a tenth.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pino from 'pino';
@@ -295,7 +295,41 @@ export function replica(urls: string, prefix: string, identity: string, ttlS = l
     identity,
     String(ttlS),
   ];
-  return spawn(process.execPath, args, { stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  child.stdout.resume(); // its progress lines: read (saidLine), else dropped
+  return child;
+}
+
+/** The first line a replica says on stdout (from now on) that matches `pattern`. */
+export function saidLine(
+  child: ChildProcess,
+  pattern: RegExp,
+  timeoutMs = 600_000,
+): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const timer = setTimeout(
+      () => done(new Error(`no line ${pattern} in ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      text += chunk.toString();
+      const lines = text.split('\n');
+      text = lines.pop()!;
+      const line = lines.find((l) => pattern.test(l));
+      if (line !== undefined) done(undefined, line);
+    };
+    const onExit = () => done(new Error(`the replica exited before saying ${pattern}`));
+    const done = (error: Error | undefined, line?: string) => {
+      clearTimeout(timer);
+      child.stdout?.off('data', onData);
+      child.off('exit', onExit);
+      if (error === undefined) resolve(line!);
+      else reject(error);
+    };
+    child.stdout?.on('data', onData);
+    child.once('exit', onExit);
+  });
 }
 
 export async function waitFor<T>(

@@ -8,6 +8,8 @@
  * - the snapshot's size; its encode in slices in the leading process (total time, the
  *   longest slice, the event loop's longest delay meanwhile: what keepalives wait) and
  *   whether the lease was kept through it and the write to etcd;
+ * - the standby's warm-up: from its start to its world loaded and following the log (its
+ *   `standby: warm at seq N` line; a is killed only then);
  * - the takeover: from the cut to the new leader's OperationStarted for the new pod, of
  *   which the wait for the lease to expire (until the standby holds the leader key);
  * - after the takeover, in this process: reading the latest snapshot from etcd and
@@ -28,7 +30,7 @@ import { ClusterKeys } from '../../src/cluster/keys.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { EtcdCluster, etcdSkipReason } from '../../test/support/etcd-cluster.js';
-import { nodeKvs, putAll, replica, storageAndPod, waitFor } from './cluster.js';
+import { nodeKvs, putAll, replica, saidLine, storageAndPod, waitFor } from './cluster.js';
 import { type Figure, gc, nowMs, progress, type SectionResult } from './util.js';
 
 export interface FailoverBenchOptions {
@@ -64,6 +66,11 @@ interface LeaderReport {
 
 interface Row extends LeaderReport {
   pods: number;
+  /** b's start → its warm line, and that line. */
+  warmMs: number;
+  warmLine: string;
+  /** What b said as it won: warm (and how many events it read then) or cold. */
+  takeoverLine: string;
   takeoverMs: number;
   leaseExpiryMs: number;
   readMs: number;
@@ -125,6 +132,7 @@ function figures(row: Row): Figure[] {
       met: row.leaseKept,
       note: row.leaseKept ? 'kept' : 'lost',
     },
+    figure('standby warm: b started → world loaded and following', row.warmMs, 'ms', row.warmLine),
     figure(
       'read the latest snapshot (etcd read + decode in slices)',
       row.readMs + row.decodeMs,
@@ -136,7 +144,7 @@ function figures(row: Row): Figure[] {
         'takeover: cut → new leader decides',
         row.takeoverMs,
         'ms',
-        `lease expiry ${Math.round(row.leaseExpiryMs)} ms, then load + list ${Math.round(row.takeoverMs - row.leaseExpiryMs)} ms${row.leadingAtCut ? '' : '; a no longer led when killed'}`,
+        `lease expiry ${Math.round(row.leaseExpiryMs)} ms, then tail + list ${Math.round(row.takeoverMs - row.leaseExpiryMs)} ms (${row.takeoverLine})${row.leadingAtCut ? '' : '; a no longer led when killed'}`,
       ),
       target: `≤ TTL + 1 s + read = ${Math.round(takeoverTargetMs)} ms`,
       met: row.takeoverMs <= takeoverTargetMs,
@@ -190,8 +198,13 @@ async function failoverAt(urls: string, pods: number): Promise<Row> {
       throw new Error(
         `failover bench: the leader lost its lease during the load: ${JSON.stringify(report)}`,
       );
+    const bStartedMs = nowMs();
     b = replica(urls, prefix, 'b', leaseTtlSDefault);
-    await new Promise((r) => setTimeout(r, 3_000)); // b starts and campaigns, waiting
+    // b campaigns, waiting, and loads the world meanwhile: a is cut once b is warm.
+    const warmLine = await saidLine(b, /^standby: warm at seq/);
+    const warmMs = nowMs() - bStartedMs;
+    progress(`  b: ${warmLine} (${Math.round(warmMs)} ms after its start)`);
+    const tookOver = saidLine(b, /^standby: (took over warm|.*loading cold)/);
     const killedAt = nowMs();
     a.child.kill('SIGKILL');
     await putAll(client, storageAndPod(pods, 'node-0', prefix));
@@ -208,6 +221,7 @@ async function failoverAt(urls: string, pods: number): Promise<Row> {
       1_800_000,
     );
     const takeoverMs = nowMs() - killedAt;
+    const takeoverLine = await tookOver;
     const profileDir = process.env.BENCH_FAILOVER_PROFILE;
     if (profileDir !== undefined) {
       b.kill('SIGUSR2');
@@ -217,7 +231,16 @@ async function failoverAt(urls: string, pods: number): Promise<Row> {
     }
     b.kill('SIGKILL');
     const timings = await readAndEncode(client, keys);
-    return { pods, ...report, takeoverMs, leaseExpiryMs, ...timings };
+    return {
+      pods,
+      ...report,
+      warmMs,
+      warmLine,
+      takeoverLine,
+      takeoverMs,
+      leaseExpiryMs,
+      ...timings,
+    };
   } finally {
     a.child.kill('SIGKILL');
     b?.kill('SIGKILL');
