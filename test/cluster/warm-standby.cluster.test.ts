@@ -3,7 +3,7 @@
  * world while the leader leads, follows the log, and on winning folds only the events
  * after what it followed — not the snapshot again — into the world a cold load gives; a
  * warm world that fell behind a compaction is dropped for a cold load; a gap in what it
- * follows makes it load again.
+ * follows, or a watch that ends, makes it load again.
  */
 import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
@@ -42,6 +42,8 @@ class WatchedStore implements KvStore {
   snapshotChunkReads = 0;
   dropNextSegment = false;
   holdSegments = false;
+  /** Ends the replica's last watch on the segments as etcd does once its revision is compacted. */
+  endWatch: () => void = () => assert.fail('no watch on the segments yet');
   /** The highest revision of a segment delivered to the replica. */
   deliveredRevision = 0;
 
@@ -71,6 +73,7 @@ class WatchedStore implements KvStore {
   watch(range: WatchRange, from: number | undefined, handlers: WatchHandlers): Promise<StoreWatch> {
     if (!('prefix' in range) || range.prefix !== this.keys.log.segments)
       return this.inner.watch(range, from, handlers);
+    this.endWatch = () => handlers.error?.(new Error('required revision has been compacted'));
     const put = (kv: KeyValue) => {
       if (this.holdSegments) return;
       if (this.dropNextSegment) return void (this.dropNextSegment = false);
@@ -270,6 +273,14 @@ test(
     assert.ok(
       b.said.some((l) => /^standby: warm world dropped \(the log's segment .* holds seq/.test(l)),
       `b dropped its world for the gap: ${b.said.join(' | ')}`,
+    );
+
+    // Its watch ends (compacted): b loads again.
+    store.endWatch();
+    await until(async () => (warmLines().length === 3 ? true : undefined), 'b warm a third time');
+    assert.ok(
+      b.said.some((l) => l.startsWith('standby: warm world dropped (the watch on the log ended')),
+      `b dropped its world when its watch ended: ${b.said.join(' | ')}`,
     );
 
     // b's stream falls behind while a snapshots and compacts the log past b's world.
