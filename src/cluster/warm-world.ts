@@ -187,7 +187,8 @@ export class WarmWorld {
       }
       if (this.stopped) return; // taken over: the world stays for takeOver to judge
       this.stats.stale++;
-      this.say(`standby: warm world dropped (${this.staleWhy}); loading again in ${backoffMs} ms`);
+      const what = this.loaded === null ? 'world not loaded' : 'warm world dropped';
+      this.say(`standby: ${what} (${this.staleWhy}); loading again in ${backoffMs} ms`);
       this.loaded = null;
       this.staleWhy = null;
       // A world that stayed warm for a while resets the backoff.
