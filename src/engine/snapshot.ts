@@ -19,6 +19,7 @@
 import { deserialize, serialize } from 'node:v8';
 import { assert } from '../assert.js';
 import { ClusterObjects } from '../desired/objects.js';
+import { Compactor } from './compact.js';
 import type { CoreWorld, SnapshotCodec } from './core.js';
 
 interface Envelope<W> {
@@ -236,15 +237,19 @@ function* readSlices<W>(data: Buffer): Generator<Step, Partial<W> | undefined> {
   };
   const head = next() as Head<W>;
   if (head.v8 !== process.versions.v8) return undefined;
-  const world: Record<string, unknown> = { ...head.world };
+  const compactor = new Compactor();
+  const world: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(head.world)) world[name] = compactor.value(value);
   const maps = new Map(head.maps.map((name) => [name, new Map<unknown, unknown>()]));
   for (const [name, map] of maps) world[name] = map;
   while (offset < data.length) {
     yield 'slice';
+    compactor.frame();
     for (const [name, [keys, values]] of Object.entries(next() as Slice)) {
       const map = maps.get(name);
       assert(map !== undefined && keys.length === values.length, 'snapshot: a slice of no map');
-      for (let i = 0; i < keys.length; i++) map.set(keys[i], values[i]);
+      for (let i = 0; i < keys.length; i++)
+        map.set(compactor.value(keys[i]), compactor.value(values[i]));
     }
   }
   return world as Partial<W>;
