@@ -155,6 +155,7 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   for (const v of record.volumes) {
     const key = pairKey(v.volume, record.node);
     const entry = world.dsw.get(key) ?? {
+      key,
       volume: v.volume,
       node: record.node,
       spec: v,
@@ -311,8 +312,10 @@ function step(
   event: AttachmentEvent,
   observation = false,
 ): void {
-  const key = pairKey(volume, node);
-  const existing = world.attachments.get(key);
+  const built = pairKey(volume, node);
+  const existing = world.attachments.get(built);
+  // A new attachment is keyed by its desired entry's key string (the same text).
+  const key = existing === undefined ? (world.dsw.get(built)?.key ?? built) : built;
   assert(
     existing !== undefined || spec !== null,
     () => `attachment ${key}: no spec to create it (seq ${world.seq})`,

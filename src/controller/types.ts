@@ -71,6 +71,11 @@ export function attachableOf(volumes: readonly ResolvedVolume[]): readonly Resol
 
 /** §1.1 VolumeToAttach: one desired (volume, node). */
 export interface DesiredAttachment {
+  /**
+   * Its key in `dsw` (`volume@node`), which the attachment made for it is keyed by too: one
+   * string for both (each built its own, some 48 bytes a pair).
+   */
+  readonly key: string;
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
   readonly spec: ResolvedVolume;

@@ -156,14 +156,19 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
 /**
  * Snapshots written before a desired attachment held its pods bare kept them in a Map of
  * names: the same pods, as the fold now holds them (the names are in the pod records).
+ * Snapshots written before it held its key have none: its key in the map.
  */
 function barePodsOfDesired(dsw: ControllerWorld['dsw']): void {
   for (const [key, entry] of dsw) {
     const pods: unknown = entry.pods;
-    if (!(pods instanceof Map)) continue;
+    const keyed = entry.key === undefined ? { ...entry, key } : entry;
+    if (!(pods instanceof Map)) {
+      if (keyed !== entry) dsw.set(key, keyed);
+      continue;
+    }
     const uids = [...(pods as Map<UniquePodName, unknown>).keys()];
     const [only] = uids;
-    dsw.set(key, { ...entry, pods: uids.length === 1 ? (only as UniquePodName) : new Set(uids) });
+    dsw.set(key, { ...keyed, pods: uids.length === 1 ? (only as UniquePodName) : new Set(uids) });
   }
 }
 

@@ -197,6 +197,16 @@ test('sliced snapshot: desired attachments written with a Map of pod names are r
   ]);
 });
 
+test('sliced snapshot: desired attachments written without their key are read with it', () => {
+  const world = controllerWorld(20);
+  const keyless = new Map([...world.dsw].map(([key, { key: _key, ...entry }]) => [key, entry]));
+  const old = { ...world, dsw: keyless } as unknown as ControllerWorld;
+  const decoded = codec.decode(codec.encode(old), codec.format);
+  assert.ok(decoded !== undefined, 'decodes');
+  assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+  for (const [key, entry] of decoded.dsw) assert.equal(entry.key, key);
+});
+
 test('sliced snapshot: the world read back folds on as the world written', async () => {
   const world = controllerWorld(sliceEntries + 100);
   const decoded = await codec.decodeSliced(codec.encode(world), codec.format);
