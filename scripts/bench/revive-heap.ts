@@ -25,6 +25,7 @@ async function main(): Promise<void> {
   const data = controllerCore.snapshot.encode(world);
   world = undefined;
   const empty = heapBytes();
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   let turnMs = started;
   let sliceMsMax = 0;
@@ -36,12 +37,15 @@ async function main(): Promise<void> {
   const { format } = controllerCore.snapshot;
   const revived = await controllerCore.snapshot.decodeSliced(data, format, yieldTurn);
   const decodeMs = performance.now() - started;
+  const cpu = process.cpuUsage(cpuBefore);
+  const cpuMs = (cpu.user + cpu.system) / 1000;
   if (revived === undefined) throw new Error('revive-heap: the snapshot did not decode');
   const read = heapBytes() - empty;
   const perPod = (bytes: number) => Math.round(bytes / pods).toLocaleString('en-US');
   console.log(
     `${pods.toLocaleString('en-US')} pods over ${nodes} nodes, snapshot ` +
       `${(data.length / 2 ** 20).toFixed(1)} MiB, decoded in ${decodeMs.toFixed(0)} ms ` +
+      `(CPU ${cpuMs.toFixed(0)} ms, GC threads included) ` +
       `(longest slice ${sliceMsMax.toFixed(1)} ms)`,
   );
   console.log(`built world:  ${perPod(built)} bytes a pod`);

@@ -18,7 +18,11 @@ const literalKeysMax = 64;
 /** Literals compiled (one per distinct key list); past it objects of new shapes are kept as read. */
 const literalsMax = 1_024;
 
-type Literal = (o: Record<string, unknown>) => Record<string, unknown>;
+/** A shape's literal: its fields read from `o`, each compacted by `v`. */
+type Literal = (
+  o: Record<string, unknown>,
+  v: (value: unknown) => unknown,
+) => Record<string, unknown>;
 
 /** A node of the key-list tree: the literal of the keys that lead to it (null: none). */
 interface Shape {
@@ -34,6 +38,9 @@ export class Compactor {
   private compiled = 0;
   /** This frame's objects, to their copies: shared in the frame, shared in the copy. */
   private readonly copies = new Map<object, unknown>();
+
+  /** `value`, as the literals call it. */
+  private readonly field = (value: unknown): unknown => this.value(value);
 
   /** Strings held for sharing (for tests and measurements). */
   get stringCount(): number {
@@ -83,12 +90,14 @@ export class Compactor {
   /** A plain object as its shape's literal, its fields compacted. */
   private record(value: Record<string, unknown>): Record<string, unknown> {
     const keys = Object.keys(value);
+    const literal = this.literal(keys);
+    if (literal !== undefined) return literal(value, this.field);
     for (const key of keys) value[key] = this.value(value[key]);
-    return this.literal(keys)?.(value) ?? value;
+    return value;
   }
 
   /**
-   * The literal of `keys`: a function returning `{ "a": o["a"], "b": o["b"] }`, compiled
+   * The literal of `keys`: a function returning `{ "a": v(o["a"]), "b": v(o["b"]) }`, compiled
    * once a key list (each key its own literal site, so V8 sizes the object to its fields;
    * one copying function for every shape goes megamorphic and builds objects as the
    * deserializer does). None for a key `__proto__` (a literal's `__proto__` sets the
@@ -117,9 +126,9 @@ export class Compactor {
 /** The literal function of `keys` (see Compactor.literal), or none. */
 function compile(keys: readonly string[]): Literal | undefined {
   if (keys.includes('__proto__')) return undefined;
-  const fields = keys.map((k) => `${JSON.stringify(k)}: o[${JSON.stringify(k)}]`);
+  const fields = keys.map((k) => `${JSON.stringify(k)}: v(o[${JSON.stringify(k)}])`);
   try {
-    return new Function('o', `'use strict';\nreturn { ${fields.join(', ')} };`) as Literal;
+    return new Function('o', 'v', `'use strict';\nreturn { ${fields.join(', ')} };`) as Literal;
   } catch (error) {
     if (!(error instanceof EvalError)) throw error;
     return undefined;
