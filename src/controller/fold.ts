@@ -38,6 +38,7 @@ import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/res
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import { controllerPodOf } from './pod-record.js';
+import { sharedAttachmentState } from './shared-state.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,
@@ -346,7 +347,7 @@ function step(
     world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
     return;
   }
-  world.attachments.set(key, { ...record, state: next, seq: world.seq });
+  world.attachments.set(key, { ...record, state: sharedAttachmentState(next), seq: world.seq });
   if (existing === undefined) reindexPair(world, volume, node);
   // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
   if (created && /^(attached|attachUncertain)/.test(next.value)) {
