@@ -12,7 +12,8 @@ import { type ClusterObject, type Node, objectKey } from '../events/k8s.js';
 import { NodeName, OpId, UniquePodName } from '../ids.js';
 import { objectRefOfKey } from './agent.js';
 import { LogRowTooLarge } from './etcd-log.js';
-import { eachInTurns, PrefixInformer } from './informer.js';
+import { eachInTurns, type PrefixHandlers, PrefixInformer } from './informer.js';
+import type { InputsCache } from './inputs-cache.js';
 import { ClusterKeys } from './keys.js';
 import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
@@ -131,50 +132,37 @@ export class ControllerInputs {
     for (const [uid, record] of cm.world.pods) this.pods.know(keys.podOf(record.pod), uid);
   }
 
-  async start(): Promise<void> {
+  /**
+   * Lists (or, with `cache`, takes over a standby's informers: the same resets, without
+   * waiting on etcd's pages) and watches the cluster. What follows each reset is the same
+   * either way.
+   */
+  async start(cache?: InputsCache): Promise<void> {
     const { keys } = this;
     const trouble = (message: string) => this.say(`etcd: ${message}`);
     // Node inputs first, composed once all are listed; pods last, so they find their nodes.
-    this.informers.push(
-      new PrefixInformer(
-        this.client,
-        keys.heartbeats,
-        {
-          reset: (kvs) =>
-            this.resetSet(
-              this.alive,
-              kvs.map((kv) => ClusterKeys.rest(kv.key.toString(), keys.heartbeats)),
-            ),
-          put: (kv) => this.setAlive(ClusterKeys.rest(kv.key.toString(), keys.heartbeats), true),
-          delete: (key) => this.setAlive(ClusterKeys.rest(key, keys.heartbeats), false),
-          trouble,
-        },
-        this.clock,
-      ),
-      new PrefixInformer(
-        this.client,
-        keys.status,
-        {
-          reset: (kvs) => this.resetInUse(kvs),
-          put: (kv) => this.putInUse(kv),
-          delete: (key) => this.deleteInUse(key),
-          trouble,
-        },
-        this.clock,
-      ),
-      new PrefixInformer(
-        this.client,
-        keys.objects,
-        {
-          reset: (kvs) => this.resetObjects(kvs),
-          put: (kv) => this.putObject(kv),
-          delete: (key) => this.deleteObject(key),
-          trouble,
-        },
-        this.clock,
-      ),
-    );
-    for (const informer of this.informers) await informer.start();
+    await this.follow(cache, keys.heartbeats, {
+      reset: (kvs) =>
+        this.resetSet(
+          this.alive,
+          kvs.map((kv) => ClusterKeys.rest(kv.key.toString(), keys.heartbeats)),
+        ),
+      put: (kv) => this.setAlive(ClusterKeys.rest(kv.key.toString(), keys.heartbeats), true),
+      delete: (key) => this.setAlive(ClusterKeys.rest(key, keys.heartbeats), false),
+      trouble,
+    });
+    await this.follow(cache, keys.status, {
+      reset: (kvs) => this.resetInUse(kvs),
+      put: (kv) => this.putInUse(kv),
+      delete: (key) => this.deleteInUse(key),
+      trouble,
+    });
+    await this.follow(cache, keys.objects, {
+      reset: (kvs) => this.resetObjects(kvs),
+      put: (kv) => this.putObject(kv),
+      delete: (key) => this.deleteObject(key),
+      trouble,
+    });
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
       // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
@@ -193,10 +181,23 @@ export class ControllerInputs {
     // mounted: each node's report says otherwise now, not at its next change.
     for (const name of this.nodeNames()) this.attachedOn.add(name);
     this.reapplyInUse();
-    const handlers = { ...this.pods.handlers(), trouble };
-    const pods = new PrefixInformer(this.client, keys.pods, handlers, this.clock);
-    this.informers.push(pods);
-    await pods.start();
+    await this.follow(cache, keys.pods, { ...this.pods.handlers(), trouble });
+  }
+
+  /** The prefix's informer: the standby's, handed over, or a new one that lists. */
+  private async follow(
+    cache: InputsCache | undefined,
+    prefix: string,
+    handlers: PrefixHandlers,
+  ): Promise<void> {
+    const taken = cache?.take(prefix, handlers) ?? null;
+    if (taken !== null) {
+      this.informers.push(taken.informer);
+      return void (await taken.ready);
+    }
+    const informer = new PrefixInformer(this.client, prefix, handlers, this.clock);
+    this.informers.push(informer);
+    await informer.start();
   }
 
   private nodeNames(): Set<string> {

@@ -21,6 +21,7 @@ import { ClaimBindingWriter } from './bindings.js';
 import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
+import { InputsCache } from './inputs-cache.js';
 import { EtcdEventLog, type LogLimits } from './etcd-log.js';
 import type { ClusterKeys } from './keys.js';
 import { Leadership, type LeadershipLost } from './leadership.js';
@@ -48,7 +49,8 @@ export interface ClusterControllerOptions {
   readonly onLead?: (term: LeadingTerm) => void;
   /**
    * Keep the controller's world current while standing by (default true), so that a win
-   * folds only the log's last segments (warm-world.ts); false loads it all on winning.
+   * folds only the log's last segments (warm-world.ts) and takes over the inputs it kept
+   * (inputs-cache.ts); false loads it all and lists the cluster on winning.
    */
   readonly warmStandby?: boolean;
 }
@@ -98,10 +100,16 @@ export class ClusterController {
     return this.cm?.world;
   }
 
-  /** Campaigns, then leads until leadership is lost or `signal` aborts; resolves with why it ended. */
+  /**
+   * Campaigns, then leads until leadership is lost or `signal` aborts; resolves with why it
+   * ended. While it stands by it keeps the world warm (WarmWorld) and the leader's inputs
+   * listed and watched (InputsCache), so that winning waits neither on the whole log nor on
+   * a list of the whole cluster.
+   */
   async run(signal: AbortSignal): Promise<{ lost: boolean; message: string }> {
     const { client, keys } = this.opts;
     const warm = this.warmStandby();
+    const inputsCache = this.standbyInputs();
     const leadership = await Leadership.campaign(client, keys, {
       identity: this.opts.identity,
       ttlS: this.opts.leaseTtlS ?? leaseTtlSDefault,
@@ -110,6 +118,7 @@ export class ClusterController {
       say: (line) => this.say(line),
     }).catch(async (error: unknown) => {
       await warm?.stop();
+      await inputsCache?.stop();
       throw error;
     });
     this.leadership = leadership;
@@ -122,7 +131,7 @@ export class ClusterController {
     leadership.onLost(() => void this.halt());
     if (!leadership.isLost && !signal.aborted) {
       try {
-        await this.lead(leadership, warm);
+        await this.lead(leadership, warm, inputsCache);
       } catch (error) {
         leadership.lose(`could not start leading: ${(error as Error).message}`);
       }
@@ -130,6 +139,7 @@ export class ClusterController {
     const result = await ended;
     await warm?.stop();
     await this.halt();
+    await inputsCache?.stop();
     if (!result.lost) await leadership.resign();
     return result;
   }
@@ -143,7 +153,23 @@ export class ClusterController {
     return warm;
   }
 
-  private async lead(leadership: Leadership, warm: WarmWorld | undefined): Promise<void> {
+  /**
+   * A standby's copy of the leader's inputs, listed and watched while this replica
+   * campaigns (inputs-cache.ts); none for a cold standby.
+   */
+  private standbyInputs(): InputsCache | undefined {
+    if (this.opts.warmStandby === false) return undefined;
+    const { client, keys } = this.opts;
+    const inputs = new InputsCache(client, keys, this.clock, (line) => this.say(line));
+    inputs.start();
+    return inputs;
+  }
+
+  private async lead(
+    leadership: Leadership,
+    warm: WarmWorld | undefined,
+    inputsCache: InputsCache | undefined,
+  ): Promise<void> {
     const { client, keys } = this.opts;
     // The warm world brought to the head at a revision after the win, else a cold load.
     const { world, head, lastSnapshotSeq, lastSnapshotBytes } =
@@ -176,7 +202,7 @@ export class ClusterController {
       () => bindings.stop(),
     );
     bindings.start(); // before the inputs: no ClaimBound they lead to is missed
-    await inputs.start();
+    await inputs.start(inputsCache);
     await publisher.start();
   }
 

@@ -5,6 +5,7 @@
  * reconnects a disconnected stream itself, from the last revision it delivered. Backoffs run
  * on the injected clock.
  */
+import { assert } from '../assert.js';
 import { type Clock, sleep, type TimerHandle } from '../clock.js';
 import { type KeyValue, type KvStore, prefixEnd, type StoreWatch } from './store.js';
 
@@ -89,6 +90,9 @@ export interface PrefixHandlers {
 const backoffMsMin = 100;
 const backoffMsMax = 5_000;
 
+/** A change the watch delivered. */
+type Change = { readonly put: KeyValue } | { readonly delete: string };
+
 export class PrefixInformer {
   private watcher: StoreWatch | null = null;
   private revision = 0;
@@ -96,13 +100,24 @@ export class PrefixInformer {
   private backoffMs = backoffMsMin;
   private timer: TimerHandle | null = null;
   private listed = false;
+  private handlers: PrefixHandlers;
+  /** A list's reset is running (on the handlers it was given). */
+  private resetting = false;
+  /** Told when a list's reset has returned, or the informer stopped. */
+  private waiters: (() => void)[] = [];
+  /** Changes that came while a handover's reset ran, delivered after it in order. */
+  private held: Change[] | null = null;
+  /** A handover under way: a watch that restarts lists again only after it. */
+  private handing: Promise<void> | null = null;
 
   constructor(
     private readonly store: KvStore,
     readonly prefix: string,
-    private readonly handlers: PrefixHandlers,
+    handlers: PrefixHandlers,
     private readonly clock: Clock,
-  ) {}
+  ) {
+    this.handlers = handlers;
+  }
 
   /** Lists and starts watching; resolves after the first successful list. */
   async start(): Promise<void> {
@@ -131,7 +146,57 @@ export class PrefixInformer {
     const { kvs, revision } = await listPrefix(this.store, this.prefix);
     this.revision = revision;
     this.listed = true;
-    await this.handlers.reset(kvs, this.revision);
+    this.resetting = true;
+    try {
+      await this.handlers.reset(kvs, this.revision);
+    } finally {
+      this.resetting = false;
+      this.wake();
+    }
+  }
+
+  private wake(): void {
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter();
+  }
+
+  /**
+   * Hands this running informer to `next`: `next.reset` gets `cached()` — every key as the
+   * handlers so far hold it at the informer's revision (called at the moment of the
+   * switch) — and then every change after that revision, in order. Changes that arrive
+   * while the reset runs (it may take turns) are held and delivered after it: none lost,
+   * none twice. Before a list has been applied, `next` just gets that list's reset.
+   */
+  async handOver(next: PrefixHandlers, cached: () => readonly KeyValue[]): Promise<void> {
+    assert(this.handing === null, `informer ${this.prefix}: handed over twice at once`);
+    while (!this.stopped && this.resetting) await new Promise<void>((r) => this.waiters.push(r));
+    this.handlers = next;
+    if (this.stopped) return;
+    if (!this.listed) return void (await new Promise<void>((r) => this.waiters.push(r)));
+    const held: Change[] = [];
+    this.held = held;
+    const handing = (async () => {
+      try {
+        await next.reset(cached(), this.revision);
+      } finally {
+        // Delivered in one go: nothing arrives between two of them.
+        this.held = null;
+        for (const change of held) this.deliver(change);
+      }
+    })();
+    this.handing = handing.catch(() => undefined);
+    try {
+      await handing;
+    } finally {
+      this.handing = null;
+    }
+  }
+
+  private deliver(change: Change): void {
+    if (this.held !== null) return void this.held.push(change);
+    if ('put' in change) this.handlers.put(change.put);
+    else this.handlers.delete(change.delete);
   }
 
   private async watchFrom(revision: number): Promise<void> {
@@ -143,12 +208,12 @@ export class PrefixInformer {
       put: (kv) => {
         if (ended) return;
         this.revision = Math.max(this.revision, kv.modRevision);
-        this.handlers.put(kv);
+        this.deliver({ put: kv });
       },
       delete: (key, modRevision) => {
         if (ended) return;
         this.revision = Math.max(this.revision, modRevision);
-        this.handlers.delete(key);
+        this.deliver({ delete: key });
       },
       error: (error) => {
         if (ended) return;
@@ -177,6 +242,7 @@ export class PrefixInformer {
   }
 
   private async resume(why: string): Promise<void> {
+    await this.handing; // a list's reset goes to the handlers once the handover is done
     let compacted = /compact/i.test(why);
     if (!compacted && this.listed) {
       try {
@@ -202,6 +268,7 @@ export class PrefixInformer {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.wake();
     if (this.timer !== null) this.clock.clearTimer(this.timer);
     const watcher = this.watcher;
     this.watcher = null;

@@ -1,0 +1,181 @@
+/**
+ * A standby's inputs (src/cluster/inputs-cache.ts) on the simulated store: an informer
+ * handed over running gives its new handlers the state at its revision and then every
+ * change after it, none lost or doubled while their reset takes turns; a compaction while
+ * standing by lists again into the cache; and a new leader that takes the cache over
+ * appends exactly the events a listing leader appends, to the same world.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { ControllerManager } from '../../src/agent/controller-manager.js';
+import { VirtualClock } from '../../src/clock.js';
+import { ControllerInputs } from '../../src/cluster/controller-inputs.js';
+import { listPrefix, PrefixInformer } from '../../src/cluster/informer.js';
+import { InputsCache } from '../../src/cluster/inputs-cache.js';
+import { ClusterKeys } from '../../src/cluster/keys.js';
+import { storedForm } from '../../src/cluster/objects.js';
+import {
+  type KeyValue,
+  type KvStore,
+  put,
+  remove,
+  type WatchHandlers,
+} from '../../src/cluster/store.js';
+import { MemorySink } from '../../src/engine/sink.js';
+import type { VoleEvent } from '../../src/events/index.js';
+import type { ClusterObject, Pod } from '../../src/events/k8s.js';
+import { SimStore } from '../../src/sim/store-sim.js';
+import { SimStoreClient } from '../../src/sim/store-sim-client.js';
+import { claim, diskObjects, pod } from '../support/builders.js';
+
+function setup() {
+  const clock = new VirtualClock(0);
+  const store = new SimStore(clock, () => 0.9);
+  const client = new SimStoreClient(store, clock, 'test');
+  return { clock, store, client };
+}
+
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+async function advance(clock: VirtualClock, durationMs: number): Promise<void> {
+  const target = clock.nowMs() + durationMs;
+  await turn();
+  while (clock.fireNext(target)) await turn();
+  clock.moveTo(target);
+  await turn();
+}
+
+/** The store's keys under `prefix` and their values, as text. */
+async function stateOf(client: KvStore, prefix: string): Promise<Map<string, string>> {
+  const { kvs } = await listPrefix(client, prefix);
+  return new Map(kvs.map((kv) => [kv.key, kv.value.toString()]));
+}
+
+test('a handed-over informer gives the state at its revision, then every later change once, in order, while the reset takes turns', async () => {
+  const { client } = setup();
+  for (let i = 0; i < 3_000; i++) await put(client, `/h/k${i}`, 'v0');
+  const cached = new Map<string, KeyValue>();
+  const informer = new PrefixInformer(
+    client,
+    '/h/',
+    {
+      reset: (kvs) => kvs.forEach((kv) => cached.set(kv.key, kv)),
+      put: (kv) => void cached.set(kv.key, kv),
+      delete: (key) => void cached.delete(key),
+    },
+    new VirtualClock(0),
+  );
+  await informer.start();
+  for (let i = 0; i < 200; i++) {
+    await put(client, `/h/k${i}`, 'v1');
+    await remove(client, `/h/k${i + 200}`);
+  }
+  await turn();
+
+  const got = new Map<string, string>();
+  const changes: string[] = [];
+  let resetRevision = 0;
+  let resetDone = false;
+  let writesDuringReset = 0;
+  const handing = informer.handOver(
+    {
+      reset: async (kvs, revision) => {
+        resetRevision = revision;
+        for (let i = 0; i < kvs.length; i++) {
+          if (i % 100 === 0) await turn();
+          got.set(kvs[i]!.key, kvs[i]!.value.toString());
+        }
+        resetDone = true;
+      },
+      put: (kv) => {
+        assert.ok(resetDone, `put ${kv.key} before the reset ended`);
+        assert.ok(
+          kv.modRevision > resetRevision,
+          `put ${kv.key} at or before the reset's revision`,
+        );
+        changes.push(`${kv.key}@${kv.modRevision}`);
+        got.set(kv.key, kv.value.toString());
+      },
+      delete: (key) => {
+        assert.ok(resetDone, `delete ${key} before the reset ended`);
+        changes.push(`-${key}`);
+        got.delete(key);
+      },
+    },
+    () => [...cached.values()].sort((a, b) => (a.key < b.key ? -1 : 1)),
+  );
+  let writes = 0;
+  for (let j = 0; j < 300; j++) {
+    await put(client, `/h/k${j}`, 'v2');
+    await put(client, `/h/n${j}`, 'new');
+    writes += 2;
+    if (j % 3 === 0) {
+      await remove(client, `/h/k${1_000 + j}`);
+      writes++;
+    }
+    if (!resetDone) writesDuringReset = writes;
+    await turn();
+  }
+  await handing;
+  await turn();
+  assert.ok(writesDuringReset > 30, `writes during the reset: ${writesDuringReset}`);
+  assert.equal(changes.length, writes, 'every change after the revision, once');
+  assert.equal(new Set(changes.filter((c) => !c.startsWith('-'))).size, 600, 'no put twice');
+  assert.deepEqual(got, await stateOf(client, '/h/'));
+  await informer.stop();
+});
+
+/** A store whose watches can be cut (a lost stream), as etcd's can. */
+class CuttableStore implements KvStore {
+  private readonly watching: WatchHandlers[] = [];
+  constructor(private readonly inner: KvStore) {}
+  get: KvStore['get'] = (key) => this.inner.get(key);
+  range: KvStore['range'] = (request) => this.inner.range(request);
+  txn: KvStore['txn'] = (compares, then, otherwise) => this.inner.txn(compares, then, otherwise);
+  grantLease: KvStore['grantLease'] = (ttlS) => this.inner.grantLease(ttlS);
+  watch: KvStore['watch'] = (range, from, handlers) => {
+    this.watching.push(handlers);
+    return this.inner.watch(range, from, handlers);
+  };
+  cutWatches(): void {
+    for (const handlers of this.watching.splice(0)) handlers.error?.(new Error('stream lost'));
+  }
+}
+
+test('a watch compacted away while standing by lists again into the cache; the leader takes the listed state', async () => {
+  const { clock, store, client } = setup();
+  const keys = new ClusterKeys('/c/');
+  for (let i = 0; i < 50; i++) await put(client, `${keys.pods}node-1/default/p${i}`, `{"v":${i}}`);
+  const cuttable = new CuttableStore(client);
+  const said: string[] = [];
+  const cache = new InputsCache(cuttable, keys, clock, (line) => said.push(line));
+  cache.start();
+  await advance(clock, 10);
+  assert.equal(cache.stats.find((s) => s.prefix === keys.pods)?.keyCount, 50);
+  cuttable.cutWatches();
+  // Missed while the watch is down, and compacted: only a list can tell.
+  for (let i = 0; i < 10; i++) await remove(client, `${keys.pods}node-1/default/p${i}`);
+  await put(client, `${keys.pods}node-2/default/q`, '{"v":"q"}');
+  store.compact(store.revision);
+  await advance(clock, 1_000);
+  assert.ok(
+    said.some((line) => line.includes(`watch ${keys.pods}`) && line.includes('listing again')),
+    said.join('\n'),
+  );
+  assert.equal(cache.stats.find((s) => s.prefix === keys.pods)?.keyCount, 41);
+  const got = new Map<string, string>();
+  const taken = cache.take(keys.pods, {
+    reset: (kvs) => kvs.forEach((kv) => got.set(kv.key, kv.value.toString())),
+    put: (kv) => void got.set(kv.key, kv.value.toString()),
+    delete: (key) => void got.delete(key),
+  });
+  assert.ok(taken !== null);
+  await taken.ready;
+  await put(client, `${keys.pods}node-2/default/r`, '{"v":"r"}');
+  await advance(clock, 10);
+  assert.deepEqual(got, await stateOf(client, keys.pods));
+  const none = { reset: () => undefined, put: () => undefined, delete: () => undefined };
+  assert.equal(cache.take(keys.pods, none), null, 'given once');
+  await taken.informer.stop();
+  await cache.stop();
+});
