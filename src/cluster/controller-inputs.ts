@@ -19,6 +19,7 @@ import { decodeObject } from './objects.js';
 import { PodsByKey } from './pods-by-key.js';
 import type { KeyValue, KvStore } from './store.js';
 import { provisionedByAnnotation } from '../binding/storage-class.js';
+import { controllerPodOf } from '../controller/pod-record.js';
 import {
   csiNodeIdAnnotation,
   decodeCsiNode,
@@ -120,8 +121,10 @@ export class ControllerInputs {
   ) {
     this.pods = new PodsByKey({
       add: (pod) => {
+        // The world keeps of a pod only what the controller reads (pod-record.ts): a pod
+        // that differs from it elsewhere (its resourceVersion, always) changes nothing.
         const known = cm.world.pods.get(UniquePodName(pod.metadata.uid ?? ''))?.pod;
-        if (!same(known, pod) && cm.isRunning)
+        if (!same(known, controllerPodOf(pod)) && cm.isRunning)
           this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
       },
       remove: (uid) => {

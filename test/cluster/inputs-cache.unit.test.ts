@@ -179,3 +179,145 @@ test('a watch compacted away while standing by lists again into the cache; the l
   await taken.informer.stop();
   await cache.stop();
 });
+
+/** A small cluster in the store: nodes with heartbeats and status, disks, pods using them. */
+async function writeCluster(client: KvStore, keys: ClusterKeys): Promise<void> {
+  for (let n = 0; n < 4; n++) {
+    const node = `node-${n}`;
+    const object = { apiVersion: 'v1', kind: 'Node', metadata: { name: node } };
+    await put(client, keys.object('Node', node), JSON.stringify(object));
+    await put(client, keys.heartbeat(node), '{}');
+    await put(client, keys.volumesInUse(node), JSON.stringify({ volumesInUse: [] }));
+  }
+  for (let i = 0; i < 12; i++) await writeDisk(client, keys, `d${i}`);
+  for (let i = 0; i < 12; i++) await writePod(client, keys, `p${i}`, `node-${i % 4}`, `d${i}`);
+}
+
+/**
+ * A disk's PV and claim; the claim without a UID unless `uid` (a log gives such a claim a
+ * random one: two leaders would log different ones for a claim new to both).
+ */
+async function writeDisk(
+  client: KvStore,
+  keys: ClusterKeys,
+  handle: string,
+  uid?: string,
+): Promise<void> {
+  for (const event of diskObjects(handle)) {
+    const object = (event as { object: ClusterObject }).object;
+    if (uid !== undefined && object.kind === 'PersistentVolumeClaim') object.metadata.uid = uid;
+    await put(client, keys.objectOf(object), JSON.stringify(storedForm(object)));
+  }
+}
+
+async function writePod(
+  client: KvStore,
+  keys: ClusterKeys,
+  uid: string,
+  node: string,
+  handle: string,
+): Promise<Pod> {
+  const p = pod(uid, [claim(handle)]);
+  p.spec.nodeName = node;
+  await put(client, keys.podOf(p), JSON.stringify(p));
+  return p;
+}
+
+/** What changes in the store while nobody leads (after the first leader's list). */
+async function changeCluster(client: KvStore, keys: ClusterKeys, round: number): Promise<void> {
+  await remove(
+    client,
+    keys.podOf({ ...pod(`p${round}`, []), spec: { nodeName: `node-${round % 4}` } }),
+  );
+  await writeDisk(client, keys, `e${round}`, `uid-e${round}`);
+  await writePod(client, keys, `q${round}`, `node-${(round + 1) % 4}`, `e${round}`);
+  await remove(client, keys.heartbeat(`node-${round % 4}`));
+  const inUse = { volumesInUse: [`fake.disk/d${(round + 1) % 12}`] };
+  await put(client, keys.volumesInUse(`node-${(round + 1) % 4}`), JSON.stringify(inUse));
+  const labelled = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: 'node-0', labels: { round: String(round) } },
+  };
+  await put(client, keys.object('Node', 'node-0'), JSON.stringify(labelled));
+  await remove(client, keys.object('PersistentVolume', `pv-d${11 - round}`));
+}
+
+/** A leader's engine on the log so far; what it appends from its start on. */
+function leaderOn(history: readonly VoleEvent[]) {
+  const cm = ControllerManager.create({
+    plugins: [],
+    log: { sink: new MemorySink(history), history },
+    verifyAttachments: false,
+  });
+  const appended: VoleEvent[] = [];
+  cm.subscribe((event) => void appended.push(event));
+  cm.start();
+  return { cm, appended };
+}
+
+/** Events without their timestamps (the two leaders start at different times). */
+const untimed = (events: readonly VoleEvent[]) => events.map(({ tsMs: _ts, ...rest }) => rest);
+
+function worldOf(cm: ControllerManager) {
+  const { objects, pods, nodes } = cm.world;
+  return {
+    objects: [...objects.entries()],
+    pods: [...pods.entries()].map(([uid, r]) => [uid, r.pod, r.node, r.volumes]),
+    nodes: [...nodes.entries()],
+  };
+}
+
+test('a new leader that takes a standby cache over appends exactly what a listing leader appends, to the same world', async () => {
+  const { clock, client } = setup();
+  const keys = new ClusterKeys('/c/');
+  await writeCluster(client, keys);
+  const first = leaderOn([]);
+  const inputs0 = new ControllerInputs(client, keys, first.cm, () => undefined, clock);
+  await inputs0.start();
+  await inputs0.stop();
+  first.cm.stop();
+  const history = [...first.appended];
+  assert.ok(history.some((e) => e.type === 'PodUpserted'));
+
+  const cache = new InputsCache(client, keys, clock, () => undefined);
+  cache.start();
+  await advance(clock, 10);
+  for (let round = 0; round < 3; round++) await changeCluster(client, keys, round);
+  await advance(clock, 10);
+
+  const listing = leaderOn(history);
+  const inputsA = new ControllerInputs(client, keys, listing.cm, () => undefined, clock);
+  await inputsA.start();
+  const cached = leaderOn(history);
+  const inputsB = new ControllerInputs(client, keys, cached.cm, () => undefined, clock);
+  await inputsB.start(cache);
+  assert.ok(
+    cache.stats.every((s) => s.keyCount === 0),
+    'every prefix handed over',
+  );
+  const afterStart = untimed(listing.appended);
+  assert.ok(afterStart.some((e) => e.type === 'PodRemoved'));
+  const upserted = afterStart.flatMap((e) =>
+    e.type === 'PodUpserted' ? [e.pod.metadata.uid] : [],
+  );
+  assert.deepEqual(
+    upserted,
+    ['q0', 'q1', 'q2'],
+    'a pod the world holds as listed is not logged again',
+  );
+  assert.ok(afterStart.some((e) => e.type === 'ObjectRemoved'));
+  assert.deepEqual(untimed(cached.appended), afterStart);
+  assert.deepEqual(worldOf(cached.cm), worldOf(listing.cm));
+
+  // And both follow what changes next.
+  await changeCluster(client, keys, 3);
+  await advance(clock, 10);
+  assert.deepEqual(untimed(cached.appended), untimed(listing.appended));
+  assert.ok(listing.appended.length > afterStart.length);
+  assert.deepEqual(worldOf(cached.cm), worldOf(listing.cm));
+  for (const inputs of [inputsA, inputsB]) await inputs.stop();
+  listing.cm.stop();
+  cached.cm.stop();
+  await cache.stop();
+});
