@@ -24,13 +24,18 @@ interface CachedPrefix {
   taken: boolean;
 }
 
-const wide = /[\ud800-\uffff]/;
+const beyondBmpOrSurrogates = /[\ud800-\uffff]/;
 
-/** etcd's order of keys (their UTF-8 bytes): UTF-16's except beyond the BMP. */
-function byKey(a: KeyValue, b: KeyValue): number {
-  if (wide.test(a.key) || wide.test(b.key))
-    return Buffer.compare(Buffer.from(a.key), Buffer.from(b.key));
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+/**
+ * The keys in etcd's order (their UTF-8 bytes), as a list gives them: UTF-16's order (a
+ * string compare) is the same unless a key holds characters from U+D800 on, when the
+ * bytes are compared.
+ */
+function sortedByKey(kvs: Iterable<KeyValue>): KeyValue[] {
+  const sorted = [...kvs];
+  if (!sorted.some((kv) => beyondBmpOrSurrogates.test(kv.key)))
+    return sorted.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  return sorted.sort((a, b) => Buffer.compare(Buffer.from(a.key), Buffer.from(b.key)));
 }
 
 export class InputsCache {
@@ -88,12 +93,17 @@ export class InputsCache {
     cached.taken = true;
     const { informer, kvs, running } = cached;
     const handedOver = informer.handOver(handlers, () => {
-      const sorted = [...kvs.values()].sort(byKey);
+      const sorted = sortedByKey(kvs.values());
       kvs.clear(); // the leader's inputs hold what they need of it from now on
       return sorted;
     });
     // then its watch started (a failure fails the leader's start, as a list's would)
     return { informer, ready: handedOver.then(() => running) };
+  }
+
+  /** Resolves once every prefix has been listed and its watch started (benches, tests). */
+  async listed(): Promise<void> {
+    await Promise.all([...this.prefixes.values()].map((cached) => cached.running));
   }
 
   /** Keys held and revision reached, by prefix (logs and tests). */
