@@ -15,7 +15,8 @@ import { LogRowTooLarge } from './etcd-log.js';
 import { eachInTurns, type PrefixHandlers, PrefixInformer } from './informer.js';
 import type { InputsCache } from './inputs-cache.js';
 import { ClusterKeys } from './keys.js';
-import { decodeObject } from './objects.js';
+import { compacted, decodeObject } from './objects.js';
+import { sameJson } from './same-json.js';
 import { PodsByKey } from './pods-by-key.js';
 import type { KeyValue, KvStore } from './store.js';
 import { provisionedByAnnotation } from '../binding/storage-class.js';
@@ -40,9 +41,11 @@ type Controller = Pick<
   | 'subscribe'
 >;
 
-/** Equal as JSON; nothing equals a value the world does not hold (no encoding for a new one). */
-const same = (held: unknown, next: unknown) =>
-  held !== undefined && JSON.stringify(held) === JSON.stringify(next);
+/** Equal as JSON; nothing equals a value the world does not hold. */
+const same = (held: unknown, next: unknown) => held !== undefined && sameJson(held, next);
+
+/** Listed values are compared first and compacted only when kept (objects.ts `compacted`). */
+const loose = { compact: false } as const;
 
 /**
  * An object as the controller takes it in from etcd: a Node is kept in `nodes`, to be
@@ -56,11 +59,11 @@ function takeObject(
   upsert: (object: ClusterObject) => void,
 ): void {
   if (object.kind === 'Node') {
-    nodes.set(object.metadata.name, object);
+    nodes.set(object.metadata.name, compacted(object));
     return;
   }
   const key = objectKey(object.kind, object.metadata.name, object.metadata.namespace);
-  if (!same(cm.world.objects.get(key), object) && cm.isRunning) upsert(object);
+  if (!same(cm.world.objects.get(key), object) && cm.isRunning) upsert(compacted(object));
 }
 
 /**
@@ -119,19 +122,24 @@ export class ControllerInputs {
     private readonly say: (line: string) => void,
     private readonly clock: Clock,
   ) {
-    this.pods = new PodsByKey({
-      add: (pod) => {
-        // The world keeps of a pod only what the controller reads (pod-record.ts): a pod
-        // that differs from it elsewhere (its resourceVersion, always) changes nothing.
-        const known = cm.world.pods.get(UniquePodName(pod.metadata.uid ?? ''))?.pod;
-        if (!same(known, controllerPodOf(pod)) && cm.isRunning)
-          this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () => cm.upsertPod(pod));
+    this.pods = new PodsByKey(
+      {
+        add: (pod) => {
+          // The world keeps of a pod only what the controller reads (pod-record.ts): a pod
+          // that differs from it elsewhere (its resourceVersion, always) changes nothing.
+          const known = cm.world.pods.get(UniquePodName(pod.metadata.uid ?? ''))?.pod;
+          if (!same(known, controllerPodOf(pod)) && cm.isRunning)
+            this.guard(`pod ${pod.metadata.namespace}/${pod.metadata.name}`, () =>
+              cm.upsertPod(compacted(pod)),
+            );
+        },
+        remove: (uid) => {
+          if (cm.world.pods.has(UniquePodName(uid)) && cm.isRunning) cm.removePod(uid);
+        },
+        say,
       },
-      remove: (uid) => {
-        if (cm.world.pods.has(UniquePodName(uid)) && cm.isRunning) cm.removePod(uid);
-      },
-      say,
-    });
+      loose,
+    );
     for (const [uid, record] of cm.world.pods) this.pods.know(keys.podOf(record.pod), uid);
   }
 
@@ -370,7 +378,7 @@ export class ControllerInputs {
    * claim again (50,000 pods: 33,000 events, 6 s of its takeover).
    */
   private decode(kv: KeyValue): ClusterObject | undefined {
-    const decoded = decodeObject(kv);
+    const decoded = decodeObject(kv, loose);
     if (decoded.ok) return this.cm.loggedObject(decoded.value);
     this.say(`skipped ${decoded.message}`);
     return undefined;

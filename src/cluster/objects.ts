@@ -66,19 +66,33 @@ export function storedForm<T extends { metadata: Record<string, unknown> }>(obje
 export type Decoded<T> = { ok: true; value: T } | { ok: false; message: string };
 
 /**
- * The value with its resourceVersion, as compact objects. The schema's output objects are
- * built a property at a time, each with room to grow: about twice the heap of the same
- * value from JSON.parse, whose objects are exactly their size (a PV 498 → 305 bytes, a
- * pod 546 → 274), and the controller keeps every pod and object it lists. Read back from
- * its JSON (no schema transforms a value, so it is the same value): ~4 µs an object.
+ * The value as compact objects. The schema's output objects are built a property at a
+ * time, each with room to grow: about twice the heap of the same value from JSON.parse,
+ * whose objects are exactly their size (a PV 498 → 305 bytes, a pod 546 → 274), and the
+ * controller keeps every pod and object it lists. Read back from its JSON (no schema
+ * transforms a value, so it is the same value): ~4 µs an object.
  */
-function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue): T {
+export function compacted<T>(value: T): T {
+  // Its well-known strings shared (interned.ts): some 100 bytes a pod with one claim.
+  return internKnownStrings(JSON.parse(JSON.stringify(value)) as T);
+}
+
+/** The value with its resourceVersion; compacted unless the caller keeps only some. */
+function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue, compact: boolean): T {
   const versioned = {
     ...value,
     metadata: { ...value.metadata, resourceVersion: String(kv.modRevision) },
   };
-  // Its well-known strings shared (interned.ts): some 100 bytes a pod with one claim.
-  return internKnownStrings(JSON.parse(JSON.stringify(versioned)) as T);
+  return compact ? compacted(versioned) : versioned;
+}
+
+/**
+ * How a decode leaves its value: `compact: false` skips the compaction, for a caller that
+ * compares most of what it decodes and throws it away (a new leader's list): it compacts
+ * (`compacted`) what it keeps.
+ */
+export interface DecodeOptions {
+  readonly compact?: boolean;
 }
 
 /**
@@ -86,23 +100,23 @@ function withVersion<T extends { metadata: object }>(value: T, kv: KeyValue): T 
  * and Secrets keep their data, as in the API server's store: a node agent hands them to its
  * contents store, and every log gets only their content hash (toLoggedObject).
  */
-export function decodeObject(kv: KeyValue): Decoded<ManifestObject> {
+export function decodeObject(kv: KeyValue, opts: DecodeOptions = {}): Decoded<ManifestObject> {
   try {
     const parsed = manifestObject.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success)
       return { ok: false, message: `${kv.key.toString()}: ${parsed.error.issues[0]?.message}` };
-    return { ok: true, value: withVersion(parsed.data, kv) };
+    return { ok: true, value: withVersion(parsed.data, kv, opts.compact ?? true) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
   }
 }
 
-export function decodePod(kv: KeyValue): Decoded<Pod> {
+export function decodePod(kv: KeyValue, opts: DecodeOptions = {}): Decoded<Pod> {
   try {
     const parsed = podSchema.safeParse(JSON.parse(kv.value.toString()));
     if (!parsed.success || parsed.data.metadata.uid === undefined)
       return { ok: false, message: `${kv.key.toString()}: not a pod with metadata.uid` };
-    return { ok: true, value: withVersion(parsed.data, kv) };
+    return { ok: true, value: withVersion(parsed.data, kv, opts.compact ?? true) };
   } catch (error) {
     return { ok: false, message: `${kv.key.toString()}: not JSON (${(error as Error).message})` };
   }

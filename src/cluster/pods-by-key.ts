@@ -6,11 +6,11 @@
 import type { Pod } from '../events/k8s.js';
 import { flat } from '../world/flat.js';
 import { eachInTurns, type PrefixHandlers } from './informer.js';
-import { decodePod } from './objects.js';
+import { type DecodeOptions, decodePod } from './objects.js';
 import type { KeyValue } from './store.js';
 
 export interface PodTarget {
-  /** The pod (new or changed) under its key. */
+  /** The pod (new or changed) under its key; not compacted when the decode options say so. */
   add(pod: Pod): void;
   /** The pod of this UID is gone. */
   remove(uid: string): void;
@@ -20,7 +20,11 @@ export interface PodTarget {
 export class PodsByKey {
   private readonly uids = new Map<string, string>();
 
-  constructor(private readonly target: PodTarget) {}
+  /** `decode`: how pods are decoded (the controller's inputs compact only those they keep). */
+  constructor(
+    private readonly target: PodTarget,
+    private readonly decode: DecodeOptions = {},
+  ) {}
 
   /**
    * A pod the manager already knows (from its log) under `key`. Kept flat (src/world/flat.ts):
@@ -49,7 +53,7 @@ export class PodsByKey {
   }
 
   private put(kv: KeyValue): boolean {
-    const decoded = decodePod(kv);
+    const decoded = decodePod(kv, this.decode);
     if (!decoded.ok) {
       this.target.say(`skipped ${decoded.message}`);
       return false;
