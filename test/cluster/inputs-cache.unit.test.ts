@@ -13,7 +13,6 @@ import { ControllerInputs } from '../../src/cluster/controller-inputs.js';
 import { listPrefix, PrefixInformer } from '../../src/cluster/informer.js';
 import { InputsCache } from '../../src/cluster/inputs-cache.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
-import { storedForm } from '../../src/cluster/objects.js';
 import {
   type KeyValue,
   type KvStore,
@@ -23,10 +22,9 @@ import {
 } from '../../src/cluster/store.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import type { VoleEvent } from '../../src/events/index.js';
-import type { ClusterObject, Pod } from '../../src/events/k8s.js';
 import { SimStore } from '../../src/sim/store-sim.js';
 import { SimStoreClient } from '../../src/sim/store-sim-client.js';
-import { claim, diskObjects, pod } from '../support/builders.js';
+import { changeCluster, untimed, worldOf, writeCluster } from '../support/inputs-cluster.js';
 
 function setup() {
   const clock = new VirtualClock(0);
@@ -180,69 +178,6 @@ test('a watch compacted away while standing by lists again into the cache; the l
   await cache.stop();
 });
 
-/** A small cluster in the store: nodes with heartbeats and status, disks, pods using them. */
-async function writeCluster(client: KvStore, keys: ClusterKeys): Promise<void> {
-  for (let n = 0; n < 4; n++) {
-    const node = `node-${n}`;
-    const object = { apiVersion: 'v1', kind: 'Node', metadata: { name: node } };
-    await put(client, keys.object('Node', node), JSON.stringify(object));
-    await put(client, keys.heartbeat(node), '{}');
-    await put(client, keys.volumesInUse(node), JSON.stringify({ volumesInUse: [] }));
-  }
-  for (let i = 0; i < 12; i++) await writeDisk(client, keys, `d${i}`);
-  for (let i = 0; i < 12; i++) await writePod(client, keys, `p${i}`, `node-${i % 4}`, `d${i}`);
-}
-
-/**
- * A disk's PV and claim; the claim without a UID unless `uid` (a log gives such a claim a
- * random one: two leaders would log different ones for a claim new to both).
- */
-async function writeDisk(
-  client: KvStore,
-  keys: ClusterKeys,
-  handle: string,
-  uid?: string,
-): Promise<void> {
-  for (const event of diskObjects(handle)) {
-    const object = (event as { object: ClusterObject }).object;
-    if (uid !== undefined && object.kind === 'PersistentVolumeClaim') object.metadata.uid = uid;
-    await put(client, keys.objectOf(object), JSON.stringify(storedForm(object)));
-  }
-}
-
-async function writePod(
-  client: KvStore,
-  keys: ClusterKeys,
-  uid: string,
-  node: string,
-  handle: string,
-): Promise<Pod> {
-  const p = pod(uid, [claim(handle)]);
-  p.spec.nodeName = node;
-  await put(client, keys.podOf(p), JSON.stringify(p));
-  return p;
-}
-
-/** What changes in the store while nobody leads (after the first leader's list). */
-async function changeCluster(client: KvStore, keys: ClusterKeys, round: number): Promise<void> {
-  await remove(
-    client,
-    keys.podOf({ ...pod(`p${round}`, []), spec: { nodeName: `node-${round % 4}` } }),
-  );
-  await writeDisk(client, keys, `e${round}`, `uid-e${round}`);
-  await writePod(client, keys, `q${round}`, `node-${(round + 1) % 4}`, `e${round}`);
-  await remove(client, keys.heartbeat(`node-${round % 4}`));
-  const inUse = { volumesInUse: [`fake.disk/d${(round + 1) % 12}`] };
-  await put(client, keys.volumesInUse(`node-${(round + 1) % 4}`), JSON.stringify(inUse));
-  const labelled = {
-    apiVersion: 'v1',
-    kind: 'Node',
-    metadata: { name: 'node-0', labels: { round: String(round) } },
-  };
-  await put(client, keys.object('Node', 'node-0'), JSON.stringify(labelled));
-  await remove(client, keys.object('PersistentVolume', `pv-d${11 - round}`));
-}
-
 /** A leader's engine on the log so far; what it appends from its start on. */
 function leaderOn(history: readonly VoleEvent[]) {
   const cm = ControllerManager.create({
@@ -254,18 +189,6 @@ function leaderOn(history: readonly VoleEvent[]) {
   cm.subscribe((event) => void appended.push(event));
   cm.start();
   return { cm, appended };
-}
-
-/** Events without their timestamps (the two leaders start at different times). */
-const untimed = (events: readonly VoleEvent[]) => events.map(({ tsMs: _ts, ...rest }) => rest);
-
-function worldOf(cm: ControllerManager) {
-  const { objects, pods, nodes } = cm.world;
-  return {
-    objects: [...objects.entries()],
-    pods: [...pods.entries()].map(([uid, r]) => [uid, r.pod, r.node, r.volumes]),
-    nodes: [...nodes.entries()],
-  };
 }
 
 test('a new leader that takes a standby cache over appends exactly what a listing leader appends, to the same world', async () => {
