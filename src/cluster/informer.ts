@@ -3,7 +3,9 @@
  * that ends resumes from the last revision seen; when that revision was compacted away it
  * lists again (a reset). Restarts back off from 100 ms to 5 s. etcd3
  * reconnects a disconnected stream itself, from the last revision it delivered. Backoffs run
- * on the injected clock.
+ * on the injected clock. A running informer can be handed over to other handlers (a
+ * standby's cache to the new leader's inputs: inputs-cache.ts), who get what the first
+ * ones hold as a list, then every change after it.
  */
 import { assert } from '../assert.js';
 import { type Clock, sleep, type TimerHandle } from '../clock.js';

@@ -244,3 +244,31 @@ test('a new leader that takes a standby cache over appends exactly what a listin
   cached.cm.stop();
   await cache.stop();
 });
+
+test('a cache taken before its first list is in gives that list to the new handlers, then the changes after it', async () => {
+  const { clock, client } = setup();
+  const keys = new ClusterKeys('/c/');
+  for (let i = 0; i < 20; i++) await put(client, `${keys.objects}Node/n${i}`, `{"n":${i}}`);
+  const cache = new InputsCache(client, keys, clock, () => undefined);
+  cache.start();
+  const got = new Map<string, string>();
+  let resets = 0;
+  const taken = cache.take(keys.objects, {
+    reset: (kvs) => {
+      resets++;
+      for (const kv of kvs) got.set(kv.key, kv.value.toString());
+    },
+    put: (kv) => void got.set(kv.key, kv.value.toString()),
+    delete: (key) => void got.delete(key),
+  });
+  assert.ok(taken !== null);
+  await taken.ready;
+  assert.equal(resets, 1);
+  await remove(client, `${keys.objects}Node/n3`);
+  await put(client, `${keys.objects}Node/n20`, '{"n":20}');
+  await advance(clock, 10);
+  assert.deepEqual(got, await stateOf(client, keys.objects));
+  assert.equal(got.size, 20);
+  await taken.informer.stop();
+  await cache.stop();
+});
