@@ -23,7 +23,7 @@ import { decodeObject, decodePod } from '../../src/cluster/objects.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { EtcdCluster } from '../../test/support/etcd-cluster.js';
 import { nodeKvs, putAll, storageAndPod } from './cluster.js';
-import { nowMs, progress } from './util.js';
+import { heapUsedAfterGc, nowMs, progress } from './util.js';
 
 const pods = Number(process.argv[2] ?? 50_000);
 const runs = Number(process.argv[3] ?? 2);
@@ -93,9 +93,16 @@ try {
     const listing = new ControllerInputs(store, keys, cm, say, clock);
     await timed(`run ${run}: a new leader lists`, () => listing.start(), cm);
     await listing.stop();
+    const heapBefore = heapUsedAfterGc();
+    const buffersBefore = process.memoryUsage().arrayBuffers;
     const cache = new InputsCache(store, keys, clock, say);
     cache.start();
     await cache.listed();
+    const cacheMiB = (heapUsedAfterGc() - heapBefore) / 2 ** 20;
+    const buffersMiB = (process.memoryUsage().arrayBuffers - buffersBefore) / 2 ** 20;
+    progress(
+      `run ${run}: the standby's cache holds ${Math.round(cacheMiB)} MiB of heap and ${Math.round(buffersMiB)} MiB of buffers`,
+    );
     const taking = new ControllerInputs(store, keys, cm, say, clock);
     const profile = await startProfile();
     const take = () => taking.start(cache);
