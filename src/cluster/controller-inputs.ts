@@ -201,7 +201,7 @@ export class ControllerInputs {
     prefix: string,
     handlers: PrefixHandlers,
   ): Promise<void> {
-    const taken = cache?.take(prefix, handlers) ?? null;
+    const taken = (await cache?.take(prefix, handlers)) ?? null;
     if (taken !== null) {
       this.informers.push(taken.informer);
       return void (await taken.ready);

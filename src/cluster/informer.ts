@@ -138,6 +138,11 @@ export class PrefixInformer {
     return this.revision;
   }
 
+  /** A list has been applied and no other list is under way: the handlers hold the state at `lastRevision`. */
+  get current(): boolean {
+    return this.listed && !this.resetting;
+  }
+
   private nextBackoff(): number {
     const ms = this.backoffMs;
     this.backoffMs = Math.min(this.backoffMs * 2, backoffMsMax);

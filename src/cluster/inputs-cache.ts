@@ -7,10 +7,15 @@
  * leader does not list the cluster (at 50,000 pods: 2–4 s of etcd's pages, on the
  * takeover's path). A compaction while standing by lists into the cache again.
  */
-import type { Clock } from '../clock.js';
+import { type Clock, sleep } from '../clock.js';
 import { PrefixInformer, type PrefixHandlers } from './informer.js';
 import type { ClusterKeys } from './keys.js';
-import type { KeyValue, KvStore } from './store.js';
+import { type KeyValue, type KvStore, prefixRange } from './store.js';
+
+/** Checks that a cache holds what etcd holds before it is handed over, then a list. */
+const freshChecksMax = 3;
+/** Time for the watch to deliver what a check found newer than the cache. */
+const freshWaitMs = 50;
 
 /** One watched prefix: its informer and its keys as the informer last delivered them. */
 interface CachedPrefix {
@@ -42,9 +47,9 @@ export class InputsCache {
   private readonly prefixes = new Map<string, CachedPrefix>();
 
   constructor(
-    client: KvStore,
+    private readonly client: KvStore,
     keys: ClusterKeys,
-    clock: Clock,
+    private readonly clock: Clock,
     private readonly say: (line: string) => void,
   ) {
     const trouble = (message: string) => say(`etcd (standby): ${message}`);
@@ -81,17 +86,26 @@ export class InputsCache {
    * Hands the informer of `prefix` to `handlers` (see PrefixInformer.handOver): it is
    * theirs from now on, to stop; `ready` resolves once their reset has run (and rejects as
    * the informer's start would). Null when this cache cannot give it (not started, failed,
-   * stopped, already given): the caller lists as without a cache.
+   * stopped, already given) or holds less than etcd does now (`fresh`): the caller lists
+   * as without a cache.
    */
-  take(
+  async take(
     prefix: string,
     handlers: PrefixHandlers,
-  ): { informer: PrefixInformer; ready: Promise<void> } | null {
+  ): Promise<{ informer: PrefixInformer; ready: Promise<void> } | null> {
     const cached = this.prefixes.get(prefix);
     if (cached?.running === null || cached === undefined || cached.failed || cached.taken)
       return null;
+    const fresh = await this.fresh(prefix, cached);
+    if (cached.taken || cached.failed) return null; // stopped (or failed) meanwhile
     cached.taken = true;
     const { informer, kvs, running } = cached;
+    if (!fresh) {
+      this.say(`etcd (standby): the cache of ${prefix} is behind etcd: listing it`);
+      kvs.clear();
+      await informer.stop();
+      return null;
+    }
     const handedOver = informer.handOver(handlers, () => {
       const sorted = sortedByKey(kvs.values());
       kvs.clear(); // the leader's inputs hold what they need of it from now on
@@ -99,6 +113,40 @@ export class InputsCache {
     });
     // then its watch started (a failure fails the leader's start, as a list's would)
     return { informer, ready: handedOver.then(() => running) };
+  }
+
+  /**
+   * Whether the cache holds what etcd holds now, asked up to `freshChecksMax` times, the
+   * watch given `freshWaitMs` between: no key under the prefix written after the
+   * informer's revision (the newest mod revision, etcd sorting the range by it) and as
+   * many keys as held (so none deleted: a delete and a new key would show the key's
+   * revision). A list began after the new leader read its log, so it holds every input
+   * the old leader logged; a watch may still be delivering one (the old leader resigned
+   * just after it): then the cache would give an older state than a list. Before the
+   * first list is in, the handlers get that list: fresh.
+   */
+  private async fresh(prefix: string, cached: CachedPrefix): Promise<boolean> {
+    for (let check = 1; check <= freshChecksMax; check++) {
+      if (!cached.informer.current) return true;
+      const revision = cached.informer.lastRevision;
+      const keyCount = cached.kvs.size;
+      try {
+        const newest = await this.client.range({
+          ...prefixRange(prefix),
+          byModRevision: true,
+          descending: true,
+          limit: 1,
+          keysOnly: true,
+        });
+        const newestRevision = newest.kvs[0]?.modRevision ?? 0;
+        if (newest.count === keyCount && newestRevision <= revision) return true;
+      } catch (error) {
+        this.say(`etcd (standby): ${prefix}: ${(error as Error).message}`);
+        return false;
+      }
+      if (check < freshChecksMax) await sleep(this.clock, freshWaitMs);
+    }
+    return false;
   }
 
   /** Resolves once every prefix has been listed and its watch started (benches, tests). */

@@ -103,7 +103,7 @@ export class EtcdStore implements KvStore {
       key: Buffer.from(request.start),
       range_end: Buffer.from(request.end),
       sort_order: request.descending === true ? 'Descend' : 'Ascend',
-      sort_target: 'Key',
+      sort_target: request.byModRevision === true ? 'Mod' : 'Key',
       ...(request.limit === undefined ? {} : { limit: request.limit }),
       ...(request.revision === undefined || request.revision === 0
         ? {}
@@ -114,6 +114,7 @@ export class EtcdStore implements KvStore {
       kvs: response.kvs.map(keyValue),
       more: response.more,
       revision: Number(response.header.revision),
+      count: Number(response.count),
     };
   }
 

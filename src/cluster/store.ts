@@ -49,6 +49,8 @@ export interface RangeRequest {
   /** Read at this revision (0 or absent: the current one). */
   readonly revision?: number;
   readonly descending?: boolean;
+  /** Sorted by mod revision instead of key (etcd reads the whole range to sort it). */
+  readonly byModRevision?: boolean;
   /** Values come back empty. */
   readonly keysOnly?: boolean;
 }
@@ -59,6 +61,8 @@ export interface RangeResult {
   readonly more: boolean;
   /** The revision read at. */
   readonly revision: number;
+  /** How many keys the range holds, whatever the limit (absent: the adapter cannot say). */
+  readonly count?: number;
 }
 
 export interface WatchHandlers {

@@ -171,10 +171,11 @@ export class SimStore {
       if (kv !== undefined)
         found.push(request.keysOnly === true ? { ...kv, value: Buffer.alloc(0) } : kv);
     }
+    if (request.byModRevision === true) found.sort((a, b) => a.modRevision - b.modRevision);
     if (request.descending === true) found.reverse();
     const limit = request.limit ?? 0;
     const more = limit > 0 && found.length > limit;
-    return { kvs: more ? found.slice(0, limit) : found, more, revision: at };
+    return { kvs: more ? found.slice(0, limit) : found, more, revision: at, count: found.length };
   }
 
   private valueAt(key: string, revision: number): KeyValue | undefined {

@@ -24,9 +24,11 @@ let etcd: EtcdCluster;
 let client: Etcd3;
 const skip = useEtcdCluster((e, c) => ((etcd = e), (client = c)));
 
-/** A store that notes the lists of some prefixes (their first pages) and the prefixes watched. */
+/** A store that notes the lists of some prefixes (their first pages), the checks of their newest key, and the prefixes watched. */
 class NotingStore implements KvStore {
   readonly ranged: string[] = [];
+  /** The standby's checks that its cache holds what etcd holds (the newest key of each). */
+  readonly checked: string[] = [];
   readonly watched: string[] = [];
   constructor(
     private readonly inner: KvStore,
@@ -37,7 +39,8 @@ class NotingStore implements KvStore {
   grantLease: KvStore['grantLease'] = (ttlS) => this.inner.grantLease(ttlS);
   range: KvStore['range'] = (request) => {
     const start = request.start.toString(); // a list's first page starts at its prefix
-    if (this.prefixes.includes(start)) this.ranged.push(start);
+    if (this.prefixes.includes(start))
+      (request.byModRevision === true ? this.checked : this.ranged).push(start);
     return this.inner.range(request);
   };
   watch: KvStore['watch'] = (range, from, handlers) => {
@@ -104,6 +107,7 @@ test(
       // The publisher reads status/ once for the volumesAttached it published (a listing
       // leader's inputs would have listed it a second time, and the three others).
       assert.deepEqual(noting.ranged, [keys.status], 'b listed none of its inputs');
+      assert.deepEqual(noting.checked, inputPrefixes, 'b checked each cache once: fresh');
       assert.deepEqual(
         eventsB.map((e) => e.type),
         ['EngineStarted'],

@@ -162,7 +162,7 @@ test('a watch compacted away while standing by lists again into the cache; the l
   );
   assert.equal(cache.stats.find((s) => s.prefix === keys.pods)?.keyCount, 41);
   const got = new Map<string, string>();
-  const taken = cache.take(keys.pods, {
+  const taken = await cache.take(keys.pods, {
     reset: (kvs) => kvs.forEach((kv) => got.set(kv.key, kv.value.toString())),
     put: (kv) => void got.set(kv.key, kv.value.toString()),
     delete: (key) => void got.delete(key),
@@ -173,7 +173,7 @@ test('a watch compacted away while standing by lists again into the cache; the l
   await advance(clock, 10);
   assert.deepEqual(got, await stateOf(client, keys.pods));
   const none = { reset: () => undefined, put: () => undefined, delete: () => undefined };
-  assert.equal(cache.take(keys.pods, none), null, 'given once');
+  assert.equal(await cache.take(keys.pods, none), null, 'given once');
   await taken.informer.stop();
   await cache.stop();
 });
@@ -253,7 +253,7 @@ test('a cache taken before its first list is in gives that list to the new handl
   cache.start();
   const got = new Map<string, string>();
   let resets = 0;
-  const taken = cache.take(keys.objects, {
+  const taken = await cache.take(keys.objects, {
     reset: (kvs) => {
       resets++;
       for (const kv of kvs) got.set(kv.key, kv.value.toString());
@@ -270,5 +270,72 @@ test('a cache taken before its first list is in gives that list to the new handl
   assert.deepEqual(got, await stateOf(client, keys.objects));
   assert.equal(got.size, 20);
   await taken.informer.stop();
+  await cache.stop();
+});
+
+/** A store whose watch deliveries can be held back (a watch behind etcd). */
+class LaggingStore implements KvStore {
+  lagging = false;
+  private readonly late: (() => void)[] = [];
+  constructor(private readonly inner: KvStore) {}
+  get: KvStore['get'] = (key) => this.inner.get(key);
+  range: KvStore['range'] = (request) => this.inner.range(request);
+  txn: KvStore['txn'] = (compares, then, otherwise) => this.inner.txn(compares, then, otherwise);
+  grantLease: KvStore['grantLease'] = (ttlS) => this.inner.grantLease(ttlS);
+  watch: KvStore['watch'] = (range, from, handlers) =>
+    this.inner.watch(range, from, {
+      ...handlers,
+      put: (kv) => (this.lagging ? this.late.push(() => handlers.put(kv)) : handlers.put(kv)),
+      delete: (key, revision) =>
+        this.lagging
+          ? this.late.push(() => handlers.delete(key, revision))
+          : handlers.delete(key, revision),
+    });
+  catchUp(): void {
+    this.lagging = false;
+    for (const deliver of this.late.splice(0)) deliver();
+  }
+}
+
+test('a cache behind etcd when its replica wins is not handed over: the new leader lists, appending what a listing leader appends', async () => {
+  const { clock, client } = setup();
+  const keys = new ClusterKeys('/c/');
+  await writeCluster(client, keys);
+  const first = leaderOn([]);
+  const inputs0 = new ControllerInputs(client, keys, first.cm, () => undefined, clock);
+  await inputs0.start();
+  await inputs0.stop();
+  first.cm.stop();
+  const history = [...first.appended];
+
+  const lagging = new LaggingStore(client);
+  const said: string[] = [];
+  const cache = new InputsCache(lagging, keys, clock, (line) => said.push(line));
+  cache.start();
+  await advance(clock, 10);
+  lagging.lagging = true; // what follows is in etcd, not yet in the cache
+  await changeCluster(client, keys, 0);
+
+  const listing = leaderOn(history);
+  const inputsA = new ControllerInputs(client, keys, listing.cm, () => undefined, clock);
+  await inputsA.start();
+  const cached = leaderOn(history);
+  const inputsB = new ControllerInputs(client, keys, cached.cm, () => undefined, clock);
+  const starting = inputsB.start(cache);
+  await advance(clock, 1_000);
+  await starting;
+  for (const prefix of [keys.heartbeats, keys.status, keys.objects, keys.pods])
+    assert.ok(
+      said.includes(`etcd (standby): the cache of ${prefix} is behind etcd: listing it`),
+      said.join('\n'),
+    );
+  assert.deepEqual(untimed(cached.appended), untimed(listing.appended));
+  assert.deepEqual(worldOf(cached.cm), worldOf(listing.cm));
+  lagging.catchUp(); // the cache's informers were stopped: nothing reaches the leader twice
+  await advance(clock, 10);
+  assert.deepEqual(untimed(cached.appended), untimed(listing.appended));
+  for (const inputs of [inputsA, inputsB]) await inputs.stop();
+  listing.cm.stop();
+  cached.cm.stop();
   await cache.stop();
 });
