@@ -334,6 +334,24 @@ export class EventStore<E extends EventEnvelope> {
     writes.deleteSnapshotsAfter.run(seq);
   }
 
+  /**
+   * Copies the WAL's committed pages into the database file (PRAGMA wal_checkpoint(PASSIVE):
+   * it never waits for a lock; a reader still using old pages leaves them for the next one)
+   * and fsyncs it, so the next commits restart the WAL from its start. Not needed for
+   * durability (a commit at FULL has fsynced the WAL); the group committer calls it when
+   * the writer is idle (store.ts walAutocheckpointPages is the backstop). Answers the WAL's
+   * frames and how many of them are now in the database file.
+   */
+  checkpoint(): { walFrames: number; checkpointedFrames: number } {
+    this.writer('checkpoint');
+    const [row] = this.db.pragma('wal_checkpoint(PASSIVE)') as {
+      log: number;
+      checkpointed: number;
+    }[];
+    assert(row !== undefined, `${this.path}: wal_checkpoint returned no row`);
+    return { walFrames: row.log, checkpointedFrames: row.checkpointed };
+  }
+
   /** Closes the connection; a second call is a no-op. Flush any group committer first. */
   close(): void {
     if (!this.db.open) return;
