@@ -2,7 +2,8 @@
  * The durable pod-ready row alone, for measuring its noise: `node --import tsx --expose-gc
  * scripts/bench/e2e-durable.ts [runs] [pods]` runs the e2e section's MemorySink and SQLite
  * (FULL) variants side by side, alternating, and prints each run's p50 / p99 and the ratio
- * of the p99s with the 1-minute load average (the polling variant, 10 s a run, is left out).
+ * of the p99s with the 1-minute load average (the polling variant, 10 s a run, is left out),
+ * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included.
  */
 import { loadavg } from 'node:os';
 import { runOnce } from './e2e.js';
@@ -17,16 +18,23 @@ await runOnce('sqlite', 50, dir);
 for (let run = 1; run <= runs; run++) {
   const p99: number[] = [];
   const parts: string[] = [];
+  const commitMs: number[] = [];
   for (const variant of ['memory', 'sqlite'] as const) {
     gc();
-    const latencies = await runOnce(variant, pods, dir);
+    const latencies = await runOnce(variant, pods, dir, (seconds) => commitMs.push(seconds * 1e3));
     p99.push(quantile(latencies, 0.99));
     parts.push(
       `${variant} p50 ${quantile(latencies, 0.5).toFixed(2)} / p99 ${quantile(latencies, 0.99).toFixed(2)} ms`,
     );
   }
   const ratio = (p99[1]! / p99[0]!).toFixed(2);
+  // The first two are EngineStarted's and the one of the PVs and PVCs before the pods.
+  const commits = commitMs.slice(2);
+  const commitFigures =
+    `${commits.length} commits p50 ${quantile(commits, 0.5).toFixed(2)} / ` +
+    `p99 ${quantile(commits, 0.99).toFixed(2)} ms`;
   process.stdout.write(
-    `run ${run}: ${parts.join(', ')}; ratio ${ratio}× (load ${loadavg()[0]!.toFixed(1)})\n`,
+    `run ${run}: ${parts.join(', ')}; ratio ${ratio}× (load ${loadavg()[0]!.toFixed(1)}); ` +
+      `${commitFigures}\n`,
   );
 }

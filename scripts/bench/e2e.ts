@@ -48,7 +48,16 @@ type Variant = 'memory' | 'sqlite' | 'polling';
 const gapMs = 10;
 const pollPeriodMs = 100;
 
-export async function runOnce(variant: Variant, pods: number, dir: string): Promise<number[]> {
+/**
+ * One run of `variant`: each pod's latency (ms). `onCommitted` hears each commit's duration
+ * (s) of the SQLite log (e2e-durable.ts prints them beside the latencies).
+ */
+export async function runOnce(
+  variant: Variant,
+  pods: number,
+  dir: string,
+  onCommitted?: (seconds: number) => void,
+): Promise<number[]> {
   const clock = new RealClock();
   const journal: FakeCallRecord[] = [];
   let sink: EventSink;
@@ -56,6 +65,7 @@ export async function runOnce(variant: Variant, pods: number, dir: string): Prom
     const path = join(dir, 'e2e.db');
     removeDb(path);
     sink = openSqliteLog(path, kubeletCore, { durability: 'full' }).sink;
+    if (onCommitted !== undefined) sink.onCommitted?.(onCommitted);
   } else {
     sink = new MemorySink();
   }
