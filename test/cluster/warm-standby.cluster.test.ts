@@ -306,3 +306,30 @@ test(
     );
   },
 );
+
+test(
+  'a snapshot being encoded when the replica stops is abandoned at its next turn, not written',
+  { skip, timeout: 60_000 },
+  async () => {
+    const keys = new ClusterKeys('/warm3/');
+    const journal: FakeCallRecord[] = [];
+    await putNode(keys);
+    await putDiskPod(keys, 'd1');
+    const a = replica('a', new EtcdStore(client), keys, journal);
+    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    const headBefore = (await loadLogHead(new EtcdStore(client), keys)).snapshot?.meta.seq;
+    const taken = a.controller.snapshotNow();
+    a.stop.abort(); // before the encode's first turn comes back
+    await a.running;
+    assert.equal(await taken, undefined, 'no snapshot saved');
+    assert.ok(
+      a.said.some((l) => /^snapshot at seq \d+ not saved: abandoned/.test(l)),
+      `a said it abandoned the snapshot: ${a.said.join(' | ')}`,
+    );
+    assert.equal(
+      (await loadLogHead(new EtcdStore(client), keys)).snapshot?.meta.seq,
+      headBefore,
+      'etcd holds no new snapshot',
+    );
+  },
+);
