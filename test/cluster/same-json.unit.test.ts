@@ -2,18 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sameJson } from '../../src/cluster/same-json.js';
-
-/** A small seeded generator (mulberry32): a failure names its seed. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { prng as random } from '../../src/sim/chaos.js';
 
 const leaves = [undefined, null, 0, -0, 1, 1.5, NaN, Infinity, '', 'a', '1', true, false, () => 1];
 

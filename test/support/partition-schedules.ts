@@ -22,6 +22,7 @@ import {
   replicas,
 } from './partition-cluster.js';
 import { eventually, historyEpochMs } from './vole-procs.js';
+import { prng as random } from '../../src/sim/chaos.js';
 
 /** The time (epoch ms) of a history line `+12.345s …`. */
 const stampMs = (line: string) => historyEpochMs + Math.round(parseFloat(line.slice(1)) * 1000);
@@ -243,18 +244,6 @@ export const ciSchedules: readonly Schedule[] = [
 
 /** Every named schedule (scripts/partition.sh --only NAME): the CI set and any known gap. */
 export const namedSchedules: readonly Schedule[] = [...ciSchedules];
-
-/** A small seeded generator (mulberry32): the same seed, the same schedule. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 /** 1-3 faults drawn from the seed, a pod moved while they last, held 3-8 s, healed. */
 export function seededSchedule(seed: number): Schedule {
