@@ -10,29 +10,11 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { z } from 'zod';
 import { type LogBlockage, GroupCommitter } from '../../src/log/group-commit.js';
-import {
-  type EventCodec,
-  LogOpenError,
-  openLog,
-  readHolder,
-  WriterLock,
-} from '../../src/log/store.js';
+import { LogOpenError, openLog, readHolder, WriterLock } from '../../src/log/store.js';
+import { type TestEvent, testEventCodec } from '../support/test-events.js';
 
-interface TestEvent {
-  seq: number;
-  tsMs: number;
-  type: 'PodAdded';
-  uid: string;
-}
-const schema = z.looseObject({
-  seq: z.number().int().positive(),
-  tsMs: z.number().int().nonnegative(),
-  type: z.literal('PodAdded'),
-  uid: z.string().min(1),
-});
-const codec: EventCodec<TestEvent> = { parse: (raw) => schema.parse(raw) as TestEvent };
+const codec = testEventCodec;
 const added = (uid: string): Omit<TestEvent, 'seq'> => ({ type: 'PodAdded', tsMs: 0, uid });
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-blocked-'));

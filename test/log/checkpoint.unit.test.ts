@@ -10,23 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { z } from 'zod';
 import { GroupCommitter } from '../../src/log/group-commit.js';
-import { type EventCodec, openLog } from '../../src/log/store.js';
+import { openLog } from '../../src/log/store.js';
+import { type TestEvent, testEventCodec } from '../support/test-events.js';
 
-interface TestEvent {
-  seq: number;
-  tsMs: number;
-  type: 'PodAdded';
-  uid: string;
-}
-const schema = z.looseObject({
-  seq: z.number().int().positive(),
-  tsMs: z.number().int().nonnegative(),
-  type: z.literal('PodAdded'),
-  uid: z.string().min(1),
-});
-const codec: EventCodec<TestEvent> = { parse: (raw) => schema.parse(raw) as TestEvent };
+const codec = testEventCodec;
 // About 1 KiB each, so that a few thousand fill more WAL pages than SQLite's default.
 const added = (i: number): Omit<TestEvent, 'seq'> => ({
   type: 'PodAdded',

@@ -19,35 +19,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { z } from 'zod';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { logApplicationId, logSchemaVersion } from '../../src/constants.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { LogDamagedError } from '../../src/log/errors.js';
 import { GroupCommitter } from '../../src/log/group-commit.js';
 import { type SalvageReport, salvageEvents } from '../../src/log/salvage.js';
-import { type EventCodec, LogReadError, openLog } from '../../src/log/store.js';
+import { LogReadError, openLog } from '../../src/log/store.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
+import { type TestEvent, testEventCodec } from '../support/test-events.js';
 
-interface TestEvent {
-  seq: number;
-  tsMs: number;
-  type: 'PodAdded';
-  uid: string;
-  note?: string;
-}
-const codec: EventCodec<TestEvent> = {
-  parse: (raw) =>
-    z
-      .looseObject({
-        seq: z.number(),
-        tsMs: z.number(),
-        type: z.literal('PodAdded'),
-        uid: z.string(),
-      })
-      .parse(raw),
-};
+const codec = testEventCodec;
 const pods = (count: number, from = 1): Omit<TestEvent, 'seq'>[] =>
   Array.from({ length: count }, (_, i) => ({
     type: 'PodAdded',
