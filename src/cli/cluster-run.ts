@@ -139,6 +139,8 @@ export interface ClusterControllerCommandOptions {
   readonly maxWaitForUnmount?: string;
   readonly snapshotEvery?: string;
   readonly csi?: readonly string[];
+  /** Stand by holding nothing: no warm world, no inputs kept (ClusterControllerOptions.warmStandby). */
+  readonly coldStandby?: boolean;
 }
 
 /** Exit status of a replica that lost its leadership (a supervisor restarts it as a standby). */
@@ -176,6 +178,7 @@ export async function clusterControllerCommand(
     ...(opts.snapshotEvery === undefined
       ? {}
       : { snapshotEveryEvents: seconds(opts.snapshotEvery, 1, '--snapshot-every') }),
+    warmStandby: opts.coldStandby !== true,
     say,
   });
   // CSI drivers before the campaign: their capabilities are in the leader's EngineStarted.

@@ -238,6 +238,10 @@ program
   )
   .option('--snapshot-every <events>', 'with --etcd: snapshot (and compact) the log every N events')
   .option(
+    '--cold-standby',
+    'with --etcd: wait for the leader key holding nothing (less memory; a takeover then reads the snapshot and lists the cluster)',
+  )
+  .option(
     '--csi <name=unix:///path.sock>',
     'with --etcd: a CSI driver whose ControllerPublish/Unpublish attach and detach (repeatable)',
     (value: string, previous: string[] = []) => [...previous, value],

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { afterEach, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import pino from 'pino';
-import { ClusterController } from '../../src/cluster/controller.js';
+import { ClusterController, type ClusterControllerOptions } from '../../src/cluster/controller.js';
 import { loadLogHead, readLogEvents } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
@@ -126,6 +126,7 @@ function replica(
   store: KvStore,
   keys: ClusterKeys,
   journal: FakeCallRecord[],
+  extra: Pick<ClusterControllerOptions, 'warmStandby'> = {},
 ): Replica {
   const said: string[] = [];
   const stop = new AbortController();
@@ -147,6 +148,7 @@ function replica(
     onLead: ({ manager }) => {
       r.leadWorld = { seq: manager.world.seq, data: controllerCore.snapshot.encode(manager.world) };
     },
+    ...extra,
   });
   r.running = r.controller.run(stop.signal);
   started.push(r);
@@ -331,5 +333,33 @@ test(
       headBefore,
       'etcd holds no new snapshot',
     );
+  },
+);
+
+test(
+  'a cold standby (vole controller --cold-standby) holds nothing while it waits and loads the log when it wins',
+  { skip, timeout: 60_000 },
+  async () => {
+    const keys = new ClusterKeys('/warm4/');
+    const journal: FakeCallRecord[] = [];
+    await putNode(keys);
+    await putDiskPod(keys, 'd1');
+    const a = replica('a', new EtcdStore(client), keys, journal);
+    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    await a.controller.snapshotNow();
+    const store = new WatchedStore(new EtcdStore(client), keys);
+    const b = replica('b', store, keys, journal, { warmStandby: false });
+    await until(
+      async () => (b.said.some((l) => l.startsWith('standby:')) ? true : undefined),
+      'b campaigns',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(store.snapshotChunkReads, 0, 'b read nothing of the log while standing by');
+    assert.ok(!b.said.some((l) => /warm/.test(l)), `b kept no warm world: ${b.said.join(' | ')}`);
+    a.stop.abort();
+    await a.running;
+    await until(async () => b.leadWorld, 'b leads');
+    assert.ok(store.snapshotChunkReads > 0, 'b read the snapshot once it won');
+    assertSameWorld(b.leadWorld!.data, await coldWorldAt(keys, b.leadWorld!.seq), 'a cold load');
   },
 );
