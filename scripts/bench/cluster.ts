@@ -32,7 +32,7 @@ import { Leadership } from '../../src/cluster/leadership.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
 import { RealClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/fold.js';
-import { valuesOf } from '../../src/controller/one-or-many.js';
+import { valuesOf } from '../../src/desired/one-or-many.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';

@@ -57,8 +57,14 @@ import {
   samePluginCaps,
   touchDesired,
 } from './types.js';
-import { addOne, addToIndex, removeFromIndex, removeOne, valuesOf } from './one-or-many.js';
-import { hasOne, withOne, withoutOne } from './one-or-many.js';
+import {
+  addOne,
+  addToIndex,
+  removeFromIndex,
+  removeOne,
+  valuesOf,
+} from '../desired/one-or-many.js';
+import { hasOne, withOne, withoutOne } from '../desired/one-or-many.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';

@@ -23,7 +23,7 @@ import {
   desiredPods,
   pairKey,
 } from './types.js';
-import { valuesOf } from './one-or-many.js';
+import { valuesOf } from '../desired/one-or-many.js';
 
 export type { ControllerOperation } from './types.js';
 

@@ -18,7 +18,7 @@ import type { OperationBook } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { assert } from '../assert.js';
 import { touchVolume } from '../operations/book.js';
-import { type OneOrMany, valuesOf } from './one-or-many.js';
+import { type OneOrMany, valuesOf } from '../desired/one-or-many.js';
 
 export interface ControllerConfig {
   /** ReconcilerMaxWaitForUnmountDuration: 6 min in Kubernetes. */

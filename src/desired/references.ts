@@ -15,12 +15,13 @@
  */
 import { isNamespacedKind, objectKey } from '../events/k8s.js';
 import type { UniquePodName } from '../ids.js';
+import { addOne, type OneOrMany, removeOne } from './one-or-many.js';
 
 /** `[kind, name, kind, name, …]`: the objects a resolution read (see above). */
 export type References = readonly string[];
 
 /** The pods referencing an object: one bare name, or a Set of two or more. */
-export type ReferencingPods = UniquePodName | Set<UniquePodName>;
+export type ReferencingPods = OneOrMany<UniquePodName>;
 
 /** kind → namespace ('' for cluster-scoped kinds) → name → pods. */
 export type ReferenceIndex = Map<string, Map<string, Map<string, ReferencingPods>>>;
@@ -78,10 +79,7 @@ function addPod(
   if (byNamespace === undefined) index.set(kind, (byNamespace = new Map()));
   let byName = byNamespace.get(namespace);
   if (byName === undefined) byNamespace.set(namespace, (byName = new Map()));
-  const pods = byName.get(name);
-  if (pods === undefined) byName.set(name, pod);
-  else if (typeof pods !== 'string') pods.add(pod);
-  else if (pods !== pod) byName.set(name, new Set([pods, pod]));
+  addOne(byName, name, pod);
 }
 
 function removePod(
@@ -93,18 +91,10 @@ function removePod(
 ): void {
   const byNamespace = index.get(kind);
   const byName = byNamespace?.get(namespace);
-  const pods = byName?.get(name);
-  if (byName === undefined || pods === undefined) return;
-  if (typeof pods === 'string') {
-    if (pods !== pod) return;
-    byName.delete(name);
-  } else {
-    pods.delete(pod);
-    if (pods.size === 1) byName.set(name, pods.values().next().value!);
-    else if (pods.size === 0) byName.delete(name);
-  }
-  if (byName.size === 0) byNamespace!.delete(namespace);
-  if (byNamespace!.size === 0) index.delete(kind);
+  if (byNamespace === undefined || byName === undefined) return;
+  removeOne(byName, name, pod);
+  if (byName.size === 0) byNamespace.delete(namespace);
+  if (byNamespace.size === 0) index.delete(kind);
 }
 
 /** The pods referencing an object, in name order (namespace ignored for cluster-scoped kinds). */

@@ -11,6 +11,7 @@ import type { ControllerManager } from '../agent/controller-manager.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound, lookupOf } from '../binding/claims.js';
 import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import { storageProvisionerAnnotation } from '../controller/fold-external.js';
+import { consumerNode } from '../controller/provisioning.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { podsReferencing } from '../desired/references.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
@@ -29,16 +30,6 @@ function unscheduledConsumers(world: ControllerWorld, pvc: PersistentVolumeClaim
       names.push(record.pod.metadata.name);
   }
   return names.sort();
-}
-
-/** Has a scheduled, running pod named the claim (its first consumer)? */
-function hasConsumer(world: ControllerWorld, pvc: PersistentVolumeClaim): boolean {
-  const { name, namespace } = pvc.metadata;
-  for (const uid of podsReferencing(world.podsByObject, 'PersistentVolumeClaim', name, namespace)) {
-    const record = world.pods.get(uid);
-    if (record !== undefined && record.node !== null && !record.terminated) return true;
-  }
-  return false;
 }
 
 function waitForConsumer(
@@ -90,7 +81,7 @@ export function claimEventOf(
       reason: 'ProvisioningFailed',
       message: `storageclass.storage.k8s.io "${className}" not found`,
     };
-  if (bindingModeOf(sc) === 'WaitForFirstConsumer' && !hasConsumer(world, pvc))
+  if (bindingModeOf(sc) === 'WaitForFirstConsumer' && consumerNode(world, pvc) === undefined)
     return { object, ...waitForConsumer(world, pvc) };
   const provisioner = pvc.metadata.annotations?.[storageProvisionerAnnotation];
   if (provisioner === undefined) return undefined; // not yet left to a provisioner

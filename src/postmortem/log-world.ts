@@ -23,7 +23,7 @@ import { why, type WhyAnswer } from './why.js';
 import { controllerWhy } from './why-controller.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
 import { podEntries } from '../world/by-pod.js';
-import { valuesOf } from '../controller/one-or-many.js';
+import { valuesOf } from '../desired/one-or-many.js';
 
 /** One pair's state: an attachment (volume × node) or a mount (volume × pod). */
 export interface PairState {

@@ -4,7 +4,7 @@
  * answers in standalone mode), a pod's claims and attachments, and a volume's attachments,
  * CreateVolume in flight or DeleteVolume. A pure function of the folded controller world.
  */
-import { valuesOf } from '../controller/one-or-many.js';
+import { valuesOf } from '../desired/one-or-many.js';
 import { controllerClaimView } from '../controller/provisioning.js';
 import { type ControllerWorld, pairKey } from '../controller/types.js';
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';

@@ -11,7 +11,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
-import { valuesOf } from '../../src/controller/one-or-many.js';
+import { valuesOf } from '../../src/desired/one-or-many.js';
 import { UniquePodName } from '../../src/ids.js';
 import { sliceEntries } from '../../src/engine/snapshot.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';

@@ -69,7 +69,7 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
     podUpserted('b', [claim('d1')]),
     podUpserted('c', [claim('d1')]),
   ]);
-  assert.deepEqual([...(claimPods(more) as Set<string>)].sort(), ['a', 'b', 'c']);
+  assert.deepEqual([...(claimPods(more) as ReadonlySet<string>)].sort(), ['a', 'b', 'c']);
   // The claim is deleted: pvc-protection keeps it, being deleted, while pods use it; every
   // pod that used it is resolved again and now has an error, and keeps its volume desired
   // while it exists (spec §2.6).

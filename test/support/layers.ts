@@ -24,7 +24,6 @@ export const layers: [string, number][] = [
   ['src/controller/invariants.ts', 2],
   ['src/controller/provisioning.ts', 2],
   ['src/controller/fold-external.ts', 2],
-  ['src/controller/one-or-many.ts', 2],
   ['src/controller/pod-record.ts', 2],
   ['src/controller/shared-state.ts', 2],
   ['src/controller/', 3],

@@ -1,5 +1,5 @@
 /**
- * The controller's one-or-many values (src/controller/one-or-many.ts): one value bare, a
+ * The one-or-many values of the indexes (src/desired/one-or-many.ts): one value bare, a
  * Set only from two, in the indexes (changed in place) and in records (new values).
  */
 import assert from 'node:assert/strict';
@@ -12,7 +12,7 @@ import {
   valuesOf,
   withOne,
   withoutOne,
-} from '../../src/controller/one-or-many.js';
+} from '../../src/desired/one-or-many.js';
 
 test('one-or-many: an index holds one value bare and a Set from two, back to bare at one', () => {
   const index = new Map<string, OneOrMany<string>>();

@@ -1,6 +1,6 @@
 /**
- * The controller's indexes from a key to the values under it, holding one value bare and a
- * Set only from two: most of a large cluster's volumes are on one node and most of its
+ * Indexes from a key to the values under it (the controller's, and the pods by object
+ * both folds keep: references.ts), holding one value bare and a Set only from two: most of a large cluster's volumes are on one node and most of its
  * objects are read by one pod, and a Set of one costs about 150 bytes of heap per key
  * (150,000 pods: some 60 MiB). Values are never Sets themselves.
  */
