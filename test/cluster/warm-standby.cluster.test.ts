@@ -196,6 +196,17 @@ const until = <T>(probe: () => Promise<T | undefined>, what: string) =>
 
 const attaches = (journal: FakeCallRecord[]) => journal.filter((r) => r.call === 'attach').length;
 
+/** Under `prefix`: a node, a pod with its disk, and replica a leading once it attached it. */
+async function leaderWithDisk(prefix: string) {
+  const keys = new ClusterKeys(prefix);
+  const journal: FakeCallRecord[] = [];
+  await putNode(keys);
+  await putDiskPod(keys, 'd1');
+  const a = replica('a', new EtcdStore(client), keys, journal);
+  await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+  return { keys, journal, a };
+}
+
 function seqIn(said: readonly string[], pattern: RegExp): number[] {
   return said.flatMap((line) => {
     const m = pattern.exec(line);
@@ -207,12 +218,7 @@ test(
   'a warm standby takes over folding only the tail: no snapshot read after it was warm, the world a cold load gives',
   { skip, timeout: 60_000 },
   async () => {
-    const keys = new ClusterKeys('/warm1/');
-    const journal: FakeCallRecord[] = [];
-    await putNode(keys);
-    await putDiskPod(keys, 'd1');
-    const a = replica('a', new EtcdStore(client), keys, journal);
-    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    const { keys, journal, a } = await leaderWithDisk('/warm1/');
     await a.controller.snapshotNow();
 
     const store = new WatchedStore(new EtcdStore(client), keys);
@@ -254,12 +260,7 @@ test(
   'a gap in what a standby follows makes it load again; a warm world the log was compacted past falls back to a cold load',
   { skip, timeout: 60_000 },
   async () => {
-    const keys = new ClusterKeys('/warm2/');
-    const journal: FakeCallRecord[] = [];
-    await putNode(keys);
-    await putDiskPod(keys, 'd1');
-    const a = replica('a', new EtcdStore(client), keys, journal);
-    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    const { keys, journal, a } = await leaderWithDisk('/warm2/');
 
     const store = new WatchedStore(new EtcdStore(client), keys);
     const b = replica('b', store, keys, journal);
@@ -313,12 +314,7 @@ test(
   'a snapshot being encoded when the replica stops is abandoned at its next turn, not written',
   { skip, timeout: 60_000 },
   async () => {
-    const keys = new ClusterKeys('/warm3/');
-    const journal: FakeCallRecord[] = [];
-    await putNode(keys);
-    await putDiskPod(keys, 'd1');
-    const a = replica('a', new EtcdStore(client), keys, journal);
-    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    const { keys, journal, a } = await leaderWithDisk('/warm3/');
     const headBefore = (await loadLogHead(new EtcdStore(client), keys)).snapshot?.meta.seq;
     const taken = a.controller.snapshotNow();
     a.stop.abort(); // before the encode's first turn comes back
@@ -340,12 +336,7 @@ test(
   'a cold standby (vole controller --cold-standby) holds nothing while it waits and loads the log when it wins',
   { skip, timeout: 60_000 },
   async () => {
-    const keys = new ClusterKeys('/warm4/');
-    const journal: FakeCallRecord[] = [];
-    await putNode(keys);
-    await putDiskPod(keys, 'd1');
-    const a = replica('a', new EtcdStore(client), keys, journal);
-    await until(async () => (attaches(journal) === 1 ? true : undefined), 'a attaches d1');
+    const { keys, journal, a } = await leaderWithDisk('/warm4/');
     await a.controller.snapshotNow();
     const store = new WatchedStore(new EtcdStore(client), keys);
     const b = replica('b', store, keys, journal, { warmStandby: false });
