@@ -57,12 +57,14 @@ function waitForConsumer(
 export function claimEventOf(
   world: ControllerWorld,
   pvc: PersistentVolumeClaim,
+  /** The PVs bound now (boundVolumes): a sync over every claim reads them once. */
+  taken?: ReadonlyMap<string, string>,
 ): KubeEvent | undefined {
   const { uid, name, namespace = 'default', deletionTimestamp } = pvc.metadata;
   if (uid === undefined || deletionTimestamp !== undefined) return undefined;
   if (isClaimBound(pvc, world.bindings) || (pvc.spec.volumeName ?? '') !== '') return undefined;
-  const taken = boundVolumes(world.objects, world.bindings);
-  if (findVolumeForClaim(pvc, world.objects, taken).ok) return undefined;
+  const bound = taken ?? boundVolumes(world.objects, world.bindings);
+  if (findVolumeForClaim(pvc, world.objects, bound).ok) return undefined;
   const object = { kind: 'PersistentVolumeClaim' as const, uid, name, namespace };
   const lookup = lookupOf(world.objects);
   const className = claimClassName(pvc, lookup);
@@ -141,9 +143,10 @@ export class ClaimEvents {
   sync(): void {
     const world = this.opts.cm.world;
     const events: KubeEvent[] = [];
+    const taken = boundVolumes(world.objects, world.bindings);
     for (const object of lookupOf(world.objects).ofKind('PersistentVolumeClaim')) {
       if (object.kind !== 'PersistentVolumeClaim') continue;
-      const event = claimEventOf(world, object);
+      const event = claimEventOf(world, object, taken);
       if (event !== undefined) events.push(event);
     }
     if (events.length === 0) return;
