@@ -22,26 +22,8 @@ import {
 } from '../../src/cluster/store.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import type { VoleEvent } from '../../src/events/index.js';
-import { SimStore } from '../../src/sim/store-sim.js';
-import { SimStoreClient } from '../../src/sim/store-sim-client.js';
 import { changeCluster, untimed, worldOf, writeCluster } from '../support/inputs-cluster.js';
-
-function setup() {
-  const clock = new VirtualClock(0);
-  const store = new SimStore(clock, () => 0.9);
-  const client = new SimStoreClient(store, clock, 'test');
-  return { clock, store, client };
-}
-
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-async function advance(clock: VirtualClock, durationMs: number): Promise<void> {
-  const target = clock.nowMs() + durationMs;
-  await turn();
-  while (clock.fireNext(target)) await turn();
-  clock.moveTo(target);
-  await turn();
-}
+import { advance, simStore, turn } from '../support/sim-store.js';
 
 /** The store's keys under `prefix` and their values, as text. */
 async function stateOf(client: KvStore, prefix: string): Promise<Map<string, string>> {
@@ -50,7 +32,7 @@ async function stateOf(client: KvStore, prefix: string): Promise<Map<string, str
 }
 
 test('a handed-over informer gives the state at its revision, then every later change once, in order, while the reset takes turns', async () => {
-  const { client } = setup();
+  const { client } = simStore();
   for (let i = 0; i < 3_000; i++) await put(client, `/h/k${i}`, 'v0');
   const cached = new Map<string, KeyValue>();
   const informer = new PrefixInformer(
@@ -141,7 +123,7 @@ class CuttableStore implements KvStore {
 }
 
 test('a watch compacted away while standing by lists again into the cache; the leader takes the listed state', async () => {
-  const { clock, store, client } = setup();
+  const { clock, store, client } = simStore();
   const keys = new ClusterKeys('/c/');
   for (let i = 0; i < 50; i++) await put(client, `${keys.pods}node-1/default/p${i}`, `{"v":${i}}`);
   const cuttable = new CuttableStore(client);
@@ -192,7 +174,7 @@ function leaderOn(history: readonly VoleEvent[]) {
 }
 
 test('a new leader that takes a standby cache over appends exactly what a listing leader appends, to the same world', async () => {
-  const { clock, client } = setup();
+  const { clock, client } = simStore();
   const keys = new ClusterKeys('/c/');
   await writeCluster(client, keys);
   const first = leaderOn([]);
@@ -246,7 +228,7 @@ test('a new leader that takes a standby cache over appends exactly what a listin
 });
 
 test('a cache taken before its first list is in gives that list to the new handlers, then the changes after it', async () => {
-  const { clock, client } = setup();
+  const { clock, client } = simStore();
   const keys = new ClusterKeys('/c/');
   for (let i = 0; i < 20; i++) await put(client, `${keys.objects}Node/n${i}`, `{"n":${i}}`);
   const cache = new InputsCache(client, keys, clock, () => undefined);
@@ -298,7 +280,7 @@ class LaggingStore implements KvStore {
 }
 
 test('a cache behind etcd when its replica wins is not handed over: the new leader lists, appending what a listing leader appends', async () => {
-  const { clock, client } = setup();
+  const { clock, client } = simStore();
   const keys = new ClusterKeys('/c/');
   await writeCluster(client, keys);
   const first = leaderOn([]);

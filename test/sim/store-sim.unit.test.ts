@@ -8,28 +8,11 @@ import { test } from 'node:test';
 import { VirtualClock } from '../../src/clock.js';
 import { listPrefix } from '../../src/cluster/informer.js';
 import { getText, prefixEnd, put } from '../../src/cluster/store.js';
-import { SimStore } from '../../src/sim/store-sim.js';
 import { SimStoreClient } from '../../src/sim/store-sim-client.js';
-
-function setup(random: () => number = () => 0.9) {
-  const clock = new VirtualClock(0);
-  const store = new SimStore(clock, random);
-  const client = new SimStoreClient(store, clock, 'test');
-  return { clock, store, client };
-}
-
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-async function advance(clock: VirtualClock, durationMs: number): Promise<void> {
-  const target = clock.nowMs() + durationMs;
-  await turn();
-  while (clock.fireNext(target)) await turn();
-  clock.moveTo(target);
-  await turn();
-}
+import { advance, simStore, turn } from '../support/sim-store.js';
 
 test('compares: create revision 0 creates once; mod revision and value guard a write', async () => {
-  const { client } = setup();
+  const { client } = simStore();
   const create = () =>
     client.txn([{ key: '/k', createRevision: 0 }], [{ put: '/k', value: 'a' }], [{ get: '/k' }]);
   const first = await create();
@@ -64,7 +47,7 @@ test('compares: create revision 0 creates once; mod revision and value guard a w
 });
 
 test('ranges: limited pages, descending, keys only, at a past revision; refused once compacted', async () => {
-  const { client, store } = setup();
+  const { client, store } = simStore();
   for (let i = 0; i < 10; i++) await put(client, `/p/${i}`, `v${i}`);
   const revision = store.revision;
   await client.txn([], [{ delete: '/p/0', end: '/p/5' }]);
@@ -102,7 +85,7 @@ test('ranges: limited pages, descending, keys only, at a past revision; refused 
 });
 
 test('a watch replays from its revision, follows a prefix or one key, and is refused once compacted', async () => {
-  const { client, store } = setup();
+  const { client, store } = simStore();
   await put(client, '/w/a', '1');
   const from = store.revision;
   await put(client, '/w/b', '2');
@@ -143,7 +126,7 @@ test('a watch replays from its revision, follows a prefix or one key, and is ref
 });
 
 test('leases expire on the virtual clock with their keys unless kept alive; no expiry while the leader is lost', async () => {
-  const { clock, store, client } = setup();
+  const { clock, store, client } = simStore();
   const kept = await client.grantLease(5);
   const keepAlives: number[] = [];
   kept.onKeepAlive(() => keepAlives.push(clock.nowMs()));
@@ -192,7 +175,7 @@ test('leases expire on the virtual clock with their keys unless kept alive; no e
 });
 
 test('faults: NOSPACE refuses puts but not deletes; a partitioned client fails and its watch waits; a timed-out write may apply', async () => {
-  const { clock, store, client } = setup();
+  const { clock, store, client } = simStore();
   await put(client, '/a', '1');
   store.setNoSpace(true);
   await assert.rejects(put(client, '/b', '2'), /NOSPACE/);
@@ -216,7 +199,7 @@ test('faults: NOSPACE refuses puts but not deletes; a partitioned client fails a
 
   // The draws say: it times out (not unavailable at once), applied before the answer was lost.
   const draws = [0.6, 0.1];
-  const unlucky = setup(() => draws.shift() ?? 0.9);
+  const unlucky = simStore(() => draws.shift() ?? 0.9);
   unlucky.store.loseLeader(5_000);
   const write = put(unlucky.client, '/u', 'maybe').then(
     () => 'ok',
