@@ -11,10 +11,11 @@ import { test } from 'node:test';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
 import { VirtualClock } from '../../src/clock.js';
 import type { VoleEvent } from '../../src/events/index.js';
-import type { ManifestObject, PersistentVolume } from '../../src/events/k8s.js';
+import type { PersistentVolume } from '../../src/events/k8s.js';
 import { objectKey } from '../../src/events/k8s.js';
 import { controllerClaimViews } from '../../src/controller/provisioning.js';
 import { verify } from '../../src/postmortem/index.js';
+import { pendingClaim, storageClass as classOf } from '../support/builders.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 async function settle() {
@@ -22,28 +23,9 @@ async function settle() {
 }
 
 const driver = 'disk.csi.example';
-const storageClass = (
-  name: string,
-  mode: 'Immediate' | 'WaitForFirstConsumer',
-): ManifestObject => ({
-  apiVersion: 'storage.k8s.io/v1',
-  kind: 'StorageClass',
-  metadata: { name },
-  provisioner: driver,
-  volumeBindingMode: mode,
-  reclaimPolicy: 'Delete',
-});
-const pvc = (name: string, className: string): ManifestObject => ({
-  apiVersion: 'v1',
-  kind: 'PersistentVolumeClaim',
-  metadata: { name, namespace: 'default', uid: `uid-${name}` },
-  spec: {
-    storageClassName: className,
-    accessModes: ['ReadWriteOnce'],
-    resources: { requests: { storage: '1Gi' } },
-  },
-  status: { phase: 'Pending' },
-});
+const storageClass = (name: string, mode: 'Immediate' | 'WaitForFirstConsumer') =>
+  classOf(name, mode, driver);
+const pvc = pendingClaim;
 const provisionedPv = (claim: string): PersistentVolume => ({
   apiVersion: 'v1',
   kind: 'PersistentVolume',

@@ -11,30 +11,15 @@ import { VirtualClock } from '../../src/clock.js';
 import type { ManifestObject, PersistentVolumeClaim } from '../../src/events/k8s.js';
 import { ClaimEvents, claimEventOf } from '../../src/kube/claim-events.js';
 import type { KubeEvent } from '../../src/kube/pod-events.js';
+import { pendingClaim, storageClass as classOf } from '../support/builders.js';
 
 const settle = async () => {
   for (let i = 0; i < 30; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
 const driver = 'disk.csi.example';
 const storageClass = (name: string, mode: 'Immediate' | 'WaitForFirstConsumer') =>
-  ({
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    metadata: { name },
-    provisioner: driver,
-    volumeBindingMode: mode,
-  }) satisfies ManifestObject;
-const pvc = (name: string, className: string, storage = '1Gi'): PersistentVolumeClaim => ({
-  apiVersion: 'v1',
-  kind: 'PersistentVolumeClaim',
-  metadata: { name, namespace: 'default', uid: `uid-${name}` },
-  spec: {
-    storageClassName: className,
-    accessModes: ['ReadWriteOnce'],
-    resources: { requests: { storage } },
-  },
-  status: { phase: 'Pending' },
-});
+  classOf(name, mode, driver);
+const pvc = pendingClaim;
 const staticPv = (name: string, storage: string): ManifestObject => ({
   apiVersion: 'v1',
   kind: 'PersistentVolume',

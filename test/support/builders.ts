@@ -1,6 +1,6 @@
 /** Event builders for tests: short, readable, with the defaults of a one-node world. */
 import type { NewEvent } from '../../src/events/index.js';
-import type { Pod } from '../../src/events/k8s.js';
+import type { PersistentVolumeClaim, Pod, StorageClass } from '../../src/events/k8s.js';
 import { caps } from '../../src/plugins/types.js';
 
 export const disk = caps('fake.disk', { attachable: true, deviceMountable: true });
@@ -141,3 +141,34 @@ export function operation(
   }
   return events;
 }
+
+/** A StorageClass of `provisioner` (reclaim policy Delete, as the API server defaults it). */
+export const storageClass = (
+  name: string,
+  mode: 'Immediate' | 'WaitForFirstConsumer',
+  provisioner: string,
+): StorageClass => ({
+  apiVersion: 'storage.k8s.io/v1',
+  kind: 'StorageClass',
+  metadata: { name },
+  provisioner,
+  volumeBindingMode: mode,
+  reclaimPolicy: 'Delete',
+});
+
+/** A Pending ReadWriteOnce claim of `className` in default, uid `uid-NAME`. */
+export const pendingClaim = (
+  name: string,
+  className: string,
+  storage = '1Gi',
+): PersistentVolumeClaim => ({
+  apiVersion: 'v1',
+  kind: 'PersistentVolumeClaim',
+  metadata: { name, namespace: 'default', uid: `uid-${name}` },
+  spec: {
+    storageClassName: className,
+    accessModes: ['ReadWriteOnce'],
+    resources: { requests: { storage } },
+  },
+  status: { phase: 'Pending' },
+});
