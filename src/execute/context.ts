@@ -82,6 +82,12 @@ interface CallOptions<T> {
    * registered), the operation fails before the call is recorded, as nothing happened.
    */
   readonly plugin?: Pick<VolumePlugin, 'unavailable'>;
+  /**
+   * The call acts on nothing outside the engine (no plugin, no driver, no API: it reads the
+   * world the log made), so nothing outside can have seen it and it waits for no commit
+   * (docs/reliability.md, "Durable points"). Its events go with the next commit.
+   */
+  readonly local?: true;
 }
 
 async function withTimeout<T, W extends { running: Map<OpId, RunningOp> }, O>(
@@ -128,7 +134,8 @@ export async function runCall<
   // OperationStarted (and CallStarted, for every call when durableCalls says so) is durable
   // before the host is touched: while the log is blocked (disk full), the call waits for it.
   const first = ctx.callsStarted++ === 0;
-  const durable = first || ctx.durableCalls === 'every' ? host.flush() : undefined;
+  const touchesHost = opts.local !== true;
+  const durable = touchesHost && (first || ctx.durableCalls === 'every') ? host.flush() : undefined;
   if (durable !== undefined) {
     await durable;
     if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);

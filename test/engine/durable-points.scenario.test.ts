@@ -31,19 +31,19 @@ import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podEntry } from '../../src/world/by-pod.js';
 import { podWaitStatus } from '../../src/world/queries.js';
 import type { World } from '../../src/world/types.js';
-import { crashPlugins, crashPods } from '../support/durable-child.js';
+import { controllerAttached, crashPlugins, crashPods } from '../support/durable-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-durable-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const child = join(import.meta.dirname, '../support/durable-child.ts');
 
-function crash(killAt: string): { db: string; host: FakeCallRecord[] } {
-  const db = join(dir, `${killAt}.db`);
-  const journal = join(dir, `${killAt}.journal`);
-  const run = spawnSync(process.execPath, ['--import', 'tsx', child, db, journal, killAt], {
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
+type AttachMode = 'node' | 'controller';
+
+function crash(killAt: string, attachMode: AttachMode = 'node') {
+  const db = join(dir, `${killAt}-${attachMode}.db`);
+  const journal = join(dir, `${killAt}-${attachMode}.journal`);
+  const args = ['--import', 'tsx', child, db, journal, killAt, attachMode];
+  const run = spawnSync(process.execPath, args, { encoding: 'utf8', timeout: 60_000 });
   assert.equal(run.signal, 'SIGKILL', `the child was killed at ${killAt}: ${run.stderr}`);
   const host = readFileSync(journal, 'utf8')
     .split('\n')
@@ -70,14 +70,14 @@ function mayHave(world: World, call: FakeCallRecord): boolean {
   }
 }
 
-function restartEngine(db: string, journal: FakeCallRecord[]) {
+function restartEngine(db: string, journal: FakeCallRecord[], attachMode: AttachMode) {
   const clock = new RealClock();
   const log = openSqliteLog(db, kubeletCore, { durability: 'full' });
   const logged: VoleEvent[] = [...log.readAll()];
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: false },
+    config: { node: 'node-1', controllerAttachDetach: attachMode === 'controller' },
     plugins: crashPlugins(clock, journal),
     clock,
     sink: log.sink,
@@ -96,12 +96,25 @@ async function allReady(engine: Engine<World, never> | Engine<World, any>): Prom
   }
 }
 
-for (const killAt of ['attach', 'mountDevice', 'setUp', 'ready']) {
-  test(`durable points: killed at ${killAt}, the log knows what the host may have`, async () => {
-    const { db, host } = crash(killAt);
+// With the controller attaching, the engine's verify touches nothing and waits for no
+// commit: the mount's OperationStarted is the first durable point, as the kill shows.
+const kills: [string, AttachMode][] = [
+  ['attach', 'node'],
+  ['mountDevice', 'node'],
+  ['setUp', 'node'],
+  ['ready', 'node'],
+  ['mountDevice', 'controller'],
+  ['setUp', 'controller'],
+  ['ready', 'controller'],
+];
+
+for (const [killAt, attachMode] of kills) {
+  const name = `durable points: killed at ${killAt} (${attachMode} attaches), the log knows what the host may have`;
+  test(name, async () => {
+    const { db, host } = crash(killAt, attachMode);
     assert.ok(host.length > 0, 'the host was touched before the kill');
     const journal: FakeCallRecord[] = [];
-    const { engine, logged, clock } = restartEngine(db, journal);
+    const { engine, logged, clock } = restartEngine(db, journal, attachMode);
     for (const call of host) {
       const started = logged.some(
         (e) =>
@@ -129,6 +142,8 @@ for (const killAt of ['attach', 'mountDevice', 'setUp', 'ready']) {
         .map(([volume]) => `${volume}|${uid}`),
     );
     engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
+    // The node's status is reported again after a restart, as the agent's status loop does.
+    if (attachMode === 'controller') controllerAttached(engine, clock);
     await allReady(engine);
     await engine.drainAndStop();
     const counts = new Map<string, number>();

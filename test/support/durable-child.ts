@@ -2,8 +2,11 @@
  * A node engine on a SQLite log (durability full) with the fake plugins, SIGKILLed at a
  * chosen point: test/engine/durable-points.scenario.test.ts runs it as a child process.
  *
- *   node --import tsx durable-child.ts DB JOURNAL KILL_AT
+ *   node --import tsx durable-child.ts DB JOURNAL KILL_AT [node|controller]
  *
+ * The last argument says who attaches (node by default): with `controller`, the disks are
+ * listed in node.status.volumesAttached and reported in use, and the engine verifies them
+ * (a call that touches nothing) instead of attaching.
  * Three pods arrive, each with a disk (attach, waitForAttach, mountDevice, setUp) and an
  * emptyDir (setUp). Every plugin call is written to JOURNAL (the pretend host) before it
  * takes effect. KILL_AT is `CALL` (the first call of that name, on the first pod's disk),
@@ -19,6 +22,8 @@ import { RealClock } from '../../src/clock.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { Engine } from '../../src/engine/engine.js';
 import { Executor } from '../../src/execute/executor.js';
+import type { Operation } from '../../src/plan/index.js';
+import type { World } from '../../src/world/types.js';
 import { UniquePodName } from '../../src/ids.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
@@ -82,8 +87,24 @@ async function operatorRequest(db: string, journalPath: string): Promise<void> {
   process.kill(process.pid, 'SIGKILL');
 }
 
+/** The controller's side: every desired disk attached to node-1 and reported in use. */
+export function controllerAttached(engine: Engine<World, Operation>, clock: RealClock): void {
+  const volumes = [...engine.world.dsw.keys()];
+  const volumesAttached = volumes
+    .filter((name) => name.startsWith(`${disk.name}/`))
+    .map((name) => ({ name, devicePath: `/dev/${name.replaceAll('/', '-')}` }));
+  engine.append({
+    type: 'NodeStatusObserved',
+    tsMs: clock.nowMs(),
+    node: 'node-1',
+    volumesAttached,
+  });
+  engine.append({ type: 'VolumesReportedInUse', tsMs: clock.nowMs(), volumes });
+}
+
 async function main(): Promise<void> {
-  const [db, journalPath, killAt] = process.argv.slice(2);
+  const [db, journalPath, killAt, attachMode = 'node'] = process.argv.slice(2);
+  const controllerAttachDetach = attachMode === 'controller';
   if (db === undefined || journalPath === undefined || killAt === undefined)
     throw new Error('usage: durable-child.ts DB JOURNAL KILL_AT');
   if (killAt === 'operator') return operatorRequest(db, journalPath);
@@ -95,7 +116,7 @@ async function main(): Promise<void> {
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: false },
+    config: { node: 'node-1', controllerAttachDetach },
     plugins: crashPlugins(clock, journal),
     clock,
     sink: openSqliteLog(db, kubeletCore, { durability: 'full' }).sink,
@@ -112,6 +133,7 @@ async function main(): Promise<void> {
     for (const event of diskObjects(`disk-${uid}`)) engine.append(event);
     engine.append(podUpserted(uid, [claim(`disk-${uid}`), emptyDir()]));
   }
+  if (controllerAttachDetach) controllerAttached(engine, clock);
   await new Promise((resolve) => setTimeout(resolve, 10_000));
   throw new Error(`durable-child: not killed at ${killAt}`);
 }

@@ -42,6 +42,8 @@ export async function verifyControllerAttached(ctx: OpContext, op: VolumeOperati
     {
       call: 'verifyControllerAttached',
       prefix: 'VerifyControllerAttachedVolume failed',
+      // It reads node.status.volumesAttached as the world holds it: nothing on the host.
+      local: true,
       succeeded: (path: string) => ({ devicePath: path }),
     },
     async () => {

@@ -22,7 +22,7 @@ export async function detach(ctx: OpContext): Promise<void> {
 export async function markDetached(ctx: OpContext): Promise<void> {
   await runCall(
     ctx,
-    { call: 'markDetached', prefix: 'MarkVolumeAsDetached failed' },
+    { call: 'markDetached', prefix: 'MarkVolumeAsDetached failed', local: true },
     async () => {},
   );
 }

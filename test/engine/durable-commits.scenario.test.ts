@@ -1,0 +1,77 @@
+/**
+ * docs/reliability.md "Durable points": how many commits (fsyncs) a pod waits for on its
+ * way to ready, on a SQLite log at durability full. A pod with a disk and an emptyDir:
+ * two when the node attaches (the attach's OperationStarted, then the mount's: both touch
+ * the host); one when the controller attaches (the verify touches nothing and waits for
+ * no commit, so the mount's OperationStarted is the first and only one).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import pino from 'pino';
+import { openSqliteLog } from '../../src/agent/sqlite-log.js';
+import { RealClock } from '../../src/clock.js';
+import { kubeletCore } from '../../src/engine/cores.js';
+import { Engine } from '../../src/engine/engine.js';
+import { Executor } from '../../src/execute/executor.js';
+import { UniquePodName } from '../../src/ids.js';
+import type { FakeCallRecord } from '../../src/plugins/fake.js';
+import { podWaitStatus } from '../../src/world/queries.js';
+import { claim, diskObjects, emptyDir, podUpserted } from '../support/builders.js';
+import { controllerAttached, crashPlugins } from '../support/durable-child.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'vole-commits-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+const sleepMs = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The commits made between each pod's PodUpserted and the fold that says it is ready. */
+async function commitsToReady(attachMode: 'node' | 'controller'): Promise<number[]> {
+  const clock = new RealClock();
+  const journal: FakeCallRecord[] = [];
+  const log = openSqliteLog(join(dir, `${attachMode}.db`), kubeletCore, { durability: 'full' });
+  let commits = 0;
+  log.sink.onCommitted?.(() => commits++);
+  const engine = new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
+    config: { node: 'node-1', controllerAttachDetach: attachMode === 'controller' },
+    plugins: crashPlugins(clock, journal),
+    clock,
+    sink: log.sink,
+    logger: pino({ level: 'silent' }),
+  });
+  engine.start();
+  engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
+  const perPod: number[] = [];
+  for (const uid of ['p-0', 'p-1', 'p-2']) {
+    for (const event of diskObjects(`disk-${uid}`)) engine.append(event);
+    // What waits for no commit is committed within lazyCommitMs (20 ms): none is left over.
+    await sleepMs(50);
+    const before = commits;
+    engine.append(podUpserted(uid, [claim(`disk-${uid}`), emptyDir()]));
+    if (attachMode === 'controller') controllerAttached(engine, clock);
+    for (let waitedMs = 0; !podWaitStatus(engine.world, UniquePodName(uid)).ready; waitedMs++) {
+      assert.ok(waitedMs < 5_000, `${uid} ready within 5 s`);
+      await sleepMs(1);
+    }
+    perPod.push(commits - before);
+  }
+  await engine.drainAndStop();
+  log.sink.close();
+  assert.ok(
+    journal.some((call) => call.call === 'setUp'),
+    'the pods were set up on the pretend host',
+  );
+  return perPod;
+}
+
+test('durable points: a pod waits for two commits when the node attaches', async () => {
+  assert.deepEqual(await commitsToReady('node'), [2, 2, 2]);
+});
+
+test('durable points: a pod waits for one commit when the controller attaches (verify waits for none)', async () => {
+  assert.deepEqual(await commitsToReady('controller'), [1, 1, 1]);
+});
