@@ -1,27 +1,32 @@
 /**
  * The durable pod-ready row alone, for measuring its noise: `node --import tsx --expose-gc
- * scripts/bench/e2e-durable.ts [runs] [pods]` runs the e2e section's MemorySink and SQLite
+ * scripts/bench/e2e-durable.ts [runs] [pods] [node|controller]` (who attaches, e2e.ts
+ * AttachMode; node by default) runs the e2e section's MemorySink and SQLite
  * (FULL) variants side by side, alternating, and prints each run's p50 / p99 and the ratio
  * of the p99s with the 1-minute load average (the polling variant, 10 s a run, is left out),
  * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included.
  */
 import { loadavg } from 'node:os';
-import { runOnce } from './e2e.js';
+import { type AttachMode, runOnce } from './e2e.js';
 import { gc, quantile, scratchDir } from './util.js';
 
 const runs = Number(process.argv[2] ?? 3);
 const pods = Number(process.argv[3] ?? 1_000);
+const attachMode = (process.argv[4] ?? 'node') as AttachMode;
+if (attachMode !== 'node' && attachMode !== 'controller')
+  throw new Error(`attach mode ${attachMode}: say node or controller`);
 const dir = scratchDir('e2e-durable');
 // A short warm-up of each variant (JIT), not recorded.
-await runOnce('memory', 50, dir);
-await runOnce('sqlite', 50, dir);
+await runOnce('memory', 50, dir, undefined, attachMode);
+await runOnce('sqlite', 50, dir, undefined, attachMode);
 for (let run = 1; run <= runs; run++) {
   const p99: number[] = [];
   const parts: string[] = [];
   const commitMs: number[] = [];
   for (const variant of ['memory', 'sqlite'] as const) {
     gc();
-    const latencies = await runOnce(variant, pods, dir, (seconds) => commitMs.push(seconds * 1e3));
+    const onCommitted = (seconds: number) => commitMs.push(seconds * 1e3);
+    const latencies = await runOnce(variant, pods, dir, onCommitted, attachMode);
     p99.push(quantile(latencies, 0.99));
     parts.push(
       `${variant} p50 ${quantile(latencies, 0.5).toFixed(2)} / p99 ${quantile(latencies, 0.99).toFixed(2)} ms`,

@@ -20,11 +20,11 @@ import type { World } from '../../src/world/types.js';
 import { type EventSink, MemorySink } from '../../src/engine/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { type Clock, RealClock } from '../../src/clock.js';
-import { UniquePodName } from '../../src/ids.js';
+import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podWaitStatus } from '../../src/world/index.js';
-import { benchPlugins, podEvents } from './generate.js';
+import { benchPlugins, diskVolumeName, podEvents } from './generate.js';
 import { pollEvery } from './polling.js';
 import {
   type Figure,
@@ -52,11 +52,21 @@ const pollPeriodMs = 100;
  * One run of `variant`: each pod's latency (ms). `onCommitted` hears each commit's duration
  * (s) of the SQLite log (e2e-durable.ts prints them beside the latencies).
  */
+/**
+ * Who attaches: 'node', the engine itself (attach, then mount: two operations that touch
+ * the host); 'controller', the attach/detach controller, as the kubelet runs by default
+ * (the disks are in node.status.volumesAttached before the pods come, and the node's
+ * status report answers each pod's VolumesInUse at once; the engine verifies, which
+ * touches nothing, then mounts).
+ */
+export type AttachMode = 'node' | 'controller';
+
 export async function runOnce(
   variant: Variant,
   pods: number,
   dir: string,
   onCommitted?: (seconds: number) => void,
+  attachMode: AttachMode = 'node',
 ): Promise<number[]> {
   const clock = new RealClock();
   const journal: FakeCallRecord[] = [];
@@ -72,7 +82,7 @@ export async function runOnce(
   const engine = new Engine({
     core: kubeletCore,
     runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: false },
+    config: { node: 'node-1', controllerAttachDetach: attachMode === 'controller' },
     plugins: benchPlugins(clock, journal),
     clock,
     sink,
@@ -88,6 +98,7 @@ export async function runOnce(
     for (const event of events.slice(0, 2)) engine.append(event);
     podAdds.push(events[2]!);
   }
+  if (attachMode === 'controller') controllerAttached(engine, clock, pods);
   await sleepMs(pollPeriodMs * 2);
 
   const latencies = await podLatencies(engine, clock, podAdds, { gapMs, label: variant });
@@ -95,6 +106,38 @@ export async function runOnce(
   await engine.drainAndStop();
   sink.close();
   return latencies;
+}
+
+/**
+ * The controller's side, for AttachMode 'controller': every pod's disk listed attached in
+ * node.status.volumesAttached, and the node's status report made as soon as a pod is
+ * added, where the kubelet's status loop would make it within its period. The report
+ * names the disks not verified yet: a full list would put every disk's name in the log
+ * again for each pod, and being reported in use matters only before the verify.
+ */
+function controllerAttached(engine: Engine<World, Operation>, clock: Clock, pods: number): void {
+  const volumesAttached = Array.from({ length: pods }, (_, i) => ({
+    name: diskVolumeName(i),
+    devicePath: `/dev/fake-${i}`,
+  }));
+  engine.append({
+    type: 'NodeStatusObserved',
+    tsMs: clock.nowMs(),
+    node: 'node-1',
+    volumesAttached,
+  });
+  const unverified = new Set<string>();
+  engine.subscribe((event, world) => {
+    if (event.type !== 'PodUpserted') return;
+    unverified.add(diskVolumeName(Number((event.pod.metadata.uid ?? '').slice('p-'.length))));
+    for (const volume of unverified)
+      if (world.attachments.get(UniqueVolumeName(volume))?.value.startsWith('attached'))
+        unverified.delete(volume);
+    const volumes = [...unverified];
+    queueMicrotask(() => {
+      engine.append({ type: 'VolumesReportedInUse', tsMs: clock.nowMs(), volumes });
+    });
+  });
 }
 
 /** What podLatencies watches: each event as folded, and each pod as it is added. */

@@ -61,6 +61,11 @@ export function benchPlugins(clock: Clock, journal: FakeCallRecord[]): PluginMan
   return manager;
 }
 
+/** The UniqueVolumeName of pod `i`'s disk (podEvents), as the engine names it. */
+export function diskVolumeName(i: number, prefix = 'p'): string {
+  return `${diskPlugin}/disk-${prefix}-${i}`;
+}
+
 /** PV + bound PVC of disk `i`, and a pod using it and (unless scratch: false) an emptyDir. */
 export function podEvents(
   i: number,
