@@ -24,3 +24,21 @@ test('interning well-known strings leaves every value as it was', () => {
   assert.equal(internKnownStrings('ReadWriteOnce'), 'ReadWriteOnce');
   assert.equal(internKnownStrings(null), null);
 });
+
+test('PVs with the same access modes share one frozen list; other lists stay their own', () => {
+  const pv = (modes: unknown[]) =>
+    internKnownStrings(
+      JSON.parse(JSON.stringify({ kind: 'PersistentVolume', spec: { accessModes: modes } })) as {
+        spec: { accessModes: string[] };
+      },
+    );
+  const a = pv(['ReadWriteOnce']);
+  const b = pv(['ReadWriteOnce']);
+  assert.equal(a.spec.accessModes, b.spec.accessModes, 'one array for the two PVs');
+  assert.ok(Object.isFrozen(a.spec.accessModes));
+  assert.deepEqual(a.spec.accessModes, ['ReadWriteOnce']);
+  assert.notEqual(pv(['ReadWriteMany']).spec.accessModes, a.spec.accessModes);
+  const odd = pv(['ReadWriteOnce', 'NotAMode']);
+  assert.notEqual(odd.spec.accessModes, pv(['ReadWriteOnce', 'NotAMode']).spec.accessModes);
+  assert.ok(!Object.isFrozen(odd.spec.accessModes));
+});
