@@ -20,17 +20,24 @@ export function controllerPodOf(pod: Pod): Pod {
   const { name, namespace, uid } = pod.metadata;
   const { nodeName, serviceAccountName, volumes, containers, initContainers } = pod.spec;
   // Built field by field (no JSON round trip on the fold's path): absent fields stay absent.
-  return {
-    metadata: { name, ...definedOnly({ namespace, uid }) },
-    spec: definedOnly({
-      nodeName,
-      serviceAccountName,
-      volumes,
-      containers: containers?.map(volumeUsesOf),
-      initContainers: initContainers?.map(volumeUsesOf),
-    }),
-    ...(pod.status === undefined ? {} : { status: definedOnly({ phase: pod.status.phase }) }),
-  };
+  // A literal of its exact fields where it can: a spread or an object filled a field at a
+  // time keeps room for more, or its fields in a separate array (the metadata 80 → 48 bytes).
+  const metadata =
+    namespace !== undefined && uid !== undefined
+      ? { name, namespace, uid }
+      : { name, ...definedOnly({ namespace, uid }) };
+  const spec =
+    serviceAccountName === undefined && containers === undefined && initContainers === undefined
+      ? definedOnly({ nodeName, volumes })
+      : definedOnly({
+          nodeName,
+          serviceAccountName,
+          volumes,
+          containers: containers?.map(volumeUsesOf),
+          initContainers: initContainers?.map(volumeUsesOf),
+        });
+  if (pod.status === undefined) return { metadata, spec };
+  return { metadata, spec, status: definedOnly({ phase: pod.status.phase }) };
 }
 
 /** A container's volume mounts and devices, by name only. */
@@ -41,10 +48,14 @@ function volumeUsesOf(c: Container): Container {
   });
 }
 
-/** The record without its undefined fields. */
+/**
+ * The record without its undefined fields: `record` itself when none is (a literal holds its
+ * fields in itself, exactly as many), else a copy filled a field at a time.
+ */
 function definedOnly<T extends object>(record: T): T {
+  const keys = Object.keys(record) as (keyof T)[];
+  if (keys.every((key) => record[key] !== undefined)) return record;
   const out: Partial<T> = {};
-  for (const key of Object.keys(record) as (keyof T)[])
-    if (record[key] !== undefined) out[key] = record[key];
+  for (const key of keys) if (record[key] !== undefined) out[key] = record[key];
   return out as T;
 }
