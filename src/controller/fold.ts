@@ -204,11 +204,8 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const previous = world.pods.get(uid);
   removePodFromDsw(world, uid);
   if (previous !== undefined) index(world, previous, false);
-  const resolution = resolvePod(pod, {
-    objects: world.objects,
-    plugins: world.plugins,
-    bindings: world.bindings,
-  });
+  const { objects, plugins, bindings } = world;
+  const resolution = resolvePod(pod, { objects, plugins, bindings });
   const nodeName = pod.spec.nodeName ?? '';
   // Indexed under its node too: a node that becomes managed resolves its pods again.
   // `concat`: an array of its length (a spread's keeps room for 17 more, 136 bytes).
@@ -539,7 +536,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldEngineStarted(world, event);
       break;
     case 'PodUpserted':
-      upsertPod(world, controllerPodOf(event.pod), event.seq as Seq);
+      upsertPod(world, controllerPodOf(event.pod, world.objects), event.seq as Seq);
       break;
     case 'PodRemoved':
       removePod(world, UniquePodName(event.uid));
