@@ -101,7 +101,7 @@ export class ClusterAgent {
       say: (line) => this.say(line),
     });
     for (const [uid, record] of this.vm.world.pods)
-      this.pods.know(opts.keys.podOf(record.pod), uid);
+      this.pods.know(opts.keys.podOf(record.pod), uid, record.pod.metadata.name);
   }
 
   private say(line: string): void {

@@ -140,7 +140,8 @@ export class ControllerInputs {
       },
       loose,
     );
-    for (const [uid, record] of cm.world.pods) this.pods.know(keys.podOf(record.pod), uid);
+    for (const [uid, { pod }] of cm.world.pods)
+      this.pods.know(keys.podOf(pod), uid, pod.metadata.name);
   }
 
   /**

@@ -17,8 +17,23 @@ export interface PodTarget {
   say(line: string): void;
 }
 
+/**
+ * A pod key split at its last `/`: the folder (`…pods/node/namespace`, one string for all
+ * the pods of a node and namespace) and the name.
+ */
+function splitKey(key: string): { folder: string; name: string } {
+  const at = key.lastIndexOf('/');
+  return { folder: key.slice(0, at), name: key.slice(at + 1) };
+}
+
 export class PodsByKey {
-  private readonly uids = new Map<string, string>();
+  /**
+   * The UIDs by key, as folder → name → UID: a map of whole keys held a copy of each key
+   * (56 bytes for a 10-character name) in an entry of one large map, where each folder's
+   * string is held once and each name is the pod's own (`name` of `know`, the decoded
+   * pod's): 125 → 72 bytes a pod (test/cluster/pods-by-key.unit.test.ts).
+   */
+  private readonly uids = new Map<string, Map<string, string>>();
 
   /** `decode`: how pods are decoded (the controller's inputs compact only those they keep). */
   constructor(
@@ -26,13 +41,9 @@ export class PodsByKey {
     private readonly decode: DecodeOptions = {},
   ) {}
 
-  /**
-   * A pod the manager already knows (from its log) under `key`. Kept flat (src/world/flat.ts):
-   * a key built from the pod's node, namespace and name is a tree of its parts, and a map
-   * keeps the first key of an entry (291 → 98 bytes a pod with its entry, measured).
-   */
-  know(key: string, uid: string): void {
-    this.uids.set(flat(key), uid);
+  /** A pod the manager already knows (from its log) under `key`; `name` is its pod's name. */
+  know(key: string, uid: string, name: string): void {
+    this.set(key, name, uid);
   }
 
   /** The informer's handlers for the pods' prefix. */
@@ -44,12 +55,25 @@ export class PodsByKey {
     };
   }
 
+  /** How many keys it holds a UID for (for tests). */
+  get size(): number {
+    let count = 0;
+    for (const names of this.uids.values()) count += names.size;
+    return count;
+  }
+
   private async reset(kvs: readonly KeyValue[]): Promise<void> {
     const listed = new Set<string>();
     await eachInTurns(kvs, (kv) => {
       if (this.put(kv)) listed.add(kv.key.toString());
     });
-    for (const key of [...this.uids.keys()]) if (!listed.has(key)) this.delete(key);
+    const gone: string[] = [];
+    for (const [folder, names] of this.uids)
+      for (const name of names.keys()) {
+        const key = `${folder}/${name}`;
+        if (!listed.has(key)) gone.push(key);
+      }
+    for (const key of gone) this.delete(key);
   }
 
   private put(kv: KeyValue): boolean {
@@ -60,17 +84,37 @@ export class PodsByKey {
     }
     const key = kv.key.toString();
     const uid = decoded.value.metadata.uid!;
-    const previous = this.uids.get(key);
+    const previous = this.get(key);
     if (previous !== undefined && previous !== uid) this.delete(key);
-    this.uids.set(key, uid);
+    this.set(key, decoded.value.metadata.name, uid);
     this.target.add(decoded.value);
     return true;
   }
 
   private delete(key: string): void {
-    const uid = this.uids.get(key);
-    if (uid === undefined) return;
-    this.uids.delete(key);
+    const { folder, name } = splitKey(key);
+    const names = this.uids.get(folder);
+    const uid = names?.get(name);
+    if (names === undefined || uid === undefined) return;
+    names.delete(name);
+    if (names.size === 0) this.uids.delete(folder);
     this.target.remove(uid);
+  }
+
+  private get(key: string): string | undefined {
+    const { folder, name } = splitKey(key);
+    return this.uids.get(folder)?.get(name);
+  }
+
+  /**
+   * Holds `uid` under `key`, by the pod's own name string when the key ends with it (a
+   * slice of the key would hold the whole key), and its folder flat (src/world/flat.ts).
+   */
+  private set(key: string, podName: string, uid: string): void {
+    const split = splitKey(key);
+    const name = split.name === podName ? podName : split.name;
+    let names = this.uids.get(split.folder);
+    if (names === undefined) this.uids.set(flat(split.folder), (names = new Map()));
+    names.set(name, uid);
   }
 }
