@@ -22,6 +22,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { writeHeapSnapshot } from 'node:v8';
 import pino from 'pino';
 import type { Etcd3 } from 'etcd3';
 import { connect } from '../../src/cluster/client.js';
@@ -560,7 +561,8 @@ export async function scaleFigures(
 /**
  * Where the controller's heap goes, a pod (BENCH_HEAP_PARTS=1, at the end of the scale
  * rows): each map of its world emptied in turn, a full collection after each. A value two
- * maps share is counted with the last of them to go.
+ * maps share is counted with the last of them to go. BENCH_HEAP_SNAPSHOT=file writes a heap
+ * snapshot before the first map goes.
  */
 function heapParts(world: ControllerWorld, pods: number, heapBefore: number): void {
   const parts = ['pods', 'objects', 'podsByObject', 'dsw', 'attachments', 'nodesByVolume'];
@@ -569,6 +571,9 @@ function heapParts(world: ControllerWorld, pods: number, heapBefore: number): vo
   let last = heapUsedAfterGc();
   const perPod = (bytes: number) => Math.round(bytes / pods).toLocaleString('en-US');
   progress(`  heap a pod: ${perPod(last - heapBefore)} B`);
+  // BENCH_HEAP_SNAPSHOT=file: the whole heap as it is here, for DevTools or a script to read.
+  const snapshotFile = process.env.BENCH_HEAP_SNAPSHOT;
+  if (snapshotFile !== undefined && snapshotFile !== '') writeHeapSnapshot(snapshotFile);
   for (const part of parts) {
     maps[part] = new Map();
     const now = heapUsedAfterGc();
