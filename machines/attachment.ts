@@ -21,7 +21,7 @@ export interface AttachmentContext {
   /** NodeExpand answered FailedPrecondition: no more expansion here (spec §4.13). */
   inUseExpansionError: boolean;
   /** Where an attach/detach call started from, so a failure that changed nothing returns there. */
-  callFrom: 'detached' | 'attached' | 'attachUncertain' | null;
+  callFrom: 'detached' | 'attached' | 'attachUncertain' | 'attachDeviceUncertain' | null;
   /** Where a device mount started from, for the same reason (spec §4.8 markDeviceErrorState). */
   deviceFrom: 'deviceUnmounted' | 'deviceUncertain' | null;
 }
@@ -52,7 +52,12 @@ export type AttachmentEvent =
   /** A host check found nothing attached: an uncertain attachment is settled as detached. */
   | { type: 'OBSERVED_DETACHED' }
   /** A host check found the device not mounted: an uncertain device mount is settled. */
-  | { type: 'OBSERVED_DEVICE_UNMOUNTED' };
+  | { type: 'OBSERVED_DEVICE_UNMOUNTED' }
+  /**
+   * The restart found a mount intent open while the attach's answer was lost: a mount may
+   * have run, so the device may be mounted too (docs/reliability.md, "Durable points").
+   */
+  | { type: 'DEVICE_MAY_EXIST' };
 
 export const attachmentInitialContext: AttachmentContext = {
   devicePath: '',
@@ -72,6 +77,7 @@ export const attachmentMachine = setup({
     failedUncertain: ({ event }) =>
       (event.type === 'ATTACH_FAIL' || event.type === 'DETACH_FAIL') && event.uncertain,
     startedFromUncertain: ({ context }) => context.callFrom === 'attachUncertain',
+    startedFromDeviceUncertain: ({ context }) => context.callFrom === 'attachDeviceUncertain',
     startedFromAttached: ({ context }) => context.callFrom === 'attached',
     deviceFailUncertain: ({ event }) =>
       event.type === 'MOUNT_DEVICE_FAIL' && event.errorKind === 'uncertain',
@@ -83,6 +89,7 @@ export const attachmentMachine = setup({
     fromDetached: assign({ callFrom: 'detached' }),
     fromAttached: assign({ callFrom: 'attached' }),
     fromAttachUncertain: assign({ callFrom: 'attachUncertain' }),
+    fromAttachDeviceUncertain: assign({ callFrom: 'attachDeviceUncertain' }),
     clearFrom: assign({ callFrom: null }),
     setDevicePath: assign(({ event }) =>
       event.type === 'ATTACH_OK' || event.type === 'VERIFY_OK'
@@ -132,13 +139,33 @@ export const attachmentMachine = setup({
     // spec §4.3 AttachVolume: the plugin's Attach call is in flight.
     attaching: {
       on: {
-        ATTACH_OK: { target: 'attached', actions: 'setDevicePath' },
+        ATTACH_OK: [
+          // Attached again, but the device a lost mount may have mounted is still uncertain.
+          {
+            guard: 'startedFromDeviceUncertain',
+            target: '#attachment.attached.deviceUncertain',
+            actions: 'setDevicePath',
+          },
+          { target: 'attached', actions: 'setDevicePath' },
+        ],
         ATTACH_FAIL: [
+          {
+            guard: 'startedFromDeviceUncertain',
+            target: 'attachDeviceUncertain',
+            actions: 'clearFrom',
+          },
           { guard: 'failedUncertain', target: 'attachUncertain', actions: 'clearFrom' },
           { guard: 'startedFromUncertain', target: 'attachUncertain', actions: 'clearFrom' },
           { target: 'detached', actions: 'clearFrom' },
         ],
-        CRASH: { target: 'attachUncertain', actions: 'clearFrom' },
+        CRASH: [
+          {
+            guard: 'startedFromDeviceUncertain',
+            target: 'attachDeviceUncertain',
+            actions: 'clearFrom',
+          },
+          { target: 'attachUncertain', actions: 'clearFrom' },
+        ],
       },
     },
     // The attach or detach may have taken effect: retried while desired, detached when not.
@@ -149,6 +176,18 @@ export const attachmentMachine = setup({
         DETACH_START: { target: 'detaching', actions: 'fromAttachUncertain' },
         FORGET: { target: 'detached' },
         OBSERVED_DETACHED: { target: 'detached' },
+        DEVICE_MAY_EXIST: { target: 'attachDeviceUncertain' },
+      },
+    },
+    // The attach may have taken effect and an intended mount may have mounted the device
+    // (a crash lost their answers): attached again while desired, the device then
+    // uncertain; unmounted first when not, never detached under it.
+    attachDeviceUncertain: {
+      on: {
+        ATTACH_START: { target: 'attaching', actions: 'fromAttachDeviceUncertain' },
+        UNMOUNT_DEVICE_START: { target: '#attachment.attached.deviceUnmounting' },
+        OBSERVED_DETACHED: { target: 'detached' },
+        OBSERVED_DEVICE_UNMOUNTED: { target: 'attachUncertain' },
       },
     },
     attached: {

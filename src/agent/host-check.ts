@@ -25,7 +25,7 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
       entry.attached = await isAttached(record.spec).catch(() => true);
     }
     const isDeviceMounted = plugin.deviceMounter?.isDeviceMounted;
-    if (/device(Uncertain|Mounting|Unmounting)/.test(state) && isDeviceMounted !== undefined) {
+    if (/[dD]evice(Uncertain|Mounting|Unmounting)/.test(state) && isDeviceMounted !== undefined) {
       const path =
         record.context.deviceMountPath || plugin.deviceMounter!.deviceMountPath(record.spec);
       entry.deviceMounted = await isDeviceMounted(record.spec, path).catch(() => true);

@@ -52,7 +52,7 @@ function committerSink(committer: GroupCommitter<VoleEvent>): EventSink {
     flush: () => committer.flush(),
     afterTick: () => {},
     close: () => void committer.close(),
-    whenDurable: () => committer.whenDurable(),
+    whenDurable: (throughSeq) => committer.whenDurable(throughSeq),
     get writable() {
       return committer.writable;
     },

@@ -71,6 +71,8 @@ export const kubeletCore: Core<World, Operation> = {
           ...world,
           objects,
           ...volumeTable(world.volumes),
+          // Snapshots from before mount intents existed hold none.
+          mountIntents: world.mountIntents ?? new Map(),
           // Snapshots from before operator requests existed hold none.
           operator: world.operator ?? { pending: new Map(), holds: new Map() },
           // Snapshots from before provisioning existed hold none of its state.

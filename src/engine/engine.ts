@@ -36,7 +36,7 @@ export interface RunnerHost<W> {
    * Makes every appended event durable (one transaction): undefined when they are, or a
    * promise that resolves once they are (the log is blocked, e.g. its disk is full).
    */
-  flush(): Promise<void> | undefined;
+  flush(throughSeq?: Seq): Promise<void> | undefined;
   /** False once this engine stopped: a late answer of a cut-off call is dropped. */
   alive(): boolean;
   /** Aborted when the engine stops: calls still running are cut off. */
@@ -62,13 +62,19 @@ export interface EngineOptions<W extends CoreWorld, O extends CoreOperation> {
    * incremental plan (a self-check for simulations and tests; O(world) per tick).
    */
   readonly checkIncrementalPlan?: boolean;
+  /**
+   * false: no mount intents (docs/reliability.md, "Durable points"), as in `vole simulate`,
+   * whose restart reads back every event. By default an executor that waits for the log
+   * before an operation's first call only, on a log whose commits it waits for, uses them.
+   */
+  readonly mountIntents?: false;
   /** Called after a flush when snapshotEveryEvents events have passed since the last one. */
   readonly snapshot?: { everyEvents: number; save: (world: W) => void; lastSeq: number };
 }
 
 /** The executor's flush: durable now (undefined), or a promise while the log is blocked. */
-function durable(sink: EventSink): Promise<void> | undefined {
-  if (sink.whenDurable !== undefined) return sink.whenDurable();
+function durable(sink: EventSink, throughSeq?: Seq): Promise<void> | undefined {
+  if (sink.whenDurable !== undefined) return sink.whenDurable(throughSeq);
   sink.flush();
   return undefined;
 }
@@ -99,7 +105,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
       logger: opts.logger.child({ component: 'executor' }),
       world: () => this.world,
       append: (event) => this.append(event),
-      flush: () => durable(opts.sink),
+      flush: (throughSeq) => durable(opts.sink, throughSeq),
       alive: () => this.running,
       signal: this.stopped.signal,
       callTimeoutMs: (call) => this.callTimeoutMs(call),
@@ -119,6 +125,16 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
 
   get inFlightCount(): number {
     return this.executor.inFlightCount;
+  }
+
+  /** Whether attaches name the pods whose mounts then need no commit (EngineOptions.mountIntents). */
+  private mountIntents(): boolean {
+    const { opts } = this;
+    return (
+      opts.mountIntents !== false &&
+      this.executor.durableCalls === 'first' &&
+      opts.sink.whenDurable !== undefined
+    );
   }
 
   /** True when nothing is left to plan now (operations may still wait on timers). */
@@ -153,6 +169,7 @@ export class Engine<W extends CoreWorld, O extends CoreOperation> {
           }),
       plugins: this.opts.plugins.catalog(),
       ...(this.executor.durableCalls === 'first' ? { durableCalls: 'first' } : {}),
+      ...(this.mountIntents() ? { mountIntents: true } : {}),
       ...(kubelet?.allocatable === undefined ? {} : { allocatable: kubelet.allocatable }),
       version: engineVersion,
       mode: this.core.mode,

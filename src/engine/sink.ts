@@ -33,10 +33,11 @@ export interface EventSink {
   close(): void;
   /**
    * For a log that can be blocked (disk full): undefined when every pushed event is durable
-   * (after a flush), else a promise that resolves once they are. Without it, flush() is
-   * taken to make them durable or throw.
+   * (after a flush), else a promise that resolves once they are. With `throughSeq`, only
+   * the events up to that seq need be durable (a mount its pod's intent covers). Without
+   * it, flush() is taken to make them durable or throw.
    */
-  whenDurable?(): Promise<void> | undefined;
+  whenDurable?(throughSeq?: number): Promise<void> | undefined;
   /** False while the log cannot be written: the engine starts no operation meanwhile. */
   readonly writable?: boolean;
   /** Called each time a blocked log is written again. */

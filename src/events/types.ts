@@ -211,13 +211,12 @@ export const eventSchemas = {
     csiDriverObjects: z.boolean().optional(),
     plugins: z.array(pluginCaps),
     /**
-     * 'first': this engine's operations wait for the log before their first call only, so a
-     * later step may have run with its CallStarted lost in a crash; the next EngineStarted
-     * makes every step of a cut-off operation not started in the log uncertain too
-     * (docs/reliability.md, "Durable points"). Absent: every CallStarted was durable before
-     * its call (older logs, the controller).
+     * 'first': operations wait for the log before their first call only, so the next
+     * EngineStarted makes every step of a cut-off operation not started in the log uncertain
+     * (docs/reliability.md, "Durable points"). Absent: every CallStarted was durable first.
      */
     durableCalls: z.literal('first').optional(),
+    mountIntents: z.boolean().optional(), // attaches name the pods to mount: mount-intents.ts
     /** The node's allocatable resources (downwardAPI resourceFieldRef); absent: unknown. */
     allocatable: nodeAllocatable.optional(),
     version: z.string(),
@@ -403,6 +402,7 @@ export const eventSchemas = {
      * that driver is detached.
      */
     refused: z.string().optional(),
+    mountsIntended: z.array(z.string().min(1)).optional(), // attach: src/world/mount-intents.ts
     /** provision: the CreateVolume request and the PV to record. */
     provision: provisionRequest.optional(),
     /** deleteVolume / controllerExpand: the PersistentVolume acted on. */

@@ -135,7 +135,11 @@ export async function runCall<
   // before the host is touched: while the log is blocked (disk full), the call waits for it.
   const first = ctx.callsStarted++ === 0;
   const touchesHost = opts.local !== true;
-  const durable = touchesHost && (first || ctx.durableCalls === 'every') ? host.flush() : undefined;
+  // A mount its pod's intent covers waits only for the attach that named the pod.
+  const durable =
+    touchesHost && (first || ctx.durableCalls === 'every')
+      ? host.flush(first ? runningOp(ctx).coveredBy : undefined)
+      : undefined;
   if (durable !== undefined) {
     await durable;
     if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);

@@ -217,8 +217,10 @@ export class GroupCommitter<E extends EventEnvelope> {
    * once they are: after the commit queued as a microtask, which every wait of this turn
    * shares, or after the retry while the log is blocked.
    */
-  whenDurable(): Promise<void> | undefined {
-    const waiting = this.waiters.pending(this.durable + this.buffer.length, this.durable);
+  whenDurable(throughSeq?: number): Promise<void> | undefined {
+    const head = this.durable + this.buffer.length;
+    const seq = throughSeq === undefined ? head : Math.min(throughSeq, head);
+    const waiting = this.waiters.pending(seq, this.durable);
     if (waiting !== undefined && !this.commitQueued && this.writable) {
       this.commitQueued = true;
       queueMicrotask(() => {

@@ -4,7 +4,7 @@
  * durable head reaches it, or with the log's failure; after a failure every wait fails.
  */
 export class SeqWaiters {
-  /** In the order added; each waits for the head at the time, so their seqs never decrease. */
+  /** In the order of their seqs (a wait for an earlier seq than the head goes before later ones). */
   private waiting: { seq: number; resolve: () => void; reject: (error: Error) => void }[] = [];
   private failed: Error | null = null;
 
@@ -20,7 +20,11 @@ export class SeqWaiters {
   pending(seq: number, durableSeq: number): Promise<void> | undefined {
     if (this.failed !== null) return Promise.reject(this.failed);
     if (durableSeq >= seq) return undefined;
-    return new Promise((resolve, reject) => this.waiting.push({ seq, resolve, reject }));
+    return new Promise((resolve, reject) => {
+      let at = this.waiting.length;
+      while (at > 0 && this.waiting[at - 1]!.seq > seq) at--;
+      this.waiting.splice(at, 0, { seq, resolve, reject });
+    });
   }
 
   /** The durable head moved to `durableSeq`: every wait at or below it ends. */

@@ -37,7 +37,7 @@ function runningOperation(book: OperationBook, opId: string, seq: number): Runni
 export function startOperation(
   book: OperationBook,
   event: EventOf<'OperationStarted'>,
-  op: Pick<RunningOp, 'volume' | 'pod' | 'node' | 'spec' | 'steps'>,
+  op: Pick<RunningOp, 'volume' | 'pod' | 'node' | 'spec' | 'steps' | 'coveredBy'>,
 ): RunningOp {
   const records = book.ops.get(op.volume) ?? [];
   const verdict = mayRun(records, event.key, event.op, event.tsMs);
@@ -68,6 +68,7 @@ export function startOperation(
     lastError: null,
     steps: op.steps,
     callsStarted: 0,
+    ...(op.coveredBy === undefined ? {} : { coveredBy: op.coveredBy }),
   };
   book.running.set(opId, running);
   return running;

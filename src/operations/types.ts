@@ -59,6 +59,12 @@ export interface RunningOp {
   readonly steps?: readonly OperationStep[] | undefined;
   /** CallStarted events folded for the operation (with `steps`). */
   callsStarted?: number;
+  /**
+   * A mount the pod's mount intent covers: the seq of the attach's OperationStarted that
+   * named the pod. Its first call waits only for that seq, not for its own OperationStarted,
+   * so a crash may have lost any of its CallStarted events (docs/reliability.md).
+   */
+  readonly coveredBy?: Seq;
   lastError: CallError | null;
 }
 

@@ -39,6 +39,8 @@ export type VolumeOperation = OperationBase & {
   readonly expansion?: Expansion;
   /** attach: the planner's refusal to call the plugin, and why (max_volumes_per_node). */
   readonly refused?: string;
+  /** attach: the pods whose mounts it intends (OperationStarted's mountsIntended). */
+  readonly mountsIntended?: readonly UniquePodName[];
 };
 
 export interface Expansion {
@@ -118,6 +120,9 @@ export function kubeletDecision(op: Operation): Decision {
     ...(op.op === 'mount' ? { remount: op.remount } : {}),
     ...('steps' in op ? { steps: [...op.steps] } : {}),
     ...('refused' in op && op.refused !== undefined ? { refused: op.refused } : {}),
+    ...('mountsIntended' in op && op.mountsIntended !== undefined
+      ? { mountsIntended: [...op.mountsIntended] }
+      : {}),
     ...(op.op === 'provision' ? { provision: op.provision } : {}),
     ...('pv' in op ? { pv: op.pv } : {}),
     ...(op.op === 'controllerExpand' ? { sizeBytes: op.sizeBytes } : {}),

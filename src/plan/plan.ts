@@ -14,7 +14,7 @@ import { planBindings } from '../binding/decide.js';
 import { planStorage, storageWaits } from './provision.js';
 import { claimInUse } from '../world/provisioning.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
+import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
   attachmentName,
   detachHeld,
@@ -124,6 +124,18 @@ function volumeLimitRefusal(
   );
 }
 
+/**
+ * The pods wanting `volume` that are not mounted yet: the attach's mount intent names them,
+ * so their mounts need no commit of their own (docs/reliability.md, "Durable points").
+ */
+function podsToMount(world: World, volume: DswVolume): UniquePodName[] {
+  const mounts = world.mounts.get(volume.volume);
+  const pods: UniquePodName[] = [];
+  for (const { pod } of podEntries(volume.pods))
+    if (podEntry(mounts, pod)?.value !== 'mounted') pods.push(pod);
+  return pods;
+}
+
 /** spec §3.5 waitForVolumeAttach. */
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
@@ -142,6 +154,7 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
   if (!controllerAttachDetach) {
     const opKey = attachKey(volume.volume, node, entry.resolved.multiAttachAllowed);
     const refused = volumeLimitRefusal(world, volume.volume, entry.resolved.pluginName);
+    const mountsIntended = world.config.mountIntents === true ? podsToMount(world, volume) : [];
     claims.tryRun({
       op: 'attach',
       volume: volume.volume,
@@ -149,6 +162,7 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
       key: opKey,
       cause,
       ...(refused === undefined ? {} : { refused }),
+      ...(mountsIntended.length === 0 ? {} : { mountsIntended }),
     });
     return;
   }
@@ -287,7 +301,12 @@ function planUnmountDeviceOrDetach(
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume);
   const value = attachment.value;
-  if (value === 'attached.deviceMounted' || value === 'attached.deviceUncertain') {
+  // attachDeviceUncertain: the device may be mounted (a lost intended mount): unmount first.
+  if (
+    value === 'attached.deviceMounted' ||
+    value === 'attached.deviceUncertain' ||
+    value === 'attachDeviceUncertain'
+  ) {
     const block = attachment.spec.volumeMode === 'Block';
     const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
     claims.tryRun({ op: 'unmountDevice', volume, node, key: key(volume), cause, steps });

@@ -108,6 +108,9 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
       sink: this.log.sink,
       logger: this.opts.logger ?? pino({ level: 'silent' }),
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
+      // A restart here reads back every event: no mount can have run unlogged, and the
+      // pairs stay as SCENARIOS.md says (a crash mid-attach leaves it attachUncertain).
+      mountIntents: false,
       core: this.mode.core,
       runner: (host) => this.mode.runner(host),
       ...(world === undefined ? {} : { world }),

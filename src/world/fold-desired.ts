@@ -346,6 +346,7 @@ export function foldPodRemoved(world: World, event: EventOf<'PodRemoved'>): void
   indexReferences(world.podsByObject, uid, record.namespace, podReferences(record), false);
   releaseList(world, record.expectedVolumes);
   world.pods.delete(uid);
+  world.mountIntents.delete(uid);
   podUsersChanged(world);
 }
 

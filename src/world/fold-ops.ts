@@ -14,6 +14,7 @@ import { podEntries, podEntry } from './by-pod.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import type { World } from './types.js';
+import { mountCoveredBy, recordMountIntents } from './mount-intents.js';
 import type { RunningOp } from '../operations/types.js';
 
 /** The desired spec of an operation's volume: the pod's entry, else any desiring pod's. */
@@ -48,15 +49,21 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
   const pod = event.pod === undefined ? null : canonicalPod(world, event.pod);
   // Only the first call waited for the log: a crash may have cut off any later step.
   const { steps } = event;
+  const coveredBy = event.op === 'mount' ? mountCoveredBy(world, volume, pod) : undefined;
+  // A covered mount waited for no commit of its own: its first call may be lost too.
   const laterCallsMayBeLost =
-    world.config.durableCalls === 'first' && steps !== undefined && steps.length > 1;
+    world.config.durableCalls === 'first' &&
+    steps !== undefined &&
+    (steps.length > 1 || (coveredBy !== undefined && steps.length > 0));
   startOperation(world, event, {
     volume,
     pod,
     spec: desiredSpec(world, volume, pod),
     node: event.node === undefined ? null : NodeName(event.node),
     steps: laterCallsMayBeLost ? steps : undefined,
+    ...(coveredBy === undefined ? {} : { coveredBy }),
   });
+  recordMountIntents(world, event);
   if (event.provision !== undefined) provisionStarted(world.provisioning, volume, event.provision);
   touch(world, volume);
 }
@@ -135,8 +142,10 @@ export function foldOperationFinished(world: World, event: EventOf<'OperationFin
  */
 function startUnloggedSteps(world: World, op: RunningOp, tsMs: number): void {
   const started = op.callsStarted ?? 0;
-  // A failed call (in the log) ended the operation: nothing ran after it.
-  if (op.steps === undefined || started === 0 || op.spec === null || op.lastError !== null) return;
+  // A failed call (in the log) ended the operation: nothing ran after it. No call in the
+  // log: the first never ran, unless a mount intent covered it (it waited for no commit).
+  const firstRan = started > 0 || op.coveredBy !== undefined;
+  if (op.steps === undefined || !firstRan || op.spec === null || op.lastError !== null) return;
   for (const step of op.steps.slice(started)) {
     const call = stepCalls[step];
     const event = { type: 'CallStarted', seq: world.seq, tsMs, opId: op.opId, call } as const;

@@ -31,6 +31,7 @@ import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';
 import { podEntry } from './by-pod.js';
 import { volumeTable } from './volumes.js';
+import { cutOffMountIntents } from './mount-intents.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */
 export function initialWorld(): World {
@@ -55,6 +56,7 @@ export function initialWorld(): World {
     ops: new Map(),
     running: new Map(),
     volumesAttached: new Map(),
+    mountIntents: new Map(),
     maybeGone: [],
     takenVolumes: undefined,
     oneNameLists: new Map(),
@@ -77,6 +79,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
   if (node === undefined || controllerAttachDetach === undefined)
     fail(`EngineStarted (seq ${event.seq}) of a kubelet's log names no node: not a kubelet's log`);
   cutOffRunningOperations(world, event.tsMs);
+  cutOffMountIntents(world);
   world.config = {
     node: NodeName(node),
     controllerAttachDetach,
@@ -84,6 +87,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     ...(event.allocatable === undefined ? {} : { allocatable: event.allocatable }),
     ...(event.tokenRequests === true ? { tokenRequests: true } : {}),
     ...(event.durableCalls === 'first' ? { durableCalls: 'first' as const } : {}),
+    ...(event.mountIntents === true ? { mountIntents: true } : {}),
     ...(event.csiDriverObjects === true ? { csiDriverObjects: true } : {}),
   };
   const plugins = new Map(event.plugins.map((p) => [p.name, p]));

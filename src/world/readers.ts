@@ -31,6 +31,13 @@ export function persistentVolume(world: World, name: string): PersistentVolume |
   return pv?.kind === 'PersistentVolume' ? pv : undefined;
 }
 
+/** The attachment states that mean "may exist" (an attach or a device mount uncertain). */
+const uncertainAttachments: ReadonlySet<string> = new Set([
+  'attachUncertain',
+  'attachDeviceUncertain',
+  'attached.deviceUncertain',
+]);
+
 /** volume_manager_total_volumes: one per (volume, pod) to mount, and per mounted one. */
 export function gauges(world: World): CoreGauges {
   const desired: ResolvedVolume[] = [];
@@ -44,8 +51,7 @@ export function gauges(world: World): CoreGauges {
       if (m.value === 'mounted') actual.push(m.spec);
       if (m.value === 'mountUncertain') mount++;
     }
-  for (const a of world.attachments.values())
-    if (a.value === 'attachUncertain' || a.value === 'attached.deviceUncertain') attachment++;
+  for (const a of world.attachments.values()) if (uncertainAttachments.has(a.value)) attachment++;
   const uncertain = new Map([
     ['attachment', attachment],
     ['mount', mount],

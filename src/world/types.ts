@@ -157,6 +157,8 @@ export interface WorldConfig {
   readonly tokenRequests?: boolean;
   /** 'first': operations waited for the log before their first call only (EngineStarted). */
   readonly durableCalls?: 'first';
+  /** true: attaches name the pods whose mounts need no commit of their own (mount-intents.ts). */
+  readonly mountIntents?: boolean;
   /** true: CSIDriver objects' attachRequired decides CSI attachability (Kubernetes mode). */
   readonly csiDriverObjects?: boolean;
 }
@@ -203,6 +205,13 @@ export interface World extends OperationBook, DesiredIntake {
   causes: VolumeView<Seq> & VolumeCauses;
   /** node.status.volumesAttached of this node (controller mode handshake). */
   volumesAttached: Map<UniqueVolumeName, string>;
+  /**
+   * Mount intents (docs/reliability.md, "Durable points"): pod → the seq of the attach's
+   * OperationStarted that named it in mountsIntended. While the pod is here, its mounts
+   * need no commit of their own, and the next EngineStarted takes each of its volumes not
+   * known mounted as maybe mounted. Dropped with the pod and at each EngineStarted.
+   */
+  mountIntents: Map<UniquePodName, Seq>;
   /** Operator requests (vole detach / release / retry) the planner decides and carries out. */
   operator: OperatorState;
   /**

@@ -1,9 +1,9 @@
 /**
  * docs/reliability.md "Durable points": how many commits (fsyncs) a pod waits for on its
- * way to ready, on a SQLite log at durability full. A pod with a disk and an emptyDir:
- * two when the node attaches (the attach's OperationStarted, then the mount's: both touch
- * the host); one when the controller attaches (the verify touches nothing and waits for
- * no commit, so the mount's OperationStarted is the first and only one).
+ * way to ready, on a SQLite log at durability full. A pod with a disk and an emptyDir waits
+ * for one: when the node attaches, the attach's OperationStarted (its mount intent names
+ * the pod, so the mounts wait for no commit of their own); when the controller attaches,
+ * the mounts' OperationStarted (the verifies touch nothing and wait for no commit).
  */
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -68,8 +68,8 @@ async function commitsToReady(attachMode: 'node' | 'controller'): Promise<number
   return perPod;
 }
 
-test('durable points: a pod waits for two commits when the node attaches', async () => {
-  assert.deepEqual(await commitsToReady('node'), [2, 2, 2]);
+test('durable points: a pod waits for one commit when the node attaches (its mounts are intended)', async () => {
+  assert.deepEqual(await commitsToReady('node'), [1, 1, 1]);
 });
 
 test('durable points: a pod waits for one commit when the controller attaches (verify waits for none)', async () => {

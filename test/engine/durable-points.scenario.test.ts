@@ -58,9 +58,17 @@ function mayHave(world: World, call: FakeCallRecord): boolean {
   const attachment = world.attachments.get(volume)?.value;
   switch (call.call) {
     case 'attach':
-      return attachment === 'attachUncertain' || (attachment?.startsWith('attached') ?? false);
+      return (
+        attachment === 'attachUncertain' ||
+        attachment === 'attachDeviceUncertain' ||
+        (attachment?.startsWith('attached') ?? false)
+      );
     case 'mountDevice':
-      return attachment === 'attached.deviceMounted' || attachment === 'attached.deviceUncertain';
+      return (
+        attachment === 'attached.deviceMounted' ||
+        attachment === 'attached.deviceUncertain' ||
+        attachment === 'attachDeviceUncertain'
+      );
     case 'setUp': {
       const mount = podEntry(world.mounts.get(volume), UniquePodName(call.pod ?? ''))?.value;
       return mount === 'mounted' || mount === 'mountUncertain';
@@ -102,6 +110,7 @@ const kills: [string, AttachMode][] = [
   ['attach', 'node'],
   ['mountDevice', 'node'],
   ['setUp', 'node'],
+  ['setUp-emptyDir', 'node'],
   ['ready', 'node'],
   ['mountDevice', 'controller'],
   ['setUp', 'controller'],
@@ -116,13 +125,18 @@ for (const [killAt, attachMode] of kills) {
     const journal: FakeCallRecord[] = [];
     const { engine, logged, clock } = restartEngine(db, journal, attachMode);
     for (const call of host) {
+      // A pod's call: its own operation's OperationStarted, or an attach's naming the pod
+      // in its mount intent (mountsIntended), durable before the call.
       const started = logged.some(
         (e) =>
           e.type === 'OperationStarted' &&
-          e.volume === call.volume &&
-          (call.pod === null || e.pod === undefined || e.pod === call.pod),
+          ((e.volume === call.volume && (call.pod === null || e.pod === call.pod)) ||
+            (call.pod !== null && (e.mountsIntended ?? []).includes(call.pod))),
       );
-      assert.ok(started, `${call.call} of ${call.volume} ran without its OperationStarted logged`);
+      assert.ok(
+        started,
+        `${call.call} of ${call.volume} (pod ${call.pod}) ran without its OperationStarted or a mount intent logged`,
+      );
     }
     const before = new Set(crashPods.filter((uid) => engine.world.pods.has(UniquePodName(uid))));
     assert.equal(

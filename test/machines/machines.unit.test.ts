@@ -42,6 +42,7 @@ const attachmentEvents: AttachmentEvent[] = [
   { type: 'CRASH' },
   { type: 'OBSERVED_DETACHED' },
   { type: 'OBSERVED_DEVICE_UNMOUNTED' },
+  { type: 'DEVICE_MAY_EXIST' },
 ];
 
 const mountEvents: MountEvent[] = [

@@ -109,9 +109,13 @@ async function main(): Promise<void> {
     throw new Error('usage: durable-child.ts DB JOURNAL KILL_AT');
   if (killAt === 'operator') return operatorRequest(db, journalPath);
   const clock = new RealClock();
+  // KILL_AT `setUp-emptyDir`: the first pod's emptyDir set-up, which its disk's attach
+  // intends (no commit of its own when the node attaches).
+  const [call, volumeOf = 'disk-p-0'] =
+    killAt === 'setUp-emptyDir' ? ['setUp', 'empty-dir/p-0'] : [killAt];
   const journal = new FileJournal(
     journalPath,
-    (r) => r.call === killAt && r.volume.includes('disk-p-0'),
+    (r) => r.call === call && r.volume.includes(volumeOf),
   );
   const engine = new Engine({
     core: kubeletCore,
