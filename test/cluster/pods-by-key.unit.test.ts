@@ -4,11 +4,10 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { getHeapStatistics } from 'node:v8';
 import { PodsByKey } from '../../src/cluster/pods-by-key.js';
 import type { KeyValue } from '../../src/cluster/store.js';
 import type { Pod } from '../../src/events/k8s.js';
-import { gc } from '../../scripts/bench/util.js';
+import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 
 const keyOf = (node: string, name: string) => `/vole/pods/${node}/default/${name}`;
 
@@ -61,10 +60,6 @@ test('pods by key: a reset removes the known pods it no longer lists', async () 
 });
 
 test("pods by key: no key string a pod, only the pod's name", () => {
-  const heapBytes = () => {
-    gc();
-    return getHeapStatistics().used_heap_size;
-  };
   const count = 20_000;
   const nodes = 500;
   // As a new leader knows them from its log: keys built from the pods' records, the names
@@ -77,9 +72,9 @@ test("pods by key: no key string a pod, only the pod's name", () => {
     return pods;
   };
   knowAll(); // a first round grows what the measured one would be charged for
-  const before = heapBytes();
+  const before = heapUsedAfterGc();
   const pods = knowAll();
-  const bytes = (heapBytes() - before) / count;
+  const bytes = (heapUsedAfterGc() - before) / count;
   assert.equal(pods.size, count);
   // 72 bytes a pod (its entry in its node's folder map, 40 pods a node); 125 keyed by the
   // whole key (a copy of the key, 56 bytes with this name, and an entry of one large map).

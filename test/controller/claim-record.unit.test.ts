@@ -4,8 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { getHeapStatistics } from 'node:v8';
-import { gc } from '../../scripts/bench/util.js';
+import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 import { withVolumeNameShared } from '../../src/controller/claim-record.js';
 import { ClusterObjects } from '../../src/desired/objects.js';
 import type { ClusterObject } from '../../src/events/k8s.js';
@@ -49,17 +48,13 @@ test('a claim bound to a known PV holds an equal claim; any other object is kept
 });
 
 test("claims bound to known PVs do not keep a copy of the PV's name", () => {
-  const heapBytes = () => {
-    gc();
-    return getHeapStatistics().used_heap_size;
-  };
   // The parsed claims die with this call's frame (a frame that measures keeps its temporaries).
   const keep = (known: ClusterObjects) =>
     Array.from({ length: count }, (_, i) => withVolumeNameShared(claim(i), known));
   const keptBytes = (known: ClusterObjects) => {
-    const before = heapBytes();
+    const before = heapUsedAfterGc();
     const kept = keep(known);
-    const bytes = (heapBytes() - before) / count;
+    const bytes = (heapUsedAfterGc() - before) / count;
     assert.equal(kept.length, count);
     return bytes;
   };

@@ -5,8 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { getHeapStatistics } from 'node:v8';
-import { gc } from '../../scripts/bench/util.js';
+import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { controllerPodOf } from '../../src/controller/pod-record.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
@@ -165,10 +164,6 @@ test("the controller's pod record holds the cut pod, and a finished pod is still
 });
 
 test('a cut pod holds its fields in objects of their exact size', () => {
-  const heapBytes = () => {
-    gc();
-    return getHeapStatistics().used_heap_size;
-  };
   const count = 20_000;
   // As read from etcd: parsed from JSON, with a field the cut drops.
   const pods = Array.from(
@@ -190,9 +185,9 @@ test('a cut pod holds its fields in objects of their exact size', () => {
       ) as Pod,
   );
   controllerPodOf(pods[0]!); // compiled before the measure
-  const before = heapBytes();
+  const before = heapUsedAfterGc();
   const cut = pods.map((pod) => controllerPodOf(pod));
-  const bytes = (heapBytes() - before) / count;
+  const bytes = (heapUsedAfterGc() - before) / count;
   assert.equal(cut.length, count);
   assert.deepEqual(cut[7], {
     metadata: { name: 'pod-p-7', namespace: 'default', uid: 'p-7' },
@@ -204,10 +199,6 @@ test('a cut pod holds its fields in objects of their exact size', () => {
 });
 
 test("a pod's claim names are the known claims' own strings in the controller's cut", () => {
-  const heapBytes = () => {
-    gc();
-    return getHeapStatistics().used_heap_size;
-  };
   const count = 10_000;
   // Long names (a claim's may have 253 characters): what is shared stands out of the noise.
   const claimName = (i: number) => `${'data-'.repeat(48)}${i}`;
@@ -245,9 +236,9 @@ test("a pod's claim names are the known claims' own strings in the controller's 
     pods().map((pod) => controllerPodOf(pod, known ? claims : undefined));
   /** Bytes a pod of the cut pods kept, their claims known or not. */
   const keptBytes = (known: boolean) => {
-    const before = heapBytes();
+    const before = heapUsedAfterGc();
     const kept = cut(known);
-    const bytes = (heapBytes() - before) / count;
+    const bytes = (heapUsedAfterGc() - before) / count;
     assert.equal(kept.length, count);
     return bytes;
   };

@@ -10,17 +10,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import pino from 'pino';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { RealClock } from '../../src/clock.js';
 import { kubeletCore } from '../../src/engine/cores.js';
-import { Engine } from '../../src/engine/engine.js';
-import { Executor } from '../../src/execute/executor.js';
 import { UniquePodName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podWaitStatus } from '../../src/world/queries.js';
 import { claim, diskObjects, emptyDir, podUpserted } from '../support/builders.js';
-import { controllerAttached, crashPlugins } from '../support/durable-child.js';
+import { controllerAttached, crashEngine } from '../support/durable-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-commits-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -34,15 +31,7 @@ async function commitsToReady(attachMode: 'node' | 'controller'): Promise<number
   const log = openSqliteLog(join(dir, `${attachMode}.db`), kubeletCore, { durability: 'full' });
   let commits = 0;
   log.sink.onCommitted?.(() => commits++);
-  const engine = new Engine({
-    core: kubeletCore,
-    runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: attachMode === 'controller' },
-    plugins: crashPlugins(clock, journal),
-    clock,
-    sink: log.sink,
-    logger: pino({ level: 'silent' }),
-  });
+  const engine = crashEngine({ sink: log.sink, journal, clock, attachMode });
   engine.start();
   engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
   const perPod: number[] = [];

@@ -19,19 +19,18 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import pino from 'pino';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { RealClock } from '../../src/clock.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { Engine } from '../../src/engine/engine.js';
 import type { VoleEvent } from '../../src/events/index.js';
-import { Executor } from '../../src/execute/executor.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
 import { podEntry } from '../../src/world/by-pod.js';
 import { podWaitStatus } from '../../src/world/queries.js';
 import type { World } from '../../src/world/types.js';
-import { controllerAttached, crashPlugins, crashPods } from '../support/durable-child.js';
+import type { Operation } from '../../src/plan/index.js';
+import { controllerAttached, crashEngine, crashPods } from '../support/durable-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-durable-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -82,20 +81,17 @@ function restartEngine(db: string, journal: FakeCallRecord[], attachMode: Attach
   const clock = new RealClock();
   const log = openSqliteLog(db, kubeletCore, { durability: 'full' });
   const logged: VoleEvent[] = [...log.readAll()];
-  const engine = new Engine({
-    core: kubeletCore,
-    runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: attachMode === 'controller' },
-    plugins: crashPlugins(clock, journal),
-    clock,
+  const engine = crashEngine({
     sink: log.sink,
-    logger: pino({ level: 'silent' }),
+    journal,
+    clock,
+    attachMode,
     world: log.loadWorld(),
   });
   return { engine, logged, clock };
 }
 
-async function allReady(engine: Engine<World, never> | Engine<World, any>): Promise<void> {
+async function allReady(engine: Engine<World, Operation>): Promise<void> {
   const ready = () =>
     crashPods.every((uid) => podWaitStatus(engine.world, UniquePodName(uid)).ready);
   for (let waitedMs = 0; !ready(); waitedMs += 10) {

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { getHeapStatistics, serialize } from 'node:v8';
+import { serialize } from 'node:v8';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
@@ -18,7 +18,7 @@ import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Node } from '../../src/events/k8s.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
-import { gc } from '../../scripts/bench/util.js';
+import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 
 const codec = controllerCore.snapshot;
 
@@ -233,24 +233,20 @@ test('sliced snapshot: the world read back folds on as the world written', async
 });
 
 test('sliced snapshot: the world read back takes no more heap than the world written', async () => {
-  const heapBytes = () => {
-    gc();
-    return getHeapStatistics().used_heap_size;
-  };
   // A first, small read compiles the revivers and fills the module caches a read keeps
   // (code and feedback the measured read would otherwise be charged for).
   assert.ok(
     (await codec.decodeSliced(codec.encode(controllerWorld(50)), codec.format)) !== undefined,
   );
   const pods = 5_000;
-  const empty = heapBytes();
+  const empty = heapUsedAfterGc();
   let world: ControllerWorld | undefined = controllerWorld(pods);
-  const written = heapBytes() - empty;
+  const written = heapUsedAfterGc() - empty;
   const data = codec.encode(world);
   world = undefined;
-  const before = heapBytes();
+  const before = heapUsedAfterGc();
   const decoded = await codec.decodeSliced(data, codec.format);
-  const read = heapBytes() - before;
+  const read = heapUsedAfterGc() - before;
   assert.equal(decoded?.pods.size, pods);
   // Read back as the deserializer builds it, the world took 1.75x (a string per occurrence,
   // every object with a property array of its own); rebuilt, 0.93-0.97x of what was

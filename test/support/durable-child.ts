@@ -23,6 +23,7 @@ import { kubeletCore } from '../../src/engine/cores.js';
 import { Engine } from '../../src/engine/engine.js';
 import { Executor } from '../../src/execute/executor.js';
 import type { Operation } from '../../src/plan/index.js';
+import type { EventSink } from '../../src/engine/sink.js';
 import type { World } from '../../src/world/types.js';
 import { UniquePodName } from '../../src/ids.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
@@ -87,6 +88,26 @@ async function operatorRequest(db: string, journalPath: string): Promise<void> {
   process.kill(process.pid, 'SIGKILL');
 }
 
+/** A node-1 engine on `sink` with the journaling plugins, the node or the controller attaching. */
+export function crashEngine(opts: {
+  readonly sink: EventSink;
+  readonly journal: FakeCallRecord[];
+  readonly clock: RealClock;
+  readonly attachMode: string;
+  readonly world?: World;
+}): Engine<World, Operation> {
+  return new Engine({
+    core: kubeletCore,
+    runner: (host) => new Executor(host),
+    config: { node: 'node-1', controllerAttachDetach: opts.attachMode === 'controller' },
+    plugins: crashPlugins(opts.clock, opts.journal),
+    clock: opts.clock,
+    sink: opts.sink,
+    logger: pino({ level: 'silent' }),
+    ...(opts.world === undefined ? {} : { world: opts.world }),
+  });
+}
+
 /** The controller's side: every desired disk attached to node-1 and reported in use. */
 export function controllerAttached(engine: Engine<World, Operation>, clock: RealClock): void {
   const volumes = [...engine.world.dsw.keys()];
@@ -104,7 +125,6 @@ export function controllerAttached(engine: Engine<World, Operation>, clock: Real
 
 async function main(): Promise<void> {
   const [db, journalPath, killAt, attachMode = 'node'] = process.argv.slice(2);
-  const controllerAttachDetach = attachMode === 'controller';
   if (db === undefined || journalPath === undefined || killAt === undefined)
     throw new Error('usage: durable-child.ts DB JOURNAL KILL_AT');
   if (killAt === 'operator') return operatorRequest(db, journalPath);
@@ -117,15 +137,8 @@ async function main(): Promise<void> {
     journalPath,
     (r) => r.call === call && r.volume.includes(volumeOf),
   );
-  const engine = new Engine({
-    core: kubeletCore,
-    runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach },
-    plugins: crashPlugins(clock, journal),
-    clock,
-    sink: openSqliteLog(db, kubeletCore, { durability: 'full' }).sink,
-    logger: pino({ level: 'silent' }),
-  });
+  const sink = openSqliteLog(db, kubeletCore, { durability: 'full' }).sink;
+  const engine = crashEngine({ sink, journal, clock, attachMode });
   if (killAt === 'ready') {
     engine.subscribe((_event, world) => {
       if (podWaitStatus(world, UniquePodName('p-0')).ready) process.kill(process.pid, 'SIGKILL');
@@ -137,7 +150,7 @@ async function main(): Promise<void> {
     for (const event of diskObjects(`disk-${uid}`)) engine.append(event);
     engine.append(podUpserted(uid, [claim(`disk-${uid}`), emptyDir()]));
   }
-  if (controllerAttachDetach) controllerAttached(engine, clock);
+  if (attachMode === 'controller') controllerAttached(engine, clock);
   await new Promise((resolve) => setTimeout(resolve, 10_000));
   throw new Error(`durable-child: not killed at ${killAt}`);
 }
