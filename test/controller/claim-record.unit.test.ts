@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { heapUsedAfterGc } from '../../scripts/bench/util.js';
+import { keptBytesEach } from '../support/heap.js';
 import { withVolumeNameShared } from '../../src/controller/claim-record.js';
 import { ClusterObjects } from '../../src/desired/objects.js';
 import type { ClusterObject } from '../../src/events/k8s.js';
@@ -48,16 +48,10 @@ test('a claim bound to a known PV holds an equal claim; any other object is kept
 });
 
 test("claims bound to known PVs do not keep a copy of the PV's name", () => {
-  // The parsed claims die with this call's frame (a frame that measures keeps its temporaries).
-  const keep = (known: ClusterObjects) =>
-    Array.from({ length: count }, (_, i) => withVolumeNameShared(claim(i), known));
-  const keptBytes = (known: ClusterObjects) => {
-    const before = heapUsedAfterGc();
-    const kept = keep(known);
-    const bytes = (heapUsedAfterGc() - before) / count;
-    assert.equal(kept.length, count);
-    return bytes;
-  };
+  const keptBytes = (known: ClusterObjects) =>
+    keptBytesEach(() =>
+      Array.from({ length: count }, (_, i) => withVolumeNameShared(claim(i), known)),
+    );
   keptBytes(pvs); // a first round grows what the measured ones would be charged for
   const own = keptBytes(new ClusterObjects());
   const shared = keptBytes(pvs);

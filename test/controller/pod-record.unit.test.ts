@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { heapUsedAfterGc } from '../../scripts/bench/util.js';
+import { keptBytesEach } from '../support/heap.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { controllerPodOf } from '../../src/controller/pod-record.js';
 import type { ControllerWorld } from '../../src/controller/types.js';
@@ -231,29 +232,12 @@ test("a pod's claim names are the known claims' own strings in the controller's 
   assert.deepEqual(controllerPodOf(some, claims), controllerPodOf(some), 'equal values');
   const alone = controllerPodOf(some, new ClusterObjects());
   assert.equal(alone.spec.volumes, some.spec.volumes, 'no known claim: the volumes as they were');
-  // The parsed pods die with this call's frame (a frame that measures keeps its temporaries).
-  const cut = (known: boolean) =>
-    pods().map((pod) => controllerPodOf(pod, known ? claims : undefined));
   /** Bytes a pod of the cut pods kept, their claims known or not. */
-  const keptBytes = (known: boolean) => {
-    const before = heapUsedAfterGc();
-    const kept = cut(known);
-    const bytes = (heapUsedAfterGc() - before) / count;
-    assert.equal(kept.length, count);
-    return bytes;
-  };
+  const keptBytes = (known: boolean) =>
+    keptBytesEach(() => pods().map((pod) => controllerPodOf(pod, known ? claims : undefined)));
   keptBytes(true); // a first round grows what the measured ones would be charged for
   const own = keptBytes(false);
   const shared = keptBytes(true);
-  console.log(
-    'FIG',
-    own,
-    shared,
-    keptBytes(false),
-    keptBytes(true),
-    keptBytes(false),
-    keptBytes(true),
-  );
   // Each pod kept its own copy of its claim's name (264 bytes) before; rounds differ by ~20.
   assert.ok(
     shared <= own - 150,
