@@ -67,6 +67,8 @@ test(
   'partition: every pod deleted, nothing mounted or attached; the agents kept their own logs',
   { skip, timeout: 90_000 },
   async (t) => {
+    // A schedule that failed healed the links but did not wait for etcd to elect again.
+    await c.waitConverged('before the pods are deleted', 60_000);
     await c.deletePods();
     await eventually(
       async () => disks.every((d) => c.attachedTo(d).length === 0),
