@@ -9,6 +9,7 @@ import { bindingVolume } from '../binding/claims.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ControllerWorld } from './types.js';
+import { uncertainAttachments } from '../world/readers.js';
 
 /** The spec of the volume an operation acts on, from the world after its OperationStarted. */
 export function operationSpec(
@@ -34,7 +35,7 @@ export function gauges(world: ControllerWorld): CoreGauges {
   for (const a of world.attachments.values()) {
     const value = a.state.value;
     if (value.startsWith('attached')) actual.push(a.spec);
-    if (value === 'attachUncertain' || value === 'attached.deviceUncertain') attachment++;
+    if (uncertainAttachments.has(value)) attachment++;
   }
   return { desired, actual, uncertain: new Map([['attachment', attachment]]), inUse };
 }

@@ -32,7 +32,7 @@ export function persistentVolume(world: World, name: string): PersistentVolume |
 }
 
 /** The attachment states that mean "may exist" (an attach or a device mount uncertain). */
-const uncertainAttachments: ReadonlySet<string> = new Set([
+export const uncertainAttachments: ReadonlySet<string> = new Set([
   'attachUncertain',
   'attachDeviceUncertain',
   'attached.deviceUncertain',
