@@ -459,7 +459,7 @@ export function attachedAll(
       return undefined;
     lastMs = nowMs();
     let attached = 0;
-    for (const a of w.attachments.values()) if (a.state.value.startsWith('attached')) attached++;
+    for (const a of w.attachments.values()) if (a.value.startsWith('attached')) attached++;
     return attached === want && w.pods.size === want ? true : undefined;
   };
 }
@@ -622,9 +622,8 @@ async function movePods(
       const a = [...valuesOf(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never))];
       if (a.length !== 1 || a[0] !== next) return undefined;
       if (
-        w.attachments
-          .get(`${diskPlugin}/disk-p-${i}@${next}`)
-          ?.state.value.startsWith('attached') !== true
+        w.attachments.get(`${diskPlugin}/disk-p-${i}@${next}`)?.value.startsWith('attached') !==
+        true
       )
         return undefined;
     }

@@ -126,7 +126,7 @@ export function buildWorld(attachments: number, nodes: number): ControllerWorld 
   for (let i = 0; i < attachments; i++) driver.addPod(i, nodes, t0);
   driver.settle(t0);
   const attached = [...driver.world.attachments.values()].filter((a) =>
-    a.state.value.startsWith('attached'),
+    a.value.startsWith('attached'),
   ).length;
   if (attached !== attachments || driver.world.running.size !== 0)
     throw new Error(`controller: built ${attached} attachments, wanted ${attachments}`);

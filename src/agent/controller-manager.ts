@@ -271,7 +271,7 @@ export class ControllerManager {
     const reported = this.world.reported.get(NodeName(node));
     return [...(reported ?? [])].sort().map((name) => ({
       name,
-      devicePath: this.world.attachments.get(pairKey(name, node))?.state.context.devicePath ?? '',
+      devicePath: this.world.attachments.get(pairKey(name, node))?.devicePath ?? '',
     }));
   }
 
@@ -282,7 +282,7 @@ export class ControllerManager {
     // A claim the planner is about to bind: its pods' attachments are not desired yet.
     if (world.unboundClaims.size > 0 && planBindings(world, 0).length > 0) return false;
     for (const key of world.dsw.keys())
-      if (world.attachments.get(key)?.state.value.startsWith('attached') !== true) return false;
+      if (world.attachments.get(key)?.value.startsWith('attached') !== true) return false;
     for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
     return true;
   }

@@ -39,7 +39,6 @@ import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js
 import { foldExternalProvisioning } from './fold-external.js';
 import { withVolumeNameShared } from './claim-record.js';
 import { controllerPodOf } from './pod-record.js';
-import { sharedAttachmentState } from './shared-state.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,
@@ -54,6 +53,8 @@ import {
   attachableOf,
   type ControllerWorld,
   type NodeRecord,
+  attachmentOf,
+  attachmentState,
   pairKey,
   samePluginCaps,
   touchDesired,
@@ -325,33 +326,31 @@ function step(
     existing !== undefined || spec !== null,
     () => `attachment ${key}: no spec to create it (seq ${world.seq})`,
   );
-  const record: ControllerAttachment = existing ?? {
-    volume,
-    node,
-    pluginName: spec!.pluginName,
-    spec: spec!,
-    state: attachmentPairs.initial,
-    detachRequestedAtMs: null,
-    seq: world.seq,
-  };
-  const next = attachmentPairs.transition(record.state, event);
+  const record: ControllerAttachment =
+    existing ??
+    attachmentOf(
+      { volume, node, spec: spec!, detachRequestedAtMs: null },
+      attachmentPairs.initial,
+      world.seq,
+    );
+  const next = attachmentPairs.transition(attachmentState(record), event);
   if (next === undefined) {
     assert(
       observation,
       () =>
-        `attachment ${key}: ${event.type} not accepted in state ${record.state.value} (seq ${world.seq})`,
+        `attachment ${key}: ${event.type} not accepted in state ${record.value} (seq ${world.seq})`,
     );
     return;
   }
   const created =
-    existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.state.value);
+    existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.value);
   if (next.value === 'detached') {
     world.attachments.delete(key);
     reindexPair(world, volume, node);
     world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
     return;
   }
-  world.attachments.set(key, { ...record, state: sharedAttachmentState(next), seq: world.seq });
+  world.attachments.set(key, attachmentOf(record, next, world.seq));
   if (existing === undefined) reindexPair(world, volume, node);
   // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
   if (created && /^(attached|attachUncertain)/.test(next.value)) {
@@ -375,7 +374,7 @@ function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: nu
     const key = pairKey(a.volume, a.node);
     const desired = world.dsw.has(key);
     let at = a.detachRequestedAtMs;
-    if (desired && a.state.value.startsWith('attached')) at = null;
+    if (desired && a.value.startsWith('attached')) at = null;
     else if (!desired && at === null) at = tsMs;
     if (at !== a.detachRequestedAtMs) world.attachments.set(key, { ...a, detachRequestedAtMs: at });
   }
@@ -469,7 +468,7 @@ function foldAttachmentsVerified(
 ): void {
   for (const v of event.volumes) {
     const a = world.attachments.get(pairKey(v.name, event.node));
-    if (v.attached || a === undefined || !a.state.value.startsWith('attached')) continue;
+    if (v.attached || a === undefined || !a.value.startsWith('attached')) continue;
     step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
     touch(world, a.volume);
   }
@@ -510,7 +509,7 @@ function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'Attachment
   for (const a of [...world.attachments.values()]) {
     if (found.has(pairKey(a.volume, a.node)) || busy.has(a.volume)) continue;
     if (!a.volume.startsWith(`${csiPluginName}/`)) continue;
-    if (!/^(attached|attachUncertain)/.test(a.state.value)) continue;
+    if (!/^(attached|attachUncertain)/.test(a.value)) continue;
     step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
     touch(world, a.volume);
   }

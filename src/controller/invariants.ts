@@ -25,19 +25,19 @@ export function checkControllerVolume(
     out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
   const attachments = [...world.attachments.values()].filter((a) => a.volume === volume);
   // S7: a ReadWriteOnce volume is confirmed attached (or attaching) on one node at most.
-  const nodes = attachments.filter((a) => onNode.test(a.state.value));
+  const nodes = attachments.filter((a) => onNode.test(a.value));
   if (nodes.length > 1 && nodes.some((a) => !a.spec.multiAttachAllowed)) {
     at(
       'S7',
-      `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.state.value}`).join(', ')}`,
+      `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.value}`).join(', ')}`,
     );
   }
   // S5: a volume is reported attached to a node only while confirmed there.
   for (const [node, reported] of world.reported) {
     if (!reported.has(volume)) continue;
     const a = world.attachments.get(`${volume}@${node}`);
-    if (a === undefined || !a.state.value.startsWith('attached'))
-      at('S5', `${volume} reported attached to ${node} while ${a?.state.value ?? 'detached'}`);
+    if (a === undefined || !a.value.startsWith('attached'))
+      at('S5', `${volume} reported attached to ${node} while ${a?.value ?? 'detached'}`);
   }
   // S1: one operation per conflicting key; backoff bounded.
   const running = [...world.running.values()].filter((op) => op.volume === volume);

@@ -27,7 +27,7 @@ function decideDetach(world: ControllerWorld, r: OperatorRequestRecord): Verdict
     return refused(`${r.volume} on ${r.node}: ${why}; use --force to detach anyway (recorded)`);
   }
   const forced = inUse || wanted.length > 0 ? 'forced, without the in-use check: ' : '';
-  return accepted(`${forced}detaching ${r.volume} from ${r.node} (${a.state.value})`);
+  return accepted(`${forced}detaching ${r.volume} from ${r.node} (${a.value})`);
 }
 
 function decide(world: ControllerWorld, r: OperatorRequestRecord): Verdict {

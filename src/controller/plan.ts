@@ -40,7 +40,7 @@ function opKey(volume: string, node: string, multiAttachAllowed: boolean): OpKey
 }
 
 function confirmedOn(a: ControllerAttachment): boolean {
-  return a.state.value.startsWith('attached') || a.state.value === 'detaching';
+  return a.value.startsWith('attached') || a.value === 'detaching';
 }
 
 type Claims = BookClaims<ControllerOperation>;
@@ -49,7 +49,7 @@ type Claims = BookClaims<ControllerOperation>;
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
   const held = heldDetach(world, a.volume, a.node);
   if (world.dsw.has(pairKey(a.volume, a.node)) && held === undefined) return;
-  if (a.state.value === 'attaching' || a.state.value === 'detaching') return; // in flight
+  if (a.value === 'attaching' || a.value === 'detaching') return; // in flight
   const key = opKey(a.volume, a.node, a.spec.multiAttachAllowed);
   const cause = world.causes.get(a.volume) ?? world.seq;
   const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
@@ -110,7 +110,7 @@ function planAttach(
   events: NewEvent[],
 ): void {
   const a = world.attachments.get(pairKey(entry.volume, entry.node));
-  if (a !== undefined && a.state.value.startsWith('attached')) return; // attached (timer reset by the fold)
+  if (a !== undefined && a.value.startsWith('attached')) return; // attached (timer reset by the fold)
   if (heldDetach(world, entry.volume, entry.node) !== undefined) return; // the operator detaches it
   const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;

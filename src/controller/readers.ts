@@ -33,7 +33,7 @@ export function gauges(world: ControllerWorld): CoreGauges {
     inUse.push({ node: entry.node, spec: entry.spec });
   }
   for (const a of world.attachments.values()) {
-    const value = a.state.value;
+    const value = a.value;
     if (value.startsWith('attached')) actual.push(a.spec);
     if (uncertainAttachments.has(value)) attachment++;
   }

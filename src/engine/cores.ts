@@ -17,7 +17,15 @@ import {
   planController,
 } from '../controller/plan.js';
 import * as controllerReader from '../controller/readers.js';
-import { type ControllerPod, type ControllerWorld, pairKey } from '../controller/types.js';
+import {
+  attachmentOf,
+  type ControllerAttachment,
+  type ControllerPod,
+  type ControllerWorld,
+  pairKey,
+} from '../controller/types.js';
+import type { AttachmentContext } from '../../machines/index.js';
+import type { PairState } from '../world/compiled-machine.js';
 import type { VoleEvent } from '../events/index.js';
 import type { ClusterObject } from '../events/k8s.js';
 import type { UniquePodName } from '../ids.js';
@@ -152,7 +160,19 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
     rebuildControllerIndexes(revived);
   }
   barePodsOfDesired(revived.dsw);
+  flatAttachments(revived.attachments);
   return revived;
+}
+
+/**
+ * Snapshots written before an attachment record was its machine state held the state as
+ * `state: { value, context }` (and the spec's plugin name beside it): the same pair, flat.
+ */
+function flatAttachments(attachments: ControllerWorld['attachments']): void {
+  for (const [key, record] of attachments) {
+    const old = record as ControllerAttachment & { state?: PairState<AttachmentContext> };
+    if (old.state !== undefined) attachments.set(key, attachmentOf(old, old.state, old.seq));
+  }
 }
 
 /**

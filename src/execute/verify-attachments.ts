@@ -23,14 +23,14 @@ async function verifyOnce(
     ControllerWorld['attachments'] extends Map<string, infer A> ? A[] : never
   >();
   for (const a of engine.world.attachments.values()) {
-    if (!a.state.value.startsWith('attached')) continue;
+    if (!a.value.startsWith('attached')) continue;
     byNode.set(a.node, [...(byNode.get(a.node) ?? []), a]);
   }
   for (const [node, attachments] of [...byNode].sort(([x], [y]) => x.localeCompare(y))) {
     const volumes: { name: string; attached: boolean }[] = [];
     const byPlugin = new Map<string, typeof attachments>();
     for (const a of attachments)
-      byPlugin.set(a.pluginName, [...(byPlugin.get(a.pluginName) ?? []), a]);
+      byPlugin.set(a.spec.pluginName, [...(byPlugin.get(a.spec.pluginName) ?? []), a]);
     for (const [pluginName, list] of byPlugin) {
       const attacher = plugins.find(pluginName)?.attacher;
       if (attacher === undefined) continue;

@@ -71,8 +71,8 @@ function opVolume(world: CoreWorld, event: VoleEvent): string | undefined {
   }
 }
 
-function attachmentState(a: { volume: string; node: string; state: { value: string } }): PairState {
-  return { pair: 'attachment', volume: a.volume, node: a.node, pod: null, state: a.state.value };
+function attachmentState(a: { volume: string; node: string; value: string }): PairState {
+  return { pair: 'attachment', volume: a.volume, node: a.node, pod: null, state: a.value };
 }
 
 function kubeletLogWorld(world: World): LogWorld {
@@ -148,8 +148,8 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
       .map((a) => ({
         volume: a.volume,
         node: a.node,
-        state: a.state.value,
-        devicePath: a.state.context.devicePath,
+        state: a.value,
+        devicePath: a.devicePath,
         deviceMountPath: '',
       }))
       .sort(byKey),
@@ -167,7 +167,7 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
         volumesInUse: [...n.volumesInUse].sort(),
         volumesAttached: [...(world.reported.get(n.name) ?? [])].sort().map((name) => ({
           name,
-          devicePath: world.attachments.get(`${name}@${n.name}`)?.state.context.devicePath ?? '',
+          devicePath: world.attachments.get(`${name}@${n.name}`)?.devicePath ?? '',
         })),
       })),
   };

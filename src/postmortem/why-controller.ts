@@ -81,7 +81,7 @@ function attachmentEntry(
   at: { outer: string; pod: UniquePodName },
 ): VolumeWhy {
   const attachment = world.attachments.get(pairKey(volume, node));
-  const state = attachment?.state.value ?? 'detached';
+  const state = attachment?.value ?? 'detached';
   const wanted = world.dsw.has(pairKey(volume, node));
   const since = attachment?.seq ?? world.seq;
   const idle: Pick<VolumeWhy, 'status' | 'step' | 'detail' | 'sinceSeq'> =

@@ -150,7 +150,7 @@ export class SimReplica {
     const world = this.world;
     if (world === undefined) return [];
     return [...world.attachments.values()]
-      .filter((a) => a.volume === volume && a.state.value.startsWith('attached'))
+      .filter((a) => a.volume === volume && a.value.startsWith('attached'))
       .map((a) => a.node);
   }
 

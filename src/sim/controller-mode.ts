@@ -68,15 +68,15 @@ function describe(world: ControllerWorld) {
     .map((a) => ({
       volume: a.volume,
       node: a.node,
-      state: a.state.value,
-      attachedConfirmed: a.state.value.startsWith('attached'),
+      state: a.value,
+      attachedConfirmed: a.value.startsWith('attached'),
       mountedByNode: world.nodes.get(a.node)?.volumesInUse.has(a.volume) === true,
     }));
   const nodes = [...world.nodes.keys()].sort().map((node) => ({
     node,
     volumesAttached: [...(world.reported.get(node) ?? [])].sort().map((name) => ({
       name,
-      devicePath: world.attachments.get(`${name}@${node}`)?.state.context.devicePath ?? '',
+      devicePath: world.attachments.get(`${name}@${node}`)?.devicePath ?? '',
     })),
   }));
   const pending = [...world.running.values()]
@@ -97,7 +97,7 @@ function check(
   checkBindings(world, expectation, miss);
   checkPvs(world, expectation, miss);
   for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
-    const actual = world.attachments.get(key)?.state.value ?? 'detached';
+    const actual = world.attachments.get(key)?.value ?? 'detached';
     if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);
   }
   for (const key of ['mounts', 'volumesInUse', 'podReady'] as const) {

@@ -109,7 +109,7 @@ test('a verified detach whose node reports the volume in use again while the log
   assert.equal(finished?.type === 'OperationFinished' && finished.outcome, 'failed');
   assert.match(JSON.stringify(finished), /reports it in use again \(verifySafeToDetach\)/);
   assert.equal(
-    cm.world.attachments.get('fake.disk/disk-1@node-1')?.state.value.startsWith('attached'),
+    cm.world.attachments.get('fake.disk/disk-1@node-1')?.value.startsWith('attached'),
     true,
   );
   cm.stop();

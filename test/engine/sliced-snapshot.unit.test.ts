@@ -207,6 +207,34 @@ test('sliced snapshot: desired attachments written without their key are read wi
   for (const [key, entry] of decoded.dsw) assert.equal(entry.key, key);
 });
 
+test('sliced snapshot: attachments written with a state of their own are read as one record', () => {
+  const world = controllerWorld(20);
+  const stateful = new Map(
+    [...world.attachments].map(([key, a]) => {
+      const { value, ...flat } = a;
+      const { devicePath, deviceMountPath, sizeBytes, inUseExpansionError, callFrom, deviceFrom } =
+        a;
+      const context = { devicePath, deviceMountPath, sizeBytes, inUseExpansionError, callFrom };
+      const old = {
+        volume: flat.volume,
+        node: flat.node,
+        pluginName: flat.spec.pluginName,
+        spec: flat.spec,
+        state: { value, context: { ...context, deviceFrom } },
+        detachRequestedAtMs: flat.detachRequestedAtMs,
+        seq: flat.seq,
+      };
+      return [key, old];
+    }),
+  );
+  const { dirty: _dirty, ...rest } = world;
+  const old = serialize({ v8: process.versions.v8, world: { ...rest, attachments: stateful } });
+  const decoded = codec.decode(old, 3);
+  assert.ok(decoded !== undefined, 'decodes');
+  assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+  assert.equal(decoded.attachments.size, 20);
+});
+
 test('sliced snapshot: the world read back folds on as the world written', async () => {
   const world = controllerWorld(sliceEntries + 100);
   const decoded = await codec.decodeSliced(codec.encode(world), codec.format);

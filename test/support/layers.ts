@@ -26,7 +26,6 @@ export const layers: [string, number][] = [
   ['src/controller/fold-external.ts', 2],
   ['src/controller/pod-record.ts', 2],
   ['src/controller/claim-record.ts', 2],
-  ['src/controller/shared-state.ts', 2],
   ['src/controller/', 3],
   ['src/plan/', 3],
   ['src/sources/', 3],
