@@ -177,10 +177,14 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   }
 }
 
-/** Adds (or removes) the pod under every object it read and its node. */
+/**
+ * Adds (or removes) the pod under every object it read and under its node (a node that
+ * becomes managed resolves its pods again): the node from the record, which holds it anyway.
+ */
 function index(world: ControllerWorld, record: ControllerPod, add: boolean): void {
   const namespace = record.pod.metadata.namespace ?? 'default';
   indexReferences(world.podsByObject, record.uid, namespace, record.references, add);
+  indexReferences(world.podsByObject, record.uid, namespace, ['Node', record.node ?? ''], add);
 }
 
 /** PodRemoved: the pod leaves the desired state and every index. */
@@ -209,9 +213,9 @@ function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const { objects, plugins, bindings } = world;
   const resolution = resolvePod(pod, { objects, plugins, bindings });
   const nodeName = pod.spec.nodeName ?? '';
-  // Indexed under its node too: a node that becomes managed resolves its pods again.
-  // `concat`: an array of its length (a spread's keeps room for 17 more, 136 bytes).
-  const references = resolution.references.concat('Node', nodeName);
+  // `slice`: an array of its length (a spread's keeps room for 17 more, 136 bytes). Its
+  // node is indexed from the record (`index`), not held here a second time.
+  const references = resolution.references.slice();
   const record: ControllerPod = {
     uid,
     pod,

@@ -53,8 +53,8 @@ export interface ControllerPod {
   /** Attachable volumes of the pod (the only ones the controller handles). */
   readonly volumes: readonly ResolvedVolume[];
   /**
-   * The objects its resolution read and its node (`[kind, name, …]`, references.ts): a
-   * change to one resolves it again.
+   * The objects its resolution read (`[kind, name, …]`, references.ts): a change to one
+   * resolves it again. Its node is indexed too, from `node` (not held here twice).
    */
   readonly references: References;
   readonly terminated: boolean;

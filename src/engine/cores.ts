@@ -114,19 +114,21 @@ function* podPairs(
 
 /**
  * A pod record of a snapshot from before the intake was shared held the keys
- * (`Kind/namespace/name`) its resolution read: the same references as `[kind, name, …]`,
- * and its node.
+ * (`Kind/namespace/name`) its resolution read: the same references as `[kind, name, …]`.
+ * One from before the record's node was indexed from the record held it last (`Node`, its
+ * node): resolution reads no Node, so such a pair is that one.
  */
 function podOfKeys(record: ControllerPod): ControllerPod {
-  // Every record holds its node now: an empty list is an old one too.
-  const first = record.references[0];
-  if (first !== undefined && !first.includes('/')) return record;
+  const { references: held, node } = record;
+  const last = held.length - 2;
+  if (last >= 0 && held[last] === 'Node' && held[last + 1] === (node ?? ''))
+    return { ...record, references: held.slice(0, last) };
+  if (held[0]?.includes('/') !== true) return record;
   const references: string[] = [];
-  for (const key of record.references) {
+  for (const key of held) {
     const [kind, , name] = key.split('/');
     if (kind !== undefined && name !== undefined) references.push(kind, name);
   }
-  references.push('Node', record.node ?? '');
   return { ...record, references };
 }
 
@@ -155,10 +157,11 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   };
   // Format 4 leaves the fold's indexes out; format 3 holds them (keyed by object keys
   // before the intake was shared).
-  if (!indexed) {
-    for (const [uid, record] of revived.pods) revived.pods.set(uid, podOfKeys(record));
-    rebuildControllerIndexes(revived);
+  for (const [uid, record] of revived.pods) {
+    const read = podOfKeys(record);
+    if (read !== record) revived.pods.set(uid, read);
   }
+  if (!indexed) rebuildControllerIndexes(revived);
   barePodsOfDesired(revived.dsw);
   flatAttachments(revived.attachments);
   return revived;

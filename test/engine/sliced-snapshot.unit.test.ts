@@ -149,7 +149,7 @@ test('sliced snapshot: one written before the shared intake (objects in a Map, p
   const keyed = new Map(
     [...world.pods].map(([uid, record]) => {
       const keys: string[] = [];
-      for (let i = 0; i < record.references.length - 2; i += 2) {
+      for (let i = 0; i < record.references.length; i += 2) {
         const kind = record.references[i]!;
         const namespace = kind === 'PersistentVolume' ? '' : 'default';
         keys.push(`${kind}/${namespace}/${record.references[i + 1]}`);
@@ -162,6 +162,30 @@ test('sliced snapshot: one written before the shared intake (objects in a Map, p
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
   assert.equal(decoded.objects.lookup('Node', 'node-1')?.metadata.name, 'node-1');
+});
+
+test('sliced snapshot: pod records written holding their node among their references are read without it', () => {
+  const world = controllerWorld(20);
+  for (const record of world.pods.values())
+    assert.ok(!record.references.includes('Node'), 'a record holds no Node reference');
+  const withNode = new Map(
+    [...world.pods].map(([uid, record]) => [
+      uid,
+      { ...record, references: [...record.references, 'Node', record.node ?? ''] },
+    ]),
+  );
+  const old = { ...world, pods: withNode };
+  const decoded = codec.decode(codec.encode(old), codec.format);
+  assert.ok(decoded !== undefined, 'decodes');
+  assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+  const onNode3 = (w: ControllerWorld) =>
+    [...valuesOf(w.podsByObject.get('Node')?.get('')?.get('node-3'))].sort();
+  assert.deepEqual(
+    onNode3(decoded),
+    ['uid-13', 'uid-3'],
+    "a node's pods indexed from their records",
+  );
+  assert.deepEqual(onNode3(world), ['uid-13', 'uid-3']);
 });
 
 test('sliced snapshot: desired attachments written with a Map of pod names are read with their pods bare', () => {
