@@ -58,6 +58,7 @@ import {
   pairKey,
   samePluginCaps,
   touchDesired,
+  volumesOf,
 } from './types.js';
 import {
   addOne,
@@ -143,7 +144,7 @@ export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) 
 function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
   const record = world.pods.get(uid);
   if (record === undefined || record.node === null) return;
-  for (const v of record.volumes) {
+  for (const v of volumesOf(record.volumes)) {
     const key = pairKey(v.volume, record.node);
     const entry = world.dsw.get(key);
     if (entry === undefined || !hasOne(entry.pods, uid)) continue;
@@ -161,7 +162,7 @@ function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   const record = world.pods.get(uid);
   if (record === undefined || record.node === null || record.terminated) return;
   if (world.nodes.get(record.node)?.managed !== true) return;
-  for (const v of record.volumes) {
+  for (const v of volumesOf(record.volumes)) {
     const key = pairKey(v.volume, record.node);
     const entry = world.dsw.get(key) ?? {
       key,

@@ -50,8 +50,11 @@ export interface ControllerPod {
   readonly uid: UniquePodName;
   readonly pod: Pod;
   readonly node: NodeName | null;
-  /** Attachable volumes of the pod (the only ones the controller handles). */
-  readonly volumes: readonly ResolvedVolume[];
+  /**
+   * Attachable volumes of the pod (the only ones the controller handles): one bare (most
+   * pods), else a list (`volumesOf` reads either).
+   */
+  readonly volumes: AttachableVolumes;
   /**
    * The objects its resolution read (`[kind, name, …]`, references.ts): a change to one
    * resolves it again. Its node is indexed too, from `node` (not held here twice).
@@ -61,12 +64,36 @@ export interface ControllerPod {
   readonly seq: Seq;
 }
 
+/** A pod's attachable volumes: one bare, else a list (none: one shared empty list). */
+export type AttachableVolumes = ResolvedVolume | readonly ResolvedVolume[];
+
+const noVolumes: readonly ResolvedVolume[] = Object.freeze([]);
+
+function isVolumeList(held: AttachableVolumes): held is readonly ResolvedVolume[] {
+  return Array.isArray(held);
+}
+
 /**
- * The attachable volumes: the resolution's own array when all are (most pods), else a
+ * The attachable volumes, as a record holds them: one bare (a list of one took 56 bytes a
+ * pod), none as the shared empty list, else the resolution's own array when all are, or a
  * copy of exactly their length (`filter` grows its array by 16 slots: 128 bytes a pod).
  */
-export function attachableOf(volumes: readonly ResolvedVolume[]): readonly ResolvedVolume[] {
-  return volumes.every((v) => v.attachable) ? volumes : volumes.filter((v) => v.attachable).slice();
+export function attachableOf(volumes: readonly ResolvedVolume[]): AttachableVolumes {
+  let count = 0;
+  let one: ResolvedVolume | undefined;
+  for (const v of volumes) {
+    if (!v.attachable) continue;
+    count++;
+    one = v;
+  }
+  if (count === 0) return noVolumes;
+  if (count === 1) return one!;
+  return count === volumes.length ? volumes : volumes.filter((v) => v.attachable).slice();
+}
+
+/** A record's attachable volumes as a list (a bare one in a list of its own). */
+export function volumesOf(held: AttachableVolumes): readonly ResolvedVolume[] {
+  return isVolumeList(held) ? held : [held];
 }
 
 /** §1.1 VolumeToAttach: one desired (volume, node). */

@@ -18,11 +18,13 @@ import {
 } from '../controller/plan.js';
 import * as controllerReader from '../controller/readers.js';
 import {
+  attachableOf,
   attachmentOf,
   type ControllerAttachment,
   type ControllerPod,
   type ControllerWorld,
   pairKey,
+  volumesOf,
 } from '../controller/types.js';
 import type { AttachmentContext } from '../../machines/index.js';
 import type { PairState } from '../world/compiled-machine.js';
@@ -106,7 +108,7 @@ function* podPairs(
   if (name !== 'pods') return;
   const record = value as ControllerPod;
   if (record.node === null) return;
-  for (const v of record.volumes) {
+  for (const v of volumesOf(record.volumes)) {
     yield ['dsw', pairKey(v.volume, record.node)];
     yield ['attachments', pairKey(v.volume, record.node)];
   }
@@ -159,7 +161,11 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   // before the intake was shared).
   for (const [uid, record] of revived.pods) {
     const read = podOfKeys(record);
-    if (read !== record) revived.pods.set(uid, read);
+    // A list of one volume is held bare, none as the shared empty list (older snapshots
+    // held a list; structured clone reads the empty one back as a list of its own).
+    const volumes = attachableOf(volumesOf(read.volumes));
+    if (volumes !== read.volumes) revived.pods.set(uid, { ...read, volumes });
+    else if (read !== record) revived.pods.set(uid, read);
   }
   if (!indexed) rebuildControllerIndexes(revived);
   barePodsOfDesired(revived.dsw);

@@ -4,7 +4,7 @@
  * history, the inspector — folds and describes through this one interface.
  */
 import { controllerClaimViews, controllerPvViews } from '../controller/provisioning.js';
-import type { ControllerWorld } from '../controller/types.js';
+import { type ControllerWorld, volumesOf } from '../controller/types.js';
 import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
 import {
   type AnyCore,
@@ -141,7 +141,7 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
         uid: p.uid,
         name: p.pod.metadata.name,
         namespace: p.pod.metadata.namespace ?? 'default',
-        volumes: p.volumes.map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
+        volumes: volumesOf(p.volumes).map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
         errors: p.node === null ? ['not scheduled to a node'] : [],
       })),
     attachments: [...world.attachments.values()]

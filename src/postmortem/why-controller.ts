@@ -6,7 +6,7 @@
  */
 import { valuesOf } from '../desired/one-or-many.js';
 import { controllerClaimView } from '../controller/provisioning.js';
-import { type ControllerWorld, pairKey } from '../controller/types.js';
+import { type ControllerWorld, pairKey, volumesOf } from '../controller/types.js';
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimName, isClaimBound } from '../binding/claims.js';
 import { retryAtMs } from '../operations/pending.js';
@@ -155,7 +155,7 @@ function podWhy(world: ControllerWorld, uid: UniquePodName): WhyAnswer {
     const view = controllerClaimView(world, pvc);
     volumes.push(claimEntry(world, view, { outer: v.name, pod: uid, sinceSeq: record.seq }));
   }
-  for (const v of record.volumes) {
+  for (const v of volumesOf(record.volumes)) {
     const at = { outer: v.outerVolumeSpecName, pod: uid };
     if (record.node === null)
       volumes.push(

@@ -9,7 +9,7 @@ import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 import { keptBytesEach } from '../support/heap.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { controllerPodOf } from '../../src/controller/pod-record.js';
-import type { ControllerWorld } from '../../src/controller/types.js';
+import { attachableOf, type ControllerWorld, volumesOf } from '../../src/controller/types.js';
 import { ClusterObjects } from '../../src/desired/objects.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
@@ -126,7 +126,11 @@ test('the cut pod resolves to the same attachable volumes and references as the 
   });
 });
 
-test("the controller's pod record holds the cut pod, and a finished pod is still seen finished", () => {
+/** A controller world with the node of `apiServerPod` managed and its disks' objects. */
+function loadedWorld(): {
+  world: ControllerWorld;
+  append: (event: NewEvent) => void;
+} {
   const world: ControllerWorld = controllerCore.initialWorld();
   const append = (event: NewEvent) =>
     controllerCore.fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
@@ -150,12 +154,17 @@ test("the controller's pod record holds the cut pod, and a finished pod is still
     },
   });
   for (const event of diskEvents()) append(event);
+  return { world, append };
+}
+
+test("the controller's pod record holds the cut pod, and a finished pod is still seen finished", () => {
+  const { world, append } = loadedWorld();
   const whole = apiServerPod();
   append({ type: 'PodUpserted', tsMs: 0, pod: whole });
   const record = world.pods.get(UniquePodName('uid-web-0'))!;
   assert.deepEqual(record.pod, controllerPodOf(whole));
   assert.deepEqual(
-    record.volumes.map((v) => v.outerVolumeSpecName),
+    volumesOf(record.volumes).map((v) => v.outerVolumeSpecName),
     ['data', 'logs'],
   );
   assert.equal(world.dsw.size, 2);
@@ -243,4 +252,32 @@ test("a pod's claim names are the known claims' own strings in the controller's 
     shared <= own - 150,
     `pods with their claim names shared: ${Math.round(shared)} bytes a pod, with their own: ${Math.round(own)}`,
   );
+});
+
+test('a pod record holds one attachable volume bare, none as one shared list, more as a list', () => {
+  const { world } = loadedWorld();
+  const [disk, other] = resolvePod(apiServerPod(), {
+    objects: world.objects,
+    plugins: world.plugins,
+    bindings: world.bindings,
+  }).volumes.filter((v) => v.attachable);
+  assert.ok(disk !== undefined && other !== undefined, 'two attachable volumes resolved');
+  assert.equal(attachableOf([disk]), disk, 'one: bare');
+  assert.deepEqual(volumesOf(attachableOf([disk])), [disk]);
+  const notAttachable = { ...disk, attachable: false };
+  assert.equal(attachableOf([notAttachable]), attachableOf([]), 'none: the one shared list');
+  assert.deepEqual(volumesOf(attachableOf([notAttachable, disk])), [disk]);
+  const both = [disk, other];
+  assert.equal(attachableOf(both), both, "all of two: the resolution's own list");
+  assert.deepEqual(volumesOf(attachableOf([disk, notAttachable, other])), both);
+  // What a pod of one disk keeps for its attachable volumes (beside the 40 bytes of the
+  // object holding them and its slot): a list of one took 56 bytes more.
+  const kept = keptBytesEach(() =>
+    Array.from({ length: 20_000 }, () => ({ volumes: attachableOf([disk]) })),
+  );
+  const asList = keptBytesEach(() =>
+    Array.from({ length: 20_000 }, () => ({ volumes: [disk] as const })),
+  );
+  assert.ok(kept <= 48, `a record's attachable volumes keep ${Math.round(kept)} bytes`);
+  assert.ok(asList >= kept + 40, `a list of one kept ${Math.round(asList)} bytes`);
 });

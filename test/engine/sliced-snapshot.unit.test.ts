@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import { serialize } from 'node:v8';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
-import type { ControllerWorld } from '../../src/controller/types.js';
+import { type ControllerWorld, volumesOf } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { valuesOf } from '../../src/desired/one-or-many.js';
 import { UniquePodName } from '../../src/ids.js';
@@ -107,7 +107,7 @@ test('sliced snapshot: more slices than one, the same bytes as one call, read ba
     assert.deepEqual(decoded.nodesByVolume, world.nodesByVolume);
     assert.deepEqual(decoded.volumesByNode, world.volumesByNode);
     for (const record of decoded.pods.values()) {
-      const spec = record.volumes[0]!;
+      const spec = volumesOf(record.volumes)[0]!;
       const key = `${spec.volume}@${record.node}`;
       assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
       assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
