@@ -53,8 +53,6 @@ import {
   attachableOf,
   type ControllerWorld,
   type NodeRecord,
-  attachmentOf,
-  attachmentState,
   pairKey,
   samePluginCaps,
   touchDesired,
@@ -68,6 +66,7 @@ import {
   valuesOf,
 } from '../desired/one-or-many.js';
 import { hasOne, withOne, withoutOne } from '../desired/one-or-many.js';
+import { attachmentOf, attachmentState, newAttachment } from './attachment-record.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -331,13 +330,7 @@ function step(
     existing !== undefined || spec !== null,
     () => `attachment ${key}: no spec to create it (seq ${world.seq})`,
   );
-  const record: ControllerAttachment =
-    existing ??
-    attachmentOf(
-      { volume, node, spec: spec!, detachRequestedAtMs: null },
-      attachmentPairs.initial,
-      world.seq,
-    );
+  const record = existing ?? newAttachment(volume, node, spec!, world.seq);
   const next = attachmentPairs.transition(attachmentState(record), event);
   if (next === undefined) {
     assert(

@@ -12,7 +12,6 @@ import type { DesiredIntake } from '../desired/intake.js';
 import type { References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { StorageBook } from '../binding/provisioning.js';
-import type { PairState } from '../world/compiled-machine.js';
 import type { OperatorState } from '../world/types.js';
 import type { OperationBook } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
@@ -113,63 +112,32 @@ export interface DesiredAttachment {
 
 /**
  * §1.2 one (volume, node) entry of attachedVolumes, as an attachment machine. The record is
- * its machine state: `value` is the state's path and the context's fields are the record's
- * own (one object a pair where a record, its `{ value, context }` and the context were
- * three: 192 → 120 bytes). `attachmentState` gives the machine its view; `attachmentOf`
- * makes the record of a step.
+ * its machine state: `value` is the state's path and the context's fields that change with
+ * each attach and detach are the record's own; the device mount's (which the controller's
+ * steps leave as they start) are in `device`, one object for every record where they are
+ * so. One object a pair where a record, its `{ value, context }` and the context were
+ * three: 192 → 96 bytes (attachment-record.ts makes and reads them).
  */
-export interface ControllerAttachment extends Readonly<AttachmentContext> {
+export interface ControllerAttachment {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
   /** The spec it was first attached with; its plugin is `spec.pluginName`. */
   readonly spec: ResolvedVolume;
   /** The attachment machine's state (its atomic path, `attached.deviceMounted`). */
   readonly value: string;
+  readonly devicePath: AttachmentContext['devicePath'];
+  readonly callFrom: AttachmentContext['callFrom'];
+  /** The rest of the context: the shared `startingDevice` unless a step changed it. */
+  readonly device: AttachmentDevice;
   /** When the detach was first considered (SetDetachRequestTime); null = not waiting. */
   readonly detachRequestedAtMs: number | null;
   readonly seq: Seq;
 }
 
-/** The record's machine state, as the compiled machine steps it (a view made per step). */
-export function attachmentState(a: ControllerAttachment): PairState<AttachmentContext> {
-  return {
-    value: a.value,
-    context: {
-      devicePath: a.devicePath,
-      deviceMountPath: a.deviceMountPath,
-      sizeBytes: a.sizeBytes,
-      inUseExpansionError: a.inUseExpansionError,
-      callFrom: a.callFrom,
-      deviceFrom: a.deviceFrom,
-    },
-  };
-}
-
-/**
- * The record of a pair in `state`: a literal of every field in one order, so every record
- * has one shape (and a snapshot's, read back, the same).
- */
-export function attachmentOf(
-  pair: Pick<ControllerAttachment, 'volume' | 'node' | 'spec' | 'detachRequestedAtMs'>,
-  state: PairState<Readonly<AttachmentContext>>,
-  seq: Seq,
-): ControllerAttachment {
-  const c = state.context;
-  return {
-    volume: pair.volume,
-    node: pair.node,
-    spec: pair.spec,
-    value: state.value,
-    devicePath: c.devicePath,
-    deviceMountPath: c.deviceMountPath,
-    sizeBytes: c.sizeBytes,
-    inUseExpansionError: c.inUseExpansionError,
-    callFrom: c.callFrom,
-    deviceFrom: c.deviceFrom,
-    detachRequestedAtMs: pair.detachRequestedAtMs,
-    seq,
-  };
-}
+/** The fields of an attachment's context about its device mount. */
+export type AttachmentDevice = Readonly<
+  Pick<AttachmentContext, 'deviceMountPath' | 'sizeBytes' | 'inUseExpansionError' | 'deviceFrom'>
+>;
 
 /**
  * The controller's world: the desired-state intake both cores share (DesiredIntake:

@@ -19,7 +19,6 @@ import {
 import * as controllerReader from '../controller/readers.js';
 import {
   attachableOf,
-  attachmentOf,
   type ControllerAttachment,
   type ControllerPod,
   type ControllerWorld,
@@ -46,6 +45,7 @@ import {
   engineModes,
 } from './core.js';
 import { type SlicedCodec, slicedCloneCodec, structuredCloneCodec } from './snapshot.js';
+import { attachmentOf, deviceOf, startingDevice } from '../controller/attachment-record.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
 export const kubeletCore: Core<World, Operation> = {
@@ -176,11 +176,15 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
 /**
  * Snapshots written before an attachment record was its machine state held the state as
  * `state: { value, context }` (and the spec's plugin name beside it): the same pair, flat.
+ * The device fields every attachment starts with are one object again (a snapshot reads
+ * back a copy of it for each slice).
  */
 function flatAttachments(attachments: ControllerWorld['attachments']): void {
   for (const [key, record] of attachments) {
     const old = record as ControllerAttachment & { state?: PairState<AttachmentContext> };
     if (old.state !== undefined) attachments.set(key, attachmentOf(old, old.state, old.seq));
+    else if (record.device !== startingDevice && deviceOf(record.device) === startingDevice)
+      attachments.set(key, { ...record, device: startingDevice });
   }
 }
 

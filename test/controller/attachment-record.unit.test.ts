@@ -1,6 +1,7 @@
 /**
- * An attachment as the controller keeps it (src/controller/types.ts): one record that is
- * its machine state (the context's fields its own), where a record, its `{ value, context }`
+ * An attachment as the controller keeps it (src/controller/attachment-record.ts): one
+ * record that is its machine state (the context's fields its own, the device mount's in one
+ * object shared while they are as they start), where a record, its `{ value, context }`
  * and the context were three objects.
  */
 import assert from 'node:assert/strict';
@@ -9,8 +10,10 @@ import type { AttachmentContext } from '../../machines/index.js';
 import {
   attachmentOf,
   attachmentState,
-  type ControllerAttachment,
-} from '../../src/controller/types.js';
+  deviceOf,
+  startingDevice,
+} from '../../src/controller/attachment-record.js';
+import type { ControllerAttachment } from '../../src/controller/types.js';
 import { NodeName, Seq, UniqueVolumeName } from '../../src/ids.js';
 import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
 import { attachmentPairs } from '../../src/world/pairs.js';
@@ -74,8 +77,8 @@ test('an attachment record is one object: no state or context of its own', () =>
   measure(); // a first round grows what the measured ones would be charged for
   const flat = measure();
   const three = before();
-  // 120 bytes (twelve fields) against 80 + 40 + 72 = 192 before, and 8 a slot of the array.
-  assert.ok(flat <= 140, `an attachment record keeps ${Math.round(flat)} bytes`);
+  // 96 bytes (nine fields) against 80 + 40 + 72 = 192 before, and 8 a slot of the array.
+  assert.ok(flat <= 115, `an attachment record keeps ${Math.round(flat)} bytes`);
   assert.ok(
     three > 180,
     `the old shape kept ${Math.round(three)} bytes (the bound tells them apart)`,
@@ -91,4 +94,20 @@ test('every attachment record has the fields of the one the fold makes, in its o
     Seq(2),
   );
   assert.equal(keys(stepped), keys(made));
+});
+
+test("the device fields are one shared object while they are as they start, else the step's", () => {
+  const made = attachmentOf(pair, attachmentPairs.initial, Seq(1));
+  assert.equal(made.device, startingDevice);
+  assert.ok(Object.isFrozen(startingDevice), 'no record can change it');
+  const resized = { value: 'attached.deviceUnmounted', context: { ...attached(), sizeBytes: 5 } };
+  const own = attachmentOf(made, resized, Seq(2));
+  assert.notEqual(own.device, startingDevice);
+  assert.equal(attachmentState(own).context.sizeBytes, 5);
+  assert.equal(attachmentOf(own, resized, Seq(3)).device, own.device, 'kept while equal');
+  assert.equal(
+    attachmentOf(own, { ...resized, context: attached() }, Seq(4)).device,
+    startingDevice,
+  );
+  assert.equal(deviceOf({ ...startingDevice }), startingDevice);
 });

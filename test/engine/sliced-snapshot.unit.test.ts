@@ -10,6 +10,7 @@ import { serialize } from 'node:v8';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { type ControllerWorld, volumesOf } from '../../src/controller/types.js';
+import { attachmentState, startingDevice } from '../../src/controller/attachment-record.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { valuesOf } from '../../src/desired/one-or-many.js';
 import { UniquePodName } from '../../src/ids.js';
@@ -111,6 +112,7 @@ test('sliced snapshot: more slices than one, the same bytes as one call, read ba
       const key = `${spec.volume}@${record.node}`;
       assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
       assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
+      assert.equal(decoded.attachments.get(key)?.device, startingDevice, `${key}: device shared`);
     }
   }
 });
@@ -234,22 +236,18 @@ test('sliced snapshot: desired attachments written without their key are read wi
 test('sliced snapshot: attachments written with a state of their own are read as one record', () => {
   const world = controllerWorld(20);
   const stateful = new Map(
-    [...world.attachments].map(([key, a]) => {
-      const { value, ...flat } = a;
-      const { devicePath, deviceMountPath, sizeBytes, inUseExpansionError, callFrom, deviceFrom } =
-        a;
-      const context = { devicePath, deviceMountPath, sizeBytes, inUseExpansionError, callFrom };
-      const old = {
-        volume: flat.volume,
-        node: flat.node,
-        pluginName: flat.spec.pluginName,
-        spec: flat.spec,
-        state: { value, context: { ...context, deviceFrom } },
-        detachRequestedAtMs: flat.detachRequestedAtMs,
-        seq: flat.seq,
-      };
-      return [key, old];
-    }),
+    [...world.attachments].map(([key, a]) => [
+      key,
+      {
+        volume: a.volume,
+        node: a.node,
+        pluginName: a.spec.pluginName,
+        spec: a.spec,
+        state: attachmentState(a),
+        detachRequestedAtMs: a.detachRequestedAtMs,
+        seq: a.seq,
+      },
+    ]),
   );
   const { dirty: _dirty, ...rest } = world;
   const old = serialize({ v8: process.versions.v8, world: { ...rest, attachments: stateful } });
@@ -257,6 +255,8 @@ test('sliced snapshot: attachments written with a state of their own are read as
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
   assert.equal(decoded.attachments.size, 20);
+  for (const a of decoded.attachments.values())
+    assert.equal(a.device, startingDevice, `${a.volume}: the starting device fields, shared`);
 });
 
 test('sliced snapshot: the world read back folds on as the world written', async () => {

@@ -25,6 +25,7 @@ export const layers: [string, number][] = [
   ['src/controller/provisioning.ts', 2],
   ['src/controller/fold-external.ts', 2],
   ['src/controller/pod-record.ts', 2],
+  ['src/controller/attachment-record.ts', 2],
   ['src/controller/claim-record.ts', 2],
   ['src/controller/', 3],
   ['src/plan/', 3],
