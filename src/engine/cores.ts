@@ -162,8 +162,9 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   for (const [uid, record] of revived.pods) {
     const read = podOfKeys(record);
     // A list of one volume is held bare, none as the shared empty list (older snapshots
-    // held a list; structured clone reads the empty one back as a list of its own).
-    const volumes = attachableOf(volumesOf(read.volumes));
+    // held a list; structured clone reads the empty one back as a list of its own). A bare
+    // one is read as it is: no list made for each pod of the snapshot.
+    const volumes = Array.isArray(read.volumes) ? attachableOf(read.volumes) : read.volumes;
     if (volumes !== read.volumes) revived.pods.set(uid, { ...read, volumes });
     else if (read !== record) revived.pods.set(uid, read);
   }
