@@ -39,3 +39,8 @@ export {
 } from './metrics/index.js';
 export { why, whyText, volumeWhyText, type WhyAnswer, type VolumeWhy } from './postmortem/why.js';
 export type { OperatorRequest, OperatorDecided, OperatorReply } from './agent/operator.js';
+export {
+  setEventLoopNice,
+  eventLoopNiceDefault,
+  type EventLoopNiceOutcome,
+} from './host/event-loop-priority.js';

@@ -4,10 +4,11 @@
  * AttachMode; node by default) runs the e2e section's MemorySink and SQLite
  * (FULL) variants side by side, alternating, and prints each run's p50 / p99 and the ratio
  * of the p99s with the 1-minute load average (the polling variant, 10 s a run, is left out),
- * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included.
+ * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included. The
+ * event loop runs at the agent's priority (BENCH_EVENT_LOOP_NICE: e2e.ts agentEventLoopNice).
  */
 import { loadavg } from 'node:os';
-import { type AttachMode, runOnce } from './e2e.js';
+import { type AttachMode, agentEventLoopNice, runOnce } from './e2e.js';
 import { gc, quantile, scratchDir } from './util.js';
 
 const runs = Number(process.argv[2] ?? 3);
@@ -16,6 +17,7 @@ const attachMode = (process.argv[4] ?? 'node') as AttachMode;
 if (attachMode !== 'node' && attachMode !== 'controller')
   throw new Error(`attach mode ${attachMode}: say node or controller`);
 const dir = scratchDir('e2e-durable');
+process.stdout.write(`event loop thread at nice ${agentEventLoopNice().nice}\n`);
 // A short warm-up of each variant (JIT), not recorded.
 await runOnce('memory', 50, dir, undefined, attachMode);
 await runOnce('sqlite', 50, dir, undefined, attachMode);

@@ -11,10 +11,16 @@
  * engine driven by a 100 ms polling loop (polling.ts, the kubelet's design).
  */
 import { kubeletCore } from '../../src/engine/cores.js';
+import { getPriority } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { Engine } from '../../src/engine/engine.js';
 import { Executor } from '../../src/execute/executor.js';
+import {
+  eventLoopNiceDefault,
+  parseNice,
+  setEventLoopNice,
+} from '../../src/host/event-loop-priority.js';
 import type { Operation } from '../../src/plan/index.js';
 import type { World } from '../../src/world/types.js';
 import { type EventSink, MemorySink } from '../../src/engine/sink.js';
@@ -211,8 +217,32 @@ const arms: readonly Arm[] = [
   { variant: 'sqlite', attachMode: 'controller', label: 'controller attaches, SQLite (FULL)' },
 ];
 
+/**
+ * The event loop's priority as `vole run` sets it as root (src/host/event-loop-priority.ts):
+ * both variants of a run share it. BENCH_EVENT_LOOP_NICE=keep leaves the process's, or
+ * names another value. Answers how to put back the one before.
+ */
+export function agentEventLoopNice(): { nice: string; restore: () => void } {
+  const before = getPriority(0);
+  const asked = process.env.BENCH_EVENT_LOOP_NICE ?? String(eventLoopNiceDefault);
+  if (asked === 'keep') return { nice: `${before} (kept)`, restore: () => {} };
+  const outcome = setEventLoopNice(parseNice(asked));
+  const nice = `${outcome.nice}${outcome.refused === undefined ? '' : ` (${outcome.refused})`}`;
+  return { nice, restore: () => void setEventLoopNice(before) };
+}
+
 export async function runE2e(opts: E2eOptions): Promise<SectionResult> {
+  const priority = agentEventLoopNice();
+  try {
+    return await e2eSection(opts, priority.nice);
+  } finally {
+    priority.restore();
+  }
+}
+
+async function e2eSection(opts: E2eOptions, nice: string): Promise<SectionResult> {
   const dir = scratchDir('e2e');
+  progress(`  e2e: the event loop thread at nice ${nice}, as the agent runs it`);
   const p50 = arms.map((): number[] => []);
   const p99 = arms.map((): number[] => []);
   // A short warm-up of each arm (JIT), not recorded.

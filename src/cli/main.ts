@@ -34,6 +34,7 @@ import {
   clusterControllerCommand,
 } from './cluster-run.js';
 import { metricsCommand } from './metrics.js';
+import { applyEventLoopNice, type EventLoopNiceOptions, eventLoopNiceOption } from './priority.js';
 import { whyCommand } from './why.js';
 import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
@@ -173,14 +174,21 @@ program
     '--metrics-address <host:port>',
     'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
   )
-  .action((opts: RunOptions & ClusterAgentCommandOptions & { kubeconfig?: string }) =>
-    run(() => {
-      if (opts.kubeconfig !== undefined)
-        return kubeRunCommand({ ...opts, kubeconfig: opts.kubeconfig }, logger());
-      return opts.etcd !== undefined
-        ? clusterAgentCommand(opts, logger())
-        : runCommand(withManifests(opts, 'run'), logger());
-    })(),
+  .addOption(eventLoopNiceOption())
+  .action(
+    (
+      opts: RunOptions &
+        ClusterAgentCommandOptions &
+        EventLoopNiceOptions & { kubeconfig?: string },
+    ) =>
+      run(() => {
+        applyEventLoopNice(opts, logger());
+        if (opts.kubeconfig !== undefined)
+          return kubeRunCommand({ ...opts, kubeconfig: opts.kubeconfig }, logger());
+        return opts.etcd !== undefined
+          ? clusterAgentCommand(opts, logger())
+          : runCommand(withManifests(opts, 'run'), logger());
+      })(),
   );
 
 program
@@ -261,13 +269,16 @@ program
     '--controllers <list>',
     'with --kubeconfig: attachdetach (always) and persistentvolume-binder (writes claim bindings)',
   )
+  .addOption(eventLoopNiceOption())
   .action(
     (
       opts: ControllerCommandOptions &
         ClusterControllerCommandOptions &
-        Omit<KubeControllerCommandOptions, 'kubeconfig'> & { kubeconfig?: string },
+        Omit<KubeControllerCommandOptions, 'kubeconfig'> &
+        EventLoopNiceOptions & { kubeconfig?: string },
     ) =>
       run(() => {
+        applyEventLoopNice(opts, logger());
         if (opts.kubeconfig !== undefined)
           return kubeControllerCommand({ ...opts, kubeconfig: opts.kubeconfig }, logger());
         return opts.etcd !== undefined
