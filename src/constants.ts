@@ -39,6 +39,12 @@ export const appendBatchEventsMax = 4096;
 /** Volumes one planner tick looks at (a few operations each at most); the rest wait a tick. */
 export const planOperationsMax = 1024;
 /**
+ * Distinct volume traits kept for sharing (src/operations/volume-traits.ts): a few per
+ * plugin and PV shape in practice, more where sizes vary by volume. Past it the table
+ * starts again: specs keep the traits they hold, equal new ones are made again.
+ */
+export const volumeTraitsMax = 4096;
+/**
  * A snapshot is written after this many events since the last one. A restart folds at
  * most this many events after loading it, in a fresh process before the JIT has warmed up:
  * 90–190 ms for 10,000 on the benchmark machine, 120–230 ms to the first plan in all (it

@@ -17,7 +17,7 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
   const mounts: HostObservation['mounts'] = [];
   for (const record of world.attachments.values()) {
     const state = record.value;
-    const plugin = plugins.find(record.spec.pluginName);
+    const plugin = plugins.find(record.spec.traits.pluginName);
     if (plugin === undefined || !unsettled.test(state)) continue;
     const entry: HostObservation['attachments'][number] = { volume: record.volume };
     const isAttached = plugin.attacher?.isAttached;
@@ -34,7 +34,7 @@ export async function checkHost(world: World, plugins: PluginManager): Promise<H
   }
   for (const byPod of world.mounts.values()) {
     for (const record of podEntries(byPod)) {
-      const isSetUp = plugins.find(record.spec.pluginName)?.pod.isSetUp;
+      const isSetUp = plugins.find(record.spec.traits.pluginName)?.pod.isSetUp;
       if (!unsettled.test(record.value) || isSetUp === undefined) continue;
       mounts.push({
         volume: record.volume,

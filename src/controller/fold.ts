@@ -488,7 +488,7 @@ function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'Attachment
     const pv = world.objects.get(objectKey('PersistentVolume', f.pv));
     const spec =
       pv?.kind === 'PersistentVolume' ? resolvePersistentVolume(pv, world.plugins) : undefined;
-    if (spec === undefined || spec.volume !== f.volume || !spec.attachable) continue;
+    if (spec === undefined || spec.volume !== f.volume || !spec.traits.attachable) continue;
     const node = NodeName(f.node);
     if (f.attached) step(world, spec.volume, node, spec, { type: 'VERIFY_OK', devicePath: '' });
     else {

@@ -26,7 +26,7 @@ export function checkControllerVolume(
   const attachments = [...world.attachments.values()].filter((a) => a.volume === volume);
   // S7: a ReadWriteOnce volume is confirmed attached (or attaching) on one node at most.
   const nodes = attachments.filter((a) => onNode.test(a.value));
-  if (nodes.length > 1 && nodes.some((a) => !a.spec.multiAttachAllowed)) {
+  if (nodes.length > 1 && nodes.some((a) => !a.spec.traits.multiAttachAllowed)) {
     at(
       'S7',
       `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.value}`).join(', ')}`,

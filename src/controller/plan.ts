@@ -50,7 +50,7 @@ function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachm
   const held = heldDetach(world, a.volume, a.node);
   if (world.dsw.has(pairKey(a.volume, a.node)) && held === undefined) return;
   if (a.value === 'attaching' || a.value === 'detaching') return; // in flight
-  const key = opKey(a.volume, a.node, a.spec.multiAttachAllowed);
+  const key = opKey(a.volume, a.node, a.spec.traits.multiAttachAllowed);
   const cause = world.causes.get(a.volume) ?? world.seq;
   const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
   const verdict = claims.verdict(base);
@@ -112,7 +112,7 @@ function planAttach(
   const a = world.attachments.get(pairKey(entry.volume, entry.node));
   if (a !== undefined && a.value.startsWith('attached')) return; // attached (timer reset by the fold)
   if (heldDetach(world, entry.volume, entry.node) !== undefined) return; // the operator detaches it
-  const key = opKey(entry.volume, entry.node, entry.spec.multiAttachAllowed);
+  const key = opKey(entry.volume, entry.node, entry.spec.traits.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;
   const op: ControllerOperation = {
     op: 'attach',
@@ -122,7 +122,7 @@ function planAttach(
     cause,
   };
   if (claims.verdict(op).kind === 'alreadyExists') return;
-  if (!entry.spec.multiAttachAllowed) {
+  if (!entry.spec.traits.multiAttachAllowed) {
     const otherNodes = attachmentsOf(world, entry.volume)
       // Confirmed only (§3.4, S7): an uncertain entry elsewhere does not block, or a dead
       // node's cut-off attach would hold the volume forever (L1); the storage refuses a

@@ -81,13 +81,13 @@ export function attachableOf(volumes: readonly ResolvedVolume[]): AttachableVolu
   let count = 0;
   let one: ResolvedVolume | undefined;
   for (const v of volumes) {
-    if (!v.attachable) continue;
+    if (!v.traits.attachable) continue;
     count++;
     one = v;
   }
   if (count === 0) return noVolumes;
   if (count === 1) return one!;
-  return count === volumes.length ? volumes : volumes.filter((v) => v.attachable).slice();
+  return count === volumes.length ? volumes : volumes.filter((v) => v.traits.attachable).slice();
 }
 
 /** A record's attachable volumes as a list (a bare one in a list of its own). */
@@ -121,7 +121,7 @@ export interface DesiredAttachment {
 export interface ControllerAttachment {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
-  /** The spec it was first attached with; its plugin is `spec.pluginName`. */
+  /** The spec it was first attached with; its plugin is `spec.traits.pluginName`. */
   readonly spec: ResolvedVolume;
   /** The attachment machine's state (its atomic path, `attached.deviceMounted`). */
   readonly value: string;

@@ -219,7 +219,7 @@ function attacherOps(client: CsiClient): AttacherOps {
           volume_id: volumeIdOf(spec, null),
           node_id: nodeIdFor(client, target.node),
           volume_capability: volumeCapabilityOf(spec, client.driver.caps),
-          readonly: spec.readOnly,
+          readonly: spec.traits.readOnly,
           volume_context: volumeContextOf(spec, null),
         },
         spec,
@@ -298,7 +298,7 @@ function publishRequest(
     staging_target_path: client.stages() && !inline ? paths.stagingTargetPath : '',
     target_path: paths.targetPath,
     volume_capability: volumeCapabilityOf(spec, client.driver.caps),
-    readonly: spec.readOnly,
+    readonly: spec.traits.readOnly,
     volume_context: volumeContextOf(spec, paths.podUid),
   };
 }

@@ -45,8 +45,8 @@ export function accessModeOf(accessModes: readonly string[], caps: CsiDriverCaps
 }
 
 export function volumeCapabilityOf(spec: ResolvedVolume, caps: CsiDriverCaps): VolumeCapability {
-  const access_mode = { mode: accessModeOf(spec.accessModes, caps) };
-  if (spec.volumeMode === 'Block') return { block: {}, access_mode };
+  const access_mode = { mode: accessModeOf(spec.traits.accessModes, caps) };
+  if (spec.traits.volumeMode === 'Block') return { block: {}, access_mode };
   const source = csiSourceOf(spec);
   return {
     mount: { fs_type: source.fsType, mount_flags: [...(source.mountOptions ?? [])] },

@@ -46,6 +46,7 @@ import {
 } from './core.js';
 import { type SlicedCodec, slicedCloneCodec, structuredCloneCodec } from './snapshot.js';
 import { attachmentOf, deviceOf, startingDevice } from '../controller/attachment-record.js';
+import { reviveControllerSpecs, reviveKubeletSpecs } from './revive-specs.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
 export const kubeletCore: Core<World, Operation> = {
@@ -71,12 +72,15 @@ export const kubeletCore: Core<World, Operation> = {
   // tagged Maps). The views over the records are made again, not read back.
   snapshot: structuredCloneCodec<World>(7, (world) => {
     const objects = ClusterObjects.revive(world.objects);
-    return world.volumes instanceof Map &&
+    const read =
+      world.volumes instanceof Map &&
       isReferenceIndex(world.podsByObject) &&
       world.unboundClaims instanceof Set &&
       world.oneNameLists instanceof Map &&
-      world.mountContexts instanceof Map &&
-      objects
+      world.mountContexts instanceof Map;
+    // Specs of snapshots from before the traits were shared held them flat.
+    if (read) reviveKubeletSpecs(world);
+    return read && objects
       ? {
           ...world,
           objects,
@@ -168,6 +172,8 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
     if (volumes !== read.volumes) revived.pods.set(uid, { ...read, volumes });
     else if (read !== record) revived.pods.set(uid, read);
   }
+  // Specs of snapshots from before the traits were shared held them flat.
+  reviveControllerSpecs(revived);
   if (!indexed) rebuildControllerIndexes(revived);
   barePodsOfDesired(revived.dsw);
   flatAttachments(revived.attachments);

@@ -25,11 +25,11 @@ async function attach(ctx: Ctx): Promise<void> {
     failOperation(
       `AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired on ${ctx.op.node}`,
     );
-  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const plugin = ctx.host.plugins.find(spec.traits.pluginName);
   const attacher = plugin?.attacher;
   if (attacher === undefined)
     failOperation(
-      `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": no attachable plugin "${spec.pluginName}"`,
+      `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": no attachable plugin "${spec.traits.pluginName}"`,
     );
   await runCall(
     ctx,
@@ -70,11 +70,11 @@ async function detach(ctx: Ctx): Promise<void> {
   const spec = runningOp(ctx).spec;
   if (spec === null)
     failOperation(`DetachVolume failed: ${op.volume} is not attached to ${op.node}`);
-  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const plugin = ctx.host.plugins.find(spec.traits.pluginName);
   const attacher = plugin?.attacher;
   if (attacher === undefined)
     failOperation(
-      `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${spec.pluginName}"`,
+      `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${spec.traits.pluginName}"`,
     );
   await verifySafeToDetach(ctx, spec.innerVolumeSpecName);
   await runCall(

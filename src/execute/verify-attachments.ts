@@ -30,7 +30,10 @@ async function verifyOnce(
     const volumes: { name: string; attached: boolean }[] = [];
     const byPlugin = new Map<string, typeof attachments>();
     for (const a of attachments)
-      byPlugin.set(a.spec.pluginName, [...(byPlugin.get(a.spec.pluginName) ?? []), a]);
+      byPlugin.set(a.spec.traits.pluginName, [
+        ...(byPlugin.get(a.spec.traits.pluginName) ?? []),
+        a,
+      ]);
     for (const [pluginName, list] of byPlugin) {
       const attacher = plugins.find(pluginName)?.attacher;
       if (attacher === undefined) continue;

@@ -186,7 +186,7 @@ export class EventMetrics {
 
   private started(event: EventOf<'OperationStarted'>, world: CoreWorld): void {
     const spec = this.reader.operationSpec(world, event);
-    const block = spec?.volumeMode === 'Block';
+    const block = spec?.traits.volumeMode === 'Block';
     const firstTryKey = `${event.op}|${event.key.volume}|${event.key.pod}|${event.key.node}`;
     if (!this.firstTryMs.has(firstTryKey)) this.firstTryMs.set(firstTryKey, event.tsMs);
     const provisioner = this.provisioning.driverOf(event.opId);

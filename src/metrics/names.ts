@@ -56,14 +56,14 @@ export function operationName(op: OperationKind, block: boolean): string | undef
  */
 export function pluginLabel(spec: ResolvedVolume | null | undefined, pluginName = ''): string {
   if (spec?.source.kind === 'csi') return `kubernetes.io/csi:${spec.source.driver}`;
-  const name = spec?.pluginName ?? pluginName;
+  const name = spec?.traits.pluginName ?? pluginName;
   return name === '' ? pluginNameNotAvailable : name;
 }
 
 /** The driver_name label of csi_operations_seconds. */
 export function driverLabel(spec: ResolvedVolume | null | undefined, pluginName = ''): string {
   if (spec?.source.kind === 'csi') return spec.source.driver;
-  return spec?.pluginName ?? pluginName;
+  return spec?.traits.pluginName ?? pluginName;
 }
 
 /** gRPC's names where Go's codes.Code.String() spells them otherwise. */

@@ -31,11 +31,11 @@ export function claimVolumes(world: World, plugins: PluginManager): ClaimVolume[
   const found: ClaimVolume[] = [];
   for (const byPod of world.mounts.values()) {
     for (const mount of podEntries(byPod)) {
-      if (mount.value !== 'mounted' || mount.spec.volumeMode === 'Block') continue;
+      if (mount.value !== 'mounted' || mount.spec.traits.volumeMode === 'Block') continue;
       const pod = world.pods.get(mount.pod);
       const claim = pod?.pod.spec.volumes?.find((v) => v.name === mount.spec.outerVolumeSpecName)
         ?.persistentVolumeClaim?.claimName;
-      const plugin = plugins.find(mount.spec.pluginName);
+      const plugin = plugins.find(mount.spec.traits.pluginName);
       if (pod === undefined || claim === undefined || plugin === undefined) continue;
       found.push({
         namespace: pod.namespace,

@@ -106,7 +106,7 @@ const setUp: CallEffects = {
       {
         type: 'SETUP_START',
         outerVolumeSpecName: op.spec?.outerVolumeSpecName ?? '',
-        volumeGidValue: op.spec?.volumeGidValue ?? '',
+        volumeGidValue: op.spec?.traits.volumeGidValue ?? '',
       },
       op.spec !== null,
     ),

@@ -80,12 +80,14 @@ export interface ServiceAccountTokenPart {
   readonly mode?: number;
 }
 
-/** One pod volume resolved to the volume it names (spec §2.6 populator). */
-export interface ResolvedVolume {
-  readonly outerVolumeSpecName: string;
-  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
-  readonly innerVolumeSpecName: string;
-  readonly volume: UniqueVolumeName;
+/**
+ * What a resolved volume has alike with every volume of its plugin and PV shape: its
+ * plugin's facts, its PV's modes and gid, the sizes, how the pod uses it. One frozen
+ * object held by every spec of equal traits (`volumeTraits`, volume-traits.ts), so a
+ * cluster of 150,000 pods holds a handful of these instead of 11 fields a spec; sizes
+ * past 2^31 are boxed numbers (16 bytes each) only in these few objects.
+ */
+export interface VolumeTraits {
   readonly pluginName: string;
   readonly attachable: boolean;
   readonly deviceMountable: boolean;
@@ -100,6 +102,18 @@ export interface ResolvedVolume {
   readonly volumeGidValue: string;
   readonly readOnly: boolean;
   readonly accessModes: readonly string[];
+}
+
+/**
+ * One pod volume resolved to the volume it names (spec §2.6 populator): what names it, its
+ * source and claim, and its traits (shared, above).
+ */
+export interface ResolvedVolume {
+  readonly outerVolumeSpecName: string;
+  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
+  readonly innerVolumeSpecName: string;
+  readonly volume: UniqueVolumeName;
+  readonly traits: VolumeTraits;
   readonly source: VolumeSource;
   /**
    * The claim's name and namespace, for PVC-backed volumes (its capacity follows

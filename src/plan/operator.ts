@@ -59,7 +59,7 @@ function decideDetach(world: World, r: OperatorRequestRecord): Verdict {
       `node ${node} leaves attach and detach to the attach/detach controller: ask the controller`,
     );
   const attachment = world.attachments.get(r.volume);
-  if (attachment === undefined || !attachment.spec.attachable)
+  if (attachment === undefined || !attachment.spec.traits.attachable)
     return refused(`${r.volume} is not an attached volume of node ${node}`);
   const mounted = [...podEntries(world.mounts.get(r.volume))].map(
     (m) => `pod ${m.pod} (${m.value})`,

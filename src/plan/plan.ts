@@ -92,7 +92,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
       pod,
       key: key(volume, { pod }),
       cause: causeOf(world, volume),
-      steps: record.spec.volumeMode === 'Block' ? ['unmap'] : ['tearDown'],
+      steps: record.spec.traits.volumeMode === 'Block' ? ['unmap'] : ['tearDown'],
     });
   }
 }
@@ -113,7 +113,7 @@ function volumeLimitRefusal(
   if (limit === 0) return undefined;
   let attachedCount = 0;
   for (const attachment of world.attachments.values()) {
-    if (attachment.spec.pluginName !== pluginName || attachment.volume === volume) continue;
+    if (attachment.spec.traits.pluginName !== pluginName || attachment.volume === volume) continue;
     if (attachment.value !== 'detached') attachedCount++;
   }
   if (attachedCount < limit) return undefined;
@@ -140,7 +140,7 @@ function podsToMount(world: World, volume: DswVolume): UniquePodName[] {
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
-  if (!entry.resolved.attachable) {
+  if (!entry.resolved.traits.attachable) {
     claims.tryRun({
       op: 'verifyControllerAttached',
       volume: volume.volume,
@@ -152,8 +152,8 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
     return;
   }
   if (!controllerAttachDetach) {
-    const opKey = attachKey(volume.volume, node, entry.resolved.multiAttachAllowed);
-    const refused = volumeLimitRefusal(world, volume.volume, entry.resolved.pluginName);
+    const opKey = attachKey(volume.volume, node, entry.resolved.traits.multiAttachAllowed);
+    const refused = volumeLimitRefusal(world, volume.volume, entry.resolved.traits.pluginName);
     const mountsIntended = world.config.mountIntents === true ? podsToMount(world, volume) : [];
     claims.tryRun({
       op: 'attach',
@@ -188,26 +188,34 @@ function firstDesired(volume: DswVolume): ResolvedVolume {
 
 /** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
 function expansionDuringMount(world: World, spec: ResolvedVolume) {
-  const caps = world.plugins.get(spec.pluginName);
+  const caps = world.plugins.get(spec.traits.pluginName);
   const current = world.attachments.get(spec.volume)?.context;
   if (caps === undefined || !caps.nodeExpandable || !caps.requiresFSResize) return undefined;
   if (spec.source.kind === 'csi' && spec.source.inline) return undefined;
-  if (spec.claimSizeBytes === 0 || spec.sizeBytes <= spec.claimSizeBytes) return undefined;
-  if (current === undefined || current.inUseExpansionError || current.sizeBytes >= spec.sizeBytes)
+  if (spec.traits.claimSizeBytes === 0 || spec.traits.sizeBytes <= spec.traits.claimSizeBytes)
     return undefined;
-  return { oldSizeBytes: current.sizeBytes || spec.claimSizeBytes, newSizeBytes: spec.sizeBytes };
+  if (
+    current === undefined ||
+    current.inUseExpansionError ||
+    current.sizeBytes >= spec.traits.sizeBytes
+  )
+    return undefined;
+  return {
+    oldSizeBytes: current.sizeBytes || spec.traits.claimSizeBytes,
+    newSizeBytes: spec.traits.sizeBytes,
+  };
 }
 
 /** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
 function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
   const deviceMounted = world.attachments.get(spec.volume)?.value === 'attached.deviceMounted';
-  const steps: MountStep[] = spec.attachable ? ['waitForAttach'] : [];
-  if (spec.volumeMode === 'Block') {
+  const steps: MountStep[] = spec.traits.attachable ? ['waitForAttach'] : [];
+  if (spec.traits.volumeMode === 'Block') {
     if (!deviceMounted) steps.push('setUpDevice');
     steps.push('map');
     return steps;
   }
-  if (spec.deviceMountable && !deviceMounted) steps.push('mountDevice');
+  if (spec.traits.deviceMountable && !deviceMounted) steps.push('mountDevice');
   steps.push('setUp');
   if (expand) steps.push('expand');
   return steps;
@@ -215,7 +223,7 @@ function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountS
 
 /** A ReadWriteOncePod volume mounted for another pod refuses the mount (no call made). */
 function rwopRefusal(world: World, entry: DswPod): string | undefined {
-  const modes = entry.resolved.accessModes;
+  const modes = entry.resolved.traits.accessModes;
   if (modes.length !== 1 || modes[0] !== 'ReadWriteOncePod') return undefined;
   for (const other of podEntries(world.mounts.get(entry.resolved.volume))) {
     if (other.pod !== entry.pod)
@@ -236,7 +244,8 @@ function mountOperation(
   const spec = entry.resolved;
   const context = world.attachments.get(spec.volume)?.context;
   const refusal = rwopRefusal(world, entry);
-  const expansion = spec.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
+  const expansion =
+    spec.traits.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
   return {
     op: 'mount',
     volume: spec.volume,
@@ -253,8 +262,8 @@ function mountOperation(
 
 /** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
 function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
-  const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.sizeBytes);
-  const shared = entry.resolved.attachable || entry.resolved.deviceMountable;
+  const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.traits.sizeBytes);
+  const shared = entry.resolved.traits.attachable || entry.resolved.traits.deviceMountable;
   const cause = causeOf(world, volume.volume);
   switch (state.kind) {
     case 'volumeNotAttached':
@@ -277,7 +286,7 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
         cause,
         expansion: {
           oldSizeBytes: context.sizeBytes,
-          newSizeBytes: firstDesired(volume).sizeBytes,
+          newSizeBytes: firstDesired(volume).traits.sizeBytes,
           devicePath: context.devicePath,
           deviceMountPath: context.deviceMountPath,
         },
@@ -307,18 +316,18 @@ function planUnmountDeviceOrDetach(
     value === 'attached.deviceUncertain' ||
     value === 'attachDeviceUncertain'
   ) {
-    const block = attachment.spec.volumeMode === 'Block';
+    const block = attachment.spec.traits.volumeMode === 'Block';
     const steps = block ? (['tearDownDevice'] as const) : (['unmountDevice'] as const);
     claims.tryRun({ op: 'unmountDevice', volume, node, key: key(volume), cause, steps });
     return;
   }
   if (value !== 'attached.deviceUnmounted' && value !== 'attachUncertain') return; // a call in flight
-  const forget = controllerAttachDetach || !attachment.spec.attachable;
+  const forget = controllerAttachDetach || !attachment.spec.traits.attachable;
   assertSafeToDetach(world, attachment);
   if (forget) {
     claims.tryRun({ op: 'markDetached', volume, node, key: key(volume), cause });
   } else {
-    const opKey = attachKey(volume, node, attachment.spec.multiAttachAllowed);
+    const opKey = attachKey(volume, node, attachment.spec.traits.multiAttachAllowed);
     claims.tryRun({ op: 'detach', volume, node, key: opKey, cause });
   }
 }

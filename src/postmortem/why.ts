@@ -76,7 +76,7 @@ function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step 
   const attachment = world.attachments.get(spec.volume);
   const since = attachment?.seq ?? entrySeq;
   const state = attachment?.value ?? 'detached';
-  if (!spec.attachable)
+  if (!spec.traits.attachable)
     return {
       status: 'waiting',
       step: 'verifyControllerAttached',
@@ -116,7 +116,7 @@ function desiredStep(
   spec: ResolvedVolume,
   entrySeq: number,
 ): Step {
-  const block = spec.volumeMode === 'Block';
+  const block = spec.traits.volumeMode === 'Block';
   const running = [...world.running.values()].find(
     (op) => op.volume === spec.volume && (op.pod === null || op.pod === pod),
   );
@@ -133,7 +133,7 @@ function desiredStep(
   if (mount?.value === 'mounted' && !mount.context.remountRequired)
     return { status: 'mounted', step: 'none', detail: 'mounted', sinceSeq: mount.seq };
   const device = attachment.value;
-  if (spec.deviceMountable && device !== 'attached.deviceMounted')
+  if (spec.traits.deviceMountable && device !== 'attached.deviceMounted')
     return {
       status: 'waiting',
       step: block ? 'setUpDevice' : 'mountDevice',
@@ -174,7 +174,8 @@ function teardownEntries(world: World, pod: UniquePodName): VolumeWhy[] {
     );
     const step: Step = {
       status: running === undefined ? 'tearingDown' : 'running',
-      step: running?.call ?? (mount.spec.volumeMode === 'Block' ? 'unmapPodDevice' : 'tearDown'),
+      step:
+        running?.call ?? (mount.spec.traits.volumeMode === 'Block' ? 'unmapPodDevice' : 'tearDown'),
       detail: world.sourcesReady
         ? `mount ${mount.value}, pod no longer wants it`
         : `mount ${mount.value}; nothing is torn down until the pod sources are ready`,

@@ -286,7 +286,7 @@ function markRemountRequired(
   which: (resolved: ResolvedVolume) => boolean = () => true,
 ): void {
   for (const resolved of record.volumes) {
-    if (!resolved.requiresRemount || !which(resolved)) continue;
+    if (!resolved.traits.requiresRemount || !which(resolved)) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
     if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });
@@ -366,7 +366,7 @@ function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
  */
 function remountReader(world: World, record: PodRecord, object: ObjectName): void {
   for (const resolved of record.volumes) {
-    if (!resolved.requiresRemount || !readsObject(resolved, object)) continue;
+    if (!resolved.traits.requiresRemount || !readsObject(resolved, object)) continue;
     const mount = podEntry(world.mounts.get(resolved.volume), record.uid);
     if (mount === undefined || mount.value !== 'mounted') continue;
     stepMount(world, mount, { type: 'REMOUNT_REQUIRED' });

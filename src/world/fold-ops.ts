@@ -109,7 +109,7 @@ export function foldCall(
         ? effects.succeeded?.(event, op, kubeletReading)
         : effects.failed?.(event, op, kubeletReading);
   if (step !== undefined && step !== null) applyStep(world, op, step, event.seq);
-  const claimSizeBytes = op.spec?.claimSizeBytes ?? 0;
+  const claimSizeBytes = op.spec?.traits.claimSizeBytes ?? 0;
   if (event.type === 'CallSucceeded' && effects.claimSizeAfterSuccess && claimSizeBytes > 0) {
     stepAttachment(world, attachmentOrNew(world, op.volume, op.spec ?? undefined), {
       type: 'CLAIM_SIZE_KNOWN',

@@ -39,7 +39,7 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
         'attached-before-mount',
         `mount ${volume} × pod ${m.pod}: ${m.value} while the attachment is ${state ?? 'detached'}`,
       );
-    } else if (attachment!.spec.deviceMountable && state !== 'attached.deviceMounted') {
+    } else if (attachment!.spec.traits.deviceMountable && state !== 'attached.deviceMounted') {
       at(
         'device-before-mount',
         `mount ${volume} × pod ${m.pod}: ${m.value} while the device is ${state}`,

@@ -62,9 +62,9 @@ export function cutOffMountIntents(world: World): void {
 function mayHaveMounted(world: World, spec: ResolvedVolume, pod: UniquePodName): void {
   // Mounted, or uncertain already: the log knows (a mount record in flight was cut off).
   if (podEntry(world.mounts.get(spec.volume), pod) !== undefined) return;
-  const hasDevice = spec.deviceMountable || spec.volumeMode === 'Block';
+  const hasDevice = spec.traits.deviceMountable || spec.traits.volumeMode === 'Block';
   const attachment = world.attachments.get(spec.volume);
-  if (spec.attachable) {
+  if (spec.traits.attachable) {
     // Not attached: its attach is durable before it runs, so no mount ran since.
     if (attachment === undefined) return;
     // The attach's answer was lost with the mount's events: the device may be mounted.
@@ -83,7 +83,7 @@ function mayHaveMounted(world: World, spec: ResolvedVolume, pod: UniquePodName):
   stepMount(world, mountOrNew(world, spec.volume, pod, spec), {
     type: 'SETUP_START',
     outerVolumeSpecName: spec.outerVolumeSpecName,
-    volumeGidValue: spec.volumeGidValue,
+    volumeGidValue: spec.traits.volumeGidValue,
   });
   stepMount(world, podEntry(world.mounts.get(spec.volume), pod)!, { type: 'CRASH' });
   touch(world, spec.volume);

@@ -54,7 +54,7 @@ function volumeNeedsExpansion(
 ) {
   const { sizeBytes, inUseExpansionError } = attachment.context;
   if (inUseExpansionError || sizeBytes === 0 || desiredSizeBytes === 0) return false;
-  const caps = world.plugins.get(attachment.spec.pluginName);
+  const caps = world.plugins.get(attachment.spec.traits.pluginName);
   return (
     desiredSizeBytes > sizeBytes &&
     caps !== undefined &&
@@ -94,8 +94,8 @@ export function getMountedVolumesForPod(
       outerVolumeSpecName: resolved.outerVolumeSpecName,
       volume: resolved.volume,
       innerVolumeSpecName: resolved.innerVolumeSpecName,
-      pluginName: resolved.pluginName,
-      readOnly: resolved.readOnly,
+      pluginName: resolved.traits.pluginName,
+      readOnly: resolved.traits.readOnly,
       volumeGidValue: mount.context.volumeGidValue,
     });
   }
@@ -123,12 +123,13 @@ export function podHasPossiblyMountedVolumes(world: World, pod: UniquePodName): 
  */
 export function getVolumesInUse(world: World): UniqueVolumeName[] {
   const inUse = new Set<UniqueVolumeName>();
-  for (const volume of world.dsw.values()) if (dswSpec(volume).attachable) inUse.add(volume.volume);
+  for (const volume of world.dsw.values())
+    if (dswSpec(volume).traits.attachable) inUse.add(volume.volume);
   // §4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
   // (unless a pod wants it). vole's attachUncertain, which may exist, is reported in use:
   // the safe side, so a controller never detaches under it.
   for (const record of world.attachments.values()) {
-    if (record.spec.attachable && record.value !== 'attaching') inUse.add(record.volume);
+    if (record.spec.traits.attachable && record.value !== 'attaching') inUse.add(record.volume);
   }
   return [...inUse].sort();
 }
@@ -183,7 +184,7 @@ export function podWaitStatus(world: World, pod: UniquePodName): PodWaitStatus {
   const resolvedByOuter = new Map(record.volumes.map((v) => [v.outerVolumeSpecName, v]));
   const unmounted = record.expectedVolumes.filter((name) => !mounted.has(name)).sort();
   const unattached = record.volumes
-    .filter((v) => v.attachable && !world.attachments.has(v.volume))
+    .filter((v) => v.traits.attachable && !world.attachments.has(v.volume))
     .map((v) => v.outerVolumeSpecName)
     .sort();
   const notProcessed = record.expectedVolumes.filter((name) => !resolvedByOuter.has(name)).sort();

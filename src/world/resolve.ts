@@ -29,6 +29,7 @@ import { ClusterObjects } from '../desired/objects.js';
 import { addReference, anyPersistentVolumeName, type References } from '../desired/references.js';
 import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';
+import { volumeTraits } from '../operations/volume-traits.js';
 
 /** Kubernetes' built-in plugin names for the in-tree sources vole knows. */
 export const builtinPluginNames = {
@@ -441,10 +442,7 @@ function resolvedOf(
     ),
   );
   const accessModes = pv?.spec.accessModes ?? noAccessModes;
-  return {
-    outerVolumeSpecName: o.outerVolumeSpecName,
-    innerVolumeSpecName,
-    volume,
+  const traits = volumeTraits({
     pluginName,
     attachable,
     deviceMountable,
@@ -459,6 +457,12 @@ function resolvedOf(
     volumeGidValue: pv?.metadata.annotations?.[volumeGidAnnotation] ?? '',
     readOnly: o.readOnly,
     accessModes,
+  });
+  return {
+    outerVolumeSpecName: o.outerVolumeSpecName,
+    innerVolumeSpecName,
+    volume,
+    traits,
     source,
     // Written for every volume (undefined without a claim): one shape for all, all its
     // fields in the object (a spread put the last ones in a separate property array).
@@ -511,9 +515,9 @@ function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {
   const asMount = containers.some((c) =>
     (c.volumeMounts ?? []).some((m) => m.name === v.outerVolumeSpecName),
   );
-  if (v.volumeMode === 'Block' && asMount)
+  if (v.traits.volumeMode === 'Block' && asMount)
     return `volume ${v.outerVolumeSpecName} has volumeMode Block, but is specified in volumeMounts; use volumeDevices`;
-  if (v.volumeMode === 'Filesystem' && asDevice)
+  if (v.traits.volumeMode === 'Filesystem' && asDevice)
     return `volume ${v.outerVolumeSpecName} has volumeMode Filesystem, but is specified in volumeDevices; use volumeMounts`;
   return undefined;
 }

@@ -24,7 +24,7 @@ test('a plugin registered after start (a CSI driver registering itself) waits fo
   );
   const spec = {
     volume: 'late.csi/v',
-    pluginName: 'late.csi',
+    traits: { pluginName: 'late.csi' },
     source: { kind: 'csi', volumeHandle: 'v' },
   } as unknown as ResolvedVolume;
   const target = { node: 'node-1', pod: null, signal: new AbortController().signal };
@@ -48,7 +48,7 @@ test('a call whose log never becomes durable (the replica was deposed) never rea
   );
   const spec = {
     volume: 'disk/v',
-    pluginName: 'disk',
+    traits: { pluginName: 'disk' },
     source: { kind: 'csi', volumeHandle: 'v' },
   } as unknown as ResolvedVolume;
   const target = { node: 'node-1', pod: null, signal: new AbortController().signal };

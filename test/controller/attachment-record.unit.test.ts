@@ -22,7 +22,7 @@ import { keptBytesEach } from '../support/heap.js';
 const count = 20_000;
 const volume = UniqueVolumeName('fake.disk^disk-1');
 const node = NodeName('node-1');
-const spec = { volume, pluginName: 'fake.disk' } as unknown as ResolvedVolume;
+const spec = { volume, traits: { pluginName: 'fake.disk' } } as unknown as ResolvedVolume;
 const pair = { volume, node, spec, detachRequestedAtMs: null };
 const devicePath = '/dev/disk/by-id/fake-disk-1';
 
@@ -67,7 +67,7 @@ test('an attachment record is one object: no state or context of its own', () =>
       Array.from({ length: count }, (_, i) => ({
         volume,
         node,
-        pluginName: spec.pluginName,
+        pluginName: spec.traits.pluginName,
         spec,
         state: { value: 'attached.deviceUnmounted', context: attached() },
         detachRequestedAtMs: null,

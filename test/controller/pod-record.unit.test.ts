@@ -99,11 +99,11 @@ test('the cut pod resolves to the same attachable volumes and references as the 
   assert.deepEqual(b.errors, a.errors);
   assert.match(b.errors.get('unused') ?? '', /volumeDevices|Block|device/i);
   assert.deepEqual(
-    b.volumes.filter((v) => v.attachable),
-    a.volumes.filter((v) => v.attachable),
+    b.volumes.filter((v) => v.traits.attachable),
+    a.volumes.filter((v) => v.traits.attachable),
   );
   assert.equal(
-    b.volumes.filter((v) => v.attachable).length,
+    b.volumes.filter((v) => v.traits.attachable).length,
     2,
     'data and logs; not unused (an error), not spare (no container uses it)',
   );
@@ -260,11 +260,11 @@ test('a pod record holds one attachable volume bare, none as one shared list, mo
     objects: world.objects,
     plugins: world.plugins,
     bindings: world.bindings,
-  }).volumes.filter((v) => v.attachable);
+  }).volumes.filter((v) => v.traits.attachable);
   assert.ok(disk !== undefined && other !== undefined, 'two attachable volumes resolved');
   assert.equal(attachableOf([disk]), disk, 'one: bare');
   assert.deepEqual(volumesOf(attachableOf([disk])), [disk]);
-  const notAttachable = { ...disk, attachable: false };
+  const notAttachable = { ...disk, traits: { ...disk.traits, attachable: false } };
   assert.equal(attachableOf([notAttachable]), attachableOf([]), 'none: the one shared list');
   assert.deepEqual(volumesOf(attachableOf([notAttachable, disk])), [disk]);
   const both = [disk, other];

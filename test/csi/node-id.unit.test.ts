@@ -32,9 +32,7 @@ const caps = {
 /** The part of a resolved volume the controller calls read. */
 const spec = {
   volume: `kubernetes.io/csi/${driver}^vol-1`,
-  accessModes: ['ReadWriteOnce'],
-  volumeMode: 'Filesystem',
-  readOnly: false,
+  traits: { accessModes: ['ReadWriteOnce'], volumeMode: 'Filesystem', readOnly: false },
   source: { kind: 'csi', driver, volumeHandle: 'vol-1', fsType: 'ext4', volumeAttributes: {} },
 } as unknown as ResolvedVolume;
 const target = (node: string): CallTarget => ({

@@ -20,6 +20,7 @@ import type { Node } from '../../src/events/k8s.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
 import { heapUsedAfterGc } from '../../scripts/bench/util.js';
+import { flatSpecCount, flattenSpecs } from '../support/flat-specs.js';
 
 const codec = controllerCore.snapshot;
 
@@ -241,7 +242,7 @@ test('sliced snapshot: attachments written with a state of their own are read as
       {
         volume: a.volume,
         node: a.node,
-        pluginName: a.spec.pluginName,
+        pluginName: a.spec.traits.pluginName,
         spec: a.spec,
         state: attachmentState(a),
         detachRequestedAtMs: a.detachRequestedAtMs,
@@ -257,6 +258,49 @@ test('sliced snapshot: attachments written with a state of their own are read as
   assert.equal(decoded.attachments.size, 20);
   for (const a of decoded.attachments.values())
     assert.equal(a.device, startingDevice, `${a.volume}: the starting device fields, shared`);
+});
+
+/** `controllerWorld(20)` with a 21st pod whose attach has started, not finished. */
+function worldWithOneRunning(): ControllerWorld {
+  const world = controllerWorld(20);
+  for (const event of diskObjects('disk-20')) append(world, event);
+  append(world, podOn(20, 'node-0'));
+  const volumes = world.dirty;
+  world.dirty = new Set();
+  const [op] = controllerCore.plan(world, 0, { volumes }).operations;
+  assert.ok(op !== undefined, "the 21st pod's attach is planned");
+  const opId = `op-${world.seq + 1}`;
+  append(world, { type: 'OperationStarted', tsMs: 0, opId, ...controllerCore.decision(op) });
+  return world;
+}
+
+test('sliced snapshot: specs written flat (their traits in themselves) are read with the traits shared', () => {
+  const world = worldWithOneRunning();
+  const old = worldWithOneRunning();
+  assert.equal(old.running.size, 1, 'an operation under way holds a spec too');
+  // 21 specs, each held by a pod record, a desired entry and an attachment (one running).
+  assert.equal(flattenSpecs(old), 21);
+  const { dirty: _dirty, ...rest } = old;
+  for (const [data, format] of [
+    [serialize({ v8: process.versions.v8, world: rest }), 3],
+    [codec.encode(old), codec.format],
+  ] as const) {
+    const decoded = codec.decode(data, format);
+    assert.ok(decoded !== undefined, `format ${format} decodes`);
+    assert.equal(flatSpecCount(decoded), 0, 'no spec is left flat');
+    assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+    const traits = volumesOf(world.pods.values().next().value!.volumes)[0]!.traits;
+    for (const record of decoded.pods.values()) {
+      const spec = volumesOf(record.volumes)[0]!;
+      const key = `${spec.volume}@${record.node}`;
+      assert.equal(spec.traits, traits, `${key}: the traits are the live world's`);
+      assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
+      if (key.includes('disk-20')) continue; // attaching: no attachment yet
+      assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
+    }
+    const [running] = decoded.running.values();
+    assert.equal(running?.spec?.traits, traits, "the running operation's spec too");
+  }
 });
 
 test('sliced snapshot: the world read back folds on as the world written', async () => {

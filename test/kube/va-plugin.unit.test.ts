@@ -12,22 +12,25 @@ import { type JsonObject, KubeApiError } from '../../src/kube/http.js';
 import { vaPlugin, VolumeAttachmentCache } from '../../src/kube/va-plugin.js';
 import { PluginError } from '../../src/plugins/types.js';
 import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
+import { volumeTraits } from '../../src/operations/volume-traits.js';
 
 const spec: ResolvedVolume = {
   outerVolumeSpecName: 'data',
   innerVolumeSpecName: 'data-pv',
   volume: UniqueVolumeName('kubernetes.io/csi/d.csi^vol-1'),
-  pluginName: 'd.csi',
-  attachable: true,
-  deviceMountable: true,
-  requiresRemount: false,
-  multiAttachAllowed: false,
-  volumeMode: 'Filesystem',
-  sizeBytes: 0,
-  claimSizeBytes: 0,
-  volumeGidValue: '',
-  readOnly: false,
-  accessModes: ['ReadWriteOnce'],
+  traits: volumeTraits({
+    pluginName: 'd.csi',
+    attachable: true,
+    deviceMountable: true,
+    requiresRemount: false,
+    multiAttachAllowed: false,
+    volumeMode: 'Filesystem',
+    sizeBytes: 0,
+    claimSizeBytes: 0,
+    volumeGidValue: '',
+    readOnly: false,
+    accessModes: ['ReadWriteOnce'],
+  }),
   source: { kind: 'csi', driver: 'd.csi', volumeHandle: 'vol-1', fsType: '', inline: false },
 };
 const name = volumeAttachmentName('vol-1', 'd.csi', 'node-1');

@@ -20,6 +20,7 @@ import {
 } from '../../src/log/world-snapshot.js';
 import { foldAll } from '../../src/world/index.js';
 import { assertSameWorld } from '../support/world-equal.js';
+import { flatSpecCount, flattenSpecs } from '../support/flat-specs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-snap-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -42,6 +43,28 @@ test('snapshot: a world encodes and decodes to an equal world at every seq', asy
       `snapshot at ${seq} + tail`,
     );
   }
+  log.sink.close();
+});
+
+test('snapshot: one written with flat specs (their traits in themselves) is read with the traits shared', async () => {
+  const log = openSqliteLog(join(dir, 'flat.db'), kubeletCore);
+  await simulate(scenario, { log });
+  const events = [...log.readAll()];
+  let flattened = 0;
+  for (let seq = 0; seq <= events.length; seq += 3) {
+    const old = foldAll(events.slice(0, seq));
+    flattened += flattenSpecs(old);
+    const decoded = decodeWorldSnapshot(encodeWorldSnapshot(old), worldSnapshotFormat);
+    assert.ok(decoded);
+    assert.equal(flatSpecCount(decoded), 0, `seq ${seq}: no spec is left flat`);
+    const world = foldAll(events.slice(0, seq));
+    assertSameWorld(decoded, world, `seq ${seq}`);
+    for (const [uid, record] of world.pods)
+      record.volumes.forEach((spec, i) =>
+        assert.equal(decoded.pods.get(uid)?.volumes[i]?.traits, spec.traits, 'shared traits'),
+      );
+  }
+  assert.ok(flattened > events.length / 3, `${flattened} specs made flat`);
   log.sink.close();
 });
 

@@ -54,7 +54,7 @@ function worldOf(events: NewEvent[]): World {
 const podA = podUpserted('uid-a', [claim('d1')]);
 
 const attachableIn = (world: World) =>
-  world.pods.get(UniquePodName('uid-a'))?.volumes[0]?.attachable;
+  world.pods.get(UniquePodName('uid-a'))?.volumes[0]?.traits.attachable;
 
 function attachable(events: NewEvent[]): boolean | undefined {
   return attachableIn(worldOf([...events, sourcesReady, ...diskObjects('d1'), podA]));

@@ -8,11 +8,11 @@ export async function attach(ctx: OpContext, op: VolumeOperation): Promise<void>
     failOperation(
       `AttachVolume.FindAttachablePluginBySpec failed: ${ctx.op.volume} is no longer desired`,
     );
-  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const plugin = ctx.host.plugins.find(spec.traits.pluginName);
   if (plugin?.attacher === undefined) {
     failOperation(
       `AttachVolume.FindAttachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
-        `no attachable plugin "${spec.pluginName}" is registered; register it or remove the volume`,
+        `no attachable plugin "${spec.traits.pluginName}" is registered; register it or remove the volume`,
     );
   }
   const attacher = plugin.attacher;

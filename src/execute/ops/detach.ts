@@ -5,11 +5,11 @@ export async function detach(ctx: OpContext): Promise<void> {
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
   if (attachment === undefined)
     failOperation(`DetachVolume failed: ${ctx.op.volume} is not attached`);
-  const plugin = ctx.host.plugins.find(attachment.spec.pluginName);
+  const plugin = ctx.host.plugins.find(attachment.spec.traits.pluginName);
   if (plugin?.attacher === undefined) {
     failOperation(
       `DetachVolume.findDetachablePluginBySpec failed for volume "${ctx.op.volume}": ` +
-        `no attachable plugin "${attachment.spec.pluginName}" is registered; register it so vole can detach`,
+        `no attachable plugin "${attachment.spec.traits.pluginName}" is registered; register it so vole can detach`,
     );
   }
   const attacher = plugin.attacher;

@@ -13,11 +13,11 @@ export async function expand(ctx: OpContext, op: VolumeOperation): Promise<void>
       'NodeExpandvolume.expansion failed: current or new size of the volume is not set',
     );
   }
-  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const plugin = ctx.host.plugins.find(spec.traits.pluginName);
   const expander = plugin?.expander;
   if (expander === undefined)
     failOperation(
-      `NodeExpandVolume.NodeExpandVolume failed: plugin "${spec.pluginName}" cannot expand`,
+      `NodeExpandVolume.NodeExpandVolume failed: plugin "${spec.traits.pluginName}" cannot expand`,
     );
   try {
     await runCall(

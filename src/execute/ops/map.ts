@@ -19,7 +19,7 @@ export function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, p
   const blockMapper = plugin?.blockMapper;
   if (blockMapper === undefined) {
     failOperation(
-      `${prefix} failed for volume "${spec.volume}": plugin "${spec.pluginName}" cannot map Block volumes ` +
+      `${prefix} failed for volume "${spec.volume}": plugin "${spec.traits.pluginName}" cannot map Block volumes ` +
         '(no BlockVolumeMapper); use volumeMode Filesystem or a plugin that maps block devices',
     );
   }

@@ -12,7 +12,7 @@ import { mapPodDevice, mapper, type MountPaths, setUpDevice } from './map.js';
 function lacking(spec: ResolvedVolume, what: string): never {
   return failOperation(
     `MountVolume failed for volume "${spec.outerVolumeSpecName}" (UniqueName: "${spec.volume}"): ` +
-      `plugin "${spec.pluginName}" has no ${what}; register a plugin that has one`,
+      `plugin "${spec.traits.pluginName}" has no ${what}; register a plugin that has one`,
   );
 }
 
@@ -90,7 +90,7 @@ async function runStep(
   plugin: VolumePlugin,
   paths: MountPaths,
 ): Promise<void> {
-  const block = spec.volumeMode === 'Block';
+  const block = spec.traits.volumeMode === 'Block';
   switch (step) {
     case 'waitForAttach': {
       const prefix = block ? 'MapVolume.WaitForAttach failed' : 'MountVolume.WaitForAttach failed';
@@ -123,15 +123,15 @@ export async function mount(ctx: OpContext, op: MountOperation): Promise<void> {
     failOperation(
       `MountVolume.FindPluginBySpec failed: ${op.volume} is no longer desired by pod ${op.pod}`,
     );
-  const plugin = ctx.host.plugins.find(spec.pluginName);
+  const plugin = ctx.host.plugins.find(spec.traits.pluginName);
   if (plugin === undefined) {
     failOperation(
       `MountVolume.FindPluginBySpec failed for volume "${spec.outerVolumeSpecName}" ` +
-        `(UniqueName: "${op.volume}"): no plugin "${spec.pluginName}" is registered`,
+        `(UniqueName: "${op.volume}"): no plugin "${spec.traits.pluginName}" is registered`,
     );
   }
   if (op.refusal !== undefined) failOperation(op.refusal);
-  if (spec.volumeMode === 'Block') mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
+  if (spec.traits.volumeMode === 'Block') mapper(plugin, spec, 'MapVolume.FindMapperPluginBySpec');
   const paths: MountPaths = { devicePath: op.devicePath, deviceMountPath: op.deviceMountPath };
   for (const step of op.steps) await runStep(ctx, step, op, spec, plugin, paths);
 }

@@ -8,12 +8,12 @@ export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<voi
   const record = podEntry(ctx.host.world().mounts.get(op.volume), op.pod);
   if (record === undefined)
     failOperation(`UnmountVolume failed: ${op.volume} is not mounted for pod ${op.pod}`);
-  const plugin = ctx.host.plugins.find(record.spec.pluginName);
+  const plugin = ctx.host.plugins.find(record.spec.traits.pluginName);
   if (op.steps[0] === 'unmap') return unmap(ctx, op, record, plugin);
   if (plugin === undefined) {
     failOperation(
       `UnmountVolume.FindPluginByName failed for volume "${op.volume}": no plugin ` +
-        `"${record.spec.pluginName}" is registered; register it so vole can tear the volume down`,
+        `"${record.spec.traits.pluginName}" is registered; register it so vole can tear the volume down`,
     );
   }
   await runCall(
@@ -27,13 +27,13 @@ export async function unmountDevice(ctx: OpContext, op: UnmountDeviceOperation):
   const attachment = ctx.host.world().attachments.get(ctx.op.volume);
   if (attachment === undefined)
     failOperation(`UnmountDevice failed: ${ctx.op.volume} is not attached`);
-  const plugin = ctx.host.plugins.find(attachment.spec.pluginName);
+  const plugin = ctx.host.plugins.find(attachment.spec.traits.pluginName);
   if (op.steps[0] === 'tearDownDevice') return tearDownDevice(ctx, attachment, plugin);
   const deviceMounter = plugin?.deviceMounter;
   if (deviceMounter === undefined) {
     failOperation(
       `UnmountDevice.FindDeviceMountablePluginByName failed for volume "${ctx.op.volume}": ` +
-        `no device-mountable plugin "${attachment.spec.pluginName}" is registered`,
+        `no device-mountable plugin "${attachment.spec.traits.pluginName}" is registered`,
     );
   }
   const deviceMountPath =

@@ -24,7 +24,7 @@ export interface BuiltinOptions {
 }
 
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {
-  return podVolumeDir(root, podUid, spec.pluginName, spec.innerVolumeSpecName);
+  return podVolumeDir(root, podUid, spec.traits.pluginName, spec.innerVolumeSpecName);
 }
 
 /** Makes the pod's volume directory, refusing one that a symlink leads out of the root. */

@@ -153,7 +153,7 @@ function buildPayload(
       return payload;
     }
     default:
-      throw new HostError('final', `${spec.pluginName} cannot set up a ${s.kind} volume`);
+      throw new HostError('final', `${spec.traits.pluginName} cannot set up a ${s.kind} volume`);
   }
 }
 

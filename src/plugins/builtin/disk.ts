@@ -88,7 +88,7 @@ async function refuseSecondNode(
   imagePath: string,
   node: string,
 ): Promise<void> {
-  if (spec.multiAttachAllowed) return;
+  if (spec.traits.multiAttachAllowed) return;
   const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
   if (holder === undefined || holder === node) return;
   if ((await findLoopForImage(imagePath)) === undefined) return; // detached behind our back
@@ -141,14 +141,14 @@ interface DiskPaths {
 function attacher(paths: DiskPaths): AttacherOps {
   return {
     async attach(spec, target) {
-      if (spec.sizeBytes <= 0) {
+      if (spec.traits.sizeBytes <= 0) {
         throw new HostError(
           'final',
           `${diskDriver}: PersistentVolume of ${spec.volume} needs spec.capacity.storage (e.g. 64Mi)`,
         );
       }
       await refuseSecondNode(spec, paths.image(spec), target.node);
-      const device = await attachDisk(paths.image(spec), spec.sizeBytes);
+      const device = await attachDisk(paths.image(spec), spec.traits.sizeBytes);
       await writeFile(holderFile(paths.image(spec)), target.node);
       return device;
     },
@@ -203,8 +203,9 @@ function podOps(opts: BuiltinOptions, paths: DiskPaths): PodVolumeOps {
           'transient',
           `${diskDriver}: ${global} is not mounted; the device must be mounted first`,
         );
-      if (!(await isMountPoint(dir))) await bindMount(global, dir, { readOnly: spec.readOnly });
-      if (!spec.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
+      if (!(await isMountPoint(dir)))
+        await bindMount(global, dir, { readOnly: spec.traits.readOnly });
+      if (!spec.traits.readOnly) await applyFsGroup(dir, setUpOpts.fsGroup);
     },
     async tearDown(spec, target) {
       const dir = volumeDir(opts.root, spec, target.pod!);

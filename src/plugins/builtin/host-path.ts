@@ -110,7 +110,7 @@ export function hostPathPlugin(
           await makeVolumeDir(opts.root, dir);
         }
         if (!(await isMountPoint(dir)))
-          await bindMount(source.path, dir, { readOnly: spec.readOnly });
+          await bindMount(source.path, dir, { readOnly: spec.traits.readOnly });
       },
       async tearDown(spec, target) {
         await removeVolumeDir(opts.root, volumeDir(opts.root, spec, target.pod!), {
