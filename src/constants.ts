@@ -45,6 +45,13 @@ export const planOperationsMax = 1024;
  */
 export const volumeTraitsMax = 4096;
 /**
+ * Distinct small values the controller keeps shared (src/controller/shared-values.ts: a
+ * claim's status, a pod's volume of no claim); past it the table starts again.
+ */
+export const sharedValuesMax = 4096;
+/** The longest JSON of a value kept shared: longer ones are rarely equal. */
+export const sharedValueJsonCharsMax = 512;
+/**
  * A snapshot is written after this many events since the last one. A restart folds at
  * most this many events after loading it, in a fresh process before the JIT has warmed up:
  * 90–190 ms for 10,000 on the benchmark machine, 120–230 ms to the first plan in all (it

@@ -37,7 +37,7 @@ import { attachmentPairs } from '../world/pairs.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
-import { withVolumeNameShared } from './claim-record.js';
+import { claimAsKept } from './claim-record.js';
 import { controllerPodOf } from './pod-record.js';
 import {
   foldControllerProvisioningCall,
@@ -273,7 +273,7 @@ function setNode(world: ControllerWorld, next: NodeRecord): void {
 }
 
 function foldObjectUpserted(world: ControllerWorld, event: EventOf<'ObjectUpserted'>): void {
-  const object = withVolumeNameShared(event.object, world.objects);
+  const object = claimAsKept(event.object, world.objects);
   const previous = putObject(world, object);
   if (object.kind === 'PersistentVolume') trackProvisionedPv(world.provisioning, previous, object);
   const name = object.metadata.name;

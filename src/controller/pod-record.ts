@@ -13,12 +13,14 @@
  */
 import type { ClusterObjects } from '../desired/objects.js';
 import type { Pod } from '../events/k8s.js';
+import { sharedValue } from './shared-values.js';
 
 type Container = NonNullable<Pod['spec']['containers']>[number];
 
 /**
  * The pod cut to what the controller reads, as compact objects (see above); with `objects`,
- * its claim names are the known claims' own strings (withClaimNamesShared).
+ * its claim names are the known claims' own strings and its volumes of no claim shared
+ * (volumesAsKept).
  */
 export function controllerPodOf(pod: Pod, objects?: Pick<ClusterObjects, 'lookup'>): Pod {
   const { name, namespace, uid } = pod.metadata;
@@ -26,7 +28,7 @@ export function controllerPodOf(pod: Pod, objects?: Pick<ClusterObjects, 'lookup
   const volumes =
     objects === undefined
       ? pod.spec.volumes
-      : withClaimNamesShared(pod.spec.volumes, namespace ?? 'default', objects);
+      : volumesAsKept(pod.spec.volumes, namespace ?? 'default', objects);
   // Built field by field (no JSON round trip on the fold's path): absent fields stay absent.
   // A literal of its exact fields where it can: a spread or an object filled a field at a
   // time keeps room for more, or its fields in a separate array (the metadata 80 → 48 bytes).
@@ -49,28 +51,29 @@ export function controllerPodOf(pod: Pod, objects?: Pick<ClusterObjects, 'lookup
 }
 
 /**
- * The pod's volumes with each claim name the claim's own string, where the claim is known
- * (in `objects`): the pod and the claim are parsed apart, so each kept its own copy of
- * every claim name (32 bytes a pod for a 13-character name, 56 for a claim named after a
- * StatefulSet's pod). Strings cannot be told apart by identity, so a volume of a known
- * claim is always rebuilt, as a literal of its exact fields (a spread of a parsed object
- * here took more than the string saved); `volumes` itself when it reads no known claim,
- * and a volume of other fields is kept as it is. Equal values.
+ * The pod's volumes as the record keeps them:
+ * - each claim name the claim's own string, where the claim is known (in `objects`): the
+ *   pod and the claim are parsed apart, so each kept its own copy of every claim name (32
+ *   bytes a pod for a 13-character name, 56 for a claim named after a StatefulSet's pod).
+ *   Strings cannot be told apart by identity, so a volume of a known claim is always
+ *   rebuilt, as a literal of its exact fields (a spread of a parsed object here took more
+ *   than the string saved);
+ * - a volume of no claim (an emptyDir, a ConfigMap, a Secret: every replica of a workload
+ *   declares them alike) the one shared object of that volume (shared-values.ts);
+ * - any other volume kept as it is. Equal values; `volumes` itself when there are none.
  */
-function withClaimNamesShared(
+function volumesAsKept(
   volumes: Pod['spec']['volumes'],
   namespace: string,
   objects: Pick<ClusterObjects, 'lookup'>,
 ): Pod['spec']['volumes'] {
-  const claimOf = (v: Volume) =>
-    v.persistentVolumeClaim === undefined
-      ? undefined
-      : objects.lookup('PersistentVolumeClaim', v.persistentVolumeClaim.claimName, namespace);
-  if (volumes === undefined || !volumes.some((v) => claimOf(v) !== undefined)) return volumes;
+  if (volumes === undefined || volumes.length === 0) return volumes;
   return volumes.map((v) => {
     const pvc = v.persistentVolumeClaim;
-    const claimName = claimOf(v)?.metadata.name;
-    if (pvc === undefined || claimName === undefined || Object.keys(v).length !== 2) return v;
+    if (pvc === undefined) return sharedValue(v);
+    const claim = objects.lookup('PersistentVolumeClaim', pvc.claimName, namespace);
+    const claimName = claim?.metadata.name;
+    if (claimName === undefined || Object.keys(v).length !== 2) return v;
     const { readOnly } = pvc;
     if (Object.keys(pvc).length !== (readOnly === undefined ? 1 : 2)) return v;
     const persistentVolumeClaim = readOnly === undefined ? { claimName } : { claimName, readOnly };

@@ -240,7 +240,11 @@ test("a pod's claim names are the known claims' own strings in the controller's 
   const some = pods()[3]!;
   assert.deepEqual(controllerPodOf(some, claims), controllerPodOf(some), 'equal values');
   const alone = controllerPodOf(some, new ClusterObjects());
-  assert.equal(alone.spec.volumes, some.spec.volumes, 'no known claim: the volumes as they were');
+  assert.deepEqual(alone.spec.volumes, some.spec.volumes, 'no known claim: equal volumes');
+  assert.equal(alone.spec.volumes![1], some.spec.volumes![1], 'a volume of an unknown claim kept');
+  const other = controllerPodOf(pods()[4]!, new ClusterObjects());
+  assert.equal(other.spec.volumes![2], alone.spec.volumes![2], 'one ConfigMap volume for both');
+  assert.ok(Object.isFrozen(alone.spec.volumes![2]), 'a shared volume is frozen');
   /** Bytes a pod of the cut pods kept, their claims known or not. */
   const keptBytes = (known: boolean) =>
     keptBytesEach(() => pods().map((pod) => controllerPodOf(pod, known ? claims : undefined)));
@@ -280,4 +284,35 @@ test('a pod record holds one attachable volume bare, none as one shared list, mo
   );
   assert.ok(kept <= 48, `a record's attachable volumes keep ${Math.round(kept)} bytes`);
   assert.ok(asList >= kept + 40, `a list of one kept ${Math.round(asList)} bytes`);
+});
+
+test("a pod's volumes of no claim are one shared object for every pod that declares them alike", () => {
+  const count = 10_000;
+  const pods = () =>
+    Array.from(
+      { length: count },
+      (_, i) =>
+        JSON.parse(
+          JSON.stringify({
+            metadata: { name: `pod-${i}`, namespace: 'default', uid: `u-${i}` },
+            spec: {
+              volumes: [
+                { name: 'scratch', emptyDir: {} },
+                { name: 'config', configMap: { name: 'web', defaultMode: 420 } },
+              ],
+            },
+          }),
+        ) as Pod,
+    );
+  const none = new ClusterObjects();
+  const keptBytes = (objects: ClusterObjects | undefined) =>
+    keptBytesEach(() => pods().map((pod) => controllerPodOf(pod, objects)));
+  keptBytes(none);
+  const own = keptBytes(undefined);
+  const shared = keptBytes(none);
+  // Each pod held its own emptyDir volume (~64 bytes) and ConfigMap volume (~80) before.
+  assert.ok(
+    shared <= own - 100,
+    `volumes shared: ${Math.round(shared)} bytes a pod, each its own: ${Math.round(own)}`,
+  );
 });
