@@ -142,15 +142,34 @@ export class EventStore<E extends EventEnvelope> {
    * A store opened read-only throws LogReadonlyError.
    */
   append(events: readonly Omit<E, 'seq'>[], opts: { expectedSeq: number }): AppendResult {
-    const writes = this.writer('append');
+    this.writer('append'); // a read-only or halted store refuses before encoding
     const { expectedSeq } = opts;
     assert(events.length > 0, `${this.path}: append of an empty batch`);
+    assertSeq(this.path, expectedSeq);
+    const rows = events.map((event, index) => this.encode(event, expectedSeq + index + 1));
+    return this.appendEncoded(rows, { expectedSeq });
+  }
+
+  /**
+   * An event as a row of seq `seq`, encoded and validated by the codec (its error thrown as
+   * is): what `append` writes, for a writer that encodes ahead (GroupCommitter.push).
+   */
+  encode(event: Omit<E, 'seq'>, seq: number): EventRow {
+    return encodeEvent(this.codec, event, seq);
+  }
+
+  /**
+   * Appends rows `encode` made, seqs expectedSeq + 1, + 2, … in order: `append` without
+   * the encoding (its transactions, checks and errors).
+   */
+  appendEncoded(rows: readonly EventRow[], opts: { expectedSeq: number }): AppendResult {
+    const writes = this.writer('append');
+    const { expectedSeq } = opts;
+    assert(rows.length > 0, `${this.path}: append of an empty batch`);
+    assertSeq(this.path, expectedSeq);
     assert(
-      Number.isSafeInteger(expectedSeq) && expectedSeq >= 0,
-      () => `${this.path}: append: expectedSeq ${expectedSeq} is not a seq`,
-    );
-    const rows = events.map((event, index) =>
-      encodeEvent(this.codec, event, expectedSeq + index + 1),
+      rows.every((row, i) => row[0] === expectedSeq + i + 1),
+      () => `${this.path}: rows encoded for other seqs than ${expectedSeq + 1}…`,
     );
     for (let start = 0; start < rows.length; start += this.appendBatchEventsMax) {
       const chunk = rows.slice(start, start + this.appendBatchEventsMax);
@@ -466,4 +485,11 @@ export class EventStore<E extends EventEnvelope> {
       throw toReadError(error, this.path, seq);
     }
   }
+}
+
+function assertSeq(path: string, expectedSeq: number): void {
+  assert(
+    Number.isSafeInteger(expectedSeq) && expectedSeq >= 0,
+    () => `${path}: append: expectedSeq ${expectedSeq} is not a seq`,
+  );
 }
