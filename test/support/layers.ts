@@ -27,6 +27,7 @@ export const layers: [string, number][] = [
   ['src/controller/pod-record.ts', 2],
   ['src/controller/attachment-record.ts', 2],
   ['src/controller/claim-record.ts', 2],
+  ['src/controller/shared-values.ts', 2],
   ['src/controller/', 3],
   ['src/plan/', 3],
   ['src/sources/', 3],
