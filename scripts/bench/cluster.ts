@@ -459,7 +459,7 @@ export function attachedAll(
       return undefined;
     lastMs = nowMs();
     let attached = 0;
-    for (const a of w.attachments.values()) if (a.value.startsWith('attached')) attached++;
+    for (const a of w.pairs.values()) if (a.value.startsWith('attached')) attached++;
     return attached === want && w.pods.size === want ? true : undefined;
   };
 }
@@ -488,7 +488,7 @@ export async function scaleFigures(
     const log = controller.logStats;
     const seq = controller.world?.seq ?? 0;
     progress(
-      `  ${Math.round((nowMs() - started) / 1000)} s: seq ${seq}, ${Math.round((seq * 1000) / (nowMs() - started))} events/s, ${log?.txns ?? 0} commits, ${controller.world?.attachments.size ?? 0} attachments`,
+      `  ${Math.round((nowMs() - started) / 1000)} s: seq ${seq}, ${Math.round((seq * 1000) / (nowMs() - started))} events/s, ${log?.txns ?? 0} commits, ${controller.world?.pairs.size ?? 0} pairs`,
     );
   }, 15_000);
   await waitFor(attachedAll(controller, pods), `${pods} attachments`, 3_600_000).finally(() =>
@@ -565,7 +565,7 @@ export async function scaleFigures(
  * snapshot before the first map goes.
  */
 function heapParts(world: ControllerWorld, pods: number, heapBefore: number): void {
-  const parts = ['pods', 'objects', 'podsByObject', 'dsw', 'attachments', 'nodesByVolume'];
+  const parts = ['pods', 'objects', 'podsByObject', 'pairs', 'nodesByVolume'];
   parts.push('volumesByNode', 'reported', 'nodes', 'causes');
   const maps = world as unknown as Record<string, Map<unknown, unknown>>;
   let last = heapUsedAfterGc();
@@ -621,11 +621,8 @@ async function movePods(
       const next = `node-${(i + 1) % nodes}`;
       const a = [...valuesOf(w.nodesByVolume.get(`${diskPlugin}/disk-p-${i}` as never))];
       if (a.length !== 1 || a[0] !== next) return undefined;
-      if (
-        w.attachments.get(`${diskPlugin}/disk-p-${i}@${next}`)?.value.startsWith('attached') !==
-        true
-      )
-        return undefined;
+      const pair = w.pairs.get(`${diskPlugin}/disk-p-${i}@${next}`);
+      if (pair?.value.startsWith('attached') !== true) return undefined;
     }
     return true;
   };

@@ -125,7 +125,7 @@ export function buildWorld(attachments: number, nodes: number): ControllerWorld 
   driver.start(nodes);
   for (let i = 0; i < attachments; i++) driver.addPod(i, nodes, t0);
   driver.settle(t0);
-  const attached = [...driver.world.attachments.values()].filter((a) =>
+  const attached = [...driver.world.pairs.values()].filter((a) =>
     a.value.startsWith('attached'),
   ).length;
   if (attached !== attachments || driver.world.running.size !== 0)

@@ -17,7 +17,13 @@ import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { ControllerExecutor } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
-import { type ControllerWorld, pairKey } from '../controller/types.js';
+import {
+  attachmentAt,
+  allAttachments,
+  type ControllerWorld,
+  allDesired,
+  pairKey,
+} from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
@@ -271,7 +277,7 @@ export class ControllerManager {
     const reported = this.world.reported.get(NodeName(node));
     return [...(reported ?? [])].sort().map((name) => ({
       name,
-      devicePath: this.world.attachments.get(pairKey(name, node))?.devicePath ?? '',
+      devicePath: attachmentAt(this.world, pairKey(name, node))?.devicePath ?? '',
     }));
   }
 
@@ -281,9 +287,8 @@ export class ControllerManager {
     if (world.running.size > 0) return false;
     // A claim the planner is about to bind: its pods' attachments are not desired yet.
     if (world.unboundClaims.size > 0 && planBindings(world, 0).length > 0) return false;
-    for (const key of world.dsw.keys())
-      if (world.attachments.get(key)?.value.startsWith('attached') !== true) return false;
-    for (const key of world.attachments.keys()) if (!world.dsw.has(key)) return false;
+    for (const pair of world.pairs.values())
+      if (pair.pods === null || !pair.value.startsWith('attached')) return false;
     return true;
   }
 
@@ -302,7 +307,7 @@ export class ControllerManager {
             reject(
               new Error(
                 `controller not settled: ${this.world.running.size} operation(s) running, ` +
-                  `${this.world.dsw.size} desired and ${this.world.attachments.size} known attachment(s): timed out`,
+                  `${[...allDesired(this.world)].length} desired and ${[...allAttachments(this.world)].length} known attachment(s): timed out`,
               ),
             ),
           );

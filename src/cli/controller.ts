@@ -155,7 +155,7 @@ export async function controllerCommand(
     timeout: opts.timeout,
     settled: () => !logBlocked.blocked() && cm.settled(),
     settledMessage: () =>
-      `settled: ${cm.world.attachments.size} attachment(s), log at seq ${cm.world.seq}`,
+      `settled: ${cm.world.pairs.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {
       await metrics?.close();
       await operator.close();

@@ -2,15 +2,8 @@
  * The controller's fold: pods scheduled to nodes, cluster objects, operation events, and
  * the reports it raised. Pure and deterministic, like the kubelet's (DESIGN.md rule 2).
  */
-import type { AttachmentEvent } from '../../machines/index.js';
-import { assert, fail, unreachable } from '../assert.js';
-import {
-  bookCall,
-  cutOffOperations,
-  finishOperation,
-  startOperation,
-  touchVolume,
-} from '../operations/book.js';
+import { fail, unreachable } from '../assert.js';
+import { bookCall, cutOffOperations, finishOperation, startOperation } from '../operations/book.js';
 import { callTable, type FailureReading } from '../operations/calls.js';
 import type { EventOf, VoleEvent } from '../events/index.js';
 import { type ClusterObject, objectKey, type Pod } from '../events/k8s.js';
@@ -33,10 +26,17 @@ import {
 import { ClusterObjects } from '../desired/objects.js';
 import { indexReferences } from '../desired/references.js';
 import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
-import { attachmentPairs } from '../world/pairs.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
+import {
+  addPodToDsw,
+  reindexPair,
+  removePodFromDsw,
+  step,
+  touch,
+  updateTimers,
+} from './fold-pairs.js';
 import { claimAsKept } from './claim-record.js';
 import { controllerPodOf } from './pod-record.js';
 import {
@@ -48,25 +48,17 @@ import {
   trackControllerResize,
 } from './provisioning.js';
 import {
-  type ControllerAttachment,
   type ControllerPod,
   attachableOf,
+  attachmentAt,
+  allAttachments,
   type ControllerWorld,
+  desiredAt,
   type NodeRecord,
   pairKey,
   samePluginCaps,
   touchDesired,
-  volumesOf,
 } from './types.js';
-import {
-  addOne,
-  addToIndex,
-  removeFromIndex,
-  removeOne,
-  valuesOf,
-} from '../desired/one-or-many.js';
-import { hasOne, withOne, withoutOne } from '../desired/one-or-many.js';
-import { attachmentOf, attachmentState, newAttachment } from './attachment-record.js';
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
@@ -87,8 +79,7 @@ export function initialControllerWorld(): ControllerWorld {
     bindingCause: Seq(0),
     podsByObject: new Map(),
     nodes: new Map(),
-    dsw: new Map(),
-    attachments: new Map(),
+    pairs: new Map(),
     nodesByVolume: new Map(),
     volumesByNode: new Map(),
     reported: new Map(),
@@ -103,20 +94,6 @@ export function initialControllerWorld(): ControllerWorld {
   };
 }
 
-function touch(world: ControllerWorld, volume: UniqueVolumeName): void {
-  touchVolume(world, volume, world.seq);
-  world.touched.add(volume);
-}
-
-/** Keeps nodesByVolume in step after a (volume, node) entry came or went. */
-function reindexPair(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
-  const key = pairKey(volume, node);
-  if (world.dsw.has(key) || world.attachments.has(key)) addOne(world.nodesByVolume, volume, node);
-  else removeOne(world.nodesByVolume, volume, node);
-  if (world.attachments.has(key)) addToIndex(world.volumesByNode, node, volume);
-  else removeFromIndex(world.volumesByNode, node, volume);
-}
-
 /**
  * Builds the indexes the fold keeps beside the records (podsByObject, nodesByVolume,
  * volumesByNode) again from the records: snapshots leave them out.
@@ -126,55 +103,7 @@ export function rebuildControllerIndexes(world: ControllerWorld): void {
   world.nodesByVolume = new Map();
   world.volumesByNode = new Map();
   for (const record of world.pods.values()) index(world, record, true);
-  for (const entry of world.dsw.values()) reindexPair(world, entry.volume, entry.node);
-  for (const a of world.attachments.values()) reindexPair(world, a.volume, a.node);
-}
-
-/** The attachments of one volume (any state), by node. */
-export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) {
-  const out: ControllerAttachment[] = [];
-  for (const node of valuesOf(world.nodesByVolume.get(volume))) {
-    const a = world.attachments.get(pairKey(volume, node));
-    if (a !== undefined) out.push(a);
-  }
-  return out;
-}
-
-function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): void {
-  const record = world.pods.get(uid);
-  if (record === undefined || record.node === null) return;
-  for (const v of volumesOf(record.volumes)) {
-    const key = pairKey(v.volume, record.node);
-    const entry = world.dsw.get(key);
-    if (entry === undefined || !hasOne(entry.pods, uid)) continue;
-    const pods = withoutOne(entry.pods, uid);
-    if (pods === undefined)
-      world.dsw.delete(key); // the multi-attach flag goes with it
-    else world.dsw.set(key, { ...entry, pods });
-    reindexPair(world, v.volume, record.node);
-    touch(world, v.volume);
-  }
-}
-
-/** §4.7 ProcessPodVolumes(add): only for a scheduled, not terminated pod on a managed node. */
-function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
-  const record = world.pods.get(uid);
-  if (record === undefined || record.node === null || record.terminated) return;
-  if (world.nodes.get(record.node)?.managed !== true) return;
-  for (const v of volumesOf(record.volumes)) {
-    const key = pairKey(v.volume, record.node);
-    const entry = world.dsw.get(key) ?? {
-      key,
-      volume: v.volume,
-      node: record.node,
-      spec: v,
-      pods: uid,
-      multiAttachErrorReported: false,
-    };
-    world.dsw.set(key, { ...entry, pods: withOne(entry.pods, uid) });
-    reindexPair(world, v.volume, record.node);
-    touch(world, v.volume);
-  }
+  for (const pair of world.pairs.values()) reindexPair(world, pair.volume, pair.node);
 }
 
 /**
@@ -312,72 +241,6 @@ function foldObjectRemoved(world: ControllerWorld, event: ObjectRef): void {
   if (previous !== undefined) setNode(world, { ...previous, exists: false, ready: false });
 }
 
-// --- attachments -----------------------------------------------------------------------
-
-function step(
-  world: ControllerWorld,
-  volume: UniqueVolumeName,
-  node: NodeName,
-  spec: ControllerAttachment['spec'] | null,
-  event: AttachmentEvent,
-  observation = false,
-): void {
-  const built = pairKey(volume, node);
-  const existing = world.attachments.get(built);
-  // A new attachment is keyed by its desired entry's key string (the same text).
-  const key = existing === undefined ? (world.dsw.get(built)?.key ?? built) : built;
-  assert(
-    existing !== undefined || spec !== null,
-    () => `attachment ${key}: no spec to create it (seq ${world.seq})`,
-  );
-  const record = existing ?? newAttachment(volume, node, spec!, world.seq);
-  const next = attachmentPairs.transition(attachmentState(record), event);
-  if (next === undefined) {
-    assert(
-      observation,
-      () =>
-        `attachment ${key}: ${event.type} not accepted in state ${record.value} (seq ${world.seq})`,
-    );
-    return;
-  }
-  const created =
-    existing === undefined || !/^(attached|attachUncertain|detaching)/.test(record.value);
-  if (next.value === 'detached') {
-    world.attachments.delete(key);
-    reindexPair(world, volume, node);
-    world.reported.get(node)?.delete(volume); // §2.1 MarkVolumeAsDetached: remove from report
-    return;
-  }
-  world.attachments.set(key, attachmentOf(record, next, world.seq));
-  if (existing === undefined) reindexPair(world, volume, node);
-  // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
-  if (created && /^(attached|attachUncertain)/.test(next.value)) {
-    const n = world.nodes.get(node);
-    if (n !== undefined && !n.volumesInUse.has(volume))
-      world.nodes.set(node, { ...n, volumesInUse: new Set([...n.volumesInUse, volume]) });
-  }
-  if (next.value.startsWith('attached')) {
-    const set = world.reported.get(node) ?? new Set();
-    set.add(volume);
-    world.reported.set(node, set);
-  }
-}
-
-/**
- * §3.3 step 4 / §3.4 step 2 / §7.2 L6: the detach timer starts when an attached volume is
- * first seen undesired and resets only when it is desired and confirmed attached.
- */
-function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: number): void {
-  for (const a of attachmentsOf(world, volume)) {
-    const key = pairKey(a.volume, a.node);
-    const desired = world.dsw.has(key);
-    let at = a.detachRequestedAtMs;
-    if (desired && a.value.startsWith('attached')) at = null;
-    else if (!desired && at === null) at = tsMs;
-    if (at !== a.detachRequestedAtMs) world.attachments.set(key, { ...a, detachRequestedAtMs: at });
-  }
-}
-
 /**
  * A volume no pod wants and attached nowhere is gone unless the book holds it (the rule
  * both cores share, src/desired/gone.ts); a provisioned one keeps its cause for its
@@ -394,7 +257,8 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const volume = UniqueVolumeName(event.volume);
   const node = NodeName(event.node ?? '');
   const key = pairKey(volume, node);
-  const spec = world.dsw.get(key)?.spec ?? world.attachments.get(key)?.spec ?? null;
+  const pair = world.pairs.get(key);
+  const spec = pair?.desiredSpec ?? pair?.attachedSpec ?? null;
   startOperation(world, event, { volume, pod: null, node, spec });
   if (event.provision !== undefined) provisionStarted(world.provisioning, volume, event.provision);
   // §3.3 step 11: the volume leaves the node's report before its detach starts.
@@ -430,7 +294,7 @@ function foldCall(
 function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted'>): void {
   const at = { seq: event.seq as Seq, tsMs: event.tsMs };
   const cut = cutOffOperations(world, at, 'controller', (op) => {
-    const a = world.attachments.get(pairKey(op.volume, op.node ?? ''));
+    const a = attachmentAt(world, pairKey(op.volume, op.node ?? ''));
     if (a !== undefined) step(world, op.volume, a.node, null, { type: 'CRASH' }, true);
   });
   for (const op of cut) world.touched.add(op.volume);
@@ -454,9 +318,9 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
 
 /** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
 function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>): void {
-  const entry = world.dsw.get(pairKey(event.volume, event.node));
-  if (entry !== undefined)
-    world.dsw.set(pairKey(event.volume, event.node), { ...entry, multiAttachErrorReported: true });
+  const key = pairKey(event.volume, event.node);
+  const entry = desiredAt(world, key);
+  if (entry !== undefined) world.pairs.set(key, { ...entry, multiAttachErrorReported: true });
 }
 
 /** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
@@ -465,7 +329,7 @@ function foldAttachmentsVerified(
   event: EventOf<'AttachmentsVerified'>,
 ): void {
   for (const v of event.volumes) {
-    const a = world.attachments.get(pairKey(v.name, event.node));
+    const a = attachmentAt(world, pairKey(v.name, event.node));
     if (v.attached || a === undefined || !a.value.startsWith('attached')) continue;
     step(world, a.volume, a.node, null, { type: 'OBSERVED_DETACHED' }, true);
     touch(world, a.volume);
@@ -483,8 +347,8 @@ function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'Attachment
   const found = new Set<string>();
   for (const f of event.attachments) {
     found.add(pairKey(f.volume, f.node));
-    if (world.attachments.has(pairKey(f.volume, f.node)) || busy.has(UniqueVolumeName(f.volume)))
-      continue;
+    const held = attachmentAt(world, pairKey(f.volume, f.node));
+    if (held !== undefined || busy.has(UniqueVolumeName(f.volume))) continue;
     const pv = world.objects.get(objectKey('PersistentVolume', f.pv));
     const spec =
       pv?.kind === 'PersistentVolume' ? resolvePersistentVolume(pv, world.plugins) : undefined;
@@ -504,7 +368,7 @@ function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'Attachment
     if (record !== undefined && object?.kind === 'Node')
       setNode(world, { ...record, volumesInUse: new Set(object.status?.volumesInUse ?? []) });
   }
-  for (const a of [...world.attachments.values()]) {
+  for (const a of [...allAttachments(world)]) {
     if (found.has(pairKey(a.volume, a.node)) || busy.has(a.volume)) continue;
     if (!a.volume.startsWith(`${csiPluginName}/`)) continue;
     if (!/^(attached|attachUncertain)/.test(a.value)) continue;

@@ -7,7 +7,7 @@ import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
 import type { Violation } from '../world/invariants.js';
 import { keysConflict } from '../operations/pending.js';
-import type { ControllerWorld } from './types.js';
+import { attachmentAt, type ControllerWorld, isAttached } from './types.js';
 
 /**
  * Where a volume is confirmed attached or being attached. A detaching entry is not counted:
@@ -23,10 +23,18 @@ export function checkControllerVolume(
   const out: Violation[] = [];
   const at = (invariant: string, message: string) =>
     out.push({ seq: world.seq, invariant, message: `${message} (seq ${world.seq})` });
-  const attachments = [...world.attachments.values()].filter((a) => a.volume === volume);
+  const pairs = [...world.pairs.values()].filter((p) => p.volume === volume);
+  // The pair record: attached (a spec) exactly when its machine is not `detached`.
+  for (const p of pairs)
+    if (isAttached(p) !== (p.value !== 'detached'))
+      at(
+        'pair',
+        `${volume}@${p.node}: ${p.value} with attached spec ${isAttached(p) ? 'set' : 'null'}`,
+      );
+  const attachments = pairs.filter(isAttached);
   // S7: a ReadWriteOnce volume is confirmed attached (or attaching) on one node at most.
   const nodes = attachments.filter((a) => onNode.test(a.value));
-  if (nodes.length > 1 && nodes.some((a) => !a.spec.traits.multiAttachAllowed)) {
+  if (nodes.length > 1 && nodes.some((a) => !a.attachedSpec.traits.multiAttachAllowed)) {
     at(
       'S7',
       `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.value}`).join(', ')}`,
@@ -35,7 +43,7 @@ export function checkControllerVolume(
   // S5: a volume is reported attached to a node only while confirmed there.
   for (const [node, reported] of world.reported) {
     if (!reported.has(volume)) continue;
-    const a = world.attachments.get(`${volume}@${node}`);
+    const a = attachmentAt(world, `${volume}@${node}`);
     if (a === undefined || !a.value.startsWith('attached'))
       at('S5', `${volume} reported attached to ${node} while ${a?.value ?? 'detached'}`);
   }

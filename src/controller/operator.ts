@@ -8,14 +8,14 @@ import type { NewEvent } from '../events/index.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
 import { accepted, decideRetry, refused, type Verdict } from '../plan/operator.js';
 import type { OperatorRequestRecord } from '../world/types.js';
-import { type ControllerWorld, desiredPods, pairKey } from './types.js';
+import { attachmentAt, type ControllerWorld, desiredAt, desiredPods, pairKey } from './types.js';
 
 function decideDetach(world: ControllerWorld, r: OperatorRequestRecord): Verdict {
   if (r.node === null) return refused('name the node to detach the volume from (--node)');
-  const a = world.attachments.get(pairKey(r.volume, r.node));
+  const a = attachmentAt(world, pairKey(r.volume, r.node));
   if (a === undefined) return refused(`${r.volume} is not attached to node ${r.node}`);
   const inUse = world.nodes.get(NodeName(r.node))?.volumesInUse.has(r.volume) === true;
-  const desired = world.dsw.get(pairKey(r.volume, r.node));
+  const desired = desiredAt(world, pairKey(r.volume, r.node));
   const wanted = (desired === undefined ? [] : desiredPods(world, desired)).map(
     (p) => `${p.namespace}/${p.name}`,
   );
@@ -69,7 +69,7 @@ export function planControllerOperatorRequests(
       decided.add(volume);
     }
     for (const hold of world.operator.holds.get(volume) ?? []) {
-      if (world.attachments.has(pairKey(volume, hold.node ?? ''))) continue;
+      if (attachmentAt(world, pairKey(volume, hold.node ?? '')) !== undefined) continue;
       const message = `${volume} detached from ${hold.node}`;
       events.push({ ...base, requestSeq: hold.seq, volume, verdict: 'done', message });
       decided.add(volume);

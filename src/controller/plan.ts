@@ -11,7 +11,7 @@ import type { NodeName, Seq, UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../operations/pending.js';
 import { planBindings } from '../binding/decide.js';
 import { bindingVolume } from '../binding/claims.js';
-import { attachmentsOf } from './fold.js';
+import { attachmentsOf } from './fold-pairs.js';
 import { heldDetach, planControllerOperatorRequests } from './operator.js';
 import { planExternalProvisioning } from './plan-external.js';
 import { controllerStorageWaits, planControllerStorage } from './plan-provision.js';
@@ -20,7 +20,10 @@ import {
   type ControllerOperation,
   type ControllerWorld,
   type DesiredAttachment,
+  desiredAt,
   desiredPods,
+  isAttached,
+  isDesired,
   pairKey,
 } from './types.js';
 import { valuesOf } from '../desired/one-or-many.js';
@@ -48,9 +51,9 @@ type Claims = BookClaims<ControllerOperation>;
 /** §3.3 the detach pass for one attachment no pod wants on its node. */
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
   const held = heldDetach(world, a.volume, a.node);
-  if (world.dsw.has(pairKey(a.volume, a.node)) && held === undefined) return;
+  if (isDesired(a) && held === undefined) return;
   if (a.value === 'attaching' || a.value === 'detaching') return; // in flight
-  const key = opKey(a.volume, a.node, a.spec.traits.multiAttachAllowed);
+  const key = opKey(a.volume, a.node, a.attachedSpec.traits.multiAttachAllowed);
   const cause = world.causes.get(a.volume) ?? world.seq;
   const base = { op: 'detach' as const, volume: a.volume, node: a.node, key, cause };
   const verdict = claims.verdict(base);
@@ -89,10 +92,10 @@ function multiAttachMessage(
   otherNodes: NodeName[],
 ): string {
   const others = otherNodes.flatMap((n) => {
-    const there = world.dsw.get(pairKey(entry.volume, n));
+    const there = desiredAt(world, pairKey(entry.volume, n));
     return there === undefined ? [] : desiredPods(world, there);
   });
-  const head = `Multi-Attach error for volume "${entry.spec.innerVolumeSpecName}" `;
+  const head = `Multi-Attach error for volume "${entry.desiredSpec.innerVolumeSpecName}" `;
   if (others.length === 0)
     return `${head}Volume is already exclusively attached to one node and can't be attached to another`;
   const local = others.filter((p) => p.namespace === namespace).map((p) => p.name);
@@ -109,10 +112,9 @@ function planAttach(
   entry: DesiredAttachment,
   events: NewEvent[],
 ): void {
-  const a = world.attachments.get(pairKey(entry.volume, entry.node));
-  if (a !== undefined && a.value.startsWith('attached')) return; // attached (timer reset by the fold)
+  if (entry.value.startsWith('attached')) return; // attached (timer reset by the fold)
   if (heldDetach(world, entry.volume, entry.node) !== undefined) return; // the operator detaches it
-  const key = opKey(entry.volume, entry.node, entry.spec.traits.multiAttachAllowed);
+  const key = opKey(entry.volume, entry.node, entry.desiredSpec.traits.multiAttachAllowed);
   const cause = world.causes.get(entry.volume) ?? world.seq;
   const op: ControllerOperation = {
     op: 'attach',
@@ -122,7 +124,7 @@ function planAttach(
     cause,
   };
   if (claims.verdict(op).kind === 'alreadyExists') return;
-  if (!entry.spec.traits.multiAttachAllowed) {
+  if (!entry.desiredSpec.traits.multiAttachAllowed) {
     const otherNodes = attachmentsOf(world, entry.volume)
       // Confirmed only (§3.4, S7): an uncertain entry elsewhere does not block, or a dead
       // node's cut-off attach would hold the volume forever (L1); the storage refuses a
@@ -223,11 +225,10 @@ function planAttachments(
   for (const volume of volumes) {
     if (operator.decided.has(volume)) continue;
     for (const node of valuesOf(world.nodesByVolume.get(volume))) {
-      const key = pairKey(volume, node);
-      const a = world.attachments.get(key);
-      if (a !== undefined) attachments.push(a);
-      const entry = world.dsw.get(key);
-      if (entry !== undefined) desired.push(entry);
+      const pair = world.pairs.get(pairKey(volume, node));
+      if (pair === undefined) continue;
+      if (isAttached(pair)) attachments.push(pair);
+      if (isDesired(pair)) desired.push(pair);
     }
   }
   for (const a of attachments.sort(byKey)) planDetach(world, claims, a);

@@ -8,7 +8,7 @@ import { OpId, type UniqueVolumeName } from '../ids.js';
 import { bindingVolume } from '../binding/claims.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import type { ControllerWorld } from './types.js';
+import { allAttachments, type ControllerWorld, allDesired } from './types.js';
 import { uncertainAttachments } from '../world/readers.js';
 
 /** The spec of the volume an operation acts on, from the world after its OperationStarted. */
@@ -18,8 +18,8 @@ export function operationSpec(
 ): ResolvedVolume | undefined {
   const running = world.running.get(OpId(op.opId));
   if (running?.spec) return running.spec;
-  const key = `${op.volume}@${op.node ?? ''}`;
-  return world.attachments.get(key)?.spec ?? world.dsw.get(key)?.spec;
+  const pair = world.pairs.get(`${op.volume}@${op.node ?? ''}`);
+  return pair?.attachedSpec ?? pair?.desiredSpec ?? undefined;
 }
 
 /** attachdetach_controller_total_volumes: desired and attached (volume, node) pairs. */
@@ -28,13 +28,13 @@ export function gauges(world: ControllerWorld): CoreGauges {
   const actual: ResolvedVolume[] = [];
   const inUse: { node: string; spec: ResolvedVolume }[] = [];
   let attachment = 0;
-  for (const entry of world.dsw.values()) {
-    desired.push(entry.spec);
-    inUse.push({ node: entry.node, spec: entry.spec });
+  for (const entry of allDesired(world)) {
+    desired.push(entry.desiredSpec);
+    inUse.push({ node: entry.node, spec: entry.desiredSpec });
   }
-  for (const a of world.attachments.values()) {
+  for (const a of allAttachments(world)) {
     const value = a.value;
-    if (value.startsWith('attached')) actual.push(a.spec);
+    if (value.startsWith('attached')) actual.push(a.attachedSpec);
     if (uncertainAttachments.has(value)) attachment++;
   }
   return { desired, actual, uncertain: new Map([['attachment', attachment]]), inUse };

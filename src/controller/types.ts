@@ -95,35 +95,38 @@ export function volumesOf(held: AttachableVolumes): readonly ResolvedVolume[] {
   return isVolumeList(held) ? held : [held];
 }
 
-/** §1.1 VolumeToAttach: one desired (volume, node). */
-export interface DesiredAttachment {
-  /**
-   * Its key in `dsw` (`volume@node`), which the attachment made for it is keyed by too: one
-   * string for both (each built its own, some 48 bytes a pair).
-   */
-  readonly key: string;
-  readonly volume: UniqueVolumeName;
-  readonly node: NodeName;
-  readonly spec: ResolvedVolume;
-  /** The pods that want it (one bare, a Set from two); their names are in their records. */
-  readonly pods: OneOrMany<UniquePodName>;
-  readonly multiAttachErrorReported: boolean;
-}
-
 /**
- * §1.2 one (volume, node) entry of attachedVolumes, as an attachment machine. The record is
- * its machine state: `value` is the state's path and the context's fields that change with
- * each attach and detach are the record's own; the device mount's (which the controller's
- * steps leave as they start) are in `device`, one object for every record where they are
- * so. One object a pair where a record, its `{ value, context }` and the context were
- * three: 192 → 96 bytes (attachment-record.ts makes and reads them).
+ * One (volume, node) pair of the controller: §1.1 VolumeToAttach when some pod scheduled to
+ * the node wants the volume, and §1.2 the entry of attachedVolumes when it is attached in
+ * any state, in one record (one object and one map entry a pair where a desired entry and
+ * an attachment were two of each: 72 + 96 bytes and two entries, now 120 and one). A pair
+ * no pod wants has `pods` null; a pair not attached is in the attachment machine's initial
+ * state, `detached` (attachment-record.ts makes both halves). Neither: no record.
  */
-export interface ControllerAttachment {
+export interface ControllerPair {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
-  /** The spec it was first attached with; its plugin is `spec.traits.pluginName`. */
-  readonly spec: ResolvedVolume;
-  /** The attachment machine's state (its atomic path, `attached.deviceMounted`). */
+  /**
+   * The pods that want it (one bare, a Set from two; their names are in their records);
+   * null: none (an attachment no pod wants, to detach).
+   */
+  readonly pods: OneOrMany<UniquePodName> | null;
+  /** The spec it is desired with (its first pod's); null while no pod wants it. */
+  readonly desiredSpec: ResolvedVolume | null;
+  /** The Multi-Attach error was reported for this desire (once, §3.4); false when undesired. */
+  readonly multiAttachErrorReported: boolean;
+  /**
+   * The spec it was first attached with (its plugin, `traits.pluginName`); null: not attached.
+   * Mostly the desired spec itself; another after its pod was resolved again, or for an
+   * attachment found at takeover.
+   */
+  readonly attachedSpec: ResolvedVolume | null;
+  /**
+   * The attachment machine's state (its atomic path, `attached.deviceMounted`), and the
+   * context's fields that change with each attach and detach: the record is its machine
+   * state. The device mount's (which the controller's steps leave as they start) are in
+   * `device`, one object for every record where they are so.
+   */
   readonly value: string;
   readonly devicePath: AttachmentContext['devicePath'];
   readonly callFrom: AttachmentContext['callFrom'];
@@ -131,7 +134,59 @@ export interface ControllerAttachment {
   readonly device: AttachmentDevice;
   /** When the detach was first considered (SetDetachRequestTime); null = not waiting. */
   readonly detachRequestedAtMs: number | null;
+  /** The seq of the attachment's last step; 0 while not attached. */
   readonly seq: Seq;
+}
+
+/** §1.1 VolumeToAttach: a pair some pod wants on its node. */
+export interface DesiredAttachment extends ControllerPair {
+  readonly pods: OneOrMany<UniquePodName>;
+  readonly desiredSpec: ResolvedVolume;
+}
+
+/** §1.2 one entry of attachedVolumes: a pair attached in some state (not `detached`). */
+export interface ControllerAttachment extends ControllerPair {
+  readonly attachedSpec: ResolvedVolume;
+}
+
+/** Whether some pod wants the pair on its node. */
+export function isDesired(pair: ControllerPair): pair is DesiredAttachment {
+  return pair.pods !== null;
+}
+
+/** Whether the pair is attached in some state (attaching, uncertain, detaching included). */
+export function isAttached(pair: ControllerPair): pair is ControllerAttachment {
+  return pair.attachedSpec !== null;
+}
+
+/** The desired attachment of `key` (`volume@node`), if some pod wants it. */
+export function desiredAt(
+  world: Pick<ControllerWorld, 'pairs'>,
+  key: string,
+): DesiredAttachment | undefined {
+  const pair = world.pairs.get(key);
+  return pair !== undefined && isDesired(pair) ? pair : undefined;
+}
+
+/** The attachment of `key` (`volume@node`), if attached in some state. */
+export function attachmentAt(
+  world: Pick<ControllerWorld, 'pairs'>,
+  key: string,
+): ControllerAttachment | undefined {
+  const pair = world.pairs.get(key);
+  return pair !== undefined && isAttached(pair) ? pair : undefined;
+}
+
+/** Every desired attachment, in the pairs' order. */
+export function* allDesired(world: Pick<ControllerWorld, 'pairs'>): Generator<DesiredAttachment> {
+  for (const pair of world.pairs.values()) if (isDesired(pair)) yield pair;
+}
+
+/** Every attachment (in any state), in the pairs' order. */
+export function* allAttachments(
+  world: Pick<ControllerWorld, 'pairs'>,
+): Generator<ControllerAttachment> {
+  for (const pair of world.pairs.values()) if (isAttached(pair)) yield pair;
 }
 
 /** The fields of an attachment's context about its device mount. */
@@ -161,9 +216,11 @@ export interface ControllerWorld extends OperationBook, DesiredIntake {
   engineStartedSeq: Seq;
   pods: Map<UniquePodName, ControllerPod>;
   nodes: Map<NodeName, NodeRecord>;
-  /** Keyed `volume@node`. */
-  dsw: Map<string, DesiredAttachment>;
-  attachments: Map<string, ControllerAttachment>;
+  /**
+   * The (volume, node) pairs desired, attached, or both, keyed `volume@node`
+   * (`desiredAt`, `attachmentAt` and their iterators read the halves).
+   */
+  pairs: Map<string, ControllerPair>;
   /**
    * The nodes each volume is desired on or attached to: what planning one volume and
    * its detach timers read, so an event costs O(change), not O(attachments).
@@ -203,11 +260,12 @@ export function samePluginCaps(
  * an entry of one pod was made anew then, its Multi-Attach error not yet reported.
  */
 export function touchDesired(world: ControllerWorld): void {
-  for (const [key, entry] of world.dsw) {
-    if (entry.multiAttachErrorReported && !(entry.pods instanceof Set))
-      world.dsw.set(key, { ...entry, multiAttachErrorReported: false });
-    touchVolume(world, entry.volume, world.seq);
-    world.touched.add(entry.volume);
+  for (const [key, pair] of world.pairs) {
+    if (!isDesired(pair)) continue;
+    if (pair.multiAttachErrorReported && !(pair.pods instanceof Set))
+      world.pairs.set(key, { ...pair, multiAttachErrorReported: false });
+    touchVolume(world, pair.volume, world.seq);
+    world.touched.add(pair.volume);
   }
 }
 

@@ -19,7 +19,7 @@ import {
 import * as controllerReader from '../controller/readers.js';
 import {
   attachableOf,
-  type ControllerAttachment,
+  type ControllerPair,
   type ControllerPod,
   type ControllerWorld,
   pairKey,
@@ -29,7 +29,9 @@ import type { AttachmentContext } from '../../machines/index.js';
 import type { PairState } from '../world/compiled-machine.js';
 import type { VoleEvent } from '../events/index.js';
 import type { ClusterObject } from '../events/k8s.js';
-import type { UniquePodName } from '../ids.js';
+import { type NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
+import type { OneOrMany } from '../desired/one-or-many.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
 import { checkVolume, fold, initialWorld } from '../world/index.js';
 import { ClusterObjects } from '../desired/objects.js';
@@ -44,8 +46,20 @@ import {
   type EngineMode,
   engineModes,
 } from './core.js';
-import { type SlicedCodec, slicedCloneCodec, structuredCloneCodec } from './snapshot.js';
-import { attachmentOf, deviceOf, startingDevice } from '../controller/attachment-record.js';
+import {
+  type SlicedCodec,
+  type SlicedFields,
+  slicedCloneCodec,
+  structuredCloneCodec,
+} from './snapshot.js';
+import {
+  attachmentState,
+  deviceOf,
+  notAttached,
+  pairOf,
+  startingDevice,
+  undesired,
+} from '../controller/attachment-record.js';
 import { reviveControllerSpecs, reviveKubeletSpecs } from './revive-specs.js';
 
 /** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
@@ -104,7 +118,7 @@ export const kubeletCore: Core<World, Operation> = {
   }),
 };
 
-/** The desired and actual attachments of a pod's volumes on its node. */
+/** The pairs (desired and actual attachments) of a pod's volumes on its node. */
 function* podPairs(
   name: keyof ControllerWorld,
   value: unknown,
@@ -112,10 +126,7 @@ function* podPairs(
   if (name !== 'pods') return;
   const record = value as ControllerPod;
   if (record.node === null) return;
-  for (const v of volumesOf(record.volumes)) {
-    yield ['dsw', pairKey(v.volume, record.node)];
-    yield ['attachments', pairKey(v.volume, record.node)];
-  }
+  for (const v of volumesOf(record.volumes)) yield ['pairs', pairKey(v.volume, record.node)];
 }
 
 /**
@@ -138,8 +149,14 @@ function podOfKeys(record: ControllerPod): ControllerPod {
   return { ...record, references };
 }
 
-function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): ControllerWorld | undefined {
+function reviveControllerWorld(read: Omit<FormerWorld, 'dirty'>): ControllerWorld | undefined {
+  const { dsw, attachments, ...world } = read;
   if (!(world.reported instanceof Map && world.unboundClaims instanceof Set)) return undefined;
+  const pairs =
+    world.pairs === undefined
+      ? dsw && attachments && pairsOf(dsw, attachments)
+      : startingDevicesShared(world.pairs);
+  if (!(pairs instanceof Map)) return undefined;
   const objects =
     world.objects instanceof Map
       ? ClusterObjects.of((world.objects as Map<string, ClusterObject>).values())
@@ -148,6 +165,7 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   const indexed = isReferenceIndex(world.podsByObject);
   const revived: ControllerWorld = {
     ...world,
+    pairs,
     objects,
     // Snapshots from before operator requests existed hold none.
     operator: world.operator ?? { pending: new Map(), holds: new Map() },
@@ -175,44 +193,107 @@ function reviveControllerWorld(world: Omit<ControllerWorld, 'dirty'>): Controlle
   // Specs of snapshots from before the traits were shared held them flat.
   reviveControllerSpecs(revived);
   if (!indexed) rebuildControllerIndexes(revived);
-  barePodsOfDesired(revived.dsw);
-  flatAttachments(revived.attachments);
   return revived;
 }
 
+/** A desired attachment as snapshots before format 5 held it, in a map of its own. */
+interface FormerDesired {
+  readonly key?: string;
+  readonly volume: UniqueVolumeName;
+  readonly node: NodeName;
+  readonly spec: ResolvedVolume;
+  readonly pods: OneOrMany<UniquePodName> | ReadonlyMap<UniquePodName, unknown>;
+  readonly multiAttachErrorReported: boolean;
+}
+
+/** An attachment as snapshots before format 5 held it, flat or with a state of its own. */
+type FormerAttachment = Omit<ControllerPair, 'pods' | 'desiredSpec' | 'attachedSpec'> & {
+  readonly spec: ResolvedVolume;
+  readonly state?: PairState<AttachmentContext>;
+};
+
+/** The controller's world as a snapshot holds it: format 5, or the two maps of older ones. */
+type FormerWorld = Omit<ControllerWorld, 'pairs'> & {
+  readonly pairs?: ControllerWorld['pairs'];
+  readonly dsw?: Map<string, FormerDesired>;
+  readonly attachments?: Map<string, FormerAttachment>;
+};
+
 /**
- * Snapshots written before an attachment record was its machine state held the state as
- * `state: { value, context }` (and the spec's plugin name beside it): the same pair, flat.
- * The device fields every attachment starts with are one object again (a snapshot reads
- * back a copy of it for each slice).
+ * A former desired entry's pods as the fold holds them: bare, a Set from two (snapshots
+ * written before held them in a Map of names, now in the pod records).
  */
-function flatAttachments(attachments: ControllerWorld['attachments']): void {
-  for (const [key, record] of attachments) {
-    const old = record as ControllerAttachment & { state?: PairState<AttachmentContext> };
-    if (old.state !== undefined) attachments.set(key, attachmentOf(old, old.state, old.seq));
-    else if (record.device !== startingDevice && deviceOf(record.device) === startingDevice)
-      attachments.set(key, { ...record, device: startingDevice });
-  }
+function barePods(pods: FormerDesired['pods']): OneOrMany<UniquePodName> {
+  if (!(pods instanceof Map)) return pods as OneOrMany<UniquePodName>;
+  const uids = [...pods.keys()];
+  return uids.length === 1 ? uids[0]! : new Set(uids);
 }
 
 /**
- * Snapshots written before a desired attachment held its pods bare kept them in a Map of
- * names: the same pods, as the fold now holds them (the names are in the pod records).
- * Snapshots written before it held its key have none: its key in the map.
+ * Snapshots written before format 5 kept a pair's desire and its attachment in two maps
+ * (`dsw` and `attachments`, keyed alike): each pair in one record, keyed by the desired
+ * entry's key string. An attachment written with `state: { value, context }` (before the
+ * record was its machine state) is read flat; its device fields as they start are the one
+ * shared object again (a snapshot reads back a copy of it for each slice).
  */
-function barePodsOfDesired(dsw: ControllerWorld['dsw']): void {
-  for (const [key, entry] of dsw) {
-    const pods: unknown = entry.pods;
-    const keyed = entry.key === undefined ? { ...entry, key } : entry;
-    if (!(pods instanceof Map)) {
-      if (keyed !== entry) dsw.set(key, keyed);
-      continue;
-    }
-    const uids = [...(pods as Map<UniquePodName, unknown>).keys()];
-    const [only] = uids;
-    dsw.set(key, { ...keyed, pods: uids.length === 1 ? (only as UniquePodName) : new Set(uids) });
+function pairsOf(
+  dsw: ReadonlyMap<string, FormerDesired>,
+  attachments: ReadonlyMap<string, FormerAttachment>,
+): ControllerWorld['pairs'] {
+  const pairs: ControllerWorld['pairs'] = new Map();
+  const keys = new Set([...dsw.keys(), ...attachments.keys()]);
+  for (const key of keys) {
+    const d = dsw.get(key);
+    const a = attachments.get(key);
+    const desire =
+      d === undefined
+        ? undesired
+        : {
+            pods: barePods(d.pods),
+            desiredSpec: d.spec,
+            multiAttachErrorReported: d.multiAttachErrorReported,
+          };
+    const at = a ?? { volume: d!.volume, node: d!.node, detachRequestedAtMs: null };
+    const attached =
+      a === undefined ? notAttached : { spec: a.spec, state: a.state ?? attachmentState(a) };
+    pairs.set(key, pairOf({ ...at, device: startingDevice }, desire, attached, a?.seq ?? Seq(0)));
   }
+  return pairs;
 }
+
+/**
+ * The device fields every attachment starts with are one shared object (`startingDevice`),
+ * which a snapshot reads back as a copy for each slice: the shared one again.
+ */
+function startingDevicesShared(pairs: ControllerWorld['pairs']): ControllerWorld['pairs'] {
+  for (const [key, pair] of pairs)
+    if (pair.device !== startingDevice && deviceOf(pair.device) === startingDevice)
+      pairs.set(key, { ...pair, device: startingDevice });
+  return pairs;
+}
+
+/** The large maps of the controller's world (format 5), written in slices. */
+const controllerFields: SlicedFields<ControllerWorld> = {
+  maps: ['pods', 'objects', 'bindings', 'nodes', 'pairs', 'causes'],
+  sets: ['reported'],
+  derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
+  // A pod's specs are its pairs' desired and attached specs: one slice, one copy.
+  shared: ['pairs'],
+  companions: podPairs,
+};
+
+/**
+ * Format 4's: a pair's desire and its attachment in two maps (`dsw` and `attachments`),
+ * read into one record a pair (`pairsOf`). Named as the world it is read as is not: the
+ * codec only decodes with them, and its revive reads the former world.
+ */
+const formerFields = {
+  maps: ['pods', 'objects', 'bindings', 'nodes', 'dsw', 'attachments', 'causes'],
+  sets: ['reported'],
+  derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
+  shared: ['dsw', 'attachments'],
+  companions: () => [],
+} satisfies SlicedFields<FormerWorld> as unknown as SlicedFields<ControllerWorld>;
 
 /** The attach/detach controller (spec/attach-detach-controller.md). */
 export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
@@ -238,20 +319,20 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
   decision: controllerDecision,
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
-  // Format 4: written in slices (src/engine/snapshot.ts), so a leader encoding its world
-  // keeps its lease; format 3 (one structured-clone value) is still read.
+  // Format 5: written in slices (src/engine/snapshot.ts), so a leader encoding its world
+  // keeps its lease, a pair in one record. Format 4 (the same, a pair's desire and its
+  // attachment in two maps) and format 3 (one structured-clone value) are still read; a
+  // version before format 5 reads a format-5 snapshot as of another format (it replays).
   snapshot: slicedCloneCodec<ControllerWorld>(
-    4,
-    {
-      maps: ['pods', 'objects', 'bindings', 'nodes', 'dsw', 'attachments', 'causes'],
-      sets: ['reported'],
-      derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
-      // A pod's specs are its desired and actual attachments' specs: one slice, one copy.
-      shared: ['dsw', 'attachments'],
-      companions: podPairs,
-    },
+    5,
+    controllerFields,
     reviveControllerWorld,
-    structuredCloneCodec<ControllerWorld>(3, reviveControllerWorld),
+    slicedCloneCodec<ControllerWorld>(
+      4,
+      formerFields,
+      reviveControllerWorld,
+      structuredCloneCodec<ControllerWorld>(3, reviveControllerWorld),
+    ),
   ),
 };
 

@@ -64,9 +64,9 @@ function isSpecList(held: AttachableVolumes): held is readonly ResolvedVolume[] 
   return Array.isArray(held);
 }
 
-/** The controller world's specs: its pods', desired entries', attachments', operations'. */
+/** The controller world's specs: its pods', pairs' (desired and attached), operations'. */
 export function reviveControllerSpecs(
-  world: Pick<ControllerWorld, 'pods' | 'dsw' | 'attachments' | 'running'>,
+  world: Pick<ControllerWorld, 'pods' | 'pairs' | 'running'>,
 ): void {
   const r = new SpecReviver();
   for (const [uid, record] of world.pods) {
@@ -74,13 +74,11 @@ export function reviveControllerSpecs(
     const volumes = isSpecList(held) ? specList(held, r) : r.spec(held);
     if (volumes !== held) world.pods.set(uid, { ...record, volumes });
   }
-  for (const [key, entry] of world.dsw) {
-    const revived = withSpec(entry, r);
-    if (revived !== entry) world.dsw.set(key, revived);
-  }
-  for (const [key, record] of world.attachments) {
-    const revived = withSpec(record, r);
-    if (revived !== record) world.attachments.set(key, revived);
+  for (const [key, pair] of world.pairs) {
+    const desiredSpec = r.maybe(pair.desiredSpec);
+    const attachedSpec = r.maybe(pair.attachedSpec);
+    if (desiredSpec !== pair.desiredSpec || attachedSpec !== pair.attachedSpec)
+      world.pairs.set(key, { ...pair, desiredSpec, attachedSpec });
   }
   runningSpecs(world, r);
 }

@@ -286,13 +286,13 @@ function driveSync<R>(steps: Generator<Step, R>): R {
 /**
  * A structured-clone codec written in slices (see the top of this file): the same bytes
  * whether encoded in one call or in slices. `fields` names the world's large maps;
- * `legacy` reads the snapshots of the single-value format this one replaced.
+ * `legacy` reads the snapshots of the formats this one replaced (in slices when it can).
  */
 export function slicedCloneCodec<W extends CoreWorld>(
   format: number,
   fields: SlicedFields<W>,
   revive: (world: Omit<W, 'dirty'>) => W | undefined,
-  legacy?: SnapshotCodec<W>,
+  legacy?: SnapshotCodec<W> | SlicedCodec<W>,
 ): SlicedCodec<W> {
   const reviveRead = (world: Partial<W> | undefined): W | undefined => {
     if (world === undefined) return undefined;
@@ -322,7 +322,10 @@ export function slicedCloneCodec<W extends CoreWorld>(
       }
     },
     async decodeSliced(data: Buffer, given: number, yieldTurn: YieldTurn = nextTurn) {
-      if (given !== format) return legacy?.decode(data, given);
+      if (given !== format)
+        return legacy !== undefined && 'decodeSliced' in legacy
+          ? legacy.decodeSliced(data, given, yieldTurn)
+          : legacy?.decode(data, given);
       try {
         return reviveRead((await drive(readSlices<W>(data), yieldTurn)).result);
       } catch {

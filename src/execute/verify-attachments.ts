@@ -8,7 +8,11 @@ import type { Engine } from '../engine/engine.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { ControllerOperation } from '../controller/plan.js';
-import type { ControllerWorld } from '../controller/types.js';
+import {
+  allAttachments,
+  type ControllerAttachment,
+  type ControllerWorld,
+} from '../controller/types.js';
 
 /** --attach-detach-reconcile-sync-period: 60 s in Kubernetes. */
 const attachmentVerifyPeriodMs = 60_000;
@@ -18,11 +22,8 @@ async function verifyOnce(
   plugins: PluginManager,
   clock: Clock,
 ): Promise<void> {
-  const byNode = new Map<
-    string,
-    ControllerWorld['attachments'] extends Map<string, infer A> ? A[] : never
-  >();
-  for (const a of engine.world.attachments.values()) {
+  const byNode = new Map<string, ControllerAttachment[]>();
+  for (const a of allAttachments(engine.world)) {
     if (!a.value.startsWith('attached')) continue;
     byNode.set(a.node, [...(byNode.get(a.node) ?? []), a]);
   }
@@ -30,8 +31,8 @@ async function verifyOnce(
     const volumes: { name: string; attached: boolean }[] = [];
     const byPlugin = new Map<string, typeof attachments>();
     for (const a of attachments)
-      byPlugin.set(a.spec.traits.pluginName, [
-        ...(byPlugin.get(a.spec.traits.pluginName) ?? []),
+      byPlugin.set(a.attachedSpec.traits.pluginName, [
+        ...(byPlugin.get(a.attachedSpec.traits.pluginName) ?? []),
         a,
       ]);
     for (const [pluginName, list] of byPlugin) {
@@ -39,7 +40,7 @@ async function verifyOnce(
       if (attacher === undefined) continue;
       try {
         const answer = await attacher.volumesAreAttached(
-          list.map((a) => a.spec),
+          list.map((a) => a.attachedSpec),
           { node, pod: null, signal: AbortSignal.timeout(60_000) },
         );
         for (const a of list)

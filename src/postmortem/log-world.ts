@@ -4,7 +4,12 @@
  * history, the inspector — folds and describes through this one interface.
  */
 import { controllerClaimViews, controllerPvViews } from '../controller/provisioning.js';
-import { type ControllerWorld, volumesOf } from '../controller/types.js';
+import {
+  attachmentAt,
+  allAttachments,
+  type ControllerWorld,
+  volumesOf,
+} from '../controller/types.js';
 import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
 import {
   type AnyCore,
@@ -144,7 +149,7 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
         volumes: volumesOf(p.volumes).map((v) => `${v.outerVolumeSpecName}=${v.volume}`),
         errors: p.node === null ? ['not scheduled to a node'] : [],
       })),
-    attachments: [...world.attachments.values()]
+    attachments: [...allAttachments(world)]
       .map((a) => ({
         volume: a.volume,
         node: a.node,
@@ -167,7 +172,7 @@ export function describeControllerWorld(world: ControllerWorld): WorldView {
         volumesInUse: [...n.volumesInUse].sort(),
         volumesAttached: [...(world.reported.get(n.name) ?? [])].sort().map((name) => ({
           name,
-          devicePath: world.attachments.get(`${name}@${n.name}`)?.devicePath ?? '',
+          devicePath: attachmentAt(world, `${name}@${n.name}`)?.devicePath ?? '',
         })),
       })),
   };
@@ -193,7 +198,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
     pairs(volume) {
       const out = new Map<string, PairState>();
       for (const node of valuesOf(world.nodesByVolume.get(UniqueVolumeName(volume)))) {
-        const a = world.attachments.get(`${volume}@${NodeName(node)}`);
+        const a = attachmentAt(world, `${volume}@${NodeName(node)}`);
         if (a !== undefined) out.set(`attachment|${a.node}`, attachmentState(a));
       }
       return out;

@@ -6,7 +6,13 @@
  */
 import { valuesOf } from '../desired/one-or-many.js';
 import { controllerClaimView } from '../controller/provisioning.js';
-import { type ControllerWorld, pairKey, volumesOf } from '../controller/types.js';
+import {
+  attachmentAt,
+  type ControllerWorld,
+  desiredAt,
+  pairKey,
+  volumesOf,
+} from '../controller/types.js';
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimName, isClaimBound } from '../binding/claims.js';
 import { retryAtMs } from '../operations/pending.js';
@@ -80,9 +86,9 @@ function attachmentEntry(
   node: NodeName,
   at: { outer: string; pod: UniquePodName },
 ): VolumeWhy {
-  const attachment = world.attachments.get(pairKey(volume, node));
+  const attachment = attachmentAt(world, pairKey(volume, node));
   const state = attachment?.value ?? 'detached';
-  const wanted = world.dsw.has(pairKey(volume, node));
+  const wanted = desiredAt(world, pairKey(volume, node)) !== undefined;
   const since = attachment?.seq ?? world.seq;
   const idle: Pick<VolumeWhy, 'status' | 'step' | 'detail' | 'sinceSeq'> =
     wanted && state.startsWith('attached')

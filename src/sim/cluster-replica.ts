@@ -12,7 +12,7 @@ import { type Clock, sleep } from '../clock.js';
 import { ClusterController, type LeadingTerm } from '../cluster/controller.js';
 import type { LogLimits } from '../cluster/etcd-log.js';
 import type { ClusterKeys } from '../cluster/keys.js';
-import type { ControllerWorld } from '../controller/types.js';
+import { allAttachments, type ControllerWorld } from '../controller/types.js';
 import { InvariantChecker } from '../engine/core.js';
 import { controllerCore } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
@@ -149,7 +149,7 @@ export class SimReplica {
   confirmedOn(volume: string): string[] {
     const world = this.world;
     if (world === undefined) return [];
-    return [...world.attachments.values()]
+    return [...allAttachments(world)]
       .filter((a) => a.volume === volume && a.value.startsWith('attached'))
       .map((a) => a.node);
   }

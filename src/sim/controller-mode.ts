@@ -17,7 +17,7 @@ import { managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/ind
 import { ControllerExecutor } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
-import type { ControllerWorld } from '../controller/types.js';
+import { allAttachments, attachmentAt, type ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import { claimBindings } from '../world/queries.js';
 import {
@@ -63,7 +63,7 @@ function currentNode(world: ControllerWorld, name: string): Node {
 }
 
 function describe(world: ControllerWorld) {
-  const attachments = [...world.attachments.values()]
+  const attached = [...allAttachments(world)]
     .sort((a, b) => a.volume.localeCompare(b.volume) || a.node.localeCompare(b.node))
     .map((a) => ({
       volume: a.volume,
@@ -76,13 +76,13 @@ function describe(world: ControllerWorld) {
     node,
     volumesAttached: [...(world.reported.get(node) ?? [])].sort().map((name) => ({
       name,
-      devicePath: world.attachments.get(`${name}@${node}`)?.devicePath ?? '',
+      devicePath: attachmentAt(world, `${name}@${node}`)?.devicePath ?? '',
     })),
   }));
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, node: op.node, call: op.call }));
-  return { attachments, nodes, pending, bindings: claimBindings(world) };
+  return { attachments: attached, nodes, pending, bindings: claimBindings(world) };
 }
 
 function check(
@@ -97,7 +97,7 @@ function check(
   checkBindings(world, expectation, miss);
   checkPvs(world, expectation, miss);
   for (const [key, expected] of Object.entries(expectation.attachments ?? {})) {
-    const actual = world.attachments.get(key)?.value ?? 'detached';
+    const actual = attachmentAt(world, key)?.value ?? 'detached';
     if (!pathMatches(actual, expected)) miss(`attachments.${key}`, expected, actual);
   }
   for (const key of ['mounts', 'volumesInUse', 'podReady'] as const) {

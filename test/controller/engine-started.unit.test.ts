@@ -7,11 +7,13 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
-import type { ControllerWorld } from '../../src/controller/types.js';
+import { allDesired, type ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent, PluginCaps, VoleEvent } from '../../src/events/index.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
+
+const desiredCount = (world: ControllerWorld) => [...allDesired(world)].length;
 
 function append(world: ControllerWorld, event: NewEvent): void {
   controllerCore.fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
@@ -60,13 +62,13 @@ const attachable = [caps('fake.disk', { attachable: true })];
 
 test('EngineStarted with the same plugins: records and desired state stand, every desired volume touched', () => {
   const world = worldWith(attachable);
-  assert.equal(world.dsw.size, 3);
+  assert.equal(desiredCount(world), 3);
   const pods = [...world.pods.values()];
-  const dsw = structuredClone(world.dsw);
+  const pairs = structuredClone(world.pairs);
   append(world, started(attachable));
-  assert.ok(isDeepStrictEqual(world.dsw, dsw), 'the same desired attachments');
+  assert.ok(isDeepStrictEqual(world.pairs, pairs), 'the same desired attachments');
   for (const record of pods) assert.equal(world.pods.get(record.uid), record, 'the record itself');
-  const volumes = [...world.dsw.values()].map((e) => e.volume).sort();
+  const volumes = [...allDesired(world)].map((e) => e.volume).sort();
   assert.deepEqual([...world.dirty].filter((v) => volumes.includes(v)).sort(), volumes);
   for (const v of volumes)
     assert.equal(world.causes.get(v), world.seq, `${v}: caused by the start`);
@@ -74,9 +76,9 @@ test('EngineStarted with the same plugins: records and desired state stand, ever
 
 test('EngineStarted with other plugins: every pod resolves again', () => {
   const world = worldWith([caps('fake.disk', { attachable: false })]);
-  assert.equal(world.dsw.size, 0, 'not attachable: nothing for the controller');
+  assert.equal(desiredCount(world), 0, 'not attachable: nothing for the controller');
   append(world, started(attachable));
-  assert.equal(world.dsw.size, 3, 'attachable now: each disk desired on node-0');
+  assert.equal(desiredCount(world), 3, 'attachable now: each disk desired on node-0');
   append(world, started([caps('fake.disk', { attachable: false })]));
-  assert.equal(world.dsw.size, 0, 'and gone again with the plugin that does not attach');
+  assert.equal(desiredCount(world), 0, 'and gone again with the plugin that does not attach');
 });

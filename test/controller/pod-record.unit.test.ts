@@ -9,7 +9,12 @@ import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 import { keptBytesEach } from '../support/heap.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { controllerPodOf } from '../../src/controller/pod-record.js';
-import { attachableOf, type ControllerWorld, volumesOf } from '../../src/controller/types.js';
+import {
+  allDesired,
+  attachableOf,
+  type ControllerWorld,
+  volumesOf,
+} from '../../src/controller/types.js';
 import { ClusterObjects } from '../../src/desired/objects.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
@@ -167,10 +172,10 @@ test("the controller's pod record holds the cut pod, and a finished pod is still
     volumesOf(record.volumes).map((v) => v.outerVolumeSpecName),
     ['data', 'logs'],
   );
-  assert.equal(world.dsw.size, 2);
+  assert.equal([...allDesired(world)].length, 2);
   append({ type: 'PodUpserted', tsMs: 0, pod: { ...whole, status: { phase: 'Succeeded' } } });
   assert.equal(world.pods.get(UniquePodName('uid-web-0'))!.terminated, true);
-  assert.equal(world.dsw.size, 0, 'a finished pod wants nothing attached');
+  assert.equal([...allDesired(world)].length, 0, 'a finished pod wants nothing attached');
 });
 
 test('a cut pod holds its fields in objects of their exact size', () => {

@@ -13,6 +13,7 @@ import { MemorySink } from '../../src/engine/sink.js';
 import type { Node, Pod } from '../../src/events/k8s.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
+import { attachmentAt } from '../../src/controller/types.js';
 
 /** A log whose commits can be held back, as a full disk or a slow etcd does. */
 class HeldSink extends MemorySink {
@@ -109,7 +110,7 @@ test('a verified detach whose node reports the volume in use again while the log
   assert.equal(finished?.type === 'OperationFinished' && finished.outcome, 'failed');
   assert.match(JSON.stringify(finished), /reports it in use again \(verifySafeToDetach\)/);
   assert.equal(
-    cm.world.attachments.get('fake.disk/disk-1@node-1')?.value.startsWith('attached'),
+    attachmentAt(cm.world, 'fake.disk/disk-1@node-1')?.value.startsWith('attached'),
     true,
   );
   cm.stop();

@@ -9,12 +9,18 @@ import { test } from 'node:test';
 import { serialize } from 'node:v8';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
-import { type ControllerWorld, volumesOf } from '../../src/controller/types.js';
+import {
+  allAttachments,
+  type ControllerWorld,
+  isAttached,
+  isDesired,
+  volumesOf,
+} from '../../src/controller/types.js';
 import { attachmentState, startingDevice } from '../../src/controller/attachment-record.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import { valuesOf } from '../../src/desired/one-or-many.js';
 import { UniquePodName } from '../../src/ids.js';
-import { sliceEntries } from '../../src/engine/snapshot.js';
+import { type SlicedFields, sliceEntries, slicedCloneCodec } from '../../src/engine/snapshot.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Node } from '../../src/events/k8s.js';
 import { caps } from '../../src/plugins/types.js';
@@ -87,9 +93,63 @@ function controllerWorld(pods: number): ControllerWorld {
 
 const withoutDirty = (w: ControllerWorld) => ({ ...w, dirty: new Set() });
 
+/**
+ * The world as snapshots before format 5 held it: a pair's desire and its attachment in two
+ * maps keyed alike (`dsw`, whose entries held their key, and `attachments`).
+ */
+function formerWorld(world: ControllerWorld) {
+  const { dirty: _dirty, pairs, ...rest } = world;
+  const dsw = new Map<string, Record<string, unknown>>();
+  const attachments = new Map<string, Record<string, unknown>>();
+  for (const [key, p] of pairs) {
+    const { volume, node } = p;
+    if (isDesired(p)) {
+      const { pods, multiAttachErrorReported } = p;
+      dsw.set(key, { key, volume, node, spec: p.desiredSpec, pods, multiAttachErrorReported });
+    }
+    if (!isAttached(p)) continue;
+    const { value, devicePath, callFrom, device, detachRequestedAtMs, seq } = p;
+    const spec = p.attachedSpec;
+    attachments.set(key, {
+      volume,
+      node,
+      spec,
+      value,
+      devicePath,
+      callFrom,
+      device,
+      ...{ detachRequestedAtMs, seq },
+    });
+  }
+  return { ...rest, dsw, attachments };
+}
+
+/** Format 4 as it was written: the two maps, a pod's entries of both beside it. */
+const formerCodec = slicedCloneCodec<ControllerWorld>(
+  4,
+  {
+    maps: ['pods', 'objects', 'bindings', 'nodes', 'dsw', 'attachments', 'causes'],
+    sets: ['reported'],
+    derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
+    shared: ['dsw', 'attachments'],
+    *companions(name: string, value: unknown) {
+      const record = value as ControllerWorld['pods'] extends Map<string, infer P> ? P : never;
+      if (name !== 'pods' || record.node === null) return;
+      for (const v of volumesOf(record.volumes)) {
+        yield ['dsw', `${v.volume}@${record.node}`];
+        yield ['attachments', `${v.volume}@${record.node}`];
+      }
+    },
+  } as unknown as SlicedFields<ControllerWorld>,
+  (world) => world as ControllerWorld,
+);
+
+const encodeFormer = (former: ReturnType<typeof formerWorld>) =>
+  formerCodec.encode(former as unknown as ControllerWorld);
+
 test('sliced snapshot: more slices than one, the same bytes as one call, read back equal', async () => {
   const world = controllerWorld(sliceEntries + 500);
-  assert.equal(world.attachments.size, sliceEntries + 500);
+  assert.equal([...allAttachments(world)].length, sliceEntries + 500);
   let turns = 0;
   const { data, stats } = await codec.encodeSliced(world, async () => {
     turns++;
@@ -111,9 +171,10 @@ test('sliced snapshot: more slices than one, the same bytes as one call, read ba
     for (const record of decoded.pods.values()) {
       const spec = volumesOf(record.volumes)[0]!;
       const key = `${spec.volume}@${record.node}`;
-      assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
-      assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
-      assert.equal(decoded.attachments.get(key)?.device, startingDevice, `${key}: device shared`);
+      const pair = decoded.pairs.get(key);
+      assert.equal(pair?.desiredSpec, spec, `${key}: the desired spec is the pod's`);
+      assert.equal(pair?.attachedSpec, spec, `${key}: the attachment's too`);
+      assert.equal(pair?.device, startingDevice, `${key}: device shared`);
     }
   }
 });
@@ -138,8 +199,7 @@ test('sliced snapshot: the world at the seq it started at, whatever is folded be
 
 test('sliced snapshot: a format-3 snapshot (one structured-clone value) is still read', () => {
   const world = controllerWorld(20);
-  const { dirty: _dirty, ...rest } = world;
-  const old = serialize({ v8: process.versions.v8, world: rest });
+  const old = serialize({ v8: process.versions.v8, world: formerWorld(world) });
   const decoded = codec.decode(old, 3);
   assert.ok(decoded !== undefined && isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)));
   assert.equal(codec.decode(old, 2), undefined, 'another format is not read');
@@ -206,57 +266,95 @@ test('sliced snapshot: desired attachments written with a Map of pod names are r
     const p = world.pods.get(UniquePodName(uid))!.pod.metadata;
     return [uid, { namespace: p.namespace ?? 'default', name: p.name }] as const;
   };
-  const { dirty: _dirty, ...rest } = world;
+  const former = formerWorld(world);
   const oldDsw = new Map(
-    [...world.dsw].map(([key, entry]) => [
+    [...former.dsw].map(([key, entry]) => [
       key,
-      { ...entry, pods: new Map([...valuesOf(entry.pods)].map(named)) },
+      { ...entry, pods: new Map([...valuesOf(entry.pods as string)].map(named)) },
     ]),
   );
-  const old = serialize({ v8: process.versions.v8, world: { ...rest, dsw: oldDsw } });
+  const old = serialize({ v8: process.versions.v8, world: { ...former, dsw: oldDsw } });
   const decoded = codec.decode(old, 3);
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
-  const both = [...decoded.dsw.values()].find((e) => e.pods instanceof Set);
-  assert.deepEqual(both === undefined ? [] : [...valuesOf(both.pods)].sort(), [
+  const both = [...decoded.pairs.values()].find((e) => e.pods instanceof Set);
+  assert.deepEqual(both?.pods === undefined ? [] : [...valuesOf(both.pods)].sort(), [
     'uid-0',
     'uid-twin',
   ]);
 });
 
-test('sliced snapshot: desired attachments written without their key are read with it', () => {
+test('sliced snapshot: desired attachments written without their key are read', () => {
   const world = controllerWorld(20);
-  const keyless = new Map([...world.dsw].map(([key, { key: _key, ...entry }]) => [key, entry]));
-  const old = { ...world, dsw: keyless } as unknown as ControllerWorld;
-  const decoded = codec.decode(codec.encode(old), codec.format);
+  const former = formerWorld(world);
+  const keyless = new Map([...former.dsw].map(([key, { key: _key, ...entry }]) => [key, entry]));
+  const decoded = codec.decode(encodeFormer({ ...former, dsw: keyless }), 4);
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
-  for (const [key, entry] of decoded.dsw) assert.equal(entry.key, key);
+});
+
+test('sliced snapshot: a format-4 snapshot (desire and attachment in two maps) is read as one record a pair', async () => {
+  const world = controllerWorld(sliceEntries + 20);
+  // Pairs of each kind: desired and attached (most), attached and no longer desired (a pod
+  // gone, its detach not planned yet), desired and not attached yet (a new pod).
+  append(world, { type: 'PodRemoved', tsMs: 1, uid: 'uid-3' });
+  for (const event of diskObjects('disk-new')) append(world, event);
+  const p = pod('uid-new', [claim('disk-new')]);
+  append(world, {
+    type: 'PodUpserted',
+    tsMs: 1,
+    pod: { ...p, spec: { ...p.spec, nodeName: 'node-2' } },
+  });
+  const kinds = (w: ControllerWorld) =>
+    [...w.pairs.values()].map((e) => `${isDesired(e)}/${isAttached(e)}`);
+  assert.deepEqual(
+    new Set(kinds(world)),
+    new Set(['true/true', 'false/true', 'true/false']),
+    'each kind of pair',
+  );
+  const data = encodeFormer(formerWorld(world));
+  assert.equal(codec.decode(data, 5), undefined, 'not read as format 5');
+  for (const decoded of [codec.decode(data, 4), await codec.decodeSliced(data, 4)]) {
+    assert.ok(decoded !== undefined, 'decodes');
+    assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
+    assert.ok(!('dsw' in decoded) && !('attachments' in decoded), 'no former map kept');
+    assert.deepEqual(decoded.nodesByVolume, world.nodesByVolume, 'the indexes built again');
+    assert.deepEqual(decoded.volumesByNode, world.volumesByNode);
+    for (const record of decoded.pods.values()) {
+      const spec = volumesOf(record.volumes)[0]!;
+      const pair = decoded.pairs.get(`${spec.volume}@${record.node}`);
+      assert.equal(pair?.desiredSpec, spec, `${spec.volume}: one spec, read back shared`);
+      if (record.uid !== 'uid-new') assert.equal(pair?.attachedSpec, spec);
+      assert.equal(pair?.device, startingDevice, `${spec.volume}: device shared`);
+    }
+  }
 });
 
 test('sliced snapshot: attachments written with a state of their own are read as one record', () => {
   const world = controllerWorld(20);
   const stateful = new Map(
-    [...world.attachments].map(([key, a]) => [
-      key,
+    [...allAttachments(world)].map((a) => [
+      `${a.volume}@${a.node}`,
       {
         volume: a.volume,
         node: a.node,
-        pluginName: a.spec.traits.pluginName,
-        spec: a.spec,
+        pluginName: a.attachedSpec.traits.pluginName,
+        spec: a.attachedSpec,
         state: attachmentState(a),
         detachRequestedAtMs: a.detachRequestedAtMs,
         seq: a.seq,
       },
     ]),
   );
-  const { dirty: _dirty, ...rest } = world;
-  const old = serialize({ v8: process.versions.v8, world: { ...rest, attachments: stateful } });
+  const old = serialize({
+    v8: process.versions.v8,
+    world: { ...formerWorld(world), attachments: stateful },
+  });
   const decoded = codec.decode(old, 3);
   assert.ok(decoded !== undefined, 'decodes');
   assert.ok(isDeepStrictEqual(withoutDirty(decoded), withoutDirty(world)), 'the same world');
-  assert.equal(decoded.attachments.size, 20);
-  for (const a of decoded.attachments.values())
+  assert.equal([...allAttachments(decoded)].length, 20);
+  for (const a of allAttachments(decoded))
     assert.equal(a.device, startingDevice, `${a.volume}: the starting device fields, shared`);
 });
 
@@ -278,11 +376,11 @@ test('sliced snapshot: specs written flat (their traits in themselves) are read 
   const world = worldWithOneRunning();
   const old = worldWithOneRunning();
   assert.equal(old.running.size, 1, 'an operation under way holds a spec too');
-  // 21 specs, each held by a pod record, a desired entry and an attachment (one running).
+  // 21 specs, each held by a pod record and its pair (one running).
   assert.equal(flattenSpecs(old), 21);
-  const { dirty: _dirty, ...rest } = old;
   for (const [data, format] of [
-    [serialize({ v8: process.versions.v8, world: rest }), 3],
+    [serialize({ v8: process.versions.v8, world: formerWorld(old) }), 3],
+    [encodeFormer(formerWorld(old)), 4],
     [codec.encode(old), codec.format],
   ] as const) {
     const decoded = codec.decode(data, format);
@@ -294,9 +392,10 @@ test('sliced snapshot: specs written flat (their traits in themselves) are read 
       const spec = volumesOf(record.volumes)[0]!;
       const key = `${spec.volume}@${record.node}`;
       assert.equal(spec.traits, traits, `${key}: the traits are the live world's`);
-      assert.equal(decoded.dsw.get(key)?.spec, spec, `${key}: the desired spec is the pod's`);
+      const pair = decoded.pairs.get(key);
+      assert.equal(pair?.desiredSpec, spec, `${key}: the desired spec is the pod's`);
       if (key.includes('disk-20')) continue; // attaching: no attachment yet
-      assert.equal(decoded.attachments.get(key)?.spec, spec, `${key}: the attachment's too`);
+      assert.equal(pair?.attachedSpec, spec, `${key}: the attachment's too`);
     }
     const [running] = decoded.running.values();
     assert.equal(running?.spec?.traits, traits, "the running operation's spec too");

@@ -19,6 +19,7 @@ import { attachmentsFound } from '../../src/kube/found.js';
 import type { ApiObject } from '../../src/kube/informer.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { claim, pod } from '../support/builders.js';
+import { allDesired } from '../../src/controller/types.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-found-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -126,7 +127,7 @@ test('a new leader adopts what it found before acting on its pods', async () => 
     [unique('d1')],
   );
   assert.deepEqual(cm.volumesAttached('n2'), []);
-  const refused = [...cm.world.dsw.values()].find((d) => d.node === 'n2');
+  const refused = [...allDesired(cm.world)].find((d) => d.node === 'n2');
   assert.equal(refused?.multiAttachErrorReported, true, 'the Multi-Attach error is reported');
 
   // Found again without d1 (a VolumeAttachment gone under it): dropped, then attached to

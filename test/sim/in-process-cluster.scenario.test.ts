@@ -12,6 +12,7 @@ import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
 import { UniqueVolumeName } from '../../src/ids.js';
+import { allAttachments } from '../../src/controller/types.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
@@ -118,7 +119,7 @@ test('cluster: attach by the controller, mount by the node, then unmount, then d
     'unmountDevice@node-1',
     'detach@node-1',
   ]);
-  assert.equal(c.controller.world.attachments.size, 0);
+  assert.equal([...allAttachments(c.controller.world)].length, 0);
   assert.deepEqual(violations, []);
   c.stop();
 });

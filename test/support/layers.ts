@@ -21,6 +21,7 @@ export const layers: [string, number][] = [
   // The controller's core: its world and fold beside the node's, its planner beside plan/.
   ['src/controller/types.ts', 2],
   ['src/controller/fold.ts', 2],
+  ['src/controller/fold-pairs.ts', 2],
   ['src/controller/invariants.ts', 2],
   ['src/controller/provisioning.ts', 2],
   ['src/controller/fold-external.ts', 2],
