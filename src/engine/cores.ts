@@ -179,7 +179,7 @@ function reviveControllerWorld(read: Omit<FormerWorld, 'dirty'>): ControllerWorl
     },
     dirty: new Set(),
   };
-  // Format 4 leaves the fold's indexes out; format 3 holds them (keyed by object keys
+  // Formats 4 and 5 leave the fold's indexes out; format 3 holds them (keyed by object keys
   // before the intake was shared).
   for (const [uid, record] of revived.pods) {
     const read = podOfKeys(record);
