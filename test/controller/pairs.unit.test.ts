@@ -19,8 +19,7 @@ import { valuesOf } from '../../src/desired/one-or-many.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Node } from '../../src/events/k8s.js';
 import { UniquePodName, type UniqueVolumeName } from '../../src/ids.js';
-import { caps } from '../../src/plugins/types.js';
-import { claim, diskObjects, pod } from '../support/builders.js';
+import { claim, controllerStarted, diskObjects, pod } from '../support/builders.js';
 
 function append(world: ControllerWorld, event: NewEvent): void {
   controllerCore.fold(world, { ...event, seq: world.seq + 1 } as VoleEvent);
@@ -70,14 +69,7 @@ function podOn(uid: string, nodeName: string, tsMs = 0): NewEvent {
 /** A controller over node-0 and node-1 with one ReadWriteOnce disk, no pod yet. */
 function world(): ControllerWorld {
   const w = controllerCore.initialWorld();
-  append(w, {
-    type: 'EngineStarted',
-    tsMs: 0,
-    plugins: [caps('fake.disk', { attachable: true })],
-    version: 'test',
-    mode: 'controller',
-    controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
-  });
+  append(w, controllerStarted);
   for (const event of [node('node-0'), node('node-1'), ...diskObjects('disk-0')]) append(w, event);
   return w;
 }

@@ -23,8 +23,7 @@ import { UniquePodName } from '../../src/ids.js';
 import { type SlicedFields, sliceEntries, slicedCloneCodec } from '../../src/engine/snapshot.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Node } from '../../src/events/k8s.js';
-import { caps } from '../../src/plugins/types.js';
-import { claim, diskObjects, pod } from '../support/builders.js';
+import { claim, controllerStarted, diskObjects, pod } from '../support/builders.js';
 import { heapUsedAfterGc } from '../../scripts/bench/util.js';
 import { flatSpecCount, flattenSpecs } from '../support/flat-specs.js';
 
@@ -74,14 +73,7 @@ function node(n: number): Node {
 /** `pods` pods over 10 nodes, each with its attached disk. */
 function controllerWorld(pods: number): ControllerWorld {
   const world = controllerCore.initialWorld();
-  append(world, {
-    type: 'EngineStarted',
-    tsMs: 0,
-    plugins: [caps('fake.disk', { attachable: true })],
-    version: 'test',
-    mode: 'controller',
-    controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
-  });
+  append(world, controllerStarted);
   for (let n = 0; n < 10; n++) append(world, { type: 'ObjectUpserted', tsMs: 0, object: node(n) });
   for (let i = 0; i < pods; i++) {
     for (const event of diskObjects(`disk-${i}`)) append(world, event);

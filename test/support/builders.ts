@@ -22,6 +22,16 @@ export function engineStarted(opts: { controllerAttachDetach?: boolean } = {}): 
   };
 }
 
+/** The controller's EngineStarted: an attachable fake disk, Kubernetes' 6-minute force-detach. */
+export const controllerStarted: NewEvent = {
+  type: 'EngineStarted',
+  tsMs: 0,
+  plugins: [caps('fake.disk', { attachable: true })],
+  version: 'test',
+  mode: 'controller',
+  controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
+};
+
 export const sourcesReady: NewEvent = { type: 'SourcesReady', tsMs: 0 };
 
 /** A PV of the fake disk plugin and its bound claim `claim-<handle>`. */
