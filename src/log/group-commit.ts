@@ -99,7 +99,7 @@ interface Blocked {
 export class GroupCommitter<E extends EventEnvelope> {
   private readonly store: EventStore<E>;
   private buffer: Omit<E, 'seq'>[] = [];
-  /** The buffer's first `encoded` events as rows, encoded ahead (encodeAhead). */
+  /** The buffer's first events as rows, in order (encodeThrough), made ahead or at a commit. */
   private rows: EventRow[] = [];
   private encodeQueued = false;
   private durable: Seq;
@@ -245,9 +245,8 @@ export class GroupCommitter<E extends EventEnvelope> {
     const written = this.buffer.length;
     while (this.buffer.length > 0) {
       const count = Math.min(max, this.buffer.length);
+      this.encodeThrough(count);
       const rows = this.rows.length > count ? this.rows.slice(0, count) : this.rows;
-      for (let i = rows.length; i < count; i++)
-        rows.push(this.store.encode(this.buffer[i]!, this.durable + i + 1));
       const result = this.store.appendEncoded(rows, { expectedSeq: this.durable });
       const expected = this.durable + count;
       assert(result.lastSeq === expected, 'flush: append wrote a different count');
@@ -271,11 +270,16 @@ export class GroupCommitter<E extends EventEnvelope> {
     this.encodeQueued = false;
     if (this.closed) return;
     try {
-      for (let i = this.rows.length; i < this.buffer.length; i++)
-        this.rows.push(this.store.encode(this.buffer[i]!, this.durable + i + 1));
+      this.encodeThrough(this.buffer.length);
     } catch {
       return;
     }
+  }
+
+  /** The buffer's first `count` events as rows: those not encoded yet, each with its seq. */
+  private encodeThrough(count: number): void {
+    for (let i = this.rows.length; i < count; i++)
+      this.rows.push(this.store.encode(this.buffer[i]!, this.durable + i + 1));
   }
 
   /** Counts the commit and arms the idle checkpoint once one is due. */
