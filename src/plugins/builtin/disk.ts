@@ -17,7 +17,7 @@
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { HostError } from '../../host/errors.js';
 import type { FsType } from '../../host/fs.js';
@@ -90,12 +90,25 @@ async function refuseSecondNode(
 ): Promise<void> {
   if (spec.traits.multiAttachAllowed) return;
   const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
-  if (holder === undefined || holder === node) return;
+  // Empty: a write cut off by a crash before this file was written whole (writeHolder):
+  // no other node is named, and the attach writes it again.
+  if (holder === undefined || holder === '' || holder === node) return;
   if ((await findLoopForImage(imagePath)) === undefined) return; // detached behind our back
   throw new HostError(
     'transient',
     `${diskDriver}: ${basename(imagePath)} is attached to node ${holder}; a ReadWriteOnce disk is attached to one node at a time (detach it from ${holder} first)`,
   );
+}
+
+/**
+ * Names the node the disk is attached to, whole or not at all: written beside and renamed
+ * over, so an agent killed in the middle leaves the old file or the new one, never an empty
+ * one that names no node and refuses every attach (refuseSecondNode).
+ */
+async function writeHolder(imagePath: string, node: string): Promise<void> {
+  const path = holderFile(imagePath);
+  await writeFile(`${path}.tmp`, node);
+  await rename(`${path}.tmp`, path);
 }
 
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
@@ -149,7 +162,7 @@ function attacher(paths: DiskPaths): AttacherOps {
       }
       await refuseSecondNode(spec, paths.image(spec), target.node);
       const device = await attachDisk(paths.image(spec), spec.traits.sizeBytes);
-      await writeFile(holderFile(paths.image(spec)), target.node);
+      await writeHolder(paths.image(spec), target.node);
       return device;
     },
     waitForAttach: (spec) => loopOfDisk(paths.image(spec), diskDriver),
