@@ -49,6 +49,6 @@ test(
     } finally {
       await attacher.detach(spec, target('node-1'));
     }
-    assert.equal(await attacher.isAttached(spec), false);
+    assert.equal(await attacher.isAttached!(spec), false);
   },
 );
