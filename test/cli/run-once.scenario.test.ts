@@ -56,10 +56,7 @@ test('vole run --once watches: a ConfigMap added while it runs lets the pod moun
     writeFileSync(join(at.manifests, 'web-configmap.yaml'), configMapYaml);
     await agent.line(/settled: 1 pod\(s\) mounted/, 30_000);
     // It exits by itself (a SIGTERM now could land after its handlers are gone).
-    const code = await new Promise<number | null>((resolve) => {
-      if (agent.child.exitCode !== null) resolve(agent.child.exitCode);
-      else agent.child.once('exit', (exitCode) => resolve(exitCode));
-    });
+    const code = await agent.exited;
     assert.equal(code, 0, agent.lines.join('\n'));
   } finally {
     await agent.stop();

@@ -257,7 +257,6 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
     setInUse('vole-node-1', []);
 
     // Fencing: the Lease taken from under the leader; it stops and writes nothing more.
-    const exited = new Promise<number | null>((resolve) => c.child.once('exit', resolve));
     const renewTime = new Date().toISOString().replace(/Z$/, '000Z');
     kubectl([
       '-n',
@@ -270,7 +269,7 @@ describe('vole controller --kubeconfig with the external-attacher', { skip }, ()
       JSON.stringify({ spec: { holderIdentity: 'intruder', renewTime, leaseDurationSeconds: 60 } }),
     ]);
     apply(pod('five', 'vole-node-1', 'data'));
-    assert.equal(await exited, 3, 'exits as a replica that lost its Lease');
+    assert.equal(await c.exited, 3, 'exits as a replica that lost its Lease');
     // Either it saw the intruder's name, or its next renewal was refused because the Lease
     // had been modified under it (409): both are the Lease taken.
     assert.ok(

@@ -60,7 +60,7 @@ function timedRun(...args: string[]): Promise<TimedRun> {
   });
   child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   return new Promise((resolve) =>
-    child.once('exit', (code) => resolve({ code, lines, exitMs: performance.now(), stderr })),
+    child.once('close', (code) => resolve({ code, lines, exitMs: performance.now(), stderr })),
   );
 }
 
@@ -146,7 +146,7 @@ test(fullDiskTitle, { skip, timeout: 180_000 }, async () => {
   let err = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const exit = new Promise<number | null>((resolve) => child.once('close', resolve));
 
   await until(() => out.includes('cannot be written'), 'the agent to say its log is full', 60_000);
   const said =
@@ -283,7 +283,7 @@ test(stopTitle, { skip, timeout: 120_000 }, async () => {
   let err = '';
   child.stdout!.on('data', (chunk: Buffer) => (out += chunk.toString()));
   child.stderr!.on('data', (chunk: Buffer) => (err += chunk.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', resolve));
+  const exit = new Promise<number | null>((resolve) => child.once('close', resolve));
   await until(() => out.includes('cannot be written'), 'the agent to say its log is full', 60_000);
   // Its signal handlers are installed once its start is done (the log full meanwhile): the
   // operator socket's line is the last thing it says before.

@@ -12,6 +12,11 @@ export interface AgentProcess {
   readonly lines: string[];
   /** Resolves with the first stdout line matching `pattern` (rejects after `timeoutMs`). */
   line(pattern: RegExp, timeoutMs?: number): Promise<RegExpMatchArray>;
+  /**
+   * Resolves with the exit code once the process has exited and its stdout and stderr are
+   * closed, so `lines` holds everything it said ('exit' may come before the last 'data').
+   */
+  readonly exited: Promise<number | null>;
   /** SIGTERM, then SIGKILL after 15 s; resolves with the exit code. */
   stop(): Promise<number | null>;
 }
@@ -41,11 +46,12 @@ export function startVole(
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => resolve(code)),
+    child.once('close', (code) => resolve(code)),
   );
   return {
     child,
     lines,
+    exited,
     line: (pattern, timeoutMs = 60_000) =>
       new Promise((resolve, reject) => {
         const check = () => {

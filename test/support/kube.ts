@@ -169,6 +169,7 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       const sidecar: AgentProcess = {
         child,
         lines: [],
+        exited,
         line: () => Promise.reject(new Error(`${name} output is in ${name}.log`)),
         stop: async () => {
           if (child.exitCode === null && child.signalCode === null) process.kill(child.pid!);
