@@ -3,7 +3,7 @@
  * scripts/bench/e2e-durable.ts [runs] [pods] [node|controller]` (who attaches, e2e.ts
  * AttachMode; node by default) runs the e2e section's MemorySink and SQLite
  * (FULL) variants side by side, alternating, and prints each run's p50 / p99 and the ratio
- * of the p99s with the 1-minute load average (the polling variant, 10 s a run, is left out),
+ * of the p99s and their difference (ms) with the 1-minute load average (the polling variant, 10 s a run, is left out),
  * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included. The
  * event loop runs at the agent's priority (BENCH_EVENT_LOOP_NICE: e2e.ts agentEventLoopNice).
  */
@@ -35,13 +35,14 @@ for (let run = 1; run <= runs; run++) {
     );
   }
   const ratio = (p99[1]! / p99[0]!).toFixed(2);
+  const addedMs = (p99[1]! - p99[0]!).toFixed(2);
   // The first two are EngineStarted's and the one of the PVs and PVCs before the pods.
   const commits = commitMs.slice(2);
   const commitFigures =
     `${commits.length} commits p50 ${quantile(commits, 0.5).toFixed(2)} / ` +
     `p99 ${quantile(commits, 0.99).toFixed(2)} ms`;
   process.stdout.write(
-    `run ${run}: ${parts.join(', ')}; ratio ${ratio}× (load ${loadavg()[0]!.toFixed(1)}); ` +
+    `run ${run}: ${parts.join(', ')}; ratio ${ratio}×, +${addedMs} ms (load ${loadavg()[0]!.toFixed(1)}); ` +
       `${commitFigures}\n`,
   );
 }
