@@ -2,10 +2,11 @@
  * The durable pod-ready row alone, for measuring its noise: `node --import tsx --expose-gc
  * scripts/bench/e2e-durable.ts [runs] [pods] [node|controller]` (who attaches, e2e.ts
  * AttachMode; node by default) runs the e2e section's MemorySink and SQLite
- * (FULL) variants side by side, alternating, and prints each run's p50 / p99 and the ratio
- * of the p99s and their difference (ms) with the 1-minute load average (the polling variant, 10 s a run, is left out),
- * and the SQLite log's commits: how many, and their p50 / p99 (ms), fsync included. The
- * event loop runs at the agent's priority (BENCH_EVENT_LOOP_NICE: e2e.ts agentEventLoopNice).
+ * (FULL) variants side by side, alternating, and prints each run's p50 / p99, the ratio of
+ * the p99s and their difference (ms) with the 1-minute load average (the polling variant,
+ * 10 s a run, is left out), and the SQLite log's commits: how many, and their p50 / p99
+ * (ms), fsync included. The event loop runs at the agent's priority (BENCH_EVENT_LOOP_NICE:
+ * e2e.ts agentEventLoopNice).
  */
 import { loadavg } from 'node:os';
 import { type AttachMode, agentEventLoopNice, runOnce } from './e2e.js';

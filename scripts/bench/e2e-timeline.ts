@@ -14,8 +14,9 @@
  *   "A slow pod's time", for what `perf sched` showed in such gaps);
  * - path: none of these; its steps were slower all along.
  *
- * Then it prints the BENCH_SHOW (3) slowest pods' timelines. Each stall is printed with its
- * CLOCK_MONOTONIC bounds, to find it in `perf sched record -k CLOCK_MONOTONIC` of the run.
+ * Then it prints the BENCH_SHOW (3) slowest pods' timelines, each with the CLOCK_MONOTONIC
+ * time the pod was added and its steps' offsets from it, to find a stall in `perf sched
+ * record -k CLOCK_MONOTONIC` of the same run.
  */
 import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';

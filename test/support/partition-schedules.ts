@@ -85,7 +85,7 @@ async function leaderFenced(
   say: (line: string) => void,
   renewable: () => { untilMs: number; why: string } = () => ({
     untilMs: 0,
-    why: 'it reaches no etcd member',
+    why: 'it reaches no etcd member; two election timeouts allowed all the same',
   }),
 ): Promise<void> {
   const proc = c.procs.get(leader)!;
