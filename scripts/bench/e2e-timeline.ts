@@ -18,20 +18,10 @@
  * time the pod was added and its steps' offsets from it, to find a stall in `perf sched
  * record -k CLOCK_MONOTONIC` of the same run.
  */
-import { join } from 'node:path';
 import { PerformanceObserver } from 'node:perf_hooks';
-import pino from 'pino';
-import { openSqliteLog } from '../../src/agent/sqlite-log.js';
-import { RealClock } from '../../src/clock.js';
-import { kubeletCore } from '../../src/engine/cores.js';
-import { Engine } from '../../src/engine/engine.js';
-import { type EventSink, MemorySink } from '../../src/engine/sink.js';
-import type { NewEvent, VoleEvent } from '../../src/events/index.js';
-import { Executor } from '../../src/execute/executor.js';
-import type { FakeCallRecord } from '../../src/plugins/fake.js';
-import { agentEventLoopNice, podLatencies } from './e2e.js';
-import { benchPlugins, podEvents } from './generate.js';
-import { gc, quantile, removeDb, scratchDir, sleepMs } from './util.js';
+import type { VoleEvent } from '../../src/events/index.js';
+import { agentEventLoopNice, podLatencies, startE2eRun } from './e2e.js';
+import { gc, quantile, scratchDir, sleepMs } from './util.js';
 
 const runs = Number(process.argv[2] ?? 2);
 const pods = Number(process.argv[3] ?? 1_000);
@@ -66,38 +56,16 @@ const describe = (event: VoleEvent): string => {
 };
 
 async function run(variant: 'memory' | 'sqlite', dir: string): Promise<number[]> {
-  const clock = new RealClock();
-  const journal: FakeCallRecord[] = [];
-  let sink: EventSink;
-  if (variant === 'sqlite') {
-    const path = join(dir, 'e2e.db');
-    removeDb(path);
-    sink = openSqliteLog(path, kubeletCore, { durability: 'full' }).sink;
-    sink.onCommitted?.((seconds) => {
-      const endMs = performance.now();
-      marks.push({ startMs: endMs - seconds * 1e3, endMs, what: 'commit', kind: 'commit' });
-    });
-  } else {
-    sink = new MemorySink();
-  }
-  const engine = new Engine({
-    core: kubeletCore,
-    runner: (host) => new Executor(host),
-    config: { node: 'node-1', controllerAttachDetach: false },
-    plugins: benchPlugins(clock, journal),
-    clock,
-    sink,
-    logger: pino({ level: 'silent' }),
-  });
-  engine.start();
-  engine.append({ type: 'SourcesReady', tsMs: clock.nowMs() });
-  const podAdds: NewEvent[] = [];
-  for (let i = 0; i < warmPods + pods; i++) {
-    const { events } = podEvents(i, clock.nowMs());
-    for (const event of events.slice(0, 2)) engine.append(event);
-    podAdds.push(events[2]!);
-  }
-  await sleepMs(200);
+  const onCommitted = (seconds: number) => {
+    const endMs = performance.now();
+    marks.push({ startMs: endMs - seconds * 1e3, endMs, what: 'commit', kind: 'commit' });
+  };
+  const { engine, clock, podAdds, finish } = await startE2eRun(
+    variant,
+    warmPods + pods,
+    dir,
+    onCommitted,
+  );
   const warm = podAdds.splice(0, warmPods);
   if (warm.length > 0) await podLatencies(engine, clock, warm, { gapMs, label: 'warm-up' });
   await sleepMs(50);
@@ -112,8 +80,7 @@ async function run(variant: 'memory' | 'sqlite', dir: string): Promise<number[]>
     onAdded: (uid, atMs) =>
       marks.push({ startMs: atMs, endMs: atMs, what: `added ${uid}`, kind: 'added' }),
   });
-  await engine.drainAndStop();
-  sink.close();
+  await finish();
   return latencies;
 }
 

@@ -55,10 +55,6 @@ const gapMs = 10;
 const pollPeriodMs = 100;
 
 /**
- * One run of `variant`: each pod's latency (ms). `onCommitted` hears each commit's duration
- * (s) of the SQLite log (e2e-durable.ts prints them beside the latencies).
- */
-/**
  * Who attaches: 'node', the engine itself (attach, then mount: two operations that touch
  * the host); 'controller', the attach/detach controller, as the kubelet runs by default
  * (the disks are in node.status.volumesAttached before the pods come, and the node's
@@ -67,13 +63,28 @@ const pollPeriodMs = 100;
  */
 export type AttachMode = 'node' | 'controller';
 
-export async function runOnce(
+/** A run's engine, started, with the PVs and PVCs of its pods already in its world. */
+export interface E2eRun {
+  readonly engine: Engine<World, Operation>;
+  readonly clock: Clock;
+  /** Each pod's PodUpserted, in order, for podLatencies to append one every gapMs. */
+  readonly podAdds: NewEvent[];
+  /** Waits for running operations, then stops the engine, the poller and the log. */
+  finish(): Promise<void>;
+}
+
+/**
+ * Starts a run of `variant` with `pods` pods' PVs and PVCs appended (and, when the
+ * controller attaches, their disks listed attached). `onCommitted` hears each commit's
+ * duration (s) of the SQLite log (e2e-durable.ts prints them beside the latencies).
+ */
+export async function startE2eRun(
   variant: Variant,
   pods: number,
   dir: string,
   onCommitted?: (seconds: number) => void,
   attachMode: AttachMode = 'node',
-): Promise<number[]> {
+): Promise<E2eRun> {
   const clock = new RealClock();
   const journal: FakeCallRecord[] = [];
   let sink: EventSink;
@@ -106,11 +117,28 @@ export async function runOnce(
   }
   if (attachMode === 'controller') controllerAttached(engine, clock, pods);
   await sleepMs(pollPeriodMs * 2);
+  const finish = async () => {
+    poller?.stop();
+    await engine.drainAndStop();
+    sink.close();
+  };
+  return { engine, clock, podAdds, finish };
+}
 
-  const latencies = await podLatencies(engine, clock, podAdds, { gapMs, label: variant });
-  poller?.stop();
-  await engine.drainAndStop();
-  sink.close();
+/** One run of `variant` (startE2eRun): each pod's latency (ms). */
+export async function runOnce(
+  variant: Variant,
+  pods: number,
+  dir: string,
+  onCommitted?: (seconds: number) => void,
+  attachMode: AttachMode = 'node',
+): Promise<number[]> {
+  const run = await startE2eRun(variant, pods, dir, onCommitted, attachMode);
+  const latencies = await podLatencies(run.engine, run.clock, run.podAdds, {
+    gapMs,
+    label: variant,
+  });
+  await run.finish();
   return latencies;
 }
 
