@@ -160,3 +160,13 @@ async function ensureUserLink(dir: string, name: string): Promise<void> {
   }
   await symlink(join(dataDirName, name), path);
 }
+
+/**
+ * Replaces the file at `path` with `data` whole or not at all: written beside it and renamed
+ * over it, so a process killed in the middle leaves the old file or the new one, never a
+ * truncated one.
+ */
+export async function replaceFile(path: string, data: string): Promise<void> {
+  await writeFile(`${path}.tmp`, data);
+  await rename(`${path}.tmp`, path);
+}

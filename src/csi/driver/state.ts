@@ -7,8 +7,9 @@
  * whole (write to a temporary name, then rename).
  */
 import { createHash } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { replaceFile } from '../../host/atomic-writer.js';
 import { safeName } from '../../host/paths.js';
 import { invalid } from './errors.js';
 
@@ -97,7 +98,6 @@ export class DriverState {
   private async write(kind: string, id: string, record: object): Promise<void> {
     await mkdir(join(this.dir, kind), { recursive: true });
     const path = join(this.dir, kind, `${id}.json`);
-    await writeFile(`${path}.tmp`, JSON.stringify(record));
-    await rename(`${path}.tmp`, path);
+    await replaceFile(path, JSON.stringify(record));
   }
 }

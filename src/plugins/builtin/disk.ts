@@ -17,8 +17,9 @@
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
  */
-import { readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { readFile, rm, symlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
+import { replaceFile } from '../../host/atomic-writer.js';
 import { HostError } from '../../host/errors.js';
 import type { FsType } from '../../host/fs.js';
 import { findLoopForImage } from '../../host/loop.js';
@@ -90,7 +91,7 @@ async function refuseSecondNode(
 ): Promise<void> {
   if (spec.traits.multiAttachAllowed) return;
   const holder = await readFile(holderFile(imagePath), 'utf8').catch(() => undefined);
-  // Empty: a write cut off by a crash before this file was written whole (writeHolder):
+  // Empty: left by an older version's write cut off by a crash (now replaceFile):
   // no other node is named, and the attach writes it again.
   if (holder === undefined || holder === '' || holder === node) return;
   if ((await findLoopForImage(imagePath)) === undefined) return; // detached behind our back
@@ -98,17 +99,6 @@ async function refuseSecondNode(
     'transient',
     `${diskDriver}: ${basename(imagePath)} is attached to node ${holder}; a ReadWriteOnce disk is attached to one node at a time (detach it from ${holder} first)`,
   );
-}
-
-/**
- * Names the node the disk is attached to, whole or not at all: written beside and renamed
- * over, so an agent killed in the middle leaves the old file or the new one, never an empty
- * one that names no node and refuses every attach (refuseSecondNode).
- */
-async function writeHolder(imagePath: string, node: string): Promise<void> {
-  const path = holderFile(imagePath);
-  await writeFile(`${path}.tmp`, node);
-  await rename(`${path}.tmp`, path);
 }
 
 export function diskPlugin(opts: BuiltinOptions): VolumePlugin {
@@ -162,7 +152,8 @@ function attacher(paths: DiskPaths): AttacherOps {
       }
       await refuseSecondNode(spec, paths.image(spec), target.node);
       const device = await attachDisk(paths.image(spec), spec.traits.sizeBytes);
-      await writeHolder(paths.image(spec), target.node);
+      // Whole or not at all: an empty file would name no node (refuseSecondNode).
+      await replaceFile(holderFile(paths.image(spec)), target.node);
       return device;
     },
     waitForAttach: (spec) => loopOfDisk(paths.image(spec), diskDriver),
