@@ -42,8 +42,11 @@ export interface EventSink {
   readonly writable?: boolean;
   /** Called each time a blocked log is written again. */
   onWritable?(listener: () => void): void;
-  /** Called after each commit that wrote events, with its duration (vole_append_latency_seconds). */
-  onCommitted?(listener: (seconds: number) => void): void;
+  /**
+   * Called after each commit that wrote events, with its duration (vole_append_latency_seconds)
+   * and how many it wrote.
+   */
+  onCommitted?(listener: (seconds: number, events: number) => void): void;
 }
 
 /** An in-memory log: what `vole simulate` uses without `--db`. */

@@ -112,7 +112,7 @@ export class GroupCommitter<E extends EventEnvelope> {
   private halted: LogDamagedError | undefined;
   private readonly waiters = new SeqWaiters();
   private readonly writableListeners: (() => void)[] = [];
-  private readonly committedListeners: ((seconds: number) => void)[] = [];
+  private readonly committedListeners: ((seconds: number, events: number) => void)[] = [];
   private readonly checkpointPolicy: CheckpointPolicy | undefined;
   private sinceCheckpoint = { commits: 0, events: 0 };
   /** The idle checkpoint, armed once one is due; each push restarts it. */
@@ -173,8 +173,8 @@ export class GroupCommitter<E extends EventEnvelope> {
     return this.checkpoints;
   }
 
-  /** Calls `listener` after each commit that wrote events, with its duration. */
-  onCommitted(listener: (seconds: number) => void): void {
+  /** Calls `listener` after each commit that wrote events, with its duration and their count. */
+  onCommitted(listener: (seconds: number, events: number) => void): void {
     this.committedListeners.push(listener);
   }
 
@@ -255,7 +255,7 @@ export class GroupCommitter<E extends EventEnvelope> {
       this.rows = this.rows.length > count ? this.rows.slice(count) : [];
     }
     const seconds = Number(process.hrtime.bigint() - startedNs) / 1e9;
-    for (const listener of this.committedListeners) listener(seconds);
+    for (const listener of this.committedListeners) listener(seconds, written);
     this.waiters.reach(this.durable);
     this.checkpointWhenIdle(written);
   }
