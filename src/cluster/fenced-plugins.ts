@@ -5,6 +5,7 @@
  * driver that registers itself — is fenced the same way.
  */
 import { assert } from '../assert.js';
+import { callCutOff } from '../plugins/call-target.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
 
@@ -17,7 +18,7 @@ function fencePlugin(plugin: VolumePlugin, durable: DurableGate): VolumePlugin {
   const gate = async (target: CallTarget, call: string) => {
     assert(target.node !== '', () => `${plugin.name}: ${call} names no node`);
     await durable();
-    if (target.signal.aborted)
+    if (callCutOff(target))
       throw new Error(`${call} cut off before it started (the controller stopped or timed out)`);
   };
   return {

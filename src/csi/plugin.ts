@@ -128,7 +128,15 @@ class CsiClient {
       throw new PluginError('final', `${rpc} of ${about.volume}: ${this.notRegistered()}`);
     const method = fullMethod(rpc);
     const startMs = this.opts.nowMs();
-    const info = { ...about, node: target.node, pod: target.pod, signal: target.signal };
+    // The call's signal is made only if the transport reads it (EngineCallTarget).
+    const info = {
+      ...about,
+      node: target.node,
+      pod: target.pod,
+      get signal() {
+        return target.signal;
+      },
+    };
     try {
       const deadlineMs = this.opts.deadlineMs ?? csiRpcDeadlineMs;
       const response = await transport.call<Res>(rpc, request, { deadlineMs, info });

@@ -9,6 +9,7 @@ import type { CallError, CallName } from '../events/index.js';
 import type { OpId } from '../ids.js';
 import type { Operation } from '../plan/index.js';
 import type { CallTarget, VolumePlugin } from '../plugins/types.js';
+import { EngineCallTarget } from '../plugins/call-target.js';
 import type { World } from '../world/types.js';
 import type { RunningOp } from '../operations/types.js';
 import { type Clock } from '../clock.js';
@@ -144,20 +145,15 @@ export async function runCall<
     await durable;
     if (!host.alive()) throw new OperationAbandoned(`engine stopped before ${opts.call}`);
   }
-  const abort = new AbortController();
-  // The call is cut off when the engine stops (one listener, removed when the call ends;
-  // AbortSignal.any costs more per call than the whole fold of its events).
-  const stop = () => abort.abort();
-  host.signal.addEventListener('abort', stop, { once: true });
-  const signal = abort.signal;
-  const target: CallTarget = { node: opts.node ?? ctx.node, pod: opts.pod ?? null, signal };
+  // Its signal is made only if the plugin asks; the engine's stop or the timeout cuts it off.
+  const target = new EngineCallTarget(opts.node ?? ctx.node, opts.pod ?? null, host.signal);
   const timeoutMs = host.callTimeoutMs(opts.call);
   const outcome = await withTimeout(
     ctx,
     Promise.resolve().then(() => fn(target)),
     timeoutMs,
   );
-  host.signal.removeEventListener('abort', stop);
+  target.end();
   if (!host.alive()) throw new OperationAbandoned(`engine stopped during ${opts.call}`);
   const tsMs = host.clock.nowMs();
   if (outcome.ok) {
@@ -171,7 +167,7 @@ export async function runCall<
     });
     return outcome.value;
   }
-  if (outcome.timedOut) abort.abort();
+  if (outcome.timedOut) target.timeOut();
   const error = outcome.timedOut
     ? timeoutError(opts.prefix, opts.call, timeoutMs)
     : classify(opts.prefix, outcome.error);

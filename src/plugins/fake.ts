@@ -7,6 +7,7 @@ import { type Clock, sleep } from '../clock.js';
 import { callEffects, type HostMark } from '../operations/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
+import { callCutOff } from './call-target.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
 
 export type FakeOutcome = 'ok' | 'transient' | 'uncertain' | 'final' | 'failedPrecondition';
@@ -233,7 +234,7 @@ export class FakePlugin implements VolumePlugin {
     }
     if (entry.delayMs > 0) await sleep(this.opts.clock, entry.delayMs);
     // A call cut off by an engine stop dies with the process: no late effect.
-    if (target.signal.aborted) return new Promise<T>(() => {});
+    if (callCutOff(target)) return new Promise<T>(() => {});
     if (entry.outcome === 'ok' || entry.outcome === 'uncertain') effect();
     if (entry.outcome === 'final') this.opts.host?.rollBack(call, spec.volume, target.pod);
     switch (entry.outcome) {

@@ -18,6 +18,7 @@
  * reason recorded in the controller's log.
  */
 import { type Clock, sleep } from '../clock.js';
+import { callCutOff } from '../plugins/call-target.js';
 import { FakePlugin } from '../plugins/fake.js';
 import { caps, PluginError, type VolumePlugin } from '../plugins/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
@@ -137,7 +138,7 @@ export class SimCloud {
     await sleep(this.clock, delayMs);
     if (call === 'attach') this.inFlight.set(replica, this.attachesInFlight(replica) - 1);
     // Cut off (its controller died or stopped): the answer goes nowhere.
-    if (target.signal.aborted) return new Promise<void>(() => {});
+    if (callCutOff(target)) return new Promise<void>(() => {});
     if (holders !== undefined)
       throw new PluginError(
         'transient',
