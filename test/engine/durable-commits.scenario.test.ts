@@ -28,7 +28,12 @@ const sleepMs = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms)
 async function commitsToReady(attachMode: 'node' | 'controller'): Promise<number[]> {
   const clock = new RealClock();
   const journal: FakeCallRecord[] = [];
-  const log = openSqliteLog(join(dir, `${attachMode}.db`), kubeletCore, { durability: 'full' });
+  // Events nobody waits on stay buffered for a minute, so every commit counted below is one
+  // a durable point forced: a lazy commit of 20 ms fell inside a slow pod's wait on CI.
+  const log = openSqliteLog(join(dir, `${attachMode}.db`), kubeletCore, {
+    durability: 'full',
+    blocked: { lazyCommitMs: 60_000 },
+  });
   let commits = 0;
   log.sink.onCommitted?.(() => commits++);
   const engine = crashEngine({ sink: log.sink, journal, clock, attachMode });
@@ -37,8 +42,13 @@ async function commitsToReady(attachMode: 'node' | 'controller'): Promise<number
   const perPod: number[] = [];
   for (const uid of ['p-0', 'p-1', 'p-2']) {
     for (const event of diskObjects(`disk-${uid}`)) engine.append(event);
-    // What waits for no commit is committed within lazyCommitMs (20 ms): none is left over.
-    await sleepMs(50);
+    // The disk's events, and what the engine made of them, are committed before the pod.
+    for (;;) {
+      await sleepMs(20);
+      const pending = log.sink.whenDurable?.();
+      if (pending === undefined) break;
+      await pending;
+    }
     const before = commits;
     engine.append(podUpserted(uid, [claim(`disk-${uid}`), emptyDir()]));
     if (attachMode === 'controller') controllerAttached(engine, clock);
