@@ -40,6 +40,8 @@ let page: Page;
 const stopController = new AbortController();
 let controllerRun: Promise<unknown> = Promise.resolve();
 const problems: string[] = [];
+/** What the controller replicas said (campaigns, leadership won and lost). */
+const controllerSaid: string[] = [];
 
 const cluster = `apiVersion: v1
 kind: Node
@@ -91,18 +93,30 @@ before(async () => {
   // With the vole CLI while no controller runs here yet (its spawnSync would stall one).
   apply('cluster.yaml', cluster);
   const clock = new RealClock();
-  const controller = new ClusterController({
-    client: new EtcdStore(client),
-    keys: new ClusterKeys('/vole/'),
-    identity: 'c1',
-    plugins: [
-      new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal: [] }),
-    ],
-    logger: pino({ level: 'silent' }),
-    leaseTtlS: 5,
-    clock,
-  });
-  controllerRun = controller.run(stopController.signal);
+  const replica = () =>
+    new ClusterController({
+      client: new EtcdStore(client),
+      keys: new ClusterKeys('/vole/'),
+      identity: 'c1',
+      plugins: [
+        new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal: [] }),
+      ],
+      logger: pino({ level: 'silent' }),
+      leaseTtlS: 5,
+      clock,
+      say: (line) => controllerSaid.push(line),
+    });
+  let controller = replica();
+  // As a supervisor restarts `vole controller` when it loses its lease (a 5 s lease can
+  // lapse on a loaded CI machine), a replica that lost it is replaced and campaigns again.
+  controllerRun = (async () => {
+    for (;;) {
+      const result = await controller.run(stopController.signal);
+      controllerSaid.push(`run ended: ${result.message}`);
+      if (!result.lost) return;
+      controller = replica();
+    }
+  })();
   await eventually(() => controller.world !== undefined, 'the controller to lead', 20_000);
   inspector = new VoleProcess('inspect', ['inspect', '--etcd', etcd.urls, '--port', '0'], false);
   const { chromium } = await import('playwright-core');
@@ -158,7 +172,8 @@ test(
     const detail = async () => {
       const world = await (await fetch(`${url}api/world`)).text();
       const events = await (await fetch(`${url}api/events?from=1&to=100`)).text();
-      return `${inspector.output}\n${world.slice(0, 3000)}\n${events.slice(0, 3000)}`;
+      const said = controllerSaid.join('\n');
+      return `${inspector.output}\n${said}\n${world.slice(0, 3000)}\n${events.slice(0, 3000)}`;
     };
     await page
       .locator(`li[data-pair="${pair}"]`)
