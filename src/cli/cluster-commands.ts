@@ -1,6 +1,10 @@
-/** The cluster-mode commands on the `vole` program: apply, delete, get (etcd). */
+/**
+ * The cluster-mode commands on the `vole` program: apply, delete, get (etcd). Their code, and
+ * the etcd client with it, is loaded when one of them runs, not at every start of `vole`.
+ */
 import { type Command, Option } from 'commander';
-import { applyCommand, deleteCommand, type EtcdOptions, getCommand, getKinds } from './cluster.js';
+import type { EtcdOptions } from './cluster.js';
+import { getKinds } from './get-kinds.js';
 import { getFromLogCommand, UsageError } from './postmortem.js';
 
 type Run = (action: () => number | Promise<number>) => () => Promise<void>;
@@ -9,6 +13,8 @@ export const etcdOption = () =>
   new Option('--etcd <urls>', 'etcd client URLs, comma-separated (http://127.0.0.1:2379,…)');
 export const prefixOption = () =>
   new Option('--prefix <key>', 'the key prefix of this cluster in etcd').default('/vole/');
+
+const cluster = () => import('./cluster.js');
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
@@ -21,14 +27,18 @@ export function registerClusterCommands(program: Command, run: Run, _logger: unk
     .addOption(etcdOption().makeOptionMandatory())
     .addOption(prefixOption())
     .option('-f, --filename <file|dir>', 'a manifest file or directory (repeatable)', collect, [])
-    .action((opts: EtcdOptions & { filename: string[] }) => run(() => applyCommand(opts))());
+    .action((opts: EtcdOptions & { filename: string[] }) =>
+      run(async () => (await cluster()).applyCommand(opts))(),
+    );
   program
     .command('delete')
     .description('delete the objects named in manifests from the cluster (etcd)')
     .addOption(etcdOption().makeOptionMandatory())
     .addOption(prefixOption())
     .option('-f, --filename <file|dir>', 'a manifest file or directory (repeatable)', collect, [])
-    .action((opts: EtcdOptions & { filename: string[] }) => run(() => deleteCommand(opts))());
+    .action((opts: EtcdOptions & { filename: string[] }) =>
+      run(async () => (await cluster()).deleteCommand(opts))(),
+    );
   program
     .command('get')
     .description(
@@ -40,11 +50,11 @@ export function registerClusterCommands(program: Command, run: Run, _logger: unk
     .option('--db <file>', "a node agent's log: its PersistentVolumes and claims")
     .option('--json', 'JSON output')
     .action((kind: string, opts: EtcdOptions & { json?: boolean; db?: string }) =>
-      run(() => {
+      run(async () => {
         if (opts.db !== undefined) return getFromLogCommand(kind, opts.db, opts);
         if (opts.etcd === undefined)
           throw new UsageError('vole get: give --etcd URLS (a cluster) or --db FILE (a node log)');
-        return getCommand(kind, opts);
+        return (await cluster()).getCommand(kind, opts);
       })(),
     );
 }

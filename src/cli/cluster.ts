@@ -20,6 +20,7 @@ import {
 import { readVolumesAttached } from '../cluster/status.js';
 import type { KvStore } from '../cluster/store.js';
 import { EtcdStore } from '../cluster/store-etcd.js';
+import { getKinds } from './get-kinds.js';
 import { UsageError } from './postmortem.js';
 
 export interface EtcdOptions {
@@ -88,15 +89,6 @@ export async function deleteCommand(opts: EtcdOptions & { filename: string[] }):
   return 0;
 }
 
-export const getKinds = [
-  'pods',
-  'pvs',
-  'pvcs',
-  'nodes',
-  'configmaps',
-  'secrets',
-  'attachments',
-] as const;
 type GetKind = (typeof getKinds)[number];
 const kindOf: Record<Exclude<GetKind, 'pods' | 'attachments'>, string> = {
   pvs: 'PersistentVolume',
