@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { hostTestSkipReason } from '../support/host.js';
 import { peerBin, peersBinDir } from '../support/peers.js';
+import { eventually } from '../support/vole-procs.js';
 
 const repoRoot = new URL('../..', import.meta.url).pathname;
 const skip = hostTestSkipReason();
@@ -51,16 +52,6 @@ provisioner: disk.csi.vole.dev
 volumeBindingMode: WaitForFirstConsumer
 `;
 
-/** The log at `path` once it matches `pattern`, or as it is after `timeoutMs`. */
-async function logOnceMatching(path: string, pattern: RegExp, timeoutMs: number) {
-  const deadlineMs = Date.now() + timeoutMs;
-  for (;;) {
-    const text = readFileSync(path, 'utf8');
-    if (pattern.test(text) || Date.now() > deadlineMs) return text;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip }, async (t) => {
   const binDir = peersBinDir(['etcd', 'kube-apiserver', 'kube-controller-manager', 'kubectl']);
   const dir = mkdtempSync(join(tmpdir(), 'vole-kube-up-'));
@@ -83,8 +74,9 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
   // --controllers reaches kube-controller-manager: its attach/detach controller stays off.
   // /healthz answers before it holds its lease and starts (or skips) the controllers.
   const disabled = /controller is disabled" controller="persistentvolume-attach-detach-controller"/;
-  const kcmLog = join(dir, 'kube-controller-manager.log');
-  assert.match(await logOnceMatching(kcmLog, disabled, 60_000), disabled);
+  const kcmLog = () => readFileSync(join(dir, 'kube-controller-manager.log'), 'utf8');
+  await eventually(() => disabled.test(kcmLog()), 'the disabled line', 60_000, kcmLog);
+  assert.match(kcmLog(), disabled);
 
   const kubectl = (...args: string[]) =>
     sh(peerBin('kubectl'), ['--kubeconfig', join(dir, 'kubeconfig'), ...args]);
