@@ -30,6 +30,7 @@ import { etcdOption, prefixOption, registerClusterCommands } from './cluster-com
 import type { ClusterAgentCommandOptions, ClusterControllerCommandOptions } from './cluster-run.js';
 import { metricsCommand } from './metrics.js';
 import { applyEventLoopNice, type EventLoopNiceOptions, eventLoopNiceOption } from './priority.js';
+import { waitCommand } from './wait.js';
 import { whyCommand } from './why.js';
 import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
@@ -439,6 +440,20 @@ program
   .option('--json', 'JSON output')
   .action((subject: string, opts: { db: string; at?: string; json?: boolean }) =>
     run(() => whyCommand(opts.db, subject, opts))(),
+  );
+
+program
+  .command('wait')
+  .description(
+    'wait until every volume of a pod is mounted, following the log of a running agent: ' +
+      'exit 0 once mounted; 3 with `vole why` as soon as only a change outside vole can ' +
+      'help (a final error such as a missing mkfs); 1 at the timeout',
+  )
+  .argument('<pod>', 'a pod UID, namespace/name or name')
+  .addOption(dbOption())
+  .option('--timeout <seconds>', 'give up after this many seconds', '120')
+  .action((pod: string, opts: { db: string; timeout: string }) =>
+    run(() => waitCommand(opts.db, pod, opts))(),
   );
 
 program
