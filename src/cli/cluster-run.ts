@@ -21,7 +21,7 @@ import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { allocatableOf } from './allocatable.js';
 import { UsageError } from './postmortem.js';
-import { startCsi } from './run.js';
+import { featureGatesOf, startCsi } from './run.js';
 import { PluginManager } from '../plugins/manager.js';
 import { metricsAddressOf, serveEndpoints } from './run.js';
 
@@ -39,6 +39,8 @@ export interface ClusterAgentCommandOptions {
   /** `cpu=4,memory=16Gi`; what is not given is the host's. */
   readonly allocatable?: string;
   readonly metricsAddress?: string;
+  /** The node agent's gates (`vole apply`, the API server's part, keeps no disabled field). */
+  readonly featureGates?: string;
 }
 
 function seconds(text: string | undefined, fallback: number, what: string): number {
@@ -82,6 +84,7 @@ export async function clusterAgentCommand(
     builtinPlugins({
       root,
       contents,
+      featureGates: featureGatesOf(opts.featureGates),
       forbiddenHostPaths: [dirname(db)],
       ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
     }),

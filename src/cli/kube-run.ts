@@ -18,7 +18,7 @@ import { ObjectContents } from '../sources/contents.js';
 import { allocatableOf } from './allocatable.js';
 import { logBlockedReporter, progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
-import { metricsAddressOf, serveEndpoints, startCsi } from './run.js';
+import { featureGatesOf, metricsAddressOf, serveEndpoints, startCsi } from './run.js';
 
 export interface KubeRunOptions {
   readonly kubeconfig: string;
@@ -33,6 +33,8 @@ export interface KubeRunOptions {
   readonly metricsAddress?: string;
   /** `--allocatable`: what downwardAPI resourceFieldRef items read where a pod sets no limit. */
   readonly allocatable?: string;
+  /** The kubelet's gates (the API server drops the fields of its own disabled gates). */
+  readonly featureGates?: string;
 }
 
 function httpOf(file: string): KubeHttp {
@@ -89,7 +91,13 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
     tokenAgeMsMax: tokenAgeMsMaxOf(process.env.VOLE_TOKEN_AGE_MAX_MS),
   });
   const plugins = new PluginManager(
-    builtinPlugins({ root, contents, tokens, forbiddenHostPaths: [dirname(db)] }),
+    builtinPlugins({
+      root,
+      contents,
+      tokens,
+      featureGates: featureGatesOf(opts.featureGates),
+      forbiddenHostPaths: [dirname(db)],
+    }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
