@@ -14,7 +14,7 @@ import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
 import { EtcdStore } from '../cluster/store-etcd.js';
 import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { ObjectContents } from '../sources/contents.js';
@@ -74,7 +74,8 @@ export async function clusterAgentCommand(
   if (opts.node === undefined)
     throw new UsageError('vole run --etcd needs --node NAME (this node)');
   const root = opts.root ?? defaultRoot;
-  mkdirSync(root, { recursive: true });
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   const say = progressPrinter();

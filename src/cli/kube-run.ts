@@ -3,12 +3,11 @@
  * plugins act on the host under --root as with manifests; the inputs and outputs are the
  * kubelet's (src/kube/agent.ts).
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
 import { KubeAgent } from '../kube/agent.js';
 import { TokenRequests } from '../kube/tokens.js';
@@ -78,7 +77,8 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
     throw new UsageError('vole run --kubeconfig needs --node NAME (this Node)');
   const node = opts.node;
   const root = opts.root ?? defaultRoot;
-  mkdirSync(root, { recursive: true });
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   const http = httpOf(opts.kubeconfig);

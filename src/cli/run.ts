@@ -3,13 +3,12 @@
  * directory (watched); real plugins act on the host under --root; every fact goes to the
  * SQLite log at --db, which a restarted agent resumes from.
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs, pluginsRegistryDirName } from '../host/paths.js';
 import { CsiDriverRegistry } from '../csi/registry.js';
 import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
@@ -117,7 +116,7 @@ export async function startCsi(
   };
   await Promise.all(flags.map((flag) => attempt(flag, true)));
   const watcher = new RegistrationWatcher({
-    dir: join(ctx.root, 'plugins_registry'),
+    dir: join(ctx.root, pluginsRegistryDirName),
     registry,
     ...ctx,
   });
@@ -191,7 +190,8 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
   const featureGates = featureGatesOf(opts.featureGates);
-  mkdirSync(root, { recursive: true });
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
   refuseBadManifests(opts.manifests, featureGates);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
