@@ -78,6 +78,7 @@ export async function clusterAgentCommand(
   makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const featureGates = featureGatesOf(opts.featureGates);
   const say = progressPrinter();
   const client = clientFor(opts.etcd);
   const contents = new ObjectContents();
@@ -85,7 +86,7 @@ export async function clusterAgentCommand(
     builtinPlugins({
       root,
       contents,
-      featureGates: featureGatesOf(opts.featureGates),
+      featureGates,
       forbiddenHostPaths: [dirname(db)],
       ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
     }),

@@ -81,6 +81,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const featureGates = featureGatesOf(opts.featureGates);
   const http = httpOf(opts.kubeconfig);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
@@ -95,7 +96,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
       root,
       contents,
       tokens,
-      featureGates: featureGatesOf(opts.featureGates),
+      featureGates,
       forbiddenHostPaths: [dirname(db)],
     }),
   );
