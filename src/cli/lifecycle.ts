@@ -1,6 +1,7 @@
 import { withoutResolutionNote } from '../csi/grpc-text.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 import { readManifestDir } from '../sources/manifests.js';
+import type { FeatureGates } from '../sources/feature-gates.js';
 import { UsageError } from './postmortem.js';
 
 /**
@@ -119,10 +120,10 @@ export function progressPrinter(): (line: string) => void {
  * the start with every problem named (exit 2). Once running, a file that goes bad is
  * reported and skipped instead, so an editor's half-written save cannot stop the agent.
  */
-export function refuseBadManifests(dir: string): void {
+export function refuseBadManifests(dir: string, gates?: FeatureGates): void {
   let problems;
   try {
-    problems = readManifestDir(dir).problems;
+    problems = readManifestDir(dir, {}, gates).problems;
   } catch (error) {
     throw new UsageError(`cannot read the manifest directory ${dir}: ${(error as Error).message}`);
   }

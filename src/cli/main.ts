@@ -170,6 +170,11 @@ program
     '--metrics-address <host:port>',
     'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
   )
+  .option(
+    '--feature-gates <list>',
+    "Kubernetes' feature gates vole knows, e.g. EmptyDirVolumeMode=true (emptyDir.mode; " +
+      'off by default: the field is dropped with a warning)',
+  )
   .addOption(eventLoopNiceOption())
   .action(
     (

@@ -3,21 +3,21 @@
  * directory (watched); real plugins act on the host under --root; every fact goes to the
  * SQLite log at --db, which a restarted agent resumes from.
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs, pluginsRegistryDirName } from '../host/paths.js';
 import { CsiDriverRegistry } from '../csi/registry.js';
 import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
 import { ObjectContents } from '../sources/contents.js';
-import type { ManifestChanges } from '../sources/manifests.js';
+import type { ManifestChanges, ManifestNotice } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
+import { type FeatureGates, parseFeatureGates } from '../sources/feature-gates.js';
 import { podsWaitingOnOutside } from '../agent/outside.js';
 import type { UniquePodName } from '../ids.js';
 import { why, whyText } from '../postmortem/why.js';
@@ -52,6 +52,17 @@ export interface RunOptions {
   readonly metricsAddress?: string;
   /** `cpu=4,memory=16Gi,ephemeral-storage=100Gi`; what is not given is the host's. */
   readonly allocatable?: string;
+  /** `EmptyDirVolumeMode=true`: the alpha fields honoured (featureGateDefaults otherwise). */
+  readonly featureGates?: string;
+}
+
+/** The --feature-gates, checked before anything starts. */
+export function featureGatesOf(text: string | undefined): FeatureGates {
+  try {
+    return parseFeatureGates(text);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }
 
 /** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
@@ -104,7 +115,7 @@ export async function startCsi(
   };
   await Promise.all(flags.map((flag) => attempt(flag, true)));
   const watcher = new RegistrationWatcher({
-    dir: join(ctx.root, 'plugins_registry'),
+    dir: join(ctx.root, pluginsRegistryDirName),
     registry,
     ...ctx,
   });
@@ -140,13 +151,14 @@ async function startAgent(
     say: (line: string) => void;
     logBlocked: ReturnType<typeof logBlockedReporter>;
     contents: ObjectContents;
+    featureGates: FeatureGates;
     /** The manifest file of a pod, named in progress lines that report a problem. */
     originOf?: (uid: string) => string | undefined;
   },
 ): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
-  const { root, db, logger, say, contents } = ctx;
+  const { root, db, logger, say, contents, featureGates } = ctx;
   const plugins = new PluginManager(
-    builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+    builtinPlugins({ root, contents, featureGates, forbiddenHostPaths: [dirname(db)] }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   let vm: VolumeManager;
@@ -176,15 +188,17 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
-  mkdirSync(root, { recursive: true });
-  refuseBadManifests(opts.manifests);
+  const featureGates = featureGatesOf(opts.featureGates);
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
+  refuseBadManifests(opts.manifests, featureGates);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
   const contents = new ObjectContents();
   const startedMs = Date.now(); // the origin of the times `vole why` lines show
   let watcher: ManifestWatcher | undefined;
   const originOf = (uid: string) => watcher?.originOf(uid);
-  const agent = { root, db, logger, say, logBlocked, contents, originOf };
+  const agent = { root, db, logger, say, logBlocked, contents, featureGates, originOf };
   const { vm, csi } = await startAgent(opts, agent);
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
@@ -201,6 +215,8 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },
+    featureGates,
+    onNotices: (notices) => warnDropped(notices, logger, say),
   });
   try {
     watcher.sync();
@@ -237,6 +253,17 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     },
     logBlocked: logBlocked.blocked,
   });
+}
+
+/**
+ * A field a disabled feature gate dropped from a pod: one warn line in the log (stderr,
+ * --log-level) and one among the agent's progress lines, which are what a user reads.
+ */
+function warnDropped(notices: readonly ManifestNotice[], logger: Logger, say: (l: string) => void) {
+  for (const n of notices) {
+    logger.warn({ pod: n.pod, volume: n.volume, file: n.file }, n.message);
+    say(`manifest ${n.file}: ${n.message}`);
+  }
 }
 
 /**
