@@ -29,7 +29,9 @@ if [ -z "${VOLE_DEMO_NS:-}" ] && [ -n "$(missing_packages)" ]; then
   packages=$(missing_packages | tr '\n' ' ')
   echo "== installing ${packages}(apt-get): the demo formats and grows its disks with them"
   if command -v apt-get >/dev/null; then
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $packages; } \
+    # The package lists as they are first; fetched anew only when they do not have them.
+    apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; }
+    apt_install $packages 2>/dev/null || { apt-get update -qq && apt_install $packages; } \
       || echo "apt-get could not install ${packages}" >&2
   fi
   for pair in $tools; do
