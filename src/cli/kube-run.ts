@@ -102,6 +102,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
+  const allocatable = allocatableOf(opts.allocatable, root);
   try {
     vm = openVolumeManager({
       logBlocked,
@@ -111,7 +112,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
       contents,
       controllerAttachDetach,
       logger,
-      allocatable: allocatableOf(opts.allocatable, root),
+      allocatable,
     });
   } catch (error) {
     csi.stop();
@@ -121,7 +122,16 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
   const forgetPod = (uid: string) => tokens.forgetPod(uid);
-  const agent = new KubeAgent({ http, node, vm, controllerAttachDetach, logger, say, forgetPod });
+  const agent = new KubeAgent({
+    http,
+    node,
+    vm,
+    controllerAttachDetach,
+    logger,
+    say,
+    forgetPod,
+    allocatable,
+  });
   try {
     await agent.start();
   } catch (error) {

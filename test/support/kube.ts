@@ -47,10 +47,17 @@ export interface KubeCluster {
    * in `root`/plugins_registry as a kubelet plugin: its socket.
    */
   startCsiDriver(base: string, root: string, nodeId: string, args?: readonly string[]): string;
-  /** kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS). */
+  /**
+   * kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS);
+   * scheduler: kube-scheduler too (its peer must be among the cluster's names).
+   */
   start(
     base: string,
-    opts?: { controllers?: string; kubeControllerManagerFlags?: readonly string[] },
+    opts?: {
+      controllers?: string;
+      kubeControllerManagerFlags?: readonly string[];
+      scheduler?: boolean;
+    },
   ): void;
   kubectl(
     args: readonly string[],
@@ -123,7 +130,8 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
         opts.controllers === undefined
           ? []
           : ['--with-controller-manager', '--controllers', opts.controllers];
-      const up = spawnSync('bash', [kubeUp, dir, ...controllers], {
+      const scheduler = opts.scheduler === true ? ['--with-scheduler'] : [];
+      const up = spawnSync('bash', [kubeUp, dir, ...controllers, ...scheduler], {
         encoding: 'utf8',
         env: {
           ...process.env,
