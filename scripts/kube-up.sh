@@ -16,7 +16,8 @@
 # keys, a static token for the admin (group system:masters), etcd's data, one log per
 # program, DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
 # 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
-# /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids.
+# /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids;
+# `scripts/kube-restart.sh DIR NAME` kills one (SIGKILL) and starts it again, as a crash would.
 # Env: VOLE_PEERS_BIN (a directory of built peers; otherwise scripts/peers.sh builds them),
 # VOLE_KUBE_READY_TIMEOUT_S (default 120), VOLE_KCM_FLAGS (more kube-controller-manager flags,
 # split on spaces, e.g. "--node-monitor-grace-period=15s").
@@ -69,9 +70,11 @@ cleanup_on_error() {
 }
 trap cleanup_on_error ERR
 
-# Started in the background with its output in DIR/NAME.log; its PID goes to DIR/pids.
+# Started in the background with its output in DIR/NAME.log; its PID goes to DIR/pids and
+# its command line to DIR/NAME.cmd (scripts/kube-restart.sh starts it again from there).
 start() {
   local name="$1"; shift
+  printf '%q ' "$@" >"$dir/$name.cmd"
   "$@" </dev/null >"$dir/$name.log" 2>&1 &
   echo "$name $!" >>"$dir/pids"
   log "started $name (pid $!)"

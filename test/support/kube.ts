@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { type AgentProcess, repo, startVole } from './agent-process.js';
@@ -57,8 +57,12 @@ export interface KubeCluster {
       controllers?: string;
       kubeControllerManagerFlags?: readonly string[];
       scheduler?: boolean;
+      /** kubemark hollow nodes of these names (kubemark must be among the names). */
+      hollowNodes?: readonly string[];
     },
   ): void;
+  /** The root directory of a hollow node kube-up started (DIR/hollow-nodes). */
+  hollowRoot(name: string): string;
   kubectl(
     args: readonly string[],
     opts?: { kubeconfig?: string; input?: string },
@@ -131,6 +135,8 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
           ? []
           : ['--with-controller-manager', '--controllers', opts.controllers];
       const scheduler = opts.scheduler === true ? ['--with-scheduler'] : [];
+      if (opts.hollowNodes !== undefined && opts.hollowNodes.length > 0)
+        scheduler.push('--hollow-nodes', opts.hollowNodes.join(','));
       const up = spawnSync('bash', [kubeUp, dir, ...controllers, ...scheduler], {
         encoding: 'utf8',
         env: {
@@ -141,6 +147,12 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
         timeout: 180_000,
       });
       assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+    },
+    hollowRoot(name) {
+      const lines = readFileSync(join(dir, 'hollow-nodes'), 'utf8').split('\n');
+      const root = lines.map((l) => l.split(' ')).find(([n]) => n === name)?.[1];
+      assert.ok(root !== undefined, `no hollow node ${name} in ${dir}/hollow-nodes`);
+      return root;
     },
     kubectl(args, opts = {}) {
       const run = spawnSync(
