@@ -20,8 +20,7 @@ import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { vole } from './agent-process.js';
 
-const sha256 = (path: string) =>
-  createHash('sha256').update(readFileSync(path)).digest('hex');
+const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 /** The log's bytes and its WAL's (absent: ''). */
 export const fingerprint = (db: string) => ({
   db: sha256(db),
