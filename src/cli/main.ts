@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
-import { LogOpenError, LogReadError } from '../log/errors.js';
+import { LogDamagedError, LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
 import {
   diffCommand,
@@ -70,6 +70,7 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
       if (
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
+        error instanceof LogDamagedError ||
         error instanceof UsageError ||
         error instanceof ImportError ||
         error instanceof UnknownModeError

@@ -31,6 +31,7 @@ import {
   runUntilStopped,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import type { LogDamagedError } from '../log/errors.js';
 import { allocatableOf } from './allocatable.js';
 
 export interface RunOptions {
@@ -193,7 +194,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   makeDataDirs(root);
   refuseBadManifests(opts.manifests, featureGates);
   const say = progressPrinter();
-  const logBlocked = logBlockedReporter(say);
+  const { logBlocked, found: damaged } = damageWatch(logBlockedReporter(say));
   const contents = new ObjectContents();
   const startedMs = Date.now(); // the origin of the times `vole why` lines show
   let watcher: ManifestWatcher | undefined;
@@ -228,14 +229,18 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     );
   }
   vm.inputs.markSourcesReady();
-  await cleanUpOrphans(vm, root, say);
+  await stopIfDamaged(cleanUpOrphans(vm, root, say), damaged, () => {
+    watcher?.stop();
+    vm.stop();
+    csi.stop();
+  });
   // --once watches too: advice such as "create it" (the missing ConfigMap) must work in it.
   watcher.start();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({
     say,
     ...onceOptions(opts, vm.world, { startedMs, csiWaiting: csi.waiting }),
-    settled: () => !logBlocked.blocked() && settled(vm.world),
+    settled: () => !logBlocked.blocked() && vm.logVerified && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
@@ -252,6 +257,7 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       csi.stop();
     },
     logBlocked: logBlocked.blocked,
+    fatal: damaged,
   });
 }
 
@@ -264,6 +270,54 @@ function warnDropped(notices: readonly ManifestNotice[], logger: Logger, say: (l
     logger.warn({ pod: n.pod, volume: n.volume, file: n.file }, n.message);
     say(`manifest ${n.file}: ${n.message}`);
   }
+}
+
+/**
+ * The log's damage, as a promise: the whole-file check a restart runs in the background
+ * (src/log/integrity.ts) found it. Nothing was written to the log or done on the host
+ * until then (the group committer holds every commit, and every act waits for one), so
+ * `vole run` stops at once with its message, exit 2, the mounts left as they are: as when
+ * the kubelet dies.
+ */
+function damageWatch(reporter: ReturnType<typeof logBlockedReporter>): {
+  logBlocked: ReturnType<typeof logBlockedReporter>;
+  found: Promise<LogDamagedError>;
+} {
+  let report: (error: LogDamagedError) => void = () => {};
+  const found = new Promise<LogDamagedError>((resolve) => (report = resolve));
+  let damaged = false;
+  return {
+    found,
+    logBlocked: {
+      ...reporter,
+      blocked: () => damaged || reporter.blocked(),
+      onHalted: (error) => {
+        damaged = true;
+        report(error);
+      },
+    },
+  };
+}
+
+/**
+ * `work`, unless the log is found damaged first: then `stop`, and its error is thrown. The
+ * orphan pass records each orphan, durable, before it touches it: on a damaged log it waits
+ * for good, and the agent stops with the orphans where they are.
+ */
+async function stopIfDamaged<T>(
+  work: Promise<T>,
+  found: Promise<LogDamagedError>,
+  stop: () => void,
+): Promise<T> {
+  const outcome = await Promise.race([
+    work.then((value) => ({ value })),
+    found.then((error) => ({ error })),
+  ]);
+  if ('error' in outcome) {
+    stop();
+    throw outcome.error;
+  }
+  return outcome.value;
 }
 
 /**
