@@ -9,7 +9,7 @@ import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
 import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
-import { KubeAgent } from '../kube/agent.js';
+import { KubeAgent, type KubeAgentOptions } from '../kube/agent.js';
 import { TokenRequests } from '../kube/tokens.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
@@ -121,25 +121,14 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const progress = new PodProgress(say);
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
-  const forgetPod = (uid: string) => tokens.forgetPod(uid);
-  const agent = new KubeAgent({
-    http,
-    node,
-    vm,
-    controllerAttachDetach,
-    logger,
-    say,
-    forgetPod,
-    allocatable,
-  });
-  try {
-    await agent.start();
-  } catch (error) {
-    await agent.stop();
-    vm.stop();
-    csi.stop();
-    throw new UsageError(`cannot start on ${http.server}: ${(error as Error).message}`);
-  }
+  const manager = vm;
+  const agent = await startKubeAgent(
+    {
+      ...{ http, node, vm: manager, controllerAttachDetach, logger, say, allocatable },
+      forgetPod: (uid) => tokens.forgetPod(uid),
+    },
+    () => (manager.stop(), csi.stop()),
+  );
   csi.registry.setRecorder((event) => vm.inputs.recordCsiDriver(event));
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
   const orphans = await vm.cleanUpOrphans(root);
@@ -147,6 +136,19 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const stop = () => void agent.stop();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop });
   return untilStopped(opts, { say, logBlocked, vm, agent, endpoints, csi, tokens });
+}
+
+/** The agent on the API, started; when it cannot start, it and `stopRest` are stopped. */
+async function startKubeAgent(options: KubeAgentOptions, stopRest: () => void) {
+  const agent = new KubeAgent(options);
+  try {
+    await agent.start();
+  } catch (error) {
+    await agent.stop();
+    stopRest();
+    throw new UsageError(`cannot start on ${options.http.server}: ${(error as Error).message}`);
+  }
+  return agent;
 }
 
 /** Runs until a signal (or, with --once, until settled); then stops it all, in order. */

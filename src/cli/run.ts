@@ -185,6 +185,43 @@ async function startAgent(
   return { vm, csi };
 }
 
+/** The manifest directory's watcher, synced once, knowing what the log holds already. */
+function syncedWatcher(
+  dir: string,
+  vm: VolumeManager,
+  parts: {
+    contents: ObjectContents;
+    say: (line: string) => void;
+    logger: Logger;
+    featureGates: FeatureGates;
+    stopRest: () => void;
+  },
+): ManifestWatcher {
+  const { contents, say, logger, featureGates } = parts;
+  const known = {
+    pods: new Map([...vm.world.pods].map(([uid, r]) => [uid as string, r.pod])),
+    objects: new Map(vm.world.objects),
+    problems: [],
+  };
+  const watcher = new ManifestWatcher({
+    dir,
+    known,
+    onChanges: (changes) => apply(vm, contents, changes),
+    onProblems: (problems) => {
+      for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
+    },
+    featureGates,
+    onNotices: (notices) => warnDropped(notices, logger, say),
+  });
+  try {
+    watcher.sync();
+  } catch (error) {
+    parts.stopRest();
+    throw new UsageError(`cannot read the manifest directory ${dir}: ${(error as Error).message}`);
+  }
+  return watcher;
+}
+
 export async function runCommand(opts: RunOptions, logger: Logger): Promise<number> {
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
@@ -204,30 +241,10 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
   );
-  const known = {
-    pods: new Map([...vm.world.pods].map(([uid, r]) => [uid as string, r.pod])),
-    objects: new Map(vm.world.objects),
-    problems: [],
-  };
-  watcher = new ManifestWatcher({
-    dir: opts.manifests,
-    known,
-    onChanges: (changes) => apply(vm, contents, changes),
-    onProblems: (problems) => {
-      for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
-    },
-    featureGates,
-    onNotices: (notices) => warnDropped(notices, logger, say),
+  watcher = syncedWatcher(opts.manifests, vm, {
+    ...{ contents, say, logger, featureGates },
+    stopRest: () => (csi.stop(), vm.stop()),
   });
-  try {
-    watcher.sync();
-  } catch (error) {
-    csi.stop();
-    vm.stop();
-    throw new UsageError(
-      `cannot read the manifest directory ${opts.manifests}: ${(error as Error).message}`,
-    );
-  }
   vm.inputs.markSourcesReady();
   await stopIfDamaged(cleanUpOrphans(vm, root, say), damaged, () => {
     watcher?.stop();
