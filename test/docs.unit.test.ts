@@ -22,9 +22,17 @@ import { promisify } from 'node:util';
 import { attachmentMachine, mountMachine } from '../machines/index.js';
 import { logBlockedReporter } from '../src/cli/lifecycle.js';
 import { ClusterKeys } from '../src/cluster/keys.js';
-import { snapshotEveryEvents } from '../src/constants.js';
+import { logSchemaVersion, snapshotEveryEvents } from '../src/constants.js';
+import { controllerCore, kubeletCore } from '../src/engine/cores.js';
 import { inUseMessage } from '../src/log/writer-lock.js';
 import type { CliCommand } from './support/cli-commands.js';
+import {
+  checkedFiles,
+  outsideReferences,
+  outsideReferencesOf,
+  staleVersions,
+  statedVersions,
+} from './support/doc-rules.js';
 import { layers, shownName } from './support/layers.js';
 
 const root = join(import.meta.dirname, '..');
@@ -547,4 +555,36 @@ test('docs: the snapshot interval is stated once, and it is the one the agent us
     [],
     'no other sentence gives snapshots an interval',
   );
+});
+
+/** The versions the code writes, as the docs and comments state them. */
+const codeVersions = {
+  'kubelet snapshot format': kubeletCore.snapshot.format,
+  'controller snapshot format': controllerCore.snapshot.format,
+  'log schema version': logSchemaVersion,
+} as const;
+
+test('docs: every stated snapshot format and log schema version is the one the code writes', () => {
+  const stated = checkedFiles(root).flatMap((path) =>
+    statedVersions(path, readFileSync(join(root, path), 'utf8')),
+  );
+  assert.deepEqual(staleVersions(stated, codeVersions), [], 'stale version statements');
+  const model = statedVersions('docs/model.md', page('docs/model.md'));
+  for (const what of Object.keys(codeVersions))
+    assert.ok(
+      model.some((s) => s.what === what),
+      `docs/model.md states the ${what} in the form "${what} N"`,
+    );
+});
+
+test('docs: the version check reports a planted stale statement and passes a true one', () => {
+  const kubelet = codeVersions['kubelet snapshot format'];
+  const text = [
+    `snapshots are per core (kubelet snapshot format ${kubelet},`,
+    `controller snapshot format ${codeVersions['controller snapshot format'] + 2})`,
+  ].join('\n');
+  assert.deepEqual(staleVersions(statedVersions('docs/x.md', text), codeVersions), [
+    `docs/x.md:2: controller snapshot format ${codeVersions['controller snapshot format'] + 2} ` +
+      `(the code writes ${codeVersions['controller snapshot format']})`,
+  ]);
 });
