@@ -11,7 +11,7 @@ import { attachmentAt, type ControllerWorld, isAttached } from './types.js';
 
 /**
  * Where a volume is confirmed attached or being attached. A detaching entry is not counted:
- * it may come from an uncertain one, beside which the spec lets an attach elsewhere go ahead
+ * it may come from an uncertain one, beside which Kubernetes lets an attach elsewhere go ahead
  * (behaviour C3.4, S7), and an attach beside a confirmed entry is caught while that entry is attached.
  */
 const onNode = /^(attached|attaching)/;

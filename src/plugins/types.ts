@@ -2,7 +2,7 @@
  * Volume plugin interfaces: seed 001's VolumePlugin, Attacher/Detacher, DeviceMounter/
  * DeviceUnmounter, Mounter/Unmounter and NodeExpandable in TypeScript form.
  *
- * Every call may throw a PluginError whose kind is one of the spec's three classes
+ * Every call may throw a PluginError whose kind is one of Kubernetes' three classes
  * (behaviour K0.5); anything else thrown counts as final. Every call must be idempotent: the engine
  * retries after uncertain outcomes and crashes.
  */

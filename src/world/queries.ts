@@ -1,5 +1,5 @@
 /**
- * The questions the spec asks of the desired and actual state of world (behaviour K2.2, K2.4, K2.5).
+ * The questions Kubernetes asks of the desired and actual state of world (behaviour K2.2, K2.4, K2.5).
  * Pure reads: none changes the world.
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
@@ -25,7 +25,7 @@ export function isAttached(record: AttachmentRecord | undefined): record is Atta
 
 /**
  * Missing attachment (or one not attached yet) → volumeNotAttached; a pod record absent
- * or uncertain → notMounted; otherwise remount, resize or mounted, in the spec's order.
+ * or uncertain → notMounted; otherwise remount, resize or mounted, in Kubernetes' order.
  */
 export function podExistsInVolume(
   world: World,
