@@ -12,7 +12,7 @@ import { assign, setup } from 'xstate';
 import type { ErrorKind } from './errors.js';
 
 export interface AttachmentContext {
-  /** Where the volume appears on the node (behaviour K0.4 devicePath). Sticky (behaviour K8.1 S10). */
+  /** Where the volume appears on the node (behaviour K0.4); sticky (behaviour K8.1 S10). */
   devicePath: string;
   /** The global mount path of the device; '' when the device is not mounted. */
   deviceMountPath: string;
@@ -22,7 +22,7 @@ export interface AttachmentContext {
   inUseExpansionError: boolean;
   /** Where an attach/detach call started from, so a failure that changed nothing returns there. */
   callFrom: 'detached' | 'attached' | 'attachUncertain' | 'attachDeviceUncertain' | null;
-  /** Where a device mount started from, for the same reason (behaviour K4.8 markDeviceErrorState). */
+  /** Where a device mount started from, likewise (behaviour K4.8 markDeviceErrorState). */
   deviceFrom: 'deviceUnmounted' | 'deviceUncertain' | null;
 }
 
@@ -36,7 +36,7 @@ export type AttachmentEvent =
   | { type: 'DETACH_START' }
   | { type: 'DETACH_OK' }
   | { type: 'DETACH_FAIL'; uncertain: boolean }
-  /** MarkVolumeAsDetached without a plugin call (behaviour K3.6: controller mode, non-attachable). */
+  /** MarkVolumeAsDetached, no plugin call (behaviour K3.6: controller mode, non-attachable). */
   | { type: 'FORGET' }
   | { type: 'MOUNT_DEVICE_START'; deviceMountPath: string }
   | { type: 'MOUNT_DEVICE_OK'; deviceMountPath: string; devicePath: string }

@@ -17,7 +17,7 @@ export interface MountContext {
   volumeGidValue: string;
   /** Set for plugins that RequiresRemount when the pod is re-processed (behaviour K4.9). */
   remountRequired: boolean;
-  /** Where a setUp started from, so a failure returns there (behaviour K4.8 markVolumeErrorState). */
+  /** Where a setUp started from: a failure returns there (behaviour K4.8 markVolumeErrorState). */
   mountFrom: 'unmounted' | 'mounted' | 'mountUncertain' | null;
 }
 
@@ -28,7 +28,7 @@ export type MountEvent =
   | { type: 'TEARDOWN_START' }
   | { type: 'TEARDOWN_OK' }
   | { type: 'TEARDOWN_FAIL' }
-  /** Expansion during mount failed after SetUp: mounted but must not be used (behaviour K4.7 step 12). */
+  /** Expansion at mount failed after SetUp: mounted, not to be used (behaviour K4.7 step 12). */
   | { type: 'EXPAND_IN_MOUNT_FAIL' }
   | { type: 'REMOUNT_REQUIRED' }
   | { type: 'CRASH' }

@@ -65,7 +65,7 @@ function replayVole(path: string): number {
   return world.seq;
 }
 
-/** The hand reducer fed by the raw scan + JSON.parse (no zod: the reference of docs/performance.md). */
+/** The hand reducer fed by the raw scan + JSON.parse (no zod: docs/performance.md's reference). */
 function replayHand(path: string): number {
   const db = new Database(path, { readonly: true });
   const h = handInitial();
