@@ -1,10 +1,10 @@
 /**
  * The `attachment` pair machine: one volume × one node.
  *
- * It is the actual state of world's AttachedVolume record (spec §1.2) as a statechart:
+ * It is the actual state of world's AttachedVolume record (behaviour K1.2) as a statechart:
  * whether the volume is attached to the node and, nested inside `attached`, whether the
  * node-global device mount (deviceMountPath) exists. Uncertain states mean "may exist":
- * the planner never detaches over them and retries or tears them down (DESIGN.md).
+ * the planner never detaches over them and retries or tears them down (docs/design.md).
  *
  * No delayed transitions and no side effects: the fold drives it through the pure API.
  */
@@ -12,17 +12,17 @@ import { assign, setup } from 'xstate';
 import type { ErrorKind } from './errors.js';
 
 export interface AttachmentContext {
-  /** Where the volume appears on the node (spec §0.4 devicePath). Sticky (spec S10). */
+  /** Where the volume appears on the node (behaviour K0.4); sticky (behaviour K8.1 S10). */
   devicePath: string;
   /** The global mount path of the device; '' when the device is not mounted. */
   deviceMountPath: string;
   /** Actual size known to the node (ASW persistentVolumeSize); 0 = unknown. */
   sizeBytes: number;
-  /** NodeExpand answered FailedPrecondition: no more expansion here (spec §4.13). */
+  /** NodeExpand answered FailedPrecondition: no more expansion here (behaviour K4.13). */
   inUseExpansionError: boolean;
   /** Where an attach/detach call started from, so a failure that changed nothing returns there. */
   callFrom: 'detached' | 'attached' | 'attachUncertain' | 'attachDeviceUncertain' | null;
-  /** Where a device mount started from, for the same reason (spec §4.8 markDeviceErrorState). */
+  /** Where a device mount started from, likewise (behaviour K4.8 markDeviceErrorState). */
   deviceFrom: 'deviceUnmounted' | 'deviceUncertain' | null;
 }
 
@@ -31,12 +31,12 @@ export type AttachmentEvent =
   | { type: 'ATTACH_OK'; devicePath: string }
   /** `uncertain`: the attach may have taken effect (uncertain error, or controller mode). */
   | { type: 'ATTACH_FAIL'; uncertain: boolean }
-  /** VerifyControllerAttachedVolume succeeded (spec §4.6), or a non-attachable volume. */
+  /** VerifyControllerAttachedVolume succeeded (behaviour K4.6), or a non-attachable volume. */
   | { type: 'VERIFY_OK'; devicePath: string }
   | { type: 'DETACH_START' }
   | { type: 'DETACH_OK' }
   | { type: 'DETACH_FAIL'; uncertain: boolean }
-  /** MarkVolumeAsDetached without a plugin call (spec §3.6: controller mode, non-attachable). */
+  /** MarkVolumeAsDetached, no plugin call (behaviour K3.6: controller mode, non-attachable). */
   | { type: 'FORGET' }
   | { type: 'MOUNT_DEVICE_START'; deviceMountPath: string }
   | { type: 'MOUNT_DEVICE_OK'; deviceMountPath: string; devicePath: string }
@@ -47,7 +47,7 @@ export type AttachmentEvent =
   | { type: 'RESIZED'; sizeBytes: number }
   | { type: 'CLAIM_SIZE_KNOWN'; sizeBytes: number }
   | { type: 'EXPANSION_IN_USE_ERROR' }
-  /** The engine restarted: calls in flight were cut off (DESIGN.md crash rule). */
+  /** The engine restarted: calls in flight were cut off (docs/design.md crash rule). */
   | { type: 'CRASH' }
   /** A host check found nothing attached: an uncertain attachment is settled as detached. */
   | { type: 'OBSERVED_DETACHED' }
@@ -101,7 +101,7 @@ export const attachmentMachine = setup({
     startDeviceMount: assign(({ event }) =>
       event.type === 'MOUNT_DEVICE_START' ? { deviceMountPath: event.deviceMountPath } : {},
     ),
-    // spec §2.1 SetDeviceMountState: devicePath only replaced when the new one is non-empty.
+    // behaviour K2.1 SetDeviceMountState: devicePath only replaced when the new one is non-empty.
     deviceMounted: assign(({ context, event }) =>
       event.type === 'MOUNT_DEVICE_OK'
         ? {
@@ -111,13 +111,13 @@ export const attachmentMachine = setup({
           }
         : {},
     ),
-    // spec §2.1 MarkDeviceAsUnmounted: deviceMountPath cleared, devicePath kept.
+    // behaviour K2.1 MarkDeviceAsUnmounted: deviceMountPath cleared, devicePath kept.
     deviceUnmounted: assign({ deviceMountPath: '', deviceFrom: null }),
     clearDeviceFrom: assign({ deviceFrom: null }),
     setSize: assign(({ event }) =>
       event.type === 'RESIZED' ? { sizeBytes: event.sizeBytes } : {},
     ),
-    // spec §2.1 InitializeClaimSize: only when still unknown.
+    // behaviour K2.1 InitializeClaimSize: only when still unknown.
     initSize: assign(({ context, event }) =>
       event.type === 'CLAIM_SIZE_KNOWN' && context.sizeBytes === 0
         ? { sizeBytes: event.sizeBytes }
@@ -136,7 +136,7 @@ export const attachmentMachine = setup({
         VERIFY_OK: { target: 'attached', actions: 'setDevicePath' },
       },
     },
-    // spec §4.3 AttachVolume: the plugin's Attach call is in flight.
+    // behaviour K4.3 AttachVolume: the plugin's Attach call is in flight.
     attaching: {
       on: {
         ATTACH_OK: [
@@ -210,11 +210,11 @@ export const attachmentMachine = setup({
             OBSERVED_DETACHED: { target: '#attachment.detached' },
           },
         },
-        // spec §4.7 step 9: MountDevice in flight.
+        // behaviour K4.7 step 9: MountDevice in flight.
         deviceMounting: {
           on: {
             MOUNT_DEVICE_OK: { target: 'deviceMounted', actions: 'deviceMounted' },
-            // spec §4.8 markDeviceErrorState.
+            // behaviour K4.8 markDeviceErrorState.
             MOUNT_DEVICE_FAIL: [
               {
                 guard: 'deviceFailUncertain',
@@ -237,7 +237,7 @@ export const attachmentMachine = setup({
             UNMOUNT_DEVICE_START: { target: 'deviceUnmounting' },
           },
         },
-        // spec §4.12 UnmountDevice in flight.
+        // behaviour K4.12 UnmountDevice in flight.
         deviceUnmounting: {
           on: {
             UNMOUNT_DEVICE_OK: { target: 'deviceUnmounted', actions: 'deviceUnmounted' },
@@ -258,7 +258,7 @@ export const attachmentMachine = setup({
         },
       },
     },
-    // spec §4.5 DetachVolume: the plugin's Detach call is in flight.
+    // behaviour K4.5 DetachVolume: the plugin's Detach call is in flight.
     detaching: {
       on: {
         DETACH_OK: { target: 'detached', actions: 'clearFrom' },

@@ -1,2 +1,2 @@
-/** The three error classes of plugin calls (spec §0.5, §4.8). */
+/** The three error classes of plugin calls (behaviour K0.5, K4.8). */
 export type ErrorKind = 'transient' | 'uncertain' | 'final';

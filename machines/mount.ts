@@ -1,9 +1,9 @@
 /**
- * The `mount` pair machine: one volume × one pod (spec §1.2 MountedPodRec).
+ * The `mount` pair machine: one volume × one pod (behaviour K1.2 MountedPodRec).
  *
  * `mounted` is the pod's volume set up in its volume directory (or, for Block volumes,
  * mapped into its device directory). `mountUncertain` means "may be mounted": it is torn
- * down like a mounted one, and retried as a mount while desired (spec S4, S5).
+ * down like a mounted one, and retried as a mount while desired (behaviour K8.1 S4, S5).
  *
  * No delayed transitions and no side effects: the fold drives it through the pure API.
  */
@@ -15,9 +15,9 @@ export interface MountContext {
   outerVolumeSpecName: string;
   /** PV annotation pv.beta.kubernetes.io/gid, '' when absent. */
   volumeGidValue: string;
-  /** Set for plugins that RequiresRemount when the pod is re-processed (spec §4.9). */
+  /** Set for plugins that RequiresRemount when the pod is re-processed (behaviour K4.9). */
   remountRequired: boolean;
-  /** Where a setUp started from, so a failure returns there (spec §4.8 markVolumeErrorState). */
+  /** Where a setUp started from: a failure returns there (behaviour K4.8 markVolumeErrorState). */
   mountFrom: 'unmounted' | 'mounted' | 'mountUncertain' | null;
 }
 
@@ -28,7 +28,7 @@ export type MountEvent =
   | { type: 'TEARDOWN_START' }
   | { type: 'TEARDOWN_OK' }
   | { type: 'TEARDOWN_FAIL' }
-  /** Expansion during mount failed after SetUp: mounted but must not be used (§4.7 step 12). */
+  /** Expansion at mount failed after SetUp: mounted, not to be used (behaviour K4.7 step 12). */
   | { type: 'EXPAND_IN_MOUNT_FAIL' }
   | { type: 'REMOUNT_REQUIRED' }
   | { type: 'CRASH' }
@@ -64,7 +64,7 @@ export const mountMachine = setup({
     fromUnmounted: assign({ mountFrom: 'unmounted' }),
     fromMounted: assign({ mountFrom: 'mounted' }),
     fromUncertain: assign({ mountFrom: 'mountUncertain' }),
-    // spec §2.1 AddPodToVolume: remountRequired cleared on every successful mount.
+    // behaviour K2.1 AddPodToVolume: remountRequired cleared on every successful mount.
     setUpDone: assign({ remountRequired: false, mountFrom: null }),
     clearFrom: assign({ mountFrom: null }),
     requireRemount: assign({ remountRequired: true }),
@@ -79,11 +79,11 @@ export const mountMachine = setup({
         SETUP_START: { target: 'mounting', actions: ['fromUnmounted', 'startSetUp'] },
       },
     },
-    // spec §4.7 step 11: SetUp in flight.
+    // behaviour K4.7 step 11: SetUp in flight.
     mounting: {
       on: {
         SETUP_OK: { target: 'mounted', actions: 'setUpDone' },
-        // spec §4.8 markVolumeErrorState: transient changes nothing; uncertain only
+        // behaviour K4.8 markVolumeErrorState: transient changes nothing; uncertain only
         // NotMounted → Uncertain; final only Uncertain → NotMounted; Mounted never drops.
         SETUP_FAIL: [
           { guard: 'fromMounted', target: 'mounted', actions: 'clearFrom' },
@@ -102,7 +102,7 @@ export const mountMachine = setup({
         REMOUNT_REQUIRED: { actions: 'requireRemount' },
       },
     },
-    // spec §4.11 TearDown in flight.
+    // behaviour K4.11 TearDown in flight.
     unmounting: {
       on: {
         TEARDOWN_OK: { target: 'unmounted' },

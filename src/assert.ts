@@ -1,5 +1,5 @@
 /**
- * Invariant assertions for the core (STYLE.md §4). A failed assertion is a programmer
+ * Invariant assertions for the core (docs/style.md rule 4). A failed assertion is a programmer
  * error or a corrupt log: it throws InvariantError and is never caught by the engine.
  */
 export class InvariantError extends Error {

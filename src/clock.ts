@@ -1,5 +1,5 @@
 /**
- * The injected clock (STYLE.md §10): the only source of time outside the log. The real
+ * The injected clock (docs/style.md rule 10): the only source of time outside the log. The real
  * clock for agents; the virtual clock for `vole simulate` and tests, which never sleep.
  */
 import { assert } from './assert.js';

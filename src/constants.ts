@@ -4,18 +4,18 @@
  */
 import { assert } from './assert.js';
 
-/** spec §5.5 initialDurationBeforeRetry: first retry half a second after a failure. */
+/** behaviour K5.5 initialDurationBeforeRetry: first retry half a second after a failure. */
 export const backoffMsInitial = 500;
-/** spec §5.5 maxDurationBeforeRetry: 2 min 2 s, the kubelet's cap on exponential backoff. */
+/** behaviour K5.5 maxDurationBeforeRetry: 2 min 2 s, the kubelet's cap on exponential backoff. */
 export const backoffMsMax = 2 * 60_000 + 2_000;
-/** spec §5.5: the wait doubles after each consecutive failure. */
+/** behaviour K5.5: the wait doubles after each consecutive failure. */
 export const backoffFactor = 2;
 
-/** spec §2.5 podAttachAndMountTimeout: how long WaitForAttachAndMount waits by default. */
+/** behaviour K2.5 podAttachAndMountTimeout: how long WaitForAttachAndMount waits by default. */
 export const podAttachAndMountTimeoutMs = 2 * 60_000 + 3_000;
-/** spec §2.5 podAttachAndMountRetryInterval: the poll period of WaitForAttachAndMount. */
+/** behaviour K2.5 podAttachAndMountRetryInterval: the poll period of WaitForAttachAndMount. */
 export const podAttachAndMountRetryIntervalMs = 300;
-/** spec §3.1 waitForAttachTimeout: passed to plugins' WaitForAttach and bounds that call. */
+/** behaviour K3.1 waitForAttachTimeout: passed to plugins' WaitForAttach and bounds that call. */
 export const waitForAttachTimeoutMs = 10 * 60_000;
 /**
  * Upper bound of one plugin call (other than waitForAttach). A call that has not answered
@@ -31,7 +31,7 @@ export const callTimeoutMsDefault = 2 * 60_000;
  */
 export const csiRpcDeadlineMs = 110_000;
 
-/** Limits (STYLE.md §7): each one is asserted or applies backpressure when hit. */
+/** Limits (docs/style.md rule 7): each one is asserted or applies backpressure when hit. */
 /** Operations the executor runs at once; further planned ones wait for the next tick. */
 export const operationsInFlightMax = 4096;
 /** Events one group-commit transaction writes at most; a larger buffer is split. */

@@ -5,9 +5,9 @@
 declare const brand: unique symbol;
 type Brand<T, B extends string> = T & { readonly [brand]: B };
 
-/** `<pluginName>/<volume name>` (spec §1.1), e.g. `fake.disk/disk-1`. */
+/** `<pluginName>/<volume name>` (behaviour K1.1), e.g. `fake.disk/disk-1`. */
 export type UniqueVolumeName = Brand<string, 'UniqueVolumeName'>;
-/** The pod UID (spec §0.4: UniquePodName = pod.UID). */
+/** The pod UID (behaviour K0.4: UniquePodName = pod.UID). */
 export type UniquePodName = Brand<string, 'UniquePodName'>;
 export type NodeName = Brand<string, 'NodeName'>;
 /** Operation id: `op-<seq of its OperationStarted event>`, unique within one log. */

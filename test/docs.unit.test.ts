@@ -1,5 +1,5 @@
 /**
- * Docs that compile (STYLE.md §15): README.md and every page of docs/. Every code block in them
+ * Docs that compile (docs/style.md rule 15): README.md and every page of docs/. Every code block in them
  * is checked here: the library examples are the tested examples' regions and run; an output
  * block is what the commands before it print; every `vole` command line, in a block or in the
  * text, names a subcommand and flags the CLI has; the pictures name what the code has.
@@ -22,9 +22,19 @@ import { promisify } from 'node:util';
 import { attachmentMachine, mountMachine } from '../machines/index.js';
 import { logBlockedReporter } from '../src/cli/lifecycle.js';
 import { ClusterKeys } from '../src/cluster/keys.js';
-import { snapshotEveryEvents } from '../src/constants.js';
+import { logSchemaVersion, snapshotEveryEvents } from '../src/constants.js';
+import { controllerCore, kubeletCore } from '../src/engine/cores.js';
 import { inUseMessage } from '../src/log/writer-lock.js';
 import type { CliCommand } from './support/cli-commands.js';
+import {
+  behaviourRows,
+  checkedFiles,
+  missingBehaviourRows,
+  outsideReferences,
+  outsideReferencesOf,
+  staleVersions,
+  statedVersions,
+} from './support/doc-rules.js';
 import { layers, shownName } from './support/layers.js';
 
 const root = join(import.meta.dirname, '..');
@@ -547,4 +557,118 @@ test('docs: the snapshot interval is stated once, and it is the one the agent us
     [],
     'no other sentence gives snapshots an interval',
   );
+});
+
+/** The versions the code writes, as the docs and comments state them. */
+const codeVersions = {
+  'kubelet snapshot format': kubeletCore.snapshot.format,
+  'controller snapshot format': controllerCore.snapshot.format,
+  'log schema version': logSchemaVersion,
+} as const;
+
+test('docs: every stated snapshot format and log schema version is the one the code writes', () => {
+  const stated = checkedFiles(root).flatMap((path) =>
+    statedVersions(path, readFileSync(join(root, path), 'utf8')),
+  );
+  assert.deepEqual(staleVersions(stated, codeVersions), [], 'stale version statements');
+  const model = statedVersions('docs/model.md', page('docs/model.md'));
+  for (const what of Object.keys(codeVersions))
+    assert.ok(
+      model.some((s) => s.what === what),
+      `docs/model.md states the ${what} in the form "${what} N"`,
+    );
+});
+
+test('docs: the version check reports a planted stale statement and passes a true one', () => {
+  const kubelet = codeVersions['kubelet snapshot format'];
+  const text = [
+    `snapshots are per core (kubelet snapshot format ${kubelet},`,
+    `controller snapshot format ${codeVersions['controller snapshot format'] + 2})`,
+  ].join('\n');
+  assert.deepEqual(staleVersions(statedVersions('docs/x.md', text), codeVersions), [
+    `docs/x.md:2: controller snapshot format ${codeVersions['controller snapshot format'] + 2} ` +
+      `(the code writes ${codeVersions['controller snapshot format']})`,
+  ]);
+});
+
+/**
+ * References left in code lines of src/ (a trailing comment, an assertion's message), each
+ * file with its count of lines: they go with the next change to those lines, and the count may only
+ * go down (the test fails when a file has fewer, so the list is lowered with the fix).
+ */
+const outsideReferencesAllowed: ReadonlyMap<string, number> = new Map([
+  ['src/world/compiled-machine.ts', 1],
+  ['src/execute/verify-attachments.ts', 1],
+  ['src/operations/calls.ts', 1],
+  ['src/controller/fold-pairs.ts', 1],
+]);
+
+test('docs: no comment, doc or test points to a file outside the repository', () => {
+  const found = outsideReferencesOf(root);
+  const byFile = new Map<string, number>();
+  const lines = new Set(found.map((ref) => ref.split(':').slice(0, 2).join(':')));
+  for (const line of lines) {
+    const path = line.slice(0, line.indexOf(':'));
+    byFile.set(path, (byFile.get(path) ?? 0) + 1);
+  }
+  const unexpected = found.filter(
+    (ref) => !outsideReferencesAllowed.has(ref.slice(0, ref.indexOf(':'))),
+  );
+  assert.deepEqual(
+    unexpected,
+    [],
+    'name a page of docs/ (docs/behaviour.md rows, docs/style.md rules, docs/design.md) or the ' +
+      'Kubernetes source file and function instead',
+  );
+  for (const [path, count] of outsideReferencesAllowed)
+    assert.equal(byFile.get(path) ?? 0, count, `${path}: lower its allowance to what is left`);
+});
+
+test('docs: the outside-reference check reports each kind of planted reference', () => {
+  const name = (base: string) => `${base}.md`;
+  const up = ['..', '..', 'shared'].join('/');
+  const planted = [
+    `// see ${name('DESIGN')} rule 3`,
+    ` * (${name('STYLE')}) and ${name('SCENARIOS')}`,
+    `# spec ${'§'}4.8 markVolumeErrorState`,
+    `/** spec/${name('kubelet-volume-manager')} ${'§'}2.5 */`,
+    `the format is in \`${up}/${name('SCENARIOS')}\``,
+    `an invariant (spec S${4})`,
+    `a bare section ${'§'}3.3`,
+  ].join('\n');
+  const reported = outsideReferences('src/x.ts', planted);
+  assert.deepEqual(
+    [...new Set(reported.map((r) => Number(r.split(':')[1])))],
+    [1, 2, 3, 4, 5, 6, 7],
+    `every planted line is reported:\n${reported.join('\n')}`,
+  );
+  // A page of docs/ may not link out of the repository, and a web section is no file.
+  assert.deepEqual(outsideReferences('docs/x.md', `[the rules](${up}/x)`), [
+    `docs/x.md:1: ${up.slice(3)}`,
+    `docs/x.md:1: link ${up}/x`,
+  ]);
+  assert.deepEqual(
+    outsideReferences('docs/x.md', '[up](../README.md)'),
+    [],
+    'a link inside passes',
+  );
+  assert.deepEqual(
+    outsideReferences('src/x.ts', '// https://www.sqlite.org/fileformat2.html ' + '§' + '1.3'),
+    [],
+  );
+  assert.deepEqual(
+    outsideReferences('src/x.ts', '// docs/style.md rule 7, behaviour K3.3, docs/csi.md'),
+    [],
+  );
+});
+
+test('docs: every behaviour row the code cites is a row of docs/behaviour.md', () => {
+  const rows = behaviourRows(page('docs/behaviour.md'));
+  assert.ok(rows.size > 60, `the rows were found (${rows.size})`);
+  const missing = checkedFiles(root).flatMap((path) =>
+    missingBehaviourRows(path, readFileSync(join(root, path), 'utf8'), rows),
+  );
+  assert.deepEqual(missing, [], 'add the row to docs/behaviour.md or cite one that exists');
+  const planted = `// behaviour ${'K'}9.9 and behaviour K3.3`;
+  assert.deepEqual(missingBehaviourRows('src/x.ts', planted, rows), [`src/x.ts:1: ${'K'}9.9`]);
 });

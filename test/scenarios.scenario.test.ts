@@ -1,7 +1,7 @@
 /**
  * Every scenario under test/scenarios/ runs through the real engine: its expectations
  * hold, two runs give byte-identical results, and the fold of its log equals the live
- * world (DESIGN.md rule 3).
+ * world (docs/design.md rule 3).
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * A ratchet on the rules DESIGN.md and STYLE.md state (in the spirit of TigerBeetle's
+ * A ratchet on the rules docs/design.md and docs/style.md state (in the spirit of TigerBeetle's
  * tidy.zig): the pure core does no I/O, reads no clock and draws no randomness; every
  * folder has a layer and modules import only downward (machines, events → operations →
  * world → plan and the controller's core → plugins → engine → execute, log → agent →
@@ -161,7 +161,7 @@ test('tidy: the cycle finder finds a circle of three and ignores a diamond', () 
   assert.deepEqual(importCycles(diamond), []);
 });
 
-/** The longest a function may be, in lines of code (STYLE.md). */
+/** The longest a function may be, in lines of code (docs/style.md). */
 const functionLinesMax = 70;
 test('tidy: no function in src/ or machines/ is over 70 lines of code', () => {
   const measured = functionLengths(
@@ -222,7 +222,7 @@ test('tidy: a function counts its lines of code, not its blank lines or comments
   }
 });
 
-/** The longest a file in src/ may be, in lines (STYLE.md: a file does one job). */
+/** The longest a file in src/ may be, in lines (docs/style.md: a file does one job). */
 const fileLinesMax = 600;
 /** The most public methods and accessors a class in src/ may have (split it by its seams). */
 const classPublicMembersMax = 20;

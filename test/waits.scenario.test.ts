@@ -1,7 +1,7 @@
 /**
- * `waitForPod` results (SCENARIOS.md: they go to `waits`, not to expectations), checked
- * against spec/kubelet-volume-manager.md §2.5 WaitForAttachAndMount:
- *  - pod errors from the populator (§2.6) stop the wait at once with the errors, sorted
+ * `waitForPod` results (docs/scenarios.md: they go to `waits`, not to expectations), checked
+ * against behaviour K2.5 WaitForAttachAndMount:
+ *  - pod errors from the populator (behaviour K2.6) stop the wait at once with the errors, sorted
  *    (PopPodErrors) and joined by "; ";
  *  - otherwise it polls until the timeout ("timed out waiting for the condition");
  *  - Uncertain does not count as mounted (S5);
@@ -113,7 +113,7 @@ test('waits: a volume no plugin supports cannot be processed', async () => {
     ),
     error,
   );
-  // spec §1.1: `failed to get Plugin from volumeSpec for volume "<spec>" err=<err>`.
+  // behaviour K1.1: `failed to get Plugin from volumeSpec for volume "<spec>" err=<err>`.
   assert.ok(error.includes('failed to get Plugin from volumeSpec for volume "data"'), error);
   assert.ok(!error.includes('timed out'), 'pod errors stop the wait before the timeout');
 });

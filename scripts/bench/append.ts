@@ -1,5 +1,5 @@
 /**
- * §1 Append: events/s into the SQLite log with one durable commit per event and in group
+ * Append: events/s into the SQLite log with one durable commit per event and in group
  * commits of 10, 100 and 1,000 events, through vole's EventStore.append and its
  * GroupCommitter, against raw better-sqlite3 inserts of the same rows in the same batch
  * sizes into the same table shape (the ceiling), side by side in every run. Durability is

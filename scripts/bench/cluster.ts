@@ -1,5 +1,5 @@
 /**
- * §8 Cluster mode on etcd (a real etcd started here: test/support/etcd-cluster.ts).
+ * Cluster mode on etcd (a real etcd started here: test/support/etcd-cluster.ts).
  *
  * Log appends: the controller log's group commits (rows encoded and validated as pushed,
  * a thousand a tick, each transaction of up to 1 MiB fenced on the leader's term and the

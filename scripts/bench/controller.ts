@@ -1,5 +1,5 @@
 /**
- * §6 Controller: the attach/detach controller's core at scale.
+ * Controller: the attach/detach controller's core at scale.
  *
  * Plan after one event: a controller world of 1,000, 10,000 and 100,000 attachments over
  * 5,000 nodes (each a PVC-backed attachable disk of a pod scheduled to a node, attached),

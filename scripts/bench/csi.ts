@@ -1,6 +1,6 @@
 /**
- * §7 CSI: pod added → all volumes mounted through a CSI driver on a unix socket, beside
- * the built-in (in-process) plugin, in the same run on the same arrival schedule as §4.
+ * CSI: pod added → all volumes mounted through a CSI driver on a unix socket, beside
+ * the built-in (in-process) plugin, in the same run on the same arrival schedule as e2e.ts.
  * The driver is a separate process that answers every RPC at once (null-driver.ts), so
  * the difference is what the gRPC boundary adds per pod: ControllerPublishVolume,
  * NodeStageVolume and NodePublishVolume, each a round trip with a deadline.

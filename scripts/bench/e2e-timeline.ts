@@ -10,7 +10,7 @@
  * - commit: inside the log's commits (fsync included);
  * - gc: inside a collection V8 reports (PerformanceObserver 'gc');
  * - stall: a gap of over 1.5 ms between two steps of the pod with neither inside, where the
- *   event loop did no work of the engine's: blocked or not on a CPU (see docs/performance.md,
+ *   event loop did no work of the engine's: blocked or not on a CPU (see docs/performance-notes.md,
  *   "A slow pod's time", for what `perf sched` showed in such gaps);
  * - path: none of these; its steps were slower all along.
  *

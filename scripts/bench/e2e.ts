@@ -1,5 +1,5 @@
 /**
- * §4 End to end: the real Engine on the real clock with the instant fake plugins (no
+ * End to end: the real Engine on the real clock with the instant fake plugins (no
  * faults, no delays), node-attach mode. Pods arrive one every `gapMs` (their PVs and PVCs
  * exist beforehand); each has a PVC-backed attachable disk (attach, waitForAttach,
  * mountDevice, setUp) and an emptyDir (verify, setUp). The latency of a pod is from just

@@ -1,5 +1,5 @@
 /**
- * §9 Failover at size: a controller leading with the default lease (5 s) snapshots its
+ * Failover at size: a controller leading with the default lease (5 s) snapshots its
  * whole world, then is SIGKILLed (its lease left to expire) while a standby process
  * waits; a pod needing an attach is applied at once.
  *

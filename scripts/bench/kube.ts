@@ -1,5 +1,5 @@
 /**
- * §9 Kubernetes' attach/detach controller against `vole controller --kubeconfig`, side by
+ * Kubernetes' attach/detach controller against `vole controller --kubeconfig`, side by
  * side on one real kube-apiserver (scripts/kube-up.sh), in turn, in the same run.
  *
  * The bench makes N fake Nodes (the controller-managed annotation), a CSIDriver with

@@ -8,9 +8,9 @@
  * missed target is a figure (✗), not a failure: the exit status is 0 unless a section
  * itself broke.
  *
- * Sections: append (§1), replay (§2), planner (§3), e2e (§4), restart (§5), controller (§6),
- * csi (§7), cluster (§8: a real etcd; skipped, saying so, without the etcd binary), kube
- * (§9: Kubernetes' attach/detach controller and vole's on a real kube-apiserver);
+ * Sections: append, replay, planner, e2e, restart, controller,
+ * csi, cluster (a real etcd; skipped, saying so, without the etcd binary), kube
+ * (Kubernetes' attach/detach controller and vole's on a real kube-apiserver);
  * see each file.
  */
 import { spawnSync } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * §3 Planner: the cost of plan(world, nowMs, { volumes: dirty }) after one event, in worlds
+ * Planner: the cost of plan(world, nowMs, { volumes: dirty }) after one event, in worlds
  * of 1,000, 10,000 and 100,000 pairs, and the heap the world takes per pair.
  *
  * A pair is one machine instance, as in the README: an attachment (volume × node) or a

@@ -1,5 +1,5 @@
 /**
- * §2 Replay / fold: a log of ~1,000,000 events written by the engine (generate.ts), folded
+ * Replay / fold: a log of ~1,000,000 events written by the engine (generate.ts), folded
  * end to end from SQLite (read + JSON.parse + validation + fold) and in memory (fold only),
  * against the raw scan + JSON.parse ceiling and the hand-written reducer, side by side in
  * every run.
@@ -65,7 +65,7 @@ function replayVole(path: string): number {
   return world.seq;
 }
 
-/** The hand reducer fed by the raw scan + JSON.parse (no zod: the reference of PERF.md). */
+/** The hand reducer fed by the raw scan + JSON.parse (no zod: docs/performance.md's reference). */
 function replayHand(path: string): number {
   const db = new Database(path, { readonly: true });
   const h = handInitial();

@@ -1,5 +1,5 @@
 /**
- * §5 Restart: the time from opening a ~1,000,000-event log to the first plan, as a
+ * Restart: the time from opening a ~1,000,000-event log to the first plan, as a
  * restarted agent spends it (VolumeManager.open, start, first tick): openSqliteLog, its
  * loadWorld (the latest snapshot plus the events after it, or the whole log), the fold of
  * the new EngineStarted (which re-resolves every pod), and the plan of every volume it

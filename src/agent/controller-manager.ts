@@ -65,7 +65,7 @@ export interface ControllerManagerOptions {
   readonly externalProvisioning?: boolean;
   /** This controller is the pvc-protection controller (cluster mode on etcd; default off). */
   readonly pvcProtection?: boolean;
-  /** The periodic VerifyVolumesAreAttached (§3.7; default on, every 60 s). */
+  /** The periodic VerifyVolumesAreAttached (behaviour C3.7; default on, every 60 s). */
   readonly verifyAttachments?: boolean;
   readonly clock?: Clock;
   readonly logger?: Logger;

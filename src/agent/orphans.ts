@@ -1,5 +1,5 @@
 /**
- * The orphan pass (spec §3.7 cleanOrphanVolumes, §6 reconstruction): what lies under the
+ * The orphan pass (behaviour K3.7 cleanOrphanVolumes, K6 reconstruction): what lies under the
  * agent's root that its log does not know — a log salvaged, started fresh, or older than
  * the host. Pod volume directories of pods the log never heard of, node-global device
  * mounts and Block maps of volumes no pod or attachment names, loop devices over the root's

@@ -34,7 +34,7 @@ export class InvalidPodError extends Error {
 }
 
 /**
- * The desired-state populator's inputs (spec §3.2): the pod sources, the objects pods
+ * The desired-state populator's inputs (behaviour K3.2): the pod sources, the objects pods
  * refer to, the CSI drivers registered, and the node status the kubelet publishes and
  * reads back. Each call records one event; the planner acts on it.
  */
@@ -91,7 +91,7 @@ export class DesiredStateInputs {
   }
 
   /**
-   * Every pod source has reported its pods (spec §3.2 populatorHasAddedPods). Until then
+   * Every pod source has reported its pods (behaviour K3.2 populatorHasAddedPods). Until then
    * nothing is unmounted or detached, so a restart never tears down a volume whose pod
    * was simply not re-added yet.
    */
@@ -119,7 +119,7 @@ export class DesiredStateInputs {
     this.append({ type: 'TokensRefreshDue', tsMs: this.clock.nowMs(), pod: podUid });
   }
 
-  /** spec §2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
+  /** behaviour K2.5 MarkVolumesAsReportedInUse: node.status.volumesInUse as last published. */
   markVolumesAsReportedInUse(volumes: readonly string[]): void {
     this.append({ type: 'VolumesReportedInUse', tsMs: this.clock.nowMs(), volumes: [...volumes] });
   }
@@ -136,38 +136,38 @@ export class DesiredStateInputs {
 }
 
 /**
- * What the reconciler's work answers (spec §2.5): the node's volumes in use, a pod's
+ * What the reconciler's work answers (behaviour K2.5): the node's volumes in use, a pod's
  * mounted volumes, whether the states have synced. Reads of the world, nothing recorded.
  */
 export class ReconcilerStatus {
   constructor(private readonly engine: KubeletEngine) {}
 
-  /** spec §2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
+  /** behaviour K2.5 GetVolumesInUse: sorted unique names of attachable volumes in DSW or ASW. */
   getVolumesInUse(): string[] {
     return getVolumesInUse(this.engine.world);
   }
 
-  /** spec §2.5 VolumeIsAttached. */
+  /** behaviour K2.5 VolumeIsAttached. */
   volumeIsAttached(volume: string): boolean {
     return volumeIsAttached(this.engine.world, UniqueVolumeName(volume));
   }
 
-  /** spec §2.5 GetMountedVolumesForPod: outer volume name → mounted volume. */
+  /** behaviour K2.5 GetMountedVolumesForPod: outer volume name → mounted volume. */
   getMountedVolumesForPod(uid: string): Map<string, MountedVolumeView> {
     return getMountedVolumesForPod(this.engine.world, UniquePodName(uid));
   }
 
-  /** spec §2.5 GetExtraSupplementalGroupsForPod. */
+  /** behaviour K2.5 GetExtraSupplementalGroupsForPod. */
   getExtraSupplementalGroupsForPod(uid: string): number[] {
     return getExtraSupplementalGroupsForPod(this.engine.world, UniquePodName(uid));
   }
 
-  /** spec §2.5 HasPossiblyMountedVolumesForPod: mounted or uncertain. */
+  /** behaviour K2.5 HasPossiblyMountedVolumesForPod: mounted or uncertain. */
   hasPossiblyMountedVolumes(uid: string): boolean {
     return getPossiblyMountedVolumesForPod(this.engine.world, UniquePodName(uid)).length > 0;
   }
 
-  /** spec §3.8: true once the sources are ready after this start. */
+  /** behaviour K3.8: true once the sources are ready after this start. */
   reconcilerStatesHasBeenSynced(): boolean {
     const world = this.engine.world;
     return world.sourcesReady && world.engineStartedSeq > 0;

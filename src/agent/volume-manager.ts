@@ -1,5 +1,5 @@
 /**
- * VolumeManager: the facade agents import (spec §2.5), on top of the engine.
+ * VolumeManager: the facade agents import (behaviour K2.5), on top of the engine.
  *
  *   const vm = await VolumeManager.open({ node: 'node-1', plugins, db: 'vole.db' });
  *   vm.start();
@@ -261,7 +261,7 @@ export class VolumeManager {
 
   /**
    * Finds what lies under the builtin plugins' `root` that the log does not know (pod
-   * volume directories, device mounts, loop devices: spec §3.7, src/agent/orphans.ts),
+   * volume directories, device mounts, loop devices: behaviour K3.7, src/agent/orphans.ts),
    * records each as a ReportRaised event, durable before it is touched, and cleans it up.
    * Call it once every pod is known (after markSourcesReady).
    */
@@ -289,7 +289,7 @@ export class VolumeManager {
   }
 
   /**
-   * spec §2.5 WaitForUnmount: resolves when the pod has no Mounted volume left (uncertain
+   * behaviour K2.5 WaitForUnmount: resolves when the pod has no Mounted volume left (uncertain
    * ones do not hold it up; use hasPossiblyMountedVolumes for the stronger check).
    */
   waitForUnmount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
@@ -333,7 +333,7 @@ export class VolumeManager {
   }
 
   /**
-   * spec §2.5 WaitForAttachAndMount: resolves when every volume the pod's containers use
+   * behaviour K2.5 WaitForAttachAndMount: resolves when every volume the pod's containers use
    * is mounted; rejects at once when a volume cannot be processed, or after `timeoutMs`
    * (default 2 min 3 s) with the kubelet's message plus the last error of each volume.
    * Event-driven: it re-checks after each event, it does not poll.
@@ -341,7 +341,7 @@ export class VolumeManager {
   waitForAttachAndMount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
     const pod = UniquePodName(uid);
     const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
-    // spec §2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
+    // behaviour K2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
     const known = this.world.pods.get(pod);
     if (known !== undefined && this.engine.isRunning)
       this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod: known.pod });

@@ -1,5 +1,5 @@
 /**
- * The planner's binding decisions (DESIGN.md "Decisions are planned, effects are events"):
+ * The planner's binding decisions (docs/design.md "Decisions are planned, effects are events"):
  * each unbound claim that some PV satisfies gets a ClaimBound event, in claim-key order,
  * a PV bound once per plan. No host call: the event is the whole effect.
  */

@@ -19,7 +19,7 @@ import {
 } from './postmortem.js';
 // The commands that need etcd, the Kubernetes client, a CSI driver, the inspector or the
 // chaos simulator import their code when they run (`await import` in their actions): loaded
-// at every start, it took a `vole verify` from 0.6 to 1.3 s (docs/performance.md).
+// at every start, it took a `vole verify` from 0.6 to 1.3 s (docs/performance-notes.md).
 import { type ControllerCommandOptions, controllerCommand } from './controller.js';
 import type { KubeControllerCommandOptions } from './kube-controller.js';
 import type { CsiDriverOptions } from './csi-driver.js';

@@ -373,7 +373,7 @@ function notReady(world: World): UniquePodName[] {
   return [...world.pods.keys()].filter((uid) => !podWaitStatus(world, uid).ready).sort();
 }
 
-/** What the log does not know under the root, recorded and cleaned up (spec §3.7). */
+/** What the log does not know under the root, recorded and cleaned up (behaviour K3.7). */
 async function cleanUpOrphans(vm: VolumeManager, root: string, say: (line: string) => void) {
   const orphans = await vm.cleanUpOrphans(root);
   for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);

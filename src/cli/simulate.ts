@@ -1,4 +1,4 @@
-/** `vole simulate FILE [--json] [--db PATH]` (SCENARIOS.md). */
+/** `vole simulate FILE [--json] [--db PATH]` (docs/scenarios.md). */
 import { readFileSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { parseScenario, ScenarioFormatError } from '../sim/scenario.js';

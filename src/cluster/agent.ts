@@ -2,7 +2,7 @@
  * A node agent in cluster mode: the kubelet side of one node, its truth in its own SQLite
  * log (share-nothing), its inputs from etcd. It watches the pods keyed under its node, the
  * objects they need, and the volumesAttached the controller publishes for it; it publishes
- * its volumesInUse (then marks them reported, spec §5) and keeps a heartbeat key on a
+ * its volumesInUse (then marks them reported, behaviour C5) and keeps a heartbeat key on a
  * lease, which is how the controller knows it is Ready.
  */
 import type { Logger } from 'pino';

@@ -177,7 +177,7 @@ export class ControllerInputs {
     });
     this.nodesListed = true;
     this.unsubscribe = this.cm.subscribe((event, world) => {
-      // A failed attach leaves an uncertain entry, assumed mounted too (§2.1 AddVolumeNode).
+      // A failed attach leaves an uncertain entry, assumed mounted too (behaviour C2.1 AddVolumeNode).
       if (
         (event.type !== 'CallSucceeded' && event.type !== 'CallFailed') ||
         event.call !== 'attach'
@@ -220,10 +220,10 @@ export class ControllerInputs {
   }
 
   /**
-   * A new attachment (confirmed or uncertain) is assumed mounted (spec §2.1) until the
+   * A new attachment (confirmed or uncertain) is assumed mounted (behaviour C2.1) until the
    * node's next status update says otherwise; in Kubernetes that update comes within the kubelet's status period.
    * Here a node's published volumesInUse is applied again right after an attach on it
-   * (safe: an agent reports a volume in use before it mounts it, spec §5).
+   * (safe: an agent reports a volume in use before it mounts it, behaviour C5).
    */
   private reapplyInUse(): void {
     const nodes = [...this.attachedOn];

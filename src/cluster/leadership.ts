@@ -1,6 +1,6 @@
 /**
  * Leader election on an etcd lease, done with one compare-and-swap, not with etcd3's
- * Election helper (CLUSTER.md: it has chosen two leaders). A candidate creates the leader
+ * Election helper (docs/cluster.md: it has chosen two leaders). A candidate creates the leader
  * key bound to its lease only if the key does not exist; the key's create revision then
  * names this term. Every write of the leader is a transaction comparing that create
  * revision (`fence`), so a deposed leader cannot write even if it still believes it leads.

@@ -1,5 +1,5 @@
 /**
- * node.status.volumesAttached per node, published by the leader (spec §3.6): taken from
+ * node.status.volumesAttached per node, published by the leader (behaviour C3.6): taken from
  * the world when something changed, written once the log holding it is durable, each write
  * fenced on the leader's term. A new leader publishes every node it knows at start.
  */

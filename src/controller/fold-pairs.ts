@@ -1,7 +1,7 @@
 /**
  * The controller fold's changes to its (volume, node) pairs (types.ts ControllerPair): the
- * desire as pods scheduled to a node come and go (§4.7), the attachment machine's steps
- * (§2.1), the detach timers (§3.3), and the indexes by volume and by node kept in step.
+ * desire as pods scheduled to a node come and go (behaviour C4.7), the attachment machine's steps
+ * (behaviour C2.1), the detach timers (C3.3), and the indexes by volume and by node kept in step.
  */
 import type { AttachmentEvent } from '../../machines/index.js';
 import { assert } from '../assert.js';
@@ -75,7 +75,7 @@ export function attachmentsOf(world: ControllerWorld, volume: UniqueVolumeName) 
 }
 
 /**
- * §4.7 ProcessPodVolumes(remove): the pod leaves the desire of each of its pairs; a pair
+ * behaviour C4.7 ProcessPodVolumes(remove): the pod leaves the desire of each of its pairs; a pair
  * no pod wants keeps its attachment (to detach), or goes when it has none. No-op for a pod
  * without a record or a node.
  */
@@ -94,7 +94,7 @@ export function removePodFromDsw(world: ControllerWorld, uid: UniquePodName): vo
   }
 }
 
-/** §4.7 ProcessPodVolumes(add): only for a scheduled, not terminated pod on a managed node. */
+/** behaviour C4.7 ProcessPodVolumes(add): only for a scheduled, not terminated pod on a managed node. */
 export function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
   const record = world.pods.get(uid);
   if (record === undefined || record.node === null || record.terminated) return;
@@ -114,7 +114,7 @@ export function addPodToDsw(world: ControllerWorld, uid: UniquePodName): void {
 }
 
 /**
- * One step of the (volume, node) attachment machine (§2.1). A pair not attached starts in
+ * One step of the (volume, node) attachment machine (behaviour C2.1). A pair not attached starts in
  * the machine's initial state, with `spec` (required then); a step to `detached` leaves its
  * desire, or the pair goes. An event the state does not accept fails an assertion, unless
  * it is an observation (accepted in every state or ignored).
@@ -155,7 +155,7 @@ export function step(
   }
   world.pairs.set(key, attachmentOf(record, next, world.seq, spec));
   if (existing === undefined) reindexPair(world, volume, node);
-  // §2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
+  // behaviour C2.1 AddVolumeNode on a new entry: "assume mounted until proven otherwise".
   if (created && /^(attached|attachUncertain)/.test(next.value)) {
     const n = world.nodes.get(node);
     if (n !== undefined && !n.volumesInUse.has(volume))
@@ -169,7 +169,7 @@ export function step(
 }
 
 /**
- * §3.3 step 4 / §3.4 step 2 / §7.2 L6: the detach timer starts when an attached volume is
+ * behaviour C3.3 step 4 / C3.4 step 2 / C7.2 L6: the detach timer starts when an attached volume is
  * first seen undesired and resets only when it is desired and confirmed attached.
  */
 export function updateTimers(world: ControllerWorld, volume: UniqueVolumeName, tsMs: number): void {

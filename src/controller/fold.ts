@@ -1,6 +1,6 @@
 /**
  * The controller's fold: pods scheduled to nodes, cluster objects, operation events, and
- * the reports it raised. Pure and deterministic, like the kubelet's (DESIGN.md rule 2).
+ * the reports it raised. Pure and deterministic, like the kubelet's (docs/design.md rule 2).
  */
 import { fail, unreachable } from '../assert.js';
 import { bookCall, cutOffOperations, finishOperation, startOperation } from '../operations/book.js';
@@ -62,7 +62,7 @@ import {
 
 export const managedAnnotation = 'volumes.kubernetes.io/controller-managed-attach-detach';
 const outOfServiceTaint = 'node.kubernetes.io/out-of-service';
-/** ReconcilerMaxWaitForUnmountDuration (§3.1). */
+/** ReconcilerMaxWaitForUnmountDuration (behaviour C3.1). */
 export const maxWaitForUnmountMsDefault = 6 * 60_000;
 
 export function initialControllerWorld(): ControllerWorld {
@@ -133,7 +133,7 @@ function removePod(world: ControllerWorld, uid: UniquePodName): void {
 /** The controller cites the pod that may be a claim's first consumer (WaitForFirstConsumer). */
 const citing = { cites: true } as const;
 
-/** §4.7: the pod resolved again, its attachable volumes desired on its node. */
+/** behaviour C4.7: the pod resolved again, its attachable volumes desired on its node. */
 function upsertPod(world: ControllerWorld, pod: Pod, seq: Seq): void {
   const uid = podUid(pod, world.seq);
   const previous = world.pods.get(uid);
@@ -236,7 +236,7 @@ function foldObjectRemoved(world: ControllerWorld, event: ObjectRef): void {
   removeObject(world, event);
   storageObjectChanged(world, objectKey(event.kind, event.name, event.namespace), undefined);
   if (event.kind !== 'Node') return objectChanged(world, controllerIntake, event);
-  // §4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
+  // behaviour C4.6 node delete: it keeps its last volumesInUse; the reconciler detaches (unhealthy).
   const previous = world.nodes.get(NodeName(event.name));
   if (previous !== undefined) setNode(world, { ...previous, exists: false, ready: false });
 }
@@ -251,7 +251,7 @@ function forgetIfGone(world: ControllerWorld, volume: UniqueVolumeName): void {
   if (!bookHolds(world, volume)) forgetGone(world, volume);
 }
 
-// --- operations (spec §3.8, §3.9): the operation book and the call table ----------------
+// --- operations (behaviour C3.8, C3.9): the operation book and the call table ----------------
 
 function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationStarted'>): void {
   const volume = UniqueVolumeName(event.volume);
@@ -261,12 +261,12 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   const spec = pair?.desiredSpec ?? pair?.attachedSpec ?? null;
   startOperation(world, event, { volume, pod: null, node, spec });
   if (event.provision !== undefined) provisionStarted(world.provisioning, volume, event.provision);
-  // §3.3 step 11: the volume leaves the node's report before its detach starts.
+  // behaviour C3.3 step 11: the volume leaves the node's report before its detach starts.
   if (event.op === 'detach') world.reported.get(node)?.delete(volume);
   touch(world, volume);
 }
 
-/** §3.8: any failed attach or detach may have taken effect: the entry is uncertain. */
+/** behaviour C3.8: any failed attach or detach may have taken effect: the entry is uncertain. */
 const controllerReading: FailureReading = { uncertainOnAnyFailure: true };
 
 function foldCall(
@@ -303,7 +303,7 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
   world.bindingCause = event.seq as Seq;
   world.dirty.add(bindingVolume); // claims left unbound before the restart
-  // §4.2 populateActualStateOfWorld: each node's reported volumesInUse replaces the
+  // behaviour C4.2 populateActualStateOfWorld: each node's reported volumesInUse replaces the
   // "assume mounted" default, so attached but unused volumes are detachable at once.
   for (const [name, node] of [...world.nodes]) {
     const object = world.objects.get(objectKey('Node', name));
@@ -316,14 +316,14 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
   else for (const record of [...world.pods.values()]) upsertPod(world, record.pod, record.seq);
 }
 
-/** A Multi-Attach error reported for a desired entry is reported once (§3.4). */
+/** A Multi-Attach error reported for a desired entry is reported once (behaviour C3.4). */
 function foldReportRaised(world: ControllerWorld, event: EventOf<'ReportRaised'>): void {
   const key = pairKey(event.volume, event.node);
   const entry = desiredAt(world, key);
   if (entry !== undefined) world.pairs.set(key, { ...entry, multiAttachErrorReported: true });
 }
 
-/** §3.7: confirmed attachments storage reports gone are dropped (and unreported). */
+/** behaviour C3.7: confirmed attachments storage reports gone are dropped (and unreported). */
 function foldAttachmentsVerified(
   world: ControllerWorld,
   event: EventOf<'AttachmentsVerified'>,
@@ -337,7 +337,7 @@ function foldAttachmentsVerified(
 }
 
 /**
- * §4.2 populateActualStateOfWorld and processVolumeAttachments: what the API server showed
+ * behaviour C4.2 populateActualStateOfWorld and processVolumeAttachments: what the API server showed
  * attached when this engine began leading (another leader's work, not in this log). One the
  * world lacks is added: confirmed when found attached, else uncertain. A CSI attachment the
  * world holds that was not found is dropped: only a VolumeAttachment attaches a CSI volume.

@@ -1,5 +1,5 @@
 /**
- * Safety invariants of the controller world (spec/attach-detach-controller.md §7.1),
+ * Safety invariants of the controller world (behaviour C7.1),
  * checked after every event in controller-mode simulations and `vole verify`, over the
  * touched volumes (the controller core's `invariants`).
  */
@@ -11,8 +11,8 @@ import { attachmentAt, type ControllerWorld, isAttached } from './types.js';
 
 /**
  * Where a volume is confirmed attached or being attached. A detaching entry is not counted:
- * it may come from an uncertain one, beside which the spec lets an attach elsewhere go ahead
- * (§3.4, S7), and an attach beside a confirmed entry is caught while that entry is attached.
+ * it may come from an uncertain one, beside which Kubernetes lets an attach elsewhere go ahead
+ * (behaviour C3.4, S7), and an attach beside a confirmed entry is caught while that entry is attached.
  */
 const onNode = /^(attached|attaching)/;
 

@@ -1,5 +1,5 @@
 /**
- * The controller's reconciler (spec §3.3–3.5) as a pure planner: the detach pass, then
+ * The controller's reconciler (behaviour C3.3–3.5) as a pure planner: the detach pass, then
  * the attach pass, over the dirty volumes, nodes in sorted order. Multi-attach refusals
  * come back as ReportRaised events (once per desired entry); waits for unmount come back
  * as retry times, so a forced detach happens on time without polling.
@@ -37,7 +37,7 @@ export interface ControllerPlan {
   readonly events: NewEvent[];
 }
 
-/** §0.3: the key names the node only for volumes that may attach to several nodes. */
+/** behaviour C0.3: the key names the node only for volumes that may attach to several nodes. */
 function opKey(volume: string, node: string, multiAttachAllowed: boolean): OpKey {
   return { volume, pod: '', node: multiAttachAllowed ? node : '' };
 }
@@ -48,7 +48,7 @@ function confirmedOn(a: ControllerAttachment): boolean {
 
 type Claims = BookClaims<ControllerOperation>;
 
-/** §3.3 the detach pass for one attachment no pod wants on its node. */
+/** behaviour C3.3 the detach pass for one attachment no pod wants on its node. */
 function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachment): void {
   const held = heldDetach(world, a.volume, a.node);
   if (isDesired(a) && held === undefined) return;
@@ -84,7 +84,7 @@ function planDetach(world: ControllerWorld, claims: Claims, a: ControllerAttachm
   });
 }
 
-/** §3.5 the Multi-Attach message for one pod of the refused entry. */
+/** behaviour C3.5 the Multi-Attach message for one pod of the refused entry. */
 function multiAttachMessage(
   world: ControllerWorld,
   entry: DesiredAttachment,
@@ -105,7 +105,7 @@ function multiAttachMessage(
   return `${head}Volume is already used by pod(s) ${local.join(', ')}${elsewhere > 0 ? ` and ${elsewhere} pod(s) in different namespaces` : ''}`;
 }
 
-/** §3.4 the attach pass for one desired (volume, node). */
+/** behaviour C3.4 the attach pass for one desired (volume, node). */
 function planAttach(
   world: ControllerWorld,
   claims: Claims,
@@ -126,7 +126,7 @@ function planAttach(
   if (claims.verdict(op).kind === 'alreadyExists') return;
   if (!entry.desiredSpec.traits.multiAttachAllowed) {
     const otherNodes = attachmentsOf(world, entry.volume)
-      // Confirmed only (§3.4, S7): an uncertain entry elsewhere does not block, or a dead
+      // Confirmed only (behaviour C3.4, S7): an uncertain entry elsewhere does not block, or a dead
       // node's cut-off attach would hold the volume forever (L1); the storage refuses a
       // second attach of a disk that did attach there.
       .filter((o) => o.node !== entry.node && confirmedOn(o))
@@ -161,7 +161,7 @@ function allControllerVolumes(world: ControllerWorld): Set<UniqueVolumeName> {
   ]);
 }
 
-/** §0.3: no two operations of one plan conflict (keys only meet within a volume). */
+/** behaviour C0.3: no two operations of one plan conflict (keys only meet within a volume). */
 function assertNoConflicts(world: ControllerWorld, operations: readonly ControllerOperation[]) {
   const byVolume = new Map<UniqueVolumeName, ControllerOperation[]>();
   for (const op of operations) {
@@ -182,7 +182,7 @@ const byKey = <T extends { volume: string; node: string }>(x: T, y: T) =>
 
 /**
  * The reconciler's passes over the given volumes (the dirty set; all when absent): the
- * detach pass, then the attach pass (§3.3 before §3.4). Each volume is looked up through
+ * detach pass, then the attach pass (behaviour C3.3 before C3.4). Each volume is looked up through
  * nodesByVolume, so a plan after one event costs the same at any number of attachments.
  */
 export function planController(

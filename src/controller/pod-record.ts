@@ -2,7 +2,7 @@
  * What the controller keeps of a Pod in its record, to resolve it again when an object it
  * read changes, and for its readers (`vole why`, the node status, the informer's keys):
  * its name, namespace and uid; its node, service account, volumes, and the names each
- * container mounts or uses as a device (which volumes it expects, spec §2.6); its phase.
+ * container mounts or uses as a device (which volumes it expects, behaviour C2.6); its phase.
  * A pod from the API server carries much more (labels, annotations, managed fields,
  * container images, commands, environment, probes, status conditions) that none of them
  * reads, kept 150,000 times over.

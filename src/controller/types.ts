@@ -1,5 +1,5 @@
 /**
- * The attach/detach controller's world (spec/attach-detach-controller.md §1): desired
+ * The attach/detach controller's world (behaviour C1): desired
  * attachments per (volume, node) from scheduled pods, actual attachments with their
  * detach timers, what each node reports in use, and what the controller publishes as
  * node.status.volumesAttached. Same conventions as the kubelet world: index maps owned
@@ -32,10 +32,10 @@ export interface ControllerConfig {
   readonly pvcProtection?: boolean;
 }
 
-/** What the controller knows of a Node object (§1.4). */
+/** What the controller knows of a Node object (behaviour C1.4). */
 export interface NodeRecord {
   readonly name: NodeName;
-  /** The Node object exists (a deleted node keeps its last volumesInUse, §4.6). */
+  /** The Node object exists (a deleted node keeps its last volumesInUse, behaviour C4.6). */
   readonly exists: boolean;
   /** Carries volumes.kubernetes.io/controller-managed-attach-detach. */
   readonly managed: boolean;
@@ -96,8 +96,8 @@ export function volumesOf(held: AttachableVolumes): readonly ResolvedVolume[] {
 }
 
 /**
- * One (volume, node) pair of the controller: §1.1 VolumeToAttach when some pod scheduled to
- * the node wants the volume, and §1.2 the entry of attachedVolumes when it is attached in
+ * One (volume, node) pair of the controller: behaviour C1.1 VolumeToAttach when some pod scheduled to
+ * the node wants the volume, and behaviour C1.2 the entry of attachedVolumes when it is attached in
  * any state, in one record (one object and one map entry a pair where a desired entry and
  * an attachment were two of each: 72 + 96 bytes and two entries, now 120 and one). A pair
  * no pod wants has `pods` null; a pair not attached is in the attachment machine's initial
@@ -113,7 +113,7 @@ export interface ControllerPair {
   readonly pods: OneOrMany<UniquePodName> | null;
   /** The spec it is desired with (its first pod's); null while no pod wants it. */
   readonly desiredSpec: ResolvedVolume | null;
-  /** The Multi-Attach error was reported for this desire (once, §3.4); false when undesired. */
+  /** The Multi-Attach error was reported for this desire (once, behaviour C3.4); false when undesired. */
   readonly multiAttachErrorReported: boolean;
   /**
    * The spec it was first attached with (its plugin, `traits.pluginName`); null: not attached.
@@ -138,13 +138,13 @@ export interface ControllerPair {
   readonly seq: Seq;
 }
 
-/** §1.1 VolumeToAttach: a pair some pod wants on its node. */
+/** behaviour C1.1 VolumeToAttach: a pair some pod wants on its node. */
 export interface DesiredAttachment extends ControllerPair {
   readonly pods: OneOrMany<UniquePodName>;
   readonly desiredSpec: ResolvedVolume;
 }
 
-/** §1.2 one entry of attachedVolumes: a pair attached in some state (not `detached`). */
+/** behaviour C1.2 one entry of attachedVolumes: a pair attached in some state (not `detached`). */
 export interface ControllerAttachment extends ControllerPair {
   readonly attachedSpec: ResolvedVolume;
 }
@@ -228,7 +228,7 @@ export interface ControllerWorld extends OperationBook, DesiredIntake {
   nodesByVolume: Map<UniqueVolumeName, OneOrMany<NodeName>>;
   /** The volumes attached (in any state) to each node: what a Node update touches. */
   volumesByNode: Map<NodeName, Set<UniqueVolumeName>>;
-  /** volumesToReportAsAttached per node (§1.2): what node.status.volumesAttached shows. */
+  /** volumesToReportAsAttached per node (behaviour C1.2): what node.status.volumesAttached shows. */
   reported: Map<NodeName, Set<UniqueVolumeName>>;
   /** The volumes the event being folded touched (the fold's scratch; empty between events). */
   touched: Set<UniqueVolumeName>;

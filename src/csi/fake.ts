@@ -1,5 +1,5 @@
 /**
- * A scripted CSI driver at the gRPC boundary (SCENARIOS.md `csi:` plugin entries): it
+ * A scripted CSI driver at the gRPC boundary (docs/scenarios.md `csi:` plugin entries): it
  * answers each RPC with the next scripted outcome — `ok`, `{grpc: CODE}`, `{disconnect:
  * true}`, `{delay}`, `{hang}` — on the virtual clock, honouring the caller's deadline, and
  * records every RPC in the simulation's journal under the driver's name.
@@ -16,7 +16,7 @@ import {
   type RpcInfo,
 } from './transport.js';
 
-/** What a scripted driver's controller provisions from (SCENARIOS.md fake driver keys). */
+/** What a scripted driver's controller provisions from (docs/scenarios.md fake driver keys). */
 export interface FakeBackend {
   /** Bytes the backend can still give (CreateVolume and growth beyond: OUT_OF_RANGE). */
   capacityBytes: number;

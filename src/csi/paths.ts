@@ -1,5 +1,5 @@
 /**
- * Where the kubelet's CSI plugin puts things under its root (CSI.md), here under vole's
+ * Where the kubelet's CSI plugin puts things under its root (docs/csi.md), here under vole's
  * `--root`. Every component is checked (no `..`, no `/`); a volume handle, which may be
  * anything, appears only as its SHA-256.
  */

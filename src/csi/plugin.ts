@@ -1,8 +1,8 @@
 /**
  * The kubelet's `kubernetes.io/csi` plugin: every call of a volume served by a CSI driver
- * is the RPC CSI.md gives (attach → ControllerPublishVolume, mountDevice →
+ * is the RPC docs/csi.md gives (attach → ControllerPublishVolume, mountDevice →
  * NodeStageVolume, setUp → NodePublishVolume, and back; Block volumes; NodeExpandVolume),
- * each with a deadline. A failed RPC is a PluginError of the class CSI.md gives its code:
+ * each with a deadline. A failed RPC is a PluginError of the class docs/csi.md gives its code:
  * `uncertain` when the operation may still be in progress, `final` when it did not happen.
  * Each call leaves its RPC (method, code, duration) on the call target for the log.
  */
@@ -235,7 +235,7 @@ function attacherOps(client: CsiClient): AttacherOps {
       );
       return encodePublishContext(response.publish_context ?? {});
     },
-    // CSI.md: no RPC; the attachment's publish_context is what there is to wait for.
+    // docs/csi.md: no RPC; the attachment's publish_context is what there is to wait for.
     waitForAttach: async (_spec, devicePath) => devicePath,
     volumesAreAttached: async (specs) => new Map(specs.map((s) => [s.volume, true])),
     async detach(spec, target) {
@@ -370,7 +370,7 @@ function expanderOps(client: CsiClient): ExpanderOps {
 }
 
 /**
- * Block (CSI.md): NodeStageVolume at the block staging path, NodePublishVolume to a file
+ * Block (docs/csi.md): NodeStageVolume at the block staging path, NodePublishVolume to a file
  * under `volumeDevices/publish/<pv>/<podUID>`, which vole then binds onto the pod's
  * device path; back in the reverse order.
  */

@@ -1,7 +1,7 @@
 /**
  * The CSI v1 (spec v1.12.0, the whole csi.proto) and plugin-registration services, loaded
  * from the project's own `.proto` files with @grpc/proto-loader, and the TypeScript shapes of the messages vole uses.
- * Loader options follow CSI.md: field names as in the spec (`keepCase`), 64-bit integers
+ * Loader options follow docs/csi.md: field names as in the spec (`keepCase`), 64-bit integers
  * as decimal strings, enums by name, defaults filled in, oneofs named.
  */
 import { existsSync } from 'node:fs';

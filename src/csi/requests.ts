@@ -1,5 +1,5 @@
 /**
- * What vole sends a CSI driver for a volume (CSI.md): the volume id, the capability from
+ * What vole sends a CSI driver for a volume (docs/csi.md): the volume id, the capability from
  * the PV's mode, fsType, mountOptions and access modes, the volume context, and the
  * publish context that ControllerPublishVolume answered.
  */
@@ -30,7 +30,7 @@ export function volumeIdOf(spec: ResolvedVolume, podUid: string | null): string 
   return `csi-${digest}`;
 }
 
-/** CSI.md access modes: the PV's first access mode decides; none is a single writer. */
+/** docs/csi.md access modes: the PV's first access mode decides; none is a single writer. */
 export function accessModeOf(accessModes: readonly string[], caps: CsiDriverCaps): AccessModeName {
   switch (accessModes[0]) {
     case 'ReadWriteOncePod':
@@ -56,7 +56,7 @@ export function volumeCapabilityOf(spec: ResolvedVolume, caps: CsiDriverCaps): V
 
 /**
  * volume_context: the PV's csi.volumeAttributes; an inline volume also says it is
- * ephemeral and names its pod (CSI.md).
+ * ephemeral and names its pod (docs/csi.md).
  */
 export function volumeContextOf(spec: ResolvedVolume, podUid: string | null): StringMap {
   const source = csiSourceOf(spec);

@@ -44,7 +44,7 @@ export class CsiRpcError extends Error {
 }
 
 /**
- * CSI.md error classes (the kubelet's isFinalError): these codes, and any failure without
+ * docs/csi.md error classes (the kubelet's isFinalError): these codes, and any failure without
  * a status, mean the operation may still be in progress; every other code means it did
  * not happen.
  */

@@ -97,7 +97,7 @@ export interface Core<W extends CoreWorld, O extends CoreOperation> {
   /** What readers ask of its world. */
   readonly reader: CoreReader<W>;
   initialWorld(): W;
-  /** Applies one event in place and returns the world (DESIGN.md rule 2: pure). */
+  /** Applies one event in place and returns the world (docs/design.md rule 2: pure). */
   fold(world: W, event: VoleEvent): W;
   plan(world: W, nowMs: number, opts: PlanOptions): CorePlan<O>;
   /** What OperationStarted records for the operation. */

@@ -62,7 +62,7 @@ import {
 } from '../controller/attachment-record.js';
 import { reviveControllerSpecs, reviveKubeletSpecs } from './revive-specs.js';
 
-/** The kubelet's volume manager for one node (spec/kubelet-volume-manager.md). */
+/** The kubelet's volume manager for one node (docs/behaviour.md). */
 export const kubeletCore: Core<World, Operation> = {
   mode: 'kubelet',
   reader: {
@@ -295,7 +295,7 @@ const formerFields = {
   companions: () => [],
 } satisfies SlicedFields<FormerWorld> as unknown as SlicedFields<ControllerWorld>;
 
-/** The attach/detach controller (spec/attach-detach-controller.md). */
+/** The attach/detach controller (docs/behaviour.md). */
 export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
   readonly snapshot: SlicedCodec<ControllerWorld>;
 } = {

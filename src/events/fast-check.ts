@@ -1,5 +1,5 @@
 /**
- * The fast lane through the event schemas, for reading and appending (PERF.md: replay must
+ * The fast lane through the event schemas, for reading and appending (docs/performance.md: replay must
  * reach half of the scan + JSON.parse ceiling, and zod's parse of every event cost a third
  * of it).
  *

@@ -320,7 +320,7 @@ export type VolumeAttachment = z.infer<typeof volumeAttachment>;
 
 /**
  * A ConfigMap or Secret as the log holds it: its identity and a hash of its content, never
- * the content (DESIGN.md "Secrets stay out of the log"). A data field here is refused.
+ * the content (docs/design.md "Secrets stay out of the log"). A data field here is refused.
  */
 const contentObject = <K extends 'ConfigMap' | 'Secret'>(kind: K) =>
   z.looseObject({

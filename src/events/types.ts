@@ -1,7 +1,7 @@
 /**
  * The event union: every fact vole knows is one of these, appended to the log.
  *
- * Families (DESIGN.md): desired state (pods, objects, reported-in-use), operations (an
+ * Families (docs/design.md): desired state (pods, objects, reported-in-use), operations (an
  * operation's start, each plugin call's start and outcome, its end) and observations
  * (engine start, node status, host observations). Each event is validated by its zod
  * schema when appended and again when read back for folding.
@@ -14,7 +14,7 @@ const errorKind = z.enum(['transient', 'uncertain', 'final']);
 export const callError = z.object({
   kind: errorKind,
   message: z.string().max(16_384),
-  /** NodeExpand's FailedPrecondition (spec §0.5): final, and never retried on this node. */
+  /** NodeExpand's FailedPrecondition (behaviour K0.5): final, and never retried on this node. */
   failedPrecondition: z.boolean().optional(),
 });
 export type CallError = z.infer<typeof callError>;
@@ -50,7 +50,7 @@ export const rpcRecord = z.object({
 });
 export type RpcRecord = z.infer<typeof rpcRecord>;
 
-/** What a plugin can do, decided per plugin (spec §0.4 plugin capabilities). */
+/** What a plugin can do, decided per plugin (behaviour K0.4 plugin capabilities). */
 export const pluginCaps = z.object({
   name: z.string().min(1),
   attachable: z.boolean(),
@@ -91,7 +91,7 @@ export const operationKinds = [
 ] as const;
 export type OperationKind = (typeof operationKinds)[number];
 
-/** The plugin calls, by their SCENARIOS.md names (also the keys of scripted faults). */
+/** The plugin calls, by their docs/scenarios.md names (also the keys of scripted faults). */
 export const pluginCallNames = [
   'attach',
   'waitForAttach',
@@ -125,7 +125,7 @@ export const operatorActions = ['detach', 'release', 'retry'] as const;
 export type OperatorAction = (typeof operatorActions)[number];
 /**
  * The steps of an operation, decided by the planner and recorded in OperationStarted:
- * the executor runs them in order and decides nothing (spec §4.7, §4.10–4.12).
+ * the executor runs them in order and decides nothing (behaviour K4.7, K4.10–4.12).
  */
 export const operationSteps = [
   'waitForAttach',
@@ -141,7 +141,7 @@ export const operationSteps = [
 ] as const;
 export type OperationStep = (typeof operationSteps)[number];
 
-/** spec §5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
+/** behaviour K5.1 key (volumeName, podName, nodeName); '' is "any" in the conflict rule. */
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
 export type OpKey = z.infer<typeof opKey>;
 
@@ -246,7 +246,7 @@ export const eventSchemas = {
     node: z.string(),
     message: z.string(),
   }),
-  /** The pod sources have reported every pod once: unmounts and detaches may start (§3.2). */
+  /** The pod sources have reported every pod once: unmounts and detaches may start (behaviour K3.2). */
   SourcesReady: z.object({ ...base, type: z.literal('SourcesReady') }),
   PodUpserted: z.object({ ...base, type: z.literal('PodUpserted'), pod }),
   PodRemoved: z.object({ ...base, type: z.literal('PodRemoved'), uid: z.string().min(1) }),
@@ -353,7 +353,7 @@ export const eventSchemas = {
     mounts: z.array(z.object({ volume: z.string(), pod: z.string(), mounted: z.boolean() })),
   }),
   /**
-   * The controller's periodic check (spec §3.7 VerifyVolumesAreAttached): for one node,
+   * The controller's periodic check (behaviour C3.7 VerifyVolumesAreAttached): for one node,
    * whether each confirmed attachment still exists. One reported gone is dropped.
    */
   AttachmentsVerified: z.object({
@@ -363,7 +363,7 @@ export const eventSchemas = {
     volumes: z.array(z.object({ name: z.string(), attached: z.boolean() })),
   }),
   /**
-   * What the API server showed attached when the controller began to lead (spec §4.2
+   * What the API server showed attached when the controller began to lead (behaviour C4.2
    * populateActualStateOfWorld): each Node's volumesAttached (attached) and each
    * VolumeAttachment (attached as its status says), by unique volume name, node and PV.
    * The world adds those it lacks and drops the CSI attachments not among them.

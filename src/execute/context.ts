@@ -1,7 +1,7 @@
 /**
  * What an operation needs while it runs, and `runCall`: the one way an operation calls a
  * plugin. It appends CallStarted and makes it durable before the host is touched, bounds
- * the call by a timeout, classifies the outcome and appends it (DESIGN.md executor).
+ * the call by a timeout, classifies the outcome and appends it (docs/design.md executor).
  */
 import type { Logger } from 'pino';
 import type { RunnerHost } from '../engine/engine.js';
@@ -60,7 +60,7 @@ export function runningOp<W extends { running: Map<OpId, RunningOp> }, O>(
   return op;
 }
 
-/** Fails the operation before any plugin call (a synchronous check of the spec §4). */
+/** Fails the operation before any plugin call (a synchronous check of the behaviour K4). */
 export function failOperation(message: string, kind: CallError['kind'] = 'final'): never {
   throw new OperationFailed({ kind, message }, false);
 }

@@ -1,5 +1,5 @@
 /**
- * Runs the controller's operations (spec §3.8): Attach, and Detach with the fresh check
+ * Runs the controller's operations (behaviour C3.8): Attach, and Detach with the fresh check
  * of the node's volumesInUse unless forced. The same appending discipline as the
  * kubelet's executor: OperationStarted and each CallStarted are durable before the call.
  */
@@ -45,7 +45,7 @@ async function attach(ctx: Ctx): Promise<void> {
 }
 
 /**
- * §3.8 / S3: a detach that must verify reads the node's volumesInUse again right before
+ * behaviour C3.8 / S3: a detach that must verify reads the node's volumesInUse again right before
  * it runs, once OperationStarted is durable. Waiting for the log (a full disk, an etcd
  * commit in cluster mode) takes time, and the node may have reported the volume in use
  * again meanwhile (its pod came back): then the detach fails without a call, retried.

@@ -1,5 +1,5 @@
 /**
- * Error classification (spec §0.5): a plugin's PluginError (or any error with a valid
+ * Error classification (behaviour K0.5): a plugin's PluginError (or any error with a valid
  * `kind`, such as the host layer's) keeps its class; anything else is final, as in the
  * kubelet; a call that did not answer in time is uncertain (it may still take effect).
  */

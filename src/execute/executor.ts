@@ -1,6 +1,6 @@
 /**
  * The operation executor: starts planned operations, each as an async task that appends
- * OperationStarted before touching anything and OperationFinished after (DESIGN.md).
+ * OperationStarted before touching anything and OperationFinished after (docs/design.md).
  * The planner guarantees that no two started operations have conflicting keys; the fold
  * asserts it again when OperationStarted is folded.
  */

@@ -1,7 +1,7 @@
 /**
  * What every executor shares: the operations in flight (bounded by operationsInFlightMax),
  * OperationStarted before anything runs, OperationFinished with the outcome after, and one
- * place for the operation's log lines (STYLE.md §13).
+ * place for the operation's log lines (docs/style.md rule 13).
  */
 import type { Logger } from 'pino';
 import { assert } from '../assert.js';

@@ -1,5 +1,5 @@
 /**
- * The controller's periodic sync (spec §3.7 syncStates → VerifyVolumesAreAttached): every
+ * The controller's periodic sync (behaviour C3.7 syncStates → VerifyVolumesAreAttached): every
  * period, for each node, ask each plugin whether the node's confirmed attachments still
  * exist, and record the answer as an AttachmentsVerified observation (the fold drops the
  * ones reported gone). A plugin error skips that plugin this round, as upstream.

@@ -1,5 +1,5 @@
 /**
- * What a failed host command means for the engine (spec §0.5 classes): `transient` — it
+ * What a failed host command means for the engine (behaviour K0.5 classes): `transient` — it
  * did nothing and may work when retried; `uncertain` — it may have taken effect, so the
  * engine must look before it acts again; `final` — retrying the same call cannot help,
  * a human or a changed spec must. Messages end with what to do.

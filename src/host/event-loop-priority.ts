@@ -1,5 +1,5 @@
 /**
- * The event loop thread's scheduling priority (docs/performance.md, "Where the one commit's
+ * The event loop thread's scheduling priority (docs/performance-notes.md, "Where the one commit's
  * tail comes from"). On Linux a nice value belongs to a thread, and `setpriority` of the
  * calling "process" sets the calling thread's only: the event loop's, where vole folds,
  * plans and commits its log. V8's garbage-collector and compiler threads, and the libuv

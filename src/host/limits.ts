@@ -1,6 +1,6 @@
 /**
- * The host layer's limits and timeouts, each with the reason for its value (STYLE.md §5,
- * §7). They live here rather than in src/constants.ts because only the host layer reads
+ * The host layer's limits and timeouts, each with the reason for its value (docs/style.md rule 5,
+ * rule 7). They live here rather than in src/constants.ts because only the host layer reads
  * them; the relation to the executor's call timeout is checked when this module loads.
  */
 import { assert } from '../assert.js';

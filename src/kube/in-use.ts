@@ -1,6 +1,6 @@
 /**
  * Node.status.volumesInUse, kept as the kubelet keeps it: published when the volume
- * manager's answer changes, then marked reported in the log (spec §5: the controller may
+ * manager's answer changes, then marked reported in the log (behaviour C5: the controller may
  * detach a volume only once it has left this list), one patch at a time.
  */
 import { kubeWriteRetryMs } from '../constants.js';

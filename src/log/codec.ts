@@ -1,6 +1,6 @@
 /**
  * Events to rows and back. The codec (zod, in vole) validates an event when it is appended
- * and again when it is read back (STYLE.md §4); the store itself knows only the envelope.
+ * and again when it is read back (docs/style.md rule 4); the store itself knows only the envelope.
  */
 import { assert } from '../assert.js';
 import type { EventRow } from './statements.js';

@@ -1,6 +1,6 @@
 /**
  * Errors of the event store. Each carries a code to branch on and a message that ends with
- * what to do (STYLE.md §14). They are failures of the file or of its user, not of vole's
+ * what to do (docs/style.md rule 14). They are failures of the file or of its user, not of vole's
  * logic: invariant violations stay `InvariantError`.
  */
 

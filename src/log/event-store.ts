@@ -1,5 +1,5 @@
 /**
- * The event store over one open SQLite connection (STYLE.md §11–12): append-only, synchronous,
+ * The event store over one open SQLite connection (docs/style.md rule 11–12): append-only, synchronous,
  * every statement prepared once, one IMMEDIATE transaction per appended batch, streaming
  * reads, snapshots as disposable caches. Opened by `openLog` (store.ts), never directly.
  */
@@ -191,7 +191,7 @@ export class EventStore<E extends EventEnvelope> {
   }
 
   /**
-   * Streams events with fromSeq <= seq <= toSeq in seq order, at most `limit` (STYLE.md §11:
+   * Streams events with fromSeq <= seq <= toSeq in seq order, at most `limit` (docs/style.md rule 11:
    * `stmt.iterate()`, never `all()`, so a million-event replay holds one row at a time).
    * Lazy: nothing is read before the first `next()`. Each row is decoded and validated by
    * the codec; a row it rejects throws LogReadError 'invalidEvent' naming the seq, a damaged

@@ -1,5 +1,5 @@
 /**
- * Group commit (STYLE.md §12, PERF.md): one fsync per event caps the engine near 14 k
+ * Group commit (docs/style.md rule 12, docs/performance.md): one fsync per event caps the engine near 14 k
  * events/s while 1,000 per transaction reach 61 k, and each commit blocks the event loop for
  * its fsync (0.2 ms to several ms on a shared disk). So a commit is made only when it is
  * needed (docs/reliability.md, "Durable points"):

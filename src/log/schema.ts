@@ -9,11 +9,11 @@ import { LogOpenError } from './errors.js';
 
 /**
  * Migrations by the version they produce; index 0 is the empty file. A migration may add
- * tables or columns but never rewrites an existing event: the log is the record (DESIGN.md),
+ * tables or columns but never rewrites an existing event: the log is the record (docs/design.md),
  * so an old event must read back as it was written.
  *
  * Version 1: the events table has no secondary index on purpose. Every index costs append
- * throughput (PERF.md: 61 k vs 228 k events/s) and no query needs one: reads go by seq, the
+ * throughput (docs/performance.md: 61 k vs 228 k events/s) and no query needs one: reads go by seq, the
  * primary key, and timestamps never decrease with seq, so time lookups bisect on seq.
  *
  * Version 2: a `meta` table of facts about the log itself (the schema version that created

@@ -1,5 +1,5 @@
 /**
- * SQLite failures turned into the store's errors, by `SqliteError.code` (STYLE.md §12).
+ * SQLite failures turned into the store's errors, by `SqliteError.code` (docs/style.md rule 12).
  * Anything that is not an SqliteError is a bug or a codec failure and passes through.
  */
 import { SqliteError } from 'better-sqlite3';

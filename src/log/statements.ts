@@ -1,5 +1,5 @@
 /**
- * Every statement of the store, prepared once when it opens (STYLE.md §12, PERF.md: preparing
+ * Every statement of the store, prepared once when it opens (docs/style.md rule 12, docs/performance.md: preparing
  * per insert costs a third of the append rate). Reads run in raw or pluck mode, so rows come
  * back as arrays or single values without building an object per row.
  */
@@ -59,7 +59,7 @@ export function prepareReads(db: Db, hasChecksums: boolean): ReadStatements {
 
 export interface WriteStatements {
   /**
-   * One batch in one transaction, created once (STYLE.md §12) and always invoked with
+   * One batch in one transaction, created once (docs/style.md rule 12) and always invoked with
    * `.immediate(...)`: the write lock is taken before the head is read, so the expected-seq
    * check and the inserts see the same log.
    */
@@ -80,7 +80,7 @@ export function prepareWrites(
   const insert = db.prepare<[...EventRow, crc: number]>(
     'INSERT INTO events (seq, ts_ms, type, data, crc) VALUES (?, ?, ?, ?, ?)',
   );
-  // Synchronous on purpose: a promise inside commits too early (STYLE.md "avoids" 6).
+  // Synchronous on purpose: a promise inside commits too early (docs/style.md "avoids" 6).
   const appendBatch = db.transaction((rows: readonly EventRow[], expectedSeq: number): void => {
     const actualSeq = opts.head.get() ?? 0;
     if (actualSeq !== expectedSeq) opts.onConflict(expectedSeq, actualSeq);

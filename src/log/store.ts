@@ -34,7 +34,7 @@ export interface OpenLogOptions<E extends EventEnvelope> {
   /**
    * full (default): SQLite fsyncs the WAL at every commit, so an appended event survives a
    * power cut. vole promises that OperationStarted is durable before the host is touched
-   * (DESIGN.md, STYLE.md §12); better-sqlite3's WAL default, NORMAL, may lose the last commits on power
+   * (docs/design.md, docs/style.md rule 12); better-sqlite3's WAL default, NORMAL, may lose the last commits on power
    * loss. normal: for simulations and tests, whose logs nobody recovers after a crash.
    */
   readonly durability?: 'full' | 'normal';

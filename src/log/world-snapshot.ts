@@ -5,7 +5,7 @@
 import { kubeletCore } from '../engine/cores.js';
 import type { World } from '../world/types.js';
 
-/** The kubelet core's format (5: V8 structured clone of the world; see src/engine/cores.ts). */
+/** The kubelet core's format (a V8 structured clone of the world; see src/engine/cores.ts). */
 export const worldSnapshotFormat = kubeletCore.snapshot.format;
 
 export function encodeWorldSnapshot(world: World): Buffer {

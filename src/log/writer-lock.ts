@@ -1,5 +1,5 @@
 /**
- * One writer per log (DESIGN.md "The next shape"): a writer holds an exclusive lock on a
+ * One writer per log (docs/design.md "The next shape"): a writer holds an exclusive lock on a
  * sidecar file, `<log>-lock`, for as long as its store is open. The lock is SQLite's own
  * (fcntl, through its unix VFS): the sidecar is a tiny SQLite database kept in
  * `locking_mode = EXCLUSIVE` after one write, so the kernel drops the lock when the holder

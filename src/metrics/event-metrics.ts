@@ -1,5 +1,5 @@
 /**
- * Metrics are a fold too (DESIGN.md): counters and histograms are derived from events
+ * Metrics are a fold too (docs/design.md): counters and histograms are derived from events
  * alone (their timestamps, not a clock), so a live agent and `vole metrics --db F --at T`
  * give the same numbers for the same moment. Like a Kubernetes process's counters, they
  * start from zero at each EngineStarted (one engine process's lifetime).

@@ -1,6 +1,6 @@
 /**
  * vole's metrics, in a prom-client Registry of its own (a library never writes to the
- * global default registry): the Kubernetes names of METRICS.md plus vole's own.
+ * global default registry): the Kubernetes names of docs/operating.md plus vole's own.
  *
  *   const vm = VolumeManager.create({ ... });
  *   await vm.metrics.registry.metrics();   // the Prometheus text exposition

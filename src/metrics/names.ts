@@ -1,5 +1,5 @@
 /**
- * The Kubernetes metric vocabulary (METRICS.md): histogram buckets, operation names and
+ * The Kubernetes metric vocabulary (docs/operating.md): histogram buckets, operation names and
  * the plugin label of a volume, as pkg/volume/util/metrics.go spells them.
  */
 import type { OperationKind } from '../events/index.js';

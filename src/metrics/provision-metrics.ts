@@ -1,5 +1,5 @@
 /**
- * The provisioner's metrics, derived from the log like the rest (DESIGN.md "Metrics are a
+ * The provisioner's metrics, derived from the log like the rest (docs/design.md "Metrics are a
  * fold too"), under the names the CSI sidecars and sig-storage-lib-external-provisioner
  * export, so their dashboards read vole's:
  *

@@ -25,7 +25,7 @@ function byPlugin(specs: readonly Parameters<typeof pluginLabel>[0][]): Counts {
   return counts;
 }
 
-/** Operation records that failed and wait for their retry (spec §5.4): a log fact, no clock. */
+/** Operation records that failed and wait for their retry (behaviour K5.4): a log fact, no clock. */
 function pairsInBackoff(world: CoreWorld): number {
   let count = 0;
   for (const records of world.ops.values())

@@ -1,5 +1,5 @@
 /**
- * The operation book both cores keep (spec §5): operation records with their backoff,
+ * The operation book both cores keep (behaviour K5): operation records with their backoff,
  * the operations running and the call each is in, the last error and the cause of the
  * next decision per volume, the dirty set, the crash cut-off, and the claims a plan makes
  * before its operations start. Each core's fold calls these for the operation events and
@@ -33,7 +33,7 @@ function runningOperation(book: OperationBook, opId: string, seq: number): Runni
   return op;
 }
 
-/** spec §5.3 Run: reuse the matching failed record or append one, now pending. */
+/** behaviour K5.3 Run: reuse the matching failed record or append one, now pending. */
 export function startOperation(
   book: OperationBook,
   event: EventOf<'OperationStarted'>,
@@ -109,7 +109,7 @@ function recordError(
   book.lastErrors.set(volume, { message: error.message, seq, tsMs });
 }
 
-/** spec §5.4 completion: success deletes the exact record; failure escalates its backoff. */
+/** behaviour K5.4 completion: success deletes the exact record; failure escalates its backoff. */
 function complete(
   book: OperationBook,
   op: RunningOp,
@@ -142,7 +142,7 @@ export function finishOperation(
 }
 
 /**
- * DESIGN.md crash rule, for EngineStarted: every operation in flight is cut off, oldest
+ * docs/design.md crash rule, for EngineStarted: every operation in flight is cut off, oldest
  * first. `pairs` makes its pairs uncertain (the core's part); the operation counts as a
  * failed attempt, so the call that killed the engine is not retried in a tight loop.
  */
@@ -191,7 +191,7 @@ export class Claims<O extends Claimable> {
     return this.claimed.get(volume) ?? this.book.ops.get(volume) ?? [];
   }
 
-  /** spec §5.6 IsOperationPending(v, "", ""): any pending operation on the volume. */
+  /** behaviour K5.6 IsOperationPending(v, "", ""): any pending operation on the volume. */
   anyPending(volume: UniqueVolumeName): boolean {
     return this.records(volume).some((r) => r.pending);
   }
@@ -200,7 +200,7 @@ export class Claims<O extends Claimable> {
     return mayRun(this.records(op.volume), op.key, op.op, this.nowMs);
   }
 
-  /** spec §5.3 Run: start it unless a conflicting operation runs or it is in backoff. */
+  /** behaviour K5.3 Run: start it unless a conflicting operation runs or it is in backoff. */
   tryRun(operation: O): void {
     const verdict = this.verdict(operation);
     if (verdict.kind === 'backoff')

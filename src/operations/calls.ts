@@ -28,7 +28,7 @@ export type PairStep =
 
 /**
  * How a call's failure reads: the kubelet trusts a final error (nothing took effect);
- * the controller treats any failed attach or detach as uncertain (spec §3.8).
+ * the controller treats any failed attach or detach as uncertain (behaviour C3.8).
  */
 export interface FailureReading {
   readonly uncertainOnAnyFailure: boolean;
@@ -47,7 +47,7 @@ export interface CallEffects {
   readonly started: Effect<EventOf<'CallStarted'>> | null;
   readonly succeeded: Effect<EventOf<'CallSucceeded'>> | null;
   readonly failed: Effect<EventOf<'CallFailed'>> | null;
-  /** After success, the attachment learns the claim's size (spec §4.13). */
+  /** After success, the attachment learns the claim's size (behaviour K4.13). */
   readonly claimSizeAfterSuccess: boolean;
   readonly host: HostMark | null;
 }
@@ -128,7 +128,7 @@ export const callTable = {
   attach: {
     started: () => attachment({ type: 'ATTACH_START' }, true),
     succeeded: (e) => attachment({ type: 'ATTACH_OK', devicePath: e.devicePath ?? '' }, true),
-    // Kubelet attach mode: only an uncertain error may have attached (SCENARIOS.md).
+    // Kubelet attach mode: only an uncertain error may have attached (docs/scenarios.md).
     failed: (e, _op, reading) =>
       attachment(
         {
@@ -174,10 +174,10 @@ export const callTable = {
     ...none,
     succeeded: (e) => attachment({ type: 'RESIZED', sizeBytes: e.sizeBytes ?? 0 }, true),
     failed: (e, op) => {
-      // FailedPrecondition: never retried on this node (spec §4.13).
+      // FailedPrecondition: never retried on this node (behaviour K4.13).
       if (e.error.failedPrecondition === true)
         return attachment({ type: 'EXPANSION_IN_USE_ERROR' }, false);
-      // §4.7 step 12: mounted, but not to be used until the expansion succeeds.
+      // behaviour K4.7 step 12: mounted, but not to be used until the expansion succeeds.
       return op.op === 'mount' && op.pod !== null
         ? mount({ type: 'EXPAND_IN_MOUNT_FAIL' }, false, true)
         : null;

@@ -1,5 +1,5 @@
 /**
- * Nested pending operations (spec §5): the conflict rule between operation keys, the
+ * Nested pending operations (behaviour K5): the conflict rule between operation keys, the
  * choice of "the" matching record, and exponential backoff. Pure functions over the
  * world's operation records; the fold changes records, the planner only asks.
  */
@@ -9,7 +9,7 @@ import type { CallError, OperationKind, OpKey } from '../events/index.js';
 import type { OpId } from '../ids.js';
 import type { OpRecord } from './types.js';
 
-/** spec §5.2: do two keys conflict? An empty part matches anything. */
+/** behaviour K5.2: do two keys conflict? An empty part matches anything. */
 export function keysConflict(a: OpKey, b: OpKey): boolean {
   if (a.volume === '' || a.volume !== b.volume) return false;
   const podMatches = a.pod === '' || b.pod === '' || a.pod === b.pod;
@@ -26,7 +26,7 @@ export function keyString(key: OpKey): string {
 }
 
 /**
- * spec §5.2 isOperationExists: the first pending match wins; otherwise an exact match,
+ * behaviour K5.2 isOperationExists: the first pending match wins; otherwise an exact match,
  * otherwise the first non-exact one. Returns its index in `records`, or -1.
  */
 export function findMatch(records: readonly OpRecord[], key: OpKey): number {
@@ -44,8 +44,8 @@ export function findMatch(records: readonly OpRecord[], key: OpKey): number {
 
 /**
  * The time from which a failed record lets the same operation run again. Retry is
- * allowed at lastError + duration (spec §5.5 says strictly after; on a virtual clock the
- * planner wakes exactly then, and SCENARIOS.md's "ok at 0.5 s" needs the boundary).
+ * allowed at lastError + duration (behaviour K5.5 says strictly after; on a virtual clock the
+ * planner wakes exactly then, and docs/scenarios.md's "ok at 0.5 s" needs the boundary).
  */
 export function retryAtMs(record: OpRecord): number {
   return record.lastErrorTsMs + record.durationMsBeforeRetry;
@@ -56,7 +56,7 @@ export type RunVerdict =
   | { kind: 'alreadyExists'; record: OpRecord }
   | { kind: 'backoff'; record: OpRecord; retryAtMs: number };
 
-/** spec §5.3 Run, as a question: may `opName` start on `key` at `nowMs`? */
+/** behaviour K5.3 Run, as a question: may `opName` start on `key` at `nowMs`? */
 export function mayRun(
   records: readonly OpRecord[],
   key: OpKey,
@@ -77,7 +77,7 @@ export function mayRun(
 /** The common answer, allocated once (the fold asks on every OperationStarted). */
 const runVerdict: RunVerdict = Object.freeze({ kind: 'run' });
 
-/** spec §5.4: the next durationBeforeRetry after a failure. */
+/** behaviour K5.4: the next durationBeforeRetry after a failure. */
 export function nextBackoffMs(current: number): number {
   const next = current === 0 ? backoffMsInitial : Math.min(current * backoffFactor, backoffMsMax);
   if (!(next > 0 && next <= backoffMsMax)) fail(`backoff ${next} ms out of range`);
@@ -85,7 +85,7 @@ export function nextBackoffMs(current: number): number {
 }
 
 /**
- * spec §5.3 Run, as a change of the records: reuse the matching failed record (reset when
+ * behaviour K5.3 Run, as a change of the records: reuse the matching failed record (reset when
  * a different operation takes it over inside its backoff window) or append one, pending.
  */
 export function recordsAfterStart(
@@ -113,7 +113,7 @@ export function recordsAfterStart(
 }
 
 /**
- * spec §5.4 completion: success deletes the exact record (a fresh start next time);
+ * behaviour K5.4 completion: success deletes the exact record (a fresh start next time);
  * failure keeps it, not pending, with its backoff escalated from `tsMs`. Undefined when
  * there is no record with exactly this key (a corrupt log).
  */
@@ -151,7 +151,7 @@ export function setRecords<V>(ops: Map<V, OpRecord[]>, volume: V, records: OpRec
 }
 
 /**
- * spec §5.4 for a fold: the operation's record finished, stored back. A missing record
+ * behaviour K5.4 for a fold: the operation's record finished, stored back. A missing record
  * means a corrupt log or an engine bug: it fails an assertion naming the operation.
  */
 export function finishRecord<V>(

@@ -19,7 +19,7 @@ export interface OperationRef {
   readonly pod?: string | undefined;
 }
 
-/** Which metric families a core's engine exports (METRICS.md): its Kubernetes component's. */
+/** Which metric families a core's engine exports (docs/operating.md): its Kubernetes component's. */
 export interface CoreMetricFamilies {
   /** volume_manager_total_volumes (kubelet) or attachdetach_controller_total_volumes. */
   readonly totalVolumes: string;

@@ -1,5 +1,5 @@
 /**
- * What both cores keep about operations (spec §5): the records with their backoff, the
+ * What both cores keep about operations (behaviour K5): the records with their backoff, the
  * running operations and the book that holds them. The fold of each core keeps them by the
  * same code (book.ts).
  */
@@ -15,7 +15,7 @@ export interface VolumeCauses {
   delete(volume: UniqueVolumeName): boolean;
 }
 
-/** spec §5.1 OperationRec: a running operation, or a failed one kept for its backoff. */
+/** behaviour K5.1 OperationRec: a running operation, or a failed one kept for its backoff. */
 export interface OpRecord {
   readonly key: OpKey;
   readonly opName: OperationKind;
@@ -24,7 +24,7 @@ export interface OpRecord {
   readonly opId: OpId | null;
   readonly lastError: CallError | null;
   readonly lastErrorTsMs: number;
-  /** 0 until the first failure; then 500 ms doubling to 2 min 2 s (spec §5.5). */
+  /** 0 until the first failure; then 500 ms doubling to 2 min 2 s (behaviour K5.5). */
   readonly durationMsBeforeRetry: number;
 }
 
@@ -73,7 +73,7 @@ export interface RunningOp {
  * by the same code in both folds.
  */
 export interface OperationBook {
-  /** Operation records by volume (spec §5.1), in insertion order per volume. */
+  /** Operation records by volume (behaviour K5.1), in insertion order per volume. */
   ops: Map<UniqueVolumeName, OpRecord[]>;
   running: Map<OpId, RunningOp>;
   /** The last error of an operation on each volume, for waits and explanations. */

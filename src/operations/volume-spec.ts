@@ -92,12 +92,12 @@ export interface VolumeTraits {
   readonly attachable: boolean;
   readonly deviceMountable: boolean;
   readonly requiresRemount: boolean;
-  /** spec §4.1: a PV whose access modes contain neither ReadWriteOnce nor ReadWriteOncePod. */
+  /** behaviour K4.1: a PV whose access modes contain neither ReadWriteOnce nor ReadWriteOncePod. */
   readonly multiAttachAllowed: boolean;
   readonly volumeMode: VolumeMode;
   /** PV spec.capacity.storage in bytes; 0 = unknown. */
   readonly sizeBytes: number;
-  /** PVC status.capacity.storage in bytes; 0 = unknown (spec §4.6 claimSize). */
+  /** PVC status.capacity.storage in bytes; 0 = unknown (behaviour K4.6 claimSize). */
   readonly claimSizeBytes: number;
   readonly volumeGidValue: string;
   readonly readOnly: boolean;
@@ -105,12 +105,12 @@ export interface VolumeTraits {
 }
 
 /**
- * One pod volume resolved to the volume it names (spec §2.6 populator): what names it, its
+ * One pod volume resolved to the volume it names (behaviour K2.6 populator): what names it, its
  * source and claim, and its traits (shared, above).
  */
 export interface ResolvedVolume {
   readonly outerVolumeSpecName: string;
-  /** PV name for PVC-backed volumes, else the pod volume name (spec §0.4). */
+  /** PV name for PVC-backed volumes, else the pod volume name (behaviour K0.4). */
   readonly innerVolumeSpecName: string;
   readonly volume: UniqueVolumeName;
   readonly traits: VolumeTraits;

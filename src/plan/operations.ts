@@ -1,4 +1,4 @@
-/** The operations the planner returns as data and the executor runs (STYLE.md §1). */
+/** The operations the planner returns as data and the executor runs (docs/style.md rule 1). */
 import type {
   Decision,
   OperationKind,
@@ -11,7 +11,7 @@ import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 interface OperationBase {
   readonly volume: UniqueVolumeName;
   readonly key: OpKey;
-  /** The seq of the event that led to this decision (DESIGN.md: why did it detach?). */
+  /** The seq of the event that led to this decision (docs/design.md: why did it detach?). */
   readonly cause: Seq;
 }
 
@@ -50,7 +50,7 @@ export interface Expansion {
   readonly deviceMountPath: string;
 }
 
-/** spec §4.7 / §4.10: the calls of a mount (or a Block volume's map), and their inputs. */
+/** behaviour K4.7 / K4.10: the calls of a mount (or a Block volume's map), and their inputs. */
 export type MountStep = Extract<
   OperationStep,
   'waitForAttach' | 'mountDevice' | 'setUp' | 'expand' | 'setUpDevice' | 'map'
@@ -67,7 +67,7 @@ export type MountOperation = OperationBase & {
   /** The device's global mount path when it is already mounted (no mountDevice step). */
   readonly deviceMountPath: string;
   readonly fsGroup: number | null;
-  /** The expand step's sizes (spec §4.7 step 12). */
+  /** The expand step's sizes (behaviour K4.7 step 12). */
   readonly expansion?: { readonly oldSizeBytes: number; readonly newSizeBytes: number };
   /** Why the mount fails before any call (a ReadWriteOncePod volume in use elsewhere). */
   readonly refusal?: string;

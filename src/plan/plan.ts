@@ -1,6 +1,6 @@
 /**
- * plan(world, nowMs) → operations: Emmett's `decide` for the reconciler (STYLE.md §1).
- * Pure: no I/O, no clock but `nowMs`. It holds the pass order of spec §3.2 and all of the
+ * plan(world, nowMs) → operations: Emmett's `decide` for the reconciler (docs/style.md rule 1).
+ * Pure: no I/O, no clock but `nowMs`. It holds the pass order of behaviour K3.2 and all of the
  * branching; the helpers below it decide one pair each.
  *
  * Incremental: given the volumes touched since the last plan, it looks only at them, so
@@ -70,7 +70,7 @@ function key(volume: string, opts: { pod?: string; node?: string } = {}): OpKey 
   return { volume, pod: opts.pod ?? '', node: opts.node ?? '' };
 }
 
-/** spec §4.1: attach/detach keys name the node only when multi-attach is allowed. */
+/** behaviour K4.1: attach/detach keys name the node only when multi-attach is allowed. */
 function attachKey(volume: UniqueVolumeName, node: NodeName, multiAttachAllowed: boolean): OpKey {
   return multiAttachAllowed ? key(volume, { node }) : key(volume);
 }
@@ -79,7 +79,7 @@ function causeOf(world: World, volume: UniqueVolumeName): Seq {
   return world.causes.get(volume) ?? world.seq;
 }
 
-/** spec §3.3 Pass A — unmountVolumes: pods' mounts (mounted or uncertain) not desired. */
+/** behaviour K3.3 Pass A — unmountVolumes: pods' mounts (mounted or uncertain) not desired. */
 function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): void {
   const desired = world.dsw.get(volume)?.pods;
   for (const record of podEntriesByName(world.mounts.get(volume))) {
@@ -98,7 +98,7 @@ function planUnmounts(world: World, claims: Claims, volume: UniqueVolumeName): v
 }
 
 /**
- * CSI.md: NodeGetInfo's max_volumes_per_node caps how many of a driver's volumes may be
+ * docs/csi.md: NodeGetInfo's max_volumes_per_node caps how many of a driver's volumes may be
  * attached to this node (the capability recorded in the log). A volume past it is not
  * attached: the planner refuses the attach, saying why, and the refusal is retried with
  * backoff, so the attach goes on once another of the driver's volumes is detached. Counts
@@ -136,7 +136,7 @@ function podsToMount(world: World, volume: DswVolume): UniquePodName[] {
   return pods;
 }
 
-/** spec §3.5 waitForVolumeAttach. */
+/** behaviour K3.5 waitForVolumeAttach. */
 function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const { node, controllerAttachDetach } = world.config;
   const cause = causeOf(world, volume.volume);
@@ -167,7 +167,7 @@ function planAttach(world: World, claims: Claims, volume: DswVolume, entry: DswP
     return;
   }
   // Controller mode: wait (no operation, no backoff) until the node reported the volume
-  // in use and the controller lists it attached (spec §3.5, §4.6 MountPreConditionFailed).
+  // in use and the controller lists it attached (behaviour K3.5, K4.6 MountPreConditionFailed).
   const devicePath = world.volumesAttached.get(volume.volume);
   if (!volume.reportedInUse || devicePath === undefined) return;
   claims.tryRun({
@@ -186,7 +186,7 @@ function firstDesired(volume: DswVolume): ResolvedVolume {
   return fail(`volume ${volume.volume}: desired without a pod`);
 }
 
-/** spec §4.7 step 12: expand during mount when the claim is smaller than the PV. */
+/** behaviour K4.7 step 12: expand during mount when the claim is smaller than the PV. */
 function expansionDuringMount(world: World, spec: ResolvedVolume) {
   const caps = world.plugins.get(spec.traits.pluginName);
   const current = world.attachments.get(spec.volume)?.context;
@@ -206,7 +206,7 @@ function expansionDuringMount(world: World, spec: ResolvedVolume) {
   };
 }
 
-/** spec §4.7 (filesystem) and §4.10 (Block): the calls a mount makes, in order. */
+/** behaviour K4.7 (filesystem) and K4.10 (Block): the calls a mount makes, in order. */
 function mountSteps(world: World, spec: ResolvedVolume, expand: boolean): MountStep[] {
   const deviceMounted = world.attachments.get(spec.volume)?.value === 'attached.deviceMounted';
   const steps: MountStep[] = spec.traits.attachable ? ['waitForAttach'] : [];
@@ -260,7 +260,7 @@ function mountOperation(
   };
 }
 
-/** spec §3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
+/** behaviour K3.4 Pass B — mountOrAttachVolumes, for one desired (volume, pod). */
 function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entry: DswPod): void {
   const state = podExistsInVolume(world, entry.pod, volume.volume, entry.resolved.traits.sizeBytes);
   const shared = entry.resolved.traits.attachable || entry.resolved.traits.deviceMountable;
@@ -298,7 +298,7 @@ function planMountOrAttach(world: World, claims: Claims, volume: DswVolume, entr
   }
 }
 
-/** spec §3.6 Pass C — unmountDetachDevices, for one attachment no pod uses. */
+/** behaviour K3.6 Pass C — unmountDetachDevices, for one attachment no pod uses. */
 function planUnmountDeviceOrDetach(
   world: World,
   claims: Claims,
@@ -332,7 +332,7 @@ function planUnmountDeviceOrDetach(
   }
 }
 
-/** spec S1: never detach (or forget) while a pod mount or the device may exist. */
+/** behaviour K8.1 S1: never detach (or forget) while a pod mount or the device may exist. */
 function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
   const name = attachmentName(attachment.volume, attachment.node);
   const mounts = world.mounts.get(attachment.volume);
@@ -350,7 +350,7 @@ function assertSafeToDetach(world: World, attachment: AttachmentRecord): void {
   );
 }
 
-/** spec §5.2 S7: no two operations of one plan conflict (keys only meet within a volume). */
+/** behaviour K5.2 S7: no two operations of one plan conflict (keys only meet within a volume). */
 function assertNoConflicts(world: World, operations: readonly Operation[]): void {
   const byVolume = new Map<UniqueVolumeName, Operation[]>();
   for (const op of operations) {
@@ -367,7 +367,7 @@ function assertNoConflicts(world: World, operations: readonly Operation[]): void
 }
 
 /**
- * The reconcile passes of spec §3.2 over the given volumes (all by default): A unmount
+ * The reconcile passes of behaviour K3.2 over the given volumes (all by default): A unmount
  * undesired pod mounts, B attach/mount desired ones, C unmount devices and detach unused
  * volumes. A and C wait for the sources to be ready (populatorHasAddedPods).
  */

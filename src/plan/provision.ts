@@ -1,5 +1,5 @@
 /**
- * The provisioner's, resizer's and pvc-protection controller's decisions (DESIGN.md
+ * The provisioner's, resizer's and pvc-protection controller's decisions (docs/design.md
  * "Decisions are planned, effects are events"), in the persistent-volume controller's and
  * CSI external-provisioner's order:
  *

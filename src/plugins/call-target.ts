@@ -3,7 +3,7 @@
  * only when the plugin asks for it: the built-in plugins never do, and an AbortController
  * with its listener on the engine's signal cost more per call than folding the call's
  * events (and each one's EventTarget machinery was among the code V8 dropped and compiled
- * again while pods ran: docs/performance.md, "A slow pod's time"). Asked before or after,
+ * again while pods ran: docs/performance-notes.md, "A slow pod's time"). Asked before or after,
  * the signal says the same: aborted once the engine stopped or the call timed out.
  */
 import type { RpcRecord } from '../events/index.js';

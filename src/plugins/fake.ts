@@ -1,5 +1,5 @@
 /**
- * The scripted fake plugin of SCENARIOS.md: touches nothing on the host, answers each call
+ * The scripted fake plugin of docs/scenarios.md: touches nothing on the host, answers each call
  * with the next scripted outcome (per volume handle first, then per plugin; then ok), and
  * records every call with its virtual time for `calls` and `counts`.
  */
@@ -53,7 +53,7 @@ export class FakeHost {
   readonly setUp = new Set<string>();
 
   /**
-   * A final error means the call definitely left nothing in effect (spec §0.5): a plugin
+   * A final error means the call definitely left nothing in effect (behaviour K0.5): a plugin
    * that answers final after a partial success must have rolled it back.
    */
   rollBack(call: CallName, volume: string, pod: string | null): void {

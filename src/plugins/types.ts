@@ -2,8 +2,8 @@
  * Volume plugin interfaces: seed 001's VolumePlugin, Attacher/Detacher, DeviceMounter/
  * DeviceUnmounter, Mounter/Unmounter and NodeExpandable in TypeScript form.
  *
- * Every call may throw a PluginError whose kind is one of the spec's three classes
- * (§0.5); anything else thrown counts as final. Every call must be idempotent: the engine
+ * Every call may throw a PluginError whose kind is one of Kubernetes' three classes
+ * (behaviour K0.5); anything else thrown counts as final. Every call must be idempotent: the engine
  * retries after uncertain outcomes and crashes.
  */
 import type { ErrorKind } from '../../machines/index.js';
@@ -35,7 +35,7 @@ export interface SetUpOptions {
   readonly fsGroup: number | null;
 }
 
-/** Mounter + Unmounter: the pod-level half every plugin has (spec §4.7 step 11, §4.11). */
+/** Mounter + Unmounter: the pod-level half every plugin has (behaviour K4.7 step 11, K4.11). */
 export interface PodVolumeOps {
   /** The pod's directory for this volume (`<root>/pods/<uid>/volumes/<plugin>/<name>`). */
   podVolumePath(spec: ResolvedVolume, podUid: string): string;
@@ -45,7 +45,7 @@ export interface PodVolumeOps {
   isSetUp?(spec: ResolvedVolume, podUid: string): Promise<boolean>;
 }
 
-/** Attacher + Detacher (spec §4.3, §4.5, §4.7 step 7). */
+/** Attacher + Detacher (behaviour K4.3, K4.5, K4.7 step 7). */
 export interface AttacherOps {
   /** Returns the devicePath where the volume appears on the node. */
   attach(spec: ResolvedVolume, target: CallTarget): Promise<string>;
@@ -60,7 +60,7 @@ export interface AttacherOps {
   isAttached?(spec: ResolvedVolume): Promise<boolean>;
 }
 
-/** DeviceMounter + DeviceUnmounter (spec §4.7 steps 8–9, §4.12). */
+/** DeviceMounter + DeviceUnmounter (behaviour K4.7 steps 8–9, K4.12). */
 export interface DeviceMounterOps {
   deviceMountPath(spec: ResolvedVolume): string;
   mountDevice(
@@ -77,7 +77,7 @@ export interface DeviceMounterOps {
 }
 
 /**
- * BlockVolumeMapper / BlockVolumeUnmapper (spec §4.10, §4.11–4.12 block): a Block volume
+ * BlockVolumeMapper / BlockVolumeUnmapper (behaviour K4.10, K4.11–4.12 block): a Block volume
  * is mapped, not mounted — the device is set up at a global map path once per node, then
  * mapped into each pod's device path.
  */
@@ -102,7 +102,7 @@ export interface BlockMapperOps {
   deviceMapRefs(spec: ResolvedVolume, globalMapPath: string): Promise<string[]>;
 }
 
-/** NodeExpandableVolumePlugin (spec §4.13). Returns the new size in bytes. */
+/** NodeExpandableVolumePlugin (behaviour K4.13). Returns the new size in bytes. */
 export interface ExpanderOps {
   nodeExpand(
     spec: ResolvedVolume,

@@ -71,7 +71,7 @@ function backoffOf(world: World, volume: UniqueVolumeName, pod: string): OpRecor
 
 type Step = Pick<VolumeWhy, 'status' | 'step' | 'detail' | 'sinceSeq'>;
 
-/** Attachment-side step of a desired volume that is not attached yet (spec §3.5). */
+/** Attachment-side step of a desired volume that is not attached yet (behaviour K3.5). */
 function attachStep(world: World, spec: ResolvedVolume, entrySeq: number): Step {
   const attachment = world.attachments.get(spec.volume);
   const since = attachment?.seq ?? entrySeq;
@@ -248,7 +248,7 @@ export function why(world: World, subject: string): WhyAnswer | undefined {
   return { kind: 'volume', subject: volume, atSeq: world.seq, atTsMs: world.tsMs, volumes };
 }
 
-/** An attachment no pod uses: its unmountDevice/detach (spec §3.6). */
+/** An attachment no pod uses: its unmountDevice/detach (behaviour K3.6). */
 function unusedAttachment(world: World, volume: UniqueVolumeName): VolumeWhy {
   const attachment = world.attachments.get(volume)!;
   const running = [...world.running.values()].find((op) => op.volume === volume);

@@ -7,7 +7,7 @@
  *
  * A detach fails only after taking effect ("uncertain"). The spec lets the controller
  * attach a ReadWriteOnce disk elsewhere while an entry is uncertain, relying on the
- * storage to refuse (spec §3.4, S7): this cloud refuses, as real storage (and vole's disk
+ * storage to refuse (behaviour C3.4, S7): this cloud refuses, as real storage (and vole's disk
  * plugin) does, an attach of a ReadWriteOnce disk attached to another node — a transient
  * failure that takes no effect.
  *

@@ -1,5 +1,5 @@
 /**
- * Simulation in controller mode (SCENARIOS.md "Controller mode"): the attach/detach
+ * Simulation in controller mode (docs/scenarios.md "Controller mode"): the attach/detach
  * controller for a set of nodes. Node health, taints and what each node reports in use
  * are Node objects, changed by the nodeStatus / nodeReady / taint / untaint steps. The
  * simulation plays the API server: a claim gets the pvc-protection finalizer when it is

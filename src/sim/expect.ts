@@ -1,4 +1,4 @@
-/** Checking a scenario's `expect` step against the world (SCENARIOS.md expectation keys). */
+/** Checking a scenario's `expect` step against the world (docs/scenarios.md expectation keys). */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import {

@@ -1,6 +1,6 @@
 /**
  * One attach/detach controller and N node agents in one process, each with its own log,
- * wired through node status as in Kubernetes (spec §5): an agent publishes volumesInUse
+ * wired through node status as in Kubernetes (behaviour C5): an agent publishes volumesInUse
  * (then marks them reported in use), the controller publishes volumesAttached, and each
  * side acts only on what the other published. For tests, demos and simulations.
  */

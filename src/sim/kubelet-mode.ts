@@ -69,7 +69,7 @@ async function waitForPod(
   timeoutMs: number,
 ): Promise<WaitResult> {
   const deadline = sim.now() + timeoutMs;
-  // spec §2.5 step 2: ReprocessPod — the pod is processed again (remount-requiring volumes).
+  // behaviour K2.5 step 2: ReprocessPod — the pod is processed again (remount-requiring volumes).
   const known = sim.engine.world.pods.get(UniquePodName(pod));
   if (known !== undefined) {
     sim.append({ type: 'PodUpserted', tsMs: sim.now(), pod: known.pod });
@@ -103,7 +103,7 @@ export const kubeletMode: Mode<World, Operation> = {
       tsMs,
       object: toLoggedObject(object),
     })),
-    // The scenario is the pod source, and it is complete from the start (spec §3.2).
+    // The scenario is the pod source, and it is complete from the start (behaviour K3.2).
     { type: 'SourcesReady', tsMs },
   ],
   restartEvents: (_scenario, tsMs) => [{ type: 'SourcesReady', tsMs }],

@@ -9,7 +9,7 @@ import { caps, type VolumePlugin } from '../plugins/types.js';
 import { builtinPluginNames } from '../world/resolve.js';
 import type { ScenarioPlugin } from './scenario.js';
 
-/** Built-in sources as fakes, neither attachable nor device-mountable (SCENARIOS.md). */
+/** Built-in sources as fakes, neither attachable nor device-mountable (docs/scenarios.md). */
 const builtins: ScenarioPlugin[] = [
   { name: builtinPluginNames.emptyDir },
   { name: builtinPluginNames.hostPath },

@@ -1,5 +1,5 @@
 /**
- * The scenario file format of SCENARIOS.md, validated strictly: unknown keys, wrong types
+ * The scenario file format of docs/scenarios.md, validated strictly: unknown keys, wrong types
  * and bad durations are errors naming the field (exit 2). Kubernetes objects inside it
  * keep every field they have, as Kubernetes would.
  */
@@ -106,7 +106,7 @@ const csiFaultScript = z.partialRecord(
   z.array(csiFaultEntry),
 ) as unknown as z.ZodType<FaultScript>;
 
-/** A scripted CSI driver's capabilities (SCENARIOS.md). */
+/** A scripted CSI driver's capabilities (docs/scenarios.md). */
 const csiDriver = z.strictObject({
   publishUnpublish: z.boolean().optional(),
   stageUnstage: z.boolean().optional(),

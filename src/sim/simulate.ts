@@ -109,7 +109,7 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
       logger: this.opts.logger ?? pino({ level: 'silent' }),
       checkIncrementalPlan: this.opts.checkIncrementalPlan ?? true,
       // A restart here reads back every event: no mount can have run unlogged, and the
-      // pairs stay as SCENARIOS.md says (a crash mid-attach leaves it attachUncertain).
+      // pairs stay as docs/scenarios.md says (a crash mid-attach leaves it attachUncertain).
       mountIntents: false,
       core: this.mode.core,
       runner: (host) => this.mode.runner(host),

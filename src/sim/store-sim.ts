@@ -1,7 +1,7 @@
 /**
  * The store port (src/cluster/store.ts) simulated, for `vole chaos --cluster`: one etcd on
  * the virtual clock, deterministic for a seed. What the cluster code relies on
- * (CLUSTER.md): one revision counter, keys with create and mod revisions and their history
+ * (docs/cluster.md): one revision counter, keys with create and mod revisions and their history
  * (a range at a past revision, a watch from one, both refused once compacted away), leases
  * with a TTL whose keys go when they expire, transactions guarded by compares.
  *

@@ -1,5 +1,5 @@
 /**
- * ConfigMap and Secret content, kept out of the log (DESIGN.md "Secrets stay out of the
+ * ConfigMap and Secret content, kept out of the log (docs/design.md "Secrets stay out of the
  * log"): a source hands the engine the object with a content hash in place of its data
  * (toLoggedObject) and keeps the data here, where the configMap, secret and projected
  * plugins read it at setUp time.

@@ -1,5 +1,5 @@
 /**
- * The fold's fast path through the pair machines (PERF.md: xstate's `transition()` costs
+ * The fold's fast path through the pair machines (docs/performance.md: xstate's `transition()` costs
  * ~34 µs per event, 18× a hand reducer). At load time each machine definition is compiled
  * into a table (atomic state, event type) → candidate transitions, in xstate's priority
  * order (the state's own transitions first, then its ancestors'), whose guards and assign

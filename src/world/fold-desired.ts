@@ -1,6 +1,6 @@
 /**
  * Folding desired-state events: pods, cluster objects and the node's reports
- * (spec §2.3 DSW mutations, §2.6 populator).
+ * (behaviour K2.3 DSW mutations, K2.6 populator).
  */
 import type { EventOf } from '../events/index.js';
 import { objectKey, type Pod } from '../events/k8s.js';
@@ -41,7 +41,7 @@ export function markDirty(world: World, volume: UniqueVolumeName): void {
   world.dirty.add(volume);
 }
 
-/** spec §2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
+/** behaviour K2.3 DeletePodFromVolume for every volume of the pod's previous resolution. */
 function removeFromDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const desired = world.volumes.get(resolved.volume)?.pods;
@@ -62,7 +62,7 @@ function onlyName(record: PodRecord, name: string): readonly string[] {
   return expected.length === 1 && expected[0] === name ? expected : [name];
 }
 
-/** spec §2.3 AddPodToVolume for every resolved volume of the pod. */
+/** behaviour K2.3 AddPodToVolume for every resolved volume of the pod. */
 function addToDsw(world: World, record: PodRecord, cause: Seq): void {
   for (const resolved of record.volumes) {
     const existing = world.volumes.get(resolved.volume)?.pods;
@@ -101,7 +101,7 @@ function releaseList(world: World, names: readonly string[]): void {
 
 /**
  * Re-resolves a pod against the current objects and plugins and replaces its DSW entries.
- * `reprocessed`: the pod source reported it again, so spec §2.6's MarkRemountRequired
+ * `reprocessed`: the pod source reported it again, so behaviour K2.6's MarkRemountRequired
  * applies when every volume resolved.
  */
 export function upsertPod(
@@ -262,7 +262,7 @@ function takenVolumes(world: World): ReadonlyMap<string, string> {
 }
 
 /**
- * spec §2.6: a pod's volumes leave the DSW only when the pod is gone. A volume that resolved
+ * behaviour K2.6: a pod's volumes leave the DSW only when the pod is gone. A volume that resolved
  * before and fails now (its claim or PV deleted, unbound, unreadable) stays desired with
  * its last spec; the pod records the error.
  */
@@ -277,7 +277,7 @@ function keptVolumes(previous: PodRecord | undefined, resolution: PodResolution)
 }
 
 /**
- * spec §2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount (only those
+ * behaviour K2.1 MarkRemountRequired: mounted volumes of plugins that RequiresRemount (only those
  * `which` picks, when given).
  */
 function markRemountRequired(
@@ -362,7 +362,7 @@ function readsObject(resolved: ResolvedVolume, object: ObjectName): boolean {
 
 /**
  * A ConfigMap or Secret a pod reads changed: its mounted volumes that read it are set up
- * again (spec §2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
+ * again (behaviour K2.1 MarkRemountRequired, the kubelet's resync bringing new content), no others.
  */
 function remountReader(world: World, record: PodRecord, object: ObjectName): void {
   for (const resolved of record.volumes) {
@@ -434,7 +434,7 @@ export function claimExpanded(
   reresolveReaders(world, kubeletIntake, { kind: 'PersistentVolumeClaim', ...claim });
 }
 
-/** spec §2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
+/** behaviour K2.3 MarkVolumesReportedInUse: full replacement over every DSW volume. */
 function foldVolumesReportedInUse(world: World, event: EventOf<'VolumesReportedInUse'>): void {
   const reported = new Set(event.volumes);
   for (const [name, volume] of world.dsw) {

@@ -1,6 +1,6 @@
 /**
  * Folding operation events: OperationStarted, each plugin call's start and outcome, and
- * OperationFinished (spec §4 operation outcomes, §5 pending operations and backoff).
+ * OperationFinished (behaviour K4 operation outcomes, K5 pending operations and backoff).
  */
 import { fail } from '../assert.js';
 import { bookCall, cutOffOperations, finishOperation, startOperation } from '../operations/book.js';
@@ -43,7 +43,7 @@ function canonicalPod(world: World, uid: string): UniquePodName {
   return world.pods.get(pod)?.uid ?? pod;
 }
 
-/** spec §5.3 Run: the book records the start; the operation captures the desired spec. */
+/** behaviour K5.3 Run: the book records the start; the operation captures the desired spec. */
 export function foldOperationStarted(world: World, event: EventOf<'OperationStarted'>): void {
   const volume = canonicalVolume(world, event.volume);
   const pod = event.pod === undefined ? null : canonicalPod(world, event.pod);
@@ -70,7 +70,7 @@ export function foldOperationStarted(world: World, event: EventOf<'OperationStar
 
 const provisioningCalls: ReadonlySet<string> = new Set(provisionCallNames);
 
-/** The kubelet trusts a final error: nothing took effect (spec §0.5). */
+/** The kubelet trusts a final error: nothing took effect (behaviour K0.5). */
 const kubeletReading: FailureReading = { uncertainOnAnyFailure: false };
 
 /** Applies one pair step the call table names to the operation's pair. */
@@ -156,7 +156,7 @@ function startUnloggedSteps(world: World, op: RunningOp, tsMs: number): void {
 }
 
 /**
- * DESIGN.md crash rule, for EngineStarted: every call in flight is cut off. Its pair goes
+ * docs/design.md crash rule, for EngineStarted: every call in flight is cut off. Its pair goes
  * uncertain and its operation counts as a failed attempt (the book's cut-off).
  */
 export function cutOffRunningOperations(world: World, tsMs: number): void {

@@ -1,5 +1,5 @@
 /**
- * fold(world, event) → world: Emmett's `evolve` for the whole engine (STYLE.md §1).
+ * fold(world, event) → world: Emmett's `evolve` for the whole engine (docs/style.md rule 1).
  * Pure and deterministic: no I/O, no clock; the same log always folds to the same world.
  */
 import { fail, unreachable } from '../assert.js';
@@ -97,7 +97,7 @@ function foldEngineStarted(world: World, event: EventOf<'EngineStarted'>): void 
     if (caps.csi !== undefined && !plugins.has(name)) plugins.set(name, caps);
   world.plugins = plugins;
   world.engineStartedSeq = event.seq as Seq;
-  // spec §3.2: no unmount or detach until the sources have reported every pod again.
+  // behaviour K3.2: no unmount or detach until the sources have reported every pod again.
   world.sourcesReady = false;
   world.bindingCause = event.seq as Seq;
   world.dirty.add(bindingVolume); // claims left unbound before the restart

@@ -1,5 +1,5 @@
 /**
- * Safety invariants of the kubelet world (spec §8.1), checked after fold steps in tests,
+ * Safety invariants of the kubelet world (behaviour K8.1), checked after fold steps in tests,
  * simulations, `vole chaos` and `vole verify`. Each check looks only at the volume an
  * event touched, so checking every step costs O(change). A violation names the pair and
  * the seq.
@@ -58,7 +58,7 @@ export function checkVolume(world: World, volume: UniqueVolumeName): Violation[]
       }
     }
   }
-  // spec §5.5: backoff never above 2 min 2 s.
+  // behaviour K5.5: backoff never above 2 min 2 s.
   for (const r of world.ops.get(volume) ?? []) {
     if (r.durationMsBeforeRetry > backoffMsMax)
       at(

@@ -66,7 +66,7 @@ export function attachmentOrNew(
 /**
  * Applies a machine event to an attachment. An event the state does not accept means a
  * corrupt log or an engine bug: it fails an assertion naming the pair and the seq
- * (STYLE.md §3), unless `observation` says it may be ignored (a crash notice).
+ * (docs/style.md rule 3), unless `observation` says it may be ignored (a crash notice).
  */
 export function stepAttachment(
   world: World,

@@ -1,5 +1,5 @@
 /**
- * The questions the spec asks of the desired and actual state of world (§2.2, §2.4, §2.5).
+ * The questions Kubernetes asks of the desired and actual state of world (behaviour K2.2, K2.4, K2.5).
  * Pure reads: none changes the world.
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
@@ -10,7 +10,7 @@ import type { ClusterObject } from '../events/k8s.js';
 import { boundVolumes, type ClaimBinding } from '../binding/claims.js';
 import { podCount, podEntries, podEntry } from './by-pod.js';
 
-/** spec §2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
+/** behaviour K2.2 PodExistsInVolume, as a discriminated union instead of (bool, string, error). */
 export type PodInVolume =
   | { kind: 'volumeNotAttached' }
   /** Pod record absent or uncertain: "keep trying to mount". */
@@ -25,7 +25,7 @@ export function isAttached(record: AttachmentRecord | undefined): record is Atta
 
 /**
  * Missing attachment (or one not attached yet) → volumeNotAttached; a pod record absent
- * or uncertain → notMounted; otherwise remount, resize or mounted, in the spec's order.
+ * or uncertain → notMounted; otherwise remount, resize or mounted, in Kubernetes' order.
  */
 export function podExistsInVolume(
   world: World,
@@ -46,7 +46,7 @@ export function podExistsInVolume(
   return { kind: 'mounted', devicePath };
 }
 
-/** spec §2.2 volumeNeedsExpansion. */
+/** behaviour K2.2 volumeNeedsExpansion. */
 function volumeNeedsExpansion(
   world: World,
   attachment: AttachmentRecord,
@@ -63,7 +63,7 @@ function volumeNeedsExpansion(
   );
 }
 
-/** Mounted or uncertain: "may be mounted" for every safety decision (spec S4). */
+/** Mounted or uncertain: "may be mounted" for every safety decision (behaviour K8.1 S4). */
 export function mayBeMounted(record: MountRecord): boolean {
   return record.value !== 'unmounted';
 }
@@ -78,8 +78,8 @@ export interface MountedVolumeView {
 }
 
 /**
- * spec §2.5 GetMountedVolumesForPod [newer]: volumes in the pod's DSW that are Mounted in
- * ASW, keyed by every outer name. Uncertain mounts are not listed (spec S5).
+ * behaviour K2.5 GetMountedVolumesForPod [newer]: volumes in the pod's DSW that are Mounted in
+ * ASW, keyed by every outer name. Uncertain mounts are not listed (behaviour K8.1 S5).
  */
 export function getMountedVolumesForPod(
   world: World,
@@ -112,20 +112,20 @@ export function getPossiblyMountedVolumesForPod(world: World, pod: UniquePodName
   return result.sort((a, b) => a.volume.localeCompare(b.volume));
 }
 
-/** spec §2.5 HasPossiblyMountedVolumesForPod. */
+/** behaviour K2.5 HasPossiblyMountedVolumesForPod. */
 export function podHasPossiblyMountedVolumes(world: World, pod: UniquePodName): boolean {
   return getPossiblyMountedVolumesForPod(world, pod).length > 0;
 }
 
 /**
- * spec §2.5 GetVolumesInUse: attachable volumes in DSW or in ASW, sorted, no duplicates.
+ * behaviour K2.5 GetVolumesInUse: attachable volumes in DSW or in ASW, sorted, no duplicates.
  * A volume is in use from the moment a pod wants it until it leaves both.
  */
 export function getVolumesInUse(world: World): UniqueVolumeName[] {
   const inUse = new Set<UniqueVolumeName>();
   for (const volume of world.dsw.values())
     if (dswSpec(volume).traits.attachable) inUse.add(volume.volume);
-  // §4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
+  // behaviour K4.3: a volume enters ASW when Attach succeeds, so one still attaching is not in use
   // (unless a pod wants it). vole's attachUncertain, which may exist, is reported in use:
   // the safe side, so a controller never detaches under it.
   for (const record of world.attachments.values()) {
@@ -134,12 +134,12 @@ export function getVolumesInUse(world: World): UniqueVolumeName[] {
   return [...inUse].sort();
 }
 
-/** spec §2.5 VolumeIsAttached: the volume is attached (any device state). */
+/** behaviour K2.5 VolumeIsAttached: the volume is attached (any device state). */
 export function volumeIsAttached(world: World, volume: UniqueVolumeName): boolean {
   return isAttached(world.attachments.get(volume));
 }
 
-/** spec §2.5 GetExtraSupplementalGroupsForPod. */
+/** behaviour K2.5 GetExtraSupplementalGroupsForPod. */
 export function getExtraSupplementalGroupsForPod(world: World, pod: UniquePodName): number[] {
   const record = world.pods.get(pod);
   const declared = new Set(record?.pod.spec.securityContext?.supplementalGroups ?? []);
@@ -164,7 +164,7 @@ export interface PodWaitStatus {
 }
 
 /**
- * spec §2.5 WaitForAttachAndMount's check and its error lists: expected outer names not
+ * behaviour K2.5 WaitForAttachAndMount's check and its error lists: expected outer names not
  * Mounted, attachable ones not attached, and ones that could not be processed.
  */
 export function podWaitStatus(world: World, pod: UniquePodName): PodWaitStatus {
@@ -223,7 +223,7 @@ export function dswSpec(volume: DswVolume): ResolvedVolume {
   return fail(`volume ${volume.volume}: desired without a pod`);
 }
 
-/** Attachments with no pod record at all (spec §2.2 GetUnmountedVolumes). */
+/** Attachments with no pod record at all (behaviour K2.2 GetUnmountedVolumes). */
 export function hasNoMountRecords(world: World, volume: UniqueVolumeName): boolean {
   return podCount(world.mounts.get(volume)) === 0;
 }
@@ -236,7 +236,7 @@ export interface BindingReader {
 
 /**
  * Every bound claim (`namespace/name`) and its PV, by claim: the planner's bindings and the
- * claims whose status says Bound (SCENARIOS.md state.bindings).
+ * claims whose status says Bound (docs/scenarios.md state.bindings).
  */
 export function claimBindings(world: BindingReader): { claim: string; volume: string }[] {
   const taken = boundVolumes(world.objects, world.bindings);

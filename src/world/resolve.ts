@@ -1,9 +1,9 @@
 /**
  * Pod → volumes resolution: the pure part of the kubelet's desired-state populator
- * (spec §2.6) and of the plugin manager's lookup (spec §1.1 naming rule).
+ * (behaviour K2.6) and of the plugin manager's lookup (behaviour K1.1 naming rule).
  *
  * A volume that cannot be processed (missing claim, unbound claim, no plugin) becomes a
- * pod error with the kubelet's wording, and the pod's other volumes go on (SCENARIOS.md:
+ * pod error with the kubelet's wording, and the pod's other volumes go on (docs/scenarios.md:
  * "runs and fails as it would there").
  */
 import type { NodeAllocatable, PluginCaps } from '../events/index.js';
@@ -114,7 +114,7 @@ type Step<T> = { ok: true; value: T } | { ok: false; error: string };
 const fail = (error: string): { ok: false; error: string } => ({ ok: false, error });
 
 /**
- * spec §2.5 WaitForAttachAndMount step 1: the volumes referenced by a container. A pod
+ * behaviour K2.5 WaitForAttachAndMount step 1: the volumes referenced by a container. A pod
  * that lists no containers (a scenario shorthand) expects all of its volumes.
  */
 export function expectedVolumeNames(pod: Pod): string[] {
@@ -426,7 +426,7 @@ function resolvedOf(
 ): ResolvedVolume {
   const { pluginName, inline, pv, pvc, claimSizeBytes } = located;
   const { uid, namespace } = o;
-  // An inline CSI volume is neither attachable nor device-mountable (SCENARIOS.md).
+  // An inline CSI volume is neither attachable nor device-mountable (docs/scenarios.md).
   const attachable = !inline && (o.attachable ?? caps.attachable);
   const deviceMountable = caps.deviceMountable && !inline;
   const innerVolumeSpecName = pv?.metadata.name ?? o.outerVolumeSpecName;
@@ -477,7 +477,7 @@ function resolvedOf(
 export const csiPluginName = 'kubernetes.io/csi';
 
 /**
- * spec §1.1: node-wide name for attachable or device-mountable volumes, per pod otherwise.
+ * behaviour K1.1: node-wide name for attachable or device-mountable volumes, per pod otherwise.
  * A CSI driver's volumes are `kubernetes.io/csi/<driver>^<volumeHandle>` (per pod:
  * `kubernetes.io/csi/<podUID>-<name>`), as Kubernetes names them.
  */
@@ -505,7 +505,7 @@ function noPlugin(volumeName: string): string {
 }
 
 /**
- * spec §2.6: a Block PV must be used through volumeDevices and a Filesystem one through
+ * behaviour K2.6: a Block PV must be used through volumeDevices and a Filesystem one through
  * volumeMounts (checked only for pods that list containers).
  */
 function volumeModeMismatch(pod: Pod, v: ResolvedVolume): string | undefined {

@@ -6,7 +6,7 @@
  * The index — its maps, and the volume records (VolumeRecord) that are one map entry per
  * volume — is owned by the fold and updated in place; the records it holds (pods, desired
  * pods, attachments, mounts, operations) are immutable and replaced whole, so an event
- * costs work proportional to the records it touches (PERF.md), never a copy of the world.
+ * costs work proportional to the records it touches (docs/performance.md), never a copy of the world.
  */
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import type {
@@ -44,7 +44,7 @@ export interface PodRecord {
   /** Outer names the pod's containers use (all volumes when it lists no containers). */
   readonly expectedVolumes: readonly string[];
   readonly volumes: readonly ResolvedVolume[];
-  /** Volumes that could not be processed, by outer name (spec §2.3 podErrors). */
+  /** Volumes that could not be processed, by outer name (behaviour K2.3 podErrors). */
   readonly errors: ReadonlyMap<string, string>;
   /**
    * The objects the resolution read (references.ts): a change to one re-resolves the pod.
@@ -54,7 +54,7 @@ export interface PodRecord {
   readonly seq: Seq;
 }
 
-/** One pod's use of a DSW volume (spec §1.3 PodToMountRec). */
+/** One pod's use of a DSW volume (behaviour K1.3 PodToMountRec). */
 export interface DswPod {
   readonly pod: UniquePodName;
   readonly outerVolumeSpecNames: readonly string[];
@@ -63,7 +63,7 @@ export interface DswPod {
 }
 
 /**
- * spec §1.3 VolumeToMountRec: the volume record (VolumeRecord) of a volume some pod wants,
+ * behaviour K1.3 VolumeToMountRec: the volume record (VolumeRecord) of a volume some pod wants,
  * as the desired-state view (`world.dsw`) gives it.
  */
 export interface DswVolume {
@@ -82,7 +82,7 @@ export interface DswVolume {
  */
 export interface VolumeRecord {
   readonly volume: UniqueVolumeName;
-  /** spec §2.3 MarkVolumesReportedInUse; false while no pod wants it. */
+  /** behaviour K2.3 MarkVolumesReportedInUse; false while no pod wants it. */
   reportedInUse: boolean;
   /** The pods that want it (undefined: none, the volume is not in the DSW). */
   pods: ByPod<DswPod> | undefined;
@@ -115,7 +115,7 @@ export interface VolumeView<V> extends ReadonlyMap<UniqueVolumeName, V> {
 export interface AttachmentRecord extends PairState<AttachmentContext> {
   readonly volume: UniqueVolumeName;
   readonly node: NodeName;
-  /** The spec the volume was first attached with (spec §1.2: not updated later). */
+  /** The spec the volume was first attached with (behaviour K1.2: not updated later). */
   readonly spec: ResolvedVolume;
   /** seq of the last event that changed this record. */
   readonly seq: Seq;
@@ -190,7 +190,7 @@ export interface World extends OperationBook, DesiredIntake {
   tsMs: number;
   /** seq of the last EngineStarted. */
   engineStartedSeq: Seq;
-  /** spec §3.2 populatorHasAddedPods, since the last engine start. */
+  /** behaviour K3.2 populatorHasAddedPods, since the last engine start. */
   sourcesReady: boolean;
   pods: Map<UniquePodName, PodRecord>;
   /**

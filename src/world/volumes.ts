@@ -199,7 +199,7 @@ export function setDesiredPods(
   if (record.pods === undefined && pods !== undefined) counts.desired++;
   else if (record.pods !== undefined && pods === undefined) counts.desired--;
   record.pods = pods;
-  // A volume wanted again starts as not reported (a new DSW entry, spec §2.3).
+  // A volume wanted again starts as not reported (a new DSW entry, behaviour K2.3).
   if (pods === undefined) record.reportedInUse = false;
 }
 

@@ -64,7 +64,7 @@ test("controller manager: attaches a scheduled pod's volume and publishes volume
   assert.equal(cm.settled(), true);
   cm.removePod('uid-a');
   await settle();
-  // §2.1: a new attachment is assumed mounted until the node reports otherwise.
+  // behaviour C2.1: a new attachment is assumed mounted until the node reports otherwise.
   assert.deepEqual(
     cm.volumesAttached('node-1').map((v) => v.name),
     ['fake.disk/disk-1'],

@@ -52,7 +52,7 @@ test('controller: a forced detach records why and skips the in-use check; a norm
       plain.verifySafeToDetach === true &&
       plain.forced === undefined,
   );
-  // Spec §3.3 decision table: no longer in use but the wait expired (10 min): detach without
+  // behaviour C3.3 decision table: no longer in use but the wait expired (10 min): detach without
   // verification, counted as a timeout.
   const late = await run('controller-attach-detach.yaml');
   const expired = late.events.find((e) => e.type === 'OperationStarted' && e.op === 'detach');

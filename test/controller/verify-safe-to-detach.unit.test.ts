@@ -1,5 +1,5 @@
 /**
- * spec §3.8 / S3: a detach that must verify reads the node's volumesInUse again right
+ * behaviour C3.8 / S3: a detach that must verify reads the node's volumesInUse again right
  * before it runs. Between the planner's decision and the call the log may be blocked (a
  * full disk; an etcd commit in cluster mode); a node that reported the volume in use again
  * meanwhile (its pod came back) keeps it: the detach fails without a call, and is retried.

@@ -1,6 +1,6 @@
 /**
- * CSI.md error classes at the gRPC boundary: a scripted driver answers each status code
- * (and a broken connection) to each RPC, and the pair is left in the state CSI.md gives —
+ * docs/csi.md error classes at the gRPC boundary: a scripted driver answers each status code
+ * (and a broken connection) to each RPC, and the pair is left in the state docs/csi.md gives —
  * uncertain for the five "may still be in progress" codes and a disconnect, as it was for
  * every other code — then the retry succeeds.
  */

@@ -1,5 +1,5 @@
 /**
- * `disk.csi.vole.dev` keeps the spec's order and idempotency rules (CSI.md), over real
+ * `disk.csi.vole.dev` keeps the spec's order and idempotency rules (docs/csi.md), over real
  * gRPC against real loop devices: CreateVolume idempotent by name, ALREADY_EXISTS for
  * another capacity; DeleteVolume of an unknown id OK and of a published one refused;
  * NodeStageVolume repeated OK, with another capability ALREADY_EXISTS; NodePublishVolume

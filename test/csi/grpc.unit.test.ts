@@ -1,7 +1,7 @@
 /**
  * vole's CSI plugin against real gRPC servers on unix sockets (no host changes): a
  * scripted driver answering each status code to NodePublishVolume leaves the pod's mount
- * in the state CSI.md gives; the publish_context of ControllerPublishVolume reaches stage
+ * in the state docs/csi.md gives; the publish_context of ControllerPublishVolume reaches stage
  * and publish and is in the log with every RPC; and the plugin registration directory
  * registers a driver, tells it so, and deregisters it when its socket goes.
  */
@@ -79,7 +79,7 @@ const inlinePod = (uid: string) => ({
   spec: { volumes: [{ name: 'scratch', csi: { driver, volumeHandle: 'eph' } }] },
 });
 
-test('gRPC: each status code of NodePublishVolume leaves the mount as CSI.md gives', async () => {
+test('gRPC: each status code of NodePublishVolume leaves the mount as docs/csi.md gives', async () => {
   const inProgress = [
     'CANCELLED',
     'DEADLINE_EXCEEDED',

@@ -1,6 +1,6 @@
 /**
  * The gRPC transport alone, against real servers on unix sockets: its one channel still
- * gives every failure the code CSI.md classifies (a deadline that passes is
+ * gives every failure the code docs/csi.md classifies (a deadline that passes is
  * DEADLINE_EXCEEDED, a socket with no driver UNAVAILABLE, both `uncertain`, without
  * grpc-js's "Resolution note"), and a driver restarted on the same socket is used again
  * within a few seconds; the registry asks a restarted driver again before the next RPC, and records its answers again only when

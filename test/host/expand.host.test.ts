@@ -1,5 +1,5 @@
 /**
- * Volume expansion for real (spec §4.13): a PV's capacity grows while a pod uses it; the
+ * Volume expansion for real (behaviour K4.13): a PV's capacity grows while a pod uses it; the
  * disk image, the loop device and the filesystem grow online. XFS grows and df shows it;
  * ext4 cannot grow online here (no CAP_SYS_RESOURCE), and says so clearly.
  */

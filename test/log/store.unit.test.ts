@@ -165,7 +165,7 @@ test('log: the file is a WAL-mode vole log with the envelope in columns and no i
     [1, 7, 'PodAdded', '{"uid":"a"}'],
   ]);
   const indexes = db.prepare("SELECT name FROM sqlite_master WHERE type = 'index'").all();
-  assert.deepEqual(indexes, [], 'a secondary index costs append throughput (PERF.md)');
+  assert.deepEqual(indexes, [], 'a secondary index costs append throughput (docs/performance.md)');
   db.close();
 });
 

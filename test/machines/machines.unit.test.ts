@@ -130,7 +130,7 @@ test('machines: mount: compiled fast path equals xstate transition() on every re
   assert.ok(checks > 100, `walked ${checks} transitions`);
 });
 
-test('machines: mount: setUp failure truth table of spec §4.8 markVolumeErrorState', () => {
+test('machines: mount: setUp failure truth table of behaviour K4.8 markVolumeErrorState', () => {
   const compiled = compileMachine<MountContext, MountEvent>(mountMachine);
   const start = { type: 'SETUP_START', outerVolumeSpecName: 'data', volumeGidValue: '' } as const;
   const after = (from: string, errorKind: (typeof errorKinds)[number]) => {
@@ -148,7 +148,7 @@ test('machines: mount: setUp failure truth table of spec §4.8 markVolumeErrorSt
   for (const kind of errorKinds) assert.equal(after('mounted', kind), 'mounted', `remount ${kind}`);
 });
 
-test('machines: attachment: device mount failure truth table of spec §4.8 markDeviceErrorState', () => {
+test('machines: attachment: device mount failure truth table of behaviour K4.8 markDeviceErrorState', () => {
   const compiled = compileMachine<AttachmentContext, AttachmentEvent>(attachmentMachine);
   const after = (from: string, errorKind: (typeof errorKinds)[number]) => {
     const base = { value: from, context: compiled.initial.context };

@@ -72,7 +72,7 @@ test('resolve: the object index holds one pod by name, several in a Set, and re-
   assert.deepEqual([...(claimPods(more) as ReadonlySet<string>)].sort(), ['a', 'b', 'c']);
   // The claim is deleted: pvc-protection keeps it, being deleted, while pods use it; every
   // pod that used it is resolved again and now has an error, and keeps its volume desired
-  // while it exists (spec §2.6).
+  // while it exists (behaviour K2.6).
   fold(more, {
     type: 'ObjectRemoved',
     tsMs: 0,

@@ -1,5 +1,5 @@
 /**
- * Binding as the simulation reports it (SCENARIOS.md "Claims"): `state.bindings` lists every
+ * Binding as the simulation reports it (docs/scenarios.md "Claims"): `state.bindings` lists every
  * bound claim with its PV; a claim that cannot bind leaves its pod's wait failing with an
  * error that names the claim and says why; the binding is a ClaimBound event in the log,
  * caused by the object change that allowed it.

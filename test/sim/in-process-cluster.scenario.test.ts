@@ -1,5 +1,5 @@
 /**
- * spec/attach-detach-controller.md §5: the handshake end to end, one controller and two
+ * behaviour C5: the handshake end to end, one controller and two
  * node agents in one process. A node mounts only after the controller reports the volume
  * attached and the node reported it in use; the controller never detaches a volume a
  * node still reports in use (no force here).

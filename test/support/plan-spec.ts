@@ -1,5 +1,5 @@
 /**
- * given/when/then specifications of planner rules (STYLE.md §9, after Emmett's
+ * given/when/then specifications of planner rules (docs/style.md rule 9, after Emmett's
  * DeciderSpecification): given a history of events, when one more happens at nowMs,
  * then the planner returns exactly these operations — or nothing, or an assertion.
  */

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import type { World } from '../../src/world/types.js';
 
-/** DESIGN.md rule 3: a world equals the fold of its log (the planner's dirty set aside). */
+/** docs/design.md rule 3: a world equals the fold of its log (the planner's dirty set aside). */
 export function assertSameWorld(actual: World, expected: World, message: string): void {
   const { dirty: _a, ...a } = actual;
   const { dirty: _b, ...b } = expected;

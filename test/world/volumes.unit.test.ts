@@ -1,5 +1,5 @@
 /**
- * The world's leaner shapes (docs/performance.md): one record per volume read through the
+ * The world's leaner shapes (docs/performance-notes.md): one record per volume read through the
  * dsw / attachments / mounts / causes views, pod records that keep no reference list when
  * their volumes say it, and settled mount contexts shared by volume name.
  */

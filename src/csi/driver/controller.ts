@@ -178,7 +178,7 @@ async function deleteVolume(ctx: DriverContext, r: CsiRequest): Promise<object> 
 
 /**
  * ControllerPublishVolume: the image on a loop device of this node. A static volume the
- * driver did not create is made from `volume_context.size` (CSI.md).
+ * driver did not create is made from `volume_context.size` (docs/csi.md).
  */
 async function controllerPublish(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const rpc = 'ControllerPublishVolume';

@@ -1,6 +1,6 @@
 /**
  * `disk.csi.vole.dev`: the loop disk (src/host/loop-disk.ts) as a CSI driver, strict about
- * the spec's order and idempotency rules (CSI.md). Its Controller service provisions image
+ * the spec's order and idempotency rules (docs/csi.md). Its Controller service provisions image
  * files under the state dir (controller.ts), its Node service stages and publishes them
  * (node.ts); every volume is on this node, whose topology segment is
  * `topology.disk.csi.vole.dev/node: <node id>`.

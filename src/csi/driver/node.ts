@@ -1,4 +1,4 @@
-/** The disk driver's Node service (CSI.md: strict order and idempotency). */
+/** The disk driver's Node service (docs/csi.md: strict order and idempotency). */
 import { mkdir, readFile, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { findLoopForImage } from '../../host/loop.js';

@@ -2,7 +2,7 @@
  * Serves a CSI driver's handlers over gRPC on a unix socket (the csi.v1 Identity,
  * Controller and Node services), and, with a registration directory, the kubelet's
  * plugin registration service on `<dir>/<driver>-reg.sock` so an agent watching that
- * directory finds it (CSI.md driver discovery).
+ * directory finds it (docs/csi.md driver discovery).
  */
 import { mkdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-/** spec §4.3 AttachVolume (kubelet attach mode) and §4.6 VerifyControllerAttachedVolume. */
+/** behaviour K4.3 AttachVolume (kubelet attach mode) and K4.6 VerifyControllerAttachedVolume. */
 import type { VolumeOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 

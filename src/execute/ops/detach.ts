@@ -1,4 +1,4 @@
-/** spec §4.5 DetachVolume and §3.6's synchronous MarkVolumeAsDetached ("forget"). */
+/** behaviour K4.5 DetachVolume and K3.6's synchronous MarkVolumeAsDetached ("forget"). */
 import { type OpContext, failOperation, runCall } from '../context.js';
 
 export async function detach(ctx: OpContext): Promise<void> {

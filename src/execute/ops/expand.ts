@@ -1,4 +1,4 @@
-/** spec §4.13 online expansion ("volume_fs_resize"): the sizes and paths the planner read. */
+/** behaviour K4.13 online expansion ("volume_fs_resize"): the sizes and paths the planner read. */
 import type { VolumeOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, OperationFailed, runCall, runningOp } from '../context.js';
 

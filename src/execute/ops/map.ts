@@ -1,5 +1,5 @@
 /**
- * spec §4.10 MapVolume and the block halves of §4.11–4.12: a Block volume is waited for
+ * behaviour K4.10 MapVolume and the block halves of K4.11–4.12: a Block volume is waited for
  * (if attachable), its device set up at the global map path once, then mapped into the
  * pod's device path; unmapping runs the other way.
  */
@@ -26,7 +26,7 @@ export function mapper(plugin: VolumePlugin | undefined, spec: ResolvedVolume, p
   return blockMapper;
 }
 
-/** spec §4.10 SetUpDevice: the device at the global map path, once per volume. */
+/** behaviour K4.10 SetUpDevice: the device at the global map path, once per volume. */
 export async function setUpDevice(
   ctx: OpContext,
   spec: ResolvedVolume,
@@ -50,7 +50,7 @@ export async function setUpDevice(
   paths.deviceMountPath = globalMapPath;
 }
 
-/** spec §4.10 MapPodDevice: the device into the pod's device path. */
+/** behaviour K4.10 MapPodDevice: the device into the pod's device path. */
 export async function mapPodDevice(
   ctx: OpContext,
   op: MountOperation,
@@ -95,7 +95,7 @@ export async function tearDownDevice(
   const blockMapper = mapper(plugin, attachment.spec, 'UnmapDevice.FindMapperPluginByName');
   const globalMapPath =
     attachment.context.deviceMountPath || blockMapper.globalMapPath(attachment.spec);
-  // spec §4.12 block step 1: pods still mapping the device keep it; no state change.
+  // behaviour K4.12 block step 1: pods still mapping the device keep it; no state change.
   const refs = await blockMapper.deviceMapRefs(attachment.spec, globalMapPath);
   if (refs.length > 0) {
     failOperation(

@@ -1,5 +1,5 @@
 /**
- * spec §4.7 MountVolume (filesystem) and §4.10 MapVolume (Block): the steps the planner
+ * behaviour K4.7 MountVolume (filesystem) and K4.10 MapVolume (Block): the steps the planner
  * chose, run in order — WaitForAttach, MountDevice or SetUpDevice, SetUp or Map, and the
  * expansion during mount. The executor reads nothing of the world to decide.
  */
@@ -16,7 +16,7 @@ function lacking(spec: ResolvedVolume, what: string): never {
   );
 }
 
-/** spec §4.7 step 7 / §4.10 step 3: WaitForAttach; returns the devicePath to use. */
+/** behaviour K4.7 step 7 / K4.10 step 3: WaitForAttach; returns the devicePath to use. */
 async function waitForAttach(
   ctx: OpContext,
   spec: ResolvedVolume,
@@ -57,7 +57,7 @@ async function mountDevice(
 }
 
 /**
- * spec §4.7 step 12, §4.13 "Expansion during mount": a failure leaves the pod's mount
+ * behaviour K4.7 step 12, K4.13 "Expansion during mount": a failure leaves the pod's mount
  * uncertain (the fold does it) and fails the operation, to be retried.
  */
 async function expand(

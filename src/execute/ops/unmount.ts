@@ -1,4 +1,4 @@
-/** spec §4.11 UnmountVolume and §4.12 UnmountDevice (filesystem). */
+/** behaviour K4.11 UnmountVolume and K4.12 UnmountDevice (filesystem). */
 import type { UnmountDeviceOperation, UnmountOperation } from '../../plan/index.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 import { tearDownDevice, unmap } from './map.js';
@@ -38,7 +38,7 @@ export async function unmountDevice(ctx: OpContext, op: UnmountDeviceOperation):
   }
   const deviceMountPath =
     attachment.context.deviceMountPath || deviceMounter.deviceMountPath(attachment.spec);
-  // spec §4.12 step 2: other references keep the device mounted; no state change, backoff.
+  // behaviour K4.12 step 2: other references keep the device mounted; no state change, backoff.
   const refs = await deviceMounter.deviceMountRefs(deviceMountPath);
   if (refs.length > 0) {
     failOperation(

@@ -12,7 +12,7 @@
  * Like shared storage, the disk knows which node holds it (`<image>.attached-to`, written
  * on attach, removed on detach) and refuses to attach a ReadWriteOnce disk to a second
  * node while the first still holds it: the storage side of RWO exclusivity, on which the
- * controller relies when an attachment elsewhere is uncertain (spec §3.4).
+ * controller relies when an attachment elsewhere is uncertain (behaviour C3.4).
  *
  * Manifest contract: a PersistentVolume with csi {driver: disk.vole.dev, volumeHandle,
  * fsType: ext4|xfs} and capacity.storage.
