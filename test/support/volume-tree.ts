@@ -44,11 +44,7 @@ export function volumeTree(dir: string): TreeEntry[] {
 export function treeLines(entries: readonly TreeEntry[]): string[] {
   return entries.map((e) => {
     const what =
-      e.type === 'symlink'
-        ? `-> ${e.target}`
-        : e.type === 'file'
-          ? JSON.stringify(e.content)
-          : '';
+      e.type === 'symlink' ? `-> ${e.target}` : e.type === 'file' ? JSON.stringify(e.content) : '';
     return `${e.type} ${e.path} ${e.mode} ${e.uid}:${e.gid} ${what}`.trimEnd();
   });
 }
