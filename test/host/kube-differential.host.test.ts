@@ -46,6 +46,13 @@ spec:
     - name: app
       image: busybox
       resources: {limits: {cpu: 500m, memory: 64Mi}}
+      volumeMounts:
+        - {name: scratch, mountPath: /scratch}
+        - {name: settings, mountPath: /settings}
+        - {name: settings-items, mountPath: /settings-items}
+        - {name: credentials, mountPath: /credentials}
+        - {name: podinfo, mountPath: /podinfo}
+        - {name: all-in-one, mountPath: /all-in-one}
   volumes:
     - {name: scratch, emptyDir: {}}
     - {name: settings, configMap: {name: settings}}

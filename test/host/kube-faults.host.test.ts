@@ -48,7 +48,10 @@ kind: Pod
 metadata: {name: ${name}, namespace: default}
 spec:
   nodeName: ${node}
-  containers: [{name: app, image: busybox}]
+  containers:
+    - name: app
+      image: busybox
+      volumeMounts: [{name: cfg, mountPath: /cfg}, {name: sec, mountPath: /sec}, {name: scratch, mountPath: /s}]
   volumes:
     - {name: cfg, configMap: {name: cfg-${i % 5}}}
     - {name: sec, secret: {secretName: sec-${i % 5}}}
