@@ -196,7 +196,7 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.equal(failed.source.component, 'kubelet');
     assert.match(
       failed.message,
-      /^MountVolume\.SetUp failed for volume "config" : configmap "default\/no-such-config" not/,
+      /^MountVolume\.SetUp failed for volume "config" : configmap "no-such-config" not found/,
     );
     assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
 
