@@ -30,7 +30,8 @@ import {
 import { NodeHeartbeat } from './node-heartbeat.js';
 import { NodeStatusWriter } from './node-status.js';
 import { podErrorEvents, podEventOf, EventRecorder, type StartedOperation } from './pod-events.js';
-import { type ContentRef, contentRefKey, contentRefsOf } from './references.js';
+import { type ContentRef, contentRefsOf } from './references.js';
+import { ContentWatches } from './content-watches.js';
 import { PodFinalizer } from './pod-finalizer.js';
 import { InUsePublisher } from './in-use.js';
 
@@ -49,11 +50,8 @@ export interface KubeAgentOptions {
 export class KubeAgent {
   readonly status: NodeStatusWriter;
   private readonly informers: KubeInformer[] = [];
-  private readonly contentInformers = new Map<
-    string,
-    { informer: KubeInformer; pods: Set<string> }
-  >();
-  private readonly podRefs = new Map<string, string[]>();
+  /** The ConfigMaps and Secrets the pods read, each watched while some pod reads it. */
+  private readonly contents: ContentWatches;
   /** The newest version of each live pod, added once its ConfigMaps and Secrets are listed. */
   private readonly latestPods = new Map<string, Pod>();
   private readonly attachments = new Map<string, VolumeAttachmentView>();
@@ -75,6 +73,11 @@ export class KubeAgent {
     this.events = new EventRecorder({ http, node, logger, component: 'kubelet' });
     this.finalizer = new PodFinalizer({ http, vm, say });
     this.inUse = new InUsePublisher({ vm, status: this.status, say });
+    this.contents = new ContentWatches({
+      start: (ref, handlers) => startInformer(http, contentRef(ref), handlers, say),
+      upsert: (o) => this.upsertObject(o),
+      forget: (ref) => this.forgetContent(ref),
+    });
   }
 
   private get vm(): VolumeManager {
@@ -123,7 +126,8 @@ export class KubeAgent {
     });
     await Promise.all(this.informers.map((i) => i.synced));
     // The pods' ConfigMaps and Secrets are listed before anything may be torn down.
-    await Promise.all([...this.contentInformers.values()].map((c) => c.informer.synced));
+    await this.contents.synced();
+    this.forgetUnfollowedContents();
     this.vm.inputs.markSourcesReady();
     this.inUse.schedule();
   }
@@ -249,11 +253,11 @@ export class KubeAgent {
       if (pod.metadata.deletionTimestamp !== undefined) this.finalizer.add(pod);
       return;
     }
-    const informers = this.followContents(uid, contentRefsOf(pod));
+    const watches = this.contents.follow(uid, contentRefsOf(pod));
     this.latestPods.set(uid, pod);
     // As the kubelet's watch-based ConfigMap and Secret managers: a pod's volumes are set
     // up once the objects they read have been listed, never from an empty cache.
-    void Promise.all(informers.map((i) => i.synced)).then(() => {
+    void Promise.all(watches.map((w) => w.synced)).then(() => {
       if (this.latestPods.get(uid) !== pod) return; // a newer version, or gone
       this.addPod(pod);
     });
@@ -271,10 +275,11 @@ export class KubeAgent {
   private podGone(uid: string): void {
     if (uid === '') return;
     this.latestPods.delete(uid);
-    this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
     this.opts.forgetPod?.(uid);
+    // The pod first: the objects only it read are then forgotten with no reader to remount.
     if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.inputs.removePod(uid);
+    this.contents.follow(uid, []);
   }
 
   private dropUnlistedPods(listed: readonly ApiObject[]): void {
@@ -282,40 +287,24 @@ export class KubeAgent {
     for (const uid of [...this.vm.world.pods.keys()]) if (!uids.has(uid)) this.podGone(uid);
   }
 
-  /** Watches each ConfigMap and Secret while some pod reads it (one informer per object). */
-  private followContents(uid: string, refs: readonly ContentRef[]): KubeInformer[] {
-    const before = this.podRefs.get(uid) ?? [];
-    const now = refs.map(contentRefKey);
-    const informers: KubeInformer[] = [];
-    for (const ref of refs) {
-      const key = contentRefKey(ref);
-      const known = this.contentInformers.get(key);
-      if (known !== undefined) {
-        known.pods.add(uid);
-        informers.push(known.informer);
-        continue;
+  /** A ConfigMap or Secret no longer watched, or gone: the world and contents drop it. */
+  private forgetContent(ref: ContentRef): void {
+    if (this.vm.world.objects.lookup(ref.kind, ref.name, ref.namespace) === undefined) return;
+    this.vm.inputs.removeObject(ref);
+  }
+
+  /**
+   * At start, once the pods and their objects are listed: the ConfigMaps and Secrets the
+   * log holds from an earlier run that no pod reads now go, as their watches would have.
+   */
+  private forgetUnfollowedContents(): void {
+    const held: ContentRef[] = [];
+    for (const kind of ['ConfigMap', 'Secret'] as const)
+      for (const object of this.vm.world.objects.ofKind(kind)) {
+        const { name, namespace } = object.metadata;
+        held.push({ kind, name, namespace: namespace ?? 'default' });
       }
-      const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
-      const path = `namespaces/${encodeURIComponent(ref.namespace)}/${plural}`;
-      const informer = this.watch(core(path, ref.kind, `metadata.name=${ref.name}`), {
-        upsert: (o) => this.upsertObject(o),
-        remove: (o) => this.removeObject(o),
-      });
-      this.contentInformers.set(key, { informer, pods: new Set([uid]) });
-      informers.push(informer);
-    }
-    for (const key of before) {
-      if (now.includes(key)) continue;
-      const known = this.contentInformers.get(key);
-      known?.pods.delete(uid);
-      if (known === undefined || known.pods.size > 0) continue;
-      this.contentInformers.delete(key);
-      this.informers.splice(this.informers.indexOf(known.informer), 1);
-      void known.informer.stop();
-    }
-    if (now.length === 0) this.podRefs.delete(uid);
-    else this.podRefs.set(uid, now);
-    return informers;
+    for (const ref of held) if (!this.contents.follows(ref)) this.forgetContent(ref);
   }
 
   /** Every appended event: status outputs, CSI registration, pod Events, finished deletions. */
@@ -384,6 +373,13 @@ export class KubeAgent {
     this.heartbeat?.stop();
     this.inUse.stop();
     this.finalizer.stop();
-    await Promise.all(this.informers.map((i) => i.stop()));
+    await Promise.all([...this.informers.map((i) => i.stop()), this.contents.stop()]);
   }
+}
+
+/** One ConfigMap's or Secret's collection, selected down to it by name. */
+function contentRef(ref: ContentRef): ResourceRef {
+  const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
+  const path = `namespaces/${encodeURIComponent(ref.namespace)}/${plural}`;
+  return core(path, ref.kind, `metadata.name=${ref.name}`);
 }
