@@ -64,6 +64,11 @@ export interface KubeCluster {
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
   /**
+   * A node's own kubeconfig (scripts/kube-up.sh --node-kubeconfig): a client certificate
+   * with CN system:node:NODE and O system:nodes, signed by the cluster CA. Its path.
+   */
+  nodeKubeconfig(node: string): string;
+  /**
    * A CSI sidecar on `socket` (its output appended to `logDir`/NAME.log, `args` after the
    * common flags), stopped by its PID with the others, or earlier by the test.
    */
@@ -156,6 +161,14 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
       return tokenKubeconfig(cluster, file, 'vole-attach-detach');
+    },
+    nodeKubeconfig(node) {
+      const minted = spawnSync('bash', [kubeUp, dir, '--node-kubeconfig', node], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      assert.equal(minted.status, 0, `kube-up.sh --node-kubeconfig ${node}: ${minted.stderr}`);
+      return minted.stdout.trim().split('\n').at(-1)!;
     },
     startSidecar(name, socket, logDir, args = []) {
       const log = openSync(join(logDir, `${name}.log`), 'a');

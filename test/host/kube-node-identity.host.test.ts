@@ -1,0 +1,97 @@
+/**
+ * A node's own identity on a real kube-apiserver started as a cluster's is
+ * (scripts/kube-up.sh: --authorization-mode Node,RBAC, --enable-admission-plugins
+ * NodeRestriction, client certificates of the cluster CA): `--node-kubeconfig node-1`
+ * mints a certificate with CN system:node:node-1 and O system:nodes, and with it node-1
+ * reads and writes only what the Node authorizer (plugin/pkg/auth/authorizer/node/
+ * node_authorizer.go) and NodeRestriction (plugin/pkg/admission/noderestriction) give a
+ * kubelet. Each refusal is paired with the same request on node-1's own objects, which
+ * succeeds, so a refusal for any other reason (a bad certificate, a missing object)
+ * fails the test.
+ */
+import assert from 'node:assert/strict';
+import { before, describe, test } from 'node:test';
+import { hostSandbox } from '../support/host.js';
+import { kubeTestSkipReason, useKubeCluster } from '../support/kube.js';
+
+const skip = kubeTestSkipReason();
+
+describe("a node's own identity on a real kube-apiserver", { skip }, () => {
+  const cluster = useKubeCluster([]);
+  const { base } = skip === false ? hostSandbox('kube-node-identity') : { base: '' };
+  const { ok, kubectl } = cluster;
+
+  before(() => cluster.start(base));
+
+  test('node-1 reads only its own pods objects and writes only its own Node and pods', async () => {
+    const node1 = cluster.nodeKubeconfig('node-1');
+    const asNode1 = (args: readonly string[], input?: string) =>
+      kubectl(args, { kubeconfig: node1, ...(input === undefined ? {} : { input }) });
+    const refused = (args: readonly string[], why: RegExp) => {
+      const run = asNode1(args);
+      assert.notEqual(run.status, 0, `node-1 may ${args.join(' ')}: ${run.stdout}`);
+      assert.match(run.stderr, /Error from server \(Forbidden\)/, run.stderr); // HTTP 403
+      assert.match(run.stderr, why, run.stderr);
+    };
+    assert.equal(
+      asNode1(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}']).stdout,
+      'system:node:node-1',
+    );
+
+    ok(['create', 'serviceaccount', 'default']);
+    for (const node of ['node-1', 'node-2'])
+      ok(
+        ['apply', '-f', '-'],
+        `{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "${node}"}}`,
+      );
+    ok(['create', 'secret', 'generic', 's1', '--from-literal=k=one']);
+    ok(['create', 'secret', 'generic', 's2', '--from-literal=k=two']);
+    ok(['apply', '-f', '-'], podYaml('p1', 'node-1', 's1'));
+    ok(['apply', '-f', '-'], podYaml('p2', 'node-2', 's2'));
+
+    // The Secret of its own pod, once the authorizer's graph has the pod.
+    await cluster.wait('node-1 to read s1, the Secret of its pod p1', () =>
+      asNode1(['get', 'secret', 's1', '-o', 'name']).status === 0 ? true : undefined,
+    );
+    refused(['get', 'secret', 's2'], /no relationship found between node 'node-1' and this object/);
+    refused(['get', 'secrets'], /User "system:node:node-1" cannot list resource "secrets"/);
+
+    assert.equal(asNode1(['get', 'node', 'node-1', '-o', 'name']).stdout.trim(), 'node/node-1');
+    refused(['get', 'node', 'node-2'], /node 'node-1' cannot read 'node-2', only its own Node/);
+
+    const status = '{"status": {"volumesInUse": []}}';
+    const patchStatus = (node: string) => [
+      'patch',
+      'node',
+      node,
+      '--subresource=status',
+      '--type=merge',
+      '-p',
+      status,
+    ];
+    const own = asNode1(patchStatus('node-1'));
+    assert.equal(own.status, 0, own.stderr);
+    refused(patchStatus('node-2'), /node "node-1" is not allowed to modify node "node-2"/);
+
+    refused(
+      ['delete', 'pod', 'p2', '--wait=false'],
+      /node "node-1" can only delete pods with spec\.nodeName set to itself/,
+    );
+    const deleted = asNode1(['delete', 'pod', 'p1', '--wait=false', '--grace-period=0', '--force']);
+    assert.equal(deleted.status, 0, deleted.stderr);
+    assert.equal(ok(['get', 'pod', 'p2', '-o', 'jsonpath={.spec.nodeName}']), 'node-2');
+  });
+});
+
+function podYaml(name: string, node: string, secret: string): string {
+  return `
+apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, namespace: default}
+spec:
+  nodeName: ${node}
+  automountServiceAccountToken: false
+  containers: [{name: app, image: registry.k8s.io/pause}]
+  volumes: [{name: sec, secret: {secretName: ${secret}}}]
+`;
+}
