@@ -5,7 +5,7 @@
  * configMap, a static PV claim on the built-in disk (and the projected service-account
  * token the API server adds to every pod): vole mounts them, reports volumesInUse, keeps
  * its CSINode (with the driver's topology keys, also Node labels), keeps its Lease in
- * kube-node-lease renewed and its Ready condition, logs the StorageClasses, writes Events;
+ * kube-node-lease renewed and its Ready condition, logs its claim and volume, writes Events;
  * deleting the pod unmounts everything and vole removes it.
  * The test plays the PersistentVolume controller (it marks the claim Bound) and the
  * root-CA publisher (kube-root-ca.crt): no kube-controller-manager runs.
@@ -258,11 +258,15 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     const podEvents = events.filter((e) => e.type === 'PodUpserted' && e.pod.metadata.uid === uid);
     assert.ok(podEvents.length >= 2, 'the pod as created and as deleted');
     assert.ok(podEvents.every((e) => /^\d+$/.test(e.pod.metadata.resourceVersion)));
-    for (const kind of ['PersistentVolume', 'StorageClass'])
+    for (const kind of ['PersistentVolume', 'PersistentVolumeClaim'])
       assert.ok(
         events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === kind),
         `a ${kind} from the API is in the log:\n${agentLines}`,
       );
+    assert.ok(
+      !events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'StorageClass'),
+      'a node reads no StorageClass (the Node authorizer gives it none)',
+    );
     assert.ok(
       !exported.stdout.includes('hello from the API'),
       'ConfigMap data stays out of the log',
