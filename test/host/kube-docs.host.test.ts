@@ -64,7 +64,7 @@ describe('the Kubernetes docs storage examples on vole', { skip, timeout: 600_00
   const modeOf = (dir: string, file: string) => statSync(join(dir, file)).mode & 0o7777;
 
   test('emptyDir, configMap, secret, downwardAPI, projected and PV examples mount', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     agent = startVole([
       ...['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root],
       ...['--allocatable', 'cpu=2,memory=4Gi'],

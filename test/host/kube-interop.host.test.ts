@@ -41,7 +41,7 @@ describe('Kubernetes control plane, vole as the node', { skip, timeout: 600_000 
 
   /** csi-attacher as a child process, ended by its PID with the others. */
   test('attached by the controller and the external-attacher, mounted by vole, detached after', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     const socket = cluster.startCsiDriver(base, root, 'interop-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     agent = started(

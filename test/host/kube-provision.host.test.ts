@@ -70,7 +70,7 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
   );
 
   test('provisioned by the external-provisioner, attached by Kubernetes, mounted', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     const socket = cluster.startCsiDriver(base, root, 'provision-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     cluster.startSidecar('csi-provisioner', socket, base);

@@ -52,7 +52,7 @@ describe('a revoked Secret on a real kube-apiserver', { skip }, () => {
     ok(['create', 'serviceaccount', 'default']);
     ok(['create', 'secret', 'generic', 's', '--from-literal=password=old']);
     ok(['create', 'configmap', 'c', '--from-literal=mode=old']);
-    const kubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const kubeconfig = cluster.agentKubeconfig(node);
     const agentArgs = ['run', '--kubeconfig', kubeconfig, '--node', node, '--root', root];
     const agent: AgentProcess = cluster.started(
       startVole([...agentArgs, '--db', db, '--no-controller-attach-detach']),

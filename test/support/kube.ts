@@ -59,8 +59,12 @@ export interface KubeCluster {
   /** kubectl that must succeed: its stdout. */
   ok(args: readonly string[], input?: string): string;
   json<T>(args: readonly string[]): T;
-  /** A kubeconfig with a token of the deploy/ ServiceAccount (bound to that role only). */
-  agentKubeconfig(file: string): string;
+  /**
+   * The kubeconfig `vole run --kubeconfig` gets on `node`: the node's own identity
+   * (nodeKubeconfig), with what the Node authorizer and NodeRestriction allow a kubelet and
+   * nothing more (deploy/node-identity.md).
+   */
+  agentKubeconfig(node: string): string;
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
   /**
@@ -153,10 +157,7 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       return run.stdout;
     },
     json: <T>(args: readonly string[]): T => JSON.parse(cluster.ok([...args, '-o', 'json'])) as T,
-    agentKubeconfig(file) {
-      cluster.ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
-      return tokenKubeconfig(cluster, file, 'vole-node-agent');
-    },
+    agentKubeconfig: (node) => cluster.nodeKubeconfig(node),
     controllerKubeconfig(file) {
       cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
