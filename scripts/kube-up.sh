@@ -7,7 +7,8 @@
 #
 # Everything lives in DIR (created): a CA and serving certificate (openssl), service-account
 # keys, a static token for the admin (group system:masters), etcd's data, one log per
-# program, DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
+# program, DIR/audit.log (each request's user, verb, object and status code),
+# DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
 # 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
 # /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids.
 #
@@ -139,6 +140,10 @@ make_pki() {
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   token="$(openssl rand -hex 24)"
   echo "$token,admin,admin,system:masters" >"$pki/tokens.csv"
+  # Every request's user, verb, object and answer (no bodies) in DIR/audit.log, so a test
+  # can tell what a node asked for and what it was refused.
+  printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' \
+    'omitStages: [RequestReceived]' 'rules: [{level: Metadata}]' >"$dir/audit-policy.yaml"
 }
 
 write_kubeconfig() {
@@ -180,6 +185,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --cert-dir "$dir/pki" --token-auth-file "$dir/pki/tokens.csv" \
   --client-ca-file "$dir/pki/ca.crt" \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
   --service-account-key-file "$dir/pki/sa.pub" \
   --service-account-signing-key-file "$dir/pki/sa.key" \
   --service-account-issuer https://kubernetes.default.svc \

@@ -10,7 +10,10 @@
  * fails the test.
  */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
+import { startVole } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
 import { kubeTestSkipReason, useKubeCluster } from '../support/kube.js';
 
@@ -18,7 +21,8 @@ const skip = kubeTestSkipReason();
 
 describe("a node's own identity on a real kube-apiserver", { skip }, () => {
   const cluster = useKubeCluster([]);
-  const { base } = skip === false ? hostSandbox('kube-node-identity') : { base: '' };
+  const { base, root } =
+    skip === false ? hostSandbox('kube-node-identity') : { base: '', root: '' };
   const { ok, kubectl } = cluster;
 
   before(() => cluster.start(base));
@@ -81,7 +85,68 @@ describe("a node's own identity on a real kube-apiserver", { skip }, () => {
     assert.equal(deleted.status, 0, deleted.stderr);
     assert.equal(ok(['get', 'pod', 'p2', '-o', 'jsonpath={.spec.nodeName}']), 'node-2');
   });
+
+  test('vole run as node-1 mounts its pod with those credentials, never asks for s2, never gets 403', async () => {
+    ok(['apply', '-f', '-'], podYaml('p3', 'node-1', 's1'));
+    const uid = ok(['get', 'pod', 'p3', '-o', 'jsonpath={.metadata.uid}']).trim();
+    const kubeconfig = cluster.agentKubeconfig('node-1');
+    const agent = cluster.started(
+      startVole([
+        ...['run', '--kubeconfig', kubeconfig, '--node', 'node-1', '--root', root],
+        ...['--db', join(base, 'vole.db'), '--no-controller-attach-detach'],
+      ]),
+      'agent',
+    );
+    await agent.line(/pod default\/p3: mounted \[/, 90_000);
+    const file = join(root, 'pods', uid, 'volumes/kubernetes.io~secret/sec/k');
+    assert.equal(readFileSync(file, 'utf8'), 'one');
+    ok(['delete', 'pod', 'p3', '--timeout=60s']);
+    assert.equal(await agent.stop(), 143);
+
+    // What vole asked for as node-1 (kubectl's own requests as node-1 left out).
+    const asked = readFileSync(join(cluster.dir(), 'audit.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as AuditEvent)
+      .filter((e) => e.user.username === 'system:node:node-1')
+      .filter((e) => !(e.userAgent ?? '').startsWith('kubectl'));
+    assert.ok(asked.length > 10, `vole's requests are in the audit log (${asked.length})`);
+    const about = (e: AuditEvent) => `${e.verb} ${e.requestURI} → ${e.responseStatus?.code}`;
+    assert.deepEqual(
+      asked.filter((e) => e.objectRef?.name === 's2').map(about),
+      [],
+      'vole never asks for the Secret of a node-2 pod',
+    );
+    // A read of p3's own Secret may come before the authorizer's graph has p3 (it is
+    // retried, as the kubelet's is); any other refusal would be a request beyond its grant.
+    assert.deepEqual(
+      asked.filter((e) => e.responseStatus?.code === 403 && e.objectRef?.name !== 's1').map(about),
+      [],
+      'vole asks only for what the Node authorizer grants',
+    );
+    assert.deepEqual(
+      asked
+        .filter((e) => e.verb === 'list' || e.verb === 'watch')
+        .filter(
+          (e) => !/[?&]fieldSelector=(metadata\.name|spec\.nodeName)(%3D|=)/.test(e.requestURI),
+        )
+        .filter((e) => e.objectRef?.resource !== 'csidrivers')
+        .map(about),
+      [],
+      'every list and watch is of one object by name, or of its own pods (CSIDrivers aside)',
+    );
+  });
 });
+
+/** One request of the API server's audit log (scripts/kube-up.sh: level Metadata). */
+interface AuditEvent {
+  readonly user: { readonly username: string };
+  readonly userAgent?: string;
+  readonly verb: string;
+  readonly requestURI: string;
+  readonly objectRef?: { readonly resource?: string; readonly name?: string };
+  readonly responseStatus?: { readonly code?: number };
+}
 
 function podYaml(name: string, node: string, secret: string): string {
   return `
