@@ -1,7 +1,7 @@
 /**
  * The Kubernetes docs' storage examples (examples/kubernetes-docs, examples/tutorial-pv),
  * unchanged, applied with kubectl on a real kube-apiserver and kube-controller-manager,
- * with `vole run --kubeconfig` as the node (a token bound to deploy/'s role only). No
+ * with `vole run --kubeconfig` as the node (its own identity, system:node:docs-node). No
  * scheduler runs: the test binds each pod to vole's node with a Binding, as the scheduler
  * does. The objects the docs make with commands (`kubectl create secret generic …`) are
  * made with those commands. vole mounts each pod's volumes: the files, their contents and

@@ -5,8 +5,8 @@
  * a heartbeat is tainted unreachable), Kubernetes' external-provisioner
  * (csi-provisioner) and external-attacher (csi-attacher) serving `vole csi-driver`, which
  * provisions (CREATE_DELETE_VOLUME, topology key topology.disk.csi.vole.dev/node) and
- * registers into vole's plugins_registry/. `vole run --kubeconfig` runs with a token bound
- * to deploy/'s role only. kubectl applies two StorageClasses (Immediate and
+ * registers into vole's plugins_registry/. `vole run --kubeconfig` runs with the node's
+ * own identity only (system:node:NAME). kubectl applies two StorageClasses (Immediate and
  * WaitForFirstConsumer), a claim of each and a pod on vole's node; the test plays only the
  * scheduler, which a pod with spec.nodeName bypasses (the selected-node annotation).
  * Deleting the pod, then the claims: vole unmounts, the controller detaches, the
