@@ -47,9 +47,10 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     const agentKubeconfig = leastPrivilegeKubeconfig();
     // The node's own identity: what the Node authorizer gives a kubelet, nothing cluster-wide.
     const canI = (verb: string, resource: string, ...more: string[]) =>
+      // "yes", or "no" (the Node authorizer adds " - " and its reason).
       kubectl(['auth', 'can-i', verb, resource, ...more], {
         kubeconfig: agentKubeconfig,
-      }).stdout.trim();
+      }).stdout.split(/\s/)[0];
     assert.equal(canI('get', `nodes/${node}`), 'yes', 'its own Node');
     assert.equal(canI('get', 'nodes/other-node'), 'no', "another node's Node");
     assert.equal(canI('list', 'secrets'), 'no', 'no list of Secrets');
