@@ -17,6 +17,29 @@ if [ "$(id -u)" != 0 ]; then
   echo "The demo mounts filesystems and attaches loop devices: run it as root." >&2
   exit 1
 fi
+# The host programs the demo's disks need, each with the Debian package that ships it: the
+# web pod's disk is ext4, the provisioned claim's is XFS (it grows while mounted). Missing
+# ones are installed before anything starts, so the demo never stops half way for them.
+tools="mkfs.ext4:e2fsprogs mkfs.xfs:xfsprogs xfs_growfs:xfsprogs losetup:mount findmnt:util-linux"
+missing_packages() {
+  local pair
+  for pair in $tools; do command -v "${pair%%:*}" >/dev/null 2>&1 || echo "${pair#*:}"; done | sort -u
+}
+if [ -z "${VOLE_DEMO_NS:-}" ] && [ -n "$(missing_packages)" ]; then
+  packages=$(missing_packages | tr '\n' ' ')
+  echo "== installing ${packages}(apt-get): the demo formats and grows its disks with them"
+  if command -v apt-get >/dev/null; then
+    # The package lists as they are first; fetched anew only when they do not have them.
+    apt_install() { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"; }
+    apt_install $packages 2>/dev/null || { apt-get update -qq && apt_install $packages; } \
+      || echo "apt-get could not install ${packages}" >&2
+  fi
+  for pair in $tools; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 && continue
+    echo "The demo needs ${pair%%:*} (Debian package ${pair#*:}): install it and run again." >&2
+    exit 1
+  done
+fi
 # Mounts stay inside a private mount namespace, so the machine's table is never touched.
 if [ -z "${VOLE_DEMO_NS:-}" ]; then
   exec env VOLE_DEMO_NS=1 unshare -m --propagation private "$0" "$@"
@@ -32,10 +55,26 @@ AGENT_PID=
 cp examples/manifests/*.yaml "$MANIFESTS/"
 cp examples/csi/storage.yaml "$MANIFESTS/storage.yaml"
 DRIVER_PID=
+# What a failed step may leave on the host: mounts under the root (this namespace's, deepest
+# first) and loop devices over images under it (the machine's: they outlive the namespace).
+release_host() {
+  local target device released=0
+  while read -r target; do
+    umount -l "$target" 2>/dev/null && released=$((released + 1))
+  done < <(findmnt --list --noheadings -o TARGET | grep "^$ROOT/" | sort -r)
+  while read -r device; do
+    losetup -d "$device" 2>/dev/null && released=$((released + 1))
+  done < <(losetup --list --noheadings -O NAME,BACK-FILE | awk -v r="$ROOT/" 'index($2, r) == 1 { print $1 }')
+  echo "$released"
+}
 cleanup() {
+  local status=$?
   if [ -n "$AGENT_PID" ]; then kill "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; fi
   if [ -n "$DRIVER_PID" ]; then kill "$DRIVER_PID" 2>/dev/null || true; wait "$DRIVER_PID" 2>/dev/null || true; fi
   rm -rf "$EMPTY" "$MANIFESTS" "$PROVISION" "$PROVISION.agent.log"
+  if [ "$status" != 0 ]; then
+    echo "The demo failed (exit $status); it released $(release_host) mount(s) and loop device(s) it had left." >&2
+  fi
 }
 trap cleanup EXIT
 
@@ -65,15 +104,18 @@ cp examples/provisioning/*.yaml "$PROVISION/"
 # node itself in the background (not the vole function, whose subshell a kill would orphan it)
 node dist/src/cli/main.js run --manifests "$PROVISION" --root "$ROOT" --db "$DB" > "$PROVISION.agent.log" 2>&1 &
 AGENT_PID=$!
+agent_said() { echo "$1; the agent said:" >&2; cat "$PROVISION.agent.log" >&2; exit 1; }
 # waits up to 120 s for a shell condition, saying what it waits for
 wait_for() {
-  local what=$1; shift
-  for _ in $(seq 1200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "gave up waiting for $what; the agent said:" >&2; cat "$PROVISION.agent.log" >&2; exit 1
+  local what=$1 until=$((SECONDS + 120)); shift
+  while [ $SECONDS -lt $until ]; do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  agent_said "gave up waiting for $what"
 }
 scratch_mount() { findmnt --list -n -o TARGET | grep -m1 "^$ROOT/pods/.*/kubernetes.io~csi/scratch/mount$"; }
 size_bytes() { stat -f -c '%b %S' "$1" | awk '{ print $1 * $2 }'; }
-wait_for "the provisioned volume to be mounted" scratch_mount
+# vole wait follows the log: it ends as soon as the agent has explained why the pod cannot
+# mount (a final error, such as a driver's missing mkfs), with that explanation.
+vole wait report --db "$DB" --timeout 120 || agent_said "the claim's volume was not mounted"
 MOUNT=$(scratch_mount)
 vole get pvs --db "$DB"
 echo "mounted at $MOUNT: $(size_bytes "$MOUNT") bytes"

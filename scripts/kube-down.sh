@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Stops the control plane scripts/kube-up.sh DIR started: exactly the PIDs in DIR/pids
 # (each checked to still be that program running on DIR, so a reused PID is left alone),
-# newest first, each SIGTERM, then SIGKILL after 10 s. Leaves DIR (logs, data) for a look;
-# remove it yourself.
+# newest first, each SIGTERM, then SIGKILL after 10 s; removes the hollow nodes' root
+# directories. Leaves DIR (logs, data) for a look; remove it yourself.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: kube-down.sh DIR" >&2; exit 2; }
 dir="$(cd "$1" && pwd)"
 [ -f "$dir/pids" ] || { echo "kube-down: no $dir/pids: nothing to stop" >&2; exit 0; }
 
-ours() { # PID NAME: still our NAME, started with arguments under DIR?
-  local cmdline
+ours() { # PID NAME: still our NAME (hollow-X: kubemark), started with arguments under DIR?
+  local cmdline program="$2"
+  [[ "$program" != hollow-* ]] || program=kubemark
   cmdline="$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" || return 1
-  [[ "$cmdline" == *"/$2 "* && "$cmdline" == *"$dir"* ]]
+  [[ "$cmdline" == *"/$program "* && "$cmdline" == *"$dir"* ]]
 }
 
 alive() { # a process that has not exited (a zombie nobody reaped yet counts as gone)
@@ -36,3 +37,11 @@ while read -r name pid; do
 done < <(tac "$dir/pids")
 rm -f "$dir/pids"
 echo "kube-down: stopped $stopped process(es) of $dir" >&2
+# The hollow nodes' root directories (kube-up.sh put them under DIR/hollow).
+if [ -f "$dir/hollow-nodes" ]; then
+  while read -r name root; do
+    [[ -n "${root:-}" && "$root" == "$dir/hollow/"* ]] || continue
+    rm -rf "$root" && echo "kube-down: removed hollow node $name's root dir $root" >&2
+  done <"$dir/hollow-nodes"
+  rm -f "$dir/hollow-nodes"
+fi

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # A small real Kubernetes control plane on loopback, for tests and for trying vole:
-# etcd + kube-apiserver (+ kube-controller-manager), the programs scripts/peers.sh builds.
+# etcd + kube-apiserver (+ kube-controller-manager, kube-scheduler, kubemark's hollow nodes),
+# the programs scripts/peers.sh builds.
 #
-#   scripts/kube-up.sh DIR [--with-controller-manager [--controllers LIST]]
-#                          [--node-kubeconfig NODE]...
+#   scripts/kube-up.sh DIR [--with-controller-manager [--controllers LIST]] [--with-scheduler]
+#                          [--hollow-nodes NAME[,NAME...]] [--node-kubeconfig NODE]...
+#
+# A hollow node is kubemark --morph=kubelet: the real kubelet (its volume manager and volume
+# plugins) over a fake container runtime and the fake image service, needing no cgroups. Each
+# gets free kubelet ports and a TMPDIR under DIR/hollow/NAME, where kubemark makes its root
+# directory; the line "hollow node NAME: root dir PATH" (stderr) and DIR/hollow-nodes ("name
+# rootdir" a line) name it, and kube-down.sh removes it. Returns once each is Ready.
 #
 # Everything lives in DIR (created): a CA and serving certificate (openssl), service-account
 # keys, a static token for the admin (group system:masters), etcd's data, one log per
 # program, DIR/audit.log (each request's user, verb, object and status code),
 # DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
 # 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
-# /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids.
+# /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids;
+# `scripts/kube-restart.sh DIR NAME` kills one (SIGKILL) and starts it again, as a crash would.
 #
 # The API server authorizes as a cluster's does (--authorization-mode Node,RBAC), admits
 # with NodeRestriction, and takes client certificates signed by DIR's CA. Each
@@ -27,14 +35,19 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf 'kube-up: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-usage="kube-up.sh DIR [--with-controller-manager [--controllers LIST]] [--node-kubeconfig NODE]..."
+usage="kube-up.sh DIR [--with-controller-manager [--controllers LIST]] [--with-scheduler]"
+usage+=" [--hollow-nodes NAME[,NAME...]] [--node-kubeconfig NODE]..."
 [ $# -ge 1 ] || die "usage: $usage"
 dir="$(mkdir -p "$1" && cd "$1" && pwd)"; shift
-with_kcm=false controllers='*' nodes=()
+with_kcm=false controllers='*' with_scheduler=false hollow_nodes=() nodes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with-controller-manager) with_kcm=true ;;
     --controllers) [ $# -ge 2 ] || die "--controllers needs a list"; controllers="$2"; shift ;;
+    --with-scheduler) with_scheduler=true ;;
+    --hollow-nodes)
+      [ $# -ge 2 ] || die "--hollow-nodes needs a list of node names"
+      IFS=, read -r -a hollow_nodes <<<"$2"; shift ;;
     --node-kubeconfig)
       [ $# -ge 2 ] || die "--node-kubeconfig needs a node name"
       [[ "$2" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "'$2' is not a node name (RFC 1123)"
@@ -79,7 +92,7 @@ KUBECONFIG
 }
 
 if [ -s "$dir/pids" ]; then
-  { [ ${#nodes[@]} -gt 0 ] && ! $with_kcm; } ||
+  { [ ${#nodes[@]} -gt 0 ] && ! $with_kcm && ! $with_scheduler && [ ${#hollow_nodes[@]} -eq 0 ]; } ||
     die "$dir/pids exists: run scripts/kube-down.sh $dir first"
   { [ -s "$dir/kubeconfig" ] && [ -s "$dir/pki/ca.key" ]; } || die "$dir holds no control plane"
   for node in "${nodes[@]}"; do mint_node_kubeconfig "$node"; done
@@ -89,6 +102,11 @@ ready_timeout_s="${VOLE_KUBE_READY_TIMEOUT_S:-120}"
 
 names=(etcd kube-apiserver kubectl)
 $with_kcm && names+=(kube-controller-manager)
+$with_scheduler && names+=(kube-scheduler)
+[ ${#hollow_nodes[@]} -eq 0 ] || names+=(kubemark)
+for n in "${hollow_nodes[@]}"; do
+  [[ "$n" =~ ^[a-z0-9]([-a-z0-9]*[a-z0-9])?$ ]] || die "hollow node name '$n' is not a DNS label"
+done
 bin="${VOLE_PEERS_BIN:-}"
 [ -n "$bin" ] || bin="$(bash "$root/scripts/peers.sh" "${names[@]}" | tail -n 1)"
 for n in "${names[@]}"; do [ -x "$bin/$n" ] || die "no $n in $bin"; done
@@ -106,9 +124,11 @@ cleanup_on_error() {
 }
 trap cleanup_on_error ERR
 
-# Started in the background with its output in DIR/NAME.log; its PID goes to DIR/pids.
+# Started in the background with its output in DIR/NAME.log; its PID goes to DIR/pids and
+# its command line to DIR/NAME.cmd (scripts/kube-restart.sh starts it again from there).
 start() {
   local name="$1"; shift
+  printf '%q ' "$@" >"$dir/$name.cmd"
   "$@" </dev/null >"$dir/$name.log" 2>&1 &
   echo "$name $!" >>"$dir/pids"
   log "started $name (pid $!)"
@@ -207,6 +227,34 @@ if $with_kcm; then
   wait_for kube-controller-manager "$kcm_pid" \
     sh -c "curl -sfk https://127.0.0.1:$kcm_port/healthz | grep -qx ok"
 fi
+if $with_scheduler; then
+  sched_port="$(free_port)"
+  start kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig "$dir/kubeconfig" --leader-elect=false \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" --cert-dir "$dir/pki/scheduler"
+  sched_pid=$!
+  wait_for kube-scheduler "$sched_pid" \
+    sh -c "curl -sfk https://127.0.0.1:$sched_port/healthz | grep -qx ok"
+fi
+
+# The root directory kubemark made under TMPDIR, as its log names it.
+hollow_root() { sed -n 's/.*Using \(.*\) as root dir for hollow-kubelet.*/\1/p' "$1" | head -n 1; }
+node_ready() {
+  "$bin/kubectl" --kubeconfig "$dir/kubeconfig" get node "$1" \
+    -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
+}
+for name in "${hollow_nodes[@]}"; do
+  mkdir -p "$dir/hollow/$name"
+  start "hollow-$name" env TMPDIR="$dir/hollow/$name" "$bin/kubemark" --morph=kubelet \
+    --name "$name" --kubeconfig "$dir/kubeconfig" --use-host-image-service=false \
+    --kubelet-port "$(free_port)" --kubelet-read-only-port 0
+  hollow_pid=$!
+  wait_for "hollow node $name" "$hollow_pid" node_ready "$name"
+  hollow_dir="$(hollow_root "$dir/hollow-$name.log")"
+  [ -n "$hollow_dir" ] || die "hollow node $name: its log names no root dir"
+  echo "$name $hollow_dir" >>"$dir/hollow-nodes"
+  log "hollow node $name: root dir $hollow_dir"
+done
 for node in "${nodes[@]}"; do mint_node_kubeconfig "$node"; done
 trap - ERR
 log "ready: kubectl --kubeconfig $dir/kubeconfig (API https://127.0.0.1:$api_port)"

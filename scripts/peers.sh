@@ -28,6 +28,8 @@ kube-controller-manager|kube|k8s.io/kubernetes/cmd/kube-controller-manager|$kube
 csi-attacher|csi-sidecars|$csi/external-attacher/v4/cmd/csi-attacher|-X main.version=v4.13.0
 csi-resizer|csi-sidecars|$csi/external-resizer/v2/cmd/csi-resizer|-X main.version=v2.3.0
 csi-provisioner|csi-provisioner|$csi/external-provisioner/v6/cmd/csi-provisioner|-X main.version=v6.4.0
+kube-scheduler|kube|k8s.io/kubernetes/cmd/kube-scheduler|$kube
+kubemark|kube|k8s.io/kubernetes/cmd/kubemark|$kube
 EOF
 }
 

@@ -87,6 +87,11 @@ export const nodeLeaseDurationSeconds = 40;
 export const nodeLeaseRenewMs = (nodeLeaseDurationSeconds * 1000) / 4;
 /** The Ready condition is posted again this often, the kubelet's nodeStatusReportFrequency. */
 export const nodeStatusReportMs = 5 * 60_000;
+/**
+ * The pods the Node says it holds (status.capacity and allocatable `pods`): the kubelet's
+ * default maxPods, so a scheduler places pods on a vole node as on a kubelet's.
+ */
+export const nodePodsMax = 110;
 
 assert(backoffMsInitial < backoffMsMax, 'backoffMsInitial must be below backoffMsMax');
 assert(backoffFactor > 1, 'backoff must grow');

@@ -41,6 +41,15 @@ function waitsOnOutside(world: World, pod: UniquePodName): boolean {
 }
 
 /**
+ * Does this one pod wait only on outside change, with nothing in flight that may still
+ * change it (`vole wait`)? False while the sources have not all reported or any operation
+ * runs: a retry in flight may still mount it.
+ */
+export function podWaitsOnOutside(world: World, pod: UniquePodName): boolean {
+  return world.sourcesReady && world.running.size === 0 && waitsOnOutside(world, pod);
+}
+
+/**
  * The pods not mounted, when every one of them can only wait for outside change;
  * undefined while any may still make progress, an operation runs, or the sources have not
  * all reported.

@@ -56,6 +56,9 @@ function committerSink(committer: GroupCommitter<VoleEvent>): EventSink {
     get writable() {
       return committer.writable;
     },
+    get verified() {
+      return committer.verified;
+    },
     onWritable: (listener) => committer.onWritable(listener),
     onCommitted: (listener) => committer.onCommitted(listener),
   };
@@ -110,6 +113,7 @@ export function openSqliteLog<W extends CoreWorld, O extends CoreOperation>(
     saveSnapshot: (world: W) => {
       committer.flush();
       // A snapshot is a cache: none while the log is blocked, and a failed one is skipped.
+      // Events held until the whole-file check passes are pending too: none before then.
       if (!committer.writable || committer.pendingCount > 0) return;
       try {
         store.saveSnapshot({

@@ -209,6 +209,15 @@ export class VolumeManager {
     return new VolumeManager(engine, clock, log.sink, plugins, opts.contents, metrics);
   }
 
+  /**
+   * False while the log is not known whole (the whole-file check a restart starts in the
+   * background is still running) or was found damaged: nothing has been written to it or
+   * done on the host since the start. True for a log in memory.
+   */
+  get logVerified(): boolean {
+    return this.sink.verified !== false;
+  }
+
   /** The current world (read-only by contract: change it only through events). */
   get world(): World {
     return this.engine.world;

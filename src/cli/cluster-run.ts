@@ -14,14 +14,14 @@ import { ClusterKeys, defaultPrefix } from '../cluster/keys.js';
 import { EtcdStore } from '../cluster/store-etcd.js';
 import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { ObjectContents } from '../sources/contents.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { allocatableOf } from './allocatable.js';
 import { UsageError } from './postmortem.js';
-import { startCsi } from './run.js';
+import { featureGatesOf, startCsi } from './run.js';
 import { PluginManager } from '../plugins/manager.js';
 import { metricsAddressOf, serveEndpoints } from './run.js';
 
@@ -39,6 +39,8 @@ export interface ClusterAgentCommandOptions {
   /** `cpu=4,memory=16Gi`; what is not given is the host's. */
   readonly allocatable?: string;
   readonly metricsAddress?: string;
+  /** The node agent's gates (`vole apply`, the API server's part, keeps no disabled field). */
+  readonly featureGates?: string;
 }
 
 function seconds(text: string | undefined, fallback: number, what: string): number {
@@ -72,9 +74,11 @@ export async function clusterAgentCommand(
   if (opts.node === undefined)
     throw new UsageError('vole run --etcd needs --node NAME (this node)');
   const root = opts.root ?? defaultRoot;
-  mkdirSync(root, { recursive: true });
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const featureGates = featureGatesOf(opts.featureGates);
   const say = progressPrinter();
   const client = clientFor(opts.etcd);
   const contents = new ObjectContents();
@@ -82,6 +86,7 @@ export async function clusterAgentCommand(
     builtinPlugins({
       root,
       contents,
+      featureGates,
       forbiddenHostPaths: [dirname(db)],
       ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
     }),

@@ -3,12 +3,11 @@
  * plugins act on the host under --root as with manifests; the inputs and outputs are the
  * kubelet's (src/kube/agent.ts).
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
 import { KubeAgent } from '../kube/agent.js';
 import { TokenRequests } from '../kube/tokens.js';
@@ -18,7 +17,7 @@ import { ObjectContents } from '../sources/contents.js';
 import { allocatableOf } from './allocatable.js';
 import { logBlockedReporter, progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
-import { metricsAddressOf, serveEndpoints, startCsi } from './run.js';
+import { featureGatesOf, metricsAddressOf, serveEndpoints, startCsi } from './run.js';
 
 export interface KubeRunOptions {
   readonly kubeconfig: string;
@@ -33,6 +32,8 @@ export interface KubeRunOptions {
   readonly metricsAddress?: string;
   /** `--allocatable`: what downwardAPI resourceFieldRef items read where a pod sets no limit. */
   readonly allocatable?: string;
+  /** The kubelet's gates (the API server drops the fields of its own disabled gates). */
+  readonly featureGates?: string;
 }
 
 function httpOf(file: string): KubeHttp {
@@ -76,9 +77,11 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
     throw new UsageError('vole run --kubeconfig needs --node NAME (this Node)');
   const node = opts.node;
   const root = opts.root ?? defaultRoot;
-  mkdirSync(root, { recursive: true });
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
+  const featureGates = featureGatesOf(opts.featureGates);
   const http = httpOf(opts.kubeconfig);
   const say = progressPrinter();
   const logBlocked = logBlockedReporter(say);
@@ -89,10 +92,17 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
     tokenAgeMsMax: tokenAgeMsMaxOf(process.env.VOLE_TOKEN_AGE_MAX_MS),
   });
   const plugins = new PluginManager(
-    builtinPlugins({ root, contents, tokens, forbiddenHostPaths: [dirname(db)] }),
+    builtinPlugins({
+      root,
+      contents,
+      tokens,
+      featureGates,
+      forbiddenHostPaths: [dirname(db)],
+    }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   const controllerAttachDetach = opts.controllerAttachDetach ?? true;
+  const allocatable = allocatableOf(opts.allocatable, root);
   try {
     vm = openVolumeManager({
       logBlocked,
@@ -102,7 +112,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
       contents,
       controllerAttachDetach,
       logger,
-      allocatable: allocatableOf(opts.allocatable, root),
+      allocatable,
     });
   } catch (error) {
     csi.stop();
@@ -112,7 +122,16 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
   const forgetPod = (uid: string) => tokens.forgetPod(uid);
-  const agent = new KubeAgent({ http, node, vm, controllerAttachDetach, logger, say, forgetPod });
+  const agent = new KubeAgent({
+    http,
+    node,
+    vm,
+    controllerAttachDetach,
+    logger,
+    say,
+    forgetPod,
+    allocatable,
+  });
   try {
     await agent.start();
   } catch (error) {

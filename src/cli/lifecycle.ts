@@ -1,6 +1,7 @@
 import { withoutResolutionNote } from '../csi/grpc-text.js';
 import type { GroupCommitterOptions } from '../log/group-commit.js';
 import { readManifestDir } from '../sources/manifests.js';
+import type { FeatureGates } from '../sources/feature-gates.js';
 import { UsageError } from './postmortem.js';
 
 /**
@@ -30,6 +31,11 @@ export interface LifecycleOptions {
   readonly stuck?: () => string | undefined;
   /** With once, at the timeout: what is still not ready and why (printed before exit 1). */
   readonly leftAtTimeout?: () => string;
+  /**
+   * Settles when the command cannot go on (its log was found damaged): it stops at once
+   * through `abandon` (nothing drains, mounts stay as they are) and the run rejects with it.
+   */
+  readonly fatal?: Promise<Error>;
 }
 
 /** How long `--once` must find every pod left waiting on outside change before it exits. */
@@ -43,12 +49,18 @@ const drainMsMax = 10_000;
 
 export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
   const startedMs = Date.now();
-  return new Promise<number>((resolve) => {
+  return new Promise<number>((resolve, reject) => {
     let stopping = false;
-    const stop = async (code: number, why: string) => {
+    const stop = async (code: number, why: string, fatal?: Error) => {
       if (stopping) return;
       stopping = true;
       clearInterval(check);
+      if (fatal !== undefined) {
+        opts.abandon?.();
+        process.removeListener('SIGINT', onSigint);
+        process.removeListener('SIGTERM', onSigterm);
+        return reject(fatal);
+      }
       opts.say(why);
       if (opts.logBlocked?.() === true && opts.abandon !== undefined) {
         opts.say(
@@ -67,6 +79,7 @@ export function runUntilStopped(opts: LifecycleOptions): Promise<number> {
     const onSigterm = () => void stop(143, 'SIGTERM: finishing running operations, then stopping');
     process.once('SIGINT', onSigint);
     process.once('SIGTERM', onSigterm);
+    void opts.fatal?.then((error) => stop(1, error.message, error));
     const timeoutMs =
       opts.timeout === undefined
         ? Number.POSITIVE_INFINITY
@@ -119,10 +132,10 @@ export function progressPrinter(): (line: string) => void {
  * the start with every problem named (exit 2). Once running, a file that goes bad is
  * reported and skipped instead, so an editor's half-written save cannot stop the agent.
  */
-export function refuseBadManifests(dir: string): void {
+export function refuseBadManifests(dir: string, gates?: FeatureGates): void {
   let problems;
   try {
-    problems = readManifestDir(dir).problems;
+    problems = readManifestDir(dir, {}, gates).problems;
   } catch (error) {
     throw new UsageError(`cannot read the manifest directory ${dir}: ${(error as Error).message}`);
   }

@@ -4,7 +4,7 @@ import { Command, Option } from 'commander';
 import { UnknownModeError } from '../engine/cores.js';
 import { engineVersion } from '../engine/engine.js';
 import { ImportError } from '../postmortem/jsonl.js';
-import { LogOpenError, LogReadError } from '../log/errors.js';
+import { LogDamagedError, LogOpenError, LogReadError } from '../log/errors.js';
 import { cliLogger, logLevels } from './logger.js';
 import {
   diffCommand,
@@ -30,6 +30,7 @@ import { etcdOption, prefixOption, registerClusterCommands } from './cluster-com
 import type { ClusterAgentCommandOptions, ClusterControllerCommandOptions } from './cluster-run.js';
 import { metricsCommand } from './metrics.js';
 import { applyEventLoopNice, type EventLoopNiceOptions, eventLoopNiceOption } from './priority.js';
+import { waitCommand } from './wait.js';
 import { whyCommand } from './why.js';
 import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
@@ -69,6 +70,7 @@ function run(action: () => number | Promise<number>): () => Promise<void> {
       if (
         error instanceof LogOpenError ||
         error instanceof LogReadError ||
+        error instanceof LogDamagedError ||
         error instanceof UsageError ||
         error instanceof ImportError ||
         error instanceof UnknownModeError
@@ -168,6 +170,11 @@ program
   .option(
     '--metrics-address <host:port>',
     'serve /metrics, /healthz and /readyz here (e.g. 127.0.0.1:9102)',
+  )
+  .option(
+    '--feature-gates <list>',
+    "Kubernetes' feature gates vole knows, e.g. EmptyDirVolumeMode=true (emptyDir.mode; " +
+      'off by default: the field is dropped with a warning)',
   )
   .addOption(eventLoopNiceOption())
   .action(
@@ -439,6 +446,20 @@ program
   .option('--json', 'JSON output')
   .action((subject: string, opts: { db: string; at?: string; json?: boolean }) =>
     run(() => whyCommand(opts.db, subject, opts))(),
+  );
+
+program
+  .command('wait')
+  .description(
+    'wait until every volume of a pod is mounted, following the log of a running agent: ' +
+      'exit 0 once mounted; 3 with `vole why` as soon as only a change outside vole can ' +
+      'help (a final error such as a missing mkfs); 1 at the timeout',
+  )
+  .argument('<pod>', 'a pod UID, namespace/name or name')
+  .addOption(dbOption())
+  .option('--timeout <seconds>', 'give up after this many seconds', '120')
+  .action((pod: string, opts: { db: string; timeout: string }) =>
+    run(() => waitCommand(opts.db, pod, opts))(),
   );
 
 program

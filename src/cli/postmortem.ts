@@ -164,7 +164,9 @@ function printTransition(t: Transition, originMs: number, out: NodeJS.WritableSt
       ? `${t.volume}@${t.node}`
       : t.pair === 'persistentVolume'
         ? `PersistentVolume ${t.volume}`
-        : `${t.volume} × pod ${t.pod}`;
+        : t.pair === 'filesystem'
+          ? `filesystem of ${t.volume}@${t.node}`
+          : `${t.volume} × pod ${t.pod}`;
   out.write(
     `${s.dim(`#${t.seq}`)} ${offset(t.tsMs, originMs)}  ${pair}  ${s.state(t.from)} → ${s.state(t.to)}  ${s.dim(t.because)}${t.error !== null && !t.because.includes(t.error) ? `\n    ${s.red(t.error)}` : ''}\n`,
   );

@@ -3,21 +3,21 @@
  * directory (watched); real plugins act on the host under --root; every fact goes to the
  * SQLite log at --db, which a restarted agent resumes from.
  */
-import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { OperatorSocketError } from '../agent/operator.js';
 import { VolumeManager } from '../agent/volume-manager.js';
-import { defaultRoot } from '../host/paths.js';
+import { defaultRoot, makeDataDirs, pluginsRegistryDirName } from '../host/paths.js';
 import { CsiDriverRegistry } from '../csi/registry.js';
 import { RegistrationWatcher } from '../csi/watcher.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { type MetricsServer, parseMetricsAddress, serveMetrics } from '../metrics/index.js';
 import { ObjectContents } from '../sources/contents.js';
-import type { ManifestChanges } from '../sources/manifests.js';
+import type { ManifestChanges, ManifestNotice } from '../sources/manifests.js';
 import { ManifestWatcher } from '../sources/watch.js';
+import { type FeatureGates, parseFeatureGates } from '../sources/feature-gates.js';
 import { podsWaitingOnOutside } from '../agent/outside.js';
 import type { UniquePodName } from '../ids.js';
 import { why, whyText } from '../postmortem/why.js';
@@ -31,6 +31,7 @@ import {
   runUntilStopped,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
+import type { LogDamagedError } from '../log/errors.js';
 import { allocatableOf } from './allocatable.js';
 
 export interface RunOptions {
@@ -52,6 +53,17 @@ export interface RunOptions {
   readonly metricsAddress?: string;
   /** `cpu=4,memory=16Gi,ephemeral-storage=100Gi`; what is not given is the host's. */
   readonly allocatable?: string;
+  /** `EmptyDirVolumeMode=true`: the alpha fields honoured (featureGateDefaults otherwise). */
+  readonly featureGates?: string;
+}
+
+/** The --feature-gates, checked before anything starts. */
+export function featureGatesOf(text: string | undefined): FeatureGates {
+  try {
+    return parseFeatureGates(text);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }
 
 /** `NAME=unix:///path.sock` → its parts; a usage error says the form otherwise. */
@@ -104,7 +116,7 @@ export async function startCsi(
   };
   await Promise.all(flags.map((flag) => attempt(flag, true)));
   const watcher = new RegistrationWatcher({
-    dir: join(ctx.root, 'plugins_registry'),
+    dir: join(ctx.root, pluginsRegistryDirName),
     registry,
     ...ctx,
   });
@@ -140,13 +152,14 @@ async function startAgent(
     say: (line: string) => void;
     logBlocked: ReturnType<typeof logBlockedReporter>;
     contents: ObjectContents;
+    featureGates: FeatureGates;
     /** The manifest file of a pod, named in progress lines that report a problem. */
     originOf?: (uid: string) => string | undefined;
   },
 ): Promise<{ vm: VolumeManager; csi: Awaited<ReturnType<typeof startCsi>> }> {
-  const { root, db, logger, say, contents } = ctx;
+  const { root, db, logger, say, contents, featureGates } = ctx;
   const plugins = new PluginManager(
-    builtinPlugins({ root, contents, forbiddenHostPaths: [dirname(db)] }),
+    builtinPlugins({ root, contents, featureGates, forbiddenHostPaths: [dirname(db)] }),
   );
   const csi = await startCsi(opts, { root, plugins, logger, say });
   let vm: VolumeManager;
@@ -176,15 +189,17 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
   const root = opts.root ?? defaultRoot;
   const db = opts.db ?? join(root, 'vole.db');
   const metricsAt = metricsAddressOf(opts.metricsAddress);
-  mkdirSync(root, { recursive: true });
-  refuseBadManifests(opts.manifests);
+  const featureGates = featureGatesOf(opts.featureGates);
+  // plugins_registry/ before any driver's registrar needs it, as the kubelet makes it.
+  makeDataDirs(root);
+  refuseBadManifests(opts.manifests, featureGates);
   const say = progressPrinter();
-  const logBlocked = logBlockedReporter(say);
+  const { logBlocked, found: damaged } = damageWatch(logBlockedReporter(say));
   const contents = new ObjectContents();
   const startedMs = Date.now(); // the origin of the times `vole why` lines show
   let watcher: ManifestWatcher | undefined;
   const originOf = (uid: string) => watcher?.originOf(uid);
-  const agent = { root, db, logger, say, logBlocked, contents, originOf };
+  const agent = { root, db, logger, say, logBlocked, contents, featureGates, originOf };
   const { vm, csi } = await startAgent(opts, agent);
   say(
     `vole agent on ${vm.world.config.node}: manifests ${opts.manifests}, root ${root}, log ${db} (seq ${vm.world.seq})`,
@@ -201,6 +216,8 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },
+    featureGates,
+    onNotices: (notices) => warnDropped(notices, logger, say),
   });
   try {
     watcher.sync();
@@ -212,14 +229,18 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
     );
   }
   vm.inputs.markSourcesReady();
-  await cleanUpOrphans(vm, root, say);
+  await stopIfDamaged(cleanUpOrphans(vm, root, say), damaged, () => {
+    watcher?.stop();
+    vm.stop();
+    csi.stop();
+  });
   // --once watches too: advice such as "create it" (the missing ConfigMap) must work in it.
   watcher.start();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop: () => watcher.stop() });
   return runUntilStopped({
     say,
     ...onceOptions(opts, vm.world, { startedMs, csiWaiting: csi.waiting }),
-    settled: () => !logBlocked.blocked() && settled(vm.world),
+    settled: () => !logBlocked.blocked() && vm.logVerified && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
@@ -236,7 +257,67 @@ export async function runCommand(opts: RunOptions, logger: Logger): Promise<numb
       csi.stop();
     },
     logBlocked: logBlocked.blocked,
+    fatal: damaged,
   });
+}
+
+/**
+ * A field a disabled feature gate dropped from a pod: one warn line in the log (stderr,
+ * --log-level) and one among the agent's progress lines, which are what a user reads.
+ */
+function warnDropped(notices: readonly ManifestNotice[], logger: Logger, say: (l: string) => void) {
+  for (const n of notices) {
+    logger.warn({ pod: n.pod, volume: n.volume, file: n.file }, n.message);
+    say(`manifest ${n.file}: ${n.message}`);
+  }
+}
+
+/**
+ * The log's damage, as a promise: the whole-file check a restart runs in the background
+ * (src/log/integrity.ts) found it. Nothing was written to the log or done on the host
+ * until then (the group committer holds every commit, and every act waits for one), so
+ * `vole run` stops at once with its message, exit 2, the mounts left as they are: as when
+ * the kubelet dies.
+ */
+function damageWatch(reporter: ReturnType<typeof logBlockedReporter>): {
+  logBlocked: ReturnType<typeof logBlockedReporter>;
+  found: Promise<LogDamagedError>;
+} {
+  let report: (error: LogDamagedError) => void = () => {};
+  const found = new Promise<LogDamagedError>((resolve) => (report = resolve));
+  let damaged = false;
+  return {
+    found,
+    logBlocked: {
+      ...reporter,
+      blocked: () => damaged || reporter.blocked(),
+      onHalted: (error) => {
+        damaged = true;
+        report(error);
+      },
+    },
+  };
+}
+
+/**
+ * `work`, unless the log is found damaged first: then `stop`, and its error is thrown. The
+ * orphan pass records each orphan, durable, before it touches it: on a damaged log it waits
+ * for good, and the agent stops with the orphans where they are.
+ */
+async function stopIfDamaged<T>(
+  work: Promise<T>,
+  found: Promise<LogDamagedError>,
+  stop: () => void,
+): Promise<T> {
+  const outcome = await Promise.race([
+    work.then((value) => ({ value })),
+    found.then((error) => ({ error })),
+  ]);
+  if ('error' in outcome) {
+    stop();
+    throw outcome.error;
+  }
+  return outcome.value;
 }
 
 /**

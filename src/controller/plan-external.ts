@@ -8,9 +8,13 @@
  * - ExternalProvisioningRequested: an unbound claim no static PV serves, of a class whose
  *   provisioner no plugin here provisions with, is annotated for the external-provisioner
  *   (pv_controller.go syncUnboundClaim → provisionClaim → setClaimProvisioner). A
- *   WaitForFirstConsumer claim waits until it has a selected node; no scheduler runs
- *   beside vole and pods arrive with spec.nodeName, so the decision plays the scheduler's
- *   part too and selects the node of the claim's first consumer pod.
+ *   WaitForFirstConsumer claim waits until it has a selected node. Where pods arrive with
+ *   spec.nodeName (no scheduler runs, or a pod bypassed it), the decision plays the
+ *   scheduler's part and selects the node of the claim's first consumer pod. Where
+ *   kube-scheduler runs, a consumer has no spec.nodeName until the scheduler's
+ *   VolumeBinding plugin has selected the node and the claim is bound (its PreBind waits for
+ *   that), so no consumer is on a node while the claim lacks the annotation: vole selects
+ *   nothing and needs no flag to know.
  * - VolumeReleased: a PV whose claimRef names a claim that is gone (or made again: another
  *   uid) is Released (syncVolume). The external-provisioner deletes a Released PV with
  *   reclaim policy Delete; one with Retain stays Released.

@@ -40,6 +40,11 @@ export interface EventSink {
   whenDurable?(throughSeq?: number): Promise<void> | undefined;
   /** False while the log cannot be written: the engine starts no operation meanwhile. */
   readonly writable?: boolean;
+  /**
+   * False while the log's file is not known whole (its whole-file check runs after a
+   * restart) or was found damaged: nothing is durable then, and whenDurable() waits.
+   */
+  readonly verified?: boolean;
   /** Called each time a blocked log is written again. */
   onWritable?(listener: () => void): void;
   /**

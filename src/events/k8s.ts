@@ -79,6 +79,8 @@ export const podVolume = z.looseObject({
     .looseObject({
       medium: z.string().optional(),
       sizeLimit: z.union([z.string(), z.number()]).optional(),
+      /** The directory's permission bits (alpha, feature gate EmptyDirVolumeMode). */
+      mode: z.number().int().optional(),
     })
     .optional(),
   hostPath: z.looseObject({ path: z.string().min(1), type: z.string().optional() }).optional(),

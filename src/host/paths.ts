@@ -8,12 +8,26 @@
  * caught (the kubelet's openat-based SafeOpen closes that gap; vole's root is written only
  * by vole and root).
  */
-import { realpathSync } from 'node:fs';
+import { mkdirSync, realpathSync } from 'node:fs';
 import { realpath } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { messageValueCharsMax, nameBytesMax } from './limits.js';
 
 export const defaultRoot = '/var/lib/vole';
+
+/** Where CSI drivers' node-driver-registrars put their registration sockets. */
+export const pluginsRegistryDirName = 'plugins_registry';
+
+/**
+ * The directories an agent makes at start, as the kubelet's setupDataDirs does (each 0750):
+ * the root, `plugins/` and `plugins_registry/`. A node-driver-registrar started with the
+ * node binds its socket in `plugins_registry/` and exits ("bind: no such file or
+ * directory") when the directory is not there yet.
+ */
+export function makeDataDirs(root: string): void {
+  for (const dir of [root, join(root, 'plugins'), join(root, pluginsRegistryDirName)])
+    mkdirSync(dir, { recursive: true, mode: 0o750 });
+}
 
 /** A hostile value quoted in a message: JSON-escaped and cut to a readable length. */
 function quote(value: string): string {

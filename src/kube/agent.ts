@@ -34,6 +34,7 @@ import {
   storageRef as storage,
 } from './informer.js';
 import { NodeHeartbeat } from './node-heartbeat.js';
+import type { NodeAllocatable } from '../events/types.js';
 import { NodeStatusWriter } from './node-status.js';
 import { podErrorEvents, podEventOf, EventRecorder, type StartedOperation } from './pod-events.js';
 import { claimRefsOf, type ContentRef, contentRefsOf } from './references.js';
@@ -52,6 +53,8 @@ export interface KubeAgentOptions {
   readonly say: (line: string) => void;
   /** A pod is gone: its cached service-account tokens may go too (tokens.ts). */
   readonly forgetPod?: (uid: string) => void;
+  /** The node's allocatable, published on the Node for the scheduler (node-heartbeat.ts). */
+  readonly allocatable?: NodeAllocatable;
 }
 
 export class KubeAgent {

@@ -12,7 +12,9 @@ import {
   nodeLeaseRenewMs,
   nodeStatusReportMs,
   kubeWriteRetryMs,
+  nodePodsMax,
 } from '../constants.js';
+import type { NodeAllocatable } from '../events/types.js';
 import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
 import { microTime } from './lease.js';
 
@@ -20,6 +22,19 @@ const nodeLeaseNamespace = 'kube-node-lease';
 const readyReason = 'VoleReady';
 
 const statusOf = (error: unknown) => (error instanceof KubeApiError ? error.statusCode : 0);
+
+/** The Node's capacity and allocatable (the same: vole reserves nothing), as quantities. */
+function resourcesOf(allocatable: NodeAllocatable | undefined): Record<string, unknown> {
+  if (allocatable === undefined) return {};
+  const { cpuMillis, memoryBytes, ephemeralStorageBytes } = allocatable;
+  const resources = {
+    cpu: cpuMillis % 1000 === 0 ? String(cpuMillis / 1000) : `${cpuMillis}m`,
+    memory: String(memoryBytes),
+    'ephemeral-storage': String(ephemeralStorageBytes),
+    pods: String(nodePodsMax),
+  };
+  return { capacity: resources, allocatable: resources };
+}
 
 export class NodeHeartbeat {
   private lease: JsonObject | null = null;
@@ -36,6 +51,8 @@ export class NodeHeartbeat {
       nodeUid: string;
       say: (line: string) => void;
       now?: () => number;
+      /** Published as the Node's capacity and allocatable with Ready (none: none published). */
+      allocatable?: NodeAllocatable | undefined;
     },
   ) {
     this.readySinceMs = this.now();
@@ -121,7 +138,11 @@ export class NodeHeartbeat {
     });
   }
 
-  /** The Ready condition alone (a strategic merge patch keyed by type leaves the others). */
+  /**
+   * The Ready condition (a strategic merge patch keyed by type leaves the others), with the
+   * node's capacity and allocatable, which the scheduler's NodeResourcesFit reads: without
+   * them (and their `pods`) no pod would ever be placed here.
+   */
   private async postReady(): Promise<void> {
     const nowMs = this.now();
     const node = encodeURIComponent(this.opts.node);
@@ -129,6 +150,7 @@ export class NodeHeartbeat {
       `/api/v1/nodes/${node}/status`,
       {
         status: {
+          ...resourcesOf(this.opts.allocatable),
           conditions: [
             {
               type: 'Ready',

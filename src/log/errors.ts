@@ -92,8 +92,9 @@ export class LogReadonlyError extends Error {
 }
 
 /**
- * The log was found damaged after it opened (the background quick_check, integrity.ts):
- * its writer is stopped, and every later write throws this. Nothing more is appended.
+ * The log was found damaged after it opened (the whole-file quick_check, integrity.ts):
+ * its writer is stopped, and every write throws this. Nothing was written before the check
+ * answered (EventStore.writer, GroupCommitter's gate), so nothing ever was.
  */
 export class LogDamagedError extends Error {
   override name = 'LogDamagedError';
@@ -104,10 +105,10 @@ export class LogDamagedError extends Error {
   constructor(opts: { path: string; problems: readonly string[] }) {
     super(
       `${opts.path} is damaged (SQLite's quick_check, run in the background after the ` +
-        `start: ${opts.problems.join('; ')}); its writer is stopped and nothing more is ` +
-        `written to it. Stop vole, save what is still readable with \`vole export ` +
-        `--salvage --db ${opts.path} --out OUT\`, then \`vole import OUT --db NEW\`, or ` +
-        `restore it from a backup.`,
+        `start: ${opts.problems.join('; ')}); nothing was written to it and nothing was ` +
+        `done on the host since it was opened, and its writer is stopped. Save what is ` +
+        `still readable with \`vole export --salvage --db ${opts.path} --out OUT\`, then ` +
+        `\`vole import OUT --db NEW\`, or restore it from a backup.`,
     );
     this.path = opts.path;
     this.problems = opts.problems;

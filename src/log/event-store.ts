@@ -3,7 +3,7 @@
  * every statement prepared once, one IMMEDIATE transaction per appended batch, streaming
  * reads, snapshots as disposable caches. Opened by `openLog` (store.ts), never directly.
  */
-import type { Database as Db } from 'better-sqlite3';
+import Database, { type Database as Db } from 'better-sqlite3';
 import { assert } from '../assert.js';
 import { Seq } from '../ids.js';
 import { eventChecksum, snapshotChecksum } from './checksum.js';
@@ -71,9 +71,9 @@ export class EventStore<E extends EventEnvelope> {
   private halted: LogDamagedError | undefined;
   private readonly haltListeners: ((error: LogDamagedError) => void)[] = [];
   private check: {
-    scheduled?: NodeJS.Immediate;
     running?: BackgroundCheck;
     done?: Promise<IntegrityResult>;
+    settle?: (result: IntegrityResult) => void;
   } = {};
   private integrityState: IntegrityResult | { kind: 'pending' | 'notRun' } = { kind: 'notRun' };
 
@@ -375,12 +375,38 @@ export class EventStore<E extends EventEnvelope> {
   close(): void {
     if (!this.db.open) return;
     this.cancelCheck();
-    this.db.close();
+    if (this.writes !== undefined && !this.knownWhole()) this.closeUnchanged();
+    else this.db.close();
     this.onClose?.();
   }
 
+  /**
+   * Closes the writer's connection without the checkpoint SQLite makes when the last
+   * connection to a WAL database closes: that would copy a previous process's WAL into a
+   * file not known whole (or known damaged). A read-only connection held open meanwhile
+   * makes this one not the last, and a read-only connection never checkpoints; so the file
+   * and its WAL stay byte for byte as they were.
+   */
+  private closeUnchanged(): void {
+    let guard: Db | undefined;
+    try {
+      guard = new Database(this.path, { readonly: true, timeout: this.timeoutMs });
+      guard.pragma('schema_version'); // a read transaction: it opens the WAL index
+    } catch {
+      // Unreadable as it is: no checkpoint can read it either.
+    }
+    this.db.close();
+    guard?.close();
+  }
+
+  /**
+   * The writer's statements, once the file is known whole: a write that comes before the
+   * background check has answered runs the check here first, on this connection (never a
+   * write to a file not known whole); a damaged file throws LogDamagedError.
+   */
   private writer(operation: string): WriteStatements {
     if (this.writes === undefined) throw new LogReadonlyError({ path: this.path, operation });
+    if (this.integrityState.kind === 'pending') this.checkNow();
     if (this.halted !== undefined) throw this.halted;
     return this.writes;
   }
@@ -401,8 +427,11 @@ export class EventStore<E extends EventEnvelope> {
   }
 
   /**
-   * Schedules PRAGMA quick_check of the whole file on a worker (integrity.ts) for the next
-   * turn of the event loop, so a synchronous start (open, load, first plan) is not delayed.
+   * Starts PRAGMA quick_check of the whole file on a worker (integrity.ts), at once, so it
+   * runs while the main thread folds the snapshot and tail and plans: a synchronous start
+   * (open, load, first plan) does not wait for it. Until it answers, the file is not known
+   * whole: every write runs the check first on this connection (`writer`), and the group
+   * committer holds its commits (and so every act on the host) until `done` settles.
    * Damage stops the writer: every later write throws LogDamagedError, and `onDamaged` is
    * told. Returns the result; a second call returns the first call's. Never settles if the
    * store is closed before the check ends.
@@ -410,24 +439,60 @@ export class EventStore<E extends EventEnvelope> {
   checkInBackground(): Promise<IntegrityResult> {
     this.check.done ??= new Promise((resolve) => {
       this.integrityState = { kind: 'pending' };
-      const scheduled = setImmediate(() => {
-        this.check.scheduled = undefined;
-        const running = quickCheckInBackground(this.path, this.timeoutMs);
-        this.check.running = running;
-        void running.done.then((result) => {
-          this.check.running = undefined;
-          this.integrityState = result;
-          if (result.kind === 'damaged') this.halt(result.problems);
-          resolve(result);
-        });
+      this.check.settle = resolve;
+      const running = quickCheckInBackground(this.path, this.timeoutMs);
+      this.check.running = running;
+      void running.done.then((result) => {
+        this.check.running = undefined;
+        if (this.integrityState.kind !== 'pending') return; // checked here meanwhile
+        // The worker could not run it (an I/O error, a lock): run it here instead.
+        if (result.kind === 'failed') this.checkNow();
+        else this.settleCheck(result);
       });
-      this.check.scheduled = scheduled;
     });
     return this.check.done;
   }
 
+  /**
+   * The pending whole-file check, run now on this connection, blocking: what a write (or a
+   * close with commits held) does before the worker has answered. Anything that stops
+   * quick_check from reading the whole file counts as damage: nothing is written to a file
+   * not known whole.
+   */
+  checkNow(): void {
+    if (this.integrityState.kind !== 'pending') return;
+    const started = performance.now();
+    let result: IntegrityResult;
+    try {
+      const rows = this.db.pragma('quick_check(5)') as { quick_check: string }[];
+      const problems = rows.map((row) => row.quick_check).filter((text) => text !== 'ok');
+      const durationMs = performance.now() - started;
+      result =
+        problems.length === 0
+          ? { kind: 'ok', durationMs }
+          : { kind: 'damaged', problems, durationMs };
+    } catch (error) {
+      const code = String((error as { code?: unknown }).code);
+      const problems = [`${code}: ${(error as Error).message}`];
+      result = { kind: 'damaged', problems, durationMs: performance.now() - started };
+    }
+    this.check.running?.cancel();
+    this.check.running = undefined;
+    this.settleCheck(result);
+  }
+
+  /** False while the whole-file check is pending, or once it found damage. */
+  private knownWhole(): boolean {
+    return this.integrityState.kind !== 'pending' && this.halted === undefined;
+  }
+
+  private settleCheck(result: IntegrityResult): void {
+    this.integrityState = result;
+    if (result.kind === 'damaged') this.halt(result.problems);
+    this.check.settle?.(result);
+  }
+
   private cancelCheck(): void {
-    if (this.check.scheduled !== undefined) clearImmediate(this.check.scheduled);
     this.check.running?.cancel();
     this.check = {};
   }
@@ -458,7 +523,7 @@ export class EventStore<E extends EventEnvelope> {
     if (
       crc === null ? seq >= this.checksumsFromSeq : crc !== eventChecksum(seq, tsMs, type, data)
     ) {
-      throw this.damagedRow(seq, `event seq ${seq} (${type.slice(0, 60)})`);
+      throw this.damagedRow(seq, `event seq ${seq} (${String(type).slice(0, 60)})`);
     }
     try {
       return decodeRow(this.codec, row);

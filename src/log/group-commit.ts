@@ -20,6 +20,13 @@
  * SqliteError) blocks the committer instead of stopping the process: the buffer is kept in
  * order, `writable` turns false (the engine starts no operation), the append is retried
  * with backoff, and whoever waits on `whenDurable()` resumes once it succeeds.
+ *
+ * Nothing is committed before the file is known whole: while the store's whole-file check
+ * runs (a restart's, EventStore.checkInBackground) the committer buffers, and every
+ * `whenDurable()`, even of events an earlier process made durable, waits for the check. As
+ * every act on the host waits for its operation to be durable first, the engine may fold
+ * and plan meanwhile but touches nothing; a damaged file halts the committer with nothing
+ * written and every wait left pending for good.
  */
 import { statfsSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -53,6 +60,8 @@ export interface GroupCommitterOptions {
   readonly onBlocked?: (blockage: LogBlockage) => void;
   /** The log was written again after `blockedMs`. */
   readonly onResumed?: (info: { path: string; blockedMs: number; written: number }) => void;
+  /** The store's whole-file check passed: commits held until then are made now. */
+  readonly onVerified?: () => void;
   /** Retry backoff: first delay, doubled up to the max (default 100 ms to 5 s). */
   readonly retryMs?: { first: number; max: number };
   /**
@@ -110,6 +119,8 @@ export class GroupCommitter<E extends EventEnvelope> {
   private closed = false;
   private blocked: Blocked | undefined;
   private halted: LogDamagedError | undefined;
+  /** Settles once the store's whole-file check has answered; undefined when it has. */
+  private gate: Promise<void> | undefined;
   private readonly waiters = new SeqWaiters();
   private readonly writableListeners: (() => void)[] = [];
   private readonly committedListeners: ((seconds: number, events: number) => void)[] = [];
@@ -131,6 +142,25 @@ export class GroupCommitter<E extends EventEnvelope> {
       opts.checkpoint === false ? undefined : (opts.checkpoint ?? checkpointDefault);
     store.onHalt((error) => this.halt(error));
     if (store.haltedBy !== undefined) this.halt(store.haltedBy);
+    if (store.integrity.kind === 'pending')
+      this.gate = store.checkInBackground().then(() => this.openGate());
+  }
+
+  /** The whole-file check has answered: commit what was held, unless it found damage. */
+  private openGate(): void {
+    if (this.gate === undefined) return;
+    this.gate = undefined;
+    if (this.halted !== undefined || this.closed) return;
+    this.opts.onVerified?.();
+    if (this.buffer.length > 0) this.flush();
+  }
+
+  /**
+   * True once the log's file is known whole (its check passed, or none was due) and not
+   * halted: until then nothing is committed.
+   */
+  get verified(): boolean {
+    return this.gate === undefined && this.halted === undefined;
   }
 
   /** Why the log's writer was stopped for good, if it was (see onHalted). */
@@ -212,6 +242,7 @@ export class GroupCommitter<E extends EventEnvelope> {
     if (this.scheduled !== undefined) clearTimeout(this.scheduled);
     this.scheduled = undefined;
     if (this.buffer.length === 0 || !this.writable || this.closed) return;
+    if (this.gate !== undefined) return; // committed when the check passes (openGate)
     try {
       this.writeBuffer();
     } catch (error) {
@@ -226,6 +257,11 @@ export class GroupCommitter<E extends EventEnvelope> {
    * shares, or after the retry while the log is blocked.
    */
   whenDurable(throughSeq?: number): Promise<void> | undefined {
+    // A halted log makes nothing durable again, nor lets an act rely on what an earlier
+    // process made durable (a mount covered by its attach); neither does one not yet checked.
+    if (this.halted !== undefined) return never;
+    const gate = this.gate;
+    if (gate !== undefined) return gate.then(() => this.whenDurable(throughSeq));
     const head = this.durable + this.buffer.length;
     const seq = throughSeq === undefined ? head : Math.min(throughSeq, head);
     const waiting = this.waiters.pending(seq, this.durable);
@@ -369,6 +405,12 @@ export class GroupCommitter<E extends EventEnvelope> {
    */
   close(): number {
     if (this.closed) return 0;
+    if (this.gate !== undefined) {
+      // Closing before the check answered: check here, so what was held is written to a
+      // file known whole, or not at all.
+      this.store.checkNow();
+      this.openGate();
+    }
     this.flush();
     const lost = this.buffer.length;
     if (this.blocked !== undefined) clearTimeout(this.blocked.timer);
@@ -379,6 +421,9 @@ export class GroupCommitter<E extends EventEnvelope> {
     return lost;
   }
 }
+
+/** What a wait on a halted log gets: a promise that never settles. */
+const never = new Promise<void>(() => {});
 
 function freeBytesBeside(path: string): number | undefined {
   try {

@@ -1,9 +1,11 @@
 /**
- * The whole-file corruption check off the critical path: PRAGMA quick_check (every page's
- * structure; it grows with the file, ~0.1–0.3 s per million events) on a worker thread
- * with its own read-only connection, so a restart reaches its first plan without waiting
- * for it. What the restart itself reads is checked as it is read (checksum.ts); this finds
- * damage anywhere else, and the store stops its writer when it does (EventStore.halt).
+ * The whole-file corruption check off the way to the first plan: PRAGMA quick_check (every
+ * page's structure; it grows with the file, ~0.1–0.3 s per million events) on a worker
+ * thread with its own read-only connection, started at the open, so a restart folds and
+ * plans without waiting for it. What the restart itself reads is checked as it is read
+ * (checksum.ts); this finds damage anywhere else. It is on the way to the first write and
+ * the first act on the host: nothing is committed before it passes (EventStore.writer,
+ * GroupCommitter), and the store stops its writer when it finds damage (EventStore.halt).
  *
  * The worker is plain JavaScript evaluated from a string: it needs no build step and runs
  * the same under tsx and from dist/. A WAL reader never blocks the writer.

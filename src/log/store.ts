@@ -46,10 +46,13 @@ export interface OpenLogOptions<E extends EventEnvelope> {
    * quick: run PRAGMA quick_check before anything else reads or writes (every page of the
    * file; 0.1–0.3 s per million events), and refuse a damaged file, untouched.
    * background (writers only; their default): the same check on a worker thread right
-   * after the start (integrity.ts), so the open does not grow with the log; damage found
-   * stops the writer (LogDamagedError on every later write, `onDamaged` told). What a
-   * restart reads before then, the snapshot and the events after it, is checked against
-   * the checksums written with it (schema 3), and a mismatch is LogReadError 'corrupt'.
+   * after the start (integrity.ts), so the open does not grow with the log. Nothing is
+   * written before it passes: a write meanwhile runs it first, and the group committer
+   * holds its commits until it answers (an older schema's file, which the open migrates,
+   * is checked in the open). Damage found stops the writer (LogDamagedError on every
+   * write, `onDamaged` told). What a restart reads before then, the snapshot and the
+   * events after it, is checked against the checksums written with it (schema 3), and a
+   * mismatch is LogReadError 'corrupt'.
    * Readers default to none (the CLI's readers ask for quick; a library reader following
    * a live log does not pay it). none: salvage, or a caller that checked already.
    */
@@ -110,7 +113,9 @@ export function openLog<E extends EventEnvelope>(
       ? guarded(path, connect(path, { readonly: true, timeoutMs }), (db) => {
           const found = probe(db, path);
           lock = WriterLock.acquire(path);
-          if (found.kind === 'vole' && check === 'quick') quickCheck(db, path);
+          // A migration writes at the open: an older file is checked whole before it.
+          const migrates = found.kind === 'vole' && found.version < logSchemaVersion;
+          if (found.kind === 'vole' && (check === 'quick' || migrates)) quickCheck(db, path);
           db.close();
           return found;
         })
@@ -124,7 +129,8 @@ export function openLog<E extends EventEnvelope>(
       // first append.
       migrate(db, path);
       const opened = store(db, logSchemaVersion, () => held.release());
-      if (check === 'background' && identity.kind === 'vole') void opened.checkInBackground();
+      const current = identity.kind === 'vole' && identity.version === logSchemaVersion;
+      if (check === 'background' && current) void opened.checkInBackground();
       return opened;
     });
   } catch (error) {

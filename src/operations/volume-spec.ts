@@ -23,7 +23,7 @@ export type VolumeSource =
       podName?: string;
       podNamespace?: string;
     }
-  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number }
+  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number; mode?: number }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
   | ({ kind: 'configMap' | 'secret' } & ContentOptions)

@@ -7,16 +7,19 @@ import { type EventOf, provisionCallNames, type VoleEvent } from '../events/inde
 import { persistentVolumes, type PvWorld } from '../world/provisioning.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../world/types.js';
-import { logWorld, peekCore } from './log-world.js';
+import { type LogWorld, logWorld, peekCore } from './log-world.js';
 
 export interface Transition {
   readonly seq: number;
   readonly tsMs: number;
   /**
-   * `attachment` (volume × node), `mount` (volume × pod), or `persistentVolume` (a PV's
-   * phase, `none` before it exists and after it is deleted; `volume` is the PV's name).
+   * `attachment` (volume × node), `mount` (volume × pod), `persistentVolume` (a PV's
+   * phase, `none` before it exists and after it is deleted; `volume` is the PV's name), or
+   * `filesystem` (the volume's filesystem on the node, grown by NodeExpandVolume: `N bytes`,
+   * `expanding to N bytes` while the call runs; `pod` is the mounting pod's, if a mount
+   * expands). The node's expansion moves no attachment or mount, so only this tells it.
    */
-  readonly pair: 'attachment' | 'mount' | 'persistentVolume';
+  readonly pair: 'attachment' | 'mount' | 'persistentVolume' | 'filesystem';
   readonly volume: string;
   readonly node: string;
   readonly pod: string | null;
@@ -162,9 +165,12 @@ export function* history(
     const opId = 'opId' in event ? event.opId : null;
     // PVs are the binder's: the kubelet's in standalone mode, the controller's in cluster mode.
     const phasesBefore = touchesPvs(event) ? pvPhases(world.pvWorld) : undefined;
+    const because = describeEvent(event);
+    // Read before the fold: a finished NodeExpandVolume sets the size the node knows.
+    const grown = filesystemTransition(world, event, because);
     world.fold(event);
     const error = event.type === 'CallFailed' ? event.error.message : null;
-    const because = describeEvent(event);
+    if (grown !== undefined && matches(grown, filter)) yield grown;
     if (phasesBefore !== undefined)
       for (const t of pvTransitions(phasesBefore, pvPhases(world.pvWorld), {
         event,
@@ -199,6 +205,41 @@ export function* history(
       }
     }
   }
+}
+
+/** A NodeExpandVolume call as the filesystem's change: started, grown, or failed. */
+function filesystemTransition(
+  world: LogWorld,
+  event: VoleEvent,
+  because: string,
+): Transition | undefined {
+  if (event.type !== 'CallStarted' && event.type !== 'CallSucceeded' && event.type !== 'CallFailed')
+    return undefined;
+  if (event.call !== 'nodeExpand') return undefined;
+  const at = world.nodeExpansion(event.opId);
+  if (at === undefined) return undefined;
+  const size = (bytes: number) => (bytes > 0 ? `${bytes} bytes` : 'size unknown');
+  const expanding = `expanding to ${size(at.toBytes)}`;
+  const [from, to] =
+    event.type === 'CallStarted'
+      ? [size(at.fromBytes), expanding]
+      : event.type === 'CallSucceeded'
+        ? // The size the plugin reported, when it reported one.
+          [expanding, size(event.sizeBytes || at.toBytes)]
+        : [expanding, size(at.fromBytes)];
+  return {
+    seq: event.seq,
+    tsMs: event.tsMs,
+    pair: 'filesystem',
+    volume: at.volume,
+    node: at.node,
+    pod: at.pod,
+    from,
+    to,
+    because,
+    opId: event.opId,
+    error: event.type === 'CallFailed' ? event.error.message : null,
+  };
 }
 
 /** Events that may change a PV's phase (the others are not worth a walk of the PVs). */

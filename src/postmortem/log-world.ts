@@ -21,7 +21,7 @@ import {
   type LogCore,
 } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
-import { NodeName, UniqueVolumeName } from '../ids.js';
+import { NodeName, OpId, UniqueVolumeName } from '../ids.js';
 import type { PvWorld } from '../world/provisioning.js';
 import type { World } from '../world/types.js';
 import { why, type WhyAnswer } from './why.js';
@@ -37,6 +37,21 @@ export interface PairState {
   readonly node: string;
   readonly pod: string | null;
   readonly state: string;
+}
+
+/**
+ * A NodeExpandVolume call's operation as a kubelet log's world has it while the call runs:
+ * the filesystem it grows (volume × node, and the pod when a mount expands) and the sizes,
+ * as the planner read them (plan.ts expansionDuringMount and the fsResizeRequired case).
+ */
+export interface NodeExpansionAt {
+  readonly volume: string;
+  readonly node: string;
+  readonly pod: string | null;
+  /** The size the node knows the filesystem has (the claim's when it knows none). */
+  readonly fromBytes: number;
+  /** The PersistentVolume's size: what the expansion grows the filesystem to. */
+  readonly toBytes: number;
 }
 
 export interface LogWorld {
@@ -59,6 +74,8 @@ export interface LogWorld {
   volumes(): Iterable<string>;
   /** The pairs of one volume that are not in their initial state, by pair id. */
   pairs(volume: string): Map<string, PairState>;
+  /** The node expansion an operation runs (undefined: none; the controller runs none). */
+  nodeExpansion(opId: string): NodeExpansionAt | undefined;
 }
 
 function opVolume(world: CoreWorld, event: VoleEvent): string | undefined {
@@ -125,6 +142,18 @@ function kubeletLogWorld(world: World): LogWorld {
         });
       }
       return out;
+    },
+    nodeExpansion(opId) {
+      const op = world.running.get(OpId(opId));
+      if (op === undefined || op.spec === null) return undefined;
+      const known = world.attachments.get(op.volume)?.context.sizeBytes ?? 0;
+      return {
+        volume: op.volume,
+        node: world.config.node,
+        pod: op.pod,
+        fromBytes: known || op.spec.traits.claimSizeBytes,
+        toBytes: op.spec.traits.sizeBytes,
+      };
     },
   };
 }
@@ -203,6 +232,7 @@ function controllerLogWorld(world: ControllerWorld): LogWorld {
       }
       return out;
     },
+    nodeExpansion: () => undefined,
   };
 }
 

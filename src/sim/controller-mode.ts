@@ -27,6 +27,7 @@ import {
   type Failure,
   missRecorder,
   pathMatches,
+  pvStates,
 } from './expect.js';
 import { commonStepEvents } from './kubelet-mode.js';
 import type { Expectation, ScenarioPlugin, Step } from './scenario.js';
@@ -82,7 +83,8 @@ function describe(world: ControllerWorld) {
   const pending = [...world.running.values()]
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, node: op.node, call: op.call }));
-  return { attachments: attached, nodes, pending, bindings: claimBindings(world) };
+  const pvs = pvStates(world);
+  return { attachments: attached, nodes, pending, bindings: claimBindings(world), pvs };
 }
 
 function check(

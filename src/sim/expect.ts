@@ -95,6 +95,19 @@ export function checkBindings(world: BindingReader, expectation: Expectation, mi
   }
 }
 
+/** `state.pvs`, the same in both modes: each PV the world knows, by name. */
+export function pvStates(world: PvWorld) {
+  return persistentVolumes(world).map((pv) => ({
+    name: pv.name,
+    phase: pv.phase,
+    claim: pv.claim,
+    volumeHandle: pv.volumeHandle,
+    capacityBytes: pv.capacityBytes,
+    reclaimPolicy: pv.reclaimPolicy,
+    zone: pv.zone,
+  }));
+}
+
 /** `pvs`: each PV named has that phase, is absent (null), or has the fields named. */
 export function checkPvs(world: PvWorld, expectation: Expectation, miss: Miss): void {
   if (expectation.pvs === undefined) return;

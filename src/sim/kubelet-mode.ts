@@ -9,11 +9,10 @@ import { checkSetUpContents } from '../world/content-invariant.js';
 import { claimBindings, getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
-import { checkExpectation } from './expect.js';
+import { checkExpectation, pvStates } from './expect.js';
 import type { Mode, SimulationHandle, WaitResult } from './mode.js';
 import type { Step } from './scenario.js';
 import { podEntries } from '../world/by-pod.js';
-import { persistentVolumes } from '../world/provisioning.js';
 
 function describeState(world: World) {
   const attachments = [...world.attachments.values()]
@@ -37,15 +36,7 @@ function describeState(world: World) {
     .sort((a, b) => a.startedSeq - b.startedSeq)
     .map((op) => ({ opId: op.opId, op: op.op, volume: op.volume, pod: op.pod, call: op.call }));
   const bindings = claimBindings(world);
-  const pvs = persistentVolumes(world).map((pv) => ({
-    name: pv.name,
-    phase: pv.phase,
-    claim: pv.claim,
-    volumeHandle: pv.volumeHandle,
-    capacityBytes: pv.capacityBytes,
-    reclaimPolicy: pv.reclaimPolicy,
-    zone: pv.zone,
-  }));
+  const pvs = pvStates(world);
   return { attachments, mounts, volumesInUse: getVolumesInUse(world), pending, bindings, pvs };
 }
 

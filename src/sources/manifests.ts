@@ -19,6 +19,7 @@ import {
 } from '../events/k8s.js';
 import { toLoggedObject } from './contents.js';
 import { describeInvalid, validate } from './validate.js';
+import { defaultFeatureGates, dropDisabledPodFields, type FeatureGates } from './feature-gates.js';
 
 /** The files a manifest directory may hold at most, and their size (a limit on everything). */
 export const manifestFilesMax = 10_000;
@@ -39,6 +40,17 @@ export interface ManifestSet {
   readonly origins?: Map<string, string>;
   /** UIDs vole gave pods and claims whose manifest has no `metadata.uid` (the rest were given). */
   readonly assignedUids?: Set<string>;
+  /** Fields of disabled feature gates dropped from pods, which were used without them. */
+  readonly notices?: ManifestNotice[];
+}
+
+/** A field dropped from a pod because its feature gate is off (the pod is used without it). */
+export interface ManifestNotice {
+  readonly file: string;
+  /** `namespace/name` of the pod. */
+  readonly pod: string;
+  readonly volume: string;
+  readonly message: string;
 }
 
 /** The kinds vole gives a UID when the manifest has none: what a UID names on the node. */
@@ -130,15 +142,36 @@ export function withUid<T extends ManifestObject>(
   return { ...object, metadata };
 }
 
+/**
+ * A pod's fields of disabled gates, dropped before validation as the API server drops
+ * them (dropDisabledFields, then validation), each noted on the set.
+ */
+function dropDisabledFields(set: ManifestSet, file: string, raw: unknown, gates: FeatureGates) {
+  const { doc, dropped } = dropDisabledPodFields(raw, gates);
+  const metadata = (doc as { metadata?: { name?: unknown; namespace?: unknown } }).metadata;
+  const pod = `${String(metadata?.namespace ?? 'default')}/${String(metadata?.name)}`;
+  for (const d of dropped)
+    set.notices?.push({
+      file,
+      pod,
+      volume: d.volume,
+      message:
+        `pod ${pod} volume ${d.volume}: ${d.field} dropped, the ${d.gate} feature gate is ` +
+        `off (vole run --feature-gates ${d.gate}=true honours it)`,
+    });
+  return doc;
+}
+
 function addDocument(
   set: ManifestSet,
-  at: { file: string; index: number; ids: PodIdentities },
-  doc: unknown,
+  at: { file: string; index: number; ids: PodIdentities; gates: FeatureGates },
+  raw: unknown,
 ): void {
   const { file, index, ids } = at;
   const where = `${file}${index > 0 ? ` (document ${index + 1})` : ''}`;
-  const kind = (doc as { kind?: unknown } | null)?.kind;
-  if (doc === null || doc === undefined) return;
+  const kind = (raw as { kind?: unknown } | null)?.kind;
+  if (raw === null || raw === undefined) return;
+  const doc = kind === 'Pod' ? dropDisabledFields(set, where, raw, at.gates) : raw;
   if (!refuseInvalid(set, where, doc)) return;
   if (kind === 'Pod') {
     const parsed = podSchema.safeParse(doc);
@@ -236,7 +269,12 @@ function refuseInvalid(set: ManifestSet, where: string, doc: unknown): boolean {
 }
 
 /** Adds one manifest file's documents to `set` (bad content becomes problems; never throws). */
-export function readManifestFile(set: ManifestSet, file: string, ids: PodIdentities = {}): void {
+export function readManifestFile(
+  set: ManifestSet,
+  file: string,
+  ids: PodIdentities = {},
+  gates: FeatureGates = defaultFeatureGates,
+): void {
   try {
     const stat = statSync(file);
     if (!stat.isFile()) return;
@@ -262,7 +300,7 @@ export function readManifestFile(set: ManifestSet, file: string, ids: PodIdentit
         });
         return;
       }
-      addDocument(set, { file, index, ids }, doc.toJS({ maxAliasCount: 100 }));
+      addDocument(set, { file, index, ids, gates }, doc.toJS({ maxAliasCount: 100 }));
     });
   } catch (error) {
     set.problems.push({ file, message: `cannot read: ${(error as Error).message}` });
@@ -271,20 +309,27 @@ export function readManifestFile(set: ManifestSet, file: string, ids: PodIdentit
 
 /**
  * Reads the whole directory now. Never throws for bad content; throws if `dir` is
- * unreadable. Pods without a UID get theirs from `ids` (identitiesOf the previous read).
+ * unreadable. Pods without a UID get theirs from `ids` (identitiesOf the previous read);
+ * the fields of gates off in `gates` are dropped from pods (noted in `notices`).
  */
-export function readManifestDir(dir: string, ids: PodIdentities = {}): ManifestSet {
+export function readManifestDir(
+  dir: string,
+  ids: PodIdentities = {},
+  gates: FeatureGates = defaultFeatureGates,
+): ManifestSet {
   const set: ManifestSet = {
     pods: new Map(),
     objects: new Map(),
     problems: [],
     origins: new Map(),
     assignedUids: new Set(),
+    notices: [],
   };
   const names = readdirSync(dir)
     .filter((n) => /\.(ya?ml|json)$/.test(n) && !n.startsWith('.'))
     .sort();
-  for (const name of names.slice(0, manifestFilesMax)) readManifestFile(set, join(dir, name), ids);
+  for (const name of names.slice(0, manifestFilesMax))
+    readManifestFile(set, join(dir, name), ids, gates);
   if (names.length > manifestFilesMax) {
     set.problems.push({
       file: dir,

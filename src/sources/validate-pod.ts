@@ -229,6 +229,18 @@ function validateProjected(errors: FieldError[], field: string, source: Record<s
 }
 
 const emptyDirMedia = /^(|Memory|HugePages|HugePages-.+)$/;
+
+/**
+ * emptyDir.mode, when present (a disabled gate dropped it before): validateVolumeSource's
+ * range, 0 to 01777 with the sticky bit.
+ */
+function emptyDirModeField(errors: FieldError[], field: string, mode: unknown): void {
+  if (mode === undefined) return;
+  if (typeof mode !== 'number' || !Number.isInteger(mode) || mode < 0 || mode > 0o1777)
+    errors.push(
+      invalid(field, mode, 'must be a number between 0 and 01777 (octal), both inclusive'),
+    );
+}
 const csiDriverMessage =
   "a CSI driver name must be 63 characters or less, alphanumeric, '-' or '.'";
 
@@ -248,6 +260,7 @@ function validateSource(errors: FieldError[], at: string, kind: string, source: 
     case 'emptyDir':
       if (source['medium'] !== undefined && !emptyDirMedia.test(String(source['medium'])))
         errors.push(notSupported(`${field}.medium`, source['medium'], ['', 'Memory', 'HugePages']));
+      emptyDirModeField(errors, `${field}.mode`, source['mode']);
       return quantityField(errors, `${field}.sizeLimit`, source['sizeLimit'], false);
     case 'persistentVolumeClaim':
       stringField(errors, `${field}.claimName`, source['claimName'], true);

@@ -4,10 +4,12 @@
  * filesystems). Each read is diffed against the previous one.
  */
 import { type FSWatcher, watch } from 'node:fs';
+import type { FeatureGates } from './feature-gates.js';
 import {
   diffManifests,
   identitiesOf,
   type ManifestChanges,
+  type ManifestNotice,
   type ManifestProblem,
   type ManifestSet,
   readManifestDir,
@@ -18,6 +20,13 @@ export interface ManifestWatcherOptions {
   readonly onChanges: (changes: ManifestChanges) => void;
   /** New problems only: a problem is reported again only after it was fixed. */
   readonly onProblems: (problems: ManifestProblem[]) => void;
+  /**
+   * Fields dropped from pods because their feature gate is off (`featureGates`), new ones
+   * only, as problems: a pod's is told again only after its manifest went without it.
+   */
+  readonly onNotices?: (notices: ManifestNotice[]) => void;
+  /** The gates whose fields pods keep (default: Kubernetes' defaults). */
+  readonly featureGates?: FeatureGates;
   readonly debounceMs?: number;
   readonly rescanMs?: number;
   /**
@@ -61,6 +70,7 @@ function keepRefusedUpdates(before: ManifestSet | undefined, next: ManifestSet):
 export class ManifestWatcher {
   private current: ManifestSet | undefined;
   private reported = new Set<string>();
+  private noticed = new Set<string>();
   private watcher: FSWatcher | undefined;
   private debounce: NodeJS.Timeout | undefined;
   private rescan: NodeJS.Timeout | undefined;
@@ -72,7 +82,7 @@ export class ManifestWatcher {
   /** Reads the directory once and reports everything in it; throws if it is unreadable. */
   sync(): void {
     // A pod without metadata.uid keeps the UID it has while it exists (identitiesOf).
-    const read = readManifestDir(this.opts.dir, identitiesOf(this.current));
+    const read = readManifestDir(this.opts.dir, identitiesOf(this.current), this.opts.featureGates);
     const next = keepRefusedUpdates(this.current, read);
     const changes = diffManifests(this.current, next);
     this.current = next;
@@ -80,6 +90,7 @@ export class ManifestWatcher {
     const fresh = next.problems.filter((p) => !this.reported.has(`${p.file}\0${p.message}`));
     this.reported = keys;
     if (fresh.length > 0) this.opts.onProblems(fresh);
+    this.tell(read.notices ?? []);
     const any =
       changes.upsertObjects.length +
       changes.removeObjects.length +
@@ -88,6 +99,13 @@ export class ManifestWatcher {
     // ConfigMap and Secret data is handed over on every read: after a restart the log has
     // their hashes only, and the plugins need the data.
     if (any > 0 || changes.contents.length > 0) this.opts.onChanges(changes);
+  }
+
+  private tell(notices: readonly ManifestNotice[]): void {
+    const keys = new Set(notices.map((n) => n.message));
+    const fresh = notices.filter((n) => !this.noticed.has(n.message));
+    this.noticed = keys;
+    if (fresh.length > 0) this.opts.onNotices?.(fresh);
   }
 
   start(): void {

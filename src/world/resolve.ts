@@ -199,6 +199,8 @@ function sourceOfInline(v: PodVolume): Located | undefined {
       kind: 'emptyDir',
       medium: v.emptyDir.medium ?? '',
       sizeLimitBytes,
+      // Kept as the pod has it: the plugin honours it only with its feature gate on.
+      ...(v.emptyDir.mode === undefined ? {} : { mode: v.emptyDir.mode }),
     };
     return { source, pluginName: builtinPluginNames.emptyDir, inline: true };
   }

@@ -69,15 +69,21 @@ export async function startHostpath(peers: HostpathPeers, s: Sandbox): Promise<C
   closeSync(log);
   // The old process is gone (its socket file may still be there): whoever answers is new.
   const transport = new GrpcTransport(`unix://${s.socket}`);
+  const deadline = Date.now() + 30_000;
   try {
     let answered = false;
     while (!answered) {
       assert.equal(child.exitCode, null, `hostpathplugin exited (see ${s.base}/hostpath.log)`);
+      if (Date.now() > deadline)
+        throw new Error(`hostpathplugin did not answer in 30 s (see ${s.base}/hostpath.log)`);
       answered = await transport
         .call('GetPluginInfo', {}, { deadlineMs: 1_000 })
         .then(() => true)
         .catch(() => new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 100)));
     }
+  } catch (error) {
+    await stopProcess(child); // a set-up that fails leaves no driver running
+    throw error;
   } finally {
     transport.close();
   }
@@ -92,7 +98,11 @@ export const registrationDir = (s: Sandbox) => join(s.root, 'plugins_registry');
 export const registrationSocket = (s: Sandbox) =>
   join(registrationDir(s), `${driverName}-reg.sock`);
 
-/** node-driver-registrar for the driver, registering into `<root>/plugins_registry/`. */
+/**
+ * node-driver-registrar for the driver, registering into `<root>/plugins_registry/`: the
+ * agent must have made that directory (it does at start, as the kubelet does), or the
+ * registrar exits with "bind: no such file or directory".
+ */
 export async function startRegistrar(peers: HostpathPeers, s: Sandbox): Promise<ChildProcess> {
   const args = [
     `--csi-address=${s.socket}`,
@@ -103,10 +113,15 @@ export async function startRegistrar(peers: HostpathPeers, s: Sandbox): Promise<
   const log = openSync(join(s.base, 'registrar.log'), 'a');
   const child = spawn(peers.registrar, args, { stdio: ['ignore', log, log] });
   closeSync(log);
-  await waitUntil('the registration socket', () => {
-    assert.equal(child.exitCode, null, `the registrar exited (see ${s.base}/registrar.log)`);
-    return socketInode(registrationSocket(s)) !== undefined;
-  });
+  try {
+    await waitUntil('the registration socket', () => {
+      assert.equal(child.exitCode, null, `the registrar exited (see ${s.base}/registrar.log)`);
+      return socketInode(registrationSocket(s)) !== undefined;
+    });
+  } catch (error) {
+    await stopProcess(child);
+    throw error;
+  }
   return child;
 }
 

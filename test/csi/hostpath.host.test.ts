@@ -51,6 +51,7 @@ import {
   operationStarted,
   podMounted,
   podUnmounted,
+  registrationDir,
   registrationSocket,
   rpcsOf,
   startHostpath,
@@ -84,32 +85,62 @@ interface Node {
   readonly agent: ChildProcess;
 }
 
+/**
+ * The agent first, as the kubelet runs before any driver: it makes `plugins_registry/`,
+ * where the registrar binds its socket. Then the driver and its registrar. A start that
+ * fails half way ends, by PID, what it had started before it throws.
+ */
 async function startNode(name: string): Promise<Node> {
   const p = peers as HostpathPeers;
   const s = sandboxIn(base, name);
-  const driver = await startHostpath(p, s);
-  const registrar = await startRegistrar(p, s);
-  const agent = spawn(process.execPath, agentArgs(s, []), {
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const started: ChildProcess[] = [];
   const log = new LogTail(s.db);
-  await log.waitFor('the driver registered through plugins_registry', (events) =>
-    events.find(
-      (e) =>
-        e.type === 'CsiDriverRegistered' && e.driver === driverName && e.via === 'registration',
-    ),
-  );
-  return { s, log, driver, registrar, agent };
+  try {
+    const agent = spawn(process.execPath, agentArgs(s, []), {
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
+    started.push(agent);
+    await log.waitFor('the agent started', (events) =>
+      events.find((e) => e.type === 'EngineStarted'),
+    );
+    assert.ok(existsSync(registrationDir(s)), 'the agent made plugins_registry/ at start');
+    const driver = await startHostpath(p, s);
+    started.push(driver);
+    const registrar = await startRegistrar(p, s);
+    started.push(registrar);
+    await log.waitFor('the driver registered through plugins_registry', (events) =>
+      events.find(
+        (e) =>
+          e.type === 'CsiDriverRegistered' && e.driver === driverName && e.via === 'registration',
+      ),
+    );
+    return { s, log, driver, registrar, agent };
+  } catch (error) {
+    log.close();
+    await stopAll(started.reverse());
+    throw error;
+  }
+}
+
+/** Ends each process by its PID, every one even when one of them fails; then throws. */
+async function stopAll(children: readonly ChildProcess[]): Promise<void> {
+  const failures: unknown[] = [];
+  for (const child of children) await stopProcess(child).catch((e: unknown) => failures.push(e));
+  if (failures.length > 0) throw failures[0];
 }
 
 /** Stops the agent, deletes the driver's volumes, stops the driver and its registrar. */
 async function endNode(node: Node, volumeIds: string[]): Promise<void> {
-  await stopProcess(node.agent);
-  node.log.close();
-  if (node.driver.exitCode === null && node.driver.signalCode === null)
-    for (const id of volumeIds) await deleteVolume(node.s, id).catch(() => undefined);
-  if (node.registrar !== undefined) await stopProcess(node.registrar);
-  await stopProcess(node.driver);
+  try {
+    await stopProcess(node.agent);
+    node.log.close();
+    if (node.driver.exitCode === null && node.driver.signalCode === null)
+      for (const id of volumeIds) await deleteVolume(node.s, id).catch(() => undefined);
+  } finally {
+    // Whatever failed above, none of the three outlives the file.
+    const registrar = node.registrar === undefined ? [] : [node.registrar];
+    await stopAll([node.agent, ...registrar, node.driver]);
+  }
 }
 
 /** After every pod is gone: nothing on the host, the driver holds nothing, the log verifies. */

@@ -159,3 +159,35 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
     mock.timers.reset();
   }
 });
+
+test('node heartbeat: Ready carries the allocatable as capacity and allocatable, pods 110', async () => {
+  const api = new FakeApi();
+  const heartbeat = new NodeHeartbeat({
+    http: api as unknown as KubeHttp,
+    node: 'node-1',
+    nodeUid: 'uid-1',
+    say: () => undefined,
+    allocatable: { cpuMillis: 3500, memoryBytes: 2 ** 34, ephemeralStorageBytes: 10 ** 11 },
+  });
+  await heartbeat.start();
+  heartbeat.stop();
+  const status = (api.patches[0]!.body as { status: Record<string, unknown> }).status;
+  const resources = {
+    cpu: '3500m',
+    memory: '17179869184',
+    'ephemeral-storage': '100000000000',
+    pods: '110',
+  };
+  assert.deepEqual(status.capacity, resources);
+  assert.deepEqual(status.allocatable, resources);
+
+  const bare = new FakeApi();
+  const without = new NodeHeartbeat({
+    http: bare as unknown as KubeHttp,
+    ...{ node: 'node-1', nodeUid: 'uid-1', say: () => undefined },
+  });
+  await without.start();
+  without.stop();
+  const bareStatus = (bare.patches[0]!.body as { status: Record<string, unknown> }).status;
+  assert.equal(bareStatus.capacity, undefined, 'no allocatable given: none published');
+});

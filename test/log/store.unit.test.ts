@@ -629,6 +629,8 @@ test('group commit: the waits of one turn share one commit, made in a microtask'
 
 test('group commit: flush() writes at once and is a no-op when empty', async () => {
   const store = open(logWith(pods(5)), { mode: 'readwrite' });
+  // A reopened log commits once its whole-file check passed (integrity-gate.unit.test.ts).
+  await store.checkInBackground();
   const committer = new GroupCommitter(store);
   assert.equal(committer.durableSeq, 5, 'starts at the head');
   committer.flush();

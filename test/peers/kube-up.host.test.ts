@@ -106,3 +106,74 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
   for (const [name, pid] of pids) assert.ok(!running(pid), `${name} (pid ${pid}) still runs`);
   assert.ok(!existsSync(join(dir, 'pids')), 'kube-down leaves no pids file behind');
 });
+
+const scheduledPod = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: greeting, namespace: default}
+data: {hello.txt: hello from the scheduler}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: placed, namespace: default}
+spec:
+  containers: [{name: app, image: busybox, volumeMounts: [{name: greeting, mountPath: /g}]}]
+  volumes: [{name: greeting, configMap: {name: greeting}}]
+`;
+
+test(
+  'kube-up --with-scheduler --hollow-nodes: the scheduler places a pod on a hollow kubelet, which writes its ConfigMap under its root dir; kube-down removes the roots',
+  { skip },
+  async (t) => {
+    const names = ['etcd', 'kube-apiserver', 'kubectl', 'kube-scheduler', 'kubemark'];
+    const binDir = peersBinDir(names);
+    const dir = mkdtempSync(join(tmpdir(), 'vole-kube-hollow-'));
+    let pids = new Map<string, number>();
+    t.after(() => {
+      if (existsSync(join(dir, 'pids'))) sh('bash', [join(repoRoot, 'scripts/kube-down.sh'), dir]);
+      for (const pid of pids.values()) if (running(pid)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const upArgs = [dir, '--with-scheduler', '--hollow-nodes', 'node-k1,node-k2'];
+    const up = sh('bash', [join(repoRoot, 'scripts/kube-up.sh'), ...upArgs], {
+      VOLE_PEERS_BIN: binDir,
+    });
+    assert.equal(up.status, 0, `kube-up failed:\n${up.stderr}`);
+    pids = readPids(dir);
+    assert.deepEqual(
+      [...pids.keys()],
+      ['etcd', 'kube-apiserver', 'kube-scheduler', 'hollow-node-k1', 'hollow-node-k2'],
+    );
+    const roots = new Map(
+      readFileSync(join(dir, 'hollow-nodes'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => line.split(' ') as [string, string]),
+    );
+    assert.deepEqual([...roots.keys()], ['node-k1', 'node-k2']);
+    for (const [name, root] of roots) {
+      assert.ok(root.startsWith(join(dir, 'hollow', name)), `${name}'s root ${root} is under DIR`);
+      assert.ok(existsSync(root), `${name}'s root ${root} exists`);
+      assert.match(up.stderr, new RegExp(`hollow node ${name}: root dir ${root}`));
+    }
+
+    const kubectl = (...args: string[]) =>
+      sh(join(binDir, 'kubectl'), ['--kubeconfig', join(dir, 'kubeconfig'), ...args]);
+    writeFileSync(join(dir, 'pod.yaml'), scheduledPod);
+    const apply = kubectl('apply', '-f', join(dir, 'pod.yaml'));
+    assert.equal(apply.status, 0, apply.stderr);
+    const field = (path: string) =>
+      kubectl('get', 'pod', 'placed', '-o', `jsonpath={${path}}`).stdout;
+    await eventually(() => field('.status.phase') === 'Running', 'the pod Running', 90_000);
+    const node = field('.spec.nodeName');
+    assert.ok(roots.has(node), `the scheduler placed it on a hollow node, not on '${node}'`);
+    const uid = field('.metadata.uid');
+    const file = join(roots.get(node)!, 'pods', uid, 'volumes/kubernetes.io~configmap/greeting');
+    assert.equal(readFileSync(join(file, 'hello.txt'), 'utf8'), 'hello from the scheduler');
+
+    const down = sh('bash', [join(repoRoot, 'scripts/kube-down.sh'), dir]);
+    assert.equal(down.status, 0, down.stderr);
+    for (const [name, pid] of pids) assert.ok(!running(pid), `${name} (pid ${pid}) still runs`);
+    for (const [name, root] of roots) assert.ok(!existsSync(root), `${name}'s root removed`);
+  },
+);

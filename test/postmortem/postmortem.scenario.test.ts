@@ -219,3 +219,44 @@ test('postmortem: verify reports an invariant violation: a device unmounted unde
     /S1: attachment fake\.disk\/disk-1@node-1: attached\.deviceUnmounting while pod uid-a is mounted/,
   );
 });
+
+const scenarioText = (name: string) =>
+  readFileSync(join(import.meta.dirname, `../scenarios/${name}`), 'utf8');
+
+test('postmortem: history shows an online node expansion growing the filesystem', async () => {
+  const { events } = await simulatedLog(scenarioText('expand-online.yaml'));
+  const grown = [...history(events, { volume: 'fake.disk/disk-1' })].filter(
+    (t) => t.pair === 'filesystem',
+  );
+  const gi = 1024 ** 3;
+  assert.deepEqual(
+    grown.map((t) => `${t.from}→${t.to}`),
+    [`${gi} bytes→expanding to ${2 * gi} bytes`, `expanding to ${2 * gi} bytes→${2 * gi} bytes`],
+  );
+  assert.match(grown[0]!.because, /nodeExpand called/);
+  assert.match(grown[1]!.because, /nodeExpand succeeded/);
+  assert.equal(grown[0]!.node, 'node-1');
+  // The online expansion is the volume's (an expand operation), not a mount's.
+  assert.equal(grown[0]!.pod, null);
+  const started = events.find((e) => e.type === 'CallStarted' && e.call === 'nodeExpand')!;
+  assert.equal(grown[0]!.seq, started.seq);
+});
+
+test('postmortem: history shows a failed expansion during mount and the retry that grew it', async () => {
+  const { events } = await simulatedLog(
+    scenarioText('expand-during-mount-failure-leaves-uncertain.yaml'),
+  );
+  const grown = [...history(events, { pod: 'uid-a' })].filter((t) => t.pair === 'filesystem');
+  const gi = 1024 ** 3;
+  assert.deepEqual(
+    grown.map((t) => `${t.from}→${t.to}${t.error === null ? '' : ' (failed)'}`),
+    [
+      `${gi} bytes→expanding to ${2 * gi} bytes`,
+      `expanding to ${2 * gi} bytes→${gi} bytes (failed)`,
+      `${gi} bytes→expanding to ${2 * gi} bytes`,
+      `expanding to ${2 * gi} bytes→${2 * gi} bytes`,
+    ],
+  );
+  assert.match(grown[1]!.error!, /scripted transient failure/);
+  assert.ok(grown.every((t) => t.pod === 'uid-a' && t.volume === 'fake.disk/disk-1'));
+});

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, openSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after } from 'node:test';
 import { type AgentProcess, repo, startVole } from './agent-process.js';
@@ -47,11 +47,22 @@ export interface KubeCluster {
    * in `root`/plugins_registry as a kubelet plugin: its socket.
    */
   startCsiDriver(base: string, root: string, nodeId: string, args?: readonly string[]): string;
-  /** kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS). */
+  /**
+   * kubeControllerManagerFlags: more flags for it (scripts/kube-up.sh's VOLE_KCM_FLAGS);
+   * scheduler: kube-scheduler too (its peer must be among the cluster's names).
+   */
   start(
     base: string,
-    opts?: { controllers?: string; kubeControllerManagerFlags?: readonly string[] },
+    opts?: {
+      controllers?: string;
+      kubeControllerManagerFlags?: readonly string[];
+      scheduler?: boolean;
+      /** kubemark hollow nodes of these names (kubemark must be among the names). */
+      hollowNodes?: readonly string[];
+    },
   ): void;
+  /** The root directory of a hollow node kube-up started (DIR/hollow-nodes). */
+  hollowRoot(name: string): string;
   kubectl(
     args: readonly string[],
     opts?: { kubeconfig?: string; input?: string },
@@ -132,7 +143,10 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
         opts.controllers === undefined
           ? []
           : ['--with-controller-manager', '--controllers', opts.controllers];
-      const up = spawnSync('bash', [kubeUp, dir, ...controllers], {
+      const scheduler = opts.scheduler === true ? ['--with-scheduler'] : [];
+      if (opts.hollowNodes !== undefined && opts.hollowNodes.length > 0)
+        scheduler.push('--hollow-nodes', opts.hollowNodes.join(','));
+      const up = spawnSync('bash', [kubeUp, dir, ...controllers, ...scheduler], {
         encoding: 'utf8',
         env: {
           ...process.env,
@@ -142,6 +156,12 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
         timeout: 180_000,
       });
       assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+    },
+    hollowRoot(name) {
+      const lines = readFileSync(join(dir, 'hollow-nodes'), 'utf8').split('\n');
+      const root = lines.map((l) => l.split(' ')).find(([n]) => n === name)?.[1];
+      assert.ok(root !== undefined, `no hollow node ${name} in ${dir}/hollow-nodes`);
+      return root;
     },
     kubectl(args, opts = {}) {
       const run = spawnSync(

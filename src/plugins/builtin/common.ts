@@ -6,6 +6,7 @@ import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
 import { ensureUnmounted } from '../../host/mount.js';
 import { assertInside, podVolumeDir } from '../../host/paths.js';
 import type { ResolvedVolume } from '../../operations/volume-spec.js';
+import type { FeatureGates } from '../../sources/feature-gates.js';
 
 export interface BuiltinOptions {
   /** vole's root directory (default /var/lib/vole). */
@@ -21,6 +22,8 @@ export interface BuiltinOptions {
    * the directory of the agent's log (a pod must never read other pods' volumes or the log).
    */
   readonly forbiddenHostPaths?: readonly string[];
+  /** The feature gates the plugins honour (default: Kubernetes' defaults, alpha ones off). */
+  readonly featureGates?: FeatureGates;
 }
 
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {

@@ -19,10 +19,13 @@ const emptyDirModeBits = 0o777;
 /**
  * The kubelet's emptyDir setupDir (pkg/volume/emptydir/empty_dir.go): mkdir with 0777, then,
  * when the process umask took bits away, chmod to 0777 rather than touching the umask of
- * the whole process. A tmpfs (medium Memory) is mounted over this directory afterwards.
+ * the whole process. A `mode` (EmptyDirVolumeMode on) is set with chmod instead, the
+ * sticky bit (01000) included. A tmpfs (medium Memory) is mounted over this directory
+ * afterwards, and fsGroup's bits are applied after either.
  */
-async function setUpEmptyDir(root: string, dir: string): Promise<void> {
+async function setUpEmptyDir(root: string, dir: string, mode: number | undefined): Promise<void> {
   await makeVolumeDir(root, dir, emptyDirModeBits);
+  if (mode !== undefined) return chmod(dir, mode);
   const st = await lstat(dir);
   if ((st.mode & 0o777) !== emptyDirModeBits) await chmod(dir, emptyDirModeBits);
 }
@@ -39,7 +42,9 @@ export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
         if (spec.source.kind !== 'emptyDir')
           throw new HostError('final', `${name} cannot set up a ${spec.source.kind} volume`);
         const dir = volumeDir(opts.root, spec, target.pod!);
-        await setUpEmptyDir(opts.root, dir);
+        // The kubelet's newMounterInternal reads emptyDir.mode only with the gate on.
+        const honoured = opts.featureGates?.EmptyDirVolumeMode === true;
+        await setUpEmptyDir(opts.root, dir, honoured ? spec.source.mode : undefined);
         if (spec.source.medium === 'Memory' && !(await isMountPoint(dir))) {
           await tmpfs(dir, { sizeBytes: spec.source.sizeLimitBytes });
         }

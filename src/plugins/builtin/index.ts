@@ -17,6 +17,7 @@ export function builtinPlugins(
       ? {}
       : { forbiddenHostPaths: opts.forbiddenHostPaths }),
     ...(opts.disksRoot === undefined ? {} : { disksRoot: opts.disksRoot }),
+    ...(opts.featureGates === undefined ? {} : { featureGates: opts.featureGates }),
   };
   return [
     emptyDirPlugin(o),
