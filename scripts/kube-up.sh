@@ -4,7 +4,7 @@
 # the programs scripts/peers.sh builds.
 #
 #   scripts/kube-up.sh DIR [--with-controller-manager [--controllers LIST]] [--with-scheduler]
-#                          [--hollow-nodes NAME[,NAME...]]
+#                          [--hollow-nodes NAME[,NAME...]] [--node-kubeconfig NODE]...
 #
 # A hollow node is kubemark --morph=kubelet: the real kubelet (its volume manager and volume
 # plugins) over a fake container runtime and the fake image service, needing no cgroups. Each
@@ -14,10 +14,19 @@
 #
 # Everything lives in DIR (created): a CA and serving certificate (openssl), service-account
 # keys, a static token for the admin (group system:masters), etcd's data, one log per
-# program, DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
+# program, DIR/audit.log (each request's user, verb, object and status code),
+# DIR/kubeconfig (admin) and DIR/pids ("name pid" a line). Ports are free
 # 127.0.0.1 ports. Returns once the API server's /readyz (and the controller manager's
 # /healthz) answer ok. `scripts/kube-down.sh DIR` stops exactly the processes in DIR/pids;
 # `scripts/kube-restart.sh DIR NAME` kills one (SIGKILL) and starts it again, as a crash would.
+#
+# The API server authorizes as a cluster's does (--authorization-mode Node,RBAC), admits
+# with NodeRestriction, and takes client certificates signed by DIR's CA. Each
+# --node-kubeconfig NODE mints a node's own identity, as kubelet TLS bootstrapping ends
+# with: a client certificate with CN system:node:NODE and O system:nodes signed by the
+# cluster CA, in DIR/node-NODE.kubeconfig (its path is printed). The Node authorizer then
+# lets it read only its own Node and the objects of the pods bound to it. On a DIR whose
+# control plane runs already, kube-up.sh only mints them.
 # Env: VOLE_PEERS_BIN (a directory of built peers; otherwise scripts/peers.sh builds them),
 # VOLE_KUBE_READY_TIMEOUT_S (default 120), VOLE_KCM_FLAGS (more kube-controller-manager flags,
 # split on spaces, e.g. "--node-monitor-grace-period=15s").
@@ -27,10 +36,10 @@ log() { printf 'kube-up: %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 usage="kube-up.sh DIR [--with-controller-manager [--controllers LIST]] [--with-scheduler]"
-usage+=" [--hollow-nodes NAME[,NAME...]]"
+usage+=" [--hollow-nodes NAME[,NAME...]] [--node-kubeconfig NODE]..."
 [ $# -ge 1 ] || die "usage: $usage"
 dir="$(mkdir -p "$1" && cd "$1" && pwd)"; shift
-with_kcm=false controllers='*' with_scheduler=false hollow_nodes=()
+with_kcm=false controllers='*' with_scheduler=false hollow_nodes=() nodes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --with-controller-manager) with_kcm=true ;;
@@ -39,11 +48,56 @@ while [ $# -gt 0 ]; do
     --hollow-nodes)
       [ $# -ge 2 ] || die "--hollow-nodes needs a list of node names"
       IFS=, read -r -a hollow_nodes <<<"$2"; shift ;;
+    --node-kubeconfig)
+      [ $# -ge 2 ] || die "--node-kubeconfig needs a node name"
+      [[ "$2" =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "'$2' is not a node name (RFC 1123)"
+      nodes+=("$2"); shift ;;
     *) die "unknown argument '$1'" ;;
   esac
   shift
 done
-[ ! -s "$dir/pids" ] || die "$dir/pids exists: run scripts/kube-down.sh $dir first"
+
+# A node's client certificate (CN system:node:NODE, O system:nodes, clientAuth) signed by
+# the CA, and a kubeconfig with it for the API server of DIR/kubeconfig: its path on stdout.
+mint_node_kubeconfig() {
+  local node="$1" pki="$dir/pki" server
+  server="$(sed -n 's/^ *server: //p' "$dir/kubeconfig")"
+  openssl req -newkey rsa:2048 -nodes -subj "/O=system:nodes/CN=system:node:$node" \
+    -keyout "$pki/node-$node.key" -out "$pki/node-$node.csr" 2>/dev/null
+  printf 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n' \
+    >"$pki/node-$node.ext"
+  openssl x509 -req -in "$pki/node-$node.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 30 -extfile "$pki/node-$node.ext" -out "$pki/node-$node.crt" \
+    2>/dev/null
+  cat >"$dir/node-$node.kubeconfig" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters:
+- name: vole
+  cluster:
+    server: $server
+    certificate-authority: $pki/ca.crt
+users:
+- name: system:node:$node
+  user:
+    client-certificate: $pki/node-$node.crt
+    client-key: $pki/node-$node.key
+contexts:
+- name: vole
+  context: {cluster: vole, user: "system:node:$node"}
+current-context: vole
+KUBECONFIG
+  log "minted $dir/node-$node.kubeconfig (system:node:$node, group system:nodes)"
+  echo "$dir/node-$node.kubeconfig"
+}
+
+if [ -s "$dir/pids" ]; then
+  { [ ${#nodes[@]} -gt 0 ] && ! $with_kcm && ! $with_scheduler && [ ${#hollow_nodes[@]} -eq 0 ]; } ||
+    die "$dir/pids exists: run scripts/kube-down.sh $dir first"
+  { [ -s "$dir/kubeconfig" ] && [ -s "$dir/pki/ca.key" ]; } || die "$dir holds no control plane"
+  for node in "${nodes[@]}"; do mint_node_kubeconfig "$node"; done
+  exit 0
+fi
 ready_timeout_s="${VOLE_KUBE_READY_TIMEOUT_S:-120}"
 
 names=(etcd kube-apiserver kubectl)
@@ -106,6 +160,10 @@ make_pki() {
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   token="$(openssl rand -hex 24)"
   echo "$token,admin,admin,system:masters" >"$pki/tokens.csv"
+  # Every request's user, verb, object and answer (no bodies) in DIR/audit.log, so a test
+  # can tell what a node asked for and what it was refused.
+  printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' \
+    'omitStages: [RequestReceived]' 'rules: [{level: Metadata}]' >"$dir/audit-policy.yaml"
 }
 
 write_kubeconfig() {
@@ -145,7 +203,9 @@ start kube-apiserver "$bin/kube-apiserver" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" \
   --cert-dir "$dir/pki" --token-auth-file "$dir/pki/tokens.csv" \
-  --authorization-mode Node,RBAC \
+  --client-ca-file "$dir/pki/ca.crt" \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
   --service-account-key-file "$dir/pki/sa.pub" \
   --service-account-signing-key-file "$dir/pki/sa.key" \
   --service-account-issuer https://kubernetes.default.svc \
@@ -195,6 +255,7 @@ for name in "${hollow_nodes[@]}"; do
   echo "$name $hollow_dir" >>"$dir/hollow-nodes"
   log "hollow node $name: root dir $hollow_dir"
 done
+for node in "${nodes[@]}"; do mint_node_kubeconfig "$node"; done
 trap - ERR
 log "ready: kubectl --kubeconfig $dir/kubeconfig (API https://127.0.0.1:$api_port)"
 echo "$dir/kubeconfig"

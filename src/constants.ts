@@ -72,6 +72,13 @@ export const kubeRequestTimeoutMs = 10_000;
  * again (client-go's reflector backs off from 800 ms; one fixed step keeps it simple).
  */
 export const kubeInformerRetryMs = 1_000;
+/**
+ * Kubernetes mode: a claim, volume or VolumeAttachment the node may only get by name is
+ * got again after 1 s while missing or not settled (not Bound, not attached), after 30 s
+ * once settled (src/kube/named-gets.ts).
+ */
+export const kubeNamedGetPendingMs = 1_000;
+export const kubeNamedGetSettledMs = 30_000;
 /** Kubernetes mode: the wait before a failed status patch, CSINode write or Event is retried. */
 export const kubeWriteRetryMs = 500;
 /** Kubernetes mode: the node Lease's duration, the kubelet's --node-lease-duration-seconds. */

@@ -8,24 +8,13 @@
 import type { UniquePodName } from '../ids.js';
 import { podWaitStatus } from '../world/queries.js';
 import type { World } from '../world/types.js';
-import type { ContentOptions, ResolvedVolume } from '../operations/volume-spec.js';
+import type { ResolvedVolume } from '../operations/volume-spec.js';
+import { requiredContents } from '../world/content-invariant.js';
 
 /** A ConfigMap or Secret the volume must read that the world does not have. */
 function missingContent(world: World, spec: ResolvedVolume): boolean {
-  const s = spec.source;
-  const missing = (kind: 'ConfigMap' | 'Secret', o: ContentOptions) =>
-    o.optional !== true &&
-    world.objects.lookup(kind, o.name, o.namespace ?? 'default') === undefined;
-  if (s.kind === 'configMap') return missing('ConfigMap', s);
-  if (s.kind === 'secret') return missing('Secret', s);
-  if (s.kind !== 'projected') return false;
-  return s.sources.some(
-    (p) =>
-      (p.kind === 'configMap' || p.kind === 'secret') &&
-      missing(p.kind === 'configMap' ? 'ConfigMap' : 'Secret', {
-        ...p,
-        namespace: s.namespace,
-      }),
+  return requiredContents(spec).some(
+    (o) => world.objects.lookup(o.kind, o.name, o.namespace) === undefined,
   );
 }
 

@@ -15,8 +15,14 @@ import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from 
 import { UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { World } from '../world/types.js';
-import { confirmedAttachments, type VolumeAttachmentView } from './attachments.js';
-import type { KubeHttp } from './http.js';
+import {
+  confirmedAttachments,
+  csiVolumeOf,
+  type VolumeAttachmentView,
+  volumeAttachmentName,
+} from './attachments.js';
+import type { JsonObject, KubeHttp } from './http.js';
+import { kubeNamedGetPendingMs, kubeNamedGetSettledMs } from '../constants.js';
 import {
   type ApiObject,
   type InformerHandlers,
@@ -31,7 +37,9 @@ import { NodeHeartbeat } from './node-heartbeat.js';
 import type { NodeAllocatable } from '../events/types.js';
 import { NodeStatusWriter } from './node-status.js';
 import { podErrorEvents, podEventOf, EventRecorder, type StartedOperation } from './pod-events.js';
-import { type ContentRef, contentRefKey, contentRefsOf } from './references.js';
+import { claimRefsOf, type ContentRef, contentRefsOf } from './references.js';
+import { ContentWatches } from './content-watches.js';
+import { type NamedRef, NamedGets } from './named-gets.js';
 import { PodFinalizer } from './pod-finalizer.js';
 import { InUsePublisher } from './in-use.js';
 
@@ -52,11 +60,12 @@ export interface KubeAgentOptions {
 export class KubeAgent {
   readonly status: NodeStatusWriter;
   private readonly informers: KubeInformer[] = [];
-  private readonly contentInformers = new Map<
-    string,
-    { informer: KubeInformer; pods: Set<string> }
-  >();
-  private readonly podRefs = new Map<string, string[]>();
+  /** The ConfigMaps and Secrets the pods read, each watched while some pod reads it. */
+  private readonly contents: ContentWatches;
+  /** The claims and volumes of its pods and its VolumeAttachments, got by name. */
+  private readonly named: NamedGets;
+  /** Pods whose objects are being fetched: added to the volume manager when they are. */
+  private readonly podsFetching = new Map<string, Promise<void>>();
   /** The newest version of each live pod, added once its ConfigMaps and Secrets are listed. */
   private readonly latestPods = new Map<string, Pod>();
   private readonly attachments = new Map<string, VolumeAttachmentView>();
@@ -78,6 +87,18 @@ export class KubeAgent {
     this.events = new EventRecorder({ http, node, logger, component: 'kubelet' });
     this.finalizer = new PodFinalizer({ http, vm, say });
     this.inUse = new InUsePublisher({ vm, status: this.status, say });
+    this.contents = new ContentWatches({
+      start: (ref, handlers) => startInformer(http, contentRef(ref), handlers, say),
+      upsert: (o) => this.upsertObject(o),
+      forget: (ref) => this.forgetContent(ref),
+    });
+    this.named = new NamedGets({
+      get: (path) => http.get(path),
+      periodMs: namedGetPeriodMs,
+      upsert: (o) => this.onNamed(o),
+      forget: (ref) => this.forgetNamed(ref),
+      trouble: (message) => say(`kube-apiserver: ${message}`),
+    });
   }
 
   private get vm(): VolumeManager {
@@ -97,27 +118,10 @@ export class KubeAgent {
       upsert: (o) => this.onNode(o),
       remove: (o) => this.removeObject(o),
     });
-    this.watch(
-      core('persistentvolumes', 'PersistentVolume'),
-      this.objectHandlers('PersistentVolume'),
-    );
-    this.watch(
-      core('persistentvolumeclaims', 'PersistentVolumeClaim'),
-      this.objectHandlers('PersistentVolumeClaim'),
-    );
     this.watch(storage('csidrivers', 'CSIDriver'), this.objectHandlers('CSIDriver'));
-    this.watch(storage('storageclasses', 'StorageClass'), this.objectHandlers('StorageClass'));
-    this.watch(storage('volumeattachments', 'VolumeAttachment'), {
-      upsert: (o) => this.onVolumeAttachment(o, false),
-      remove: (o) => this.onVolumeAttachment(o, true),
-      listed: (all) =>
-        this.dropUnlisted(
-          'VolumeAttachment',
-          all.filter((o) => this.isOurs(o)),
-        ),
-    });
-    // The objects first: a pod is resolved against the claims, PVs and CSIDrivers the API
-    // has, never against a cache still filling (no passing "not bound" errors at start).
+    // Its Node and the CSIDrivers first; each pod is added once its own claims, their
+    // volumes and the objects it reads are fetched (onPod), so no pod is resolved against
+    // a cache still filling (no passing "not bound" errors at start).
     await Promise.all(this.informers.map((i) => i.synced));
     this.watch(core('pods', 'Pod', `spec.nodeName=${node}`), {
       upsert: (o) => this.onPod(o),
@@ -125,8 +129,9 @@ export class KubeAgent {
       listed: (all) => this.dropUnlistedPods(all),
     });
     await Promise.all(this.informers.map((i) => i.synced));
-    // The pods' ConfigMaps and Secrets are listed before anything may be torn down.
-    await Promise.all([...this.contentInformers.values()].map((c) => c.informer.synced));
+    // The pods' objects are read before anything may be torn down.
+    await Promise.all(this.podsFetching.values());
+    this.forgetUnfollowed();
     this.vm.inputs.markSourcesReady();
     this.inUse.schedule();
   }
@@ -184,7 +189,53 @@ export class KubeAgent {
       volumesAttached?: { name: string; devicePath?: string }[];
     };
     this.volumesAttached = status.volumesAttached ?? [];
+    this.followAttachments();
     this.observeAttachments();
+  }
+
+  /**
+   * Controller-attach mode: the VolumeAttachment of each CSI volume the Node lists as
+   * attached, got by name (its name is the CSI attacher's hash of handle, driver and node).
+   */
+  private followAttachments(): void {
+    if (!this.opts.controllerAttachDetach) return;
+    const refs: NamedRef[] = [];
+    for (const entry of this.volumesAttached) {
+      const csi = csiVolumeOf(entry.name);
+      if (csi === undefined) continue;
+      const name = volumeAttachmentName(csi.handle, csi.driver, this.opts.node);
+      refs.push({ kind: 'VolumeAttachment', name });
+    }
+    void this.named.follow(nodeOwner, refs);
+  }
+
+  /** A claim, volume or VolumeAttachment as the API server has it now. */
+  private onNamed(raw: ApiObject): void {
+    if (raw.kind === 'VolumeAttachment') return this.onVolumeAttachment(raw, false);
+    this.upsertObject(raw);
+    if (raw.kind === 'PersistentVolumeClaim') void this.followClaimVolume(raw);
+  }
+
+  /** A claim's volume is read while the claim is: the PV its spec.volumeName names. */
+  private followClaimVolume(claim: ApiObject): Promise<void> {
+    const volumeName = (claim.spec as { volumeName?: string } | undefined)?.volumeName;
+    const refs: NamedRef[] =
+      volumeName === undefined || volumeName === ''
+        ? []
+        : [{ kind: 'PersistentVolume', name: volumeName }];
+    return this.named.follow(claimOwner(claim.metadata.namespace, claim.metadata.name), refs);
+  }
+
+  /** Gone from the API server (404), or no pod, claim or Node names it any more. */
+  private forgetNamed(ref: NamedRef): void {
+    if (ref.kind === 'PersistentVolumeClaim')
+      void this.named.follow(claimOwner(ref.namespace, ref.name), []);
+    if (ref.kind === 'VolumeAttachment') {
+      this.attachments.delete(ref.name);
+      this.observeAttachments();
+    }
+    if (this.vm.world.objects.lookup(ref.kind, ref.name, ref.namespace) === undefined) return;
+    this.vm.inputs.removeObject(ref);
   }
 
   private isOurs(raw: ApiObject): boolean {
@@ -252,14 +303,31 @@ export class KubeAgent {
       if (pod.metadata.deletionTimestamp !== undefined) this.finalizer.add(pod);
       return;
     }
-    const informers = this.followContents(uid, contentRefsOf(pod));
+    const watches = this.contents.follow(uid, contentRefsOf(pod));
+    const claims = claimRefsOf(pod);
     this.latestPods.set(uid, pod);
     // As the kubelet's watch-based ConfigMap and Secret managers: a pod's volumes are set
-    // up once the objects they read have been listed, never from an empty cache.
-    void Promise.all(informers.map((i) => i.synced)).then(() => {
+    // up once the objects they read have been listed, never from an empty cache; and, as
+    // its populator, once its claims and their volumes have been got.
+    const fetched = Promise.all([
+      ...watches.map((w) => w.synced),
+      this.named.follow(uid, claims).then(() => this.claimVolumesFetched(claims)),
+    ]).then(() => {
+      if (this.podsFetching.get(uid) === fetched) this.podsFetching.delete(uid);
       if (this.latestPods.get(uid) !== pod) return; // a newer version, or gone
       this.addPod(pod);
     });
+    this.podsFetching.set(uid, fetched);
+  }
+
+  /** The volumes of these claims (as got), once each was got too. */
+  private async claimVolumesFetched(claims: readonly NamedRef[]): Promise<void> {
+    await Promise.all(
+      claims.map((ref) => {
+        const claim = this.vm.world.objects.lookup(ref.kind, ref.name, ref.namespace);
+        return claim === undefined ? undefined : this.followClaimVolume(claim as ApiObject);
+      }),
+    );
   }
 
   private addPod(pod: Pod): void {
@@ -274,10 +342,12 @@ export class KubeAgent {
   private podGone(uid: string): void {
     if (uid === '') return;
     this.latestPods.delete(uid);
-    this.followContents(uid, []);
     this.podErrorsSeen.delete(uid);
     this.opts.forgetPod?.(uid);
+    // The pod first: the objects only it read are then forgotten with no reader to remount.
     if (this.vm.world.pods.has(UniquePodName(uid))) this.vm.inputs.removePod(uid);
+    this.contents.follow(uid, []);
+    void this.named.follow(uid, []);
   }
 
   private dropUnlistedPods(listed: readonly ApiObject[]): void {
@@ -285,40 +355,31 @@ export class KubeAgent {
     for (const uid of [...this.vm.world.pods.keys()]) if (!uids.has(uid)) this.podGone(uid);
   }
 
-  /** Watches each ConfigMap and Secret while some pod reads it (one informer per object). */
-  private followContents(uid: string, refs: readonly ContentRef[]): KubeInformer[] {
-    const before = this.podRefs.get(uid) ?? [];
-    const now = refs.map(contentRefKey);
-    const informers: KubeInformer[] = [];
-    for (const ref of refs) {
-      const key = contentRefKey(ref);
-      const known = this.contentInformers.get(key);
-      if (known !== undefined) {
-        known.pods.add(uid);
-        informers.push(known.informer);
-        continue;
+  /** A ConfigMap or Secret no longer watched, or gone: the world and contents drop it. */
+  private forgetContent(ref: ContentRef): void {
+    if (this.vm.world.objects.lookup(ref.kind, ref.name, ref.namespace) === undefined) return;
+    this.vm.inputs.removeObject(ref);
+  }
+
+  /**
+   * At start, once the pods and their objects are read: what the log holds from an earlier
+   * run that no pod, claim or Node names now goes, as if its watch or gets had ended.
+   */
+  private forgetUnfollowed(): void {
+    const objects = this.vm.world.objects;
+    const held = (kind: string) =>
+      [...objects.ofKind(kind)].map((o) => ({
+        name: o.metadata.name,
+        namespace: o.metadata.namespace ?? 'default',
+      }));
+    for (const kind of ['ConfigMap', 'Secret'] as const)
+      for (const ref of held(kind))
+        if (!this.contents.follows({ kind, ...ref })) this.forgetContent({ kind, ...ref });
+    for (const kind of ['PersistentVolumeClaim', 'PersistentVolume', 'VolumeAttachment'] as const)
+      for (const { name, namespace } of held(kind)) {
+        const ref = kind === 'PersistentVolumeClaim' ? { kind, name, namespace } : { kind, name };
+        if (!this.named.follows(ref)) this.forgetNamed(ref);
       }
-      const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
-      const path = `namespaces/${encodeURIComponent(ref.namespace)}/${plural}`;
-      const informer = this.watch(core(path, ref.kind, `metadata.name=${ref.name}`), {
-        upsert: (o) => this.upsertObject(o),
-        remove: (o) => this.removeObject(o),
-      });
-      this.contentInformers.set(key, { informer, pods: new Set([uid]) });
-      informers.push(informer);
-    }
-    for (const key of before) {
-      if (now.includes(key)) continue;
-      const known = this.contentInformers.get(key);
-      known?.pods.delete(uid);
-      if (known === undefined || known.pods.size > 0) continue;
-      this.contentInformers.delete(key);
-      this.informers.splice(this.informers.indexOf(known.informer), 1);
-      void known.informer.stop();
-    }
-    if (now.length === 0) this.podRefs.delete(uid);
-    else this.podRefs.set(uid, now);
-    return informers;
   }
 
   /** Every appended event: status outputs, CSI registration, pod Events, finished deletions. */
@@ -387,6 +448,33 @@ export class KubeAgent {
     this.heartbeat?.stop();
     this.inUse.stop();
     this.finalizer.stop();
-    await Promise.all(this.informers.map((i) => i.stop()));
+    this.named.stop();
+    await Promise.all([...this.informers.map((i) => i.stop()), this.contents.stop()]);
   }
+}
+
+/** One ConfigMap's or Secret's collection, selected down to it by name. */
+function contentRef(ref: ContentRef): ResourceRef {
+  const plural = ref.kind === 'ConfigMap' ? 'configmaps' : 'secrets';
+  const path = `namespaces/${encodeURIComponent(ref.namespace)}/${plural}`;
+  return core(path, ref.kind, `metadata.name=${ref.name}`);
+}
+
+/** The owner of the VolumeAttachments the Node lists (NamedGets). */
+const nodeOwner = 'Node';
+
+/** The owner of a claim's volume (NamedGets): the claim. */
+const claimOwner = (namespace: string | undefined, name: string) =>
+  `PersistentVolumeClaim/${namespace ?? 'default'}/${name}`;
+
+/**
+ * When a claim, volume or VolumeAttachment is got again: soon while it is missing or not
+ * settled (a claim or volume not Bound, an attachment not attached), so a binding or an
+ * attach is seen within a second; rarely once settled, for a resize or a change of status.
+ */
+function namedGetPeriodMs(ref: NamedRef, raw: JsonObject | undefined): number {
+  const status = (raw?.status ?? {}) as { phase?: string; attached?: boolean };
+  const settled =
+    ref.kind === 'VolumeAttachment' ? status.attached === true : status.phase === 'Bound';
+  return settled ? kubeNamedGetSettledMs : kubeNamedGetPendingMs;
 }

@@ -3,6 +3,7 @@
  * which the node agent watches one by one, as the kubelet's watch-based managers do.
  */
 import type { Pod } from '../events/k8s.js';
+import type { NamedRef } from './named-gets.js';
 
 export interface ContentRef {
   readonly kind: 'ConfigMap' | 'Secret';
@@ -30,4 +31,19 @@ export function contentRefsOf(pod: Pod): ContentRef[] {
     }
   }
   return [...refs.values()];
+}
+
+/**
+ * The claims the pod's volumes read, in its namespace: each persistentVolumeClaim, and
+ * the claim of each generic ephemeral volume (named `<pod>-<volume>`, as Kubernetes names it).
+ */
+export function claimRefsOf(pod: Pod): NamedRef[] {
+  const namespace = pod.metadata.namespace ?? 'default';
+  const names = new Set<string>();
+  for (const volume of pod.spec.volumes ?? []) {
+    const claimName = volume.persistentVolumeClaim?.claimName;
+    if (claimName !== undefined && claimName !== '') names.add(claimName);
+    if (volume.ephemeral !== undefined) names.add(`${pod.metadata.name}-${volume.name}`);
+  }
+  return [...names].map((name) => ({ kind: 'PersistentVolumeClaim', name, namespace }));
 }

@@ -7,6 +7,8 @@ import { type Clock, sleep } from '../clock.js';
 import { callEffects, type HostMark } from '../operations/calls.js';
 import type { CallName, PluginCaps } from '../events/index.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
+import type { ObjectContents } from '../sources/contents.js';
+import { missingContent } from './builtin/content.js';
 import { callCutOff } from './call-target.js';
 import { type CallTarget, PluginError, type VolumePlugin } from './types.js';
 
@@ -92,6 +94,12 @@ export interface FakePluginOptions {
   readonly root?: string;
   /** The pretend host the calls act on (optional). */
   readonly host?: FakeHost;
+  /**
+   * Where a configMap, secret or projected fake reads its objects at setUp, as the real
+   * plugins do: a volume whose object is not there fails as theirs (transient, the
+   * kubelet's not-found message). Without it setUp never looks.
+   */
+  readonly contents?: ObjectContents;
 }
 
 /** A queue of scripted entries, consumed one call at a time. */
@@ -235,6 +243,13 @@ export class FakePlugin implements VolumePlugin {
     if (entry.delayMs > 0) await sleep(this.opts.clock, entry.delayMs);
     // A call cut off by an engine stop dies with the process: no late effect.
     if (callCutOff(target)) return new Promise<T>(() => {});
+    // Read when the call would write the files: what the store holds at that moment.
+    const missing =
+      call === 'setUp' && this.opts.contents !== undefined
+        ? missingContent(spec, this.opts.contents)
+        : undefined;
+    if (missing !== undefined && entry.outcome !== 'final')
+      throw new PluginError('transient', missing);
     if (entry.outcome === 'ok' || entry.outcome === 'uncertain') effect();
     if (entry.outcome === 'final') this.opts.host?.rollBack(call, spec.volume, target.pod);
     switch (entry.outcome) {

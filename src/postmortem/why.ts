@@ -13,6 +13,7 @@ import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
 import { claimName, lookupOf } from '../binding/claims.js';
 import { type ClaimView, claimView } from '../world/claims-view.js';
+import { requiredContents } from '../world/content-invariant.js';
 
 export interface VolumeWhy {
   readonly outerVolumeSpecName: string;
@@ -132,6 +133,10 @@ function desiredStep(
   const mount = podEntry(world.mounts.get(spec.volume), pod);
   if (mount?.value === 'mounted' && !mount.context.remountRequired)
     return { status: 'mounted', step: 'none', detail: 'mounted', sinceSeq: mount.seq };
+  if (mount?.value !== 'mounted') {
+    const missing = missingObjectStep(world, spec, Math.max(mount?.seq ?? 0, entrySeq));
+    if (missing !== undefined) return missing;
+  }
   const device = attachment.value;
   if (spec.traits.deviceMountable && device !== 'attached.deviceMounted')
     return {
@@ -146,6 +151,24 @@ function desiredStep(
     step: block ? 'mapPodDevice' : 'setUp',
     detail: mount?.context.remountRequired === true ? 'remount required' : `mount ${state}`,
     sinceSeq: Math.max(mount?.seq ?? 0, attachment.seq, entrySeq),
+  };
+}
+
+/**
+ * A ConfigMap or Secret the volume must read that the world does not have: setUp waits
+ * for it (the kubelet's FailedMount says `secret "s" not found`), whatever its retries say.
+ */
+function missingObjectStep(world: World, spec: ResolvedVolume, sinceSeq: number): Step | undefined {
+  const missing = requiredContents(spec).find(
+    (o) => world.objects.lookup(o.kind, o.name, o.namespace) === undefined,
+  );
+  if (missing === undefined) return undefined;
+  const resource = missing.kind === 'ConfigMap' ? 'configmap' : 'secret';
+  return {
+    status: 'waiting',
+    step: `${missing.kind} ${missing.namespace}/${missing.name}`,
+    detail: `${resource} "${missing.name}" not found; setUp waits for it to be created`,
+    sinceSeq,
   };
 }
 

@@ -122,6 +122,13 @@ function drawDisks(r: Random, diskCount: number): unknown[] {
   return objects;
 }
 
+const settingsConfigMap = {
+  apiVersion: 'v1',
+  kind: 'ConfigMap',
+  metadata: { name: 'settings', namespace: 'default' },
+  data: { 'level.conf': 'debug' },
+};
+
 /** Pod `p`'s volumes: claims of the disks, emptyDirs, configMaps, inline CSI volumes. */
 function drawPodVolumes(r: Random, p: number, diskCount: number): unknown[] {
   const volumes: unknown[] = [];
@@ -228,6 +235,9 @@ export function generateScenario(seed: number): {
   const controllerAttachDetach = r() < 0.3;
   const diskCount = int(r, 1, 3);
   const objects = drawDisks(r, diskCount);
+  // The ConfigMap the pods' configMap volumes read: without it their setUp fails, as the
+  // kubelet's does (a draw of none, so every seed keeps its meaning).
+  objects.push(settingsConfigMap);
   const podCount = int(r, 2, 5);
   const pods: PodPlan[] = Array.from({ length: podCount }, (_, p) => ({
     uid: `uid-${p}`,

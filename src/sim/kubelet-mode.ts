@@ -5,6 +5,7 @@ import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Executor } from '../execute/executor.js';
 import { toLoggedObject } from '../sources/contents.js';
+import { checkSetUpContents } from '../world/content-invariant.js';
 import { claimBindings, getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
 import type { World } from '../world/types.js';
 import type { Operation } from '../plan/index.js';
@@ -125,4 +126,5 @@ export const kubeletMode: Mode<World, Operation> = {
   check: checkExpectation,
   describe: describeState,
   waitForPod,
+  eventInvariants: (event, world) => checkSetUpContents(world, event),
 };

@@ -5,7 +5,8 @@
 import type { VirtualClock } from '../clock.js';
 import type { Core, CoreConfig, CoreOperation, CoreWorld, Runner } from '../engine/core.js';
 import type { Engine, RunnerHost } from '../engine/engine.js';
-import type { NewEvent } from '../events/index.js';
+import type { NewEvent, VoleEvent } from '../events/index.js';
+import type { Violation } from '../world/invariants.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { Failure } from './expect.js';
@@ -53,6 +54,8 @@ export interface Mode<W extends CoreWorld, O extends CoreOperation> {
   ): Failure[];
   describe(world: W): Record<string, unknown>;
   waitForPod?(sim: SimulationHandle<W, O>, pod: string, timeoutMs: number): Promise<WaitResult>;
+  /** Invariants of one event, checked right after its fold (the world's own are per volume). */
+  eventInvariants?(event: VoleEvent, world: W): Violation[];
   /** Background work tied to an engine's life (the controller's periodic verify). */
   background?(engine: Engine<W, O>, sim: SimulationHandle<W, O>): () => void;
 }

@@ -7,6 +7,7 @@ import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.
 import { PluginManager } from '../plugins/manager.js';
 import { caps, type VolumePlugin } from '../plugins/types.js';
 import { builtinPluginNames } from '../world/resolve.js';
+import type { ObjectContents } from '../sources/contents.js';
 import type { ScenarioPlugin } from './scenario.js';
 
 /** Built-in sources as fakes, neither attachable nor device-mountable (docs/scenarios.md). */
@@ -26,7 +27,16 @@ interface SimulationPluginOptions {
   host?: FakeHost;
   /** The node's name (a CSI driver's node_id). */
   node?: string;
+  /** What the configMap, secret and projected fakes read at setUp (the scenario's objects). */
+  contents?: ObjectContents;
 }
+
+/** The plugins that read ConfigMaps and Secrets at setUp, scripted faults or not. */
+const contentReaders: ReadonlySet<string> = new Set([
+  builtinPluginNames.configMap,
+  builtinPluginNames.secret,
+  builtinPluginNames.projected,
+]);
 
 /** vole's own CSI plugin in front of a scripted driver at the gRPC boundary. */
 function scriptedCsiDriver(
@@ -81,6 +91,9 @@ function scriptedPlugin(
     clock: opts.clock,
     journal: opts.journal,
     ...(opts.host === undefined ? {} : { host: opts.host }),
+    ...(opts.contents === undefined || !contentReaders.has(p.name)
+      ? {}
+      : { contents: opts.contents }),
   });
 }
 

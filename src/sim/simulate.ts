@@ -12,6 +12,7 @@ import { Engine } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
 import { VirtualClock } from '../clock.js';
+import { ObjectContents } from '../sources/contents.js';
 import type { FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import { controllerMode } from './controller-mode.js';
@@ -79,6 +80,11 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
   readonly reports: Report[] = [];
   readonly plugins: PluginManager;
   readonly checker: InvariantChecker<W> | undefined;
+  /**
+   * The ConfigMap and Secret data the content fakes read at setUp, kept from the scenario's
+   * objects and steps as a node agent keeps its store from its sources.
+   */
+  readonly contents = new ObjectContents();
   private readonly log: SimulationLog;
   private stopBackground: () => void = () => {};
   engine: Engine<W, O>;
@@ -93,6 +99,7 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
       clock: this.clock,
       journal: this.journal,
       node: scenario.node,
+      contents: this.contents,
       ...(opts.fakeHost === undefined ? {} : { host: opts.fakeHost }),
     });
     this.checker =
@@ -119,6 +126,9 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
     if (onEvent !== undefined) engine.subscribe((event, world) => onEvent(event, world));
     const checker = this.checker;
     if (checker !== undefined) engine.subscribe((_event, world) => checker.after(world));
+    const eventInvariants = this.mode.eventInvariants;
+    if (checker !== undefined && eventInvariants !== undefined)
+      engine.subscribe((event, world) => checker.violations.push(...eventInvariants(event, world)));
     engine.subscribe((event) => {
       if (event.type === 'ReportRaised') {
         this.reports.push({
@@ -162,7 +172,19 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
     await this.settle();
   }
 
+  /** The contents store follows the objects as a source hands them on (set first, gone last). */
+  private keepContents(step: Step | undefined, removed: boolean): void {
+    if (step === undefined) return;
+    if (!removed && 'addObject' in step) this.contents.set(step.addObject);
+    if (!removed && 'updateObject' in step) this.contents.set(step.updateObject);
+    if (removed && 'removeObject' in step) {
+      const { kind, name, namespace } = step.removeObject;
+      this.contents.delete(kind, name, namespace);
+    }
+  }
+
   async start(): Promise<void> {
+    for (const object of this.scenario.objects) this.contents.set(object);
     this.engine.start();
     this.stopBackground = this.mode.background?.(this.engine, this) ?? (() => {});
     for (const event of this.mode.startEvents(this.scenario, this.now())) this.append(event);
@@ -200,7 +222,9 @@ class Simulation<W extends CoreWorld, O extends CoreOperation> implements Simula
       throw new Error(
         `step ${index}: ${Object.keys(step)[0]} does not apply in ${this.scenario.mode} mode`,
       );
+    this.keepContents(step, false);
     for (const event of events) this.append(event);
+    this.keepContents(step, true);
     await this.settle();
   }
 }

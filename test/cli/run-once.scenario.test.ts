@@ -109,7 +109,12 @@ test('vole run --once --timeout: exit 1 at the timeout, printing vole why for ea
   );
   assert.match(
     run.stdout,
-    /last error at seq \d+ \(\+[0-9.]+s\): .*configmap "default\/web" not found/,
+    /html \(kubernetes\.io\/configmap\/[^)]+\): waits on ConfigMap default\/web since seq \d+ .*configmap "web" not found; setUp waits for it to be created/,
+  );
+  // The kubelet's words (apierrors.NewNotFound of the "configmap" resource), then what to do.
+  assert.match(
+    run.stdout,
+    /last error at seq \d+ \(\+[0-9.]+s\): .*configmap "web" not found; create it in namespace default/,
   );
 });
 

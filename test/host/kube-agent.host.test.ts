@@ -1,12 +1,13 @@
 /**
  * `vole run --kubeconfig` as a node of a real kube-apiserver (scripts/kube-up.sh: etcd and
- * kube-apiserver built from the Go module proxy, on loopback), running with a token bound
- * to exactly deploy/node-agent-rbac.yaml. kubectl applies a pod with an emptyDir, a
- * configMap, a static PV claim on the built-in disk (and the projected service-account
- * token the API server adds to every pod): vole mounts them, reports volumesInUse, keeps
- * its CSINode (with the driver's topology keys, also Node labels), keeps its Lease in
- * kube-node-lease renewed and its Ready condition, logs the StorageClasses, writes Events;
- * deleting the pod unmounts everything and vole removes it.
+ * kube-apiserver built from the Go module proxy, on loopback), running with the node's
+ * own identity (system:node:vole-node, deploy/node-identity.md) and nothing more.
+ * kubectl applies a pod with an emptyDir, a configMap, a static PV claim on the built-in
+ * disk (and the projected service-account token the API server adds to every pod): vole
+ * mounts them, reports volumesInUse, keeps its CSINode (with the driver's topology keys,
+ * also Node labels), keeps its Lease in kube-node-lease renewed and its Ready condition,
+ * logs its claim and volume, writes Events; deleting the pod unmounts everything and vole
+ * removes it.
  * The test plays the PersistentVolume controller (it marks the claim Bound) and the
  * root-CA publisher (kube-root-ca.crt): no kube-controller-manager runs.
  */
@@ -40,23 +41,34 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
 
   before(() => cluster.start(base));
 
-  const leastPrivilegeKubeconfig = () => cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+  const leastPrivilegeKubeconfig = () => cluster.agentKubeconfig(node);
 
   test('the agent mounts a pod from the API, reports it, unmounts it when deleted', async () => {
     const agentKubeconfig = leastPrivilegeKubeconfig();
-    const canI = (verb: string, resource: string) =>
-      kubectl(['auth', 'can-i', verb, resource], { kubeconfig: agentKubeconfig }).stdout.trim();
-    assert.equal(canI('watch', 'pods'), 'yes');
-    assert.equal(canI('patch', 'nodes/status'), 'yes');
-    assert.equal(canI('create', 'pods'), 'no', 'the agent must not create pods');
-    assert.equal(canI('delete', 'nodes'), 'no', 'the agent must not delete nodes');
-    assert.equal(canI('update', 'secrets'), 'no', 'the agent must not write secrets');
-    const canILease = (namespace: string) =>
-      kubectl(['auth', 'can-i', 'update', 'leases.coordination.k8s.io', '-n', namespace], {
+    // The node's own identity: what the Node authorizer gives a kubelet, nothing cluster-wide.
+    const canI = (verb: string, resource: string, ...more: string[]) =>
+      // "yes", or "no" (the Node authorizer adds " - " and its reason).
+      kubectl(['auth', 'can-i', verb, resource, ...more], {
         kubeconfig: agentKubeconfig,
-      }).stdout.trim();
-    assert.equal(canILease('kube-node-lease'), 'yes', 'its heartbeat Lease');
-    assert.equal(canILease('kube-system'), 'no', 'no Lease outside kube-node-lease');
+      }).stdout.split(/\s/)[0];
+    assert.equal(canI('get', `nodes/${node}`), 'yes', 'its own Node');
+    assert.equal(canI('get', 'nodes/other-node'), 'no', "another node's Node");
+    assert.equal(canI('list', 'secrets'), 'no', 'no list of Secrets');
+    assert.equal(canI('list', 'persistentvolumeclaims'), 'no', 'no list of claims');
+    assert.equal(canI('list', 'persistentvolumes'), 'no', 'no list of volumes');
+    assert.equal(canI('list', 'storageclasses.storage.k8s.io'), 'no', 'no StorageClass');
+    assert.equal(canI('update', 'secrets'), 'no', 'the agent must not write secrets');
+    assert.equal(canI('delete', 'nodes'), 'no', 'the agent must not delete nodes');
+    assert.equal(
+      canI('update', `leases.coordination.k8s.io/${node}`, '-n', 'kube-node-lease'),
+      'yes',
+      'its heartbeat Lease',
+    );
+    assert.equal(
+      canI('update', 'leases.coordination.k8s.io/other', '-n', 'kube-system'),
+      'no',
+      'no Lease of another name',
+    );
 
     // No kube-controller-manager: the test makes what its controllers would.
     ok(['create', 'serviceaccount', 'default']);
@@ -196,7 +208,7 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     assert.equal(failed.source.component, 'kubelet');
     assert.match(
       failed.message,
-      /^MountVolume\.SetUp failed for volume "config" : configmap "default\/no-such-config" not/,
+      /^MountVolume\.SetUp failed for volume "config" : configmap "no-such-config" not found/,
     );
     assert.match(ok(['get', 'events']), /FailedMount\s+pod\/broken/);
 
@@ -258,11 +270,15 @@ describe('vole run --kubeconfig on a real kube-apiserver', { skip }, () => {
     const podEvents = events.filter((e) => e.type === 'PodUpserted' && e.pod.metadata.uid === uid);
     assert.ok(podEvents.length >= 2, 'the pod as created and as deleted');
     assert.ok(podEvents.every((e) => /^\d+$/.test(e.pod.metadata.resourceVersion)));
-    for (const kind of ['PersistentVolume', 'StorageClass'])
+    for (const kind of ['PersistentVolume', 'PersistentVolumeClaim'])
       assert.ok(
         events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === kind),
         `a ${kind} from the API is in the log:\n${agentLines}`,
       );
+    assert.ok(
+      !events.some((e) => e.type === 'ObjectUpserted' && e.object.kind === 'StorageClass'),
+      'a node reads no StorageClass (the Node authorizer gives it none)',
+    );
     assert.ok(
       !exported.stdout.includes('hello from the API'),
       'ConfigMap data stays out of the log',

@@ -106,7 +106,7 @@ describe('vole beside the real kubelet (kubemark hollow node)', { skip, timeout:
   );
 
   test('the same pod on each node: what each wrote for its volumes', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(voleNode);
     agent = cluster.started(
       startVole(['run', '--kubeconfig', agentKubeconfig, '--node', voleNode, '--root', root]),
       'agent',

@@ -1,7 +1,7 @@
 /**
  * The Kubernetes docs' storage examples (examples/kubernetes-docs, examples/tutorial-pv),
  * unchanged, applied with kubectl on a real kube-apiserver and kube-controller-manager,
- * with `vole run --kubeconfig` as the node (a token bound to deploy/'s role only). No
+ * with `vole run --kubeconfig` as the node (its own identity, system:node:docs-node). No
  * scheduler runs: the test binds each pod to vole's node with a Binding, as the scheduler
  * does. The objects the docs make with commands (`kubectl create secret generic …`) are
  * made with those commands. vole mounts each pod's volumes: the files, their contents and
@@ -64,7 +64,7 @@ describe('the Kubernetes docs storage examples on vole', { skip, timeout: 600_00
   const modeOf = (dir: string, file: string) => statSync(join(dir, file)).mode & 0o7777;
 
   test('emptyDir, configMap, secret, downwardAPI, projected and PV examples mount', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     agent = startVole([
       ...['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root],
       ...['--allocatable', 'cpu=2,memory=4Gi'],

@@ -127,7 +127,7 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
   test('the agent converges after each fault, and its log verifies', async () => {
     await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], contents);
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     startAgent(agentKubeconfig);
     let t0 = Date.now();
     create(names('p', podsMax), 0);

@@ -191,7 +191,7 @@ describe(
     test('the leader killed mid-attach: the standby takes over, learns, never attaches twice', async () => {
       cluster.startCsiDriver(base, root, 'interop-disk-id');
       startAttacher();
-      const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+      const agentKubeconfig = cluster.agentKubeconfig(voleNode);
       agent = started(
         startVole(['run', '--kubeconfig', agentKubeconfig, '--node', voleNode, '--root', root]),
       );

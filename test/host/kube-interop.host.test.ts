@@ -4,7 +4,7 @@
  * heartbeats here), so Kubernetes' own attach/detach and PersistentVolume controllers act.
  * Kubernetes' external-attacher (csi-attacher) serves `vole csi-driver`, which registers
  * into vole's plugins_registry/. `vole run --kubeconfig` is the node, in controller-attach
- * mode, with a token bound to deploy/'s role only. A static claim on the CSI driver:
+ * mode, with the node's own identity only (system:node:NAME). A static claim on the CSI driver:
  * Kubernetes binds it, its attach/detach controller creates the VolumeAttachment, the
  * external-attacher publishes it, vole mounts it. `kubectl delete pod`: vole unmounts and
  * drops it from volumesInUse, the controller detaches, the VolumeAttachment goes.
@@ -41,7 +41,7 @@ describe('Kubernetes control plane, vole as the node', { skip, timeout: 600_000 
 
   /** csi-attacher as a child process, ended by its PID with the others. */
   test('attached by the controller and the external-attacher, mounted by vole, detached after', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     const socket = cluster.startCsiDriver(base, root, 'interop-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     agent = started(

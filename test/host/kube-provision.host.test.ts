@@ -5,8 +5,8 @@
  * a heartbeat is tainted unreachable), Kubernetes' external-provisioner
  * (csi-provisioner) and external-attacher (csi-attacher) serving `vole csi-driver`, which
  * provisions (CREATE_DELETE_VOLUME, topology key topology.disk.csi.vole.dev/node) and
- * registers into vole's plugins_registry/. `vole run --kubeconfig` runs with a token bound
- * to deploy/'s role only. kubectl applies two StorageClasses (Immediate and
+ * registers into vole's plugins_registry/. `vole run --kubeconfig` runs with the node's
+ * own identity only (system:node:NAME). kubectl applies two StorageClasses (Immediate and
  * WaitForFirstConsumer), a claim of each and a pod on vole's node; the test plays only the
  * scheduler, which a pod with spec.nodeName bypasses (the selected-node annotation).
  * Deleting the pod, then the claims: vole unmounts, the controller detaches, the
@@ -70,7 +70,7 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
   );
 
   test('provisioned by the external-provisioner, attached by Kubernetes, mounted', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     const socket = cluster.startCsiDriver(base, root, 'provision-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     cluster.startSidecar('csi-provisioner', socket, base);

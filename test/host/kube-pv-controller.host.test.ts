@@ -71,7 +71,7 @@ describe(
       const socket = cluster.startCsiDriver(base, root, 'pv-disk-id');
       cluster.startSidecar('csi-attacher', socket, base);
       cluster.startSidecar('csi-provisioner', socket, base);
-      const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+      const agentKubeconfig = cluster.agentKubeconfig(node);
       agent = cluster.started(
         startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
         'agent',

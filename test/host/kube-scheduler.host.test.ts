@@ -114,7 +114,7 @@ describe('the real scheduler places WaitForFirstConsumer pods', { skip, timeout:
     const socket = cluster.startCsiDriver(base, root, 'sched-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     cluster.startSidecar('csi-provisioner', socket, base);
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     agent = cluster.started(
       startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
       'agent',

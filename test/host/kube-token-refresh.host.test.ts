@@ -59,7 +59,7 @@ describe('service-account token refresh on a real kube-apiserver', { skip }, () 
   test('the projected token is renewed on its timer, atomically, as a new valid token', async () => {
     cluster.start(base);
     ok(['create', 'serviceaccount', 'default']);
-    const agentKubeconfig = cluster.agentKubeconfig(join(base, 'agent.kubeconfig'));
+    const agentKubeconfig = cluster.agentKubeconfig(node);
     const args = ['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root];
     agent = startVole([...args, '--db', db], { env: { VOLE_TOKEN_AGE_MAX_MS: '3000' } });
     cluster.processes.add(agent);

@@ -70,10 +70,19 @@ export interface KubeCluster {
   /** kubectl that must succeed: its stdout. */
   ok(args: readonly string[], input?: string): string;
   json<T>(args: readonly string[]): T;
-  /** A kubeconfig with a token of the deploy/ ServiceAccount (bound to that role only). */
-  agentKubeconfig(file: string): string;
+  /**
+   * The kubeconfig `vole run --kubeconfig` gets on `node`: the node's own identity
+   * (nodeKubeconfig), with what the Node authorizer and NodeRestriction allow a kubelet and
+   * nothing more (deploy/node-identity.md).
+   */
+  agentKubeconfig(node: string): string;
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
+  /**
+   * A node's own kubeconfig (scripts/kube-up.sh --node-kubeconfig): a client certificate
+   * with CN system:node:NODE and O system:nodes, signed by the cluster CA. Its path.
+   */
+  nodeKubeconfig(node: string): string;
   /**
    * A CSI sidecar on `socket` (its output appended to `logDir`/NAME.log, `args` after the
    * common flags), stopped by its PID with the others, or earlier by the test.
@@ -168,14 +177,19 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       return run.stdout;
     },
     json: <T>(args: readonly string[]): T => JSON.parse(cluster.ok([...args, '-o', 'json'])) as T,
-    agentKubeconfig(file) {
-      cluster.ok(['apply', '-f', join(repo, 'deploy/node-agent-rbac.yaml')]);
-      return tokenKubeconfig(cluster, file, 'vole-node-agent');
-    },
+    agentKubeconfig: (node) => cluster.nodeKubeconfig(node),
     controllerKubeconfig(file) {
       cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
       return tokenKubeconfig(cluster, file, 'vole-attach-detach');
+    },
+    nodeKubeconfig(node) {
+      const minted = spawnSync('bash', [kubeUp, dir, '--node-kubeconfig', node], {
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      assert.equal(minted.status, 0, `kube-up.sh --node-kubeconfig ${node}: ${minted.stderr}`);
+      return minted.stdout.trim().split('\n').at(-1)!;
     },
     startSidecar(name, socket, logDir, args = []) {
       const log = openSync(join(logDir, `${name}.log`), 'a');

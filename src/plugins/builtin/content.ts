@@ -12,6 +12,7 @@ import { type Payload, type PayloadFile, writeAtomically } from '../../host/atom
 import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import type { ObjectContents } from '../../sources/contents.js';
+import { requiredContents } from '../../world/content-invariant.js';
 import { contentPluginNames } from '../../world/resolve-content.js';
 import type {
   ContentOptions,
@@ -64,6 +65,30 @@ async function fetchTokens(
   return fetched;
 }
 
+const contentKindOf = (kind: ContentKind) => (kind === 'configMap' ? 'ConfigMap' : 'Secret');
+
+/**
+ * The kubelet's words for an object its manager does not have (apierrors.NewNotFound of
+ * the "configmap" or "secret" resource: `secret "s" not found`), and what to do.
+ */
+function notFound(kind: 'ConfigMap' | 'Secret', namespace: string, name: string): string {
+  const resource = kind === 'ConfigMap' ? 'configmap' : 'secret';
+  return (
+    `${resource} "${name}" not found; create it in namespace ${namespace} ` +
+    '(or mark the volume optional)'
+  );
+}
+
+/**
+ * Why the volume cannot be set up from `contents` now: the not-found message of the first
+ * ConfigMap or Secret it must read that the store lacks; undefined when it has them all.
+ */
+export function missingContent(spec: ResolvedVolume, contents: ObjectContents): string | undefined {
+  for (const { kind, namespace, name } of requiredContents(spec))
+    if (contents.get(kind, namespace, name) === undefined) return notFound(kind, namespace, name);
+  return undefined;
+}
+
 /** Kubernetes' default file mode of these volumes (0644). */
 const defaultContentModeBits = 0o644;
 
@@ -85,14 +110,13 @@ function addContent(
 ): void {
   const kindName = kind === 'configMap' ? 'configmap' : 'secret';
   const what = `${kindName} "${source.namespace ?? 'default'}/${source.name}"`;
-  const data = contents.get(
-    kind === 'configMap' ? 'ConfigMap' : 'Secret',
-    source.namespace ?? 'default',
-    source.name,
-  );
+  const data = contents.get(contentKindOf(kind), source.namespace ?? 'default', source.name);
   if (data === undefined) {
     if (source.optional === true) return;
-    throw new HostError('transient', `${what} not found; create it (or mark the volume optional)`);
+    throw new HostError(
+      'transient',
+      notFound(contentKindOf(kind), source.namespace ?? 'default', source.name),
+    );
   }
   if (source.items === undefined) {
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
