@@ -5,8 +5,9 @@
  * - kube-apiserver SIGKILLed and started again (scripts/kube-restart.sh): every watch
  *   breaks, and the agent watches again from where it was;
  * - etcd compacted past everything the agent has seen, then the API server restarted: its
- *   watch cache starts at the newest revision, so every watch the agent starts again from
- *   an older resourceVersion answers 410 Gone and the agent lists again;
+ *   watch cache starts at the newest revision, so a watch the agent starts again from an
+ *   older resourceVersion answers 410 Gone and the agent lists again (the audit log shows
+ *   the node's list of its pods after the restart);
  * - pods deleted while the agent is down (SIGKILL), and new ones created: started again on
  *   the same log, it tears the deleted pods' volumes down and lets them go (the status
  *   manager's delete with grace period 0), and mounts the new ones.
@@ -57,6 +58,13 @@ spec:
     - {name: sec, secret: {secretName: sec-${i % 5}}}
     - {name: scratch, emptyDir: {}}
 `;
+
+interface AuditEvent {
+  readonly user: { readonly username: string };
+  readonly verb: string;
+  readonly objectRef?: { readonly resource?: string };
+  readonly responseStatus?: { readonly code?: number };
+}
 
 interface PodList {
   items: { metadata: { name: string; uid: string; deletionTimestamp?: string } }[];
@@ -121,6 +129,12 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
     wait('the API server ready again', () =>
       cluster.kubectl(['get', '--raw', '/readyz']).stdout === 'ok' ? true : undefined,
     );
+  /** The API server's audit log (scripts/kube-up.sh: every request, level Metadata). */
+  const auditEvents = () =>
+    readFileSync(join(cluster.dir(), 'audit.log'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as AuditEvent);
   const names = (prefix: string, count: number) =>
     Array.from({ length: count }, (_, i) => `${prefix}${i}`);
 
@@ -159,6 +173,7 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
     });
     assert.equal(compacted.status, 200, await compacted.text());
     t0 = Date.now();
+    const auditBefore = auditEvents().length;
     restartApiServer();
     await apiReady();
     remove(names('p', 20).slice(10));
@@ -167,6 +182,12 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
       await converge(`etcd compacted at ${revision}, API server restarted`, t0),
       podsMax,
     );
+    // Its pods' watch could not go on from a compacted revision: it listed them again.
+    const relists = auditEvents()
+      .slice(auditBefore)
+      .filter((e) => e.user.username === `system:node:${node}` && e.verb === 'list')
+      .filter((e) => e.objectRef?.resource === 'pods' && e.responseStatus?.code === 200);
+    assert.ok(relists.length >= 1, 'the agent listed its pods again after the compaction');
 
     // 3. Pods deleted and created while the agent is down.
     agent!.child.kill('SIGKILL');
