@@ -54,7 +54,11 @@ const settle = async () => {
   for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => setImmediate(resolve));
 };
 
-test('a verified detach whose node reports the volume in use again while the log was held is not called', async () => {
+/**
+ * A pod's volume attached, the pod removed while the log is held, the node reporting the
+ * volume in use again before the log lets go: the detach, decided on the old report, ends.
+ */
+async function detachRefusedAsInUse() {
   const clock = new VirtualClock(0);
   const journal: FakeCallRecord[] = [];
   const sink = new HeldSink();
@@ -98,7 +102,11 @@ test('a verified detach whose node reports the volume in use again while the log
   cm.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
   sink.letGo();
   await settle();
+  return { cm, journal, sink, started };
+}
 
+test('a verified detach whose node reports the volume in use again while the log was held is not called', async () => {
+  const { cm, journal, sink, started } = await detachRefusedAsInUse();
   assert.deepEqual(
     journal.map((c) => c.call),
     ['attach'],
@@ -112,6 +120,22 @@ test('a verified detach whose node reports the volume in use again while the log
   assert.equal(
     attachmentAt(cm.world, 'fake.disk/disk-1@node-1')?.value.startsWith('attached'),
     true,
+  );
+  cm.stop();
+});
+
+test('a detach refused as in use puts the volume back in volumesAttached, and its pod, back, finds it there', async () => {
+  const { cm, journal } = await detachRefusedAsInUse();
+  // Its start took the volume out of the node's report; attached still, it is listed again.
+  const listed = () => cm.volumesAttached('node-1').map((v) => v.name);
+  assert.deepEqual(listed(), ['fake.disk/disk-1']);
+  cm.upsertPod(pod); // scheduled there again: the node's agent waits on volumesAttached
+  await settle();
+  assert.deepEqual(listed(), ['fake.disk/disk-1']);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+    'attached already: no second attach',
   );
   cm.stop();
 });
