@@ -164,7 +164,10 @@ export function step(
   if (next.value.startsWith('attached')) reportAttached(world, volume, node);
 }
 
-/** §2.1 AddVolumeToReportAsAttached: the volume goes (back) into the node's report. */
+/**
+ * The volume goes (back) into the node's report (AddVolumeToReportAsAttached of the
+ * controller's actual_state_of_world.go).
+ */
 function reportAttached(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
   const set = world.reported.get(node) ?? new Set();
   set.add(volume);
@@ -174,9 +177,10 @@ function reportAttached(world: ControllerWorld, volume: UniqueVolumeName, node: 
 /**
  * A detach that ended with the volume still confirmed attached (verifySafeToDetach found
  * it in use again, or the operation ended before its call) puts it back in the node's
- * report: its start took it out (§3.3 step 11), and the node's agent mounts only what it
- * reads in volumesAttached, so a pod scheduled there again would wait for it forever. As
- * GenerateDetachVolumeFunc (operation_generator.go) does on any failure.
+ * report: its start took it out (as the reconciler's RemoveVolumeFromReportAsAttached),
+ * and the node's agent mounts only what it reads in volumesAttached, so a pod scheduled
+ * there again would wait for it forever. As GenerateDetachVolumeFunc
+ * (operation_generator.go) does on any failure.
  */
 export function reportIfStillAttached(
   world: ControllerWorld,

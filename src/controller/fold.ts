@@ -306,9 +306,9 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
     if (a !== undefined) step(world, op.volume, a.node, null, { type: 'CRASH' }, true);
   });
   for (const op of cut) world.touched.add(op.volume);
-  // §4.2 populateActualStateOfWorld: nothing runs now, so every volume confirmed attached
-  // is reported (a detach cut off before its call left one out; so did a world folded
-  // before failed detaches put theirs back).
+  // Nothing runs now: every volume confirmed attached is reported, as the controller's
+  // populateActualStateOfWorld reports each one it marks attached (a detach cut off before
+  // its call left one out; so did a world folded before failed detaches put theirs back).
   reportEveryAttached(world);
   world.engineStartedSeq = event.seq as Seq;
   const samePlugins = samePluginCaps(world.plugins, event.plugins);

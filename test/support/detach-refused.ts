@@ -1,8 +1,8 @@
 /**
- * A detach refused as in use (spec §3.8 / S3): a controller attaches a pod's volume, the
- * pod is removed while the log is held (a full disk; an etcd commit in cluster mode), and
- * the node reports the volume in use again before the log lets go, so the detach decided
- * on the old report fails without a call.
+ * A detach refused as in use (S3, verifySafeToDetach): a controller attaches a pod's
+ * volume, the pod is removed while the log is held (a full disk; an etcd commit in cluster
+ * mode), and the node reports the volume in use again before the log lets go, so the
+ * detach decided on the old report fails without a call.
  */
 import assert from 'node:assert/strict';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
