@@ -36,12 +36,18 @@ export class VolumesAttachedPublisher {
   private readonly dirtyNodes = new Set<string>();
   private all = true;
   private resync: TimerHandle | null = null;
+  /**
+   * The node of each running operation, by opId: an OperationFinished names neither, and
+   * the world has let the operation go when it is told, yet a detach that ends without a
+   * call puts its volume back in the node's report.
+   */
+  private readonly runningOn = new Map<string, string>();
 
   constructor(
     private readonly client: KvStore,
     private readonly keys: ClusterKeys,
-    private readonly leadership: Leadership,
-    private readonly log: EtcdEventLog,
+    private readonly leadership: Pick<Leadership, 'fence' | 'isLost' | 'lose'>,
+    private readonly log: Pick<EtcdEventLog, 'durable' | 'head'>,
     private readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>,
     private readonly say: (line: string) => void,
     private readonly clock: Clock,
@@ -58,11 +64,17 @@ export class VolumesAttachedPublisher {
     this.unsubscribe = this.cm.subscribe((event, world) => {
       // The events that change a node's report name the node, or an operation on it.
       const fields = event as { node?: unknown; opId?: unknown };
-      if (event.type === 'EngineStarted') this.all = true;
+      if (event.type === 'EngineStarted') {
+        this.all = true;
+        this.runningOn.clear(); // every operation was cut off
+      }
       if (typeof fields.node === 'string') this.dirtyNodes.add(fields.node);
       if (typeof fields.opId === 'string') {
-        const node = world.running.get(OpId(fields.opId))?.node;
+        const node = world.running.get(OpId(fields.opId))?.node ?? this.runningOn.get(fields.opId);
         if (typeof node === 'string') this.dirtyNodes.add(node);
+        if (event.type === 'OperationFinished') this.runningOn.delete(fields.opId);
+        else if (event.type === 'OperationStarted' && typeof node === 'string')
+          this.runningOn.set(fields.opId, node);
       }
       if (this.all || this.dirtyNodes.size > 0) this.schedule();
     });

@@ -161,11 +161,41 @@ export function step(
     if (n !== undefined && !n.volumesInUse.has(volume))
       world.nodes.set(node, { ...n, volumesInUse: new Set([...n.volumesInUse, volume]) });
   }
-  if (next.value.startsWith('attached')) {
-    const set = world.reported.get(node) ?? new Set();
-    set.add(volume);
-    world.reported.set(node, set);
-  }
+  if (next.value.startsWith('attached')) reportAttached(world, volume, node);
+}
+
+/**
+ * The volume goes (back) into the node's report (AddVolumeToReportAsAttached of the
+ * controller's actual_state_of_world.go).
+ */
+function reportAttached(world: ControllerWorld, volume: UniqueVolumeName, node: NodeName): void {
+  const set = world.reported.get(node) ?? new Set();
+  set.add(volume);
+  world.reported.set(node, set);
+}
+
+/**
+ * A detach that ended with the volume still confirmed attached (verifySafeToDetach found
+ * it in use again, or the operation ended before its call) puts it back in the node's
+ * report: its start took it out (as the reconciler's RemoveVolumeFromReportAsAttached),
+ * and the node's agent mounts only what it reads in volumesAttached, so a pod scheduled
+ * there again would wait for it forever. As GenerateDetachVolumeFunc
+ * (operation_generator.go) does on any failure.
+ */
+export function reportIfStillAttached(
+  world: ControllerWorld,
+  volume: UniqueVolumeName,
+  node: NodeName,
+): void {
+  if (attachmentAt(world, pairKey(volume, node))?.value.startsWith('attached') === true)
+    reportAttached(world, volume, node);
+}
+
+/** Every volume confirmed attached goes into its node's report (nothing runs: a start). */
+export function reportEveryAttached(world: ControllerWorld): void {
+  for (const pair of world.pairs.values())
+    if (isAttached(pair) && pair.value.startsWith('attached'))
+      reportAttached(world, pair.volume, pair.node);
 }
 
 /**

@@ -33,6 +33,8 @@ import {
   addPodToDsw,
   reindexPair,
   removePodFromDsw,
+  reportEveryAttached,
+  reportIfStillAttached,
   step,
   touch,
   updateTimers,
@@ -266,6 +268,12 @@ function foldOperationStarted(world: ControllerWorld, event: EventOf<'OperationS
   touch(world, volume);
 }
 
+function foldOperationFinished(world: ControllerWorld, event: EventOf<'OperationFinished'>): void {
+  const op = finishOperation(world, event);
+  if (op.op === 'detach') reportIfStillAttached(world, op.volume, NodeName(op.node ?? ''));
+  touch(world, op.volume);
+}
+
 /** behaviour C3.8: any failed attach or detach may have taken effect: the entry is uncertain. */
 const controllerReading: FailureReading = { uncertainOnAnyFailure: true };
 
@@ -298,6 +306,10 @@ function foldEngineStarted(world: ControllerWorld, event: EventOf<'EngineStarted
     if (a !== undefined) step(world, op.volume, a.node, null, { type: 'CRASH' }, true);
   });
   for (const op of cut) world.touched.add(op.volume);
+  // Nothing runs now: every volume confirmed attached is reported, as the controller's
+  // populateActualStateOfWorld reports each one it marks attached (a detach cut off before
+  // its call left one out; so did a world folded before failed detaches put theirs back).
+  reportEveryAttached(world);
   world.engineStartedSeq = event.seq as Seq;
   const samePlugins = samePluginCaps(world.plugins, event.plugins);
   world.plugins = new Map(event.plugins.map((p) => [p.name, p]));
@@ -418,7 +430,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
       foldCall(world, event);
       break;
     case 'OperationFinished':
-      touch(world, finishOperation(world, event).volume);
+      foldOperationFinished(world, event);
       break;
     case 'ReportRaised':
       foldReportRaised(world, event);

@@ -40,15 +40,24 @@ export function checkControllerVolume(
       `ReadWriteOnce volume ${volume} on ${nodes.length} nodes: ${nodes.map((a) => `${a.node} ${a.value}`).join(', ')}`,
     );
   }
-  // S5: a volume is reported attached to a node only while confirmed there.
+  // S5: a volume is reported attached to a node only while confirmed there (node.status.
+  // volumesAttached, which the node's agent waits on before it mounts).
   for (const [node, reported] of world.reported) {
     if (!reported.has(volume)) continue;
     const a = attachmentAt(world, `${volume}@${node}`);
     if (a === undefined || !a.value.startsWith('attached'))
       at('S5', `${volume} reported attached to ${node} while ${a?.value ?? 'detached'}`);
   }
-  // S1: one operation per conflicting key; backoff bounded.
+  // S5's other half: confirmed attached, and no detach of it running there, it is reported;
+  // the node's agent mounts only what volumesAttached lists.
   const running = [...world.running.values()].filter((op) => op.volume === volume);
+  for (const a of attachments) {
+    if (!a.value.startsWith('attached') || world.reported.get(a.node)?.has(volume) === true)
+      continue;
+    if (!running.some((op) => op.op === 'detach' && op.node === a.node))
+      at('S5', `${volume} confirmed attached to ${a.node} but not reported, and no detach runs`);
+  }
+  // S1: one operation per conflicting key; backoff bounded.
   for (let i = 0; i < running.length; i++) {
     for (let j = i + 1; j < running.length; j++) {
       if (keysConflict(running[i]!.key, running[j]!.key))

@@ -4,6 +4,7 @@
  * themselves — ReadWriteOnce on one node, no unforced detach of a disk in use — are also
  * checked by the cloud at the moment each call takes effect: cluster-cloud.ts.)
  */
+import { decodeVolumesAttached } from '../cluster/status.js';
 import { prefixRange } from '../cluster/store.js';
 import { eventCodec } from '../events/index.js';
 import { encodeEvent } from '../log/codec.js';
@@ -167,6 +168,24 @@ function checkCloud(sim: ClusterSim): void {
   }
 }
 
+/**
+ * Each node's volumesAttached in the store names exactly the disks attached to it: the
+ * node's agent mounts only what it lists, and a disk attached but left out of it holds
+ * a pod back for good (or, mounted before it went, hides that from the pod checks).
+ */
+function checkPublished(sim: ClusterSim): void {
+  for (const node of sim.plan.nodes) {
+    const kv = sim.store.get(sim.keys.volumesAttached(node));
+    const listed = kv === undefined ? [] : (decodeVolumesAttached(kv) ?? []).map((v) => v.name);
+    const attached = [...sim.cloud.attached].filter(([, nodes]) => nodes.has(node));
+    const want = attached.map(([volume]) => volume).sort();
+    if (listed.sort().join(',') !== want.join(','))
+      sim.fail(
+        `at the end ${node}'s volumesAttached lists [${listed.join(', ')}], want [${want.join(', ')}]`,
+      );
+  }
+}
+
 function checkNodes(sim: ClusterSim): void {
   const want = desired(sim);
   for (const [node, agent] of sim.agents) {
@@ -194,11 +213,15 @@ function checkNodes(sim: ClusterSim): void {
   }
 }
 
-/** At the end of the liveness phase: one leader, exactly what the present pods need, nothing running. */
+/**
+ * At the end of the liveness phase: one leader, exactly what the present pods need (in the
+ * cloud, in each node's volumesAttached, on each node), nothing running.
+ */
 export function checkConvergence(sim: ClusterSim): void {
   checkLeader(sim);
   checkReader(sim);
   checkCloud(sim);
+  checkPublished(sim);
   checkNodes(sim);
 }
 

@@ -7,8 +7,8 @@
  * cluster-faults.ts, the checks in cluster-checks.ts: after every step, no ReadWriteOnce
  * disk on two nodes, no unforced detach of a disk its node reports in use, no event of
  * any log lost, the snapshot whole, the cores' own invariants; at the end, with every
- * fault over, one leader, the reader at the log's head, the cloud and every node holding
- * exactly what the present pods need, nothing running.
+ * fault over, one leader, the reader at the log's head, the cloud, each node's
+ * volumesAttached and every node holding exactly what the present pods need, nothing running.
  */
 import type { LogLimits } from '../cluster/etcd-log.js';
 import { ClusterKeys } from '../cluster/keys.js';

@@ -7,9 +7,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import { managedAnnotation } from '../../src/controller/index.js';
-import { allDesired, type ControllerWorld } from '../../src/controller/types.js';
+import { allDesired, attachmentAt, type ControllerWorld } from '../../src/controller/types.js';
 import { controllerCore } from '../../src/engine/cores.js';
 import type { NewEvent, PluginCaps, VoleEvent } from '../../src/events/index.js';
+import { NodeName, UniqueVolumeName } from '../../src/ids.js';
 import { caps } from '../../src/plugins/types.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
 
@@ -81,4 +82,31 @@ test('EngineStarted with other plugins: every pod resolves again', () => {
   assert.equal(desiredCount(world), 3, 'attachable now: each disk desired on node-0');
   append(world, started([caps('fake.disk', { attachable: false })]));
   assert.equal(desiredCount(world), 0, 'and gone again with the plugin that does not attach');
+});
+
+test('EngineStarted: a detach cut off before its call leaves its volume attached, and reported again', () => {
+  const world = worldWith(attachable);
+  const volume = 'fake.disk/disk-0';
+  const key = { volume, pod: '', node: '' };
+  const reported = () => world.reported.get(NodeName('node-0'))?.has(UniqueVolumeName(volume));
+  const opEvents = (opId: string, op: 'attach' | 'detach'): NewEvent[] => [
+    { type: 'OperationStarted', tsMs: 0, opId, op, key, volume, node: 'node-0', cause: 1 },
+  ];
+  for (const event of [
+    ...opEvents('op-attach', 'attach'),
+    { type: 'CallStarted', tsMs: 0, opId: 'op-attach', call: 'attach' },
+    { type: 'CallSucceeded', tsMs: 0, opId: 'op-attach', call: 'attach', devicePath: '/dev/x' },
+    { type: 'OperationFinished', tsMs: 0, opId: 'op-attach', outcome: 'ok' },
+  ] satisfies NewEvent[])
+    append(world, event);
+  assert.equal(reported(), true, 'attached: in the node report');
+  append(world, { type: 'PodRemoved', tsMs: 0, uid: 'uid-0' });
+  for (const event of opEvents('op-detach', 'detach')) append(world, event);
+  assert.equal(reported(), false, 'a detach starts: out of the report');
+  // The controller stops before the detach's call: no call ran, the disk is attached still.
+  append(world, started(attachable));
+  assert.equal(world.running.size, 0);
+  assert.match(attachmentAt(world, `${volume}@node-0`)?.value ?? 'detached', /^attached/);
+  assert.equal(reported(), true, 'the node can read it in volumesAttached again');
+  assert.deepEqual(controllerCore.invariants(world, UniqueVolumeName(volume)), []);
 });

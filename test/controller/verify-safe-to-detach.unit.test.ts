@@ -6,99 +6,11 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ControllerManager } from '../../src/agent/controller-manager.js';
-import { VirtualClock } from '../../src/clock.js';
-import { managedAnnotation } from '../../src/controller/index.js';
-import { MemorySink } from '../../src/engine/sink.js';
-import type { Node, Pod } from '../../src/events/k8s.js';
-import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
-import { caps } from '../../src/plugins/types.js';
 import { attachmentAt } from '../../src/controller/types.js';
-
-/** A log whose commits can be held back, as a full disk or a slow etcd does. */
-class HeldSink extends MemorySink {
-  private release: (() => void) | null = null;
-  private held: Promise<void> | null = null;
-
-  hold(): void {
-    this.held = new Promise((resolve) => (this.release = resolve));
-  }
-
-  letGo(): void {
-    this.release?.();
-    this.held = null;
-  }
-
-  whenDurable(): Promise<void> | undefined {
-    return this.held ?? undefined;
-  }
-}
-
-const node = (volumesInUse: string[]): Node => ({
-  apiVersion: 'v1',
-  kind: 'Node',
-  metadata: { name: 'node-1', annotations: { [managedAnnotation]: 'true' } },
-  status: { conditions: [{ type: 'Ready', status: 'True' }], volumesInUse },
-});
-const pod: Pod = {
-  apiVersion: 'v1',
-  kind: 'Pod',
-  metadata: { name: 'a', namespace: 'default', uid: 'uid-a' },
-  spec: {
-    nodeName: 'node-1',
-    volumes: [{ name: 'data', persistentVolumeClaim: { claimName: 'claim-1' } }],
-  },
-};
-
-const settle = async () => {
-  for (let i = 0; i < 50; i++) await new Promise<void>((resolve) => setImmediate(resolve));
-};
+import { detachRefusedAsInUse, pod, settle } from '../support/detach-refused.js';
 
 test('a verified detach whose node reports the volume in use again while the log was held is not called', async () => {
-  const clock = new VirtualClock(0);
-  const journal: FakeCallRecord[] = [];
-  const sink = new HeldSink();
-  const cm = ControllerManager.create({
-    plugins: [new FakePlugin({ caps: caps('fake.disk', { attachable: true }), clock, journal })],
-    log: { sink, history: [] },
-    clock,
-    verifyAttachments: false,
-  });
-  cm.start();
-  cm.upsertObject(node([]));
-  cm.upsertObject({
-    apiVersion: 'v1',
-    kind: 'PersistentVolume',
-    metadata: { name: 'pv-1' },
-    spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'disk-1' } },
-  });
-  cm.upsertObject({
-    apiVersion: 'v1',
-    kind: 'PersistentVolumeClaim',
-    metadata: { name: 'claim-1', namespace: 'default' },
-    spec: { volumeName: 'pv-1' },
-    status: { phase: 'Bound' },
-  });
-  cm.upsertPod(pod);
-  await settle();
-  cm.upsertObject(node([])); // the node's status after the attach: not mounted yet
-  await settle();
-  assert.deepEqual(
-    journal.map((c) => c.call),
-    ['attach'],
-  );
-
-  sink.hold();
-  cm.removePod('uid-a');
-  await settle();
-  const started = sink.events.flatMap((e) =>
-    e.type === 'OperationStarted' && e.op === 'detach' ? [e] : [],
-  );
-  assert.equal(started.length, 1, 'the detach was decided while the node reported nothing in use');
-  cm.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
-  sink.letGo();
-  await settle();
-
+  const { cm, journal, sink, started } = await detachRefusedAsInUse();
   assert.deepEqual(
     journal.map((c) => c.call),
     ['attach'],
@@ -112,6 +24,22 @@ test('a verified detach whose node reports the volume in use again while the log
   assert.equal(
     attachmentAt(cm.world, 'fake.disk/disk-1@node-1')?.value.startsWith('attached'),
     true,
+  );
+  cm.stop();
+});
+
+test('a detach refused as in use puts the volume back in volumesAttached, and its pod, back, finds it there', async () => {
+  const { cm, journal } = await detachRefusedAsInUse();
+  // Its start took the volume out of the node's report; attached still, it is listed again.
+  const listed = () => cm.volumesAttached('node-1').map((v) => v.name);
+  assert.deepEqual(listed(), ['fake.disk/disk-1']);
+  cm.upsertPod(pod); // scheduled there again: the node's agent waits on volumesAttached
+  await settle();
+  assert.deepEqual(listed(), ['fake.disk/disk-1']);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+    'attached already: no second attach',
   );
   cm.stop();
 });
