@@ -8,7 +8,7 @@
 import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
-import { claimIdentitiesOf, withUid } from '../sources/manifests.js';
+import { claimIdentitiesOf, withUid } from '../sources/identities.js';
 import { lookupOf } from '../binding/claims.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { Clock } from '../clock.js';
