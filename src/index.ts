@@ -49,9 +49,43 @@ export { builtinPlugins } from './plugins/builtin/index.js';
 export type { BuiltinOptions } from './plugins/builtin/common.js';
 export type { ServiceAccountTokens } from './plugins/builtin/content.js';
 export { ObjectContents } from './sources/contents.js';
-export type * from './events/types.js';
-export type * from './events/k8s.js';
-export { EventSchemaError } from './events/types.js';
+export {
+  EventSchemaError,
+  type CallError,
+  type CallName,
+  type CsiDriverCaps,
+  type Decision,
+  type EventOf,
+  type EventType,
+  type NewEvent,
+  type NodeAllocatable,
+  type OperationKind,
+  type OperationStep,
+  type OperatorAction,
+  type OpKey,
+  type PluginCaps,
+  type ProvisionedVolume,
+  type ProvisionRequest,
+  type RpcRecord,
+  type VoleEvent,
+} from './events/types.js';
+export type {
+  ClusterObject,
+  ConfigMapManifest,
+  CSIDriver,
+  LabelSelector,
+  ManifestObject,
+  Node,
+  NodeSelector,
+  ObjectKind,
+  PersistentVolume,
+  PersistentVolumeClaim,
+  Pod,
+  PodVolume,
+  SecretManifest,
+  StorageClass,
+  VolumeAttachment,
+} from './events/k8s.js';
 export { RealClock, type Clock, type TimerHandle } from './clock.js';
 export type { EventSink } from './engine/sink.js';
 export type { EventListener } from './engine/engine.js';
