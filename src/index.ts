@@ -10,6 +10,7 @@
 export {
   VolumeManager,
   WaitForAttachAndMountError,
+  type VolumeManagerOpenOptions,
   type VolumeManagerOptions,
 } from './agent/volume-manager.js';
 export {
@@ -18,6 +19,14 @@ export {
   ReconcilerStatus,
 } from './agent/volume-manager-seams.js';
 export { ControllerManager, type ControllerManagerOptions } from './agent/controller-manager.js';
+export type {
+  LogOptions,
+  OpenOptions,
+  SnapshotPolicy,
+  WaitOptions,
+  WaitUntilOptions,
+} from './agent/lifecycle.js';
+export { ControllerInputs, ControllerStatus } from './agent/controller-manager-seams.js';
 export type { HostObservation } from './agent/host-check.js';
 export {
   OperatorRequests,

@@ -65,23 +65,23 @@ test('a verified detach whose node reports the volume in use again while the log
     verifyAttachments: false,
   });
   cm.start();
-  cm.upsertObject(node([]));
-  cm.upsertObject({
+  cm.inputs.upsertObject(node([]));
+  cm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolume',
     metadata: { name: 'pv-1' },
     spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'disk-1' } },
   });
-  cm.upsertObject({
+  cm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: 'claim-1', namespace: 'default' },
     spec: { volumeName: 'pv-1' },
     status: { phase: 'Bound' },
   });
-  cm.upsertPod(pod);
+  cm.inputs.addPod(pod);
   await settle();
-  cm.upsertObject(node([])); // the node's status after the attach: not mounted yet
+  cm.inputs.upsertObject(node([])); // the node's status after the attach: not mounted yet
   await settle();
   assert.deepEqual(
     journal.map((c) => c.call),
@@ -89,13 +89,13 @@ test('a verified detach whose node reports the volume in use again while the log
   );
 
   sink.hold();
-  cm.removePod('uid-a');
+  cm.inputs.removePod('uid-a');
   await settle();
   const started = sink.events.flatMap((e) =>
     e.type === 'OperationStarted' && e.op === 'detach' ? [e] : [],
   );
   assert.equal(started.length, 1, 'the detach was decided while the node reported nothing in use');
-  cm.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
+  cm.inputs.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
   sink.letGo();
   await settle();
 
