@@ -63,7 +63,8 @@ export class Cluster {
 
   start(): void {
     this.controller.start();
-    for (const node of this.opts.nodes) this.controller.inputs.upsertObject(this.nodeObject(node, []));
+    for (const node of this.opts.nodes)
+      this.controller.inputs.upsertObject(this.nodeObject(node, []));
     for (const agent of this.agents.values()) {
       agent.start();
       agent.inputs.markSourcesReady();

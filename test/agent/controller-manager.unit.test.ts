@@ -49,7 +49,8 @@ test("controller manager: attaches a scheduled pod's volume and publishes volume
   const cm = open(join(dir, 'a.db'), journal);
   cm.start();
   cm.inputs.upsertObject(node('node-1'));
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') cm.inputs.upsertObject(e.object);
+  for (const e of diskObjects('disk-1'))
+    if (e.type === 'ObjectUpserted') cm.inputs.upsertObject(e.object);
   const scheduled = pod('uid-a', [claim('disk-1')]);
   cm.inputs.addPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
   await settle();
