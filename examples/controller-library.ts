@@ -3,7 +3,7 @@
  * attachable plugin of its own. Run it: `npx tsx examples/controller-library.ts`.
  */
 // #region controller-library
-import { caps, ControllerManager, type VolumePlugin } from '../src/index.js';
+import { caps, ControllerManager, type VolumePlugin } from 'vole';
 
 // An attachable plugin: attach and detach are the controller's; this one records them.
 const attachedTo = new Map<string, string>(); // volume → node
@@ -39,8 +39,8 @@ const node = (volumesInUse: string[]) => ({
 
 const cm = ControllerManager.create({ plugins: [disks] }); // .open({ db, plugins }) keeps a log
 cm.start();
-cm.upsertObject(node([]));
-cm.upsertObject({
+cm.inputs.upsertObject(node([]));
+cm.inputs.upsertObject({
   kind: 'PersistentVolume',
   metadata: { name: 'pv-1' },
   spec: {
@@ -48,12 +48,12 @@ cm.upsertObject({
     csi: { driver: 'example.com/disk', volumeHandle: 'disk-1' },
   },
 });
-cm.upsertObject({
+cm.inputs.upsertObject({
   kind: 'PersistentVolumeClaim',
   metadata: { name: 'data', namespace: 'default' },
   spec: { volumeName: 'pv-1' },
 });
-cm.upsertPod({
+cm.inputs.addPod({
   metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
   spec: {
     nodeName: 'node-1',
@@ -62,10 +62,10 @@ cm.upsertPod({
 });
 await cm.waitUntilSettled();
 // volumesAttached: [ { name: 'example.com/disk/disk-1', devicePath: '/dev/disk/by-id/pv-1' } ]
-console.log('volumesAttached:', cm.volumesAttached('node-1'));
+console.log('volumesAttached:', cm.status.volumesAttached('node-1'));
 
-cm.removePod('uid-web');
-cm.upsertObject(node([])); // the node reports the volume no longer in use: it may detach
+cm.inputs.removePod('uid-web');
+cm.inputs.upsertObject(node([])); // the node reports the volume no longer in use: it may detach
 await cm.waitUntilSettled();
 console.log('attached:', [...attachedTo]); // []
 await cm.drainAndStop();

@@ -3,7 +3,7 @@
  * own, and waits for a pod's volumes. Run it: `npx tsx examples/library.ts`.
  */
 // #region library
-import { caps, VolumeManager, type VolumePlugin } from '../src/index.js';
+import { caps, VolumeManager, type VolumePlugin } from 'vole';
 
 // A plugin is a name, what it can do, and the calls it answers. This one only records
 // what it was asked; vole's built-in plugins mount real filesystems.

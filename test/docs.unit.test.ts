@@ -476,12 +476,26 @@ test('docs: the controller example is the region of its example file and runs', 
   assert.match(out, /attached: \[\]/);
 });
 
+test('docs: the CSI example is the region of its example file and runs on the scripted driver', () => {
+  const block = blocks.find((b) => regionName(b) === 'csi-library');
+  assert.ok(block, 'the csi-library region in the docs');
+  const example = readFileSync(join(root, 'examples/csi-agent.ts'), 'utf8');
+  assert.equal(block.text.trim(), region(example, 'csi-library'));
+  const out = execFileSync(
+    process.execPath,
+    ['--import', 'tsx', 'examples/csi-agent.ts', 'fake', join(scratch, 'csi-root')],
+    { cwd: root, encoding: 'utf8' },
+  );
+  assert.match(out, /mounted: \[ 'data' \]/);
+  assert.match(out, /in use: \[\]/);
+});
+
 test('docs: every region is an example that exists', () => {
   for (const b of blocks) {
     const name = regionName(b);
     if (name === undefined) continue;
     assert.ok(
-      ['library', 'controller-library'].includes(name),
+      ['library', 'controller-library', 'csi-library'].includes(name),
       `${where(b)}: region ${name} is tested`,
     );
   }

@@ -80,7 +80,7 @@ try {
   let decodeStarted = nowMs();
   for (const kv of objects) {
     const decoded = decodeObject(kv);
-    if (decoded.ok) cm.loggedObject(decoded.value);
+    if (decoded.ok) cm.inputs.loggedObject(decoded.value);
   }
   const objectsMs = nowMs() - decodeStarted;
   decodeStarted = nowMs();

@@ -1,60 +1,54 @@
 /**
- * ControllerManager: the attach/detach controller as a library, beside VolumeManager.
- * Feed it cluster objects (Nodes, PersistentVolumes, claims) and scheduled pods; it
- * attaches and detaches through the plugins and publishes node.status.volumesAttached.
+ * ControllerManager: the attach/detach controller as a library, beside VolumeManager and
+ * with its shape: `cm.inputs` (what it is told), `cm.status` (what its work answers),
+ * `cm.operator` (an operator's requests), and the lifecycle and the wait on the facade.
  *
  *   const cm = ControllerManager.open({ db: 'controller.db', plugins });
  *   cm.start();
- *   cm.upsertObject(node); cm.upsertObject(pv); cm.upsertPod(pod);
- *   cm.volumesAttached('node-1');   // what node-1's status lists
+ *   cm.inputs.upsertObject(node); cm.inputs.upsertObject(pv); cm.inputs.addPod(pod);
+ *   await cm.waitUntilSettled();
+ *   cm.status.volumesAttached('node-1');   // what node-1's status lists
  *
  * A SQLite log keeps snapshots of the controller's world, so a restart loads the latest
  * one and folds only the events after it.
  */
 import pino, { type Logger } from 'pino';
-import { snapshotEveryEvents } from '../constants.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { ControllerExecutor } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
-import {
-  attachmentAt,
-  allAttachments,
-  type ControllerWorld,
-  allDesired,
-  pairKey,
-} from '../controller/types.js';
+import { allAttachments, type ControllerWorld, allDesired } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
-import { type EventSink, MemorySink } from '../engine/sink.js';
+import type { EventSink } from '../engine/sink.js';
 import { VoleMetrics } from '../metrics/index.js';
-import type { NewEvent, VoleEvent } from '../events/index.js';
-import { NodeName, UniqueVolumeName } from '../ids.js';
 import type { ClusterObject, ManifestObject, Pod } from '../events/k8s.js';
-import { planBindings } from '../binding/decide.js';
-import { toLoggedObject } from '../sources/contents.js';
+import { UniqueVolumeName } from '../ids.js';
 import { type Clock, RealClock } from '../clock.js';
 import { PluginManager } from '../plugins/manager.js';
 import type { VolumePlugin } from '../plugins/types.js';
-import { claimIdentitiesOf, type ManifestChanges, withUid } from '../sources/manifests.js';
-import { lookupOf } from '../binding/claims.js';
+import type { ManifestChanges } from '../sources/manifests.js';
 import { type OperatorRequest, type OperatorRequestInput, OperatorRequests } from './operator.js';
-import { openSqliteLog } from './sqlite-log.js';
-import type { GroupCommitterOptions } from '../log/group-commit.js';
+import { ControllerInputs, ControllerStatus } from './controller-manager-seams.js';
+import {
+  type LogOptions,
+  openLogFor,
+  type OpenOptions,
+  restoreWorld,
+  type SnapshotPolicy,
+  holds,
+  type WaitOptions,
+  type WaitUntilOptions,
+  waitOnEvents,
+} from './lifecycle.js';
 
 export interface ControllerManagerOptions {
   /** The plugins that attach and detach, or a manager holding them. */
   readonly plugins: readonly VolumePlugin[] | PluginManager;
-  /**
-   * Where events go, with what the log held before (a restart): its events, or the world
-   * already loaded from it (a snapshot plus the tail). In memory by default.
-   */
-  readonly log?: { sink: EventSink; history: Iterable<VoleEvent>; world?: ControllerWorld };
-  readonly snapshot?: {
-    everyEvents: number;
-    save: (world: ControllerWorld) => void;
-    lastSeq: number;
-  };
+  /** Where events go, and what the log held before (a restart). In memory by default. */
+  readonly log?: LogOptions<ControllerWorld>;
+  /** Snapshot policy (ControllerManager.open sets it for SQLite logs). */
+  readonly snapshot?: SnapshotPolicy<ControllerWorld>;
   /** ReconcilerMaxWaitForUnmountDuration (default 6 min). */
   readonly maxWaitForUnmountMs?: number;
   readonly disableForceDetachOnTimeout?: boolean;
@@ -70,6 +64,10 @@ export interface ControllerManagerOptions {
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
+
+/** ControllerManager.open's options: the controller's, and the SQLite log's. */
+export type ControllerManagerOpenOptions = Omit<ControllerManagerOptions, 'log' | 'snapshot'> &
+  OpenOptions;
 
 /** An operator's request named against the controller's world (or why it does not resolve). */
 function resolveControllerRequest(
@@ -89,6 +87,10 @@ function resolveControllerRequest(
 
 export class ControllerManager {
   private stopVerifier: () => void = () => {};
+  /** What the controller is told: pods, Nodes, PersistentVolumes, claims. */
+  readonly inputs: ControllerInputs;
+  /** What its work answers: a node's volumesAttached, whether it has settled. */
+  readonly status: ControllerStatus;
   /**
    * An operator's requests (`vole detach VOLUME --node N --controller`, `vole retry`): the
    * same seam as VolumeManager's (`request`, `done`, `serve`), decided by the controller's
@@ -105,8 +107,12 @@ export class ControllerManager {
      * a prom-client Registry of its own: `cm.metrics.registry`.
      */
     readonly metrics: VoleMetrics,
+    /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
+    readonly restoredFromSeq: number,
   ) {
     engine.subscribe((event, world) => metrics.observe(event, world));
+    this.inputs = new ControllerInputs(engine, opts.clock);
+    this.status = new ControllerStatus(engine);
     this.operator = new OperatorRequests(engine, opts.clock, {
       who: 'the controller',
       resolve: (input) => resolveControllerRequest(engine.world, input),
@@ -118,45 +124,21 @@ export class ControllerManager {
    * Opens (or creates) the SQLite log at `db`: a restart loads its latest snapshot and
    * folds only the events after it. A snapshot is written every `snapshotEveryEvents`.
    */
-  static open(
-    opts: Omit<ControllerManagerOptions, 'log' | 'snapshot'> & {
-      db: string;
-      durability?: 'full' | 'normal';
-      snapshotEveryEvents?: number;
-      /** Told when the log cannot be written (disk full) and when it can again. */
-      logBlocked?: GroupCommitterOptions;
-    },
-  ): ControllerManager {
-    const log = openSqliteLog(opts.db, controllerCore, {
-      ...(opts.durability === undefined ? {} : { durability: opts.durability }),
-      ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
-    });
-    const manager = ControllerManager.create({
-      ...opts,
-      log: { sink: log.sink, history: [], world: log.loadWorld() },
-      snapshot: {
-        everyEvents: opts.snapshotEveryEvents ?? snapshotEveryEvents,
-        save: (world) => log.saveSnapshot(world),
-        lastSeq: log.lastSnapshotSeq,
-      },
-    });
-    manager.restoredFromSeq = log.restoredFromSeq;
-    return manager;
+  static open(opts: ControllerManagerOpenOptions): ControllerManager {
+    const opened = openLogFor(controllerCore, opts);
+    return ControllerManager.build({ ...opts, ...opened }, opened.restoredFromSeq);
   }
 
-  /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
-  restoredFromSeq = 0;
-
+  /** Builds a controller; a log with history is folded back first (restart). */
   static create(opts: ControllerManagerOptions): ControllerManager {
+    return ControllerManager.build(opts, 0);
+  }
+
+  private static build(opts: ControllerManagerOptions, restoredFromSeq: number): ControllerManager {
     const clock = opts.clock ?? new RealClock();
     const plugins =
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
-    const log: NonNullable<ControllerManagerOptions['log']> = opts.log ?? {
-      sink: new MemorySink(),
-      history: [],
-    };
-    const world = log.world ?? controllerCore.initialWorld();
-    for (const event of log.history) if (event.seq > world.seq) controllerCore.fold(world, event);
+    const { log, world } = restoreWorld(controllerCore, opts.log);
     let current = () => world;
     const metrics = new VoleMetrics({
       source: { reader: controllerCore.reader, world: () => current() },
@@ -182,7 +164,8 @@ export class ControllerManager {
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     current = () => engine.world;
-    return new ControllerManager(engine, { ...opts, clock, plugins }, log.sink, metrics);
+    const resolved = { ...opts, clock, plugins };
+    return new ControllerManager(engine, resolved, log.sink, metrics, restoredFromSeq);
   }
 
   /** The controller's world (read-only by contract: change it only through events). */
@@ -219,77 +202,20 @@ export class ControllerManager {
     this.sink.close();
   }
 
-  private append(event: NewEvent): void {
-    this.engine.append(event);
-  }
-
   /**
-   * An object as the log holds it: a claim without a UID with the one the world knows it
-   * by (else a new one), a ConfigMap or Secret as its content hash.
+   * Resolves once `done()` holds (a question to `cm.status` or `cm.world`), re-checking
+   * after every event; rejects after `timeoutMs` (default 60 s) naming `what`.
    */
-  loggedObject(object: ManifestObject): ClusterObject {
-    return toLoggedObject(withUid(object, claimIdentitiesOf(lookupOf(this.engine.world.objects))));
+  waitUntil(done: () => boolean, opts: WaitUntilOptions = {}): Promise<void> {
+    return waitOnEvents(this.waitHost, opts.timeoutMs ?? 60_000, holds(done, opts.what));
   }
 
-  /** A Node, PersistentVolume or claim was added or changed (a ConfigMap or Secret: its hash). */
-  upsertObject(object: ManifestObject): void {
-    const logged = this.loggedObject(object);
-    this.append({ type: 'ObjectUpserted', tsMs: this.opts.clock.nowMs(), object: logged });
-  }
-
-  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
-    this.append({ type: 'ObjectRemoved', tsMs: this.opts.clock.nowMs(), ...ref });
-  }
-
-  /** A pod was added or changed (its spec.nodeName schedules it). */
-  upsertPod(pod: Pod): void {
-    this.append({ type: 'PodUpserted', tsMs: this.opts.clock.nowMs(), pod });
-  }
-
-  removePod(uid: string): void {
-    this.append({ type: 'PodRemoved', tsMs: this.opts.clock.nowMs(), uid });
-  }
-
-  /**
-   * What the API server shows attached as this controller begins to lead (another
-   * leader's work): the world adopts what it lacks before it plans anything.
-   */
-  attachmentsFound(
-    attachments: readonly { volume: string; node: string; pv: string; attached: boolean }[],
-  ): void {
-    this.append({
-      type: 'AttachmentsFound',
-      tsMs: this.opts.clock.nowMs(),
-      attachments: [...attachments],
-    });
-  }
-
-  /** A manifest directory's changes, in the order that keeps references resolvable. */
-  apply(changes: ManifestChanges): void {
-    for (const object of changes.upsertObjects) this.upsertObject(object);
-    for (const pod of changes.upsertPods) this.upsertPod(pod);
-    for (const uid of changes.removePods) this.removePod(uid);
-    for (const ref of changes.removeObjects) this.removeObject(ref);
-  }
-
-  /** node.status.volumesAttached of `node`, sorted by volume name. */
-  volumesAttached(node: string): { name: string; devicePath: string }[] {
-    const reported = this.world.reported.get(NodeName(node));
-    return [...(reported ?? [])].sort().map((name) => ({
-      name,
-      devicePath: attachmentAt(this.world, pairKey(name, node))?.devicePath ?? '',
-    }));
-  }
-
-  /** Every desired attachment confirmed, nothing else attached, nothing running. */
-  settled(): boolean {
-    const world = this.world;
-    if (world.running.size > 0) return false;
-    // A claim the planner is about to bind: its pods' attachments are not desired yet.
-    if (world.unboundClaims.size > 0 && planBindings(world, 0).length > 0) return false;
-    for (const pair of world.pairs.values())
-      if (pair.pods === null || !pair.value.startsWith('attached')) return false;
-    return true;
+  /** What waitOnEvents re-checks on: this engine's events, on its clock. */
+  private get waitHost() {
+    return {
+      clock: this.opts.clock,
+      subscribe: (l: EventListener<ControllerWorld>) => this.subscribe(l),
+    };
   }
 
   /**
@@ -297,37 +223,69 @@ export class ControllerManager {
    * else attached, nothing running), re-checking after each event; rejects after
    * `timeoutMs` (default 60 s) naming what is still pending.
    */
-  waitUntilSettled(opts: { timeoutMs?: number } = {}): Promise<void> {
-    const { clock } = this.opts;
-    return new Promise((resolve, reject) => {
-      const check = (timedOut: boolean) => {
-        if (this.settled()) finish(resolve);
-        else if (timedOut)
-          finish(() =>
-            reject(
-              new Error(
-                `controller not settled: ${this.world.running.size} operation(s) running, ` +
-                  `${[...allDesired(this.world)].length} desired and ${[...allAttachments(this.world)].length} known attachment(s): timed out`,
-              ),
-            ),
-          );
-      };
-      const timer = clock.setTimer(clock.nowMs() + (opts.timeoutMs ?? 60_000), () => check(true));
-      const unsubscribe = this.subscribe(() => check(false));
-      let done = false;
-      const finish = (fn: () => void) => {
-        if (done) return;
-        done = true;
-        unsubscribe();
-        clock.clearTimer(timer);
-        fn();
-      };
-      check(false);
+  waitUntilSettled(opts: WaitOptions = {}): Promise<void> {
+    return waitOnEvents(this.waitHost, opts.timeoutMs ?? 60_000, (cause) => {
+      if (this.status.settled()) return true;
+      if (cause !== 'timeout') return false;
+      const world = this.world;
+      return new Error(
+        `controller not settled: ${world.running.size} operation(s) running, ` +
+          `${[...allDesired(world)].length} desired and ${[...allAttachments(world)].length} known attachment(s): timed out`,
+      );
     });
   }
 
   /** Every event appended from now on, with the world after it. Returns unsubscribe. */
   subscribe(listener: EventListener<ControllerWorld>): () => void {
     return this.engine.subscribe(listener);
+  }
+
+  // The names of before cm.inputs and cm.status, kept while callers move over.
+
+  /** @deprecated Use `cm.inputs.loggedObject`. */
+  loggedObject(object: ManifestObject): ClusterObject {
+    return this.inputs.loggedObject(object);
+  }
+
+  /** @deprecated Use `cm.inputs.upsertObject`. */
+  upsertObject(object: ManifestObject): void {
+    this.inputs.upsertObject(object);
+  }
+
+  /** @deprecated Use `cm.inputs.removeObject`. */
+  removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
+    this.inputs.removeObject(ref);
+  }
+
+  /** @deprecated Use `cm.inputs.addPod` (or `updatePod`), the volume manager's verbs. */
+  upsertPod(pod: Pod): void {
+    this.inputs.addPod(pod);
+  }
+
+  /** @deprecated Use `cm.inputs.removePod`. */
+  removePod(uid: string): void {
+    this.inputs.removePod(uid);
+  }
+
+  /** @deprecated Use `cm.inputs.attachmentsFound`. */
+  attachmentsFound(
+    attachments: readonly { volume: string; node: string; pv: string; attached: boolean }[],
+  ): void {
+    this.inputs.attachmentsFound(attachments);
+  }
+
+  /** @deprecated Use `cm.inputs.apply`. */
+  apply(changes: Omit<ManifestChanges, 'contents'>): void {
+    this.inputs.apply(changes);
+  }
+
+  /** @deprecated Use `cm.status.volumesAttached`. */
+  volumesAttached(node: string): { name: string; devicePath: string }[] {
+    return this.status.volumesAttached(node);
+  }
+
+  /** @deprecated Use `cm.status.settled`. */
+  settled(): boolean {
+    return this.status.settled();
   }
 }

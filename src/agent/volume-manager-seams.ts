@@ -8,7 +8,8 @@
 import type { EventOf, NewEvent, VoleEvent } from '../events/index.js';
 import type { ManifestObject, Pod } from '../events/k8s.js';
 import { type ObjectContents, toLoggedObject } from '../sources/contents.js';
-import { claimIdentitiesOf, withUid } from '../sources/manifests.js';
+import { claimIdentitiesOf, withUid } from '../sources/identities.js';
+import type { ManifestChanges } from '../sources/manifests.js';
 import { lookupOf } from '../binding/claims.js';
 import { describeInvalid, validate } from '../sources/validate.js';
 import type { Clock } from '../clock.js';
@@ -88,6 +89,18 @@ export class DesiredStateInputs {
   removeObject(ref: { kind: ManifestObject['kind']; name: string; namespace?: string }): void {
     this.append({ type: 'ObjectRemoved', tsMs: this.clock.nowMs(), ...ref });
     this.contents?.delete(ref.kind, ref.name, ref.namespace);
+  }
+
+  /**
+   * A manifest directory's changes (src/sources/manifests.ts diffManifests): ConfigMap and
+   * Secret data first (the plugins read it at setUp), then objects, so pods resolve.
+   */
+  apply(changes: ManifestChanges): void {
+    for (const object of changes.contents) this.contents?.set(object);
+    for (const object of changes.upsertObjects) this.upsertObject(object);
+    for (const pod of changes.upsertPods) this.addPod(pod);
+    for (const uid of changes.removePods) this.removePod(uid);
+    for (const ref of changes.removeObjects) this.removeObject(ref);
   }
 
   /**

@@ -12,8 +12,8 @@
  * `vm.operator` (an operator's requests); the facade keeps the lifecycle and the waits.
  */
 import pino, { type Logger } from 'pino';
-import { podAttachAndMountTimeoutMs, snapshotEveryEvents } from '../constants.js';
-import type { NewEvent, NodeAllocatable, VoleEvent } from '../events/index.js';
+import { podAttachAndMountTimeoutMs } from '../constants.js';
+import type { NewEvent, NodeAllocatable } from '../events/index.js';
 import type { ObjectContents } from '../sources/contents.js';
 import { type Clock, RealClock } from '../clock.js';
 import { UniquePodName } from '../ids.js';
@@ -22,7 +22,6 @@ import { PluginManager } from '../plugins/manager.js';
 import { why as whyAnswer, whyText } from '../postmortem/why.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import {
-  foldAll,
   getPossiblyMountedVolumesForPod,
   podWaitStatus,
   type PodWaitStatus,
@@ -37,9 +36,18 @@ import { checkHost, type HostObservation } from './host-check.js';
 import { DesiredStateInputs, ReconcilerStatus } from './volume-manager-seams.js';
 import { OperatorRequests, resolveOperatorRequest } from './operator.js';
 import { cleanUpOrphans } from './orphans.js';
-import { type EventSink, MemorySink } from '../engine/sink.js';
-import { openSqliteLog } from './sqlite-log.js';
-import type { GroupCommitterOptions } from '../log/group-commit.js';
+import type { EventSink } from '../engine/sink.js';
+import {
+  type LogOptions,
+  openLogFor,
+  type OpenOptions,
+  restoreWorld,
+  type SnapshotPolicy,
+  holds,
+  type WaitOptions,
+  type WaitUntilOptions,
+  waitOnEvents,
+} from './lifecycle.js';
 
 export interface VolumeManagerOptions {
   /** This node's name. */
@@ -73,13 +81,10 @@ export interface VolumeManagerOptions {
    * kubelet's CSI plugin (Kubernetes mode; default false: the driver's capability decides).
    */
   readonly csiDriverObjects?: boolean;
-  /**
-   * Where events go, with what the log held before (a restart): its events, or the world
-   * already folded from them (a snapshot plus the tail). In memory by default.
-   */
-  readonly log?: { sink: EventSink; history: Iterable<VoleEvent>; world?: World };
+  /** Where events go, and what the log held before (a restart). In memory by default. */
+  readonly log?: LogOptions<World>;
   /** Snapshot policy (VolumeManager.open sets it for SQLite logs). */
-  readonly snapshot?: { everyEvents: number; save: (world: World) => void; lastSeq: number };
+  readonly snapshot?: SnapshotPolicy<World>;
   readonly clock?: Clock;
   readonly logger?: Logger;
   /**
@@ -88,6 +93,9 @@ export interface VolumeManagerOptions {
    */
   readonly contents?: ObjectContents;
 }
+
+/** VolumeManager.open's options: the volume manager's, and the SQLite log's. */
+export type VolumeManagerOpenOptions = Omit<VolumeManagerOptions, 'log' | 'snapshot'> & OpenOptions;
 
 /** WaitForAttachAndMount failed: the kubelet's message, and the lists it names. */
 export class WaitForAttachAndMountError extends Error {
@@ -124,6 +132,8 @@ export class VolumeManager {
     private readonly plugins: PluginManager,
     contents: ObjectContents | undefined,
     metrics: VoleMetrics,
+    /** The seq of the snapshot the world was loaded from (0: none, folded from the start). */
+    readonly restoredFromSeq: number,
   ) {
     this.engine = engine;
     this.clock = clock;
@@ -145,41 +155,23 @@ export class VolumeManager {
 
   /**
    * Opens (or creates) the SQLite log at `db` and builds a volume manager on it: the
-   * events already there are folded back first (a restart).
+   * latest snapshot is loaded and the events after it folded back first (a restart).
    */
-  static open(
-    opts: Omit<VolumeManagerOptions, 'log'> & {
-      db: string;
-      durability?: 'full' | 'normal';
-      /** Told when the log cannot be written (disk full) and when it can again. */
-      logBlocked?: GroupCommitterOptions;
-    },
-  ): VolumeManager {
-    const log = openSqliteLog(opts.db, kubeletCore, {
-      ...(opts.durability === undefined ? {} : { durability: opts.durability }),
-      ...(opts.logBlocked === undefined ? {} : { blocked: opts.logBlocked }),
-    });
-    return VolumeManager.create({
-      ...opts,
-      log: { sink: log.sink, history: [], world: log.loadWorld() },
-      snapshot: {
-        everyEvents: snapshotEveryEvents,
-        save: (world) => log.saveSnapshot(world),
-        lastSeq: log.lastSnapshotSeq,
-      },
-    });
+  static open(opts: VolumeManagerOpenOptions): VolumeManager {
+    const opened = openLogFor(kubeletCore, opts);
+    return VolumeManager.build({ ...opts, ...opened }, opened.restoredFromSeq);
   }
 
   /** Builds a volume manager; a log with history is folded back first (restart). */
   static create(opts: VolumeManagerOptions): VolumeManager {
+    return VolumeManager.build(opts, 0);
+  }
+
+  private static build(opts: VolumeManagerOptions, restoredFromSeq: number): VolumeManager {
     const clock = opts.clock ?? new RealClock();
     const plugins =
       opts.plugins instanceof PluginManager ? opts.plugins : new PluginManager(opts.plugins);
-    const log: NonNullable<VolumeManagerOptions['log']> = opts.log ?? {
-      sink: new MemorySink(),
-      history: [],
-    };
-    const world = foldAll(log.history, log.world);
+    const { log, world } = restoreWorld(kubeletCore, opts.log);
     let current: () => World = () => world;
     const metrics = new VoleMetrics({
       source: { reader: kubeletCore.reader, world: () => current() },
@@ -206,7 +198,15 @@ export class VolumeManager {
       ...(opts.snapshot === undefined ? {} : { snapshot: opts.snapshot }),
     });
     current = () => engine.world;
-    return new VolumeManager(engine, clock, log.sink, plugins, opts.contents, metrics);
+    return new VolumeManager(
+      engine,
+      clock,
+      log.sink,
+      plugins,
+      opts.contents,
+      metrics,
+      restoredFromSeq,
+    );
   }
 
   /**
@@ -221,6 +221,15 @@ export class VolumeManager {
   /** The current world (read-only by contract: change it only through events). */
   get world(): World {
     return this.engine.world;
+  }
+
+  get isRunning(): boolean {
+    return this.engine.isRunning;
+  }
+
+  /** What waitOnEvents re-checks on: this engine's events, on its clock. */
+  private get waitHost() {
+    return { clock: this.clock, subscribe: (l: EventListener<World>) => this.subscribe(l) };
   }
 
   /**
@@ -289,113 +298,72 @@ export class VolumeManager {
   }
 
   /**
-   * behaviour K2.5 WaitForUnmount: resolves when the pod has no Mounted volume left (uncertain
-   * ones do not hold it up; use hasPossiblyMountedVolumes for the stronger check).
+   * Resolves once `done()` holds (a question to `vm.status` or `vm.world`), re-checking
+   * after every event; rejects after `timeoutMs` (default 2 min 3 s) naming `what`.
    */
-  waitForUnmount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
-    const pod = UniquePodName(uid);
-    const mountedNames = () =>
-      getPossiblyMountedVolumesForPod(this.world, pod)
-        .filter((m) => m.value !== 'mountUncertain')
-        .map((m) => m.volume); // in-flight calls count
-    return this.waitUntil(() => {
-      const names = mountedNames();
-      return names.length === 0
-        ? { done: true }
-        : { done: false, error: () => `mounted volumes=[${names.join(' ')}]` };
-    }, opts.timeoutMs ?? podAttachAndMountTimeoutMs);
+  waitUntil(done: () => boolean, opts: WaitUntilOptions = {}): Promise<void> {
+    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
+    return waitOnEvents(this.waitHost, timeoutMs, holds(done, opts.what));
   }
 
-  /** Re-checks `condition` after every event until it is done or the timeout passes. */
-  private waitUntil(
-    condition: () => { done: true } | { done: false; error: () => string },
-    timeoutMs: number,
-  ): Promise<void> {
-    return new Promise((resolve, reject) => {
-      let done = false;
-      const finish = (fn: () => void) => {
-        if (done) return;
-        done = true;
-        unsubscribe();
-        this.clock.clearTimer(timer);
-        fn();
-      };
-      const check = (timedOut: boolean) => {
-        const result = condition();
-        if (result.done) finish(resolve);
-        else if (timedOut)
-          finish(() => reject(new Error(`${result.error()}: timed out waiting for the condition`)));
-      };
-      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () => check(true));
-      const unsubscribe = this.subscribe(() => check(false));
-      check(false);
+  /**
+   * The kubelet's WaitForUnmount: resolves when the pod has no Mounted volume left
+   * (uncertain ones do not hold it up; use hasPossiblyMountedVolumes for the stronger check).
+   */
+  waitForUnmount(uid: string, opts: WaitOptions = {}): Promise<void> {
+    const pod = UniquePodName(uid);
+    return waitOnEvents(this.waitHost, opts.timeoutMs ?? podAttachAndMountTimeoutMs, (cause) => {
+      const names = getPossiblyMountedVolumesForPod(this.world, pod)
+        .filter((m) => m.value !== 'mountUncertain')
+        .map((m) => m.volume); // in-flight calls count
+      if (names.length === 0) return true;
+      return cause === 'timeout'
+        ? new Error(`mounted volumes=[${names.join(' ')}]: timed out waiting for the condition`)
+        : false;
     });
   }
 
   /**
-   * behaviour K2.5 WaitForAttachAndMount: resolves when every volume the pod's containers use
-   * is mounted; rejects at once when a volume cannot be processed, or after `timeoutMs`
+   * The kubelet's WaitForAttachAndMount: resolves when every volume the pod's containers
+   * use is mounted; rejects at once when a volume cannot be processed, or after `timeoutMs`
    * (default 2 min 3 s) with the kubelet's message plus the last error of each volume.
    * Event-driven: it re-checks after each event, it does not poll.
    */
-  waitForAttachAndMount(uid: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  waitForAttachAndMount(uid: string, opts: WaitOptions = {}): Promise<void> {
     const pod = UniquePodName(uid);
-    const timeoutMs = opts.timeoutMs ?? podAttachAndMountTimeoutMs;
-    // behaviour K2.5 step 2: ReprocessPod, so remount-requiring volumes are set up again.
+    // The kubelet's ReprocessPod first, so remount-requiring volumes are set up again.
     const known = this.world.pods.get(pod);
     if (known !== undefined && this.engine.isRunning)
       this.append({ type: 'PodUpserted', tsMs: this.clock.nowMs(), pod: known.pod });
-    return new Promise((resolve, reject) => {
-      let recheckScheduled = false;
-      const check = (cause: string | null, afterTick = false): boolean => {
+    return waitOnEvents(
+      this.waitHost,
+      opts.timeoutMs ?? podAttachAndMountTimeoutMs,
+      (cause, again) => {
         const status = podWaitStatus(this.world, pod);
-        if (!status.known) {
-          finish(() =>
-            reject(
-              new WaitForAttachAndMountError(
-                `pod ${uid} is not known to the volume manager; add it first`,
-                status,
-              ),
-            ),
+        if (!status.known)
+          return new WaitForAttachAndMountError(
+            `pod ${uid} is not known to the volume manager; add it first`,
+            status,
           );
-          return true;
-        }
-        if (status.ready) {
-          finish(resolve);
-          return true;
-        }
-        if (status.errors.length > 0 && cause === null && !(afterTick && this.engine.idle)) {
+        if (status.ready) return true;
+        const early = cause === 'start' || cause === 'event';
+        if (status.errors.length > 0 && (early || (cause === 'recheck' && !this.engine.idle))) {
           // The planner may not have looked yet (a claim about to bind): ask again once its
           // tick is over and nothing is left to plan.
-          if (!recheckScheduled) {
-            recheckScheduled = true;
-            setImmediate(() => {
-              recheckScheduled = false;
-              if (!done) check(null, true);
-            });
-          }
+          again();
           return false;
         }
-        const why = status.errors.length > 0 ? status.errors.join('; ') : cause;
+        const why =
+          status.errors.length > 0
+            ? status.errors.join('; ')
+            : cause === 'timeout'
+              ? 'timed out waiting for the condition'
+              : null;
         if (why === null) return false;
         const explained = whyAnswer(this.world, pod);
         const message = `${waitErrorMessage(status, why)}${explained === undefined ? '' : `\n${whyText(explained)}`}`;
-        finish(() => reject(new WaitForAttachAndMountError(message, status)));
-        return true;
-      };
-      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () =>
-        check('timed out waiting for the condition'),
-      );
-      const unsubscribe = this.subscribe(() => void check(null));
-      let done = false;
-      const finish = (fn: () => void) => {
-        if (done) return;
-        done = true;
-        unsubscribe();
-        this.clock.clearTimer(timer);
-        fn();
-      };
-      check(null);
-    });
+        return new WaitForAttachAndMountError(message, status);
+      },
+    );
   }
 }

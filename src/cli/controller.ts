@@ -62,7 +62,7 @@ function watchManifests(
   const watcher = new ManifestWatcher({
     dir: opts.manifests,
     known,
-    onChanges: (changes) => cm.apply(changes),
+    onChanges: (changes) => cm.inputs.apply(changes),
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },
@@ -153,7 +153,7 @@ export async function controllerCommand(
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => !logBlocked.blocked() && cm.settled(),
+    settled: () => !logBlocked.blocked() && cm.status.settled(),
     settledMessage: () =>
       `settled: ${cm.world.pairs.size} attachment(s), log at seq ${cm.world.seq}`,
     shutdown: async () => {

@@ -133,15 +133,6 @@ export async function startCsi(
   };
 }
 
-function apply(vm: VolumeManager, contents: ObjectContents, changes: ManifestChanges): void {
-  // Every ConfigMap's and Secret's data, first: the plugins read it at setUp time.
-  for (const object of changes.contents) contents.set(object);
-  for (const object of changes.upsertObjects) vm.inputs.upsertObject(object);
-  for (const pod of changes.upsertPods) vm.inputs.addPod(pod);
-  for (const uid of changes.removePods) vm.inputs.removePod(uid);
-  for (const ref of changes.removeObjects) vm.inputs.removeObject(ref);
-}
-
 /** The plugins (built-in, and the CSI drivers found) and the volume manager, started. */
 async function startAgent(
   opts: RunOptions,
@@ -206,7 +197,7 @@ function syncedWatcher(
   const watcher = new ManifestWatcher({
     dir,
     known,
-    onChanges: (changes) => apply(vm, contents, changes),
+    onChanges: (changes) => vm.inputs.apply(changes),
     onProblems: (problems) => {
       for (const p of problems) say(`manifest ${p.file}: ${p.message}`);
     },

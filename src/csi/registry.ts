@@ -6,7 +6,7 @@
  * registration and each driver that goes away is an event in the log.
  */
 import { existsSync, statSync } from 'node:fs';
-import type { Logger } from 'pino';
+import pino, { type Logger } from 'pino';
 import type { CsiDriverCaps, EventOf } from '../events/index.js';
 import type { PluginManager } from '../plugins/manager.js';
 import { PluginError } from '../plugins/types.js';
@@ -112,15 +112,20 @@ export class CsiDriverRegistry {
   private record: ((event: DriverEvent) => void) | undefined;
   private readonly pending: DriverEvent[] = [];
 
+  private readonly logger: Logger;
+
   constructor(
     private readonly opts: {
       root: string;
       plugins: PluginManager;
-      logger: Logger;
+      /** Where it logs drivers that restart or fail to register (default: nowhere). */
+      logger?: Logger;
       /** The attach/detach controller's: each node's node_id for a driver (CsiPluginOptions). */
       nodeIdOf?: (driver: string, node: string) => string | undefined;
     },
-  ) {}
+  ) {
+    this.logger = opts.logger ?? pino({ level: 'silent' });
+  }
 
   /** Where events go; those of drivers found before (startup) are handed over now. */
   setRecorder(record: (event: DriverEvent) => void): void {
@@ -252,7 +257,7 @@ export class CsiDriverRegistry {
     } catch (error) {
       entry.socket = undefined; // asked again before the next RPC
       const err = (error as Error).message;
-      this.opts.logger.warn({ driver: handle.name, err }, 'restarted CSI driver did not answer');
+      this.logger.warn({ driver: handle.name, err }, 'restarted CSI driver did not answer');
       return;
     }
     if (this.drivers.get(handle.name) !== entry || sameInfo(info, before)) return;
@@ -260,7 +265,7 @@ export class CsiDriverRegistry {
       const reason = `the driver at ${entry.endpoint} now calls itself ${info.name}; register it by that name`;
       this.remove(handle.name, reason);
     } else {
-      this.opts.logger.info({ driver: handle.name }, 'restarted CSI driver answered differently');
+      this.logger.info({ driver: handle.name }, 'restarted CSI driver answered differently');
       this.install(info, handle.transport!, entry);
     }
     const message = `CSI driver ${handle.name} restarted with other answers; planning again with them`;

@@ -7,7 +7,7 @@
 import { mkdirSync, readdirSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, join } from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Logger } from 'pino';
+import pino, { type Logger } from 'pino';
 import { registrationService } from './proto.js';
 import type { CsiDriverRegistry } from './registry.js';
 import { grpcErrorMessage } from './transport.js';
@@ -45,14 +45,19 @@ export class RegistrationWatcher {
   private watcher: FSWatcher | undefined;
   private scanning: Promise<void> | undefined;
 
+  private readonly logger: Logger;
+
   constructor(
     private readonly opts: {
       dir: string;
       registry: CsiDriverRegistry;
-      logger: Logger;
+      /** Where it logs drivers that restart or fail to register (default: nowhere). */
+      logger?: Logger;
       say?: (line: string) => void;
     },
-  ) {}
+  ) {
+    this.logger = opts.logger ?? pino({ level: 'silent' });
+  }
 
   /** Registers the drivers whose sockets are there now, then keeps watching. */
   async start(): Promise<void> {
@@ -138,7 +143,7 @@ export class RegistrationWatcher {
       return info.name;
     } catch (error) {
       const err = grpcErrorMessage(error as Error);
-      this.opts.logger.debug({ path, err }, 'registration failed; retrying');
+      this.logger.debug({ path, err }, 'registration failed; retrying');
       return undefined;
     } finally {
       client.close();

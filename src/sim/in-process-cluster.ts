@@ -63,7 +63,8 @@ export class Cluster {
 
   start(): void {
     this.controller.start();
-    for (const node of this.opts.nodes) this.controller.upsertObject(this.nodeObject(node, []));
+    for (const node of this.opts.nodes)
+      this.controller.inputs.upsertObject(this.nodeObject(node, []));
     for (const agent of this.agents.values()) {
       agent.start();
       agent.inputs.markSourcesReady();
@@ -86,20 +87,20 @@ export class Cluster {
 
   /** A pod scheduled to a node: the controller and that node's agent both see it. */
   addPod(pod: Pod): void {
-    this.controller.upsertPod(pod);
+    this.controller.inputs.addPod(pod);
     const node = pod.spec.nodeName;
     if (node !== undefined) this.agents.get(node)?.inputs.addPod(pod);
   }
 
   removePod(pod: Pod): void {
     const uid = pod.metadata.uid ?? '';
-    this.controller.removePod(uid);
+    this.controller.inputs.removePod(uid);
     const node = pod.spec.nodeName;
     if (node !== undefined) this.agents.get(node)?.inputs.removePod(uid);
   }
 
   upsertObject(object: ClusterObject): void {
-    this.controller.upsertObject(object);
+    this.controller.inputs.upsertObject(object);
     for (const agent of this.agents.values()) agent.inputs.upsertObject(object);
   }
 
@@ -124,10 +125,10 @@ export class Cluster {
       const key = inUse.join(' ');
       if (this.inUse.get(node) !== key) {
         this.inUse.set(node, key);
-        this.controller.upsertObject(this.nodeObject(node, inUse));
+        this.controller.inputs.upsertObject(this.nodeObject(node, inUse));
         agent.inputs.markVolumesAsReportedInUse(inUse);
       }
-      const list = this.controller.volumesAttached(node);
+      const list = this.controller.status.volumesAttached(node);
       const published = JSON.stringify(list);
       if (this.published.get(node) !== published) {
         this.published.set(node, published);

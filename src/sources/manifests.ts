@@ -5,7 +5,6 @@
  * validated as the API server would (validate.ts); an invalid one is refused whole, reported
  * with its file, its name and the fields at fault, and the others are used.
  */
-import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -18,8 +17,16 @@ import {
   pod as podSchema,
 } from '../events/k8s.js';
 import { toLoggedObject } from './contents.js';
+import { type IdentifiedKind, type PodIdentities, uidFor, withUid } from './identities.js';
 import { describeInvalid, validate } from './validate.js';
 import { defaultFeatureGates, dropDisabledPodFields, type FeatureGates } from './feature-gates.js';
+
+export {
+  claimIdentitiesOf,
+  type IdentifiedKind,
+  type PodIdentities,
+  withUid,
+} from './identities.js';
 
 /** The files a manifest directory may hold at most, and their size (a limit on everything). */
 export const manifestFilesMax = 10_000;
@@ -53,39 +60,6 @@ export interface ManifestNotice {
   readonly message: string;
 }
 
-/** The kinds vole gives a UID when the manifest has none: what a UID names on the node. */
-export type IdentifiedKind = 'Pod' | 'PersistentVolumeClaim';
-
-/**
- * Where a pod or claim without `metadata.uid` gets its UID, as the API server gives one
- * when the object is created (metav1.ObjectMeta.UID, set by
- * rest.FillObjectMetaSystemFields): the UID of the object of that kind, namespace and
- * name that exists already (an update keeps it), or a fresh one (a pod deleted and created
- * again is a new pod, a claim a new claim with a new `pvc-<uid>` volume).
- */
-export interface PodIdentities {
-  /** The UID of the existing object kind namespace/name, if there is one. */
-  readonly uidOf?: (namespace: string, name: string, kind: IdentifiedKind) => string | undefined;
-  /** A fresh UID (default: a random UUID); the log records it with the object. */
-  readonly newUid?: () => string;
-}
-
-/** The UIDs of the claims an engine's world holds: what its object intake keeps. */
-export function claimIdentitiesOf(objects: {
-  lookup(
-    kind: string,
-    name: string,
-    namespace?: string,
-  ): { metadata: { uid?: string } } | undefined;
-}): PodIdentities {
-  return {
-    uidOf: (namespace, name, kind) =>
-      kind === 'PersistentVolumeClaim'
-        ? objects.lookup(kind, name, namespace)?.metadata.uid
-        : undefined,
-  };
-}
-
 /** The UIDs of a set's pods and claims by kind and `namespace/name`: what a later read keeps. */
 export function identitiesOf(set: ManifestSet | undefined): PodIdentities {
   const byName = new Map<string, string>();
@@ -109,38 +83,6 @@ function describe(error: z.ZodError): string {
 }
 
 const safeUid = /^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/;
-
-/** The object's UID: given, kept from the existing object of its kind and name, or fresh. */
-function uidFor(
-  o: { kind: IdentifiedKind; metadata: { name: string; uid?: string | undefined } },
-  namespace: string,
-  ids: PodIdentities,
-  set: ManifestSet | undefined,
-): string {
-  if (o.metadata.uid !== undefined) return o.metadata.uid;
-  const uid = ids.uidOf?.(namespace, o.metadata.name, o.kind) ?? (ids.newUid ?? randomUUID)();
-  set?.assignedUids?.add(uid);
-  return uid;
-}
-
-/**
- * A claim without `metadata.uid` gets one (uidFor: the existing claim's, else fresh); every
- * other object is returned as given. The engines' object intake uses it too, so a library
- * caller's claim is a new claim when it is created again.
- */
-export function withUid<T extends ManifestObject>(
-  object: T,
-  ids: PodIdentities,
-  set?: ManifestSet,
-): T {
-  if (object.kind !== 'PersistentVolumeClaim' || object.metadata.uid !== undefined) return object;
-  const namespace = object.metadata.namespace ?? 'default';
-  const uid = uidFor(object, namespace, ids, set);
-  // In the order the object schema gives its keys, so the log's row is the same as read back.
-  const { name, namespace: given, ...rest } = object.metadata;
-  const metadata = { name, ...(given === undefined ? {} : { namespace: given }), uid, ...rest };
-  return { ...object, metadata };
-}
 
 /**
  * A pod's fields of disabled gates, dropped before validation as the API server drops

@@ -48,30 +48,31 @@ test("controller manager: attaches a scheduled pod's volume and publishes volume
   const journal: FakeCallRecord[] = [];
   const cm = open(join(dir, 'a.db'), journal);
   cm.start();
-  cm.upsertObject(node('node-1'));
-  for (const e of diskObjects('disk-1')) if (e.type === 'ObjectUpserted') cm.upsertObject(e.object);
+  cm.inputs.upsertObject(node('node-1'));
+  for (const e of diskObjects('disk-1'))
+    if (e.type === 'ObjectUpserted') cm.inputs.upsertObject(e.object);
   const scheduled = pod('uid-a', [claim('disk-1')]);
-  cm.upsertPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
+  cm.inputs.addPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
   await settle();
   assert.deepEqual(
     journal.map((c) => `${c.call} ${c.volume} ${c.node}`),
     ['attach fake.disk/disk-1 node-1'],
   );
   assert.deepEqual(
-    cm.volumesAttached('node-1').map((v) => v.name),
+    cm.status.volumesAttached('node-1').map((v) => v.name),
     ['fake.disk/disk-1'],
   );
-  assert.equal(cm.settled(), true);
-  cm.removePod('uid-a');
+  assert.equal(cm.status.settled(), true);
+  cm.inputs.removePod('uid-a');
   await settle();
   // behaviour C2.1: a new attachment is assumed mounted until the node reports otherwise.
   assert.deepEqual(
-    cm.volumesAttached('node-1').map((v) => v.name),
+    cm.status.volumesAttached('node-1').map((v) => v.name),
     ['fake.disk/disk-1'],
   );
-  cm.upsertObject(node('node-1')); // the node's status: nothing in use
+  cm.inputs.upsertObject(node('node-1')); // the node's status: nothing in use
   await settle();
-  assert.deepEqual(cm.volumesAttached('node-1'), []);
+  assert.deepEqual(cm.status.volumesAttached('node-1'), []);
   assert.equal(journal.at(-1)?.call, 'detach');
   await cm.drainAndStop();
 });
@@ -81,17 +82,17 @@ test('controller manager: a restart loads the latest snapshot and folds only the
   const journal: FakeCallRecord[] = [];
   const first = open(db, journal);
   first.start();
-  first.upsertObject(node('node-1'));
-  first.upsertObject(node('node-2'));
+  first.inputs.upsertObject(node('node-1'));
+  first.inputs.upsertObject(node('node-2'));
   for (const handle of ['disk-1', 'disk-2'])
     for (const e of diskObjects(handle))
-      if (e.type === 'ObjectUpserted') first.upsertObject(e.object);
+      if (e.type === 'ObjectUpserted') first.inputs.upsertObject(e.object);
   for (const [uid, handle, n] of [
     ['uid-a', 'disk-1', 'node-1'],
     ['uid-b', 'disk-2', 'node-2'],
   ]) {
     const p = pod(uid!, [claim(handle!)]);
-    first.upsertPod({ ...p, spec: { ...p.spec, nodeName: n! } });
+    first.inputs.addPod({ ...p, spec: { ...p.spec, nodeName: n! } });
   }
   await settle();
   const before = describeControllerWorld(first.world);
@@ -104,7 +105,7 @@ test('controller manager: a restart loads the latest snapshot and folds only the
   second.start();
   await settle();
   assert.deepEqual(
-    second.volumesAttached('node-2').map((v) => v.name),
+    second.status.volumesAttached('node-2').map((v) => v.name),
     ['fake.disk/disk-2'],
   );
   await second.drainAndStop();
@@ -140,13 +141,13 @@ test('controller manager: with more volumes to attach than may run, a tick plans
   const cm = ControllerManager.create({ plugins: [gated], verifyAttachments: false });
   try {
     cm.start();
-    cm.upsertObject(node('node-1'));
+    cm.inputs.upsertObject(node('node-1'));
     const pods = operationsInFlightMax + 904; // 5,000
     for (let i = 0; i < pods; i++) {
       for (const e of diskObjects(`d${i}`))
-        if (e.type === 'ObjectUpserted') cm.upsertObject(e.object);
+        if (e.type === 'ObjectUpserted') cm.inputs.upsertObject(e.object);
       const scheduled = pod(`uid-${i}`, [claim(`d${i}`)]);
-      cm.upsertPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
+      cm.inputs.addPod({ ...scheduled, spec: { ...scheduled.spec, nodeName: 'node-1' } });
     }
     await settle();
     assert.equal(cm.world.running.size, operationsInFlightMax, 'the executor is full');
@@ -155,7 +156,7 @@ test('controller manager: with more volumes to attach than may run, a tick plans
       `at most ${planOperationsMax} volumes a plan (${Math.max(...planned)})`,
     );
     const plansAtCapacity = planned.length;
-    cm.upsertObject(node('node-2')); // an event while full: no plan, no busy loop
+    cm.inputs.upsertObject(node('node-2')); // an event while full: no plan, no busy loop
     for (let i = 0; i < 20; i++) await turn();
     assert.equal(
       planned.length,
@@ -190,10 +191,10 @@ test('a claim listed again without a UID is, as the log holds it, the claim the 
   );
   const listed = claimEvent.object;
   assert.equal(listed.metadata.uid, undefined, 'written without a UID');
-  cm.upsertObject(listed);
+  cm.inputs.upsertObject(listed);
   const held = cm.world.objects.get('PersistentVolumeClaim/default/claim-disk-1');
   assert.ok(held?.metadata.uid !== undefined, 'the log gave it one');
   // What the controller's inputs compare with the world's when etcd lists it again.
-  assert.equal(JSON.stringify(cm.loggedObject(listed)), JSON.stringify(held));
+  assert.equal(JSON.stringify(cm.inputs.loggedObject(listed)), JSON.stringify(held));
   cm.stop();
 });

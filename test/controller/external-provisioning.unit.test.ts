@@ -62,10 +62,10 @@ const of = <T extends VoleEvent['type']>(events: VoleEvent[], type: T) =>
 
 test('external provisioning: claims annotated for the provisioner, WaitForFirstConsumer once used', async () => {
   const { cm, events } = manager(true);
-  cm.upsertObject(storageClass('fast', 'Immediate'));
-  cm.upsertObject(storageClass('late', 'WaitForFirstConsumer'));
-  cm.upsertObject(pvc('early', 'fast'));
-  cm.upsertObject(pvc('wait', 'late'));
+  cm.inputs.upsertObject(storageClass('fast', 'Immediate'));
+  cm.inputs.upsertObject(storageClass('late', 'WaitForFirstConsumer'));
+  cm.inputs.upsertObject(pvc('early', 'fast'));
+  cm.inputs.upsertObject(pvc('wait', 'late'));
   await settle();
   const first = of(events, 'ExternalProvisioningRequested');
   assert.deepEqual(
@@ -88,7 +88,7 @@ test('external provisioning: claims annotated for the provisioner, WaitForFirstC
   assert.equal(views.get('default/wait')?.state, 'WaitingForProvisioner');
   assert.match(views.get('default/wait')?.detail ?? '', /not yet annotated/);
   // A pod scheduled to node-1 uses the WaitForFirstConsumer claim: node-1 is selected.
-  cm.upsertPod({
+  cm.inputs.addPod({
     metadata: { name: 'app', namespace: 'default', uid: 'uid-app' },
     spec: {
       nodeName: 'node-1',
@@ -113,22 +113,22 @@ test('external provisioning: claims annotated for the provisioner, WaitForFirstC
 
 test('external provisioning: the provisioned PV bound, then Released when its claim goes, not deleted here', async () => {
   const { cm, events } = manager(true);
-  cm.upsertObject(storageClass('fast', 'Immediate'));
-  cm.upsertObject(pvc('early', 'fast'));
+  cm.inputs.upsertObject(storageClass('fast', 'Immediate'));
+  cm.inputs.upsertObject(pvc('early', 'fast'));
   // Pre-bound without a uid to a claim not made yet: Available in Kubernetes, not Released.
   const reserved = provisionedPv('later');
-  cm.upsertObject({
+  cm.inputs.upsertObject({
     ...reserved,
     metadata: { name: 'reserved' },
     spec: { ...reserved.spec, claimRef: { name: 'later', namespace: 'default' } },
   });
-  cm.upsertObject(provisionedPv('early'));
+  cm.inputs.upsertObject(provisionedPv('early'));
   await settle();
   assert.deepEqual(
     of(events, 'ClaimBound').map((e) => [e.claim, e.volume]),
     [['early', 'pvc-uid-early']],
   );
-  cm.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
+  cm.inputs.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
   await settle();
   assert.deepEqual(
     of(events, 'VolumeReleased').map((e) => e.pv),
@@ -147,11 +147,11 @@ test('external provisioning: the provisioned PV bound, then Released when its cl
 
 test('external provisioning: off (cluster mode), nothing of it is decided', async () => {
   const { cm, events } = manager(false);
-  cm.upsertObject(storageClass('fast', 'Immediate'));
-  cm.upsertObject(pvc('early', 'fast'));
-  cm.upsertObject(provisionedPv('early'));
+  cm.inputs.upsertObject(storageClass('fast', 'Immediate'));
+  cm.inputs.upsertObject(pvc('early', 'fast'));
+  cm.inputs.upsertObject(provisionedPv('early'));
   await settle();
-  cm.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
+  cm.inputs.removeObject({ kind: 'PersistentVolumeClaim', name: 'early', namespace: 'default' });
   await settle();
   assert.deepEqual(of(events, 'ExternalProvisioningRequested'), []);
   assert.deepEqual(of(events, 'VolumeReleased'), []);

@@ -40,8 +40,8 @@ async function run(pvcProtection: boolean) {
   const events: VoleEvent[] = [];
   cm.subscribe((event) => void events.push(event));
   cm.start();
-  cm.upsertObject(claim(false));
-  cm.upsertPod({
+  cm.inputs.upsertObject(claim(false));
+  cm.inputs.addPod({
     metadata: { name: 'app', namespace: 'default', uid: 'uid-app' },
     spec: {
       nodeName: 'node-1',
@@ -49,10 +49,10 @@ async function run(pvcProtection: boolean) {
     },
   });
   await settle();
-  cm.upsertObject(claim(true));
+  cm.inputs.upsertObject(claim(true));
   await settle();
   const whileUsed = events.filter((e) => e.type === 'ClaimFinalizerRemoved').length;
-  cm.removePod('uid-app');
+  cm.inputs.removePod('uid-app');
   await settle();
   const released = events.filter((e) => e.type === 'ClaimFinalizerRemoved');
   const held = cm.world.objects.has(objectKey('PersistentVolumeClaim', 'data', 'default'));

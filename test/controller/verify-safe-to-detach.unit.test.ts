@@ -33,7 +33,7 @@ test('a detach refused as in use puts the volume back in volumesAttached, and it
   // Its start took the volume out of the node's report; attached still, it is listed again.
   const listed = () => cm.volumesAttached('node-1').map((v) => v.name);
   assert.deepEqual(listed(), ['fake.disk/disk-1']);
-  cm.upsertPod(pod); // scheduled there again: the node's agent waits on volumesAttached
+  cm.inputs.addPod(pod); // scheduled there again: the node's agent waits on volumesAttached
   await settle();
   assert.deepEqual(listed(), ['fake.disk/disk-1']);
   assert.deepEqual(

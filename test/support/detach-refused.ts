@@ -77,23 +77,23 @@ export async function detachRefusedAsInUse(
   });
   cm.start();
   await opts.started?.(cm, sink, clock);
-  cm.upsertObject(node([]));
-  cm.upsertObject({
+  cm.inputs.upsertObject(node([]));
+  cm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolume',
     metadata: { name: 'pv-1' },
     spec: { accessModes: ['ReadWriteOnce'], csi: { driver: 'fake.disk', volumeHandle: 'disk-1' } },
   });
-  cm.upsertObject({
+  cm.inputs.upsertObject({
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: { name: 'claim-1', namespace: 'default' },
     spec: { volumeName: 'pv-1' },
     status: { phase: 'Bound' },
   });
-  cm.upsertPod(pod);
+  cm.inputs.addPod(pod);
   await settle();
-  cm.upsertObject(node([])); // the node's status after the attach: not mounted yet
+  cm.inputs.upsertObject(node([])); // the node's status after the attach: not mounted yet
   await settle();
   assert.deepEqual(
     journal.map((c) => c.call),
@@ -101,13 +101,13 @@ export async function detachRefusedAsInUse(
   );
 
   sink.hold();
-  cm.removePod('uid-a');
+  cm.inputs.removePod('uid-a');
   await settle();
   const started = sink.events.flatMap((e) =>
     e.type === 'OperationStarted' && e.op === 'detach' ? [e] : [],
   );
   assert.equal(started.length, 1, 'the detach was decided while the node reported nothing in use');
-  cm.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
+  cm.inputs.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
   sink.letGo();
   await settle();
   return { cm, journal, sink, started };

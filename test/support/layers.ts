@@ -49,6 +49,8 @@ export const layers: [string, number][] = [
   ['src/cli/', 11],
   ['src/inspect/', 11],
   ['src/index.ts', 11],
+  // The package's sub-path entries (vole/csi, vole/testing, vole/core, vole/metrics).
+  ['src/entry/', 11],
 ];
 /** The top of the pure core: world, operations, the controller's core and the planner. */
 export const coreLayerMax = 3;
