@@ -20,6 +20,7 @@ import {
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { repo } from '../support/agent-process.js';
+import { distLock } from '../support/consumer.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 
 const skip =
@@ -58,7 +59,9 @@ function processesNaming(dir: string): string[] {
 /** Runs the demo with its root and log under `dir`, inside `prelude` (a shell script). */
 function runDemo(dir: string, prelude: string, env: Record<string, string> = {}) {
   const script = `set -e\n${prelude}\nexec bash scripts/demo.sh`;
-  const run = spawnSync('unshare', ['-m', '--propagation', 'private', 'bash', '-c', script], {
+  // The demo rebuilds dist/ first: under the lock the package tests' `npm pack` takes too.
+  const unshare = ['unshare', '-m', '--propagation', 'private', 'bash', '-c', script];
+  const run = spawnSync('flock', [distLock, ...unshare], {
     cwd: repo,
     encoding: 'utf8',
     timeout: 600_000,

@@ -21,12 +21,23 @@ export interface Packed {
 }
 
 /** Packs the repository into `dir`. */
+/**
+ * Held while a test rebuilds dist/ (npm pack's `prepare`, scripts/demo.sh's build): two
+ * builders writing the same files at once could hand a reader a half-written module.
+ */
+export const distLock = join(repo, 'node_modules', '.vole-dist.lock');
+
 export function pack(dir: string): Packed {
-  const out = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], {
-    cwd: repo,
-    encoding: 'utf8',
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  // npm pack's `prepare` rebuilds dist/, as the demo does: one builder at a time.
+  const out = execFileSync(
+    'flock',
+    [distLock, 'npm', 'pack', '--json', '--pack-destination', dir],
+    {
+      cwd: repo,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
   // `prepare` prints the build's lines before npm's JSON.
   const [packed] = JSON.parse(out.slice(out.indexOf('[\n'))) as {
     filename: string;
