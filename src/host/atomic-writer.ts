@@ -9,7 +9,6 @@
 import { randomBytes } from 'node:crypto';
 import {
   chmod,
-  chown,
   lstat,
   mkdir,
   readdir,
@@ -24,6 +23,7 @@ import {
 } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { HostError } from './errors.js';
+import { setVolumeOwnership } from './ownership.js';
 
 /** One file of the payload: its bytes and mode (defaultMode or the item's mode). */
 export interface PayloadFile {
@@ -50,9 +50,13 @@ function payloadPathProblem(path: string): string | undefined {
   return undefined;
 }
 
+/**
+ * `..2006_01_02_15_04_05.NNN` in UTC, as the kubelet's os.MkdirTemp names it: the second,
+ * then a random decimal number.
+ */
 function timestampedName(nowMs: number): string {
-  const iso = new Date(nowMs).toISOString().replace(/[-:T]/g, '_').replace('Z', '');
-  return `..${iso}.${randomBytes(4).toString('hex')}`;
+  const stamp = new Date(nowMs).toISOString().slice(0, 19).replace(/[-:T]/g, '_');
+  return `..${stamp}.${randomBytes(4).readUInt32BE(0)}`;
 }
 
 /** Does the directory hold exactly this payload already (same files, bytes and modes)? */
@@ -60,7 +64,7 @@ async function sameContent(dir: string, payload: Payload, fsGroup: number | null
   for (const [path, file] of payload) {
     const full = join(dir, path);
     const st = await stat(full).catch(() => undefined);
-    const mode = fsGroup === null ? file.mode : file.mode | 0o040;
+    const mode = fsGroup === null ? file.mode : file.mode | 0o440;
     if (st === undefined || !st.isFile() || (st.mode & 0o777) !== mode) return false;
     if (fsGroup !== null && st.gid !== fsGroup) return false;
     if (!(await readFile(full)).equals(file.data)) return false;
@@ -78,18 +82,13 @@ async function listFiles(dir: string, prefix = ''): Promise<string[]> {
   return out;
 }
 
-async function writePayload(dir: string, payload: Payload, fsGroup: number | null) {
+async function writePayload(dir: string, payload: Payload) {
   for (const [path, file] of payload) {
     const full = join(dir, path);
     await mkdir(dirname(full), { recursive: true, mode: 0o755 });
     await writeFile(full, file.data, { mode: file.mode, flag: 'wx' });
     await chmod(full, file.mode); // the umask must not narrow the mode asked for
-    if (fsGroup !== null) {
-      await chown(full, -1, fsGroup);
-      await chmod(full, file.mode | 0o040); // SetVolumeOwnership, read-only volume: g+r
-    }
   }
-  if (fsGroup !== null) await chown(dir, -1, fsGroup);
 }
 
 /** The first segment of each payload path: the names users see in the volume directory. */
@@ -121,8 +120,11 @@ export async function writeAtomically(
   const tsDir = join(dir, tsName);
   await mkdir(tsDir, { mode: 0o755 });
   try {
-    await writePayload(tsDir, payload, opts.fsGroup);
+    await writePayload(tsDir, payload);
     await chmod(tsDir, 0o755);
+    // The kubelet's setPerms, before the swap: the whole volume, read-only masks; the
+    // setgid bit it leaves on the volume's directory gives the links made next the group.
+    if (opts.fsGroup !== null) await setVolumeOwnership(dir, opts.fsGroup, { readOnly: true });
     const tmpLink = join(dir, newDataDirName);
     await rm(tmpLink, { force: true });
     await symlink(tsName, tmpLink);

@@ -1,5 +1,6 @@
 /** What the built-in plugins share: the pod volume directory, safe removal, fsGroup. */
-import { chmod, chown, lstat, mkdir, readdir, rm, rmdir, unlink } from 'node:fs/promises';
+import { lstat, mkdir, rm, rmdir, unlink } from 'node:fs/promises';
+import { setVolumeOwnership } from '../../host/ownership.js';
 import { dirname, join } from 'node:path';
 import { HostError } from '../../host/errors.js';
 import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
@@ -96,26 +97,11 @@ export async function present(path: string): Promise<boolean> {
   return (await lstat(path).catch(() => undefined)) !== undefined;
 }
 
-/** Files chowned at most by one fsGroup pass (a limit on everything). */
-const fsGroupFilesMax = 100_000;
-
 /**
- * SetVolumeOwnership (pkg/volume/volume_linux.go, changeFilePermission): every file of the
- * volume gets group fsGroup (its owner kept) and its mode ORed with rw for owner and group
- * (0660), directories also with x for owner and group and the setgid bit (02110), so files
- * made later inherit the group: an emptyDir's 0777 becomes 2777. Symlinks are left alone.
+ * SetVolumeOwnership for a volume users write (emptyDir, a disk): group fsGroup, modes ORed
+ * with 0660, directories with 02770, so an emptyDir's 0777 becomes 2777 (src/host/ownership.ts).
  */
 export async function applyFsGroup(dir: string, fsGroup: number | null): Promise<void> {
   if (fsGroup === null) return;
-  let count = 0;
-  const walk = async (path: string): Promise<void> => {
-    if (++count > fsGroupFilesMax)
-      throw new HostError('final', `fsGroup: more than ${fsGroupFilesMax} files under ${dir}`);
-    const st = await lstat(path);
-    if (st.isSymbolicLink()) return;
-    await chown(path, st.uid, fsGroup);
-    await chmod(path, (st.mode & 0o7777) | (st.isDirectory() ? 0o2770 : 0o660));
-    if (st.isDirectory()) for (const name of await readdir(path)) await walk(join(path, name));
-  };
-  await walk(dir);
+  await setVolumeOwnership(dir, fsGroup, { readOnly: false });
 }

@@ -8,6 +8,7 @@
  * through the AtomicWriter; setUp again (the remount) swaps in the new content without
  * unmounting.
  */
+import { chmod, stat } from 'node:fs/promises';
 import { type Payload, type PayloadFile, writeAtomically } from '../../host/atomic-writer.js';
 import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
@@ -196,7 +197,9 @@ function contentPlugin(
         const tokens = await fetchTokens(spec, opts.tokens);
         const payload = buildPayload(spec, opts.contents, tokens); // before touching the host
         const dir = volumeDir(opts.root, spec, target.pod!);
-        await makeVolumeDir(opts.root, dir, 0o755);
+        await makeVolumeDir(opts.root, dir, 0o777);
+        // The wrapped emptyDir's 0777, whatever the umask (a tmpfs root is 1777 of itself).
+        if (!onTmpfs) await chmod(dir, ((await stat(dir)).mode & 0o7000) | 0o777);
         // Secrets never touch a disk: the volume is a tmpfs of its own.
         if (onTmpfs && !(await isMountPoint(dir))) await tmpfs(dir);
         await writeAtomically(dir, payload, { nowMs: Date.now(), fsGroup: setUpOpts.fsGroup });
