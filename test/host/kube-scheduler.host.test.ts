@@ -105,7 +105,9 @@ describe('the real scheduler places WaitForFirstConsumer pods', { skip, timeout:
 
   before(() =>
     cluster.start(base, {
-      controllers: '*,-persistentvolume-binder-controller,-attachdetach,-nodelifecycle',
+      // The node lifecycle controller stays: it lifts the not-ready taint the API server
+      // puts on a new Node once vole's Ready condition is posted, or nothing is scheduled.
+      controllers: '*,-persistentvolume-binder-controller,-attachdetach',
       scheduler: true,
     }),
   );

@@ -108,10 +108,6 @@ test('kube-up starts a control plane kubectl can use, kube-down ends it', { skip
 });
 
 const scheduledPod = `apiVersion: v1
-kind: ServiceAccount
-metadata: {name: default, namespace: default}
----
-apiVersion: v1
 kind: ConfigMap
 metadata: {name: greeting, namespace: default}
 data: {hello.txt: hello from the scheduler}
@@ -129,7 +125,8 @@ test(
   'kube-up --with-scheduler --hollow-nodes: the scheduler places a pod on a hollow kubelet, which writes its ConfigMap under its root dir; kube-down removes the roots',
   { skip },
   async (t) => {
-    const names = ['etcd', 'kube-apiserver', 'kubectl', 'kube-scheduler', 'kubemark'];
+    const names = ['etcd', 'kube-apiserver', 'kubectl', 'kube-controller-manager'];
+    names.push('kube-scheduler', 'kubemark');
     const binDir = peersBinDir(names);
     const dir = mkdtempSync(join(tmpdir(), 'vole-kube-hollow-'));
     let pids = new Map<string, number>();
@@ -139,7 +136,11 @@ test(
       rmSync(dir, { recursive: true, force: true });
     });
 
-    const upArgs = [dir, '--with-scheduler', '--hollow-nodes', 'node-k1,node-k2'];
+    // kube-controller-manager's node lifecycle controller lifts the not-ready taint the API
+    // server puts on a new Node once it is Ready; its serviceaccount controller makes the
+    // namespace's default ServiceAccount a pod needs.
+    const kcm = ['--with-controller-manager', '--controllers', '*,-attachdetach'];
+    const upArgs = [dir, ...kcm, '--with-scheduler', '--hollow-nodes', 'node-k1,node-k2'];
     const up = sh('bash', [join(repoRoot, 'scripts/kube-up.sh'), ...upArgs], {
       VOLE_PEERS_BIN: binDir,
     });
@@ -147,7 +148,10 @@ test(
     pids = readPids(dir);
     assert.deepEqual(
       [...pids.keys()],
-      ['etcd', 'kube-apiserver', 'kube-scheduler', 'hollow-node-k1', 'hollow-node-k2'],
+      [
+        ...['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler'],
+        ...['hollow-node-k1', 'hollow-node-k2'],
+      ],
     );
     const roots = new Map(
       readFileSync(join(dir, 'hollow-nodes'), 'utf8')
@@ -164,6 +168,11 @@ test(
 
     const kubectl = (...args: string[]) =>
       sh(join(binDir, 'kubectl'), ['--kubeconfig', join(dir, 'kubeconfig'), ...args]);
+    await eventually(
+      () => kubectl('get', 'serviceaccount', 'default').status === 0,
+      'the default ServiceAccount',
+      60_000,
+    );
     writeFileSync(join(dir, 'pod.yaml'), scheduledPod);
     const apply = kubectl('apply', '-f', join(dir, 'pod.yaml'));
     assert.equal(apply.status, 0, apply.stderr);
