@@ -37,10 +37,11 @@ while read -r name pid; do
 done < <(tac "$dir/pids")
 rm -f "$dir/pids"
 echo "kube-down: stopped $stopped process(es) of $dir" >&2
-# The hollow nodes' root directories (kube-up.sh put them under DIR/hollow).
+# The hollow nodes' root directories (kubemark's /tmp/hollow-kubelet.*, as kube-up.sh read
+# them from their logs); nothing else is removed.
 if [ -f "$dir/hollow-nodes" ]; then
   while read -r name root; do
-    [[ -n "${root:-}" && "$root" == "$dir/hollow/"* ]] || continue
+    [[ "${root:-}" =~ ^/tmp/hollow-kubelet\.[0-9]+$ ]] || continue
     rm -rf "$root" && echo "kube-down: removed hollow node $name's root dir $root" >&2
   done <"$dir/hollow-nodes"
   rm -f "$dir/hollow-nodes"

@@ -8,9 +8,10 @@
 #
 # A hollow node is kubemark --morph=kubelet: the real kubelet (its volume manager and volume
 # plugins) over a fake container runtime and the fake image service, needing no cgroups. Each
-# gets free kubelet ports and a TMPDIR under DIR/hollow/NAME, where kubemark makes its root
-# directory; the line "hollow node NAME: root dir PATH" (stderr) and DIR/hollow-nodes ("name
-# rootdir" a line) name it, and kube-down.sh removes it. Returns once each is Ready.
+# gets a free kubelet port (the read-only port off). kubemark makes its root directory as
+# /tmp/hollow-kubelet.XXXXXXXXXX (TMPDIR is not read); the line "hollow node NAME: root dir
+# PATH" (stderr) and DIR/hollow-nodes ("name rootdir" a line) name it, and kube-down.sh
+# removes it. Returns once each is Ready.
 #
 # Everything lives in DIR (created): a CA and serving certificate (openssl), service-account
 # keys, a static token for the admin (group system:masters), etcd's data, one log per
@@ -237,15 +238,14 @@ if $with_scheduler; then
     sh -c "curl -sfk https://127.0.0.1:$sched_port/healthz | grep -qx ok"
 fi
 
-# The root directory kubemark made under TMPDIR, as its log names it.
+# The root directory kubemark made (under /tmp), as its log names it.
 hollow_root() { sed -n 's/.*Using \(.*\) as root dir for hollow-kubelet.*/\1/p' "$1" | head -n 1; }
 node_ready() {
   "$bin/kubectl" --kubeconfig "$dir/kubeconfig" get node "$1" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True
 }
 for name in "${hollow_nodes[@]}"; do
-  mkdir -p "$dir/hollow/$name"
-  start "hollow-$name" env TMPDIR="$dir/hollow/$name" "$bin/kubemark" --morph=kubelet \
+  start "hollow-$name" "$bin/kubemark" --morph=kubelet \
     --name "$name" --kubeconfig "$dir/kubeconfig" --use-host-image-service=false \
     --kubelet-port "$(free_port)" --kubelet-read-only-port 0
   hollow_pid=$!
