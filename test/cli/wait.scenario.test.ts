@@ -45,7 +45,7 @@ test('vole wait: 3 with the explanation while only outside change helps, then 0 
     const explained = vole('wait', 'default/web', '--db', db, '--timeout', '60');
     assert.equal(explained.status, 3, explained.stdout + explained.stderr);
     assert.match(explained.stdout, /1 of 1 volume\(s\) not ready/);
-    assert.match(explained.stdout, /configmap "default\/web" not found/);
+    assert.match(explained.stdout, /configmap "web" not found/);
     assert.match(explained.stdout, /nothing left that vole can do without a change outside it/);
 
     writeFileSync(join(manifests, 'web-configmap.yaml'), configMapYaml);
