@@ -18,7 +18,9 @@ const versionCheck: Record<string, { args: string[]; says: RegExp }> = {
   etcd: { args: ['--version'], says: /etcd Version: 3\.6\.16/ },
   'kube-apiserver': { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
   'kube-controller-manager': { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
+  'kube-scheduler': { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
   kubectl: { args: ['version', '--client'], says: /Client Version: v1\.37\.2/ },
+  kubemark: { args: ['--version'], says: /Kubernetes v1\.37\.2/ },
 };
 
 const skip = hostTestSkipReason();
