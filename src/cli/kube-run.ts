@@ -169,7 +169,7 @@ function untilStopped(
     say,
     once: opts.once === true,
     timeout: opts.timeout,
-    settled: () => !logBlocked.blocked() && settled(vm.world),
+    settled: () => !logBlocked.blocked() && vm.logVerified && settled(vm.world),
     settledMessage: () =>
       `settled: ${vm.world.pods.size} pod(s) mounted, log at seq ${vm.world.seq}`,
     shutdown: async () => {
