@@ -22,6 +22,7 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { vole } from '../support/agent-process.js';
+import { importedPvLog } from '../support/damaged-log.js';
 
 const repo = join(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'vole-trust-'));
@@ -65,37 +66,10 @@ const sha256 = (path: string) => createHash('sha256').update(readFileSync(path))
 const noStackTrace = (text: string) => assert.doesNotMatch(text, /\n\s+at .+\(.+:\d+:\d+\)/);
 
 /** A log of about `objects` + 1 events (EngineStarted, then PersistentVolumes), via import. */
-function bigLog(name: string, objects: number): string {
-  const lines = [
-    JSON.stringify({
-      seq: 1,
-      tsMs: 1_000,
-      type: 'EngineStarted',
-      node: 'node-1',
-      controllerAttachDetach: false,
-      plugins: [],
-      version: '0.1.0',
-    }),
-  ];
-  for (let i = 0; i < objects; i++) {
-    const object = {
-      apiVersion: 'v1',
-      kind: 'PersistentVolume',
-      metadata: { name: `pv-${i}`, labels: { note: 'x'.repeat(200) } },
-      spec: {
-        accessModes: ['ReadWriteOnce'],
-        csi: { driver: 'fake.disk', volumeHandle: `d-${i}` },
-      },
-    };
-    lines.push(JSON.stringify({ seq: i + 2, tsMs: 1_000 + i, type: 'ObjectUpserted', object }));
-  }
-  const jsonl = join(dir, `${name}.jsonl`);
-  writeFileSync(jsonl, `${lines.join('\n')}\n`);
-  const db = join(dir, `${name}.db`);
-  const r = vole('import', jsonl, '--db', db);
-  assert.equal(r.status, 0, r.stderr);
-  return db;
-}
+const bigLog = (name: string, objects: number): string =>
+  importedPvLog(dir, name, objects, (i) => ({
+    csi: { driver: 'fake.disk', volumeHandle: `d-${i}` },
+  }));
 
 const oneWriterTitle =
   'cli: a second writer is refused at once naming the holder; readers work beside it; ' +

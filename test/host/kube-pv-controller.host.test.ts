@@ -77,23 +77,9 @@ describe(
         'agent',
       );
       await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
-      const controllers = ['--controllers', 'attachdetach,persistentvolume-binder'];
-      controller = cluster.started(
-        startVole([
-          'controller',
-          '--kubeconfig',
-          cluster.controllerKubeconfig(join(base, 'controller.kubeconfig')),
-          ...controllers,
-          '--root',
-          join(base, 'controller'),
-          '--identity',
-          'c1',
-          '--lease-duration',
-          '4s',
-        ]),
-        'controller',
-      );
-      await controller.line(/leading/);
+      controller = await cluster.startController(base, 'attachdetach,persistentvolume-binder', [
+        ...['--lease-duration', '4s'],
+      ]);
       await cluster.defaultServiceAccount();
       ok(['apply', '-f', '-'], manifests);
 

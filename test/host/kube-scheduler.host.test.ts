@@ -130,16 +130,7 @@ describe('the real scheduler places WaitForFirstConsumer pods', { skip, timeout:
       'agent',
     );
     await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
-    const controller = cluster.started(
-      startVole([
-        'controller',
-        ...['--kubeconfig', cluster.controllerKubeconfig(join(base, 'controller.kubeconfig'))],
-        ...['--controllers', 'attachdetach,persistentvolume-binder'],
-        ...['--root', join(base, 'controller'), '--identity', 'c1'],
-      ]),
-      'controller',
-    );
-    await controller.line(/leading/);
+    await cluster.startController(base, 'attachdetach,persistentvolume-binder');
     await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], manifests);
 

@@ -28,28 +28,24 @@ export const fingerprint = (db: string) => ({
 });
 
 /**
- * A log of `objects` + 1 events (EngineStarted, then PersistentVolumes, via `vole import`)
- * with a snapshot at its head, saved as the agent saves it: a restart reads the snapshot
- * and an empty tail, no other page of the events table.
+ * A log of `objects` + 1 events (EngineStarted, then PersistentVolumes with `spec(i)`),
+ * written by `vole import` into `dir`/`name`.db: its path.
  */
-export async function logWithSnapshot(dir: string, name: string, objects: number): Promise<string> {
-  const lines = [
-    JSON.stringify({
-      seq: 1,
-      tsMs: 1_000,
-      type: 'EngineStarted',
-      node: 'node-1',
-      controllerAttachDetach: false,
-      plugins: [],
-      version: '0.1.0',
-    }),
-  ];
+export function importedPvLog(
+  dir: string,
+  name: string,
+  objects: number,
+  spec: (i: number) => Record<string, unknown>,
+): string {
+  const started = { seq: 1, tsMs: 1_000, type: 'EngineStarted', node: 'node-1' };
+  const engine = { controllerAttachDetach: false, plugins: [], version: '0.1.0' };
+  const lines = [JSON.stringify({ ...started, ...engine })];
   for (let i = 0; i < objects; i++) {
     const object = {
       apiVersion: 'v1',
       kind: 'PersistentVolume',
       metadata: { name: `pv-${i}`, labels: { note: 'x'.repeat(200) } },
-      spec: { accessModes: ['ReadWriteOnce'], hostPath: { path: `/srv/pv-${i}` } },
+      spec: { accessModes: ['ReadWriteOnce'], ...spec(i) },
     };
     lines.push(JSON.stringify({ seq: i + 2, tsMs: 1_000 + i, type: 'ObjectUpserted', object }));
   }
@@ -58,6 +54,16 @@ export async function logWithSnapshot(dir: string, name: string, objects: number
   const db = join(dir, `${name}.db`);
   const r = vole('import', jsonl, '--db', db);
   assert.equal(r.status, 0, r.stderr);
+  return db;
+}
+
+/**
+ * A log of `objects` + 1 events (EngineStarted, then PersistentVolumes, via `vole import`)
+ * with a snapshot at its head, saved as the agent saves it: a restart reads the snapshot
+ * and an empty tail, no other page of the events table.
+ */
+export async function logWithSnapshot(dir: string, name: string, objects: number): Promise<string> {
+  const db = importedPvLog(dir, name, objects, (i) => ({ hostPath: { path: `/srv/pv-${i}` } }));
   const log = openSqliteLog(db, kubeletCore, { durability: 'normal' });
   const world = log.loadWorld();
   // Written once the background whole-file check passed: no write before it.

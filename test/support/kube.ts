@@ -61,6 +61,15 @@ export interface KubeCluster {
       hollowNodes?: readonly string[];
     },
   ): void;
+  /**
+   * `vole controller --kubeconfig` (deploy/'s roles) with `controllers`, its root under
+   * `base`, identity c1, leading once it returns; `args` after the common flags.
+   */
+  startController(
+    base: string,
+    controllers: string,
+    args?: readonly string[],
+  ): Promise<AgentProcess>;
   /** The root directory of a hollow node kube-up started (DIR/hollow-nodes). */
   hollowRoot(name: string): string;
   kubectl(
@@ -156,6 +165,19 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
         timeout: 180_000,
       });
       assert.equal(up.status, 0, `kube-up.sh: ${up.stderr}`);
+    },
+    async startController(base, controllers, args = []) {
+      const controller = cluster.started(
+        startVole([
+          'controller',
+          ...['--kubeconfig', cluster.controllerKubeconfig(join(base, 'controller.kubeconfig'))],
+          ...['--controllers', controllers, '--root', join(base, 'controller')],
+          ...['--identity', 'c1', ...args],
+        ]),
+        'controller',
+      );
+      await controller.line(/leading/);
+      return controller;
     },
     hollowRoot(name) {
       const lines = readFileSync(join(dir, 'hollow-nodes'), 'utf8').split('\n');
