@@ -100,7 +100,7 @@ export type { EventSink } from './engine/sink.js';
 export type { EventListener } from './engine/engine.js';
 export type { World } from './world/types.js';
 export type { ControllerWorld } from './controller/types.js';
-export type { GroupCommitterOptions } from './log/group-commit.js';
+export type { GroupCommitterOptions } from './log/group-commit-options.js';
 export {
   ExpectedSeqConflictError,
   LogDamagedError,

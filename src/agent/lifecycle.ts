@@ -10,7 +10,7 @@ import type { Core, CoreOperation, CoreWorld } from '../engine/core.js';
 import type { EventListener } from '../engine/engine.js';
 import { type EventSink, MemorySink } from '../engine/sink.js';
 import type { VoleEvent } from '../events/index.js';
-import type { GroupCommitterOptions } from '../log/group-commit.js';
+import type { GroupCommitterOptions } from '../log/group-commit-options.js';
 import { openSqliteLog } from './sqlite-log.js';
 
 /**

@@ -9,7 +9,8 @@ import type { EventSink } from '../engine/sink.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../events/index.js';
 import { SqliteError } from 'better-sqlite3';
 import { LogOpenError } from '../log/errors.js';
-import { GroupCommitter, type GroupCommitterOptions } from '../log/group-commit.js';
+import { GroupCommitter } from '../log/group-commit.js';
+import type { GroupCommitterOptions } from '../log/group-commit-options.js';
 import { type EventStore, openLog } from '../log/store.js';
 
 export interface SqliteLog<W> {

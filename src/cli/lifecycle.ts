@@ -1,5 +1,5 @@
 import { withoutResolutionNote } from '../csi/grpc-text.js';
-import type { GroupCommitterOptions } from '../log/group-commit.js';
+import type { GroupCommitterOptions } from '../log/group-commit-options.js';
 import { readManifestDir } from '../sources/manifests.js';
 import type { FeatureGates } from '../sources/feature-gates.js';
 import { UsageError } from './postmortem.js';

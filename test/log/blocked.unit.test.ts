@@ -10,7 +10,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { type LogBlockage, GroupCommitter } from '../../src/log/group-commit.js';
+import { GroupCommitter } from '../../src/log/group-commit.js';
+import type { LogBlockage } from '../../src/log/group-commit-options.js';
 import { LogOpenError, openLog, readHolder, WriterLock } from '../../src/log/store.js';
 import { type TestEvent, testEventCodec } from '../support/test-events.js';
 
