@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -69,10 +69,14 @@ test('publint and Are the Types Wrong? pass on the tarball', (t) => {
     assert.match(attw, new RegExp(`│ "${entry}"\\s+│ OK \\(ESM\\)\\s+│ OK\\s+│`), entry);
 });
 
-test('an empty strict NodeNext project installs the tarball, type-checks the CSI agent and runs it on the scripted driver', (t) => {
+test('an empty strict NodeNext project installs the tarball, type-checks the CSI agent and every entry, and runs the agent on the scripted driver', (t) => {
   const project = join(base, 'project');
   const { tsc } = consumerProject(project, packed.tarball);
   t.diagnostic(`tsc: ${tsc.trim()}`);
+  // The SQLite driver's types are a build tool's: installing the package does not bring
+  // them, and every entry's declarations type-check without them.
+  assert.ok(!existsSync(join(project, 'node_modules', '@types', 'better-sqlite3')));
+  assert.match(tsc, /entries\.js/);
   const out = execFileSync(process.execPath, ['agent.js', 'fake', join(project, 'root')], {
     cwd: project,
     encoding: 'utf8',

@@ -86,13 +86,27 @@ export function consumerProject(dir: string, tarball: string): { tsc: string } {
           lib: ['ES2022'],
           outDir: '.',
         },
-        files: ['agent.ts'],
+        files: ['agent.ts', 'entries.ts'],
       },
       null,
       2,
     ),
   );
   copyFileSync(join(repo, 'examples', 'csi-agent.ts'), join(dir, 'agent.ts'));
+  // Every entry's declarations, checked whole (skipLibCheck off): a declaration that names a
+  // dependency's types the package does not depend on fails here.
+  writeFileSync(
+    join(dir, 'entries.ts'),
+    [
+      "import * as root from 'vole';",
+      "import * as csi from 'vole/csi';",
+      "import * as testing from 'vole/testing';",
+      "import * as core from 'vole/core';",
+      "import * as metrics from 'vole/metrics';",
+      'export const entries = [root, csi, testing, core, metrics];',
+      '',
+    ].join('\n'),
+  );
   execFileSync(
     'npm',
     [
