@@ -115,11 +115,16 @@ export type PodVolume = z.infer<typeof podVolume>;
 /** A resource list (`cpu: 500m`, `memory: 64Mi`): quantities by resource name. */
 const resourceList = z.record(z.string(), z.union([z.string(), z.number()]));
 
+const resourceRequirements = z.looseObject({
+  limits: resourceList.optional(),
+  requests: resourceList.optional(),
+});
+
 const container = z.looseObject({
   name: z.string().optional(),
-  resources: z
-    .looseObject({ limits: resourceList.optional(), requests: resourceList.optional() })
-    .optional(),
+  resources: resourceRequirements.optional(),
+  /** An init container with `Always` is a sidecar: it runs beside the app containers. */
+  restartPolicy: z.string().optional(),
   volumeMounts: z.array(z.looseObject({ name, mountPath: z.string().optional() })).optional(),
   volumeDevices: z.array(z.looseObject({ name, devicePath: z.string().optional() })).optional(),
 });
@@ -134,6 +139,10 @@ export const pod = z.looseObject({
     volumes: z.array(podVolume).optional(),
     containers: z.array(container).optional(),
     initContainers: z.array(container).optional(),
+    /** Pod-level resources (PodLevelResources): a pod limit that wins over the containers'. */
+    resources: resourceRequirements.optional(),
+    /** The RuntimeClass's overhead, added to the pod's non-zero limits. */
+    overhead: resourceList.optional(),
     securityContext: z
       .looseObject({
         supplementalGroups: z.array(z.number().int()).optional(),

@@ -32,7 +32,7 @@ export interface Host {
   mount(req: MountRequest): Promise<void>;
   umount(target: string, opts?: { readonly lazy?: boolean }): Promise<void>;
   bindMount(source: string, target: string, opts?: { readonly readOnly?: boolean }): Promise<void>;
-  tmpfs(target: string, opts?: { readonly sizeBytes?: number }): Promise<void>;
+  tmpfs(target: string, opts?: { readonly sizeBytes?: number | undefined }): Promise<void>;
   ensureMounted(req: MountRequest): Promise<{ readonly kind: 'mounted' | 'alreadyMounted' }>;
   ensureUnmounted(
     target: string,

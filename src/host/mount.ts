@@ -2,6 +2,8 @@
  * mount(8) and umount(8), and their idempotent forms. Every failure is a HostError whose
  * kind comes from the command's stderr (classifyMountFailure).
  */
+import { readFileSync } from 'node:fs';
+import { release } from 'node:os';
 import { isAbsolute } from 'node:path';
 import { HostError, classifyMountFailure } from './errors.js';
 import { failed, run } from './exec.js';
@@ -96,10 +98,44 @@ export async function bindMount(
   await mount({ source, target, bind: true, options: opts.readOnly === true ? ['ro'] : [] });
 }
 
-/** A tmpfs at `target`, limited to `sizeBytes` when given (else the kernel's half of RAM). */
+let noswap: boolean | undefined;
+
+/**
+ * Whether tmpfs takes `noswap` here (IsTmpfsNoswapOptionSupported,
+ * pkg/kubelet/util/swap/swap_util.go): Linux 6.4 or later, and not inside a user namespace,
+ * where the kernel refuses it to an unprivileged mount. Read once: neither changes.
+ */
+export function tmpfsNoswapSupported(): boolean {
+  noswap ??= kernelHasNoswap(release()) && !inUserNamespace();
+  return noswap;
+}
+
+/** `uname -r`'s major.minor against 6.4; an unreadable release: no. */
+export function kernelHasNoswap(kernelRelease: string): boolean {
+  const m = /^(\d+)\.(\d+)/.exec(kernelRelease);
+  if (m === null) return false;
+  const [major, minor] = [Number(m[1]), Number(m[2])];
+  return major > 6 || (major === 6 && minor >= 4);
+}
+
+/** The initial user namespace maps every id to itself: `0 0 4294967295` (moby's userns). */
+function inUserNamespace(): boolean {
+  try {
+    const map = readFileSync('/proc/self/uid_map', 'utf8').trim().split(/\s+/);
+    return !(map[0] === '0' && map[1] === '0' && map[2] === '4294967295');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A tmpfs at `target`, limited to `sizeBytes` when given (else the kernel's half of RAM),
+ * with `noswap` where the kernel has it, as the kubelet's generateTmpfsMountOptions: a
+ * memory-backed volume's data never reaches the swap device.
+ */
 export async function tmpfs(
   target: string,
-  opts: { readonly sizeBytes?: number } = {},
+  opts: { readonly sizeBytes?: number | undefined } = {},
 ): Promise<void> {
   const size = opts.sizeBytes;
   if (size !== undefined && !(Number.isSafeInteger(size) && size > 0)) {
@@ -112,7 +148,10 @@ export async function tmpfs(
     source: 'tmpfs',
     target,
     fsType: 'tmpfs',
-    options: size === undefined ? [] : [`size=${size}`],
+    options: [
+      ...(size === undefined ? [] : [`size=${size}`]),
+      ...(tmpfsNoswapSupported() ? ['noswap'] : []),
+    ],
   });
 }
 

@@ -23,17 +23,34 @@ export type VolumeSource =
       podName?: string;
       podNamespace?: string;
     }
-  | { kind: 'emptyDir'; medium: string; sizeLimitBytes: number; mode?: number }
+  | {
+      kind: 'emptyDir';
+      medium: string;
+      sizeLimitBytes: number;
+      mode?: number;
+      /** medium Memory: the tmpfs's size, from the node, the pod and sizeLimit (the least). */
+      tmpfsBytes?: number;
+    }
   | { kind: 'hostPath'; path: string; type: string }
   | { kind: 'local'; path: string; fsType: string }
-  | ({ kind: 'configMap' | 'secret' } & ContentOptions)
-  | { kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number }
-  | {
+  | ({ kind: 'configMap' } & ContentOptions)
+  | ({ kind: 'secret' } & ContentOptions & OnTmpfs)
+  | ({ kind: 'downwardAPI'; files: readonly DownwardFile[]; defaultMode?: number } & OnTmpfs)
+  | ({
       kind: 'projected';
       namespace: string;
       sources: readonly ProjectedPart[];
       defaultMode?: number;
-    };
+    } & OnTmpfs);
+
+/**
+ * A secret, downwardAPI or projected volume's tmpfs size: the kubelet wraps each in a
+ * Memory emptyDir without sizeLimit, so the least of the node's allocatable memory and the
+ * pod's memory limit; absent when neither is known (the kernel's default).
+ */
+export interface OnTmpfs {
+  readonly tmpfsBytes?: number;
+}
 
 /** `items` entry of a configMap, secret or projected source: key → file path, mode. */
 export interface KeyToPath {

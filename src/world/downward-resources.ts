@@ -98,3 +98,44 @@ export function resourceFieldValue(
   // Integer ceiling: a float quotient may round a fraction just above a whole number down.
   return { ok: true, content: String((BigInt(value) + by - 1n) / by) };
 }
+
+/**
+ * The pod's memory limit as the kubelet's ResourceConfigForPod sets its cgroup: PodLimits
+ * (pkg/kubelet/cm/helpers_linux.go, component-helpers resource/helpers.go) — the app
+ * containers' and sidecars' sum, or an init container's need if larger (itself plus the
+ * sidecars started before it), a pod-level limit instead when set, plus the overhead — and
+ * only when every container declares a memory limit or the pod itself does; else none.
+ */
+export function podMemoryLimitBytes(pod: Pod): number | undefined {
+  const limitOf = (c: Container) => quantityValue(c.resources?.limits?.memory) ?? 0;
+  const all = [...(pod.spec.initContainers ?? []), ...(pod.spec.containers ?? [])];
+  const podLevel = quantityValue(pod.spec.resources?.limits?.memory) ?? 0;
+  if (podLevel === 0 && (all.length === 0 || all.some((c) => limitOf(c) === 0))) return undefined;
+  let sidecars = 0;
+  let initNeed = 0;
+  for (const c of pod.spec.initContainers ?? []) {
+    if (c.restartPolicy === 'Always') sidecars += limitOf(c);
+    else initNeed = Math.max(initNeed, sidecars + limitOf(c));
+  }
+  const apps = (pod.spec.containers ?? []).reduce((sum, c) => sum + limitOf(c), 0);
+  const limit = podLevel > 0 ? podLevel : Math.max(apps + sidecars, initNeed);
+  return limit + (quantityValue(pod.spec.overhead?.memory) ?? 0);
+}
+
+/**
+ * The size of a memory-backed emptyDir's tmpfs (calculateEmptyDirMemorySize,
+ * pkg/volume/emptydir/empty_dir.go): the node's allocatable memory, lowered to the pod's
+ * memory limit, then to the volume's sizeLimit, each only when positive and not larger.
+ * undefined (the kernel's default, half of RAM) only when none of the three is known.
+ */
+export function emptyDirMemoryBytes(
+  pod: Pod,
+  sizeLimitBytes: number,
+  allocatable: NodeAllocatable | undefined,
+): number | undefined {
+  let size = allocatable?.memoryBytes;
+  for (const bound of [podMemoryLimitBytes(pod), sizeLimitBytes]) {
+    if (bound !== undefined && bound > 0 && (size === undefined || bound <= size)) size = bound;
+  }
+  return size;
+}

@@ -23,6 +23,7 @@ import {
   findVolumeForClaim,
   lookupOf,
 } from '../binding/claims.js';
+import { emptyDirMemoryBytes } from './downward-resources.js';
 import { flat } from './flat.js';
 import { claimClassName, nodeAffinityMismatch, storageClassOf } from '../binding/storage-class.js';
 import { ClusterObjects } from '../desired/objects.js';
@@ -180,7 +181,11 @@ function sourceOfPv(pv: PersistentVolume): Located | undefined {
   return undefined;
 }
 
-function sourceOfInline(v: PodVolume): Located | undefined {
+function sourceOfInline(
+  v: PodVolume,
+  pod: Pod,
+  allocatable: NodeAllocatable | undefined,
+): Located | undefined {
   if (v.csi !== undefined) {
     const handle = v.csi.volumeHandle ?? v.name;
     const source: VolumeSource = {
@@ -195,10 +200,14 @@ function sourceOfInline(v: PodVolume): Located | undefined {
   }
   if (v.emptyDir !== undefined) {
     const sizeLimitBytes = parseQuantityBytes(v.emptyDir.sizeLimit) ?? 0;
+    const medium = v.emptyDir.medium ?? '';
+    const tmpfsBytes =
+      medium === 'Memory' ? emptyDirMemoryBytes(pod, sizeLimitBytes, allocatable) : undefined;
     const source: VolumeSource = {
       kind: 'emptyDir',
-      medium: v.emptyDir.medium ?? '',
+      medium,
       sizeLimitBytes,
+      ...(tmpfsBytes === undefined ? {} : { tmpfsBytes }),
       // Kept as the pod has it: the plugin honours it only with its feature gate on.
       ...(v.emptyDir.mode === undefined ? {} : { mode: v.emptyDir.mode }),
     };
@@ -227,7 +236,7 @@ function locateInline(
     const { source, pluginName } = content;
     return { ok: true, value: { source, pluginName, inline: true } };
   }
-  const located = sourceOfInline(v);
+  const located = sourceOfInline(v, pod, opts.allocatable);
   return located === undefined ? fail(noPlugin(v.name)) : { ok: true, value: located };
 }
 
@@ -353,6 +362,27 @@ function provisionerOf(pvc: PersistentVolumeClaim, input: ResolveInput): string 
   return `provisioner "${sc.provisioner}" (StorageClass "${className}"${mode})`;
 }
 
+/**
+ * What a source learns of its pod: an inline CSI volume's driver its name (CSI ephemeral
+ * volume_context); a volume the kubelet puts on a tmpfs of its own, that tmpfs's size.
+ */
+function withPod(
+  source: VolumeSource,
+  pod: Pod,
+  inline: boolean,
+  allocatable: NodeAllocatable | undefined,
+): VolumeSource {
+  if (inline && source.kind === 'csi') {
+    const podNamespace = pod.metadata.namespace ?? 'default';
+    return { ...source, podName: pod.metadata.name, podNamespace };
+  }
+  if (source.kind === 'secret' || source.kind === 'downwardAPI' || source.kind === 'projected') {
+    const tmpfsBytes = emptyDirMemoryBytes(pod, 0, allocatable);
+    return tmpfsBytes === undefined ? source : { ...source, tmpfsBytes };
+  }
+  return source;
+}
+
 function resolveOne(
   pod: Pod,
   v: PodVolume,
@@ -371,11 +401,7 @@ function resolveOne(
         });
   if (!located.ok) return located;
   const { pluginName, inline, pv } = located.value;
-  // An inline CSI volume's driver learns its pod (CSI ephemeral volume_context).
-  const source: VolumeSource =
-    inline && located.value.source.kind === 'csi'
-      ? { ...located.value.source, podName: pod.metadata.name, podNamespace: namespace }
-      : located.value.source;
+  const source = withPod(located.value.source, pod, inline, input.allocatable);
   const caps = input.plugins.get(pluginName);
   if (caps === undefined) return fail(noPlugin(v.name));
   const readOnly = (claim?.readOnly ?? v.csi?.readOnly ?? false) || pv?.spec.csi?.readOnly === true;

@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import { VolumeManager } from '../../src/agent/volume-manager.js';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
+import { tmpfsNoswapSupported } from '../../src/host/mount.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
 import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
@@ -47,9 +48,11 @@ test(
       metadata: { name: 'web', namespace: 'default', uid: 'uid-web' },
       spec: {
         securityContext: { fsGroup: 2000 },
+        resources: { limits: { memory: '24Mi' } },
         volumes: [
           { name: 'data', persistentVolumeClaim: { claimName: 'data' } },
           { name: 'cache', emptyDir: { medium: 'Memory', sizeLimit: '16Mi' } },
+          { name: 'ram', emptyDir: { medium: 'Memory' } },
           { name: 'host', hostPath: { path: hostDir, type: 'DirectoryOrCreate' } },
         ],
       },
@@ -66,6 +69,11 @@ test(
     assert.equal(at(dataDir)?.fsType, 'ext4');
     assert.equal(at(cacheDir)?.fsType, 'tmpfs');
     assert.ok(at(cacheDir)!.superOptions.includes('size=16384k'), 'the tmpfs has its size limit');
+    // No sizeLimit: the pod's memory limit bounds it, as the kubelet's tmpfs; and its pages
+    // never reach swap where the kernel can say so (the kernel shows noswap among the options).
+    const ram = at(join(podVolumes, 'kubernetes.io~empty-dir/ram'));
+    assert.ok(ram?.superOptions.includes('size=24576k'), `the pod's limit: ${ram?.superOptions}`);
+    assert.equal(ram!.superOptions.includes('noswap'), tmpfsNoswapSupported());
     assert.ok(at(hostMount), 'hostPath bound into the pod');
     assert.ok(at(join(root, 'plugins/disk.vole.dev/mounts/data-1')), 'the global device mount');
 

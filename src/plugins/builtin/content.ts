@@ -201,7 +201,11 @@ function contentPlugin(
         // The wrapped emptyDir's 0777, whatever the umask (a tmpfs root is 1777 of itself).
         if (!onTmpfs) await chmod(dir, ((await stat(dir)).mode & 0o7000) | 0o777);
         // Secrets never touch a disk: the volume is a tmpfs of its own.
-        if (onTmpfs && !(await isMountPoint(dir))) await tmpfs(dir);
+        if (onTmpfs && !(await isMountPoint(dir))) {
+          await tmpfs(dir, {
+            sizeBytes: 'tmpfsBytes' in spec.source ? spec.source.tmpfsBytes : undefined,
+          });
+        }
         await writeAtomically(dir, payload, { nowMs: Date.now(), fsGroup: setUpOpts.fsGroup });
       },
       async tearDown(spec, target) {

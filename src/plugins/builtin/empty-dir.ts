@@ -1,4 +1,8 @@
-/** kubernetes.io/empty-dir: a directory, or a tmpfs when medium is Memory (honouring sizeLimit). */
+/**
+ * kubernetes.io/empty-dir: a directory, or a tmpfs when medium is Memory, of the size the
+ * resolution worked out (the least of the node's allocatable memory, the pod's memory
+ * limit and sizeLimit).
+ */
 import { chmod, lstat } from 'node:fs/promises';
 import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
@@ -46,7 +50,7 @@ export function emptyDirPlugin(opts: BuiltinOptions): VolumePlugin {
         const honoured = opts.featureGates?.EmptyDirVolumeMode === true;
         await setUpEmptyDir(opts.root, dir, honoured ? spec.source.mode : undefined);
         if (spec.source.medium === 'Memory' && !(await isMountPoint(dir))) {
-          await tmpfs(dir, { sizeBytes: spec.source.sizeLimitBytes });
+          await tmpfs(dir, { sizeBytes: spec.source.tmpfsBytes });
         }
         await applyFsGroup(dir, setUpOpts.fsGroup);
       },
