@@ -125,6 +125,7 @@ const container = z.looseObject({
   resources: resourceRequirements.optional(),
   /** An init container with `Always` is a sidecar: it runs beside the app containers. */
   restartPolicy: z.string().optional(),
+  securityContext: z.looseObject({ runAsUser: z.number().int().optional() }).optional(),
   volumeMounts: z.array(z.looseObject({ name, mountPath: z.string().optional() })).optional(),
   volumeDevices: z.array(z.looseObject({ name, devicePath: z.string().optional() })).optional(),
 });
@@ -139,6 +140,7 @@ export const pod = z.looseObject({
     volumes: z.array(podVolume).optional(),
     containers: z.array(container).optional(),
     initContainers: z.array(container).optional(),
+    ephemeralContainers: z.array(container).optional(),
     /** Pod-level resources (PodLevelResources): a pod limit that wins over the containers'. */
     resources: resourceRequirements.optional(),
     /** The RuntimeClass's overhead, added to the pod's non-zero limits. */
@@ -147,6 +149,7 @@ export const pod = z.looseObject({
       .looseObject({
         supplementalGroups: z.array(z.number().int()).optional(),
         fsGroup: z.number().int().optional(),
+        runAsUser: z.number().int().optional(),
       })
       .optional(),
   }),

@@ -11,6 +11,7 @@ import {
   chmod,
   lstat,
   mkdir,
+  lchown,
   readdir,
   readFile,
   readlink,
@@ -29,6 +30,8 @@ import { setVolumeOwnership } from './ownership.js';
 export interface PayloadFile {
   readonly data: Buffer;
   readonly mode: number;
+  /** The file's owner (the pod's one runAsUser, for a token), else the writer's. */
+  readonly fsUser?: number;
 }
 
 /** Relative path (`key`, `dir/key`) → file. */
@@ -67,6 +70,7 @@ async function sameContent(dir: string, payload: Payload, fsGroup: number | null
     const mode = fsGroup === null ? file.mode : file.mode | 0o440;
     if (st === undefined || !st.isFile() || (st.mode & 0o777) !== mode) return false;
     if (fsGroup !== null && st.gid !== fsGroup) return false;
+    if (file.fsUser !== undefined && st.uid !== file.fsUser) return false;
     if (!(await readFile(full)).equals(file.data)) return false;
   }
   return (await listFiles(dir)).length === payload.size;
@@ -88,6 +92,7 @@ async function writePayload(dir: string, payload: Payload) {
     await mkdir(dirname(full), { recursive: true, mode: 0o755 });
     await writeFile(full, file.data, { mode: file.mode, flag: 'wx' });
     await chmod(full, file.mode); // the umask must not narrow the mode asked for
+    if (file.fsUser !== undefined) await lchown(full, file.fsUser, -1);
   }
 }
 
@@ -134,7 +139,7 @@ export async function writeAtomically(
     throw error;
   }
   const names = visibleNames(payload);
-  for (const name of names) await ensureUserLink(dir, name);
+  for (const name of names) await ensureUserLink(dir, name, ownerOf(payload, name));
   if (oldDir !== undefined && oldTarget !== tsName)
     await rm(oldDir, { recursive: true, force: true });
   for (const name of oldNames)
@@ -148,7 +153,14 @@ async function currentNames(oldDir: string): Promise<Set<string>> {
 }
 
 /** `name → ..data/name`, made once; a non-symlink in its place is an error, not replaced. */
-async function ensureUserLink(dir: string, name: string): Promise<void> {
+/** The user a visible link gets: that of the payload file it leads to (createUserVisibleFiles). */
+function ownerOf(payload: Payload, name: string): number | undefined {
+  for (const [path, file] of payload)
+    if (path.split('/')[0] === name && file.fsUser !== undefined) return file.fsUser;
+  return undefined;
+}
+
+async function ensureUserLink(dir: string, name: string, fsUser?: number): Promise<void> {
   const path = join(dir, name);
   const st = await lstat(path).catch(() => undefined);
   if (st !== undefined) {
@@ -161,6 +173,7 @@ async function ensureUserLink(dir: string, name: string): Promise<void> {
     await unlink(path);
   }
   await symlink(join(dataDirName, name), path);
+  if (fsUser !== undefined) await lchown(path, fsUser, -1);
 }
 
 /**

@@ -67,6 +67,8 @@ export type MountOperation = OperationBase & {
   /** The device's global mount path when it is already mounted (no mountDevice step). */
   readonly deviceMountPath: string;
   readonly fsGroup: number | null;
+  /** The owner of service-account token files (FsUserFrom): the pod's one runAsUser. */
+  readonly fsUser: number | null;
   /** The expand step's sizes (behaviour K4.7 step 12). */
   readonly expansion?: { readonly oldSizeBytes: number; readonly newSizeBytes: number };
   /** Why the mount fails before any call (a ReadWriteOncePod volume in use elsewhere). */

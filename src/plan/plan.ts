@@ -37,6 +37,7 @@ import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { Claims as BookClaims } from '../operations/book.js';
 import { planOperatorRequests } from './operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
+import { fsUserOf } from '../world/fs-user.js';
 
 export interface PlanResult {
   readonly operations: Operation[];
@@ -246,6 +247,8 @@ function mountOperation(
   const refusal = rwopRefusal(world, entry);
   const expansion =
     spec.traits.volumeMode === 'Block' ? undefined : expansionDuringMount(world, spec);
+  const podOf = world.pods.get(entry.pod)?.pod;
+  const podSpec = podOf?.spec;
   return {
     op: 'mount',
     volume: spec.volume,
@@ -254,7 +257,8 @@ function mountOperation(
     steps: refusal === undefined ? mountSteps(world, spec, expansion !== undefined) : [],
     devicePath: context?.devicePath ?? '',
     deviceMountPath: context?.deviceMountPath ?? '',
-    fsGroup: world.pods.get(entry.pod)?.pod.spec.securityContext?.fsGroup ?? null,
+    fsGroup: podSpec?.securityContext?.fsGroup ?? null,
+    fsUser: podOf === undefined ? null : fsUserOf(podOf),
     ...(expansion === undefined ? {} : { expansion }),
     ...(refusal === undefined ? {} : { refusal }),
   };

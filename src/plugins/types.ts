@@ -33,6 +33,11 @@ export interface SetUpOptions {
   readonly devicePath: string;
   readonly deviceMountPath: string;
   readonly fsGroup: number | null;
+  /**
+   * The one user all the pod's containers run as (FsUserFrom), null when none or several:
+   * the owner the kubelet gives service-account token files. Absent: null.
+   */
+  readonly fsUser?: number | null;
 }
 
 /** Mounter + Unmounter: the pod-level half every plugin has (behaviour K4.7 step 11, K4.11). */

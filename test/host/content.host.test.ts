@@ -25,6 +25,7 @@ import { VolumeManager } from '../../src/agent/volume-manager.js';
 import { isMountPoint } from '../../src/host/mount.js';
 import { MemorySink } from '../../src/engine/sink.js';
 import { builtinPlugins } from '../../src/plugins/builtin/index.js';
+import type { ServiceAccountTokens } from '../../src/plugins/builtin/content.js';
 import { ObjectContents } from '../../src/sources/contents.js';
 import { hostSandbox, hostTestSkipReason, until } from '../support/host.js';
 
@@ -32,7 +33,7 @@ const skip = hostTestSkipReason();
 const { base, root } = hostSandbox('content');
 const big = (c: string) => c.repeat(512 * 1024);
 
-function agent(opts: { forbidden?: string[] } = {}) {
+function agent(opts: { forbidden?: string[]; tokens?: ServiceAccountTokens } = {}) {
   const contents = new ObjectContents();
   const sink = new MemorySink();
   const vm = VolumeManager.create({
@@ -41,7 +42,9 @@ function agent(opts: { forbidden?: string[] } = {}) {
       root,
       contents,
       ...(opts.forbidden === undefined ? {} : { forbiddenHostPaths: opts.forbidden }),
+      ...(opts.tokens === undefined ? {} : { tokens: opts.tokens }),
     }),
+    ...(opts.tokens === undefined ? {} : { tokenRequests: true }),
     controllerAttachDetach: false,
     contents,
     log: { sink, history: [] },
@@ -143,7 +146,8 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
   const whole = [`a${big('a').length}`, `b${big('b').length}`];
   for (const s of seen) assert.ok(whole.includes(s), `a reader saw ${s}`);
   assert.notEqual(readlinkSync(join(html, '..data')), firstData, '..data points elsewhere');
-  assert.equal(existsSync(join(html, firstData)), false, 'the old directory is gone');
+  // The old directory goes right after the swap the reader saw: wait for it, not a fixed time.
+  await until(() => !existsSync(join(html, firstData)), 'the old directory is gone');
   assert.equal(existsSync(join(html, 'old.conf')), false, 'a key no longer there is removed');
   assert.equal(readFileSync(join(html, 'new.conf'), 'utf8'), 'new');
   assert.ok(lstatSync(html).isDirectory());
@@ -160,6 +164,70 @@ test('host: content volumes are written; an edit swaps ..data atomically', { ski
   await vm.waitForUnmount('uid-web');
   assert.equal(existsSync(join(root, 'pods', 'uid-web')), false);
   assert.equal(await isMountPoint(token), false);
+  await vm.drainAndStop();
+});
+
+const tokenOwners =
+  'host: a token file belongs to the one user all containers run as, 0600; with fsGroup only, 0640';
+test(tokenOwners, { skip }, async () => {
+  const tokens: ServiceAccountTokens = {
+    token: (namespace, part) => Promise.resolve(`token-of-${namespace}/${part.podName}`),
+  };
+  const { vm } = agent({ tokens });
+  const mounts = [{ name: 'sa', mountPath: '/var/run/secrets/tokens' }];
+  const pod = (name: string, spec: Record<string, unknown>) => ({
+    metadata: { name, namespace: 'shop', uid: `uid-${name}` },
+    spec: {
+      ...spec,
+      volumes: [
+        {
+          name: 'sa',
+          projected: { sources: [{ serviceAccountToken: { path: 'token' } }] },
+        },
+      ],
+    },
+  });
+  // One user: the pod's runAsUser, which the second container names again.
+  vm.inputs.addPod(
+    pod('one-user', {
+      securityContext: { runAsUser: 1000 },
+      containers: [
+        { name: 'a', volumeMounts: mounts },
+        { name: 'b', securityContext: { runAsUser: 1000 }, volumeMounts: mounts },
+      ],
+    }),
+  );
+  // Two users, so no owner; fsGroup alone: 0600 then the group's read.
+  vm.inputs.addPod(
+    pod('two-users', {
+      securityContext: { fsGroup: 3000 },
+      containers: [
+        { name: 'a', securityContext: { runAsUser: 1000 }, volumeMounts: mounts },
+        { name: 'b', securityContext: { runAsUser: 2000 }, volumeMounts: mounts },
+      ],
+    }),
+  );
+  // Neither: the projection's default mode, the agent's user.
+  vm.inputs.addPod(pod('no-user', { containers: [{ name: 'a', volumeMounts: mounts }] }));
+  vm.inputs.markSourcesReady();
+  for (const uid of ['uid-one-user', 'uid-two-users', 'uid-no-user'])
+    await vm.waitForAttachAndMount(uid, { timeoutMs: 30_000 });
+
+  const at = (name: string) => join(vol(`uid-${name}`, 'kubernetes.io/projected', 'sa'), 'token');
+  assert.equal(readFileSync(at('one-user'), 'utf8'), 'token-of-shop/one-user');
+  assert.equal(statSync(at('one-user')).uid, 1000);
+  assert.equal(statSync(at('one-user')).mode & 0o777, 0o600);
+  assert.equal(lstatSync(at('one-user')).uid, 1000, 'the visible link is the user own too');
+  assert.equal(statSync(at('two-users')).uid, 0);
+  assert.equal(statSync(at('two-users')).gid, 3000);
+  assert.equal(statSync(at('two-users')).mode & 0o777, 0o640);
+  assert.equal(statSync(at('no-user')).uid, 0);
+  assert.equal(statSync(at('no-user')).mode & 0o777, 0o644);
+
+  for (const uid of ['uid-one-user', 'uid-two-users', 'uid-no-user']) {
+    vm.inputs.removePod(uid);
+    await vm.waitForUnmount(uid);
+  }
   await vm.drainAndStop();
 });
 

@@ -99,8 +99,8 @@ async function runStep(
     case 'mountDevice':
       return mountDevice(ctx, spec, plugin, paths);
     case 'setUp': {
-      const { fsGroup } = op;
-      const given = { ...paths, fsGroup };
+      const { fsGroup, fsUser } = op;
+      const given = { ...paths, fsGroup, fsUser };
       await runCall(
         ctx,
         { call: 'setUp', prefix: 'MountVolume.SetUp failed', pod: op.pod, plugin },

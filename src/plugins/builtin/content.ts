@@ -21,7 +21,7 @@ import type {
   ResolvedVolume,
   ServiceAccountTokenPart,
 } from '../../operations/volume-spec.js';
-import { caps, type VolumePlugin } from '../types.js';
+import { caps, type SetUpOptions, type VolumePlugin } from '../types.js';
 import {
   type BuiltinOptions,
   makeVolumeDir,
@@ -148,11 +148,28 @@ function addDownward(
     addFile(payload, f.path, { data: Buffer.from(f.content), mode: f.mode ?? mode });
 }
 
+/**
+ * A token file as the kubelet's projected plugin writes it: owned by the pod's one
+ * runAsUser when there is one, and 0600 when a user or an fsGroup owns it (SetVolumeOwnership
+ * then adds the group's read), so no other user of the node reads the pod's credentials.
+ */
+function tokenFile(
+  token: string,
+  mode: number,
+  owner: Pick<SetUpOptions, 'fsGroup' | 'fsUser'>,
+): PayloadFile {
+  const fsUser = owner.fsUser ?? null;
+  const data = Buffer.from(token);
+  if (fsUser === null) return { data, mode: owner.fsGroup === null ? mode : 0o600 };
+  return { data, mode: 0o600, fsUser };
+}
+
 /** The files the volume must hold now. */
 function buildPayload(
   spec: ResolvedVolume,
   contents: ObjectContents,
   tokens: ReadonlyMap<string, string> = new Map(),
+  owner: Pick<SetUpOptions, 'fsGroup' | 'fsUser'> = { fsGroup: null },
 ): Payload {
   const s = spec.source;
   const payload = new Map<string, PayloadFile>();
@@ -172,7 +189,7 @@ function buildPayload(
           const token = tokens.get(part.path);
           if (token === undefined)
             throw new HostError('final', `no token fetched for "${part.path}"`);
-          addFile(payload, part.path, { data: Buffer.from(token), mode: part.mode ?? mode });
+          addFile(payload, part.path, tokenFile(token, part.mode ?? mode, owner));
         } else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
       }
       return payload;
@@ -195,7 +212,8 @@ function contentPlugin(
       isSetUp: (spec, uid) => present(volumeDir(opts.root, spec, uid)),
       async setUp(spec, setUpOpts, target) {
         const tokens = await fetchTokens(spec, opts.tokens);
-        const payload = buildPayload(spec, opts.contents, tokens); // before touching the host
+        // Built before the host is touched.
+        const payload = buildPayload(spec, opts.contents, tokens, setUpOpts);
         const dir = volumeDir(opts.root, spec, target.pod!);
         await makeVolumeDir(opts.root, dir, 0o777);
         // The wrapped emptyDir's 0777, whatever the umask (a tmpfs root is 1777 of itself).
