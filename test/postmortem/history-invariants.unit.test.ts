@@ -90,3 +90,9 @@ test('a replica that writes after another one started its engine was deposed and
     /replica-a-late\.db: SourcesReady at seq 3 .* written while .*replica-b\.db led/,
   );
 });
+
+test('an agent log that is not there is reported, not passed over', () => {
+  const check = checkHistory({ agentLogs: [join(dir, 'none.db')], controllerLogs: [] });
+  assert.equal(check.violations.length, 1);
+  assert.match(check.violations[0]!, /none\.db: no agent log there/);
+});

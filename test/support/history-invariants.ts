@@ -44,6 +44,10 @@ function eventsOf(path: string): VoleEvent[] {
 
 /** A pod the agent's log saw removed must have no mount left at the log's end. */
 function checkAgentLog(path: string, out: { checked: number; violations: string[] }): void {
+  if (!existsSync(path)) {
+    out.violations.push(`${path}: no agent log there (is it the path given to vole run --db?)`);
+    return;
+  }
   const events = eventsOf(path);
   const removed = new Set(
     events.filter((e) => e.type === 'PodRemoved').map((e) => (e as EventOf<'PodRemoved'>).uid),
