@@ -24,78 +24,21 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { listLoops } from '../../src/host/loop.js';
-import { findMountAt, readMountTable } from '../../src/host/mountinfo.js';
 import { type AgentProcess, startVole, vole } from '../support/agent-process.js';
 import { exitLostLeadership } from '../../src/cli/cluster-run.js';
 import { checkHistory, type HistoryCheck } from '../support/history-invariants.js';
 import { hostSandbox } from '../support/host.js';
+import { churnContents, podChurn } from '../support/kube-churn.js';
 import { kubeTestSkipReason, useKubeCluster } from '../support/kube.js';
 
 const node = 'fault-node';
-const driver = 'disk.csi.vole.dev';
 const podsMax = 50;
 const leaseDurationS = 4;
 const skip = kubeTestSkipReason();
 const repo = new URL('../..', import.meta.url).pathname;
-
-const contents = [0, 1, 2, 3, 4]
-  .map(
-    (i) => `apiVersion: v1
-kind: ConfigMap
-metadata: {name: cfg-${i}, namespace: default}
-data: {value: config-${i}}
----
-apiVersion: v1
-kind: Secret
-metadata: {name: sec-${i}, namespace: default}
-stringData: {token: secret-${i}}
-`,
-  )
-  .join('---\n');
-
-/** One pod in five has a CSI volume: its own claim, bound to its own PV. */
-const withCsi = (i: number) => i % 5 === 0;
-const unique = (pod: string) => `kubernetes.io/csi/${driver}^fault-${pod}`;
-
-const claimYaml = (pod: string) => `apiVersion: v1
-kind: PersistentVolume
-metadata: {name: d-${pod}-pv}
-spec:
-  capacity: {storage: 64Mi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: manual
-  csi: {driver: ${driver}, volumeHandle: fault-${pod}, fsType: ext4, volumeAttributes: {size: 64Mi}}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata: {name: d-${pod}, namespace: default}
-spec:
-  accessModes: [ReadWriteOnce]
-  storageClassName: manual
-  volumeName: d-${pod}-pv
-  resources: {requests: {storage: 64Mi}}
----
-`;
-
-const podYaml = (name: string, i: number) => `${withCsi(i) ? claimYaml(name) : ''}apiVersion: v1
-kind: Pod
-metadata: {name: ${name}, namespace: default, labels: {csi: "${withCsi(i)}"}}
-spec:
-  nodeName: ${node}
-  automountServiceAccountToken: false
-  containers:
-    - name: app
-      image: busybox
-      volumeMounts: [{name: cfg, mountPath: /cfg}, {name: sec, mountPath: /sec}, {name: scratch, mountPath: /s}${withCsi(i) ? ', {name: data, mountPath: /data}' : ''}]
-  volumes:
-    - {name: cfg, configMap: {name: cfg-${i % 5}}}
-    - {name: sec, secret: {secretName: sec-${i % 5}}}
-    - {name: scratch, emptyDir: {}}
-${withCsi(i) ? `    - {name: data, persistentVolumeClaim: {claimName: d-${name}}}\n` : ''}`;
 
 interface AuditEvent {
   readonly user: { readonly username: string };
@@ -104,32 +47,16 @@ interface AuditEvent {
   readonly responseStatus?: { readonly code?: number };
 }
 
-interface PodList {
-  items: {
-    metadata: {
-      name: string;
-      uid: string;
-      deletionTimestamp?: string;
-      labels?: Record<string, string>;
-    };
-  }[];
-}
-
-interface Va {
-  metadata: { name: string; deletionTimestamp?: string };
-  spec: { nodeName: string; source: { persistentVolumeName?: string } };
-  status?: { attached?: boolean };
-}
-
 describe('faults on the real API server during pod churn', { skip, timeout: 900_000 }, () => {
   const cluster = useKubeCluster(['kube-controller-manager', 'csi-attacher']);
   const { base, root } = skip === false ? hostSandbox('kubefaults') : { base: '', root: '' };
   const db = join(base, 'vole.db');
-  const { ok, json, wait } = cluster;
+  const { ok, wait } = cluster;
   let agent: AgentProcess | undefined;
   let attacher: AgentProcess | undefined;
   const replicas = new Map<string, AgentProcess>();
-  const gonePods = new Set<string>(); // uids of pods deleted
+  const churn = podChurn(cluster, { node, base, root });
+  const { create, remove, names, vas } = churn;
   const table: string[] = [];
   let socket = '';
 
@@ -171,54 +98,6 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
   const startAttacher = () => {
     attacher = cluster.startSidecar('csi-attacher', socket, base, ['--timeout=30s']);
   };
-  const create = (names: readonly string[], from: number) =>
-    ok(['apply', '-f', '-'], names.map((n, k) => podYaml(n, from + k)).join('---\n'));
-  const remove = (names: readonly string[]) => {
-    const uids = json<PodList>(['get', 'pods']).items.filter((p) =>
-      names.includes(p.metadata.name),
-    );
-    for (const p of uids) gonePods.add(p.metadata.uid);
-    ok(['delete', 'pod', '--wait=false', ...names]);
-  };
-  const podDir = (uid: string) => join(root, 'pods', uid);
-  const mountedOnDisk = (uid: string) =>
-    existsSync(join(podDir(uid), 'volumes/kubernetes.io~configmap/cfg/value')) &&
-    existsSync(join(podDir(uid), 'volumes/kubernetes.io~secret/sec/token')) &&
-    existsSync(join(podDir(uid), 'volumes/kubernetes.io~empty-dir/scratch'));
-  const vas = () => json<{ items: Va[] }>(['get', 'volumeattachments']).items;
-  const volumesAttached = () =>
-    (
-      json<{ status?: { volumesAttached?: { name: string }[] } }>(['get', 'node', node]).status
-        ?.volumesAttached ?? []
-    )
-      .map((v) => v.name)
-      .sort();
-
-  /**
-   * Every pod the API has is on disk (its CSI volume published into it) and none is
-   * Terminating; nothing of a gone pod is; the CSI volumes attached (VolumeAttachments,
-   * volumesAttached, loop devices) are exactly those of the pods that exist.
-   */
-  const converged = async () => {
-    const pods = json<PodList>(['get', 'pods']).items;
-    if (pods.some((p) => p.metadata.deletionTimestamp !== undefined)) return undefined;
-    if (!pods.every((p) => mountedOnDisk(p.metadata.uid))) return undefined;
-    if ([...gonePods].some((uid) => existsSync(podDir(uid)))) return undefined;
-    const csiPods = pods.filter((p) => p.metadata.labels?.csi === 'true');
-    const mounts = await readMountTable();
-    const publish = (uid: string) => join(podDir(uid), 'volumes/kubernetes.io~csi/data/mount');
-    if (csiPods.some((p) => findMountAt(mounts, publish(p.metadata.uid)) === undefined))
-      return undefined;
-    const want = csiPods.map((p) => unique(p.metadata.name)).sort();
-    if (volumesAttached().join(' ') !== want.join(' ')) return undefined;
-    const attached = vas().filter(
-      (v) => v.status?.attached === true && v.metadata.deletionTimestamp === undefined,
-    );
-    if (attached.length !== vas().length || attached.length !== want.length) return undefined;
-    const loops = (await listLoops()).filter((l) => l.backFile.startsWith(base));
-    if (loops.length !== want.length) return undefined;
-    return { pods: pods.length, csi: want.length };
-  };
   /** The agent's log and every replica's, against the invariants over their history. */
   const invariants = (): HistoryCheck =>
     checkHistory({
@@ -226,7 +105,11 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
       controllerLogs: [...replicas.keys()].map((identity) => join(base, identity, 'controller.db')),
     });
   const converge = async (fault: string, sinceMs: number) => {
-    const { pods, csi } = await wait(`convergence after: ${fault}`, converged, 240_000);
+    const { pods, csi } = await wait(
+      `convergence after: ${fault}`,
+      () => churn.converged(),
+      240_000,
+    );
     const ms = Date.now() - sinceMs;
     const check = invariants();
     table.push(
@@ -253,17 +136,16 @@ describe('faults on the real API server during pod churn', { skip, timeout: 900_
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line) as AuditEvent);
-  const names = (prefix: string, count: number) =>
-    Array.from({ length: count }, (_, i) => `${prefix}${i}`);
 
   test('the agent and the controllers converge after each fault, and their logs verify', async () => {
     await cluster.defaultServiceAccount();
-    ok(['apply', '-f', '-'], contents);
+    ok(['apply', '-f', '-'], churnContents);
     socket = cluster.startCsiDriver(base, root, 'fault-disk-id');
-    startAttacher();
     const agentKubeconfig = cluster.agentKubeconfig(node);
     startAgent(agentKubeconfig);
-    await agent!.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    // The driver answers once registered: csi-attacher, started before, may give up on it.
+    await agent!.line(/CSI driver disk\.csi\.vole\.dev registered/, 120_000);
+    startAttacher();
     const controllerKubeconfig = cluster.controllerKubeconfig(join(base, 'controller.kubeconfig'));
     await startReplica('replica-a', controllerKubeconfig).line(/leading: CSI drivers/);
     await startReplica('replica-b', controllerKubeconfig).line(
