@@ -10,7 +10,8 @@
  *
  * Sections: append, replay, planner, e2e, restart, controller,
  * csi, cluster (a real etcd; skipped, saying so, without the etcd binary), kube
- * (Kubernetes' attach/detach controller and vole's on a real kube-apiserver);
+ * (Kubernetes' attach/detach controller and vole's on a real kube-apiserver),
+ * kube-faults (the fault suites on a real API server: each fault's time to converge);
  * see each file.
  */
 import { spawnSync } from 'node:child_process';
@@ -44,6 +45,7 @@ const sections = [
   'cluster',
   'kube',
   'failover',
+  'kube-faults',
 ] as const;
 type SectionName = (typeof sections)[number];
 
@@ -78,7 +80,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube,failover] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube,failover,kube-faults] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -154,6 +156,10 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
     case 'cluster': {
       const { runCluster } = await import('./cluster.js');
       return runCluster({ runs: Math.min(runs, 3), quick: args.quick });
+    }
+    case 'kube-faults': {
+      const { runKubeFaults } = await import('./kube-faults.js');
+      return runKubeFaults();
     }
     case 'failover': {
       const { runFailover } = await import('./failover.js');

@@ -185,6 +185,7 @@ export class KubeAgent {
 
   private onNode(raw: ApiObject): void {
     this.upsertObject(raw);
+    this.heartbeat?.nodeSeen(raw.status);
     const status = (raw.status ?? {}) as {
       volumesAttached?: { name: string; devicePath?: string }[];
     };

@@ -5,7 +5,10 @@
  * condition in the Node's status posted at start and again every five minutes. The
  * controller counts a renewed Lease as a heartbeat; without a Ready condition it would
  * still taint the Node unreachable. Ready says what vole is: a volume manager, no
- * container runtime.
+ * container runtime. A Node whose Ready someone else changed (the node lifecycle controller
+ * sets Unknown once no heartbeat came for its grace period: the link was cut) gets Ready
+ * again at the next beat, as the kubelet's tryUpdateNodeStatus posts a status that changed
+ * without waiting for the five minutes.
  */
 import {
   nodeLeaseDurationSeconds,
@@ -42,7 +45,7 @@ export class NodeHeartbeat {
   private stopped = false;
   private lastReadyMs = -Infinity;
   private failures = 0;
-  private readonly readySinceMs: number;
+  private readySinceMs: number;
 
   constructor(
     private readonly opts: {
@@ -96,6 +99,23 @@ export class NodeHeartbeat {
       );
       this.schedule(retryMs);
     }
+  }
+
+  /**
+   * The Node's status as its watch shows it: a Ready condition not True (not ours) is posted again
+   * at the next beat, a transition from now.
+   */
+  nodeSeen(nodeStatus: unknown): void {
+    const { conditions } = (nodeStatus ?? {}) as {
+      conditions?: { type?: string; status?: string }[];
+    };
+    const ready = conditions?.find((c) => c.type === 'Ready');
+    if (ready === undefined || ready.status === 'True' || this.lastReadyMs === -Infinity) return;
+    this.opts.say(
+      `node Ready is ${ready.status ?? 'unset'} on the API server: posting Ready again`,
+    );
+    this.lastReadyMs = -Infinity;
+    this.readySinceMs = this.now();
   }
 
   /** An update of the Lease last seen; created when absent, read again on a conflict. */

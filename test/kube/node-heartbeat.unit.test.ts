@@ -2,7 +2,9 @@
  * The node heartbeat against an in-memory API: the Lease in kube-node-lease is created as
  * the kubelet's (holder the Node, 40 s, owned by the Node), renewed every 10 s with a later
  * renewTime, read again after a conflict, retried with a doubling wait; the Ready condition
- * is posted at start and again only after five minutes, by a strategic merge patch.
+ * is posted at start and again only after five minutes, by a strategic merge patch, or at
+ * the next beat once the Node shows a Ready that is not True (the node lifecycle controller
+ * set it Unknown).
  */
 import assert from 'node:assert/strict';
 import { mock, test } from 'node:test';
@@ -190,4 +192,54 @@ test('node heartbeat: Ready carries the allocatable as capacity and allocatable,
   without.stop();
   const bareStatus = (bare.patches[0]!.body as { status: Record<string, unknown> }).status;
   assert.equal(bareStatus.capacity, undefined, 'no allocatable given: none published');
+});
+
+test('node heartbeat: a Ready the node lifecycle controller set Unknown is posted again at the next beat', async () => {
+  mock.timers.enable({ apis: ['setTimeout'] });
+  try {
+    const api = new FakeApi();
+    let nowMs = Date.parse('2026-11-27T08:00:00Z');
+    const said: string[] = [];
+    const heartbeat = new NodeHeartbeat({
+      http: api as unknown as KubeHttp,
+      ...{ node: 'node-1', nodeUid: 'uid-1', now: () => nowMs },
+      say: (line) => said.push(line),
+    });
+    await heartbeat.start();
+    assert.equal(api.patches.length, 1);
+    const ready = (status: string) => ({
+      conditions: [
+        { type: 'MemoryPressure', status: 'False' },
+        { type: 'Ready', status },
+      ],
+    });
+    heartbeat.nodeSeen(ready('True'));
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    assert.equal(api.patches.length, 1, 'its own Ready seen: nothing to post before five minutes');
+
+    nowMs += 30_000; // the link was cut past the grace period: the controller said Unknown
+    heartbeat.nodeSeen(ready('Unknown'));
+    assert.match(said.join('\n'), /node Ready is Unknown on the API server: posting Ready again/);
+    const seenMs = nowMs;
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    assert.equal(api.patches.length, 2, 'Ready posted again at the next beat');
+    const conditions = (
+      api.patches[1]!.body as { status: { conditions: Record<string, string>[] } }
+    ).status.conditions;
+    assert.deepEqual(
+      conditions.map((c) => [c.type, c.status, c.lastTransitionTime]),
+      [['Ready', 'True', new Date(seenMs).toISOString().replace(/\.\d+Z$/, 'Z')]],
+    );
+    nowMs += nodeLeaseRenewMs;
+    mock.timers.tick(nodeLeaseRenewMs);
+    await settle();
+    assert.equal(api.patches.length, 2, 'once');
+    heartbeat.stop();
+  } finally {
+    mock.timers.reset();
+  }
 });

@@ -23,16 +23,18 @@ export interface AgentProcess {
 
 export function startVole(
   args: readonly string[],
-  opts: { env?: Readonly<Record<string, string>> } = {},
+  opts: {
+    env?: Readonly<Record<string, string>>;
+    /** A command prefix, e.g. nsenter into a network namespace (it must exec, not fork). */
+    prefix?: readonly string[];
+  } = {},
 ): AgentProcess {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, ...opts.env },
-    },
-  );
+  const command = [process.execPath, '--import', 'tsx', join(repo, 'src/cli/main.ts'), ...args];
+  const [file, ...rest] = [...(opts.prefix ?? []), ...command];
+  const child = spawn(file!, rest, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...opts.env },
+  });
   const lines: string[] = [];
   const waiters = new Set<() => void>();
   let buffered = '';

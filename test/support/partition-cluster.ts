@@ -20,8 +20,6 @@ import { connect } from '../../src/cluster/client.js';
 import { readLogEvents, SegmentDecoder } from '../../src/cluster/etcd-log.js';
 import { ClusterKeys } from '../../src/cluster/keys.js';
 import { EtcdStore } from '../../src/cluster/store-etcd.js';
-import { checkControllerVolume } from '../../src/controller/invariants.js';
-import { controllerCore } from '../../src/engine/cores.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { readMountTable } from '../../src/host/mountinfo.js';
 import { EtcdCluster } from './etcd-cluster.js';
@@ -396,32 +394,4 @@ spec:
     for (const server of this.relays) server.close();
     this.lab.destroy();
   }
-}
-
-/**
- * The controller log folded again: seqs from its first without a gap, the controller's
- * invariants after every event, and no detach of a volume its node reported in use unless
- * forced (the reason is the event's `forced`). Answers the problems found.
- */
-export function checkControllerLog(events: readonly VoleEvent[]): string[] {
-  const world = controllerCore.initialWorld();
-  const problems: string[] = [];
-  events.forEach((event, i) => {
-    if (i > 0 && event.seq !== events[i - 1]!.seq + 1)
-      problems.push(`the log skips from seq ${events[i - 1]!.seq} to ${event.seq}`);
-    if (event.type === 'OperationStarted' && event.op === 'detach') {
-      const node = world.nodes.get(event.node as never);
-      if (node?.volumesInUse.has(event.volume) === true && event.forced === undefined)
-        problems.push(
-          `seq ${event.seq}: detach of ${event.volume} from ${event.node} while in use, not forced`,
-        );
-    }
-    controllerCore.fold(world, event);
-    for (const v of world.dirty)
-      problems.push(
-        ...checkControllerVolume(world, v).map((x) => `seq ${event.seq}: ${x.message}`),
-      );
-    world.dirty.clear();
-  });
-  return problems;
 }

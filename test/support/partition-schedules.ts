@@ -9,8 +9,8 @@
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { checkControllerLog } from './history-invariants.js';
 import {
-  checkControllerLog,
   type Disk,
   disks,
   heartbeatTtlS,
