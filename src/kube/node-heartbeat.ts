@@ -15,7 +15,8 @@ import {
   nodePodsMax,
 } from '../constants.js';
 import type { NodeAllocatable } from '../events/types.js';
-import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import { KubeApiError, type JsonObject, type KubeTransport } from './http.js';
 import { microTime } from './lease.js';
 
 const nodeLeaseNamespace = 'kube-node-lease';
@@ -38,7 +39,7 @@ function resourcesOf(allocatable: NodeAllocatable | undefined): Record<string, u
 
 export class NodeHeartbeat {
   private lease: JsonObject | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private stopped = false;
   private lastReadyMs = -Infinity;
   private failures = 0;
@@ -46,11 +47,11 @@ export class NodeHeartbeat {
 
   constructor(
     private readonly opts: {
-      http: KubeHttp;
+      http: KubeTransport;
       node: string;
       nodeUid: string;
       say: (line: string) => void;
-      now?: () => number;
+      clock: Clock;
       /** Published as the Node's capacity and allocatable with Ready (none: none published). */
       allocatable?: NodeAllocatable | undefined;
     },
@@ -59,7 +60,7 @@ export class NodeHeartbeat {
   }
 
   private now(): number {
-    return (this.opts.now ?? Date.now)();
+    return this.opts.clock.nowMs();
   }
 
   private get leasePath(): string {
@@ -74,7 +75,7 @@ export class NodeHeartbeat {
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.beat(), delayMs);
+    this.timer = this.opts.clock.setTimer(this.now() + delayMs, () => void this.beat());
   }
 
   /**
@@ -170,7 +171,7 @@ export class NodeHeartbeat {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
     this.timer = null;
   }
 }
