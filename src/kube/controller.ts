@@ -13,8 +13,9 @@
  */
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
+import type { LogOptions } from '../agent/lifecycle.js';
 import type { Clock } from '../clock.js';
-import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import { type ControllerWorld, maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from '../events/k8s.js';
 import { NodeName, UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
@@ -47,6 +48,8 @@ export interface KubeControllerOptions {
   /** Every timer and timestamp, the engine's too (virtual in the simulator). */
   readonly clock: Clock;
   readonly db: string;
+  /** A log other than the SQLite file at `db` (the simulator's, in memory). */
+  readonly log?: LogOptions<ControllerWorld>;
   readonly identity: string;
   readonly leaseNamespace: string;
   readonly leaseName: string;
@@ -206,14 +209,18 @@ export class KubeController {
         fence: this.fence,
       }),
     );
-    const cm = ControllerManager.open({
-      db: this.opts.db,
+    const options = {
       plugins,
       clock: this.opts.clock,
       logger: this.opts.logger,
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       externalProvisioning: this.opts.controllers?.includes('persistentvolume-binder') === true,
-    });
+    };
+    const { log, db } = this.opts;
+    const cm =
+      log === undefined
+        ? ControllerManager.open({ ...options, db })
+        : ControllerManager.create({ ...options, log });
     this.cm = cm;
     this.opts.onManager?.(cm);
     cm.start();
