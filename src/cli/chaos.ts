@@ -176,7 +176,8 @@ async function kubeChaosCommand(opts: {
   process.stdout.write(
     `${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} kube runs, ` +
       `${report.requests} API requests, ${report.attaches} attaches, ${report.detaches} detaches, ` +
-      `${report.faultsInjected} faults, ${report.invariantChecks} invariant checks, ` +
+      `${report.faultsInjected} faults (${report.deletedWhileAway} pods deleted while their ` +
+      `agent was cut off or down), ${report.invariantChecks} invariant checks, ` +
       `${report.failures.length} failures\n`,
   );
   return report.failures.length === 0 ? 0 : 1;

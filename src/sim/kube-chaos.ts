@@ -108,6 +108,9 @@ function runStep(sim: KubeSim, step: KubeStep): Promise<void> | void {
   if ('createPod' in step) return createPod(sim, step.createPod);
   if ('deletePod' in step) {
     const { pod } = step.deletePod;
+    const node = sim.nodes.get(sim.present.get(pod)?.node ?? '');
+    if (node !== undefined && (node.process === null || node.process.client.cut))
+      sim.deletedWhileAway++;
     sim.present.delete(pod);
     const path = `/api/v1/namespaces/default/pods/${pod}`;
     void sim.userWrite(`delete ${pod}`, () => sim.admin.delete(path, { gracePeriodSeconds: 30 }));
@@ -178,6 +181,7 @@ export interface KubeRunResult {
   readonly attaches: number;
   readonly detaches: number;
   readonly checks: number;
+  readonly deletedWhileAway: number;
 }
 
 /** The end: every fault over, every process up, time to settle. */
@@ -202,6 +206,7 @@ export async function runKubeSeed(
   const plan = typeof seedOrPlan === 'number' ? drawKubePlan(seedOrPlan) : seedOrPlan;
   const sim = new KubeSim(plan.seed, plan.nodes, plan.replicas, plan.disks, opts);
   installWriteChecks(sim);
+  opts.onSim?.(sim);
   try {
     let made = false;
     void sim.setUp().then(() => (made = true));
@@ -234,6 +239,7 @@ export async function runKubeSeed(
     attaches: calls.filter((c) => c.op === 'attach').length,
     detaches: calls.filter((c) => c.op === 'detach').length,
     checks: sim.checks,
+    deletedWhileAway: sim.deletedWhileAway,
   };
 }
 
@@ -245,6 +251,7 @@ export interface KubeChaosReport {
   readonly detaches: number;
   readonly faultsInjected: number;
   readonly invariantChecks: number;
+  readonly deletedWhileAway: number;
   readonly failures: KubeRunResult[];
 }
 
@@ -256,7 +263,7 @@ export async function kubeChaos(opts: {
   sim?: KubeSimOptions;
 }): Promise<KubeChaosReport> {
   const failures: KubeRunResult[] = [];
-  const totals = { requests: 0, attaches: 0, detaches: 0, faults: 0, checks: 0 };
+  const totals = { requests: 0, attaches: 0, detaches: 0, faults: 0, checks: 0, away: 0 };
   for (let i = 0; i < opts.runs; i++) {
     const result = await runKubeSeed((opts.seed + i) >>> 0, opts.sim ?? {});
     totals.requests += result.requests;
@@ -264,6 +271,7 @@ export async function kubeChaos(opts: {
     totals.detaches += result.detaches;
     totals.faults += Object.values(result.faults).reduce((a, b) => a + b, 0);
     totals.checks += result.checks;
+    totals.away += result.deletedWhileAway;
     if (!result.ok) failures.push(result);
     opts.onProgress?.(i + 1);
   }
@@ -275,6 +283,7 @@ export async function kubeChaos(opts: {
     detaches: totals.detaches,
     faultsInjected: totals.faults,
     invariantChecks: totals.checks,
+    deletedWhileAway: totals.away,
     failures,
   };
 }

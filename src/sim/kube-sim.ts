@@ -43,6 +43,8 @@ export const volumeOf = (disk: number) => `kubernetes.io/csi/${driver}^${handleO
 export interface KubeSimOptions {
   /** A planted bug: the agents never report a volume in use (the checks must bite). */
   readonly blindInUse?: boolean;
+  /** Given the simulation before it starts (tests look inside it afterwards). */
+  readonly onSim?: (sim: KubeSim) => void;
 }
 
 /** One node: its host, its log (kept across restarts) and the agent process, if up. */
@@ -83,6 +85,8 @@ export class KubeSim {
   /** Pods the user created and has not deleted: name → node and disk. */
   readonly present = new Map<string, { node: string; disk: number }>();
   checks = 0;
+  /** Pods deleted while their node's agent was cut off or down (the leak check's case). */
+  deletedWhileAway = 0;
   private events = 0;
   /** Change hooks of the checks (kube-checks.ts). */
   readonly onChange: ((change: KubeChange, client: string) => void)[] = [];

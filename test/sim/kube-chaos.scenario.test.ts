@@ -18,11 +18,13 @@ test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and 
   assert.deepEqual(failed, []);
   assert.ok(report.attaches > runs && report.detaches > runs / 2, 'disks came and went');
   assert.ok(report.faultsInjected > runs, `faults were injected (${report.faultsInjected})`);
+  assert.ok(report.deletedWhileAway > 0, 'pods were deleted while their agent was away');
   assert.ok(report.invariantChecks > report.requests / 20, 'the checks ran');
   process.stdout.write(
     `# kube chaos: ${report.runs} runs, ${report.requests} API requests, ${report.attaches} ` +
       `attaches, ${report.detaches} detaches, ${report.faultsInjected} faults, ` +
-      `${report.invariantChecks} invariant checks\n`,
+      `${report.invariantChecks} invariant checks, ${report.deletedWhileAway} pods deleted ` +
+      `while their agent was cut off or down\n`,
   );
 });
 
@@ -65,3 +67,21 @@ test('kube chaos: agents blind to volumesInUse are caught detaching a mounted di
   const sound = await runKubeSeed(4);
   assert.deepEqual(sound.failures, [], 'the same seed without the bug is clean');
 });
+
+/**
+ * Seeds that fail, kept until fixed (todo: reported, not failing the suite). In 100065,
+ * 100081 and 100208 a replica that lost the Lease (cut off) and started again on its own
+ * log sees the disk the API server shows on the old node (AttachmentsFound) yet attaches
+ * it to the new node before detaching it from the old one; with an empty log the same
+ * seeds detach first. 100070 detaches a disk its node reports in use; 100151 leaves a
+ * disk mounted and attached with no pod needing it.
+ */
+for (const failing of [100065, 100070, 100081, 100151, 100208])
+  test(
+    `kube chaos: seed ${failing} keeps the invariants`,
+    { todo: 'open: see the comment above' },
+    async () => {
+      const result = await runKubeSeed(failing);
+      assert.deepEqual(result.failures, []);
+    },
+  );
