@@ -24,6 +24,12 @@ export class RealClock implements Clock {
   private nextId = 1;
   private readonly timers = new Map<number, NodeJS.Timeout>();
 
+  /**
+   * `holdsProcess`: its timers keep the process alive, as plain setTimeout does (a client
+   * of the API server waiting to retry has nothing else that would); by default they do not.
+   */
+  constructor(private readonly opts: { readonly holdsProcess?: boolean } = {}) {}
+
   nowMs(): number {
     return Date.now();
   }
@@ -37,7 +43,7 @@ export class RealClock implements Clock {
       },
       Math.max(0, atMs - Date.now()),
     );
-    timeout.unref?.();
+    if (this.opts.holdsProcess !== true) timeout.unref?.();
     this.timers.set(id, timeout);
     return { id };
   }

@@ -37,6 +37,7 @@ import {
   storageRef,
 } from '../../src/kube/informer.js';
 import { type Figure, progress, quantile, repoRoot, scratchDir, sleepMs } from './util.js';
+import { RealClock } from '../../src/clock.js';
 
 const driver = 'bench.csi.vole.dev';
 const managed = 'volumes.kubernetes.io/controller-managed-attach-detach';
@@ -247,16 +248,17 @@ class Cluster {
   constructor(private readonly http: KubeHttp) {}
 
   async start(): Promise<void> {
+    const clock = new RealClock();
     const say = (line: string) => this.errors.push(line);
     this.informers = [
       startInformer(
-        this.http,
+        { http: this.http, clock },
         storageRef('volumeattachments', 'VolumeAttachment'),
         { upsert: (o) => this.onVa(o), remove: (o) => this.vas.delete(o.metadata.name) },
         say,
       ),
       startInformer(
-        this.http,
+        { http: this.http, clock },
         coreRef('nodes', 'Node'),
         { upsert: (o) => this.onNode(o), remove: (o) => this.attachedOn.delete(o.metadata.name) },
         say,

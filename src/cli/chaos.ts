@@ -1,12 +1,14 @@
 /**
- * `vole chaos --seed N --runs K [--out DIR] [--cluster]`: randomized fault simulation
- * (src/sim/chaos.ts; with --cluster, cluster mode: src/sim/cluster-chaos.ts).
+ * `vole chaos --seed N --runs K [--out DIR] [--cluster | --kube]`: randomized fault
+ * simulation (src/sim/chaos.ts; with --cluster, cluster mode: src/sim/cluster-chaos.ts;
+ * with --kube, the agents and controllers on a simulated API server: src/sim/kube-chaos.ts).
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chaos } from '../sim/chaos.js';
 import { clusterChaos } from '../sim/cluster-chaos.js';
+import { kubeChaos } from '../sim/kube-chaos.js';
 import { UsageError } from './postmortem.js';
 
 function commit(): string {
@@ -26,8 +28,12 @@ export async function chaosCommand(opts: {
   out?: string;
   json?: boolean;
   cluster?: boolean;
+  kube?: boolean;
 }): Promise<number> {
+  if (opts.cluster === true && opts.kube === true)
+    throw new UsageError('--cluster and --kube are two modes: give one');
   if (opts.cluster === true) return clusterChaosCommand(opts);
+  if (opts.kube === true) return kubeChaosCommand(opts);
   const { seed, runs } = seedAndRuns(opts);
   process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs}\n`);
   const bar = progress(runs);
@@ -126,5 +132,53 @@ async function clusterChaosCommand(opts: {
         `${report.invariantChecks} invariant checks, ${report.failures.length} failures\n`,
     );
   }
+  return report.failures.length === 0 ? 0 : 1;
+}
+
+/**
+ * `vole chaos --kube`: per failing seed its faults and its violations (and the whole run
+ * in JSON under --out), then the summary.
+ */
+async function kubeChaosCommand(opts: {
+  seed?: string;
+  runs?: string;
+  out?: string;
+  json?: boolean;
+}): Promise<number> {
+  const { seed, runs } = seedAndRuns(opts);
+  process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=kube\n`);
+  const bar = progress(runs);
+  const report = await kubeChaos({ seed, runs, onProgress: bar.onProgress });
+  bar.done();
+  const out = opts.out ?? 'chaos-failures';
+  const files: string[] = [];
+  if (report.failures.length > 0) mkdirSync(out, { recursive: true });
+  for (const f of report.failures) {
+    const file = join(out, `chaos-kube-seed-${f.seed}.json`);
+    const reproduce = `vole chaos --kube --seed ${f.seed} --runs 1`;
+    writeFileSync(file, `${JSON.stringify({ reproduce, ...f }, null, 2)}\n`);
+    files.push(file);
+  }
+  if (opts.json === true) {
+    const failures = report.failures.map((f, i) => ({
+      seed: f.seed,
+      faults: f.faults,
+      messages: f.failures,
+      file: files[i],
+    }));
+    process.stdout.write(`${JSON.stringify({ ...report, failures }, null, 2)}\n`);
+    return report.failures.length === 0 ? 0 : 1;
+  }
+  for (const [i, f] of report.failures.entries()) {
+    process.stdout.write(`seed ${f.seed}: faults ${JSON.stringify(f.faults)} (${files[i]})\n`);
+    for (const message of f.failures) process.stdout.write(`  ${message}\n`);
+  }
+  process.stdout.write(
+    `${report.failures.length === 0 ? 'ok' : 'FAILED'}: ${report.runs} kube runs, ` +
+      `${report.requests} API requests, ${report.attaches} attaches, ${report.detaches} detaches, ` +
+      `${report.faultsInjected} faults (${report.deletedWhileAway} pods deleted while their ` +
+      `agent was cut off or down), ${report.invariantChecks} invariant checks, ` +
+      `${report.failures.length} failures\n`,
+  );
   return report.failures.length === 0 ? 0 : 1;
 }

@@ -7,6 +7,7 @@ import { mkdirSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
+import { RealClock } from '../clock.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { defaultRoot } from '../host/paths.js';
 import { KubeController, type KubeControllerName, kubeControllers } from '../kube/controller.js';
@@ -78,6 +79,8 @@ export async function kubeControllerCommand(
   const identity = opts.identity ?? `${hostname()}-${process.pid}`;
   const controller = new KubeController({
     http,
+    // Its timers hold the process, as setTimeout did: a standby may wait on nothing else.
+    clock: new RealClock({ holdsProcess: true }),
     db,
     identity,
     leaseNamespace: lease.namespace,

@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import type { Logger } from 'pino';
 import { PodProgress, settled } from '../agent/progress.js';
 import { VolumeManager } from '../agent/volume-manager.js';
+import { RealClock } from '../clock.js';
 import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
 import { KubeAgent, type KubeAgentOptions } from '../kube/agent.js';
@@ -88,6 +89,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const contents = new ObjectContents();
   let vm: VolumeManager | undefined;
   const tokens = new TokenRequests(http, {
+    clock: new RealClock(),
     onRefreshDue: (uid) => vm?.inputs.tokensRefreshDue(uid),
     tokenAgeMsMax: tokenAgeMsMaxOf(process.env.VOLE_TOKEN_AGE_MAX_MS),
   });
@@ -125,9 +127,11 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const agent = await startKubeAgent(
     {
       ...{ http, node, vm: manager, controllerAttachDetach, logger, say, allocatable },
+      clock: new RealClock({ holdsProcess: true }),
       forgetPod: (uid) => tokens.forgetPod(uid),
     },
     () => (manager.stop(), csi.stop()),
+    http.server,
   );
   csi.registry.setRecorder((event) => vm.inputs.recordCsiDriver(event));
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
@@ -139,14 +143,14 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
 }
 
 /** The agent on the API, started; when it cannot start, it and `stopRest` are stopped. */
-async function startKubeAgent(options: KubeAgentOptions, stopRest: () => void) {
+async function startKubeAgent(options: KubeAgentOptions, stopRest: () => void, server: string) {
   const agent = new KubeAgent(options);
   try {
     await agent.start();
   } catch (error) {
     await agent.stop();
     stopRest();
-    throw new UsageError(`cannot start on ${options.http.server}: ${(error as Error).message}`);
+    throw new UsageError(`cannot start on ${server}: ${(error as Error).message}`);
   }
   return agent;
 }

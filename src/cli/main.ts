@@ -309,9 +309,19 @@ program
     '--cluster',
     'cluster mode: controller replicas with leader election, node agents and a simulated etcd, with its faults',
   )
+  .option(
+    '--kube',
+    'the Kubernetes edge: node agents and two controller replicas on a simulated API server, with its faults',
+  )
   .action(
-    (opts: { seed?: string; runs?: string; out?: string; json?: boolean; cluster?: boolean }) =>
-      run(async () => (await import('./chaos.js')).chaosCommand(opts))(),
+    (opts: {
+      seed?: string;
+      runs?: string;
+      out?: string;
+      json?: boolean;
+      cluster?: boolean;
+      kube?: boolean;
+    }) => run(async () => (await import('./chaos.js')).chaosCommand(opts))(),
   );
 
 program

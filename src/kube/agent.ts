@@ -21,7 +21,8 @@ import {
   type VolumeAttachmentView,
   volumeAttachmentName,
 } from './attachments.js';
-import type { JsonObject, KubeHttp } from './http.js';
+import type { Clock } from '../clock.js';
+import type { JsonObject, KubeTransport } from './http.js';
 import { kubeNamedGetPendingMs, kubeNamedGetSettledMs } from '../constants.js';
 import {
   type ApiObject,
@@ -44,7 +45,9 @@ import { PodFinalizer } from './pod-finalizer.js';
 import { InUsePublisher } from './in-use.js';
 
 export interface KubeAgentOptions {
-  readonly http: KubeHttp;
+  readonly http: KubeTransport;
+  /** The kube side's timers and timestamps (virtual in the simulator). */
+  readonly clock: Clock;
   readonly node: string;
   /** Started (vm.start) before the agent starts. */
   readonly vm: VolumeManager;
@@ -82,18 +85,19 @@ export class KubeAgent {
   private attachmentsCheck: NodeJS.Immediate | null = null;
 
   constructor(private readonly opts: KubeAgentOptions) {
-    const { http, node, logger, say, vm } = opts;
+    const { http, clock, node, logger, say, vm } = opts;
     this.status = new NodeStatusWriter({ ...opts });
-    this.events = new EventRecorder({ http, node, logger, component: 'kubelet' });
-    this.finalizer = new PodFinalizer({ http, vm, say });
-    this.inUse = new InUsePublisher({ vm, status: this.status, say });
+    this.events = new EventRecorder({ http, clock, node, logger, component: 'kubelet' });
+    this.finalizer = new PodFinalizer({ http, clock, vm, say });
+    this.inUse = new InUsePublisher({ vm, clock, status: this.status, say });
     this.contents = new ContentWatches({
-      start: (ref, handlers) => startInformer(http, contentRef(ref), handlers, say),
+      start: (ref, handlers) => startInformer(opts, contentRef(ref), handlers, say),
       upsert: (o) => this.upsertObject(o),
       forget: (ref) => this.forgetContent(ref),
     });
     this.named = new NamedGets({
       get: (path) => http.get(path),
+      clock,
       periodMs: namedGetPeriodMs,
       upsert: (o) => this.onNamed(o),
       forget: (ref) => this.forgetNamed(ref),
@@ -137,7 +141,7 @@ export class KubeAgent {
   }
 
   private watch(ref: ResourceRef, handlers: Omit<InformerHandlers, 'trouble'>): KubeInformer {
-    const informer = startInformer(this.opts.http, ref, handlers, this.opts.say);
+    const informer = startInformer(this.opts, ref, handlers, this.opts.say);
     this.informers.push(informer);
     return informer;
   }

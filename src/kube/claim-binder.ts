@@ -23,13 +23,15 @@ import { kubeWriteRetryMs } from '../constants.js';
 import type { EventOf } from '../events/index.js';
 import { objectKey } from '../events/k8s.js';
 import { requestedAnnotations, selectedNodeAnnotation } from '../controller/fold-external.js';
-import { KubeApiError, type KubeHttp } from './http.js';
+import { type Clock, sleep } from '../clock.js';
+import { KubeApiError, type KubeTransport } from './http.js';
 
 const boundByControllerAnnotation = 'pv.kubernetes.io/bound-by-controller';
 const bindCompletedAnnotation = 'pv.kubernetes.io/bind-completed';
 
 export interface ClaimBinderOptions {
-  readonly http: KubeHttp;
+  readonly http: KubeTransport;
+  readonly clock: Clock;
   readonly cm: Pick<ControllerManager, 'world' | 'subscribe'>;
   readonly fence: () => Promise<void>;
   readonly say: (line: string) => void;
@@ -146,7 +148,7 @@ export class KubeClaimBinder {
         const conflict = error instanceof KubeApiError && error.statusCode === 409;
         if (!conflict)
           this.opts.say(`binding of ${key} not written, retrying: ${(error as Error).message}`);
-        await new Promise((resolve) => setTimeout(resolve, conflict ? 100 : kubeWriteRetryMs));
+        await sleep(this.opts.clock, conflict ? 100 : kubeWriteRetryMs);
         this.mark(key);
       }
     }

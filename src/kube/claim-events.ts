@@ -8,6 +8,7 @@
  * the count of the same Event, as upstream's recorder does.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound, lookupOf } from '../binding/claims.js';
 import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
 import { storageProvisionerAnnotation } from '../controller/fold-external.js';
@@ -104,19 +105,20 @@ export interface ClaimEventsOptions {
   /** Resolves while this replica leads (the Lease): a deposed replica writes nothing. */
   readonly fence: () => Promise<void>;
   readonly say: (line: string) => void;
+  readonly clock: Clock;
   readonly periodMs?: number;
 }
 
 /** Records each unbound claim's Event at every sync while the controller leads. */
 export class ClaimEvents {
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private soon: NodeJS.Immediate | null = null;
   private unsubscribe: (() => void) | null = null;
 
   constructor(private readonly opts: ClaimEventsOptions) {}
 
   start(): void {
-    this.timer = setInterval(() => this.sync(), this.opts.periodMs ?? claimSyncPeriodMsDefault);
+    this.every(this.opts.periodMs ?? claimSyncPeriodMsDefault);
     this.unsubscribe = this.opts.cm.subscribe((event) => {
       // A claim just left to the external provisioner is told so at once, as upstream does.
       if (event.type === 'ExternalProvisioningRequested') this.syncSoon();
@@ -125,11 +127,20 @@ export class ClaimEvents {
   }
 
   stop(): void {
-    if (this.timer !== null) clearInterval(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
     if (this.soon !== null) clearImmediate(this.soon);
     this.timer = null;
     this.soon = null;
     this.unsubscribe?.();
+  }
+
+  /** An interval on the clock: each sync due `periodMs` after the last one was due. */
+  private every(periodMs: number, fromMs = this.opts.clock.nowMs()): void {
+    const atMs = fromMs + periodMs;
+    this.timer = this.opts.clock.setTimer(atMs, () => {
+      this.sync();
+      if (this.timer !== null) this.every(periodMs, atMs);
+    });
   }
 
   private syncSoon(): void {

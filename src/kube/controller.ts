@@ -13,12 +13,13 @@
  */
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
-import { RealClock } from '../clock.js';
-import { maxWaitForUnmountMsDefault } from '../controller/index.js';
+import type { LogOptions } from '../agent/lifecycle.js';
+import type { Clock } from '../clock.js';
+import { type ControllerWorld, maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from '../events/k8s.js';
 import { NodeName, UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
-import type { KubeHttp } from './http.js';
+import type { KubeTransport } from './http.js';
 import {
   type ApiObject,
   type InformerHandlers,
@@ -43,8 +44,12 @@ export const kubeControllers = ['attachdetach', 'persistentvolume-binder'] as co
 export type KubeControllerName = (typeof kubeControllers)[number];
 
 export interface KubeControllerOptions {
-  readonly http: KubeHttp;
+  readonly http: KubeTransport;
+  /** Every timer and timestamp, the engine's too (virtual in the simulator). */
+  readonly clock: Clock;
   readonly db: string;
+  /** A log other than the SQLite file at `db` (the simulator's, in memory). */
+  readonly log?: LogOptions<ControllerWorld>;
   readonly identity: string;
   readonly leaseNamespace: string;
   readonly leaseName: string;
@@ -97,7 +102,7 @@ export class KubeController {
   private cm: ControllerManager | null = null;
   private informers: KubeInformer[] = [];
   private stops: (() => void | Promise<void>)[] = [];
-  private readonly cache = new VolumeAttachmentCache();
+  private readonly cache: VolumeAttachmentCache;
   /** What the informers hold now: the drivers are derived from it. */
   private readonly known = new Map<string, ApiObject>();
   private drivers = new Map<string, boolean>();
@@ -106,7 +111,9 @@ export class KubeController {
   /** While the informers first list: their objects by kind, fed once all have listed. */
   private pending: Map<string, Map<string, ApiObject>> | null = null;
 
-  constructor(private readonly opts: KubeControllerOptions) {}
+  constructor(private readonly opts: KubeControllerOptions) {
+    this.cache = new VolumeAttachmentCache(opts.clock);
+  }
 
   get world(): ControllerManager['world'] | undefined {
     return this.cm?.world;
@@ -114,9 +121,10 @@ export class KubeController {
 
   /** Campaigns, then leads until the Lease is lost or `signal` aborts. */
   async run(signal: AbortSignal): Promise<{ lost: boolean; message: string }> {
-    const { http, identity, leaseNamespace, leaseName, leaseDurationMs, say } = this.opts;
+    const { http, clock, identity, leaseNamespace, leaseName, leaseDurationMs, say } = this.opts;
     const leadership = await KubeLeadership.campaign({
       http,
+      clock,
       identity,
       namespace: leaseNamespace,
       name: leaseName,
@@ -201,19 +209,24 @@ export class KubeController {
         fence: this.fence,
       }),
     );
-    const cm = ControllerManager.open({
-      db: this.opts.db,
+    const options = {
       plugins,
-      clock: new RealClock(),
+      clock: this.opts.clock,
       logger: this.opts.logger,
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       externalProvisioning: this.opts.controllers?.includes('persistentvolume-binder') === true,
-    });
+    };
+    const { log, db } = this.opts;
+    const cm =
+      log === undefined
+        ? ControllerManager.open({ ...options, db })
+        : ControllerManager.create({ ...options, log });
     this.cm = cm;
     this.opts.onManager?.(cm);
     cm.start();
     const writer = new VolumesAttachedWriter({
       http: this.opts.http,
+      clock: this.opts.clock,
       cm,
       fence: this.fence,
       say: this.opts.say,
@@ -222,6 +235,7 @@ export class KubeController {
     this.writer = writer;
     const recorder = new EventRecorder({
       http: this.opts.http,
+      clock: this.opts.clock,
       node: this.opts.identity,
       logger: this.opts.logger,
       component: 'attachdetach-controller',
@@ -250,12 +264,12 @@ export class KubeController {
 
   /** The PV controller's part: bindings and external provisioning written, claim Events. */
   private startBinder(cm: ControllerManager): void {
-    const { http, say, identity, logger } = this.opts;
-    const binder = new KubeClaimBinder({ http, cm, fence: this.fence, say });
+    const { http, clock, say, identity, logger } = this.opts;
+    const binder = new KubeClaimBinder({ http, clock, cm, fence: this.fence, say });
     binder.start();
     const component = 'persistentvolume-controller';
-    const recorder = new EventRecorder({ http, node: identity, logger, component });
-    const claimEvents = new ClaimEvents({ cm, recorder, fence: this.fence, say });
+    const recorder = new EventRecorder({ http, clock, node: identity, logger, component });
+    const claimEvents = new ClaimEvents({ cm, recorder, clock, fence: this.fence, say });
     claimEvents.start();
     this.stops.push(
       () => binder.stop(),
@@ -327,7 +341,7 @@ export class KubeController {
   }
 
   private watch(ref: ResourceRef, handlers: Omit<InformerHandlers, 'trouble'>): KubeInformer {
-    const informer = startInformer(this.opts.http, ref, handlers, this.opts.say);
+    const informer = startInformer(this.opts, ref, handlers, this.opts.say);
     this.informers.push(informer);
     return informer;
   }

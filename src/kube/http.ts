@@ -5,7 +5,7 @@
  */
 import { Agent, type AgentOptions, request } from 'node:https';
 import { createSecureContext } from 'node:tls';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { kubeRequestTimeoutMs } from '../constants.js';
 
 /** An API answer that was not 2xx: its HTTP status and the Status object's message. */
@@ -28,7 +28,37 @@ const patchTypes = {
   json: 'application/json-patch+json',
 } as const;
 
-export class KubeHttp {
+export type PatchType = keyof typeof patchTypes;
+
+/** A watch event as the API server streams it (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR). */
+export type WatchCallback = (type: string, object: JsonObject) => void;
+
+/** A started watch: aborting it ends the stream without calling `done`. */
+export interface WatchHandle {
+  abort(): void;
+}
+
+/**
+ * The API server as src/kube sees it: the verbs and a watch. KubeHttp is the real one
+ * (HTTPS with the kubeconfig's credentials); the simulator has an in-memory one. A watch
+ * calls `onEvent` per event and `done` once when the stream ends (with the error, or null
+ * when the server closed it); `done` with `{ statusCode: 410 }` asks for a list again.
+ */
+export interface KubeTransport {
+  get(path: string): Promise<JsonObject>;
+  post(path: string, body: unknown): Promise<JsonObject>;
+  put(path: string, body: unknown): Promise<JsonObject>;
+  patch(path: string, body: unknown, type: PatchType): Promise<JsonObject>;
+  delete(path: string, body?: unknown): Promise<JsonObject>;
+  watch(
+    path: string,
+    query: Record<string, string>,
+    onEvent: WatchCallback,
+    done: (error: unknown) => void,
+  ): Promise<WatchHandle>;
+}
+
+export class KubeHttp implements KubeTransport {
   readonly server: string;
   /**
    * One keep-alive agent for every request: client-node makes a new agent per request, so
@@ -63,7 +93,7 @@ export class KubeHttp {
     return this.call('PUT', path, { body, contentType: 'application/json' });
   }
 
-  patch(path: string, body: unknown, type: keyof typeof patchTypes): Promise<JsonObject> {
+  patch(path: string, body: unknown, type: PatchType): Promise<JsonObject> {
     return this.call('PATCH', path, { body, contentType: patchTypes[type] });
   }
 
@@ -73,6 +103,16 @@ export class KubeHttp {
       path,
       body === undefined ? {} : { body, contentType: 'application/json' },
     );
+  }
+
+  /** client-node's Watch (the kubeconfig's credentials, its timeouts, its line parser). */
+  watch(
+    path: string,
+    query: Record<string, string>,
+    onEvent: WatchCallback,
+    done: (error: unknown) => void,
+  ): Promise<WatchHandle> {
+    return new Watch(this.kc).watch(path, query, onEvent, done);
   }
 
   /** One request; a non-2xx answer throws KubeApiError with the API server's message. */

@@ -3,6 +3,7 @@
  * manager's answer changes, then marked reported in the log (behaviour C5: the controller may
  * detach a volume only once it has left this list), one patch at a time.
  */
+import type { Clock, TimerHandle } from '../clock.js';
 import { kubeWriteRetryMs } from '../constants.js';
 import type { VolumeManager } from '../agent/volume-manager.js';
 import { UniqueVolumeName } from '../ids.js';
@@ -12,11 +13,12 @@ export class InUsePublisher {
   private published: string | null = null;
   private publishing = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
 
   constructor(
     private readonly opts: {
       vm: VolumeManager;
+      clock: Clock;
       status: Pick<NodeStatusWriter, 'patchVolumesInUse'>;
       say: (line: string) => void;
     },
@@ -56,14 +58,15 @@ export class InUsePublisher {
 
   private retryLater(): void {
     if (this.timer !== null || this.stopped) return;
-    this.timer = setTimeout(() => {
+    const { clock } = this.opts;
+    this.timer = clock.setTimer(clock.nowMs() + kubeWriteRetryMs, () => {
       this.timer = null;
       this.schedule();
-    }, kubeWriteRetryMs);
+    });
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
   }
 }

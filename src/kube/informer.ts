@@ -5,9 +5,10 @@
  * of the API server's, large, and of no use to a post-mortem). A watch that ends with any
  * other error is started again after a pause, forever, until stopped.
  */
-import { ListWatch, Watch } from '@kubernetes/client-node';
+import { KubeConfig, ListWatch, Watch } from '@kubernetes/client-node';
+import type { Clock, TimerHandle } from '../clock.js';
 import { kubeInformerRetryMs } from '../constants.js';
-import type { JsonObject, KubeHttp } from './http.js';
+import type { JsonObject, KubeTransport, WatchCallback } from './http.js';
 
 /** A Kubernetes object as the API gave it (only metadata is relied on here). */
 export interface ApiObject {
@@ -46,17 +47,41 @@ function plainObject(raw: JsonObject, ref: Pick<ResourceRef, 'kind' | 'apiVersio
   return { ...raw, kind: ref.kind, apiVersion: ref.apiVersion, metadata };
 }
 
+/** ListWatch's Watch, its streams taken from the transport (the real API or the simulator's). */
+class TransportWatch extends Watch {
+  constructor(private readonly http: KubeTransport) {
+    super(new KubeConfig());
+  }
+
+  override watch(
+    path: string,
+    query: Record<string, string | number | boolean | undefined>,
+    callback: WatchCallback,
+    done: (error: unknown) => void,
+  ): Promise<AbortController> {
+    const params: Record<string, string> = {};
+    for (const [key, value] of Object.entries(query))
+      if (value !== undefined) params[key] = String(value);
+    const controller = new AbortController();
+    return this.http.watch(path, params, callback, done).then((handle) => {
+      controller.signal.addEventListener('abort', () => handle.abort(), { once: true });
+      return controller;
+    });
+  }
+}
+
 export class KubeInformer {
   private readonly lw: ListWatch<ApiObject>;
   private stopped = false;
-  private retryTimer: NodeJS.Timeout | null = null;
+  private retryTimer: TimerHandle | null = null;
   private syncedOnce = false;
   private resolveSynced: () => void = () => undefined;
   /** Resolves after the first successful list (and its objects were handed on). */
   readonly synced: Promise<void>;
 
   constructor(
-    http: KubeHttp,
+    http: KubeTransport,
+    private readonly clock: Clock,
     private readonly ref: ResourceRef,
     private readonly handlers: InformerHandlers,
   ) {
@@ -73,7 +98,7 @@ export class KubeInformer {
     };
     this.lw = new ListWatch<ApiObject>(
       ref.path,
-      new Watch(http.kc),
+      new TransportWatch(http),
       list,
       false,
       undefined,
@@ -115,15 +140,15 @@ export class KubeInformer {
       `${this.ref.kind} watch: ${message}; listing again in ${kubeInformerRetryMs} ms`,
     );
     if (this.retryTimer !== null) return;
-    this.retryTimer = setTimeout(() => {
+    this.retryTimer = this.clock.setTimer(this.clock.nowMs() + kubeInformerRetryMs, () => {
       this.retryTimer = null;
       if (!this.stopped) void this.attempt();
-    }, kubeInformerRetryMs);
+    });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    if (this.retryTimer !== null) clearTimeout(this.retryTimer);
+    if (this.retryTimer !== null) this.clock.clearTimer(this.retryTimer);
     await this.lw.stop();
   }
 }
@@ -149,12 +174,12 @@ export function objectHandlers<K extends string>(
 
 /** Starts an informer whose trouble is said as the API server's (a progress line). */
 export function startInformer(
-  http: KubeHttp,
+  api: { readonly http: KubeTransport; readonly clock: Clock },
   ref: ResourceRef,
   handlers: Omit<InformerHandlers, 'trouble'>,
   say: (line: string) => void,
 ): KubeInformer {
-  const informer = new KubeInformer(http, ref, {
+  const informer = new KubeInformer(api.http, api.clock, ref, {
     ...handlers,
     trouble: (message) => say(`kube-apiserver: ${message}`),
   });

@@ -11,10 +11,12 @@
  * resourceVersion of its last renewal (a deposed leader that still believes it leads is
  * stopped by the read, not only by its own clock).
  */
-import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
+import { type Clock, sleep, type TimerHandle } from '../clock.js';
+import { KubeApiError, type JsonObject, type KubeTransport } from './http.js';
 
 export interface KubeLeaseOptions {
-  readonly http: Pick<KubeHttp, 'get' | 'post' | 'put'>;
+  readonly http: Pick<KubeTransport, 'get' | 'post' | 'put'>;
+  readonly clock: Clock;
   readonly namespace: string;
   readonly name: string;
   readonly identity: string;
@@ -41,17 +43,24 @@ export function microTime(ms: number): string {
 }
 
 const status = (error: unknown) => (error instanceof KubeApiError ? error.statusCode : 0);
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export class KubeLeadership {
   private lastRenewOkMs = 0;
   private resourceVersion = '';
   private lostError: KubeLeadershipLost | null = null;
   private readonly listeners = new Set<(error: KubeLeadershipLost) => void>();
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private fenceRead: Promise<JsonObject> | null = null;
 
   private constructor(private readonly opts: KubeLeaseOptions) {}
+
+  private nowMs(): number {
+    return this.opts.clock.nowMs();
+  }
+
+  private after(delayMs: number, fn: () => void): TimerHandle {
+    return this.opts.clock.setTimer(this.nowMs() + delayMs, fn);
+  }
 
   private get path(): string {
     const { namespace, name } = this.opts;
@@ -79,7 +88,7 @@ export class KubeLeadership {
   /** Tries until this identity holds the Lease (or the signal aborts: rejects). */
   static async campaign(opts: KubeLeaseOptions): Promise<KubeLeadership> {
     const leadership = new KubeLeadership(opts);
-    const observed = { key: '', sinceMs: Date.now() };
+    const observed = { key: '', sinceMs: opts.clock.nowMs() };
     let waitingSaid = false;
     while (true) {
       if (opts.signal?.aborted === true) throw new KubeLeadershipLost('campaign aborted');
@@ -95,14 +104,14 @@ export class KubeLeadership {
       } catch (error) {
         opts.say?.(`leader election: ${(error as Error).message}`);
       }
-      await sleep(leadership.pollMs);
+      await sleep(opts.clock, leadership.pollMs);
     }
   }
 
   /** null when this identity now holds the Lease; else the holder that keeps it. */
   private async tryAcquire(observed: { key: string; sinceMs: number }): Promise<string | null> {
     const { http, identity, namespace, name } = this.opts;
-    const nowMs = Date.now();
+    const nowMs = this.nowMs();
     const spec: LeaseSpec = {
       holderIdentity: identity,
       leaseDurationSeconds: Math.ceil(this.opts.leaseDurationMs / 1000),
@@ -154,14 +163,14 @@ export class KubeLeadership {
     const tick = async () => {
       if (this.lostError !== null) return;
       await this.renew();
-      if (this.lostError === null) this.timer = setTimeout(() => void tick(), this.retryMs);
+      if (this.lostError === null) this.timer = this.after(this.retryMs, () => void tick());
     };
-    this.timer = setTimeout(() => void tick(), this.retryMs);
+    this.timer = this.after(this.retryMs, () => void tick());
   }
 
   private async renew(): Promise<void> {
     const { http, identity } = this.opts;
-    const startMs = Date.now();
+    const startMs = this.nowMs();
     try {
       const current = await http.get(this.path);
       const spec = (current.spec ?? {}) as LeaseSpec;
@@ -174,7 +183,7 @@ export class KubeLeadership {
       if (status(error) === 409 || status(error) === 404)
         return this.lose(`renewal refused: ${(error as Error).message}`);
     }
-    const sinceMs = Date.now() - this.lastRenewOkMs;
+    const sinceMs = this.nowMs() - this.lastRenewOkMs;
     if (sinceMs > this.renewDeadlineMs)
       this.lose(`no renewal for ${sinceMs} ms (renew deadline ${this.renewDeadlineMs} ms)`);
   }
@@ -182,7 +191,7 @@ export class KubeLeadership {
   /** Rejects unless this identity still holds the Lease as of its last renewal. */
   async fence(): Promise<void> {
     if (this.lostError !== null) throw this.lostError;
-    if (Date.now() - this.lastRenewOkMs > this.renewDeadlineMs) {
+    if (this.nowMs() - this.lastRenewOkMs > this.renewDeadlineMs) {
       this.lose('renew deadline passed');
       throw this.lostError ?? new KubeLeadershipLost('lost');
     }
@@ -212,7 +221,7 @@ export class KubeLeadership {
   lose(why: string): void {
     if (this.lostError !== null) return;
     this.lostError = new KubeLeadershipLost(`leadership lost: ${why}`);
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
     for (const listener of this.listeners) listener(this.lostError);
     this.listeners.clear();
   }
@@ -228,7 +237,7 @@ export class KubeLeadership {
       if (spec.holderIdentity !== this.opts.identity) return;
       await this.opts.http.put(this.path, {
         ...current,
-        spec: { ...spec, holderIdentity: '', renewTime: microTime(Date.now()) },
+        spec: { ...spec, holderIdentity: '', renewTime: microTime(this.nowMs()) },
       });
     } catch {
       // the Lease expires by itself

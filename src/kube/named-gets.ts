@@ -9,6 +9,7 @@
  * owner (a pod, a claim, the Node) names it, again every `periodMs` while one does, and
  * forgotten with its last owner, or at once when the API server answers 404.
  */
+import type { Clock, TimerHandle } from '../clock.js';
 import { KubeApiError, type JsonObject } from './http.js';
 import type { ApiObject } from './informer.js';
 
@@ -40,6 +41,7 @@ const apiVersions: Record<NamedRef['kind'], string> = {
 
 export interface NamedGetsOptions {
   readonly get: (path: string) => Promise<JsonObject>;
+  readonly clock: Clock;
   /** When an object still named is fetched again, after this answer (undefined: none). */
   readonly periodMs: (ref: NamedRef, raw: JsonObject | undefined) => number;
   /** The object as the API server has it (kind and apiVersion set, managedFields gone). */
@@ -56,7 +58,7 @@ interface Followed {
   /** Resolves after its first answer (the object, or 404). */
   readonly synced: Promise<void>;
   answered: () => void;
-  timer: NodeJS.Timeout | null;
+  timer: TimerHandle | null;
   /** The resourceVersion last handed on: the same object again is not handed on. */
   version: string | undefined;
 }
@@ -86,7 +88,8 @@ export class NamedGets {
 
   stop(): void {
     this.stopped = true;
-    for (const followed of this.byKey.values()) if (followed.timer) clearTimeout(followed.timer);
+    for (const followed of this.byKey.values())
+      if (followed.timer) this.opts.clock.clearTimer(followed.timer);
     this.byKey.clear();
     this.ownerRefs.clear();
   }
@@ -131,13 +134,11 @@ export class NamedGets {
       } else this.opts.trouble(`${ref.kind} ${ref.name}: ${(error as Error).message}`);
     }
     if (!current()) return;
-    followed.timer = setTimeout(
-      () => {
-        followed.timer = null;
-        void this.fetch(followed);
-      },
-      this.opts.periodMs(ref, answer),
-    );
+    const { clock } = this.opts;
+    followed.timer = clock.setTimer(clock.nowMs() + this.opts.periodMs(ref, answer), () => {
+      followed.timer = null;
+      void this.fetch(followed);
+    });
   }
 
   private handOn(followed: Followed, raw: JsonObject): void {
@@ -158,7 +159,7 @@ export class NamedGets {
     known.owners.delete(owner);
     if (known.owners.size > 0) return;
     this.byKey.delete(key);
-    if (known.timer !== null) clearTimeout(known.timer);
+    if (known.timer !== null) this.opts.clock.clearTimer(known.timer);
     this.opts.forget(known.ref);
   }
 }

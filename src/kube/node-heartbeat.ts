@@ -18,7 +18,8 @@ import {
   nodePodsMax,
 } from '../constants.js';
 import type { NodeAllocatable } from '../events/types.js';
-import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import { KubeApiError, type JsonObject, type KubeTransport } from './http.js';
 import { microTime } from './lease.js';
 
 const nodeLeaseNamespace = 'kube-node-lease';
@@ -41,7 +42,7 @@ function resourcesOf(allocatable: NodeAllocatable | undefined): Record<string, u
 
 export class NodeHeartbeat {
   private lease: JsonObject | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
   private stopped = false;
   private lastReadyMs = -Infinity;
   private failures = 0;
@@ -49,11 +50,11 @@ export class NodeHeartbeat {
 
   constructor(
     private readonly opts: {
-      http: KubeHttp;
+      http: KubeTransport;
       node: string;
       nodeUid: string;
       say: (line: string) => void;
-      now?: () => number;
+      clock: Clock;
       /** Published as the Node's capacity and allocatable with Ready (none: none published). */
       allocatable?: NodeAllocatable | undefined;
     },
@@ -62,7 +63,7 @@ export class NodeHeartbeat {
   }
 
   private now(): number {
-    return (this.opts.now ?? Date.now)();
+    return this.opts.clock.nowMs();
   }
 
   private get leasePath(): string {
@@ -77,7 +78,7 @@ export class NodeHeartbeat {
 
   private schedule(delayMs: number): void {
     if (this.stopped) return;
-    this.timer = setTimeout(() => void this.beat(), delayMs);
+    this.timer = this.opts.clock.setTimer(this.now() + delayMs, () => void this.beat());
   }
 
   /**
@@ -190,7 +191,7 @@ export class NodeHeartbeat {
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
     this.timer = null;
   }
 }

@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import { kubeWriteRetryMs } from '../constants.js';
 import { managedAnnotation } from '../controller/fold.js';
 import { csiNodeIdAnnotation } from '../cluster/status.js';
-import { KubeApiError, type JsonObject, type KubeHttp } from './http.js';
+import { type Clock, sleep } from '../clock.js';
+import { KubeApiError, type JsonObject, type KubeTransport } from './http.js';
 
 /** One CSI driver as CSINode.spec.drivers lists it. */
 export interface CsiNodeDriver {
@@ -28,7 +29,8 @@ export class NodeStatusWriter {
 
   constructor(
     private readonly opts: {
-      http: KubeHttp;
+      http: KubeTransport;
+      clock: Clock;
       node: string;
       controllerAttachDetach: boolean;
       logger: Logger;
@@ -170,7 +172,7 @@ export class NodeStatusWriter {
           this.opts.say(
             `${what}: writing CSINode or the Node failed, retrying: ${(error as Error).message}`,
           );
-          await new Promise((resolve) => setTimeout(resolve, kubeWriteRetryMs));
+          await sleep(this.opts.clock, kubeWriteRetryMs);
         }
       }
     });

@@ -9,7 +9,8 @@ import type { Logger } from 'pino';
 import type { VoleEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
 import type { World } from '../world/types.js';
-import { KubeApiError, type KubeHttp } from './http.js';
+import type { Clock } from '../clock.js';
+import { KubeApiError, type KubeTransport } from './http.js';
 
 /** The object an Event is about (its involvedObject). */
 export interface InvolvedObject {
@@ -106,12 +107,19 @@ export class EventRecorder {
   private serial = 0;
 
   constructor(
-    private readonly opts: { http: KubeHttp; node: string; logger: Logger; component: string },
+    private readonly opts: {
+      http: KubeTransport;
+      clock: Clock;
+      node: string;
+      logger: Logger;
+      component: string;
+    },
   ) {}
 
   async record(event: KubeEvent): Promise<void> {
     const key = `${event.object.uid}\u0000${event.reason}\u0000${event.message}`;
-    const nowIso = new Date().toISOString();
+    const nowMs = this.opts.clock.nowMs();
+    const nowIso = new Date(nowMs).toISOString();
     const base = `/api/v1/namespaces/${event.object.namespace}/events`;
     const known = this.written.get(key);
     try {
@@ -124,7 +132,7 @@ export class EventRecorder {
         );
         return;
       }
-      const name = `${event.object.name}.${Date.now().toString(16)}${(this.serial++).toString(16)}`;
+      const name = `${event.object.name}.${nowMs.toString(16)}${(this.serial++).toString(16)}`;
       await this.opts.http.post(base, this.eventObject(event, name, nowIso));
       this.written.set(key, { name, count: 1 });
     } catch (error) {

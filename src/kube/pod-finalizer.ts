@@ -7,7 +7,8 @@ import type { VolumeManager } from '../agent/volume-manager.js';
 import { kubeWriteRetryMs } from '../constants.js';
 import type { Pod } from '../events/k8s.js';
 import { UniquePodName } from '../ids.js';
-import { KubeApiError, type KubeHttp } from './http.js';
+import type { Clock, TimerHandle } from '../clock.js';
+import { KubeApiError, type KubeTransport } from './http.js';
 
 interface Pending {
   readonly uid: string;
@@ -19,10 +20,15 @@ interface Pending {
 export class PodFinalizer {
   private readonly pending = new Map<string, Pending>();
   private stopped = false;
-  private timer: NodeJS.Timeout | null = null;
+  private timer: TimerHandle | null = null;
 
   constructor(
-    private readonly opts: { http: KubeHttp; vm: VolumeManager; say: (line: string) => void },
+    private readonly opts: {
+      http: KubeTransport;
+      clock: Clock;
+      vm: VolumeManager;
+      say: (line: string) => void;
+    },
   ) {}
 
   add(pod: Pod): void {
@@ -67,15 +73,15 @@ export class PodFinalizer {
         `deleting pod ${pod.namespace}/${pod.name} failed, retrying: ${(error as Error).message}`,
       );
       if (this.timer === null && !this.stopped)
-        this.timer = setTimeout(() => {
+        this.timer = this.opts.clock.setTimer(this.opts.clock.nowMs() + kubeWriteRetryMs, () => {
           this.timer = null;
           this.check();
-        }, kubeWriteRetryMs);
+        });
     }
   }
 
   stop(): void {
     this.stopped = true;
-    if (this.timer !== null) clearTimeout(this.timer);
+    if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
   }
 }

@@ -6,10 +6,10 @@
  * TokensRefreshDue event), and the planner sets the pod's token projections up again.
  */
 import { assert } from '../assert.js';
-import { type Clock, RealClock, type TimerHandle } from '../clock.js';
+import type { Clock, TimerHandle } from '../clock.js';
 import type { ServiceAccountTokens } from '../plugins/builtin/content.js';
 import type { ServiceAccountTokenPart } from '../operations/volume-spec.js';
-import type { KubeHttp } from './http.js';
+import type { KubeTransport } from './http.js';
 
 /** The share of a token's lifetime after which the kubelet asks for a new one. */
 const refreshAfterLifetimeShare = 0.8;
@@ -33,7 +33,7 @@ export function tokenRefreshAtMs(token: {
 }
 
 export interface TokenRequestsOptions {
-  readonly clock?: Clock;
+  readonly clock: Clock;
   /** A token of this pod is due for refresh (its timer fired): record it, remount. */
   readonly onRefreshDue?: (podUid: string) => void;
   /** Default 24 h (the kubelet's maxTTL); shorter in tests that watch a refresh. */
@@ -48,10 +48,10 @@ export class TokenRequests implements ServiceAccountTokens {
   private readonly tokenAgeMsMax: number;
 
   constructor(
-    private readonly http: Pick<KubeHttp, 'post'>,
-    private readonly opts: TokenRequestsOptions = {},
+    private readonly http: Pick<KubeTransport, 'post'>,
+    private readonly opts: TokenRequestsOptions,
   ) {
-    this.clock = opts.clock ?? new RealClock();
+    this.clock = opts.clock;
     this.tokenAgeMsMax = opts.tokenAgeMsMax ?? tokenAgeMsMaxDefault;
   }
 

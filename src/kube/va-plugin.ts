@@ -19,7 +19,8 @@ import {
 } from '../plugins/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { volumeAttachmentName } from './attachments.js';
-import { KubeApiError, type KubeHttp } from './http.js';
+import type { Clock } from '../clock.js';
+import { KubeApiError, type KubeTransport } from './http.js';
 import type { ApiObject } from './informer.js';
 
 const vaPath = '/apis/storage.k8s.io/v1/volumeattachments';
@@ -34,6 +35,9 @@ interface VaStatus {
 export class VolumeAttachmentCache {
   private readonly objects = new Map<string, ApiObject>();
   private readonly waiters = new Set<() => void>();
+
+  /** `clock` times the waits out. */
+  constructor(private readonly clock: Clock) {}
 
   get(name: string): ApiObject | undefined {
     return this.objects.get(name);
@@ -58,7 +62,7 @@ export class VolumeAttachmentCache {
     return new Promise((resolve, reject) => {
       const done = (fn: () => void) => {
         this.waiters.delete(poll);
-        clearTimeout(timer);
+        this.clock.clearTimer(timer);
         signal.removeEventListener('abort', aborted);
         fn();
       };
@@ -67,9 +71,8 @@ export class VolumeAttachmentCache {
         if (answer !== undefined) done(() => resolve(answer));
       };
       const aborted = () => done(() => reject(new Error('cut off (the controller stopped)')));
-      const timer = setTimeout(
-        () => done(() => reject(new Error(`timed out after ${timeoutMs} ms`))),
-        timeoutMs,
+      const timer = this.clock.setTimer(this.clock.nowMs() + timeoutMs, () =>
+        done(() => reject(new Error(`timed out after ${timeoutMs} ms`))),
       );
       this.waiters.add(poll);
       signal.addEventListener('abort', aborted, { once: true });
@@ -79,7 +82,7 @@ export class VolumeAttachmentCache {
 }
 
 export interface VaPluginOptions {
-  readonly http: Pick<KubeHttp, 'post' | 'delete'>;
+  readonly http: Pick<KubeTransport, 'post' | 'delete'>;
   readonly cache: VolumeAttachmentCache;
   /** Rejects when this replica may no longer write (the Lease is lost). */
   readonly fence: () => Promise<void>;

@@ -5,14 +5,16 @@
  * object already says what the world holds is not written.
  */
 import type { ControllerManager } from '../agent/controller-manager.js';
+import type { Clock } from '../clock.js';
 import { kubeWriteRetryMs } from '../constants.js';
 import { objectKey } from '../events/k8s.js';
 import { OpId } from '../ids.js';
-import { KubeApiError, type KubeHttp } from './http.js';
+import { KubeApiError, type KubeTransport } from './http.js';
 import type { ApiObject } from './informer.js';
 
 export interface VolumesAttachedWriterOptions {
-  readonly http: KubeHttp;
+  readonly http: KubeTransport;
+  readonly clock: Clock;
   readonly cm: Pick<ControllerManager, 'world' | 'subscribe' | 'volumesAttached'>;
   readonly fence: () => Promise<void>;
   readonly say: (line: string) => void;
@@ -126,10 +128,11 @@ export class VolumesAttachedWriter {
 
   private retry(nodes: readonly string[], error: Error): void {
     this.opts.say(`volumesAttached of ${nodes.join(', ')} not written, retrying: ${error.message}`);
-    setTimeout(() => {
+    const { clock } = this.opts;
+    clock.setTimer(clock.nowMs() + kubeWriteRetryMs, () => {
       for (const node of nodes) this.dirty.add(node);
       this.schedule();
-    }, kubeWriteRetryMs);
+    });
   }
 
   async stop(): Promise<void> {

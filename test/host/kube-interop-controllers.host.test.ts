@@ -32,6 +32,7 @@ import {
 import { type AgentProcess, startVole } from '../support/agent-process.js';
 import { hostSandbox, hostTestSkipReason } from '../support/host.js';
 import { eventually, kubeUp, useKubeCluster } from '../support/kube.js';
+import { RealClock } from '../../src/clock.js';
 
 const driver = 'disk.csi.vole.dev';
 const voleNode = 'vole-node';
@@ -67,10 +68,11 @@ class TwoNodeWatch {
   private readonly informers: KubeInformer[] = [];
 
   start(http: KubeHttp): Promise<void> {
+    const clock = new RealClock();
     const say = (line: string) => this.violations.push(`watch trouble: ${line}`);
     this.informers.push(
       startInformer(
-        http,
+        { http: http, clock },
         storageRef('volumeattachments', 'VolumeAttachment'),
         {
           upsert: (o) => this.va(o, false),
@@ -79,7 +81,7 @@ class TwoNodeWatch {
         say,
       ),
       startInformer(
-        http,
+        { http: http, clock },
         coreRef('nodes', 'Node'),
         { upsert: (o) => this.node(o, false), remove: (o) => this.node(o, true) },
         say,

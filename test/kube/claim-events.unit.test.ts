@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
-import { VirtualClock } from '../../src/clock.js';
+import { RealClock, VirtualClock } from '../../src/clock.js';
 import type { ManifestObject, PersistentVolumeClaim } from '../../src/events/k8s.js';
 import { ClaimEvents, claimEventOf } from '../../src/kube/claim-events.js';
 import type { KubeEvent } from '../../src/kube/pod-events.js';
@@ -110,6 +110,7 @@ test('claim Events: recorded at each sync while leading, at once when left to th
     recorder: { record: async (event) => void recorded.push(event) },
     fence: () => (leading ? Promise.resolve() : Promise.reject(new Error('not leading'))),
     say: () => undefined,
+    clock: new RealClock(),
     periodMs: 60_000,
   });
   events.start();

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { RealClock } from '../../src/clock.js';
 import { KubeApiError, type JsonObject } from '../../src/kube/http.js';
 import { KubeLeadership, KubeLeadershipLost, microTime } from '../../src/kube/lease.js';
 
@@ -46,6 +47,7 @@ class FakeLeases {
 
 const options = (http: FakeLeases, identity: string, leaseDurationMs: number) => ({
   http,
+  clock: new RealClock({ holdsProcess: true }),
   namespace: 'kube-system',
   name: 'vole-attach-detach',
   identity,

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { RealClock } from '../../src/clock.js';
 import { KubeApiError, type JsonObject } from '../../src/kube/http.js';
 import type { ApiObject } from '../../src/kube/informer.js';
 import { NamedGets, type NamedRef, namedRefPath } from '../../src/kube/named-gets.js';
@@ -36,6 +37,7 @@ function setup() {
       if (found.forbidden === true) throw new KubeApiError(403, 'Forbidden', 'forbidden');
       return found;
     },
+    clock: new RealClock(),
     periodMs: () => 1,
     upsert: (o) => upserted.push(o),
     forget: (ref) => forgotten.push(`${ref.kind}/${ref.name}`),

@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { mock, test } from 'node:test';
+import { RealClock } from '../../src/clock.js';
 import { nodeLeaseRenewMs, nodeStatusReportMs } from '../../src/constants.js';
 import { KubeApiError, type JsonObject, type KubeHttp } from '../../src/kube/http.js';
 import { NodeHeartbeat } from '../../src/kube/node-heartbeat.js';
@@ -64,17 +65,17 @@ const leases = '/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases';
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 min', async () => {
-  mock.timers.enable({ apis: ['setTimeout'] });
+  // The clock reads the mocked Date: its timers and its time move together.
+  mock.timers.enable({ apis: ['setTimeout', 'Date'], now: Date.parse('2026-11-27T08:00:00Z') });
   try {
     const api = new FakeApi();
-    let nowMs = Date.parse('2026-11-27T08:00:00Z');
     const said: string[] = [];
     const heartbeat = new NodeHeartbeat({
       http: api as unknown as KubeHttp,
       node: 'node-1',
       nodeUid: 'uid-1',
       say: (line) => said.push(line),
-      now: () => nowMs,
+      clock: new RealClock(),
     });
     await heartbeat.start();
     assert.deepEqual(api.calls, [
@@ -104,7 +105,6 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
 
     // Ten seconds on: renewed with the new time, no Ready yet.
     api.calls.length = 0;
-    nowMs += nodeLeaseRenewMs;
     mock.timers.tick(nodeLeaseRenewMs);
     await settle();
     assert.deepEqual(api.calls, [`PUT ${leases}/node-1`]);
@@ -116,7 +116,6 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
     // A conflict: said, the Lease read again, renewed on the next beat.
     api.calls.length = 0;
     api.conflictNextPut = true;
-    nowMs += nodeLeaseRenewMs;
     mock.timers.tick(nodeLeaseRenewMs);
     await settle();
     assert.match(said.join('\n'), /node heartbeat failed, retrying in 500 ms: .*modified/);
@@ -131,7 +130,6 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
     // An API server that refuses: the retries back off, doubling.
     said.length = 0;
     api.failPuts = 2;
-    nowMs += nodeLeaseRenewMs;
     mock.timers.tick(nodeLeaseRenewMs);
     await settle();
     mock.timers.tick(500);
@@ -147,7 +145,6 @@ test('node heartbeat: a kubelet-shaped Lease renewed every 10 s, Ready every 5 m
     // Five minutes after the first, Ready is posted again.
     api.patches.length = 0;
     for (let t = 0; t < nodeStatusReportMs; t += nodeLeaseRenewMs) {
-      nowMs += nodeLeaseRenewMs;
       mock.timers.tick(nodeLeaseRenewMs);
       await settle();
     }
@@ -169,6 +166,7 @@ test('node heartbeat: Ready carries the allocatable as capacity and allocatable,
     node: 'node-1',
     nodeUid: 'uid-1',
     say: () => undefined,
+    clock: new RealClock(),
     allocatable: { cpuMillis: 3500, memoryBytes: 2 ** 34, ephemeralStorageBytes: 10 ** 11 },
   });
   await heartbeat.start();
@@ -186,7 +184,7 @@ test('node heartbeat: Ready carries the allocatable as capacity and allocatable,
   const bare = new FakeApi();
   const without = new NodeHeartbeat({
     http: bare as unknown as KubeHttp,
-    ...{ node: 'node-1', nodeUid: 'uid-1', say: () => undefined },
+    ...{ node: 'node-1', nodeUid: 'uid-1', say: () => undefined, clock: new RealClock() },
   });
   await without.start();
   without.stop();

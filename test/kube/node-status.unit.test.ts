@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
+import { RealClock } from '../../src/clock.js';
 import type { JsonObject, KubeHttp } from '../../src/kube/http.js';
 import { NodeStatusWriter } from '../../src/kube/node-status.js';
 
@@ -38,6 +39,7 @@ class FakeApi {
 function writer(api: FakeApi, said: string[]) {
   return new NodeStatusWriter({
     http: api as unknown as KubeHttp,
+    clock: new RealClock(),
     node: 'node-1',
     controllerAttachDetach: true,
     logger: pino({ level: 'silent' }),

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { RealClock } from '../../src/clock.js';
 import { UniqueVolumeName } from '../../src/ids.js';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
 import { type JsonObject, KubeApiError } from '../../src/kube/http.js';
@@ -37,7 +38,7 @@ const name = volumeAttachmentName('vol-1', 'd.csi', 'node-1');
 const target = () => ({ node: 'node-1', pod: null, signal: new AbortController().signal });
 
 function setup(fence: () => Promise<void> = () => Promise.resolve()) {
-  const cache = new VolumeAttachmentCache();
+  const cache = new VolumeAttachmentCache(new RealClock());
   const calls: { method: string; path: string; body?: JsonObject }[] = [];
   const http = {
     post: (path: string, body: unknown) => {

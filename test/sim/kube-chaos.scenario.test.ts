@@ -1,0 +1,88 @@
+/**
+ * `vole chaos --kube`: the real node agents and controller replicas of src/kube on the
+ * simulated API server, on the virtual clock. Seeded runs keep the invariants and
+ * converge; a seed is a run, request for request; and a planted bug (agents that never
+ * report a volume in use, so the controller detaches mounted ones) is caught.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { drawKubePlan, kubeChaos, runKubeSeed } from '../../src/sim/kube-chaos.js';
+
+// About a second of CPU a run: 40 fit CI's minute; `vole chaos --kube --runs 2000` by hand.
+const runs = Number(process.env.VOLE_KUBE_CHAOS_RUNS ?? 40);
+const seed = Number(process.env.VOLE_KUBE_CHAOS_SEED ?? 20_261_207);
+
+test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and converge`, async () => {
+  const report = await kubeChaos({ seed, runs });
+  const failed = report.failures.map((f) => `seed ${f.seed}: ${f.failures.join('; ')}`);
+  assert.deepEqual(failed, []);
+  assert.ok(report.attaches > runs && report.detaches > runs / 2, 'disks came and went');
+  assert.ok(report.faultsInjected > runs, `faults were injected (${report.faultsInjected})`);
+  assert.ok(report.deletedWhileAway > 0, 'pods were deleted while their agent was away');
+  assert.ok(report.invariantChecks > report.requests / 20, 'the checks ran');
+  process.stdout.write(
+    `# kube chaos: ${report.runs} runs, ${report.requests} API requests, ${report.attaches} ` +
+      `attaches, ${report.detaches} detaches, ${report.faultsInjected} faults, ` +
+      `${report.invariantChecks} invariant checks, ${report.deletedWhileAway} pods deleted ` +
+      `while their agent was cut off or down\n`,
+  );
+});
+
+test('kube chaos: the plans cover every fault of the API server, the agents and the replicas', () => {
+  const kinds = new Set<string>();
+  for (let s = seed; s < seed + runs; s++)
+    for (const step of drawKubePlan(s).steps) kinds.add(Object.keys(step)[0]!);
+  assert.deepEqual([...kinds].sort(), [
+    'advance',
+    'apiCompact',
+    'apiDropWatches',
+    'apiFailing',
+    'apiRestart',
+    'apiSlow',
+    'createPod',
+    'cutAgent',
+    'cutLeader',
+    'deletePod',
+    'killLeader',
+    'stopAgent',
+  ]);
+});
+
+test('kube chaos: a seed is a run — the same requests, the same trace', async () => {
+  const first = await runKubeSeed(seed + 3);
+  const again = await runKubeSeed(seed + 3);
+  assert.equal(again.requests, first.requests);
+  assert.deepEqual(again.trace, first.trace);
+  assert.ok(first.trace.length > 0);
+});
+
+test('kube chaos: agents blind to volumesInUse are caught detaching a mounted disk', async () => {
+  // Seed 4 moves a pod while its disk is mounted: with the bug the controller detaches it.
+  const planted = await runKubeSeed(4, { blindInUse: true });
+  assert.equal(planted.ok, false);
+  assert.match(
+    planted.failures.join('\n'),
+    /detached .*disk-\d from node-\d, which has it mounted/,
+  );
+  const sound = await runKubeSeed(4);
+  assert.deepEqual(sound.failures, [], 'the same seed without the bug is clean');
+});
+
+/**
+ * Seeds that fail, kept until fixed (todo: reported, not failing the suite). In 100065,
+ * 100081 and 100208 a replica that lost the Lease (cut off) and started again on its own
+ * log sees the disk the API server shows on the old node (AttachmentsFound) yet attaches
+ * it to the new node before detaching it from the old one; with an empty log the same
+ * seeds detach first. 100406 and 100424 end the same way (not yet looked into). 100070
+ * and 100384 detach a disk its node reports in use; 100151 and 100511 leave a disk
+ * mounted and attached with no pod needing it.
+ */
+for (const failing of [100065, 100070, 100081, 100151, 100208, 100384, 100406, 100424, 100511])
+  test(
+    `kube chaos: seed ${failing} keeps the invariants`,
+    { todo: 'open: see the comment above' },
+    async () => {
+      const result = await runKubeSeed(failing);
+      assert.deepEqual(result.failures, []);
+    },
+  );
