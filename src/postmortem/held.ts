@@ -169,8 +169,7 @@ function multiAttach(
     message:
       `Multi-Attach: ${at.pv} is attached to ${name} (${held.via.kind} ${held.via.name}, ` +
       `attached since ${clockOf(held.since.tsMs)}); ${name} ` +
-      `${inUse ? 'still lists' : 'no longer lists'} it in volumesInUse ${status} and ${ready}; ` +
-      clears.text,
+      `${inUse ? 'still lists' : 'no longer lists'} it in volumesInUse ${status} and ${ready}`,
     proofSeqs: proofs(held.since.seq, node?.inUseSeen.seq, node?.readySince.seq, clears.seq),
     clearsAtMs: clears.at,
     clears: clears.text,

@@ -11,3 +11,4 @@ export * from './storage.js';
 export * from './judge.js';
 export * from './judge-facts.js';
 export * from './held.js';
+export * from './judge-text.js';
