@@ -1,11 +1,17 @@
 /** `vole judge --db F`: the verdict on a recorded cluster's volume decisions; exit 1 on a violation. */
 import { coreOfStore, judge, type JudgeOptions, verdictText } from '../postmortem/index.js';
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
+import { byCore } from '../engine/cores.js';
 import { UsageError } from './postmortem.js';
 
+/** A cluster's log (the controller's core): a kubelet's holds one node's operations instead. */
+export function isClusterLog(store: ReadonlyLog): boolean {
+  return byCore(coreOfStore(store), { kubelet: () => false, controller: () => true });
+}
+
 /** Refuses a kubelet's log: it holds one node's operations, not a cluster's objects. */
-export function requireClusterLog(store: ReadonlyLog, db: string): void {
-  if (coreOfStore(store).mode === 'kubelet')
+function requireClusterLog(store: ReadonlyLog, db: string): void {
+  if (!isClusterLog(store))
     throw new UsageError(
       `${db} is a kubelet's log: vole judge reads a cluster's log (vole controller --kubeconfig, ` +
         `or a recorded cluster); check a kubelet's log with vole verify --db ${db}`,

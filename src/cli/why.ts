@@ -1,6 +1,5 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
 import {
-  coreOfStore,
   describeEvent,
   judge,
   type PodVerdict,
@@ -13,6 +12,7 @@ import {
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { withProgress } from './progress.js';
 import { resolveMoment, UsageError } from './postmortem.js';
+import { isClusterLog } from './judge.js';
 
 /** The answer of a kubelet's log, or of the controller's (claims, pods, volumes). */
 function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer | undefined {
@@ -27,7 +27,7 @@ function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer |
  * each of its waits up to `seq` (vole judge's answer for it); a kubelet's log has none.
  */
 function waitsAt(store: ReadonlyLog, seq: number, subject: string): PodVerdict[] {
-  if (coreOfStore(store).mode === 'kubelet') return [];
+  if (!isClusterLog(store)) return [];
   return waitsOfPod(judge(store.read({ toSeq: seq })), subject);
 }
 

@@ -4,7 +4,7 @@
  * names the Multi-Attach that held the moved pod, with the events that prove it.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -87,4 +87,14 @@ test("vole judge: a kubelet's log is refused with what to run instead", () => {
   const result = vole('judge', '--db', imported('kubelet', log));
   assert.equal(result.status, 2);
   assert.match(result.stderr, /kubelet's log.*vole verify/s);
+});
+
+test('the walk-through log examples/recorded/node-killed.jsonl is the node-killed history built here', () => {
+  const shipped = readFileSync(
+    join(import.meta.dirname, '../../examples/recorded/node-killed.jsonl'),
+    'utf8',
+  );
+  const log = new Log();
+  nodeKilled(log);
+  assert.equal(shipped, [...toJsonLines(log.events)].join(''));
 });
