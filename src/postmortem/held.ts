@@ -24,7 +24,8 @@ export interface Holding {
     | 'multiAttach'
     | 'attachPending'
     | 'notAttached'
-    | 'nodeNotReady';
+    | 'nodeNotReady'
+    | 'mountFailed';
   /** The volume's name in the pod, and the PersistentVolume once the claim names one. */
   readonly outerVolumeSpecName: string;
   readonly volume: string | null;
@@ -35,6 +36,8 @@ export interface Holding {
   readonly clearsAtMs: number | null;
   /** What clears it. */
   readonly clears: string;
+  /** The latest Kubernetes Event that tells of it (a recorded log's KubeEventObserved). */
+  readonly kubeEvent?: { readonly seq: number; readonly reason: string; readonly message: string };
 }
 
 export interface HeldSpan extends Holding {
@@ -52,8 +55,12 @@ export interface PodVerdict {
   readonly node: string | null;
   readonly waitedFromSeq: number;
   readonly waitedFromTsMs: number;
-  /** How the wait ended: every volume attached, the pod gone, or not before the log ends. */
-  readonly endedBy: 'attached' | 'podGone' | null;
+  /**
+   * How the wait ended: every volume attached (and, where the log has the kubelet's
+   * Events, no FailedMount since while the pod is Pending), the pod gone, or not before
+   * the log ends.
+   */
+  readonly endedBy: 'ready' | 'podGone' | null;
   readonly endedAtSeq: number | null;
   readonly endedAtTsMs: number | null;
   /** The condition that held the pod longest in this wait. */
@@ -210,28 +217,97 @@ function attachHolding(
   };
 }
 
-/** The condition holding the pod now; undefined when each of its volumes is attached. */
+/** The Kubernetes Event that tells of the condition: about the claim, else about the pod. */
+function tellingEvent(facts: RecordedFacts, pod: PodFacts, holding: Holding, claim: string) {
+  if (holding.kind === 'claimMissing' || holding.kind === 'claimPending')
+    return facts.latestKubeEvent(
+      { kind: 'PersistentVolumeClaim', namespace: pod.namespace, name: claim },
+      () => true,
+    );
+  const onPod = { kind: 'Pod', namespace: pod.namespace, name: pod.name };
+  if (holding.kind === 'unscheduled')
+    return facts.latestKubeEvent(onPod, (r) => r === 'FailedScheduling');
+  if (holding.kind === 'multiAttach')
+    return facts.latestKubeEvent(
+      onPod,
+      (r, m) => r === 'FailedAttachVolume' && /Multi-Attach/.test(m),
+    );
+  return facts.latestKubeEvent(onPod, (r) => r === 'FailedAttachVolume');
+}
+
+function withEvent(facts: RecordedFacts, pod: PodFacts, holding: Holding, claim: string): Holding {
+  const event = tellingEvent(facts, pod, holding, claim);
+  if (event === undefined || event.tsMs < pod.firstSeen.tsMs) return holding;
+  return {
+    ...holding,
+    proofSeqs: proofs(...holding.proofSeqs, event.seq),
+    kubeEvent: { seq: event.seq, reason: event.reason, message: event.message },
+  };
+}
+
+/**
+ * Every volume attached, the pod still Pending, and the kubelet's last word a FailedMount
+ * (or FailedMapVolume) since the last attach: the mount holds it (a recorded log's Events).
+ */
+function mountHolding(facts: RecordedFacts, pod: PodFacts): Holding | undefined {
+  if (pod.phase !== 'Pending' || pod.node === null) return undefined;
+  const attachedAt = Math.max(
+    ...pod.claims.map((c) => {
+      const pv = facts.pvOfClaim(pod.namespace, c.claim);
+      const since = pv === undefined ? undefined : facts.attachedNodes(pv).get(pod.node!)?.since;
+      return since?.tsMs ?? 0;
+    }),
+  );
+  const failed = facts.latestKubeEvent(
+    { kind: 'Pod', namespace: pod.namespace, name: pod.name },
+    (r) => r === 'FailedMount' || r === 'FailedMapVolume',
+  );
+  if (failed === undefined || failed.tsMs < Math.max(attachedAt, pod.firstSeen.tsMs))
+    return undefined;
+  return {
+    kind: 'mountFailed',
+    outerVolumeSpecName: pod.claims[0]?.outer ?? '',
+    volume: null,
+    message: `${failed.component} on ${pod.node}: ${failed.reason}: ${failed.message}`,
+    proofSeqs: proofs(failed.seq),
+    clearsAtMs: null,
+    clears: 'when the kubelet mounts it and the pod runs',
+    kubeEvent: { seq: failed.seq, reason: failed.reason, message: failed.message },
+  };
+}
+
+/** The condition holding the pod now; undefined when its volumes are attached (and mounted). */
 export function holdingOf(facts: RecordedFacts, pod: PodFacts, maxWaitMs: number) {
   for (const { outer, claim } of pod.claims) {
-    const pv = facts.pvOfClaim(pod.namespace, claim);
-    const pvc = facts.claims.get(`${pod.namespace}/${claim}`);
-    if (pv === undefined || pvc?.status?.phase !== 'Bound')
-      return claimHolding(facts, pod, outer, claim);
-    if (pod.node === null)
-      return {
-        kind: 'unscheduled',
-        outerVolumeSpecName: outer,
-        volume: pv,
-        message: `pod ${pod.namespace}/${pod.name} is not scheduled to a node`,
-        proofSeqs: proofs(pod.lastSeen.seq),
-        clearsAtMs: null,
-        clears: 'when the scheduler binds it to a node',
-      } satisfies Holding;
-    if (!facts.attachRequired(pv) || facts.attachedNodes(pv).has(pod.node)) continue;
-    const at = { outer, pv, node: pod.node };
-    return multiAttach(facts, at, maxWaitMs) ?? attachHolding(facts, at);
+    const holding = volumeHolding(facts, pod, { outer, claim }, maxWaitMs);
+    if (holding !== undefined) return withEvent(facts, pod, holding, claim);
   }
-  return undefined;
+  return mountHolding(facts, pod);
+}
+
+function volumeHolding(
+  facts: RecordedFacts,
+  pod: PodFacts,
+  { outer, claim }: { outer: string; claim: string },
+  maxWaitMs: number,
+): Holding | undefined {
+  const pv = facts.pvOfClaim(pod.namespace, claim);
+  const pvc = facts.claims.get(`${pod.namespace}/${claim}`);
+  if (pv === undefined || pvc?.status?.phase !== 'Bound')
+    return claimHolding(facts, pod, outer, claim);
+  if (pod.node === null)
+    return {
+      kind: 'unscheduled',
+      outerVolumeSpecName: outer,
+      volume: pv,
+      message: `pod ${pod.namespace}/${pod.name} is not scheduled to a node`,
+      proofSeqs: proofs(pod.lastSeen.seq),
+      clearsAtMs: null,
+      clears: 'when the scheduler binds it to a node',
+    };
+  if (!facts.attachRequired(pv) || facts.attachedNodes(pv).has(pod.node)) return undefined;
+  const at = { outer, pv, node: pod.node };
+  return multiAttach(facts, at, maxWaitMs) ?? attachHolding(facts, at);
 }
 
 interface Episode {
@@ -262,7 +338,7 @@ export class PodWaits {
       }
       const holding = holdingOf(this.facts, pod, this.maxWaitMs);
       if (holding === undefined) {
-        if (episode !== undefined) this.close(pod, episode, 'attached', at);
+        if (episode !== undefined) this.close(pod, episode, 'ready', at);
         continue;
       }
       const open = episode ?? { from: at, spans: new Map(), current: '', lastTsMs: at.tsMs };

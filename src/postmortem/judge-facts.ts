@@ -51,8 +51,19 @@ export interface AttachmentFacts {
   readonly attachError: string | null;
 }
 
+/** A Kubernetes Event a recorded log holds (KubeEventObserved). */
+export interface KubeEventFact {
+  readonly seq: number;
+  readonly tsMs: number;
+  readonly reason: string;
+  readonly message: string;
+  readonly component: string;
+}
+
 export interface PodFacts {
   readonly uid: string;
+  /** status.phase as last seen (null: not reported). */
+  readonly phase: string | null;
   readonly namespace: string;
   readonly name: string;
   readonly node: string | null;
@@ -104,6 +115,8 @@ export class RecordedFacts {
   private readonly pvOfUnique = new Map<string, string>();
   /** When each object was last changed: `Kind/namespace/name` (objectKey). */
   readonly objectSeen = new Map<string, Seen>();
+  /** Kubernetes Events by their involved object (`Kind/namespace/name`), oldest first. */
+  readonly kubeEvents = new Map<string, KubeEventFact[]>();
   last: Seen = never;
   first: Seen | null = null;
 
@@ -123,11 +136,35 @@ export class RecordedFacts {
       case 'PodRemoved':
         this.removePod(event.uid, at);
         return [];
+      case 'KubeEventObserved': {
+        const { kind, namespace = '', name } = event.involvedObject;
+        const key = `${kind}/${namespace}/${name}`;
+        const list = this.kubeEvents.get(key) ?? [];
+        list.push({
+          ...at,
+          reason: event.reason,
+          message: event.message,
+          component: event.component,
+        });
+        this.kubeEvents.set(key, list);
+        return [];
+      }
       case 'NodeStatusObserved':
         return this.listAttached(event.node, new Set(event.volumesAttached.map((v) => v.name)), at);
       default:
         return [];
     }
+  }
+
+  /** The latest Kubernetes Event about the object with one of these reasons, if any. */
+  latestKubeEvent(
+    involved: { kind: string; namespace?: string; name: string },
+    reason: (reason: string, message: string) => boolean,
+  ): KubeEventFact | undefined {
+    const list = this.kubeEvents.get(
+      `${involved.kind}/${involved.namespace ?? ''}/${involved.name}`,
+    );
+    return [...(list ?? [])].reverse().find((e) => reason(e.reason, e.message));
   }
 
   /** `kubernetes.io/csi/<driver>^<handle>`: how nodes list the PV; undefined if not CSI. */
@@ -338,6 +375,7 @@ export class RecordedFacts {
     );
     this.pods.set(uid, {
       uid,
+      phase: phase ?? null,
       namespace,
       name,
       node: pod.spec.nodeName ?? null,

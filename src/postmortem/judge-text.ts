@@ -16,7 +16,11 @@ export function durationText(ms: number): string {
 const seqList = (seqs: readonly number[]) => seqs.join(', ');
 
 function heldLine(span: HeldSpan): string {
-  return `${span.kind} (${span.outerVolumeSpecName}): ${span.message} [events ${seqList(span.proofSeqs)}]; ${span.clears}`;
+  const said =
+    span.kubeEvent === undefined
+      ? ''
+      : ` (Event ${span.kubeEvent.reason}: ${span.kubeEvent.message})`;
+  return `${span.kind} (${span.outerVolumeSpecName}): ${span.message}${said} [events ${seqList(span.proofSeqs)}]; ${span.clears}`;
 }
 
 /** One pod's wait: the span, the condition that held it, and the others it went through. */
@@ -24,7 +28,7 @@ export function podVerdictText(wait: PodVerdict): string[] {
   const end =
     wait.endedAtTsMs === null
       ? 'still waiting at the end of the log'
-      : `${clockOf(wait.endedAtTsMs)} (${wait.endedBy === 'attached' ? 'attached' : 'pod gone'}, ${durationText(wait.endedAtTsMs - wait.waitedFromTsMs)})`;
+      : `${clockOf(wait.endedAtTsMs)} (${wait.endedBy === 'ready' ? 'ready' : 'pod gone'}, ${durationText(wait.endedAtTsMs - wait.waitedFromTsMs)})`;
   const lines = [
     `${wait.pod} on ${wait.node ?? '(no node)'}: waited from ${clockOf(wait.waitedFromTsMs)} (seq ${wait.waitedFromSeq}) to ${end}`,
     `  held by ${heldLine(wait.held)}`,

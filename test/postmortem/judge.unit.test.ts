@@ -27,7 +27,7 @@ test('judge: a node killed with its RWO volume in use — Multi-Attach, forced d
   const wait = waits[0]!;
   assert.equal(wait.node, 'node-b');
   assert.equal(wait.waitedFromSeq, moved);
-  assert.equal(wait.endedBy, 'attached');
+  assert.equal(wait.endedBy, 'ready');
   assert.equal(wait.endedAtSeq, attachedB);
   assert.equal(wait.held.kind, 'multiAttach');
   assert.equal(wait.held.volume, 'pvc-1');
@@ -208,4 +208,76 @@ test('judge: the condition that held a pod — a claim left Pending, an attach n
   assert.equal(web.held.kind, 'attachPending');
   assert.deepEqual(web.held.proofSeqs, [va]);
   assert.match(web.held.message, /DeadlineExceeded/);
+});
+
+test("judge: a recorded log's Kubernetes Events join the proof, and a FailedMount after the attach holds a Pending pod", () => {
+  const log = new Log();
+  const seqs = nodeKilled(log);
+  const multiAttach = log.kubeEvent(
+    at('12:09:10'),
+    { kind: 'Pod', name: 'web-2' },
+    {
+      reason: 'FailedAttachVolume',
+      message:
+        'Multi-Attach error for volume "pvc-1" Volume is already exclusively attached to one node',
+      component: 'attachdetach-controller',
+    },
+  );
+  // The Event came after the wait ended: it proves nothing of it.
+  assert.equal(
+    judge(log.events).pods.find((p) => p.uid === 'uid-web-2')!.held.kubeEvent,
+    undefined,
+  );
+
+  const early = new Log();
+  early.cluster('pvc-1');
+  runningOnNodeA(early, 'pvc-1');
+  early.pod(at('12:02:50'), 'web-2', { node: 'node-b', claim: 'claim-pvc-1' });
+  const told = early.kubeEvent(
+    at('12:02:55'),
+    { kind: 'Pod', name: 'web-2' },
+    {
+      reason: 'FailedAttachVolume',
+      message: 'Multi-Attach error for volume "pvc-1"',
+      component: 'attachdetach-controller',
+    },
+  );
+  const web2 = judge(early.events).pods.find((p) => p.uid === 'uid-web-2')!;
+  assert.equal(web2.held.kind, 'multiAttach');
+  assert.equal(web2.held.kubeEvent?.seq, told);
+  assert.ok(web2.held.proofSeqs.includes(told));
+  // node-a is Ready and web-1 still runs there: nothing clears it by itself.
+  assert.equal(web2.held.clearsAtMs, null);
+  assert.equal(multiAttach > seqs.attachedB, true);
+
+  const mount = new Log();
+  mount.cluster('pvc-1');
+  mount.pod(at('12:01:00'), 'db', { node: 'node-a', claim: 'claim-pvc-1', phase: 'Pending' });
+  const attached = mount.va(at('12:01:07'), 'csi-a', 'pvc-1', 'node-a', { attached: true });
+  const failed = mount.kubeEvent(
+    at('12:03:10'),
+    { kind: 'Pod', name: 'db' },
+    {
+      reason: 'FailedMount',
+      message: 'MountVolume.MountDevice failed for volume "pvc-1": rpc error: code = Internal',
+      component: 'kubelet',
+    },
+  );
+  const running = mount.pod(at('12:04:00'), 'db', {
+    node: 'node-a',
+    claim: 'claim-pvc-1',
+    phase: 'Running',
+  });
+  const verdict = judge(mount.events);
+  const waits = verdict.pods.filter((p) => p.uid === 'uid-db');
+  assert.deepEqual(
+    waits.map((w) => [w.endedBy, w.endedAtSeq]),
+    [
+      ['ready', attached],
+      ['ready', running],
+    ],
+  );
+  assert.equal(waits[1]!.held.kind, 'mountFailed');
+  assert.deepEqual(waits[1]!.held.proofSeqs, [failed]);
+  assert.equal(waits[1]!.waitedFromSeq, failed);
 });

@@ -58,7 +58,11 @@ export class Log {
       },
     });
   }
-  pod(tsMs: number, name: string, o: { node?: string; claim: string; deleting?: boolean }) {
+  pod(
+    tsMs: number,
+    name: string,
+    o: { node?: string; claim: string; deleting?: boolean; phase?: string },
+  ) {
     return this.add(tsMs, {
       type: 'PodUpserted',
       pod: {
@@ -72,12 +76,37 @@ export class Log {
           ...(o.node === undefined ? {} : { nodeName: o.node }),
           volumes: [{ name: 'data', persistentVolumeClaim: { claimName: o.claim } }],
         },
+        ...(o.phase === undefined ? {} : { status: { phase: o.phase } }),
       },
+    });
+  }
+  /** A Kubernetes Event about a pod or a claim, as the recorder logs it. */
+  kubeEvent(
+    tsMs: number,
+    involved: { kind: string; name: string },
+    e: { reason: string; message: string; component: string; host?: string },
+  ): number {
+    const time = new Date(tsMs).toISOString();
+    return this.add(tsMs, {
+      type: 'KubeEventObserved',
+      namespace: 'default',
+      name: `${involved.name}.${tsMs}`,
+      eventType: 'Warning',
+      involvedObject: { ...involved, namespace: 'default' },
+      ...e,
+      lastTimestamp: time,
+      observed: { resourceVersion: String(this.events.length + 1), at: time, via: 'watch' },
     });
   }
   /** A CSI PV `pv` bound to claim `claim-<pv>`, and two Ready nodes. */
   cluster(pv: string, accessModes = ['ReadWriteOnce']): void {
-    this.add(t0, { type: 'EngineStarted', plugins: [], version: 'recorded', mode: 'controller' });
+    this.add(t0, {
+      type: 'EngineStarted',
+      plugins: [],
+      version: 'test',
+      mode: 'recorded',
+      recorded: { source: 'api-server', origin: 'https://127.0.0.1:6443' },
+    });
     this.object(t0, {
       kind: 'PersistentVolume',
       metadata: { name: pv },
