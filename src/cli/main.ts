@@ -32,6 +32,7 @@ import { metricsCommand } from './metrics.js';
 import { applyEventLoopNice, type EventLoopNiceOptions, eventLoopNiceOption } from './priority.js';
 import { waitCommand } from './wait.js';
 import { whyCommand } from './why.js';
+import { judgeCommand } from './judge.js';
 import { type OperatorCliOptions, operatorCommand } from './operator.js';
 
 // `vole history | head`: a closed pipe ends the command quietly.
@@ -376,6 +377,18 @@ program
   .addOption(dbOption())
   .option('--json', 'JSON output')
   .action((opts: { db: string; json?: boolean }) => run(() => verifyCommand(opts.db, opts))());
+
+program
+  .command('judge')
+  .description(
+    "a verdict on a cluster's log: safety rules its controllers broke, and what held each waiting pod; exit 1 on a violation",
+  )
+  .addOption(dbOption())
+  .option('--max-wait-for-unmount <seconds>', "the cluster's maxWaitForUnmountDuration", '360')
+  .option('--json', 'JSON output')
+  .action((opts: { db: string; json?: boolean; maxWaitForUnmount?: string }) =>
+    run(() => judgeCommand(opts.db, opts))(),
+  );
 
 program
   .command('diff')

@@ -1,8 +1,18 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
-import { describeEvent, type WhyAnswer, whyText, worldOfLogAt } from '../postmortem/index.js';
+import {
+  describeEvent,
+  judge,
+  type PodVerdict,
+  podVerdictText,
+  waitsOfPod,
+  type WhyAnswer,
+  whyText,
+  worldOfLogAt,
+} from '../postmortem/index.js';
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { withProgress } from './progress.js';
 import { resolveMoment, UsageError } from './postmortem.js';
+import { isClusterLog } from './judge.js';
 
 /** The answer of a kubelet's log, or of the controller's (claims, pods, volumes). */
 function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer | undefined {
@@ -10,6 +20,15 @@ function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer |
     withProgress(events, { label: 'replaying', fromSeq, toSeq: seq }),
   );
   return world.why(subject);
+}
+
+/**
+ * A cluster's log also says, from the objects the API server served, what held the pod in
+ * each of its waits up to `seq` (vole judge's answer for it); a kubelet's log has none.
+ */
+function waitsAt(store: ReadonlyLog, seq: number, subject: string): PodVerdict[] {
+  if (!isClusterLog(store)) return [];
+  return waitsOfPod(judge(store.read({ toSeq: seq })), subject);
 }
 
 export function whyCommand(
@@ -21,25 +40,31 @@ export function whyCommand(
   try {
     const seq = resolveMoment(store, opts.at);
     const answer = answerAt(store, seq, subject);
-    if (answer === undefined)
+    const waits = waitsAt(store, seq, subject);
+    if (answer === undefined && waits.length === 0)
       throw new UsageError(
         `no pod, claim or volume "${subject}" at seq ${seq}: give a pod UID, namespace/name ` +
           `or name, a claim's namespace/name, or a UniqueVolumeName ` +
           `(vole status --db ${db} lists them)`,
       );
     if (opts.json === true) {
-      process.stdout.write(`${JSON.stringify(answer, null, 2)}\n`);
+      const json = waits.length === 0 ? answer : { ...(answer ?? { subject }), waits };
+      process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
       return 0;
     }
-    const text = whyText(answer, {
-      originMs: store.bounds().firstTsMs,
-      tsOf: (s) => store.get(s)?.tsMs,
-      describe: (s) => {
-        const event = store.get(s);
-        return event === undefined ? undefined : describeEvent(event);
-      },
-    });
-    process.stdout.write(`${text}\n`);
+    const lines = waits.flatMap(podVerdictText);
+    if (answer !== undefined)
+      lines.push(
+        whyText(answer, {
+          originMs: store.bounds().firstTsMs,
+          tsOf: (s) => store.get(s)?.tsMs,
+          describe: (s) => {
+            const event = store.get(s);
+            return event === undefined ? undefined : describeEvent(event);
+          },
+        }),
+      );
+    process.stdout.write(`${lines.join('\n')}\n`);
     return 0;
   } finally {
     store.close();

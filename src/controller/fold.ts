@@ -458,14 +458,21 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'HostObserved':
     case 'CsiDriverRegistered':
     case 'CsiDriverDeregistered':
-      break; // node-agent events: not the controller's
+    case 'CSINodeObserved':
+    case 'KubeEventObserved':
+      break; // node-agent events, and recorded facts (vole record): not the controller's
     default:
       unreachable(event, 'event type');
   }
+  settleTouched(world, event.tsMs);
+  return world;
+}
+
+/** The volumes the event touched: their timers updated, forgotten once nothing holds them. */
+function settleTouched(world: ControllerWorld, tsMs: number): void {
   for (const v of world.touched) {
-    updateTimers(world, v, event.tsMs);
+    updateTimers(world, v, tsMs);
     forgetIfGone(world, v);
   }
   world.touched.clear();
-  return world;
 }

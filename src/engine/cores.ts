@@ -352,13 +352,20 @@ function isMode(mode: string): mode is EngineMode {
   return (engineModes as readonly string[]).includes(mode);
 }
 
+/**
+ * The mode of a log of a cluster vole did not run (`vole record`, `vole import
+ * --audit-log`): the controller's inputs as the API server showed them, and nothing
+ * decided or done. It folds with the controller's core, so its readers work on it.
+ */
+export const recordedMode = 'recorded';
+
 /** The core of a mode; throws UnknownModeError for a mode this version does not know. */
 export function coreOfMode(mode: string | undefined): LogCore {
-  const name = mode ?? 'kubelet';
+  const name = mode === recordedMode ? 'controller' : (mode ?? 'kubelet');
   if (!isMode(name))
     throw new UnknownModeError(
       `this log was written in mode "${name}", which this version of vole does not know ` +
-        `(it reads ${engineModes.join(' and ')} logs); read it with the vole that wrote it, or upgrade`,
+        `(it reads ${[...engineModes, recordedMode].join(', ')} logs); read it with the vole that wrote it, or upgrade`,
     );
   return name === 'controller'
     ? { mode: 'controller', core: controllerCore }

@@ -331,6 +331,32 @@ export const volumeAttachment = z.looseObject({
 export type VolumeAttachment = z.infer<typeof volumeAttachment>;
 
 /**
+ * storage.k8s.io/v1 CSINode: the CSI drivers registered on a node, each with its node ID and
+ * allocatable volume count (what the scheduler and the attach limits read). A recorded log
+ * keeps it in CSINodeObserved; no core folds it, so it is no cluster object here.
+ */
+export const csiNode = z.looseObject({
+  apiVersion: z.string().optional(),
+  kind: z.literal('CSINode'),
+  metadata: objectMeta,
+  spec: z
+    .looseObject({
+      drivers: z
+        .array(
+          z.looseObject({
+            name: z.string().min(1),
+            nodeID: z.string().optional(),
+            allocatable: z.looseObject({ count: z.number().int().optional() }).optional(),
+            topologyKeys: z.array(z.string()).nullish(),
+          }),
+        )
+        .nullish(),
+    })
+    .optional(),
+});
+export type CSINode = z.infer<typeof csiNode>;
+
+/**
  * A ConfigMap or Secret as the log holds it: its identity and a hash of its content, never
  * the content (docs/design.md "Secrets stay out of the log"). A data field here is refused.
  */

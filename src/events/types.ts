@@ -8,7 +8,13 @@
  */
 import { z } from 'zod';
 import { compileFastCheck, type FastCheck } from './fast-check.js';
+import { eventBase as base } from './base.js';
 import { clusterObject, pod } from './k8s.js';
+import { provisionedVolume, provisionRequest } from './provision.js';
+import { csiNodeObserved, kubeEventObserved, recordedFrom, seenAs } from './recorded.js';
+
+export { observedAt, recordedFrom, type ObservedAt, type RecordedFrom } from './recorded.js';
+export * from './provision.js';
 
 const errorKind = z.enum(['transient', 'uncertain', 'final']);
 export const callError = z.object({
@@ -145,42 +151,6 @@ export type OperationStep = (typeof operationSteps)[number];
 export const opKey = z.object({ volume: z.string(), pod: z.string(), node: z.string() });
 export type OpKey = z.infer<typeof opKey>;
 
-const base = { seq: z.number().int().positive(), tsMs: z.number().int().nonnegative() };
-
-/**
- * What a provision operation asks for (the external-provisioner's CreateVolume request and
- * the PV it records), decided by the planner and recorded in OperationStarted.
- */
-export const provisionRequest = z.object({
-  claim: z.object({ namespace: z.string().min(1), name: z.string().min(1), uid: z.string() }),
-  storageClassName: z.string().min(1),
-  driver: z.string().min(1),
-  /** CreateVolume's name: `pvc-<claim uid>`, also the PV's name. */
-  name: z.string().min(1),
-  requiredBytes: z.number().nonnegative(),
-  accessModes: z.array(z.string()),
-  volumeMode: z.enum(['Filesystem', 'Block']),
-  fsType: z.string(),
-  mountOptions: z.array(z.string()),
-  /** The class's parameters without the provisioner's own `csi.storage.k8s.io/` keys. */
-  parameters: z.record(z.string(), z.string()),
-  reclaimPolicy: z.enum(['Retain', 'Delete']),
-  /** accessibility_requirements.requisite (and preferred), as segments; empty: none. */
-  requisite: z.array(z.record(z.string(), z.string())),
-  /** WaitForFirstConsumer: the node of the first pod that uses the claim. */
-  selectedNode: z.string().optional(),
-});
-export type ProvisionRequest = z.infer<typeof provisionRequest>;
-
-/** CreateVolume's answer as the log keeps it: the volume the PV records. */
-export const provisionedVolume = z.object({
-  volumeId: z.string().min(1),
-  capacityBytes: z.number().nonnegative(),
-  volumeContext: z.record(z.string(), z.string()),
-  accessibleTopology: z.array(z.record(z.string(), z.string())),
-});
-export type ProvisionedVolume = z.infer<typeof provisionedVolume>;
-
 export const eventSchemas = {
   /** A new engine process took over the log: calls in flight were cut off (crash rule). */
   EngineStarted: z.object({
@@ -225,6 +195,8 @@ export const eventSchemas = {
      * so that a reader can refuse a mode it does not know with a clear message.
      */
     mode: z.string().min(1).optional(),
+    /** Mode `recorded`: where the log's facts come from (nothing was decided or done). */
+    recorded: recordedFrom.optional(),
     controller: z
       .object({
         maxWaitForUnmountMs: z.number().int().nonnegative(),
@@ -248,9 +220,19 @@ export const eventSchemas = {
   }),
   /** The pod sources have reported every pod once: unmounts and detaches may start (behaviour K3.2). */
   SourcesReady: z.object({ ...base, type: z.literal('SourcesReady') }),
-  PodUpserted: z.object({ ...base, type: z.literal('PodUpserted'), pod }),
-  PodRemoved: z.object({ ...base, type: z.literal('PodRemoved'), uid: z.string().min(1) }),
-  ObjectUpserted: z.object({ ...base, type: z.literal('ObjectUpserted'), object: clusterObject }),
+  PodUpserted: z.object({ ...base, type: z.literal('PodUpserted'), pod, ...seenAs }),
+  PodRemoved: z.object({
+    ...base,
+    type: z.literal('PodRemoved'),
+    uid: z.string().min(1),
+    ...seenAs,
+  }),
+  ObjectUpserted: z.object({
+    ...base,
+    type: z.literal('ObjectUpserted'),
+    object: clusterObject,
+    ...seenAs,
+  }),
   ObjectRemoved: z.object({
     ...base,
     type: z.literal('ObjectRemoved'),
@@ -266,7 +248,10 @@ export const eventSchemas = {
     ]),
     name: z.string().min(1),
     namespace: z.string().optional(),
+    ...seenAs,
   }),
+  CSINodeObserved: csiNodeObserved,
+  KubeEventObserved: kubeEventObserved,
   /**
    * The planner bound a claim to a PersistentVolume, as the persistent-volume controller
    * binds static volumes; `capacityBytes` is the claim's capacity from then on (the PV's
@@ -533,6 +518,8 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.OperatorRequestDecided,
   eventSchemas.CsiDriverRegistered,
   eventSchemas.CsiDriverDeregistered,
+  eventSchemas.CSINodeObserved,
+  eventSchemas.KubeEventObserved,
 ]);
 
 export type VoleEvent = z.infer<typeof voleEvent>;

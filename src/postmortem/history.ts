@@ -71,6 +71,26 @@ function rpcNote(rpc: { method: string; code: string; durationMs: number } | und
   return rpc === undefined ? '' : ` [${rpc.method} ${rpc.code} ${rpc.durationMs.toFixed(1)} ms]`;
 }
 
+/** A CSI driver's (de)registration, and the facts only a recorded log holds. */
+function describeDriverOrRecorded(
+  event: EventOf<
+    'CsiDriverRegistered' | 'CsiDriverDeregistered' | 'CSINodeObserved' | 'KubeEventObserved'
+  >,
+): string {
+  switch (event.type) {
+    case 'CsiDriverRegistered':
+      return `CSI driver ${event.driver} registered at ${event.endpoint} (node ${event.nodeId}; node: ${event.nodeCapabilities.join(' ') || 'none'}; controller: ${event.controllerCapabilities.join(' ') || 'none'})`;
+    case 'CsiDriverDeregistered':
+      return `CSI driver ${event.driver} gone from ${event.endpoint}: ${event.reason}`;
+    case 'CSINodeObserved':
+      return event.object === undefined
+        ? `CSINode ${event.name} removed`
+        : `CSINode ${event.name}: drivers [${(event.object.spec?.drivers ?? []).map((d) => d.name).join(' ')}]`;
+    case 'KubeEventObserved':
+      return `${event.eventType} ${event.reason} on ${event.involvedObject.kind} ${event.involvedObject.namespace === undefined ? '' : `${event.involvedObject.namespace}/`}${event.involvedObject.name} from ${event.component}${event.host === undefined ? '' : ` on ${event.host}`}: ${event.message}`;
+  }
+}
+
 export function describeEvent(event: VoleEvent): string {
   switch (event.type) {
     case 'EngineStarted':
@@ -129,9 +149,10 @@ export function describeEvent(event: VoleEvent): string {
     case 'CallFailed':
       return `${event.call} failed, ${event.error.kind} (${event.opId}): ${event.error.message}${rpcNote(event.rpc)}`;
     case 'CsiDriverRegistered':
-      return `CSI driver ${event.driver} registered at ${event.endpoint} (node ${event.nodeId}; node: ${event.nodeCapabilities.join(' ') || 'none'}; controller: ${event.controllerCapabilities.join(' ') || 'none'})`;
     case 'CsiDriverDeregistered':
-      return `CSI driver ${event.driver} gone from ${event.endpoint}: ${event.reason}`;
+    case 'CSINodeObserved':
+    case 'KubeEventObserved':
+      return describeDriverOrRecorded(event);
     case 'OperationFinished':
       return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
     case 'OperatorRequested':

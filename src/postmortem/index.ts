@@ -8,3 +8,7 @@ export * from './log-world.js';
 export * from './open.js';
 export * from './why-controller.js';
 export * from './storage.js';
+export * from './judge.js';
+export * from './judge-facts.js';
+export * from './held.js';
+export * from './judge-text.js';

@@ -161,15 +161,20 @@ function foldSourcesReady(world: World): void {
   for (const volume of world.mounts.keys()) markDirty(world, volume);
 }
 
+/** The next event follows the world's seq, at a time that is no negative. */
+function failOnGap(world: World, event: VoleEvent): void {
+  if (event.seq !== world.seq + 1)
+    fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
+  if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
+}
+
 /**
  * Applies one event. The world's index maps are updated in place and returned (the fold
  * owns them); records are replaced, never mutated. Throws InvariantError when the event
  * is impossible in the current state (a corrupt log or an engine bug), naming the seq.
  */
 export function fold(world: World, event: VoleEvent): World {
-  if (event.seq !== world.seq + 1)
-    fail(`event seq ${event.seq} after ${world.seq}: the log has a gap`);
-  if (!(event.tsMs >= 0)) fail(`event seq ${event.seq}: negative timestamp`);
+  failOnGap(world, event);
   startEvent(world);
   world.seq = event.seq as Seq;
   world.tsMs = Math.max(world.tsMs, event.tsMs);
@@ -207,13 +212,16 @@ export function fold(world: World, event: VoleEvent): World {
     case 'CsiDriverRegistered':
       foldCsiDriverRegistered(world, event);
       break;
-    // For people; the controller's; a driver gone (its calls fail until it comes back).
+    // For people; the controller's; a driver gone (its calls fail until it comes back);
+    // recorded facts (vole record), which no core folds.
     case 'ReportRaised':
     case 'AttachmentsVerified':
     case 'AttachmentsFound':
     case 'ExternalProvisioningRequested':
     case 'VolumeReleased':
     case 'CsiDriverDeregistered':
+    case 'CSINodeObserved':
+    case 'KubeEventObserved':
       break;
     case 'OperationStarted':
       foldOperationStarted(world, event);

@@ -51,6 +51,14 @@ const samples: Record<string, Record<string, unknown>[]> = {
       mode: 'controller',
       controller: { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false },
     },
+    {
+      ...base,
+      type: 'EngineStarted',
+      plugins: [],
+      version: '0.1.0',
+      mode: 'recorded',
+      recorded: { source: 'api-server', origin: 'https://127.0.0.1:6443' },
+    },
   ],
   ClaimBound: [
     {
@@ -107,10 +115,49 @@ const samples: Record<string, Record<string, unknown>[]> = {
     },
   ],
   SourcesReady: [{ ...base, type: 'SourcesReady' }],
-  PodRemoved: [{ ...base, type: 'PodRemoved', uid: 'uid-1' }],
+  PodRemoved: [
+    { ...base, type: 'PodRemoved', uid: 'uid-1' },
+    {
+      ...base,
+      type: 'PodRemoved',
+      uid: 'uid-1',
+      observed: { resourceVersion: '812', uid: 'uid-1', at: '2026-12-07T20:00:00Z', via: 'watch' },
+    },
+  ],
   ObjectRemoved: [
     { ...base, type: 'ObjectRemoved', kind: 'PersistentVolumeClaim', name: 'c', namespace: 'ns' },
     { ...base, type: 'ObjectRemoved', kind: 'PersistentVolume', name: 'pv' },
+    {
+      ...base,
+      type: 'ObjectRemoved',
+      kind: 'Node',
+      name: 'node-1',
+      observed: {
+        resourceVersion: '9',
+        at: '2026-12-07T20:00:00.123456Z',
+        via: 'audit',
+        user: 'admin',
+        verb: 'delete',
+      },
+    },
+  ],
+  KubeEventObserved: [
+    {
+      ...base,
+      type: 'KubeEventObserved',
+      namespace: 'ns',
+      name: 'web-0.18f2',
+      reason: 'FailedAttachVolume',
+      message: 'Multi-Attach error for volume "pv-1"',
+      eventType: 'Warning',
+      involvedObject: { kind: 'Pod', namespace: 'ns', name: 'web-0', uid: 'uid-1' },
+      component: 'attachdetach-controller',
+      host: 'node-1',
+      firstTimestamp: '2026-12-07T20:00:00Z',
+      lastTimestamp: '2026-12-07T20:01:00Z',
+      count: 3,
+      observed: { resourceVersion: '77', at: '2026-12-07T20:01:00Z', via: 'list' },
+    },
   ],
   VolumesReportedInUse: [{ ...base, type: 'VolumesReportedInUse', volumes: ['a', 'b'] }],
   TokensRefreshDue: [{ ...base, type: 'TokensRefreshDue', pod: 'uid-1' }],
@@ -342,8 +389,9 @@ const checks = new Map(
   eventTypes.map((type) => [type, compileFastCheck(eventSchemas[type])] as const),
 );
 
-test('fast lane: covers every event type but the two that carry Kubernetes objects', () => {
+test('fast lane: covers every event type but the three that carry Kubernetes objects', () => {
   assert.deepEqual(eventTypes.filter((t) => !fastCheckedEventTypes.includes(t)).sort(), [
+    'CSINodeObserved',
     'ObjectUpserted',
     'PodUpserted',
   ]);
