@@ -44,7 +44,11 @@ const inFlight = 16;
 const roundTimeoutMs = 10 * 60_000;
 
 /** Runs `fn` over `items`, `limit` at a time. */
-async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>) {
+export async function pool<T>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<unknown>,
+) {
   let next = 0;
   const worker = async () => {
     while (next < items.length) await fn(items[next++]!);
@@ -53,7 +57,7 @@ async function pool<T>(items: readonly T[], limit: number, fn: (item: T) => Prom
 }
 
 /** utime + stime of a process, in seconds (clock ticks of 1/100 s on Linux). */
-function cpuSeconds(pid: number): number {
+export function cpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
@@ -69,7 +73,7 @@ function freePort(): Promise<number> {
   });
 }
 
-async function waitFor(what: string, check: () => boolean, timeoutMs = roundTimeoutMs) {
+export async function waitFor(what: string, check: () => boolean, timeoutMs = roundTimeoutMs) {
   const deadline = Date.now() + timeoutMs;
   while (!check()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -82,7 +86,7 @@ interface Controller {
   stop(): Promise<void>;
 }
 
-function stopper(child: ChildProcess): () => Promise<void> {
+export function stopper(child: ChildProcess): () => Promise<void> {
   return async () => {
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -394,7 +398,7 @@ async function round(
 }
 
 /** The built peers' directory: VOLE_PEERS_BIN, else scripts/peers.sh (builds them once). */
-function peersBin(names: readonly string[]): string {
+export function peersBin(names: readonly string[]): string {
   const given = process.env.VOLE_PEERS_BIN;
   if (given !== undefined && given !== '') return given;
   const run = spawnSync('bash', [join(repoRoot, 'scripts/peers.sh'), ...names], {
