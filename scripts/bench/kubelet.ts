@@ -10,7 +10,7 @@
  * emptyDir's directory and the ConfigMap's and the Secret's key files exist (an atomic
  * writer makes a key's user-visible symlink last, after `..data`); the bench polls that
  * every 10 ms. Figures: pod create request → every volume ready (p50, p99), and the node
- * process's CPU (/proc/PID/stat utime + stime) from the first create until the last pod is
+ * process's CPU (/proc/PID/stat utime + stime, with its children's: vole's `mount`) from the first create until the last pod is
  * ready, divided by P.
  *
  * Then each node process is SIGKILLed and started again with its pods in place, and the
@@ -20,11 +20,13 @@
  * /readyz answers (the reconciler synced against what is on disk), every pod's files still
  * in place.
  *
- * No CSI volume: the hollow kubelet's CSI plugin would call a driver registered under its
- * root's plugins_registry, but `vole csi-driver` serves only PersistentVolumes on loop
- * disks (no inline volumes), one loop device and filesystem per pod, which this shared
- * machine does not have to spare at 1,000 pods a node; the same three volume types are
- * measured on both, and the table says so.
+ * No CSI volume yet. The hollow kubelet can take one: its plugin manager watches
+ * plugins_registry under its root, and `vole csi-driver --registration-dir ROOT/plugins_registry`
+ * registers there (kubemark's volumePlugins() includes csi.ProbeVolumePlugins(); the CSINode
+ * then lists disk.csi.vole.dev). But `vole csi-driver` serves only PersistentVolumes on loop
+ * disks (no inline volumes): one image, one loop device and one filesystem per pod on each
+ * node, provisioned first, and loop devices are the host's, not the mount namespace's. The
+ * same three volume types are measured on both, and the table says so.
  *
  * Needs root (vole mounts each Secret's tmpfs), in a private mount namespace (main.ts runs
  * this section under `unshare -m`); otherwise it is skipped, saying why.
@@ -35,7 +37,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { mountsUnder } from '../../src/host/mountinfo.js';
 import { KubeHttp } from '../../src/kube/http.js';
-import { cpuSeconds, peersBin, pool, stopper, waitFor } from './kube.js';
+import { peersBin, pool, stopper, waitFor } from './kube.js';
 import { type Figure, progress, quantile, repoRoot, scratchDir, sleepMs } from './util.js';
 
 const hollowNode = 'node-k1';
@@ -50,7 +52,19 @@ const whatEachDid =
   'pod status, node status, its volume manager and plugins; mount.FakeMounter, so no ' +
   'tmpfs for Secrets); vole run --kubeconfig: volumes only (a real tmpfs per Secret), no ' +
   'containers and no pod status. Volumes: ConfigMap, Secret, emptyDir on both; no CSI ' +
-  'volume (vole csi-driver serves only loop-disk PersistentVolumes, one loop device each)';
+  'volume yet (the hollow kubelet registers vole csi-driver, but its volumes are loop-disk ' +
+  'PersistentVolumes, one loop device each on the host). vole restarts as a Node process ' +
+  '(its modules loaded again), the hollow kubelet in a new root (kubemark makes one a start)';
+
+/**
+ * utime + stime of a process and of the children it has waited for (cutime + cstime: vole
+ * runs `mount` for each Secret's tmpfs), in seconds (clock ticks of 1/100 s on Linux).
+ */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields.slice(11, 15).reduce((sum, ticks) => sum + Number(ticks), 0) / 100;
+}
 
 /** A node under test: its process, and where its pods' volumes are. */
 interface NodeUnderTest {
@@ -258,9 +272,18 @@ async function startVole(
     ...['--kubeconfig', kubeconfig, '--node', voleNode, '--root', root],
     ...['--metrics-address', '127.0.0.1:0'],
   ];
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  // e.g. BENCH_KUBELET_VOLE_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it.
+  const nodeArgs = (process.env.BENCH_KUBELET_VOLE_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn(process.execPath, [...nodeArgs, ...args], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  // What it said, kept beside the root for a reader (the bench's scratch directory).
+  const logFile = join(dirname(root), 'vole-run.log');
   let out = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    out += chunk;
+    appendFileSync(logFile, chunk);
+  });
   let url = '';
   await waitFor(
     'vole run to serve its metrics',
@@ -319,8 +342,41 @@ async function restartVole(
   return { seconds, cpuSeconds: cpu };
 }
 
+/**
+ * What each node asked of the API server over the whole run, from DIR/audit.log: the
+ * hollow kubelet by its user agent (it runs as admin), vole by its node identity. Each
+ * node's requests by "verb resource[/subresource]", most first.
+ */
+function apiRequests(dir: string): Record<'kubelet' | 'vole', Record<string, number>> {
+  const out = { kubelet: new Map<string, number>(), vole: new Map<string, number>() };
+  for (const line of readFileSync(join(dir, 'audit.log'), 'utf8').split('\n')) {
+    if (line === '') continue;
+    const e = JSON.parse(line) as {
+      user: { username: string };
+      userAgent?: string;
+      verb: string;
+      objectRef?: { resource?: string; subresource?: string };
+    };
+    const who =
+      e.userAgent === 'hollow-kubelet'
+        ? out.kubelet
+        : e.user.username === `system:node:${voleNode}`
+          ? out.vole
+          : undefined;
+    if (who === undefined) continue;
+    const ref = e.objectRef ?? {};
+    const key = `${e.verb} ${ref.resource ?? '?'}${ref.subresource === undefined ? '' : `/${ref.subresource}`}`;
+    who.set(key, (who.get(key) ?? 0) + 1);
+  }
+  const sorted = (m: Map<string, number>) => Object.fromEntries([...m].sort((a, b) => b[1] - a[1]));
+  return { kubelet: sorted(out.kubelet), vole: sorted(out.vole) };
+}
+
+const total = (byKind: Record<string, number>) => Object.values(byKind).reduce((a, b) => a + b, 0);
+
 interface SizeResult {
   pods: number;
+  requests: Record<'kubelet' | 'vole', Record<string, number>>;
   kubelet: RoundResult;
   vole: RoundResult;
   restart: {
@@ -406,8 +462,12 @@ async function runSize(bin: string, pods: number): Promise<SizeResult> {
     progress(
       `kubelet: reconcile after SIGKILL: kubelet ${kubeletRestart.seconds.toFixed(2)} s, vole ${voleRestart.seconds.toFixed(2)} s`,
     );
+    const requests = apiRequests(dir);
+    for (const label of ['kubelet', 'vole'] as const)
+      progress(`kubelet: ${label}'s API requests: ${JSON.stringify(requests[label])}`);
     return {
       pods,
+      requests,
       kubelet: rounds[0]!,
       vole: rounds[1]!,
       restart: { kubelet: kubeletRestart, vole: voleRestart },
@@ -443,6 +503,7 @@ function figuresOf(results: readonly SizeResult[]): Figure[] {
         r.restart[label].cpuSeconds,
         's',
       );
+      add(`${label}, ${r.pods} pods: API requests over the run`, total(r.requests[label]), '');
     }
     const p99 = quantile(r.vole.readyMs, 0.99) / quantile(r.kubelet.readyMs, 0.99);
     add(`vole / kubelet, ${r.pods} pods: p99`, p99, '×', { target: '≤ 0.5', met: p99 <= 0.5 });
@@ -487,6 +548,10 @@ export async function runKubelet(opts: { sizes: readonly number[] }): Promise<{
   return {
     section: 'kubelet',
     figures: figuresOf(results),
-    details: { whatEachDid, sizes: opts.sizes },
+    details: {
+      whatEachDid,
+      sizes: opts.sizes,
+      apiRequests: Object.fromEntries(results.map((r) => [r.pods, r.requests])),
+    },
   };
 }
