@@ -403,8 +403,7 @@ async function removeVoleRoot(root: string): Promise<void> {
 }
 
 /** One size: a fresh control plane, both nodes, both rounds, both restarts. */
-async function runSize(bin: string, pods: number): Promise<SizeResult> {
-  const base = scratchDir(`kubelet-${pods}`);
+async function runSize(bin: string, pods: number, base: string): Promise<SizeResult> {
   const dir = join(base, 'cluster');
   const up = spawnSync(
     'bash',
@@ -526,7 +525,11 @@ function figuresOf(results: readonly SizeResult[]): Figure[] {
 }
 
 /** Each size in turn, each on its own control plane. */
-export async function runKubelet(opts: { sizes: readonly number[] }): Promise<{
+export async function runKubelet(opts: {
+  sizes: readonly number[];
+  /** Where each size's control plane and vole root go (default: bench-results/tmp). */
+  scratch?: (pods: number) => string;
+}): Promise<{
   section: string;
   figures: Figure[];
   details?: Record<string, unknown>;
@@ -544,7 +547,8 @@ export async function runKubelet(opts: { sizes: readonly number[] }): Promise<{
     return skipped(`no Kubernetes peers: ${(error as Error).message}`);
   }
   const results: SizeResult[] = [];
-  for (const pods of opts.sizes) results.push(await runSize(bin, pods));
+  const scratch = opts.scratch ?? ((pods: number) => scratchDir(`kubelet-${pods}`));
+  for (const pods of opts.sizes) results.push(await runSize(bin, pods, scratch(pods)));
   return {
     section: 'kubelet',
     figures: figuresOf(results),
