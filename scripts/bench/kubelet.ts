@@ -548,10 +548,20 @@ export async function runKubelet(opts: {
   }
   const results: SizeResult[] = [];
   const scratch = opts.scratch ?? ((pods: number) => scratchDir(`kubelet-${pods}`));
-  for (const pods of opts.sizes) results.push(await runSize(bin, pods, scratch(pods)));
+  // A size that does not finish (a round past its timeout on a loaded machine) is a row
+  // saying why, and the other sizes still run.
+  const failed: Figure[] = [];
+  for (const pods of opts.sizes)
+    try {
+      results.push(await runSize(bin, pods, scratch(pods)));
+    } catch (error) {
+      const note = (error as Error).message;
+      progress(`kubelet: ${pods} pods: ${note}`);
+      failed.push({ section: 'kubelet', name: `${pods} pods`, value: null, unit: '', note });
+    }
   return {
     section: 'kubelet',
-    figures: figuresOf(results),
+    figures: [...figuresOf(results), ...failed],
     details: {
       whatEachDid,
       sizes: opts.sizes,

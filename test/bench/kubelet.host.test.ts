@@ -22,6 +22,8 @@ describe('the kubelet bench, 3 pods a node', { skip, timeout: 600_000 }, () => {
     // The section checks it runs in a mount namespace of its own, as main.ts starts it.
     process.env.BENCH_OUTER_MOUNT_NS = process.env.VOLE_OUTER_MOUNT_NS;
     const result = await runKubelet({ sizes: [3], scratch: () => base });
+    const unmeasured = result.figures.filter((f) => f.value === null && !f.name.startsWith('('));
+    assert.deepEqual(unmeasured, [], 'every size finished');
     const byName = new Map(result.figures.map((f) => [f.name, f]));
     for (const label of ['kubelet', 'vole']) {
       for (const figure of [
