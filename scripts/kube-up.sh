@@ -30,7 +30,8 @@
 # control plane runs already, kube-up.sh only mints them.
 # Env: VOLE_PEERS_BIN (a directory of built peers; otherwise scripts/peers.sh builds them),
 # VOLE_KUBE_READY_TIMEOUT_S (default 120), VOLE_KCM_FLAGS (more kube-controller-manager flags,
-# split on spaces, e.g. "--node-monitor-grace-period=15s").
+# split on spaces, e.g. "--node-monitor-grace-period=15s"), VOLE_KUBEMARK_FLAGS (more flags of
+# each hollow node, e.g. "--max-pods=1100": a kubelet admits 110 pods by default).
 set -Eeuo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 log() { printf 'kube-up: %s\n' "$*" >&2; }
@@ -247,7 +248,7 @@ node_ready() {
 for name in "${hollow_nodes[@]}"; do
   start "hollow-$name" "$bin/kubemark" --morph=kubelet \
     --name "$name" --kubeconfig "$dir/kubeconfig" --use-host-image-service=false \
-    --kubelet-port "$(free_port)" --kubelet-read-only-port 0
+    --kubelet-port "$(free_port)" --kubelet-read-only-port 0 ${VOLE_KUBEMARK_FLAGS:-}
   hollow_pid=$!
   wait_for "hollow node $name" "$hollow_pid" node_ready "$name"
   hollow_dir="$(hollow_root "$dir/hollow-$name.log")"

@@ -10,13 +10,14 @@
  *
  * Sections: append, replay, planner, e2e, restart, controller,
  * csi, cluster (a real etcd; skipped, saying so, without the etcd binary), kube
- * (Kubernetes' attach/detach controller and vole's on a real kube-apiserver),
- * kube-faults (the fault suites on a real API server: each fault's time to converge);
- * see each file.
+ * (Kubernetes' attach/detach controller and vole's on a real kube-apiserver), kubelet
+ * (a kubemark hollow kubelet and `vole run --kubeconfig` on one; as root, it runs in its
+ * own mount namespace), kube-faults (the fault suites on a real API server: each fault's
+ * time to converge); see each file.
  */
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg, totalmem } from 'node:os';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
@@ -44,6 +45,7 @@ const sections = [
   'csi',
   'cluster',
   'kube',
+  'kubelet',
   'failover',
   'kube-faults',
 ] as const;
@@ -80,7 +82,7 @@ function parseArgs(argv: readonly string[]): Args {
     else if (a === '--no-emmett') process.env.BENCH_NO_EMMETT = '1';
     else if (a === '--help' || a === '-h') {
       process.stdout.write(
-        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube,failover,kube-faults] [--runs N] [--fresh] [--no-emmett]\n' +
+        'npm run bench [-- --quick] [--only append,replay,planner,e2e,restart,controller,csi,cluster,kube,kubelet,failover,kube-faults] [--runs N] [--fresh] [--no-emmett]\n' +
           '  --quick  smaller sizes (a check in about a minute, not figures to quote)\n' +
           '  --fresh  regenerate the replay/restart log even when the cached one is current\n' +
           '  --no-emmett  skip emmett-sqlite (otherwise installed once into bench-results/emmett)\n',
@@ -152,6 +154,12 @@ async function runSection(name: SectionName, args: Args): Promise<SectionResult>
     case 'kube': {
       const { runKube } = await import('./kube.js');
       return runKube({ pods: args.quick ? 100 : 500, nodes: args.quick ? 10 : 50 });
+    }
+    case 'kubelet': {
+      const { runKubelet } = await import('./kubelet.js');
+      // BENCH_KUBELET_PODS=100 runs fewer sizes (the machine may be shared).
+      const given = process.env.BENCH_KUBELET_PODS?.split(',').map(Number);
+      return runKubelet({ sizes: given ?? (args.quick ? [100] : [100, 1_000]) });
     }
     case 'cluster': {
       const { runCluster } = await import('./cluster.js');
@@ -256,7 +264,14 @@ async function parent(args: Args): Promise<number> {
     ];
     const sectionStart = Date.now();
     const loadBefore = loadavg()[0]!;
-    const child = spawnSync(process.execPath, childArgs, {
+    // The kubelet section mounts (vole's tmpfs for Secrets): in a mount namespace of its
+    // own, so that nothing it leaves mounted outlives it on the host.
+    process.env.BENCH_OUTER_MOUNT_NS = readlinkSync('/proc/self/ns/mnt');
+    const [command, commandArgs] =
+      name === 'kubelet' && process.getuid?.() === 0
+        ? ['unshare', ['-m', '--propagation', 'private', process.execPath, ...childArgs]]
+        : [process.execPath, childArgs];
+    const child = spawnSync(command, commandArgs, {
       cwd: repoRoot,
       stdio: ['ignore', 'inherit', 'inherit'],
     });
