@@ -114,8 +114,8 @@ test('tidy: no folder of src/ imports itself through a circle of folders', () =>
 test('tidy: the folder and layer checks each fail on a planted circle', () => {
   // No file imports itself through a circle, but world/ and engine/ import each other.
   const planted = new Map([
-    ['src/world/fold.ts', ['src/engine/book.ts', 'src/ids.ts']],
-    ['src/engine/engine.ts', ['src/world/fold.ts']],
+    ['src/kubelet/fold.ts', ['src/engine/book.ts', 'src/ids.ts']],
+    ['src/engine/engine.ts', ['src/kubelet/fold.ts']],
     ['src/engine/book.ts', []],
     ['src/ids.ts', []],
   ]);
@@ -123,7 +123,7 @@ test('tidy: the folder and layer checks each fail on a planted circle', () => {
   assert.deepEqual(folderGraph(planted).get('src/world'), ['src/engine', 'src/ids.ts']);
   assert.deepEqual(importCycles(folderGraph(planted)), [['src/engine', 'src/world']]);
   assert.deepEqual(layerOffences(planted), [
-    'src/world/fold.ts (layer 2) imports src/engine/book.ts (layer 5)',
+    'src/kubelet/fold.ts (layer 2) imports src/engine/book.ts (layer 5)',
   ]);
   const strays = new Map([['src/nowhere/x.ts', ['src/elsewhere/y.ts']]]);
   assert.deepEqual(layerOffences(strays), [

@@ -25,8 +25,8 @@ import {
 } from '../desired/intake.js';
 import { ClusterObjects } from '../desired/objects.js';
 import { indexReferences } from '../desired/references.js';
-import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
-import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../kubelet/fold-operator.js';
+import { csiPluginName, resolvePersistentVolume, resolvePod } from '../desired/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import {

@@ -26,13 +26,13 @@ import {
 } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
 import type { ClusterObject } from '../events/k8s.js';
-import { describeOperation, kubeletDecision, type Operation, plan } from '../plan/index.js';
-import { checkVolume, fold, initialWorld } from '../world/index.js';
+import { describeOperation, kubeletDecision, type Operation, plan } from '../kubelet/planner.js';
+import { checkVolume, fold, initialWorld } from '../kubelet/index.js';
 import { ClusterObjects } from '../desired/objects.js';
-import * as kubeletReader from '../world/readers.js';
+import * as kubeletReader from '../kubelet/readers.js';
 import { isReferenceIndex } from '../desired/references.js';
-import { volumeTable } from '../world/volumes.js';
-import type { World } from '../world/types.js';
+import { volumeTable } from '../kubelet/volumes.js';
+import type { World } from '../kubelet/types.js';
 import {
   type Core,
   type CoreOperation,

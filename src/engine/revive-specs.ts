@@ -6,8 +6,8 @@
 import { type ControllerWorld, volumesOf } from '../controller/types.js';
 import type { OperationBook } from '../operations/types.js';
 import { shareTraits } from '../operations/volume-traits.js';
-import { podEntries } from '../world/by-pod.js';
-import type { World } from '../world/types.js';
+import { podEntries } from '../kubelet/by-pod.js';
+import type { World } from '../kubelet/types.js';
 
 function runningSpecs(book: Pick<OperationBook, 'running'>): void {
   for (const op of book.running.values()) shareTraits(op.spec);

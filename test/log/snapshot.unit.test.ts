@@ -18,7 +18,7 @@ import {
   encodeWorldSnapshot,
   worldSnapshotFormat,
 } from '../../src/log/world-snapshot.js';
-import { foldAll } from '../../src/world/index.js';
+import { foldAll } from '../../src/kubelet/index.js';
 import { assertSameWorld } from '../support/world-equal.js';
 import { flatSpecCount, flattenSpecs } from '../support/flat-specs.js';
 

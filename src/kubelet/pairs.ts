@@ -13,8 +13,8 @@ import {
 import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
-import { compileMachine } from './compiled-machine.js';
-import { flat } from './flat.js';
+import { compileMachine } from '../operations/compiled-machine.js';
+import { flat } from '../desired/flat.js';
 import { mayBeGone } from './gone.js';
 import { setAttachment, setMounts } from './volumes.js';
 import type { AttachmentRecord, MountRecord, World } from './types.js';

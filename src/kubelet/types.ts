@@ -26,7 +26,7 @@ import type { DesiredIntake } from '../desired/intake.js';
 import type { StorageBook } from '../binding/provisioning.js';
 import type { ByPod } from './by-pod.js';
 import type { References } from '../desired/references.js';
-import type { PairState } from './compiled-machine.js';
+import type { PairState } from '../operations/compiled-machine.js';
 import type {
   LastError,
   OperationBook,
@@ -227,7 +227,7 @@ export interface World extends OperationBook, DesiredIntake {
   mountContexts: Map<string, MountContext>;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
-   * (src/world/gone.ts). Empty between events.
+   * (src/kubelet/gone.ts). Empty between events.
    */
   maybeGone: UniqueVolumeName[];
   /**

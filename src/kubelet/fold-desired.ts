@@ -25,7 +25,7 @@ import { boundVolumes } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
-import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
+import { csiAttachOf, type PodResolution, resolvePod } from '../desired/resolve.js';
 import { addReference, indexReferences, type References } from '../desired/references.js';
 import type { DswPod, PodRecord, World } from './types.js';
 import type { ProjectedPart, ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';
