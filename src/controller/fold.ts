@@ -25,7 +25,7 @@ import {
 } from '../desired/intake.js';
 import { ClusterObjects } from '../desired/objects.js';
 import { indexReferences } from '../desired/references.js';
-import { foldOperatorRequestDecided, foldOperatorRequested } from '../kubelet/fold-operator.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../operations/fold-operator.js';
 import { csiPluginName, resolvePersistentVolume, resolvePod } from '../desired/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';

@@ -25,7 +25,7 @@ import {
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
-import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../operations/fold-operator.js';
 import { ClusterObjects } from '../desired/objects.js';
 import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';

@@ -6,4 +6,4 @@ export * from './pairs.js';
 export * from './queries.js';
 export * from '../desired/resolve.js';
 export type * from './types.js';
-export * from './fold-operator.js';
+export * from '../operations/fold-operator.js';
