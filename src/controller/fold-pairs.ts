@@ -8,7 +8,7 @@ import { assert } from '../assert.js';
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touchVolume } from '../operations/book.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import { attachmentPairs } from '../kubelet/pairs.js';
+import { attachmentPairs } from '../operations/pair-machines.js';
 import {
   addOne,
   addToIndex,
