@@ -27,7 +27,7 @@ import {
   emptyPair,
   newDesired,
   undesiredPair,
-} from './attachment-record.js';
+} from './memory.js';
 import {
   type ControllerAttachment,
   type ControllerPair,

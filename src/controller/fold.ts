@@ -39,8 +39,7 @@ import {
   touch,
   updateTimers,
 } from './fold-pairs.js';
-import { claimAsKept } from './claim-record.js';
-import { controllerPodOf } from './pod-record.js';
+import { claimAsKept, controllerPodOf } from './memory.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,

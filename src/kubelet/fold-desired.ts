@@ -17,9 +17,16 @@ import {
   reresolveReaders,
   sameContent,
 } from '../desired/intake.js';
-import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
+import {
+  copyByPod,
+  deletePodEntry,
+  podEntry,
+  setCause,
+  setDesiredPods,
+  setPodEntry,
+  setReportedInUse,
+} from './memory.js';
 import { mayBeGone } from './gone.js';
-import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
 import { boundVolumes } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';

@@ -32,6 +32,7 @@ export const layers: [string, number][] = [
   ['src/controller/attachment-record.ts', 2],
   ['src/controller/claim-record.ts', 2],
   ['src/controller/shared-values.ts', 2],
+  ['src/controller/memory.ts', 2],
   ['src/controller/', 3],
   ['src/kubelet/plan.ts', 3],
   ['src/kubelet/plan-provision.ts', 3],
