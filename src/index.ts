@@ -98,7 +98,7 @@ export type {
 export { RealClock, type Clock, type TimerHandle } from './clock.js';
 export type { EventSink } from './engine/sink.js';
 export type { EventListener } from './engine/engine.js';
-export type { World } from './world/types.js';
+export type { World } from './kubelet/types.js';
 export type { ControllerWorld } from './controller/types.js';
 export type { GroupCommitterOptions } from './log/group-commit-options.js';
 export {

@@ -11,8 +11,8 @@ import type { Core } from '../src/engine/core.js';
 import { kubeletCore } from '../src/engine/cores.js';
 import { kubeletMode } from '../src/sim/kubelet-mode.js';
 import { simulate, simulateWith } from '../src/sim/simulate.js';
-import type { Operation } from '../src/plan/index.js';
-import type { World } from '../src/world/types.js';
+import type { Operation } from '../src/kubelet/planner.js';
+import type { World } from '../src/kubelet/types.js';
 
 const runs = Number(process.env.VOLE_CHAOS_RUNS ?? 2000);
 const seed = Number(process.env.VOLE_CHAOS_SEED ?? 20_261_124);

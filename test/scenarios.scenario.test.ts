@@ -12,8 +12,8 @@ import type { VoleEvent } from '../src/events/index.js';
 import { parseScenario } from '../src/sim/scenario.js';
 import { simulate } from '../src/sim/simulate.js';
 import { controllerCore } from '../src/engine/cores.js';
-import { foldAll } from '../src/world/index.js';
-import type { World } from '../src/world/types.js';
+import { foldAll } from '../src/kubelet/index.js';
+import type { World } from '../src/kubelet/types.js';
 import { assertSameWorld } from './support/world-equal.js';
 
 const dir = join(import.meta.dirname, 'scenarios');

@@ -9,7 +9,7 @@
  * to never; every declared dependency is used.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
@@ -34,8 +34,7 @@ function files(dir: string): string[] {
 const pure = [
   'machines',
   'src/events',
-  'src/world',
-  'src/plan',
+  'src/kubelet',
   'src/operations',
   'src/binding',
   'src/desired',
@@ -95,6 +94,11 @@ test('tidy: every folder of src/ has a layer', () => {
   assert.deepEqual(missing, [], 'give each of these a layer (and a line in docs/layout.md)');
 });
 
+test('tidy: every entry of the layer table names a folder or file that exists', () => {
+  const stale = layers.filter(([prefix]) => !existsSync(join(root, prefix)));
+  assert.deepEqual(stale, [], 'drop these from test/support/layers.ts (and docs/layout.md)');
+});
+
 test('tidy: the core modules import only downward', () => {
   const graph = sourceGraph();
   const core = new Map([...graph].filter(([file]) => (layerOf(file) ?? 99) <= coreLayerMax));
@@ -112,18 +116,18 @@ test('tidy: no folder of src/ imports itself through a circle of folders', () =>
 });
 
 test('tidy: the folder and layer checks each fail on a planted circle', () => {
-  // No file imports itself through a circle, but world/ and engine/ import each other.
+  // No file imports itself through a circle, but kubelet/ and engine/ import each other.
   const planted = new Map([
-    ['src/world/fold.ts', ['src/engine/book.ts', 'src/ids.ts']],
-    ['src/engine/engine.ts', ['src/world/fold.ts']],
+    ['src/kubelet/fold.ts', ['src/engine/book.ts', 'src/ids.ts']],
+    ['src/engine/engine.ts', ['src/kubelet/fold.ts']],
     ['src/engine/book.ts', []],
     ['src/ids.ts', []],
   ]);
   assert.deepEqual(importCycles(planted), []);
-  assert.deepEqual(folderGraph(planted).get('src/world'), ['src/engine', 'src/ids.ts']);
-  assert.deepEqual(importCycles(folderGraph(planted)), [['src/engine', 'src/world']]);
+  assert.deepEqual(folderGraph(planted).get('src/kubelet'), ['src/engine', 'src/ids.ts']);
+  assert.deepEqual(importCycles(folderGraph(planted)), [['src/engine', 'src/kubelet']]);
   assert.deepEqual(layerOffences(planted), [
-    'src/world/fold.ts (layer 2) imports src/engine/book.ts (layer 5)',
+    'src/kubelet/fold.ts (layer 2) imports src/engine/book.ts (layer 5)',
   ]);
   const strays = new Map([['src/nowhere/x.ts', ['src/elsewhere/y.ts']]]);
   assert.deepEqual(layerOffences(strays), [
@@ -307,7 +311,7 @@ test('tidy: the file, class and cast checks each fail on a planted violation', (
 const modeTest =
   /\bmode\s*[!=]==?\s*'(kubelet|controller)'|'(kubelet|controller)'\s*[!=]==?\s*[\w.]*\bmode\b|\bmodeOf\b|'nodes' in\b/;
 /** The cores themselves, which know their mode. */
-const coreFolders = ['src/engine/', 'src/world/', 'src/controller/'];
+const coreFolders = ['src/engine/', 'src/kubelet/', 'src/controller/'];
 function modeTests(dir: string, paths: readonly string[]): string[] {
   return paths.flatMap((path) =>
     readFileSync(join(dir, path), 'utf8')

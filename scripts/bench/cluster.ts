@@ -39,6 +39,7 @@ import { controllerCore } from '../../src/engine/cores.js';
 import { eventCodec, type NewEvent, type VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { encodeEvent } from '../../src/log/codec.js';
+import { controllerHeapBytesPerPodMax } from '../../src/controller/memory.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { EtcdCluster, etcdSkipReason } from '../../test/support/etcd-cluster.js';
@@ -532,8 +533,8 @@ export async function scaleFigures(
       name: 'controller heap a pod after the load',
       value: (heapMiB * 2 ** 20) / pods,
       unit: 'B',
-      target: '< 2048 B',
-      met: (heapMiB * 2 ** 20) / pods < 2048,
+      target: `< ${controllerHeapBytesPerPodMax} B`,
+      met: (heapMiB * 2 ** 20) / pods < controllerHeapBytesPerPodMax,
     },
     {
       section: 'cluster',

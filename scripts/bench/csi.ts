@@ -38,7 +38,7 @@ import { RealClock } from '../../src/clock.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
-import { builtinPluginNames } from '../../src/world/resolve.js';
+import { builtinPluginNames } from '../../src/desired/resolve.js';
 import type { NewEvent } from '../../src/events/index.js';
 import { podLatencies } from './e2e.js';
 import { benchPlugins, diskPlugin, podEvents } from './generate.js';

@@ -21,15 +21,15 @@ import {
   parseNice,
   setEventLoopNice,
 } from '../../src/host/event-loop-priority.js';
-import type { Operation } from '../../src/plan/index.js';
-import type { World } from '../../src/world/types.js';
+import type { Operation } from '../../src/kubelet/planner.js';
+import type { World } from '../../src/kubelet/types.js';
 import { type EventSink, MemorySink } from '../../src/engine/sink.js';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { type Clock, RealClock } from '../../src/clock.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
-import { podWaitStatus } from '../../src/world/index.js';
+import { podWaitStatus } from '../../src/kubelet/index.js';
 import { benchPlugins, diskVolumeName, podEvents } from './generate.js';
 import { pollEvery } from './polling.js';
 import {

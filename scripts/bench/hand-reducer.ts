@@ -1,7 +1,7 @@
 /**
  * The benchmark's yardstick for the fold: the attachment and mount machines of machines/
  * written out by hand as switch statements over plain objects, folding the same VoleEvents
- * into the same pair states (value + context) as src/world/fold.ts.
+ * into the same pair states (value + context) as src/kubelet/fold.ts.
  *
  * It does what the pair machines need and no more: it tracks running operations (which
  * pair a call acts on) and the desired (volume, pod) entries (the spec a setUp starts
@@ -15,8 +15,8 @@ import { isDeepStrictEqual } from 'node:util';
 import type { AttachmentContext, MountContext } from '../../machines/index.js';
 import { attachmentInitialContext, mountInitialContext } from '../../machines/index.js';
 import type { CallError, VoleEvent } from '../../src/events/index.js';
-import type { World } from '../../src/world/types.js';
-import { podEntries } from '../../src/world/by-pod.js';
+import type { World } from '../../src/kubelet/types.js';
+import { podEntries } from '../../src/kubelet/by-pod.js';
 
 export interface HandPair<C> {
   readonly value: string;

@@ -9,9 +9,9 @@
  * a no-op. The check below fails loudly if the engine's internals move.
  */
 import type { Engine } from '../../src/engine/engine.js';
-import type { Operation } from '../../src/plan/index.js';
-import type { World } from '../../src/world/types.js';
-import { allVolumes } from '../../src/plan/index.js';
+import type { Operation } from '../../src/kubelet/planner.js';
+import type { World } from '../../src/kubelet/types.js';
+import { allVolumes } from '../../src/kubelet/planner.js';
 
 export interface PollingDriver {
   stop(): void;

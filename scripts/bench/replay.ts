@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import { freeze } from 'immer';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
-import { fold, initialWorld, podCount } from '../../src/world/index.js';
+import { fold, initialWorld, podCount } from '../../src/kubelet/index.js';
 import { emmettFigures } from './emmett.js';
 import { generateLog } from './generate.js';
 import { compareWithWorld, handFold, handInitial } from './hand-reducer.js';

@@ -32,9 +32,9 @@ import { openSqliteLog } from '../../src/agent/sqlite-log.js';
 import { snapshotEveryEvents } from '../../src/constants.js';
 import { eventCodec, type VoleEvent } from '../../src/events/index.js';
 import { openLog } from '../../src/log/store.js';
-import { plan } from '../../src/plan/index.js';
-import { fold, initialWorld, takeDirty } from '../../src/world/index.js';
-import type { World } from '../../src/world/types.js';
+import { plan } from '../../src/kubelet/planner.js';
+import { fold, initialWorld, takeDirty } from '../../src/kubelet/index.js';
+import type { World } from '../../src/kubelet/types.js';
 import { generateLog } from './generate.js';
 import { type Figure, gc, median, nowMs, progress, removeDb, type SectionResult } from './util.js';
 

@@ -5,8 +5,8 @@
  */
 import type { EventOf } from '../events/index.js';
 import type { PluginManager } from '../plugins/manager.js';
-import type { World } from '../world/types.js';
-import { podEntries } from '../world/by-pod.js';
+import type { World } from '../kubelet/types.js';
+import { podEntries } from '../kubelet/by-pod.js';
 
 export type HostObservation = Pick<EventOf<'HostObserved'>, 'attachments' | 'mounts'>;
 

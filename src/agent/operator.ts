@@ -19,8 +19,8 @@ import {
 import type { Clock } from '../clock.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { findPod } from '../postmortem/why.js';
-import { podEntry } from '../world/by-pod.js';
-import type { World } from '../world/types.js';
+import { podEntry } from '../kubelet/by-pod.js';
+import type { World } from '../kubelet/types.js';
 
 const operatorRequestSchema = z.strictObject({
   action: z.enum(operatorActions),

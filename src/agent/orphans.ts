@@ -19,8 +19,8 @@ import { basename, join } from 'node:path';
 import { detachLoopForImage, listLoops } from '../host/loop.js';
 import { readMountTable } from '../host/mountinfo.js';
 import { removeVolumeDir } from '../plugins/builtin/common.js';
-import type { World } from '../world/types.js';
-import { podEntries } from '../world/by-pod.js';
+import type { World } from '../kubelet/types.js';
+import { podEntries } from '../kubelet/by-pod.js';
 
 export type OrphanKind = 'podVolume' | 'globalMount' | 'loopDevice';
 

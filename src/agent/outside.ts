@@ -6,10 +6,10 @@
  * A transient failure (a busy device, a slow driver) is not outside: retries may cure it.
  */
 import type { UniquePodName } from '../ids.js';
-import { podWaitStatus } from '../world/queries.js';
-import type { World } from '../world/types.js';
+import { podWaitStatus } from '../kubelet/queries.js';
+import type { World } from '../kubelet/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import { requiredContents } from '../world/content-invariant.js';
+import { requiredContents } from '../kubelet/content-invariant.js';
 
 /** A ConfigMap or Secret the volume must read that the world does not have. */
 function missingContent(world: World, spec: ResolvedVolume): boolean {

@@ -5,9 +5,9 @@
 import type { VoleEvent } from '../events/index.js';
 import { type UniquePodName, UniqueVolumeName } from '../ids.js';
 import { eventVolume } from '../postmortem/history.js';
-import { podWaitStatus } from '../world/queries.js';
-import type { World } from '../world/types.js';
-import { podEntries, podEntry } from '../world/by-pod.js';
+import { podWaitStatus } from '../kubelet/queries.js';
+import type { World } from '../kubelet/types.js';
+import { podEntries, podEntry } from '../kubelet/by-pod.js';
 
 export class PodProgress {
   private readonly last = new Map<string, string>();

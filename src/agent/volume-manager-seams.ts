@@ -22,10 +22,10 @@ import {
   getVolumesInUse,
   type MountedVolumeView,
   volumeIsAttached,
-} from '../world/index.js';
-import type { World } from '../world/types.js';
+} from '../kubelet/index.js';
+import type { World } from '../kubelet/types.js';
 import type { Engine } from '../engine/engine.js';
-import type { Operation } from '../plan/index.js';
+import type { Operation } from '../kubelet/planner.js';
 
 type KubeletEngine = Engine<World, Operation>;
 

@@ -26,12 +26,12 @@ import {
   podWaitStatus,
   type PodWaitStatus,
   waitErrorMessage,
-} from '../world/index.js';
-import type { World } from '../world/types.js';
+} from '../kubelet/index.js';
+import type { World } from '../kubelet/types.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
-import type { Operation } from '../plan/index.js';
+import type { Operation } from '../kubelet/planner.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import { DesiredStateInputs, ReconcilerStatus } from './volume-manager-seams.js';
 import { OperatorRequests, resolveOperatorRequest } from './operator.js';

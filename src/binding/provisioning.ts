@@ -1,6 +1,6 @@
 /**
  * Dynamic provisioning's policy, the same whichever core provisions (the kubelet's world
- * in standalone mode: src/world/fold-provisioning.ts, src/plan/provision.ts; the leading
+ * in standalone mode: src/kubelet/fold-provisioning.ts, src/kubelet/plan-provision.ts; the leading
  * controller's in cluster mode: src/controller/provisioning.ts, plan-provision.ts), as
  * Kubernetes' persistent-volume controller and the CSI external-provisioner decide it:
  *

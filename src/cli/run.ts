@@ -21,8 +21,8 @@ import { type FeatureGates, parseFeatureGates } from '../sources/feature-gates.j
 import { podsWaitingOnOutside } from '../agent/outside.js';
 import type { UniquePodName } from '../ids.js';
 import { why, whyText } from '../postmortem/why.js';
-import { podWaitStatus } from '../world/queries.js';
-import type { World } from '../world/types.js';
+import { podWaitStatus } from '../kubelet/queries.js';
+import type { World } from '../kubelet/types.js';
 import {
   logBlockedReporter,
   onceTimeoutSecondsDefault,

@@ -13,8 +13,8 @@ import type { UniquePodName } from '../ids.js';
 import { coreOfStore } from '../postmortem/log-world.js';
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { findPod, why, whyText } from '../postmortem/why.js';
-import { podWaitStatus } from '../world/queries.js';
-import type { World } from '../world/types.js';
+import { podWaitStatus } from '../kubelet/queries.js';
+import type { World } from '../kubelet/types.js';
 import { onceTimeoutSecondsDefault } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 

@@ -4,7 +4,7 @@
  * manager's pod calls through it; a key whose pod was replaced (a new UID) removes the old pod.
  */
 import type { Pod } from '../events/k8s.js';
-import { flat } from '../world/flat.js';
+import { flat } from '../desired/flat.js';
 import { eachInTurns, type PrefixHandlers } from './informer.js';
 import { type DecodeOptions, decodePod } from './objects.js';
 import type { KeyValue } from './store.js';
@@ -108,7 +108,7 @@ export class PodsByKey {
 
   /**
    * Holds `uid` under `key`, by the pod's own name string when the key ends with it (a
-   * slice of the key would hold the whole key), and its folder flat (src/world/flat.ts).
+   * slice of the key would hold the whole key), and its folder flat (src/desired/flat.ts).
    */
   private set(key: string, podName: string, uid: string): void {
     const split = splitKey(key);

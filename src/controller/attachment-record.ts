@@ -7,8 +7,8 @@
 import type { AttachmentContext } from '../../machines/index.js';
 import { type NodeName, Seq, type UniquePodName, type UniqueVolumeName } from '../ids.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import type { PairState } from '../world/compiled-machine.js';
-import { attachmentPairs } from '../world/pairs.js';
+import type { PairState } from '../operations/compiled-machine.js';
+import { attachmentPairs } from '../operations/pair-machines.js';
 import { fail } from '../assert.js';
 import type { OneOrMany } from '../desired/one-or-many.js';
 import {

@@ -8,7 +8,7 @@ import { assert } from '../assert.js';
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { touchVolume } from '../operations/book.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
-import { attachmentPairs } from '../world/pairs.js';
+import { attachmentPairs } from '../operations/pair-machines.js';
 import {
   addOne,
   addToIndex,
@@ -27,7 +27,7 @@ import {
   emptyPair,
   newDesired,
   undesiredPair,
-} from './attachment-record.js';
+} from './memory.js';
 import {
   type ControllerAttachment,
   type ControllerPair,

@@ -25,8 +25,8 @@ import {
 } from '../desired/intake.js';
 import { ClusterObjects } from '../desired/objects.js';
 import { indexReferences } from '../desired/references.js';
-import { foldOperatorRequestDecided, foldOperatorRequested } from '../world/fold-operator.js';
-import { csiPluginName, resolvePersistentVolume, resolvePod } from '../world/resolve.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../operations/fold-operator.js';
+import { csiPluginName, resolvePersistentVolume, resolvePod } from '../desired/resolve.js';
 import { provisionStarted, trackProvisionedPv } from '../binding/provisioning.js';
 import { foldExternalProvisioning } from './fold-external.js';
 import {
@@ -39,8 +39,7 @@ import {
   touch,
   updateTimers,
 } from './fold-pairs.js';
-import { claimAsKept } from './claim-record.js';
-import { controllerPodOf } from './pod-record.js';
+import { claimAsKept, controllerPodOf } from './memory.js';
 import {
   foldControllerProvisioningCall,
   initialProvisioning,

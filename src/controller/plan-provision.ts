@@ -1,7 +1,7 @@
 /**
  * The leading controller's provisioning decisions (cluster mode: whoever binds claims
  * provisions), in the persistent-volume controller's and CSI external-provisioner's order,
- * as the kubelet's planner makes them in standalone mode (src/plan/provision.ts):
+ * as the kubelet's planner makes them in standalone mode (src/kubelet/plan-provision.ts):
  *
  * - an unbound claim of a class whose provisioner is a CSI driver with CREATE_DELETE_VOLUME,
  *   that no static PV of its class satisfies, is provisioned (pv_controller.go

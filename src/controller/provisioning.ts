@@ -1,7 +1,7 @@
 /**
  * Dynamic provisioning in the leading controller's world (cluster mode: whoever binds
  * claims provisions), folded as the kubelet's world folds it in standalone mode
- * (src/world/fold-provisioning.ts), with one difference of Kubernetes' own: the
+ * (src/kubelet/fold-provisioning.ts), with one difference of Kubernetes' own: the
  * provisioner records the PV `pvc-<claim uid>` with its claimRef (external-provisioner
  * Provision), and the binder then binds the claim to it (pv_controller.go syncUnboundClaim
  * finds the PV pre-bound to the claim), so the binding is a ClaimBound like any other and
@@ -20,8 +20,8 @@ import {
   volumeCreated,
   volumeDeleted,
 } from '../binding/provisioning.js';
-import { type ClaimView, claimStanding, claimStandings } from '../world/claims-view.js';
-import { persistentVolumes, type PvView } from '../world/provisioning.js';
+import { type ClaimView, claimStanding, claimStandings } from '../kubelet/claims-view.js';
+import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../operations/types.js';
 import { externalClaimView } from './fold-external.js';

@@ -4,7 +4,7 @@
  * controller: desired and attached on no node), with no operation record and no operator
  * request, loses its cause, last error and dirty mark, so a long-running engine does not
  * grow with every volume it ever saw (the log keeps their history). Which volumes to check
- * is the core's: the node notes candidates where its fold deletes (src/world/gone.ts), the
+ * is the core's: the node notes candidates where its fold deletes (src/kubelet/gone.ts), the
  * controller checks the volumes an event touched.
  */
 import type { UniqueVolumeName } from '../ids.js';

@@ -1,5 +1,5 @@
 /**
- * The desired-state intake both cores fold through: the kubelet's world (src/world/) and
+ * The desired-state intake both cores fold through: the kubelet's world (src/kubelet/) and
  * the attach/detach controller's (src/controller/) take the same events about pods,
  * cluster objects and claims, and keep them here the same way:
  *

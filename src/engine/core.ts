@@ -2,7 +2,7 @@
  * The Core interface: the pure part an Engine drives. A core is a world type, its fold,
  * its planner, its invariants and its snapshot codec, named by a mode; EngineStarted
  * records the mode, and every reader of a log picks the core from it (src/engine/cores.ts).
- * Two cores exist: the kubelet's (src/world + src/plan) and the attach/detach
+ * Two cores exist: the kubelet's (src/kubelet) and the attach/detach
  * controller's (src/controller).
  */
 import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js';

@@ -28,9 +28,10 @@ interface Envelope<W> {
 }
 
 /**
- * A structured-clone codec for one core's world. `format` tells cores apart (the kubelet
- * world is format 5, the controller's 3); `revive` checks the decoded value's shape and
- * gives it an empty dirty set (undefined: not this core's world).
+ * A structured-clone codec for one core's world. `format` names the shape written (a
+ * snapshot of another format is not read: the log is replayed instead); `revive` checks
+ * the decoded value's shape and gives it an empty dirty set (undefined: not this core's
+ * world).
  */
 export function structuredCloneCodec<W extends CoreWorld>(
   format: number,
@@ -285,14 +286,13 @@ function driveSync<R>(steps: Generator<Step, R>): R {
 
 /**
  * A structured-clone codec written in slices (see the top of this file): the same bytes
- * whether encoded in one call or in slices. `fields` names the world's large maps;
- * `legacy` reads the snapshots of the formats this one replaced (in slices when it can).
+ * whether encoded in one call or in slices. `fields` names the world's large maps; a
+ * snapshot of another format is not read (undefined: the log is replayed instead).
  */
 export function slicedCloneCodec<W extends CoreWorld>(
   format: number,
   fields: SlicedFields<W>,
   revive: (world: Omit<W, 'dirty'>) => W | undefined,
-  legacy?: SnapshotCodec<W> | SlicedCodec<W>,
 ): SlicedCodec<W> {
   const reviveRead = (world: Partial<W> | undefined): W | undefined => {
     if (world === undefined) return undefined;
@@ -314,7 +314,7 @@ export function slicedCloneCodec<W extends CoreWorld>(
       return { data: out.data!, stats };
     },
     decode(data: Buffer, given: number): W | undefined {
-      if (given !== format) return legacy?.decode(data, given);
+      if (given !== format) return undefined;
       try {
         return reviveRead(driveSync(readSlices<W>(data)));
       } catch {
@@ -322,10 +322,7 @@ export function slicedCloneCodec<W extends CoreWorld>(
       }
     },
     async decodeSliced(data: Buffer, given: number, yieldTurn: YieldTurn = nextTurn) {
-      if (given !== format)
-        return legacy !== undefined && 'decodeSliced' in legacy
-          ? legacy.decodeSliced(data, given, yieldTurn)
-          : legacy?.decode(data, given);
+      if (given !== format) return undefined;
       try {
         return reviveRead((await drive(readSlices<W>(data), yieldTurn)).result);
       } catch {

@@ -39,8 +39,8 @@ export {
 export { MemorySink, type EventSink } from '../engine/sink.js';
 export { Executor } from '../execute/executor.js';
 export { ControllerExecutor } from '../execute/controller-executor.js';
-export { fold, foldAll, initialWorld } from '../world/fold.js';
-export { plan, type Operation, type PlanResult } from '../plan/index.js';
+export { fold, foldAll, initialWorld } from '../kubelet/fold.js';
+export { plan, type Operation, type PlanResult } from '../kubelet/planner.js';
 export {
   foldController,
   initialControllerWorld,

@@ -387,7 +387,7 @@ export const eventSchemas = {
      * that driver is detached.
      */
     refused: z.string().optional(),
-    mountsIntended: z.array(z.string().min(1)).optional(), // attach: src/world/mount-intents.ts
+    mountsIntended: z.array(z.string().min(1)).optional(), // attach: src/kubelet/mount-intents.ts
     /** provision: the CreateVolume request and the PV to record. */
     provision: provisionRequest.optional(),
     /** deleteVolume / controllerExpand: the PersistentVolume acted on. */

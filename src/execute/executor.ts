@@ -5,8 +5,8 @@
  * asserts it again when OperationStarted is folded.
  */
 import { assert, unreachable } from '../assert.js';
-import { kubeletDecision, type Operation, operationPod } from '../plan/index.js';
-import type { World } from '../world/types.js';
+import { kubeletDecision, type Operation, operationPod } from '../kubelet/planner.js';
+import type { World } from '../kubelet/types.js';
 import type { ExecutorHost, OpContext } from './context.js';
 import { attach, verifyControllerAttached } from './ops/attach.js';
 import { detach, markDetached } from './ops/detach.js';

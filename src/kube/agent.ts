@@ -14,7 +14,7 @@ import type { VoleEvent } from '../events/index.js';
 import { type ManifestObject, manifestObject, type Pod, pod as podSchema } from '../events/k8s.js';
 import { UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
-import type { World } from '../world/types.js';
+import type { World } from '../kubelet/types.js';
 import {
   confirmedAttachments,
   csiVolumeOf,

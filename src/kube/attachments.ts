@@ -7,7 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { encodePublishContext } from '../csi/requests.js';
-import { csiPluginName } from '../world/resolve.js';
+import { csiPluginName } from '../desired/resolve.js';
 
 /** The VolumeAttachment Kubernetes' CSI attacher names for (handle, driver, node). */
 export function volumeAttachmentName(volumeHandle: string, driver: string, node: string): string {
@@ -43,7 +43,7 @@ export function confirmedAttachments(opts: {
   volumeAttachments: ReadonlyMap<string, VolumeAttachmentView>;
 }): { name: string; devicePath: string }[] {
   // A driver whose CSIDriver says `attachRequired: false` needs no entry here: the node's
-  // fold resolves its volumes as not attachable (src/world/resolve.ts), so none waits.
+  // fold resolves its volumes as not attachable (src/desired/resolve.ts), so none waits.
   const confirmed: { name: string; devicePath: string }[] = [];
   for (const entry of opts.volumesAttached) {
     const csi = csiVolumeOf(entry.name);

@@ -5,7 +5,7 @@
  * uncertain unless its status says attached). The old leader's log is not this one's:
  * these objects are all it leaves. Pure: no I/O.
  */
-import { csiPluginName } from '../world/resolve.js';
+import { csiPluginName } from '../desired/resolve.js';
 import type { ApiObject } from './informer.js';
 
 export interface FoundAttachment {

@@ -8,7 +8,7 @@
 import type { Logger } from 'pino';
 import type { VoleEvent } from '../events/index.js';
 import { UniquePodName } from '../ids.js';
-import type { World } from '../world/types.js';
+import type { World } from '../kubelet/types.js';
 import type { Clock } from '../clock.js';
 import { KubeApiError, type KubeTransport } from './http.js';
 

@@ -3,7 +3,7 @@
  * its own format). Kept for the readers that load a kubelet world directly.
  */
 import { kubeletCore } from '../engine/cores.js';
-import type { World } from '../world/types.js';
+import type { World } from '../kubelet/types.js';
 
 /** The kubelet core's format (a V8 structured clone of the world; see src/engine/cores.ts). */
 export const worldSnapshotFormat = kubeletCore.snapshot.format;

@@ -6,8 +6,8 @@
 import { statfs } from 'node:fs/promises';
 import { Gauge, type Registry } from 'prom-client';
 import type { PluginManager } from '../plugins/manager.js';
-import { podEntries } from '../world/by-pod.js';
-import type { World } from '../world/types.js';
+import { podEntries } from '../kubelet/by-pod.js';
+import type { World } from '../kubelet/types.js';
 
 export interface PodVolumeStats {
   readonly namespace: string;

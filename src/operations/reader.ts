@@ -1,7 +1,7 @@
 /**
  * What a core tells the readers of its world (metrics, post-mortems, the CLI, the
  * inspector): the Core interface's reader part (src/engine/core.ts), below both cores so
- * each implements it (src/world/readers.ts, src/controller/readers.ts).
+ * each implements it (src/kubelet/readers.ts, src/controller/readers.ts).
  */
 import type { Decision } from '../events/index.js';
 import type { PersistentVolume } from '../events/k8s.js';

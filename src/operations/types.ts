@@ -3,7 +3,14 @@
  * running operations and the book that holds them. The fold of each core keeps them by the
  * same code (book.ts).
  */
-import type { CallError, CallName, OperationKind, OperationStep, OpKey } from '../events/index.js';
+import type {
+  CallError,
+  CallName,
+  OperationKind,
+  OperationStep,
+  OperatorAction,
+  OpKey,
+} from '../events/index.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { ResolvedVolume } from './volume-spec.js';
 
@@ -88,4 +95,21 @@ export interface LastError {
   readonly message: string;
   readonly seq: Seq;
   readonly tsMs: number;
+}
+
+/** An operator's request (OperatorRequested), as the planner sees it. */
+export interface OperatorRequestRecord {
+  readonly seq: Seq;
+  readonly action: OperatorAction;
+  readonly volume: UniqueVolumeName;
+  readonly pod: UniquePodName | null;
+  readonly node: string | null;
+  readonly force: boolean;
+  readonly reason: string;
+}
+
+/** Operator requests: undecided ones, and accepted detach/release ones still under way. */
+export interface OperatorState {
+  readonly pending: Map<UniqueVolumeName, OperatorRequestRecord[]>;
+  readonly holds: Map<UniqueVolumeName, OperatorRequestRecord[]>;
 }

@@ -1,6 +1,6 @@
 /**
  * One pod volume resolved to the volume it names: the spec the fold keeps in the desired
- * state, a running operation acts on, and a plugin reads. Below the folds (src/world and
+ * state, a running operation acts on, and a plugin reads. Below the folds (src/kubelet and
  * src/controller) and the plugins, so each reads it without reaching into the other.
  */
 import type { UniqueVolumeName } from '../ids.js';

@@ -3,9 +3,6 @@
  * VolumeTraits in volume-spec.ts). A spec held 17 fields, 160 bytes, one a pod volume in
  * the controller's world; 11 of them are alike for every volume of a plugin and PV shape,
  * so a spec now holds 7 (80 bytes) and the traits are made once for them all.
- *
- * Snapshots written before the traits were shared hold specs of the flat shape (the 11
- * fields in the spec itself): `SpecReviver` reads both.
  */
 import { assert } from '../assert.js';
 import { volumeTraitsMax } from '../constants.js';
@@ -93,50 +90,16 @@ function frozenTraits(t: VolumeTraits): VolumeTraits {
   });
 }
 
-/** A spec as snapshots written before the traits were shared held it: the traits flat in it. */
-type FlatSpec = Omit<ResolvedVolume, 'traits'> & VolumeTraits;
-
 /**
- * Specs read from a snapshot, as the fold holds them: their traits the shared ones. A spec
- * of this shape keeps its object (its traits replaced in place: the decode's own copy, held
- * by nothing else), so what shared it still does; one of the flat shape is made anew, once
- * for all its holders (a pod record, its desired entry, its attachment).
+ * A spec read from a snapshot, as the fold holds it: its traits the shared ones (structured
+ * clone reads back a copy for each spec). The spec keeps its object (its traits replaced in
+ * place: the decode's own copy, held by nothing else), so what shared it still does.
  */
-export class SpecReviver {
-  private readonly made = new Map<object, ResolvedVolume>();
-
-  /** `read` as the fold holds it (the same object unless it was of the flat shape). */
-  spec(read: ResolvedVolume): ResolvedVolume {
-    const traits: unknown = (read as Partial<ResolvedVolume>).traits;
-    if (traits !== undefined) {
-      (read as { traits: VolumeTraits }).traits = volumeTraits(traits as VolumeTraits);
-      return read;
-    }
-    const known = this.made.get(read);
-    if (known !== undefined) return known;
-    const spec = specOfFlat(read as unknown as FlatSpec);
-    this.made.set(read, spec);
-    return spec;
-  }
-
-  /** A running operation's spec (null: none), as `spec`. */
-  maybe(read: ResolvedVolume | null): ResolvedVolume | null {
-    return read === null ? null : this.spec(read);
-  }
-}
-
-function specOfFlat(flat: FlatSpec): ResolvedVolume {
+export function shareTraits(read: ResolvedVolume | null): void {
+  if (read === null) return;
   assert(
-    typeof flat.pluginName === 'string' && Array.isArray(flat.accessModes),
-    `snapshot: volume spec ${String(flat.volume)} has neither traits nor the flat fields`,
+    typeof read.traits === 'object',
+    `snapshot: volume spec ${String(read.volume)} has no traits; replay the log (the snapshot is of an older shape)`,
   );
-  return {
-    outerVolumeSpecName: flat.outerVolumeSpecName,
-    innerVolumeSpecName: flat.innerVolumeSpecName,
-    volume: flat.volume,
-    traits: volumeTraits(flat),
-    source: flat.source,
-    claim: flat.claim,
-    claimNamespace: flat.claimNamespace,
-  };
+  (read as { traits: VolumeTraits }).traits = volumeTraits(read.traits);
 }

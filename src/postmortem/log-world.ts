@@ -22,12 +22,12 @@ import {
 } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
 import { NodeName, OpId, UniqueVolumeName } from '../ids.js';
-import type { PvWorld } from '../world/provisioning.js';
-import type { World } from '../world/types.js';
+import type { PvWorld } from '../kubelet/provisioning.js';
+import type { World } from '../kubelet/types.js';
 import { why, type WhyAnswer } from './why.js';
 import { controllerWhy } from './why-controller.js';
 import { describeBook, describeWorld, type WorldView } from './replay.js';
-import { podEntries } from '../world/by-pod.js';
+import { podEntries } from '../kubelet/by-pod.js';
 import { valuesOf } from '../desired/one-or-many.js';
 
 /** One pair's state: an attachment (volume × node) or a mount (volume × pod). */

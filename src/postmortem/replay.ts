@@ -3,10 +3,10 @@
  * prints), and the difference between two moments (`vole diff`).
  */
 import type { VoleEvent } from '../events/index.js';
-import { fold, getVolumesInUse, initialWorld } from '../world/index.js';
-import type { World } from '../world/types.js';
+import { fold, getVolumesInUse, initialWorld } from '../kubelet/index.js';
+import type { World } from '../kubelet/types.js';
 import type { OperationBook } from '../operations/types.js';
-import { podEntries } from '../world/by-pod.js';
+import { podEntries } from '../kubelet/by-pod.js';
 
 export interface Moment {
   /** Replay up to and including this seq. */
@@ -31,8 +31,8 @@ export function replayTo(
 }
 
 /** What a node's status says, as the controller's world holds it (controller logs). */
-import { type ClaimView, claimViews } from '../world/claims-view.js';
-import { persistentVolumes, type PvView } from '../world/provisioning.js';
+import { type ClaimView, claimViews } from '../kubelet/claims-view.js';
+import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
 
 export interface NodeView {
   readonly node: string;

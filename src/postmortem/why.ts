@@ -5,15 +5,15 @@
  * function of the folded world (the same answer live, in a replay, in the inspector).
  */
 import type { UniquePodName, UniqueVolumeName } from '../ids.js';
-import { isAttached, podEntries, podEntry } from '../world/index.js';
+import { isAttached, podEntries, podEntry } from '../kubelet/index.js';
 import { retryAtMs } from '../operations/pending.js';
-import type { PodRecord, World } from '../world/types.js';
+import type { PodRecord, World } from '../kubelet/types.js';
 import type { OpRecord, VolumeCauses } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
 import { claimName, lookupOf } from '../binding/claims.js';
-import { type ClaimView, claimView } from '../world/claims-view.js';
-import { requiredContents } from '../world/content-invariant.js';
+import { type ClaimView, claimView } from '../kubelet/claims-view.js';
+import { requiredContents } from '../kubelet/content-invariant.js';
 
 export interface VolumeWhy {
   readonly outerVolumeSpecName: string;

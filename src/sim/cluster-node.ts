@@ -14,7 +14,7 @@ import { InvariantChecker } from '../engine/core.js';
 import { kubeletCore } from '../engine/cores.js';
 import { MemorySink } from '../engine/sink.js';
 import type { PluginManager } from '../plugins/manager.js';
-import type { World } from '../world/types.js';
+import type { World } from '../kubelet/types.js';
 import type { SimStore } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
 

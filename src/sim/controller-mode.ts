@@ -12,14 +12,14 @@ import { objectKey } from '../events/k8s.js';
 import { controllerCore } from '../engine/cores.js';
 import { toLoggedObject } from '../sources/contents.js';
 import { admitObject, markedForDeletion } from '../binding/claim-protection.js';
-import { rfc3339 } from '../world/provisioning.js';
+import { rfc3339 } from '../kubelet/provisioning.js';
 import { managedAnnotation, maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { ControllerExecutor } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import { allAttachments, attachmentAt, type ControllerWorld } from '../controller/types.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
-import { claimBindings } from '../world/queries.js';
+import { claimBindings } from '../kubelet/queries.js';
 import {
   checkBindings,
   checkCounts,

@@ -6,11 +6,11 @@ import {
   claimBindings,
   getVolumesInUse,
   podWaitStatus,
-} from '../world/queries.js';
-import type { World } from '../world/types.js';
+} from '../kubelet/queries.js';
+import type { World } from '../kubelet/types.js';
 import type { Expectation } from './scenario.js';
-import { podEntry } from '../world/by-pod.js';
-import { persistentVolumes, type PvWorld } from '../world/provisioning.js';
+import { podEntry } from '../kubelet/by-pod.js';
+import { persistentVolumes, type PvWorld } from '../kubelet/provisioning.js';
 
 export interface Failure {
   readonly step: number;

@@ -17,7 +17,7 @@ import { KubeAgent } from '../kube/agent.js';
 import { KubeController } from '../kube/controller.js';
 import type { JsonObject } from '../kube/http.js';
 import { type FakeCallRecord, FakeHost } from '../plugins/fake.js';
-import type { World } from '../world/types.js';
+import type { World } from '../kubelet/types.js';
 import { prng } from './chaos.js';
 import { KubeAttacher } from './kube-attacher.js';
 import { type KubeChange, SimKubeApi, type SimKubeClient } from './kube-api-sim.js';

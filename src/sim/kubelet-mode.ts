@@ -5,14 +5,19 @@ import { UniquePodName } from '../ids.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Executor } from '../execute/executor.js';
 import { toLoggedObject } from '../sources/contents.js';
-import { checkSetUpContents } from '../world/content-invariant.js';
-import { claimBindings, getVolumesInUse, podWaitStatus, waitErrorMessage } from '../world/index.js';
-import type { World } from '../world/types.js';
-import type { Operation } from '../plan/index.js';
+import { checkSetUpContents } from '../kubelet/content-invariant.js';
+import {
+  claimBindings,
+  getVolumesInUse,
+  podWaitStatus,
+  waitErrorMessage,
+} from '../kubelet/index.js';
+import type { World } from '../kubelet/types.js';
+import type { Operation } from '../kubelet/planner.js';
 import { checkExpectation, pvStates } from './expect.js';
 import type { Mode, SimulationHandle, WaitResult } from './mode.js';
 import type { Step } from './scenario.js';
-import { podEntries } from '../world/by-pod.js';
+import { podEntries } from '../kubelet/by-pod.js';
 
 function describeState(world: World) {
   const attachments = [...world.attachments.values()]

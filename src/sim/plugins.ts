@@ -6,7 +6,7 @@ import type { Clock } from '../clock.js';
 import { type FakeHost, FakePlugin, type FakeCallRecord } from '../plugins/fake.js';
 import { PluginManager } from '../plugins/manager.js';
 import { caps, type VolumePlugin } from '../plugins/types.js';
-import { builtinPluginNames } from '../world/resolve.js';
+import { builtinPluginNames } from '../desired/resolve.js';
 import type { ObjectContents } from '../sources/contents.js';
 import type { ScenarioPlugin } from './scenario.js';
 

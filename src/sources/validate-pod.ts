@@ -1,5 +1,5 @@
 /** ValidatePodSpec, for what vole reads: volumes and the containers' use of them. */
-import { downwardResources } from '../world/downward-resources.js';
+import { downwardResources } from '../desired/downward-resources.js';
 import {
   dnsLabelMessage,
   dnsSubdomainMessage,

@@ -21,7 +21,7 @@ import {
 import { type ControllerPair, isAttached, isDesired } from '../../src/controller/types.js';
 import { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
-import { attachmentPairs } from '../../src/world/pairs.js';
+import { attachmentPairs } from '../../src/kubelet/pairs.js';
 import { keptBytesEach } from '../support/heap.js';
 
 const count = 20_000;

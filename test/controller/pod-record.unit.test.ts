@@ -21,7 +21,7 @@ import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { ClusterObject, Pod } from '../../src/events/k8s.js';
 import { UniquePodName } from '../../src/ids.js';
 import { caps } from '../../src/plugins/types.js';
-import { resolvePod } from '../../src/world/resolve.js';
+import { resolvePod } from '../../src/desired/resolve.js';
 import { diskObjects } from '../support/builders.js';
 
 /** A pod as the API server returns it: labels, owners, containers, probes, status. */

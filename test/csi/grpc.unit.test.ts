@@ -23,7 +23,7 @@ import { RegistrationWatcher } from '../../src/csi/watcher.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
-import { podEntry } from '../../src/world/by-pod.js';
+import { podEntry } from '../../src/kubelet/by-pod.js';
 import { until } from '../support/host.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-grpc-'));

@@ -21,7 +21,7 @@ import type { EventOf, VoleEvent } from '../../src/events/index.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import { VoleMetrics } from '../../src/metrics/index.js';
 import { PluginManager } from '../../src/plugins/manager.js';
-import { podEntry } from '../../src/world/by-pod.js';
+import { podEntry } from '../../src/kubelet/by-pod.js';
 import { until } from '../support/host.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-csi-unregistered-'));

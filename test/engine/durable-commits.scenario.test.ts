@@ -15,7 +15,7 @@ import { RealClock } from '../../src/clock.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { UniquePodName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
-import { podWaitStatus } from '../../src/world/queries.js';
+import { podWaitStatus } from '../../src/kubelet/queries.js';
 import { claim, diskObjects, emptyDir, podUpserted } from '../support/builders.js';
 import { controllerAttached, crashEngine } from '../support/durable-child.js';
 

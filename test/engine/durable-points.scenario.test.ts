@@ -26,10 +26,10 @@ import { Engine } from '../../src/engine/engine.js';
 import type { VoleEvent } from '../../src/events/index.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
 import type { FakeCallRecord } from '../../src/plugins/fake.js';
-import { podEntry } from '../../src/world/by-pod.js';
-import { podWaitStatus } from '../../src/world/queries.js';
-import type { World } from '../../src/world/types.js';
-import type { Operation } from '../../src/plan/index.js';
+import { podEntry } from '../../src/kubelet/by-pod.js';
+import { podWaitStatus } from '../../src/kubelet/queries.js';
+import type { World } from '../../src/kubelet/types.js';
+import type { Operation } from '../../src/kubelet/planner.js';
 import { controllerAttached, crashEngine, crashPods } from '../support/durable-child.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-durable-'));

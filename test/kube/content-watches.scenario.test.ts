@@ -22,7 +22,7 @@ import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { why, whyText } from '../../src/postmortem/index.js';
 import { ObjectContents } from '../../src/sources/contents.js';
-import { checkSetUpContents } from '../../src/world/content-invariant.js';
+import { checkSetUpContents } from '../../src/kubelet/content-invariant.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

@@ -18,7 +18,7 @@ import {
   encodeWorldSnapshot,
   worldSnapshotFormat,
 } from '../../src/log/world-snapshot.js';
-import { foldAll } from '../../src/world/index.js';
+import { foldAll } from '../../src/kubelet/index.js';
 import { assertSameWorld } from '../support/world-equal.js';
 import { flatSpecCount, flattenSpecs } from '../support/flat-specs.js';
 
@@ -46,19 +46,22 @@ test('snapshot: a world encodes and decodes to an equal world at every seq', asy
   log.sink.close();
 });
 
-test('snapshot: one written with flat specs (their traits in themselves) is read with the traits shared', async () => {
-  const log = openSqliteLog(join(dir, 'flat.db'), kubeletCore);
+test('snapshot: a world of the former shape (specs without shared traits) is not read', async () => {
+  const log = openSqliteLog(join(dir, 'former.db'), kubeletCore);
   await simulate(scenario, { log });
   const events = [...log.readAll()];
   let flattened = 0;
   for (let seq = 0; seq <= events.length; seq += 3) {
-    const old = foldAll(events.slice(0, seq));
-    flattened += flattenSpecs(old);
-    const decoded = decodeWorldSnapshot(encodeWorldSnapshot(old), worldSnapshotFormat);
-    assert.ok(decoded);
-    assert.equal(flatSpecCount(decoded), 0, `seq ${seq}: no spec is left flat`);
     const world = foldAll(events.slice(0, seq));
-    assertSameWorld(decoded, world, `seq ${seq}`);
+    const flat = foldAll(events.slice(0, seq));
+    const made = flattenSpecs(flat);
+    flattened += made;
+    if (made > 0)
+      assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(flat), worldSnapshotFormat), undefined);
+    // The same world with its specs as the fold holds them is read, its traits shared.
+    const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), worldSnapshotFormat);
+    assert.ok(decoded);
+    assert.equal(flatSpecCount(decoded), 0);
     for (const [uid, record] of world.pods)
       record.volumes.forEach((spec, i) =>
         assert.equal(decoded.pods.get(uid)?.volumes[i]?.traits, spec.traits, 'shared traits'),
@@ -66,6 +69,27 @@ test('snapshot: one written with flat specs (their traits in themselves) is read
   }
   assert.ok(flattened > events.length / 3, `${flattened} specs made flat`);
   log.sink.close();
+});
+
+test('snapshot: one of the previous format (7) is ignored and the log replayed; of this format, read', async () => {
+  const path = join(dir, 'previous.db');
+  const log = openSqliteLog(path, kubeletCore);
+  await simulate(scenario, { log });
+  const events = [...log.readAll()];
+  const world = foldAll(events);
+  const data = encodeWorldSnapshot(world);
+  log.store.saveSnapshot({ seq: world.seq, tsMs: 0, format: 7, data });
+  log.sink.close();
+  const replayed = openSqliteLog(path, kubeletCore);
+  assert.equal(replayed.lastSnapshotSeq, world.seq, 'the snapshot is in the log');
+  assertSameWorld(replayed.loadWorld(), world, 'replayed from the start');
+  assert.equal(replayed.restoredFromSeq, 0, 'the format-7 snapshot was not read');
+  replayed.store.saveSnapshot({ seq: world.seq, tsMs: 0, format: worldSnapshotFormat, data });
+  replayed.sink.close();
+  const restored = openSqliteLog(path, kubeletCore);
+  assertSameWorld(restored.loadWorld(), world, 'snapshot + tail');
+  assert.equal(restored.restoredFromSeq, world.seq, 'the same bytes, of this format, were read');
+  restored.sink.close();
 });
 
 test('snapshot: loading uses the latest snapshot plus the tail, and ignores an unknown format', async () => {
@@ -137,13 +161,13 @@ test('snapshot: the node agent writes one once snapshotEveryEvents events have p
   }
 });
 
-test('snapshot: a kubelet snapshot of an older format (6: four maps by volume; 5: pods indexed by built keys; 4: objects under built keys; 2: a Map per volume) is ignored', async () => {
+test('snapshot: a kubelet snapshot of another format, or of a former shape under this one, is not read', async () => {
   const log = openSqliteLog(join(dir, 'old-format.db'), kubeletCore);
   await simulate(scenario, { log });
   const world = foldAll([...log.readAll()]);
   log.sink.close();
-  assert.equal(worldSnapshotFormat, 7);
-  const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), 7);
+  assert.equal(worldSnapshotFormat, 8);
+  const decoded = decodeWorldSnapshot(encodeWorldSnapshot(world), 8);
   assert.ok(decoded);
   // The objects come back as the world's store, every one under its key.
   assert.equal(decoded.objects.size, world.objects.size);
@@ -155,18 +179,15 @@ test('snapshot: a kubelet snapshot of an older format (6: four maps by volume; 5
     assert.equal(decoded[view].size, world[view].size, view);
     assert.deepEqual([...decoded[view].entries()], [...world[view].entries()], view);
   }
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 6), undefined);
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 5), undefined);
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 4), undefined);
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), 2), undefined);
-  // A format-4 world (objects in a plain Map) under the new number does not decode either.
+  for (const format of [7, 6, 5, 4, 2])
+    assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(world), format), undefined);
+  // Worlds of former shapes under this format's number do not decode either: objects in a
+  // plain Map, pods indexed under built keys, four maps by volume, no operator requests.
   const format4 = { ...world, objects: new Map(world.objects) } as unknown as typeof world;
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format4), 7), undefined);
-  // Nor a format-5 one (pods indexed under built object keys).
   const keyed = new Map([['PersistentVolumeClaim/default/claim-x', 'p']]);
   const format5 = { ...world, podsByObject: keyed } as unknown as typeof world;
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format5), 7), undefined);
-  // Nor a format-6 one (desired state, attachments, mounts and causes in four maps).
   const { volumes: _volumes, ...format6 } = world;
-  assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(format6 as typeof world), 7), undefined);
+  const { operator: _operator, ...noOperator } = world;
+  for (const former of [format4, format5, format6, noOperator])
+    assert.equal(decodeWorldSnapshot(encodeWorldSnapshot(former as typeof world), 8), undefined);
 });

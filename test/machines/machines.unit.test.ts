@@ -14,7 +14,7 @@ import {
   fromStateValue,
   type PairState,
   toStateValue,
-} from '../../src/world/compiled-machine.js';
+} from '../../src/operations/compiled-machine.js';
 
 const errorKinds = ['transient', 'uncertain', 'final'] as const;
 

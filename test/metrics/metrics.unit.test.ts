@@ -18,7 +18,7 @@ import { grpcCodeLabel } from '../../src/metrics/names.js';
 import { parseMetricsAddress } from '../../src/metrics/server.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'vole-metrics-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

@@ -10,7 +10,7 @@ import type { PersistentVolume } from '../../src/events/k8s.js';
 import type { ResolvedVolume, VolumeTraits } from '../../src/operations/volume-spec.js';
 import { volumeTraits, volumeTraitsHeld } from '../../src/operations/volume-traits.js';
 import { caps } from '../../src/plugins/types.js';
-import { resolvePersistentVolume } from '../../src/world/resolve.js';
+import { resolvePersistentVolume } from '../../src/desired/resolve.js';
 import { keptBytesEach } from '../support/heap.js';
 
 const count = 20_000;

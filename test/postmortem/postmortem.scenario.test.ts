@@ -17,7 +17,7 @@ import {
 } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
-import type { World } from '../../src/world/types.js';
+import type { World } from '../../src/kubelet/types.js';
 import { assertSameWorld } from '../support/world-equal.js';
 
 async function simulatedLog(yaml: string) {

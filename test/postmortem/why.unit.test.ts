@@ -16,7 +16,7 @@ import { caps } from '../../src/plugins/types.js';
 import { why } from '../../src/postmortem/index.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
-import { foldAll } from '../../src/world/index.js';
+import { foldAll } from '../../src/kubelet/index.js';
 import { claim, diskObjects, pod } from '../support/builders.js';
 import { vole } from '../support/agent-process.js';
 import type { VoleEvent } from '../../src/events/index.js';

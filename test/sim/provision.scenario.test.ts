@@ -21,7 +21,7 @@ import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
 import { validate } from '../../src/sources/validate.js';
 import { findVolumeForClaim } from '../../src/binding/claims.js';
-import { foldAll } from '../../src/world/index.js';
+import { foldAll } from '../../src/kubelet/index.js';
 import { classParameters } from '../../src/binding/storage-class.js';
 
 const dir = join(import.meta.dirname, '..', 'scenarios');

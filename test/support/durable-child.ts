@@ -22,14 +22,14 @@ import { RealClock } from '../../src/clock.js';
 import { kubeletCore } from '../../src/engine/cores.js';
 import { Engine } from '../../src/engine/engine.js';
 import { Executor } from '../../src/execute/executor.js';
-import type { Operation } from '../../src/plan/index.js';
+import type { Operation } from '../../src/kubelet/planner.js';
 import type { EventSink } from '../../src/engine/sink.js';
-import type { World } from '../../src/world/types.js';
+import type { World } from '../../src/kubelet/types.js';
 import { UniquePodName } from '../../src/ids.js';
 import { type FakeCallRecord, FakePlugin } from '../../src/plugins/fake.js';
 import { PluginManager } from '../../src/plugins/manager.js';
 import { caps } from '../../src/plugins/types.js';
-import { podWaitStatus } from '../../src/world/queries.js';
+import { podWaitStatus } from '../../src/kubelet/queries.js';
 import { claim, diskObjects, disk, emptyDir, pod, podUpserted } from './builders.js';
 
 export const crashPods = ['p-0', 'p-1', 'p-2'];

@@ -1,6 +1,6 @@
 /**
  * Worlds as snapshots held them before a resolved spec's traits were shared: every spec
- * flat, its traits' fields in the spec itself (src/operations/volume-traits.ts reads them).
+ * flat, its traits' fields in the spec itself (src/operations/volume-traits.ts refuses them).
  */
 import type { ResolvedVolume } from '../../src/operations/volume-spec.js';
 

@@ -11,13 +11,16 @@ export const layers: [string, number][] = [
   ['src/assert.ts', 0],
   ['src/constants.ts', 0],
   ['src/events/', 0],
-  // The operation book, the call table and the pending operations both folds share.
+  // The operation book, the call table, the pending operations and the compiled pair
+  // machines both folds share.
   ['src/operations/', 1],
   // Claim binding and storage-class policy, which both cores' folds and planners ask.
   ['src/binding/', 1],
-  // The desired-state intake both folds share: objects, who reads them, claims, forgetting.
+  // The desired-state intake both folds share: objects, who reads them, claims, forgetting,
+  // and pod resolution.
   ['src/desired/', 1],
-  ['src/world/', 2],
+  // The kubelet's core: its world and fold, its planner a layer above (as the controller's).
+  ['src/kubelet/', 2],
   // The controller's core: its world and fold beside the node's, its planner beside plan/.
   ['src/controller/types.ts', 2],
   ['src/controller/fold.ts', 2],
@@ -29,8 +32,12 @@ export const layers: [string, number][] = [
   ['src/controller/attachment-record.ts', 2],
   ['src/controller/claim-record.ts', 2],
   ['src/controller/shared-values.ts', 2],
+  ['src/controller/memory.ts', 2],
   ['src/controller/', 3],
-  ['src/plan/', 3],
+  ['src/kubelet/plan.ts', 3],
+  ['src/kubelet/plan-provision.ts', 3],
+  ['src/kubelet/plan-operator.ts', 3],
+  ['src/kubelet/planner.ts', 3],
   ['src/sources/', 3],
   ['src/host/', 3],
   ['src/clock.ts', 3],
@@ -52,7 +59,7 @@ export const layers: [string, number][] = [
   // The package's sub-path entries (vole/csi, vole/testing, vole/core, vole/metrics).
   ['src/entry/', 11],
 ];
-/** The top of the pure core: world, operations, the controller's core and the planner. */
+/** The top of the pure core: operations, the kubelet's and the controller's cores, their planners. */
 export const coreLayerMax = 3;
 
 /** The layer of a path: its longest matching entry's (undefined: in no layer). */

@@ -5,8 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
-import type { PlanResult } from '../../src/plan/index.js';
-import type { World } from '../../src/world/types.js';
+import type { PlanResult } from '../../src/kubelet/planner.js';
+import type { World } from '../../src/kubelet/types.js';
 
 export interface Decider {
   fold(world: World, event: VoleEvent): World;

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { World } from '../../src/world/types.js';
+import type { World } from '../../src/kubelet/types.js';
 
 /** docs/design.md rule 3: a world equals the fold of its log (the planner's dirty set aside). */
 export function assertSameWorld(actual: World, expected: World, message: string): void {

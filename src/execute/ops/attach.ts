@@ -1,5 +1,5 @@
 /** behaviour K4.3 AttachVolume (kubelet attach mode) and K4.6 VerifyControllerAttachedVolume. */
-import type { VolumeOperation } from '../../plan/index.js';
+import type { VolumeOperation } from '../../kubelet/planner.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';
 
 export async function attach(ctx: OpContext, op: VolumeOperation): Promise<void> {

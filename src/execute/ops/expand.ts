@@ -1,5 +1,5 @@
 /** behaviour K4.13 online expansion ("volume_fs_resize"): the sizes and paths the planner read. */
-import type { VolumeOperation } from '../../plan/index.js';
+import type { VolumeOperation } from '../../kubelet/planner.js';
 import { type OpContext, failOperation, OperationFailed, runCall, runningOp } from '../context.js';
 
 export async function expand(ctx: OpContext, op: VolumeOperation): Promise<void> {

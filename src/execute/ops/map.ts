@@ -3,9 +3,9 @@
  * (if attachable), its device set up at the global map path once, then mapped into the
  * pod's device path; unmapping runs the other way.
  */
-import type { MountOperation, UnmountOperation } from '../../plan/index.js';
+import type { MountOperation, UnmountOperation } from '../../kubelet/planner.js';
 import type { VolumePlugin } from '../../plugins/types.js';
-import type { AttachmentRecord, MountRecord } from '../../world/types.js';
+import type { AttachmentRecord, MountRecord } from '../../kubelet/types.js';
 import type { ResolvedVolume } from '../../operations/volume-spec.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 

@@ -3,7 +3,7 @@
  * chose, run in order — WaitForAttach, MountDevice or SetUpDevice, SetUp or Map, and the
  * expansion during mount. The executor reads nothing of the world to decide.
  */
-import type { MountOperation, MountStep } from '../../plan/index.js';
+import type { MountOperation, MountStep } from '../../kubelet/planner.js';
 import type { VolumePlugin } from '../../plugins/types.js';
 import type { ResolvedVolume } from '../../operations/volume-spec.js';
 import { type OpContext, failOperation, runCall, runningOp } from '../context.js';

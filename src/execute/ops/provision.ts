@@ -1,12 +1,12 @@
 /**
  * The provisioner's operations, run through the driver's controller: CreateVolume
  * (external-provisioner Provision), DeleteVolume (Delete) and ControllerExpandVolume (the
- * external-resizer). What they make of the world is the fold's (src/world/provisioning.ts).
+ * external-resizer). What they make of the world is the fold's (src/kubelet/provisioning.ts).
  */
 import type { OpId } from '../../ids.js';
 import type { PluginCaps, ProvisionedVolume } from '../../events/index.js';
 import type { ClusterObject } from '../../events/k8s.js';
-import type { StorageOperation } from '../../plan/index.js';
+import type { StorageOperation } from '../../kubelet/planner.js';
 import type { ProvisionerOps } from '../../plugins/types.js';
 import { lookupOf } from '../../binding/claims.js';
 import type { RunningOp } from '../../operations/types.js';

@@ -1,8 +1,8 @@
 /** behaviour K4.11 UnmountVolume and K4.12 UnmountDevice (filesystem). */
-import type { UnmountDeviceOperation, UnmountOperation } from '../../plan/index.js';
+import type { UnmountDeviceOperation, UnmountOperation } from '../../kubelet/planner.js';
 import { type OpContext, failOperation, runCall } from '../context.js';
 import { tearDownDevice, unmap } from './map.js';
-import { podEntry } from '../../world/by-pod.js';
+import { podEntry } from '../../kubelet/by-pod.js';
 
 export async function unmount(ctx: OpContext, op: UnmountOperation): Promise<void> {
   const record = podEntry(ctx.host.world().mounts.get(op.volume), op.pod);

@@ -13,8 +13,8 @@ import { type Payload, type PayloadFile, writeAtomically } from '../../host/atom
 import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
 import type { ObjectContents } from '../../sources/contents.js';
-import { requiredContents } from '../../world/content-invariant.js';
-import { contentPluginNames } from '../../world/resolve-content.js';
+import { requiredContents } from '../../kubelet/content-invariant.js';
+import { contentPluginNames } from '../../desired/resolve-content.js';
 import type {
   ContentOptions,
   DownwardFile,

@@ -6,7 +6,7 @@
 import { chmod, lstat } from 'node:fs/promises';
 import { HostError } from '../../host/errors.js';
 import { isMountPoint, tmpfs } from '../../host/mount.js';
-import { builtinPluginNames } from '../../world/resolve.js';
+import { builtinPluginNames } from '../../desired/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
 import {
   applyFsGroup,

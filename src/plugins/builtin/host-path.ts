@@ -7,7 +7,7 @@ import { dirname, resolve } from 'node:path';
 import { HostError } from '../../host/errors.js';
 import { bindMount, isMountPoint } from '../../host/mount.js';
 import { isInside } from '../../host/paths.js';
-import { builtinPluginNames } from '../../world/resolve.js';
+import { builtinPluginNames } from '../../desired/resolve.js';
 import { caps, type VolumePlugin } from '../types.js';
 import {
   type BuiltinOptions,

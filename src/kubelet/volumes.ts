@@ -7,7 +7,7 @@
  * (the fold writes them through the setters below); the records in them (attachment,
  * mounts, desired pods) stay immutable and are replaced whole. Readers see the world's
  * `dsw`, `attachments`, `mounts` and `causes` as read-only maps by volume, views of the
- * records (VolumeView), so the planner and everything outside src/world/ read them as the
+ * records (VolumeView), so the planner and everything outside src/kubelet/ read them as the
  * maps they were. A record lives while any of them holds something, or while operations
  * or operator requests name its volume (gone.ts drops it at the end of the event).
  */

@@ -10,7 +10,7 @@ import { foldProvisioningCall } from './fold-provisioning.js';
 import { provisionStarted } from '../binding/provisioning.js';
 import { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimExpanded, touch } from './fold-desired.js';
-import { podEntries, podEntry } from './by-pod.js';
+import { podEntries, podEntry } from './memory.js';
 import { mayBeGone } from './gone.js';
 import { attachmentOrNew, mountOrNew, stepAttachment, stepMount } from './pairs.js';
 import type { World } from './types.js';

@@ -6,10 +6,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
 import { referenceKeys } from '../../src/desired/references.js';
-import { resolvePod } from '../../src/world/resolve.js';
-import type { World } from '../../src/world/types.js';
+import { resolvePod } from '../../src/desired/resolve.js';
+import type { World } from '../../src/kubelet/types.js';
 import {
   claim,
   diskObjects,

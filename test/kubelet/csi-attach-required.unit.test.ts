@@ -8,10 +8,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { csiPluginCaps } from '../../src/csi/plugin.js';
 import type { CsiDriverCaps, NewEvent, VoleEvent } from '../../src/events/index.js';
-import { plan } from '../../src/plan/index.js';
+import { plan } from '../../src/kubelet/planner.js';
 import { UniquePodName } from '../../src/ids.js';
-import { fold, initialWorld } from '../../src/world/index.js';
-import type { World } from '../../src/world/types.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
+import type { World } from '../../src/kubelet/types.js';
 import { builtins, claim, diskObjects, podUpserted, sourcesReady } from '../support/builders.js';
 
 const driverCaps = (publishUnpublish: boolean): CsiDriverCaps => ({

@@ -25,12 +25,11 @@ import {
   foldOperationFinished,
   foldOperationStarted,
 } from './fold-ops.js';
-import { foldOperatorRequestDecided, foldOperatorRequested } from './fold-operator.js';
+import { foldOperatorRequestDecided, foldOperatorRequested } from '../operations/fold-operator.js';
 import { ClusterObjects } from '../desired/objects.js';
 import { foldClaimFinalizerRemoved } from './fold-provisioning.js';
 import type { World } from './types.js';
-import { podEntry } from './by-pod.js';
-import { volumeTable } from './volumes.js';
+import { podEntry, volumeTable } from './memory.js';
 import { cutOffMountIntents } from './mount-intents.js';
 
 /** The world before any event: no node yet (EngineStarted names it). */

@@ -5,8 +5,8 @@
  */
 import { test } from 'node:test';
 import type { NewEvent } from '../../src/events/index.js';
-import { plan } from '../../src/plan/index.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { plan } from '../../src/kubelet/planner.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
 import { caps } from '../../src/plugins/types.js';
 import {
   builtins,

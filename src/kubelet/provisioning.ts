@@ -9,7 +9,7 @@
  *   controller's decision (ClaimFinalizerRemoved) removes it;
  * - the PVs as `vole get pvs` shows them, with the phase the PV controller would set.
  *
- * Pure: the fold's part; the decisions are the planner's (src/plan/provision.ts).
+ * Pure: the fold's part; the decisions are the planner's (src/kubelet/plan-provision.ts).
  */
 import type { EventOf } from '../events/index.js';
 import {

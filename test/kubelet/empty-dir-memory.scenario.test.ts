@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { kernelHasNoswap } from '../../src/host/mount.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
 import { engineStarted } from '../support/builders.js';
 
 const Mi = 2 ** 20;

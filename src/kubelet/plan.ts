@@ -11,8 +11,8 @@ import { planOperationsMax } from '../constants.js';
 import type { NewEvent, OpKey } from '../events/index.js';
 import { bindingVolume } from '../binding/claims.js';
 import { planBindings } from '../binding/decide.js';
-import { planStorage, storageWaits } from './provision.js';
-import { claimInUse } from '../world/provisioning.js';
+import { planStorage, storageWaits } from './plan-provision.js';
+import { claimInUse } from './provisioning.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import {
@@ -31,13 +31,13 @@ import {
   podExistsInVolume,
   releaseHeld,
   type World,
-} from '../world/index.js';
+} from './index.js';
 import { keysConflict } from '../operations/pending.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { Claims as BookClaims } from '../operations/book.js';
-import { planOperatorRequests } from './operator.js';
+import { planOperatorRequests } from './plan-operator.js';
 import type { MountOperation, MountStep, Operation } from './operations.js';
-import { fsUserOf } from '../world/fs-user.js';
+import { fsUserOf } from './fs-user.js';
 
 export interface PlanResult {
   readonly operations: Operation[];
@@ -422,7 +422,7 @@ function planOperations(
 /**
  * Claims are bound before anything else is planned: when the planner binds (or removes a
  * claim's pvc-protection finalizer), it returns those events with the storage operations
- * (provision, delete, controller expansion: src/plan/provision.ts) and every other volume
+ * (provision, delete, controller expansion: src/kubelet/plan-provision.ts) and every other volume
  * it was asked about comes back as deferred, so their operations are planned on the world
  * with the bindings folded in (their causes then name the state the log shows before them).
  */

@@ -1,5 +1,5 @@
 /**
- * Mount intents (src/world/mount-intents.ts, docs/reliability.md "Durable points"): a
+ * Mount intents (src/kubelet/mount-intents.ts, docs/reliability.md "Durable points"): a
  * kubelet's attach names the pods waiting to mount its volume; their mounts then run
  * without a commit of their own, so a crash may lose them and even the attach's answer.
  * The restart takes every volume of such a pod that the log does not hold mounted as
@@ -9,10 +9,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
-import { plan } from '../../src/plan/index.js';
-import { podEntry } from '../../src/world/by-pod.js';
-import { fold, initialWorld } from '../../src/world/index.js';
-import type { World } from '../../src/world/types.js';
+import { plan } from '../../src/kubelet/planner.js';
+import { podEntry } from '../../src/kubelet/by-pod.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
+import type { World } from '../../src/kubelet/types.js';
 import {
   claim,
   diskObjects,

@@ -2,36 +2,23 @@
  * Pair record updates: every change of an attachment or mount record goes through these,
  * so the machines stay the only definition of legal transitions.
  */
-import {
-  type AttachmentContext,
-  type AttachmentEvent,
-  attachmentMachine,
-  type MountContext,
-  type MountEvent,
-  mountMachine,
+import type {
+  AttachmentContext,
+  AttachmentEvent,
+  MountContext,
+  MountEvent,
 } from '../../machines/index.js';
 import { fail } from '../assert.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
-import { compileMachine } from './compiled-machine.js';
-import { flat } from './flat.js';
+import { attachmentPairs, mountPairs } from '../operations/pair-machines.js';
+import { flat } from '../desired/flat.js';
 import { mayBeGone } from './gone.js';
 import { setAttachment, setMounts } from './volumes.js';
 import type { AttachmentRecord, MountRecord, World } from './types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 
-export const attachmentPairs = compileMachine<AttachmentContext, AttachmentEvent>(
-  attachmentMachine,
-  (c) => ({
-    devicePath: c.devicePath,
-    deviceMountPath: c.deviceMountPath,
-    sizeBytes: c.sizeBytes,
-    inUseExpansionError: c.inUseExpansionError,
-    callFrom: c.callFrom,
-    deviceFrom: c.deviceFrom,
-  }),
-);
-export const mountPairs = compileMachine<MountContext, MountEvent>(mountMachine);
+export { attachmentPairs, mountPairs } from '../operations/pair-machines.js';
 
 export function attachmentName(volume: string, node: string): string {
   return `${volume}@${node}`;

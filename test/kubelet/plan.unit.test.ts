@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import type { NewEvent } from '../../src/events/index.js';
-import { plan } from '../../src/plan/index.js';
-import { fold, initialWorld } from '../../src/world/index.js';
+import { plan } from '../../src/kubelet/planner.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
 import {
   claim,
   configMap,

@@ -6,9 +6,8 @@
 import { fail } from '../assert.js';
 import type { EventOf } from '../events/index.js';
 import { type Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
-import { setRecords } from '../operations/pending.js';
-import type { OperatorRequestRecord, OperatorState } from './types.js';
-import type { OperationBook } from '../operations/types.js';
+import { setRecords } from './pending.js';
+import type { OperationBook, OperatorRequestRecord, OperatorState } from './types.js';
 
 /** What both cores' worlds have that operator requests need. */
 export type OperatorWorld = OperationBook & { seq: Seq; operator: OperatorState };

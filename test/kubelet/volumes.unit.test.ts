@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { UniquePodName, UniqueVolumeName } from '../../src/ids.js';
-import { foldAll } from '../../src/world/index.js';
-import type { World } from '../../src/world/types.js';
+import { foldAll } from '../../src/kubelet/index.js';
+import type { World } from '../../src/kubelet/types.js';
 import {
   claim,
   configMap,

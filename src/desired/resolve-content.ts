@@ -8,7 +8,7 @@
 import type { Pod, PodVolume } from '../events/k8s.js';
 import type { NodeAllocatable } from '../events/types.js';
 import { resourceFieldValue } from './downward-resources.js';
-import { addReference } from '../desired/references.js';
+import { addReference } from './references.js';
 import type {
   ContentOptions,
   DownwardFile,

@@ -9,8 +9,8 @@ import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { validate } from '../../src/sources/validate.js';
-import { fold, initialWorld } from '../../src/world/index.js';
-import type { World } from '../../src/world/types.js';
+import { fold, initialWorld } from '../../src/kubelet/index.js';
+import type { World } from '../../src/kubelet/types.js';
 import { builtins, engineStarted } from '../support/builders.js';
 import { caps } from '../../src/plugins/types.js';
 

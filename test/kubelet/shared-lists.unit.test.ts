@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { NewEvent, VoleEvent } from '../../src/events/index.js';
 import { UniquePodName } from '../../src/ids.js';
-import { foldAll } from '../../src/world/index.js';
+import { foldAll } from '../../src/kubelet/index.js';
 import {
   claim,
   diskObjects,

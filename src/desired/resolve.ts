@@ -26,8 +26,8 @@ import {
 import { emptyDirMemoryBytes } from './downward-resources.js';
 import { flat } from './flat.js';
 import { claimClassName, nodeAffinityMismatch, storageClassOf } from '../binding/storage-class.js';
-import { ClusterObjects } from '../desired/objects.js';
-import { addReference, anyPersistentVolumeName, type References } from '../desired/references.js';
+import { ClusterObjects } from './objects.js';
+import { addReference, anyPersistentVolumeName, type References } from './references.js';
 import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';
 import type { ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';
 import { volumeTraits } from '../operations/volume-traits.js';

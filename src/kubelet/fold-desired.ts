@@ -17,15 +17,22 @@ import {
   reresolveReaders,
   sameContent,
 } from '../desired/intake.js';
-import { copyByPod, deletePodEntry, podEntry, setPodEntry } from './by-pod.js';
+import {
+  copyByPod,
+  deletePodEntry,
+  podEntry,
+  setCause,
+  setDesiredPods,
+  setPodEntry,
+  setReportedInUse,
+} from './memory.js';
 import { mayBeGone } from './gone.js';
-import { setCause, setDesiredPods, setReportedInUse } from './volumes.js';
 import { stepMount } from './pairs.js';
 import { boundVolumes } from '../binding/claims.js';
 import { claimGone, protectClaim, trackResize } from './provisioning.js';
 import { nodeLabels } from './node-labels.js';
 
-import { csiAttachOf, type PodResolution, resolvePod } from './resolve.js';
+import { csiAttachOf, type PodResolution, resolvePod } from '../desired/resolve.js';
 import { addReference, indexReferences, type References } from '../desired/references.js';
 import type { DswPod, PodRecord, World } from './types.js';
 import type { ProjectedPart, ResolvedVolume, VolumeSource } from '../operations/volume-spec.js';

@@ -15,7 +15,6 @@ import type {
   NodeAllocatable,
   OperationKind,
   OperationStep,
-  OperatorAction,
   OpKey,
   PluginCaps,
   ProvisionRequest,
@@ -23,10 +22,13 @@ import type {
 import type { Pod } from '../events/k8s.js';
 import type { NodeName, OpId, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { DesiredIntake } from '../desired/intake.js';
+import type { OperatorState } from '../operations/types.js';
+// Both cores keep operator requests alike (src/operations/fold-operator.ts folds them).
+export type { OperatorRequestRecord, OperatorState } from '../operations/types.js';
 import type { StorageBook } from '../binding/provisioning.js';
 import type { ByPod } from './by-pod.js';
 import type { References } from '../desired/references.js';
-import type { PairState } from './compiled-machine.js';
+import type { PairState } from '../operations/compiled-machine.js';
 import type {
   LastError,
   OperationBook,
@@ -129,23 +131,6 @@ export interface MountRecord extends PairState<MountContext> {
   readonly seq: Seq;
 }
 
-/** An operator's request (OperatorRequested), as the planner sees it. */
-export interface OperatorRequestRecord {
-  readonly seq: Seq;
-  readonly action: OperatorAction;
-  readonly volume: UniqueVolumeName;
-  readonly pod: UniquePodName | null;
-  readonly node: string | null;
-  readonly force: boolean;
-  readonly reason: string;
-}
-
-/** Operator requests: undecided ones, and accepted detach/release ones still under way. */
-export interface OperatorState {
-  readonly pending: Map<UniqueVolumeName, OperatorRequestRecord[]>;
-  readonly holds: Map<UniqueVolumeName, OperatorRequestRecord[]>;
-}
-
 export interface WorldConfig {
   readonly node: NodeName;
   readonly controllerAttachDetach: boolean;
@@ -227,7 +212,7 @@ export interface World extends OperationBook, DesiredIntake {
   mountContexts: Map<string, MountContext>;
   /**
    * The fold's scratch while it folds one event: volumes the event may have left gone
-   * (src/world/gone.ts). Empty between events.
+   * (src/kubelet/gone.ts). Empty between events.
    */
   maybeGone: UniqueVolumeName[];
   /**

@@ -15,7 +15,7 @@ interface OperationBase {
   readonly cause: Seq;
 }
 
-/** The provisioner's and the resizer's operations (src/plan/provision.ts). */
+/** The provisioner's and the resizer's operations (src/kubelet/plan-provision.ts). */
 export type StorageOperation = OperationBase &
   (
     | {

@@ -23,8 +23,8 @@ import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
 import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
-import { provisioningClass } from '../world/claims-view.js';
-import { claimInUse } from '../world/provisioning.js';
+import { provisioningClass } from './claims-view.js';
+import { claimInUse } from './provisioning.js';
 import {
   provisionableClaim,
   provisionedVolumeName,
@@ -35,7 +35,7 @@ import {
 import { nodeTopology } from '../binding/storage-class.js';
 import { wantedExpansions } from '../binding/expansion.js';
 import { claimFinalizerDecisions } from '../binding/claim-protection.js';
-import type { World } from '../world/types.js';
+import type { World } from './types.js';
 import type { Operation, StorageOperation } from './operations.js';
 
 export interface StorageScope {

@@ -6,7 +6,7 @@
  */
 import type { NewEvent } from '../events/index.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { podEntries, podEntry, type OperatorRequestRecord, type World } from '../world/index.js';
+import { podEntries, podEntry, type OperatorRequestRecord, type World } from './index.js';
 
 export type Verdict = { verdict: 'accepted' | 'refused'; message: string };
 

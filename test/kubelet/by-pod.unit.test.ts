@@ -1,5 +1,5 @@
 /**
- * A volume's one pod is kept bare, a Map only from two pods on (src/world/by-pod.ts): the
+ * A volume's one pod is kept bare, a Map only from two pods on (src/kubelet/by-pod.ts): the
  * helpers' transitions, and the fold's desired state and mount records through a second
  * pod coming and going.
  */
@@ -15,7 +15,7 @@ import {
   podEntriesByName,
   podEntry,
   setPodEntry,
-} from '../../src/world/index.js';
+} from '../../src/kubelet/index.js';
 import {
   claim,
   diskObjects,

@@ -1,5 +1,5 @@
 /**
- * The content-exists invariant (src/world/content-invariant.ts) that `vole simulate` and
+ * The content-exists invariant (src/kubelet/content-invariant.ts) that `vole simulate` and
  * `vole chaos` check on every event: a setUp that succeeds while a ConfigMap or Secret it
  * must read is missing from the world is a violation; one whose objects exist, or are
  * optional, is not. The plugins here write whatever they are asked to (they read no
@@ -12,8 +12,8 @@ import { VirtualClock } from '../../src/clock.js';
 import type { Pod } from '../../src/events/k8s.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
-import { checkSetUpContents } from '../../src/world/content-invariant.js';
-import type { Violation } from '../../src/world/invariants.js';
+import { checkSetUpContents } from '../../src/kubelet/content-invariant.js';
+import type { Violation } from '../../src/kubelet/invariants.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
