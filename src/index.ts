@@ -19,6 +19,7 @@ export {
   ReconcilerStatus,
 } from './agent/volume-manager-seams.js';
 export { ControllerManager, type ControllerManagerOptions } from './agent/controller-manager.js';
+export type { NodeInUseCheck } from './execute/controller-executor.js';
 export type {
   LogOptions,
   OpenOptions,

@@ -14,7 +14,7 @@
  */
 import pino, { type Logger } from 'pino';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
-import { ControllerExecutor } from '../execute/controller-executor.js';
+import { ControllerExecutor, type NodeInUseCheck } from '../execute/controller-executor.js';
 import { startAttachmentVerifier } from '../execute/verify-attachments.js';
 import type { ControllerOperation } from '../controller/plan.js';
 import { allAttachments, type ControllerWorld, allDesired } from '../controller/types.js';
@@ -61,6 +61,13 @@ export interface ControllerManagerOptions {
   readonly pvcProtection?: boolean;
   /** The periodic VerifyVolumesAreAttached (behaviour C3.7; default on, every 60 s). */
   readonly verifyAttachments?: boolean;
+  /**
+   * A fresh read of a node's volumesInUse right before a detach that must verify, from
+   * where the node writes it (cluster mode: the store). Without it the detach re-checks
+   * the world's copy only, enough where the node's report reaches the world in order with
+   * the detach (an in-process agent, a manifest directory).
+   */
+  readonly nodeInUseCheck?: NodeInUseCheck;
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -147,7 +154,7 @@ export class ControllerManager {
     log.sink.onCommitted?.((seconds) => metrics.observeAppend(seconds));
     const engine = new Engine({
       core: controllerCore,
-      runner: (host) => new ControllerExecutor(host),
+      runner: (host) => new ControllerExecutor(host, opts.nodeInUseCheck),
       config: {
         controller: {
           maxWaitForUnmountMs: opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,

@@ -12,9 +12,10 @@ import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import { defaultRoot } from '../host/paths.js';
 import { KubeController, type KubeControllerName, kubeControllers } from '../kube/controller.js';
 import { KubeHttp } from '../kube/http.js';
+import { LogDamagedError } from '../log/errors.js';
 import { parseDurationMs } from '../sim/duration.js';
 import { exitLostLeadership } from './cluster-run.js';
-import { progressPrinter } from './lifecycle.js';
+import { damageWatch, logBlockedReporter, progressPrinter } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
 export interface KubeControllerCommandOptions {
@@ -76,6 +77,7 @@ export async function kubeControllerCommand(
     throw new UsageError(`--kubeconfig ${opts.kubeconfig}: ${(error as Error).message}`);
   }
   const say = progressPrinter();
+  const { logBlocked, found: damaged } = damageWatch(logBlockedReporter(say));
   const identity = opts.identity ?? `${hostname()}-${process.pid}`;
   const controller = new KubeController({
     http,
@@ -91,6 +93,7 @@ export async function kubeControllerCommand(
     logger,
     say,
     onManager: (cm) => showProgress(cm, say),
+    logBlocked,
   });
   say(`vole controller ${identity}: ${http.server}, Lease ${lease.namespace}/${lease.name}`);
   const stop = new AbortController();
@@ -98,13 +101,39 @@ export async function kubeControllerCommand(
   process.once('SIGTERM', () => stop.abort());
   let result: { lost: boolean; message: string };
   try {
-    result = await controller.run(stop.signal);
+    result = await stopOnDamage(controller.run(stop.signal), damaged, stop);
   } catch (error) {
-    if (stop.signal.aborted) return 0; // stopped while a standby
+    if (stop.signal.aborted && !(error instanceof LogDamagedError)) return 0; // stopped while a standby
     throw error;
   }
   say(result.message);
   return result.lost ? exitLostLeadership : 0;
+}
+
+/** How long a controller stopped by a damaged log may take to give its Lease up. */
+const resignMsMax = 5_000;
+
+/**
+ * The run, unless the log is found damaged first: then the controller stops acting at once
+ * (nothing more is appended or called; running calls are cut off) and gives its Lease up
+ * so a replica on a sound log may lead, and the damage is thrown (exit 2 with the advice).
+ */
+async function stopOnDamage<T>(
+  run: Promise<T>,
+  damaged: Promise<LogDamagedError>,
+  stop: AbortController,
+): Promise<T> {
+  const outcome = await Promise.race([
+    run.then((value) => ({ value })),
+    damaged.then((error) => ({ error })),
+  ]);
+  if (!('error' in outcome)) return outcome.value;
+  stop.abort();
+  let timer: NodeJS.Timeout | undefined;
+  const capped = new Promise<void>((resolve) => (timer = setTimeout(resolve, resignMsMax)));
+  await Promise.race([run.catch(() => undefined), capped]);
+  clearTimeout(timer);
+  throw outcome.error;
 }
 
 /** Multi-Attach reports, attach and detach outcomes and each node's volumesAttached. */

@@ -16,7 +16,14 @@ import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
 import { ObjectContents } from '../sources/contents.js';
 import { allocatableOf } from './allocatable.js';
-import { logBlockedReporter, progressPrinter, runUntilStopped } from './lifecycle.js';
+import {
+  damageWatch,
+  logBlockedReporter,
+  progressPrinter,
+  runUntilStopped,
+  stopIfDamaged,
+} from './lifecycle.js';
+import type { LogDamagedError } from '../log/errors.js';
 import { UsageError } from './postmortem.js';
 import { featureGatesOf, metricsAddressOf, serveEndpoints, startCsi } from './run.js';
 
@@ -85,7 +92,8 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   const featureGates = featureGatesOf(opts.featureGates);
   const http = httpOf(opts.kubeconfig);
   const say = progressPrinter();
-  const logBlocked = logBlockedReporter(say);
+  // A damaged log stops the agent at once, exit 2, as `vole run --manifests` does.
+  const { logBlocked, found: damaged } = damageWatch(logBlockedReporter(say));
   const contents = new ObjectContents();
   let vm: VolumeManager | undefined;
   const tokens = new TokenRequests(http, {
@@ -124,34 +132,62 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
   vm.subscribe((event, world) => progress.onEvent(event, world));
   vm.start({ hostObserved: await vm.checkHost() });
   const manager = vm;
+  const stopRest = () => (tokens.stop(), manager.stop(), csi.stop());
   const agent = await startKubeAgent(
     {
       ...{ http, node, vm: manager, controllerAttachDetach, logger, say, allocatable },
       clock: new RealClock({ holdsProcess: true }),
       forgetPod: (uid) => tokens.forgetPod(uid),
     },
-    () => (manager.stop(), csi.stop()),
-    http.server,
+    { stopRest, damaged, server: http.server },
   );
   csi.registry.setRecorder((event) => vm.inputs.recordCsiDriver(event));
   say(`vole agent on ${node}: API ${http.server}, root ${root}, log ${db} (seq ${vm.world.seq})`);
-  const orphans = await vm.cleanUpOrphans(root);
-  for (const orphan of orphans.left) say(`orphan left in place: ${orphan.path} (see the log)`);
+  await cleanUpOrphans(vm, root, { damaged, say, stop: () => void agent.stop().finally(stopRest) });
   const stop = () => void agent.stop();
   const endpoints = await serveEndpoints({ root, metricsAt, vm, say, stop });
-  return untilStopped(opts, { say, logBlocked, vm, agent, endpoints, csi, tokens });
+  const parts = { say, logBlocked, vm, agent, endpoints, csi, tokens };
+  // Damage found while it runs: the agent is stopped first, then the rest is abandoned.
+  const stoppedOnDamage = damaged.then(async (error) => (await agent.stop(), error));
+  return untilStopped(opts, parts, stoppedOnDamage);
 }
 
-/** The agent on the API, started; when it cannot start, it and `stopRest` are stopped. */
-async function startKubeAgent(options: KubeAgentOptions, stopRest: () => void, server: string) {
+/**
+ * The orphan pass records each orphan, durable, before it touches one: on a damaged log it
+ * waits for good, so the damage ends it (`stop`, then thrown), the orphans where they are.
+ */
+async function cleanUpOrphans(
+  vm: VolumeManager,
+  root: string,
+  parts: { damaged: Promise<LogDamagedError>; say: (line: string) => void; stop: () => void },
+): Promise<void> {
+  const orphans = await stopIfDamaged(vm.cleanUpOrphans(root), parts.damaged, parts.stop);
+  for (const orphan of orphans.left)
+    parts.say(`orphan left in place: ${orphan.path} (see the log)`);
+}
+
+/**
+ * The agent on the API, started; when it cannot start, it and `stopRest` are stopped. The
+ * API may be slow or away: the log's damage, found meanwhile, ends the start (thrown), the
+ * agent stopped before the rest, so nothing it hears reaches a stopped engine.
+ */
+async function startKubeAgent(
+  options: KubeAgentOptions,
+  parts: { stopRest: () => void; damaged: Promise<LogDamagedError>; server: string },
+): Promise<KubeAgent> {
+  const { stopRest, damaged, server } = parts;
   const agent = new KubeAgent(options);
-  try {
-    await agent.start();
-  } catch (error) {
+  const starting = agent.start().catch(async (error: unknown) => {
     await agent.stop();
     stopRest();
     throw new UsageError(`cannot start on ${server}: ${(error as Error).message}`);
-  }
+  });
+  await stopIfDamaged(starting, damaged, () => {
+    void starting
+      .catch(() => undefined)
+      .then(() => agent.stop())
+      .finally(stopRest);
+  });
   return agent;
 }
 
@@ -167,6 +203,7 @@ function untilStopped(
     csi: { stop(): void };
     tokens: { stop(): void };
   },
+  damaged: Promise<Error>,
 ): Promise<number> {
   const { say, logBlocked, vm, agent, endpoints, csi, tokens } = parts;
   return runUntilStopped({
@@ -192,5 +229,6 @@ function untilStopped(
       csi.stop();
     },
     logBlocked: logBlocked.blocked,
+    fatal: damaged,
   });
 }

@@ -1,5 +1,6 @@
 import { withoutResolutionNote } from '../csi/grpc-text.js';
 import type { GroupCommitterOptions } from '../log/group-commit-options.js';
+import type { LogDamagedError } from '../log/errors.js';
 import { readManifestDir } from '../sources/manifests.js';
 import type { FeatureGates } from '../sources/feature-gates.js';
 import { UsageError } from './postmortem.js';
@@ -188,4 +189,53 @@ export function logBlockedReporter(say: (line: string) => void): GroupCommitterO
       );
     },
   };
+}
+
+/**
+ * The log's damage, as a promise: the whole-file check a restart runs in the background
+ * (src/log/integrity.ts) found it. Nothing was written to the log or done on the host
+ * until then (the group committer holds every commit, and every act waits for one), so
+ * the command (`vole run`, with manifests or on an API server; `vole controller
+ * --kubeconfig`) stops at once with its message, exit 2, the mounts left as they are: as
+ * when the kubelet dies.
+ */
+export function damageWatch(reporter: ReturnType<typeof logBlockedReporter>): {
+  logBlocked: ReturnType<typeof logBlockedReporter>;
+  found: Promise<LogDamagedError>;
+} {
+  let report: (error: LogDamagedError) => void = () => {};
+  const found = new Promise<LogDamagedError>((resolve) => (report = resolve));
+  let damaged = false;
+  return {
+    found,
+    logBlocked: {
+      ...reporter,
+      blocked: () => damaged || reporter.blocked(),
+      onHalted: (error) => {
+        damaged = true;
+        report(error);
+      },
+    },
+  };
+}
+
+/**
+ * `work`, unless the log is found damaged first: then `stop`, and its error is thrown. The
+ * orphan pass records each orphan, durable, before it touches it: on a damaged log it waits
+ * for good, and the agent stops with the orphans where they are.
+ */
+export async function stopIfDamaged<T>(
+  work: Promise<T>,
+  found: Promise<LogDamagedError>,
+  stop: () => void,
+): Promise<T> {
+  const outcome = await Promise.race([
+    work.then((value) => ({ value })),
+    found.then((error) => ({ error })),
+  ]);
+  if ('error' in outcome) {
+    stop();
+    throw outcome.error;
+  }
+  return outcome.value;
 }

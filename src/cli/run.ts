@@ -24,14 +24,15 @@ import { why, whyText } from '../postmortem/why.js';
 import { podWaitStatus } from '../kubelet/queries.js';
 import type { World } from '../kubelet/types.js';
 import {
+  damageWatch,
   logBlockedReporter,
   onceTimeoutSecondsDefault,
   progressPrinter,
   refuseBadManifests,
   runUntilStopped,
+  stopIfDamaged,
 } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
-import type { LogDamagedError } from '../log/errors.js';
 import { allocatableOf } from './allocatable.js';
 
 export interface RunOptions {
@@ -278,54 +279,6 @@ function warnDropped(notices: readonly ManifestNotice[], logger: Logger, say: (l
     logger.warn({ pod: n.pod, volume: n.volume, file: n.file }, n.message);
     say(`manifest ${n.file}: ${n.message}`);
   }
-}
-
-/**
- * The log's damage, as a promise: the whole-file check a restart runs in the background
- * (src/log/integrity.ts) found it. Nothing was written to the log or done on the host
- * until then (the group committer holds every commit, and every act waits for one), so
- * `vole run` stops at once with its message, exit 2, the mounts left as they are: as when
- * the kubelet dies.
- */
-function damageWatch(reporter: ReturnType<typeof logBlockedReporter>): {
-  logBlocked: ReturnType<typeof logBlockedReporter>;
-  found: Promise<LogDamagedError>;
-} {
-  let report: (error: LogDamagedError) => void = () => {};
-  const found = new Promise<LogDamagedError>((resolve) => (report = resolve));
-  let damaged = false;
-  return {
-    found,
-    logBlocked: {
-      ...reporter,
-      blocked: () => damaged || reporter.blocked(),
-      onHalted: (error) => {
-        damaged = true;
-        report(error);
-      },
-    },
-  };
-}
-
-/**
- * `work`, unless the log is found damaged first: then `stop`, and its error is thrown. The
- * orphan pass records each orphan, durable, before it touches it: on a damaged log it waits
- * for good, and the agent stops with the orphans where they are.
- */
-async function stopIfDamaged<T>(
-  work: Promise<T>,
-  found: Promise<LogDamagedError>,
-  stop: () => void,
-): Promise<T> {
-  const outcome = await Promise.race([
-    work.then((value) => ({ value })),
-    found.then((error) => ({ error })),
-  ]);
-  if ('error' in outcome) {
-    stop();
-    throw outcome.error;
-  }
-  return outcome.value;
 }
 
 /**

@@ -18,7 +18,7 @@ import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { objectKey } from '../events/k8s.js';
 import { ClaimBindingWriter } from './bindings.js';
-import { csiNodeIdAnnotation, parseCsiNodeIds } from './status.js';
+import { csiNodeIdAnnotation, decodeVolumesInUse, parseCsiNodeIds } from './status.js';
 import { ClusterError } from './client.js';
 import { ControllerInputs } from './controller-inputs.js';
 import { InputsCache } from './inputs-cache.js';
@@ -77,6 +77,8 @@ export class ClusterController {
   private stops: (() => void | Promise<void>)[] = [];
   private readonly clock: Clock;
   private log: EtcdEventLog | null = null;
+  /** The current term's volumesAttached writer (a detach waits for its node's write). */
+  private publisher: VolumesAttachedPublisher | null = null;
   private readonly knownCsiNodeIds = new Map<string, string>();
   /**
    * The plugins, each call gated on the durability of the current term's log. More may be
@@ -204,10 +206,12 @@ export class ClusterController {
     this.cm = cm;
     if (leadership.isLost) return;
     this.opts.onLead?.({ leadership, log, manager: cm });
-    cm.start();
     const say = (line: string) => this.say(line);
     const { clock } = this;
+    // Before the engine starts: its first detach writes the node's report through it.
     const publisher = new VolumesAttachedPublisher(client, keys, leadership, log, cm, say, clock);
+    this.publisher = publisher;
+    cm.start();
     const bindings = new ClaimBindingWriter(client, keys, leadership, log, cm, say, clock);
     const inputs = new ControllerInputs(client, keys, cm, say, clock);
     this.stops.push(
@@ -244,6 +248,7 @@ export class ClusterController {
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       // etcd has no kube-controller-manager: the leader removes the pvc-protection finalizer.
       pvcProtection: true,
+      nodeInUseCheck: (node, volume) => this.nodeInUse(node, volume),
       clock: this.clock,
       logger: this.opts.logger,
     });
@@ -274,6 +279,25 @@ export class ClusterController {
     } catch (error) {
       this.say(`snapshot at seq ${seq} not saved: ${(error as Error).message}`);
     }
+  }
+
+  /**
+   * verifyVolumeIsSafeToDetach on the store: the node's volumesAttached without the volume
+   * written first (the detach's OperationStarted took it out of the report), then the
+   * node's volumesInUse read from etcd (a linearizable range), not from the watch. Either
+   * the node's put of volumesInUse landed before this read and the detach is refused, or
+   * it lands after the volumesAttached write and the node's agent does not mount.
+   */
+  private async nodeInUse(node: string, volume: string): Promise<boolean> {
+    const publisher = this.publisher;
+    if (publisher === null) throw new Error('this replica does not lead: no detach may start');
+    await publisher.publishNode(node);
+    const kv = await this.opts.client.get(this.opts.keys.volumesInUse(node));
+    if (kv === undefined) return false; // the node never reported, or is gone: NotFound
+    const reported = decodeVolumesInUse(kv);
+    if (reported === undefined)
+      throw new Error(`${kv.key.toString()} is not {volumesInUse: [...]}: fix what wrote it`);
+    return reported.includes(volume);
   }
 
   /** Stops acting at once: running calls are cut off, nothing more is appended or published. */

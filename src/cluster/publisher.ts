@@ -156,6 +156,41 @@ export class VolumesAttachedPublisher {
     }
   }
 
+  /**
+   * Writes `node`'s report as the world says it now and resolves once the store holds it
+   * (nothing to write when it does already); rejects when it cannot, leadership lost too.
+   * A detach waits for it, as the reconciler runs UpdateNodeStatusForNode before a detach
+   * and skips the detach when that fails: the node's agent mounts only what its
+   * volumesAttached lists, so once the volume is gone from it the detach may go on.
+   */
+  publishNode(node: string): Promise<void> {
+    const key = this.keys.volumesAttached(node);
+    const value = JSON.stringify({ volumesAttached: this.cm.volumesAttached(node) });
+    const worldSeq = this.cm.world.seq;
+    const written = this.running.then(async () => {
+      if (this.stopped || this.leadership.isLost)
+        throw new Error('this replica no longer leads: the node status is not written');
+      if (this.published.get(key) === digestOf(value)) return;
+      await this.log.durable();
+      assert(
+        this.log.head >= worldSeq,
+        `volumesAttached from the world at seq ${worldSeq} published before the log is durable to it (head ${this.log.head})`,
+      );
+      const result = await this.client.txn(this.leadership.fence(), [{ put: key, value }]);
+      if (!result.succeeded) {
+        this.leadership.lose('a volumesAttached write was refused (fenced)');
+        throw new Error('the node status write was refused: this replica no longer leads');
+      }
+      this.published.set(key, digestOf(value));
+    });
+    // The chain goes on whatever this write answered; a failed write leaves the node dirty.
+    this.running = written.catch(() => {
+      this.dirtyNodes.add(node);
+      this.schedule();
+    });
+    return written;
+  }
+
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.resync !== null) this.clock.clearTimer(this.resync);

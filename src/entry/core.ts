@@ -38,7 +38,7 @@ export {
 } from '../engine/cores.js';
 export { MemorySink, type EventSink } from '../engine/sink.js';
 export { Executor } from '../execute/executor.js';
-export { ControllerExecutor } from '../execute/controller-executor.js';
+export { ControllerExecutor, type NodeInUseCheck } from '../execute/controller-executor.js';
 export { fold, foldAll, initialWorld } from '../kubelet/fold.js';
 export { plan, type Operation, type PlanResult } from '../kubelet/planner.js';
 export {

@@ -19,6 +19,18 @@ import type { ControllerWorld } from '../controller/types.js';
 
 type Ctx = OpContext<ControllerWorld, ControllerOperation>;
 
+/**
+ * The node's volumesInUse read fresh from where the node writes it, right before a detach
+ * that must verify, once the node's volumesAttached without the volume is stored (cluster
+ * mode's leader writes it, as the reconciler calls UpdateNodeStatusForNode before a detach;
+ * verifyVolumeIsSafeToDetach then GETs the Node, not its informer's copy). The world's copy
+ * is not enough: the node's write may have landed and not reached the world yet, and a node
+ * whose write lands after this read finds the volume gone from volumesAttached and does not
+ * mount it. Answers whether the node reports the volume in use (false for a node that is
+ * gone); throws when it cannot tell, and the detach fails without a call, retried.
+ */
+export type NodeInUseCheck = (node: string, volume: string) => Promise<boolean>;
+
 async function attach(ctx: Ctx): Promise<void> {
   const spec = runningOp(ctx).spec;
   if (spec === null)
@@ -50,7 +62,11 @@ async function attach(ctx: Ctx): Promise<void> {
  * commit in cluster mode) takes time, and the node may have reported the volume in use
  * again meanwhile (its pod came back): then the detach fails without a call, retried.
  */
-async function verifySafeToDetach(ctx: Ctx, specName: string): Promise<void> {
+async function verifySafeToDetach(
+  ctx: Ctx,
+  specName: string,
+  inUseNow: NodeInUseCheck | undefined,
+): Promise<void> {
   const { op, host } = ctx;
   if (op.verifySafeToDetach !== true) return;
   const waiting = host.flush();
@@ -58,14 +74,27 @@ async function verifySafeToDetach(ctx: Ctx, specName: string): Promise<void> {
     await waiting;
     if (!host.alive()) throw new OperationAbandoned('engine stopped before detach');
   }
-  if (host.world().nodes.get(op.node)?.volumesInUse.has(op.volume) === true)
+  const inUse = () =>
     failOperation(
       `DetachVolume failed for volume "${specName}": node ${op.node} reports it in use again (verifySafeToDetach)`,
       'transient',
     );
+  if (host.world().nodes.get(op.node)?.volumesInUse.has(op.volume) === true) inUse();
+  if (inUseNow === undefined) return;
+  let reported: boolean;
+  try {
+    reported = await inUseNow(op.node, op.volume);
+  } catch (error) {
+    failOperation(
+      `DetachVolume failed fetching node ${op.node} for volume "${specName}": ${(error as Error).message}; retried`,
+      'transient',
+    );
+  }
+  if (!host.alive()) throw new OperationAbandoned('engine stopped before detach');
+  if (reported) inUse();
 }
 
-async function detach(ctx: Ctx): Promise<void> {
+async function detach(ctx: Ctx, inUseNow: NodeInUseCheck | undefined): Promise<void> {
   const { op } = ctx;
   const spec = runningOp(ctx).spec;
   if (spec === null)
@@ -76,7 +105,7 @@ async function detach(ctx: Ctx): Promise<void> {
     failOperation(
       `DetachVolume.findDetachablePluginBySpec failed for volume "${op.volume}": no attachable plugin "${spec.traits.pluginName}"`,
     );
-  await verifySafeToDetach(ctx, spec.innerVolumeSpecName);
+  await verifySafeToDetach(ctx, spec.innerVolumeSpecName, inUseNow);
   await runCall(
     ctx,
     {
@@ -95,13 +124,13 @@ const base = (op: ControllerOperation) => ({ volume: op.volume, key: op.key, cau
  * The operation's steps: attach, detach, or the provisioner's CreateVolume / DeleteVolume
  * and the resizer's ControllerExpandVolume.
  */
-function run(ctx: Ctx): Promise<void> {
+function run(ctx: Ctx, inUseNow: NodeInUseCheck | undefined): Promise<void> {
   const { op } = ctx;
   switch (op.op) {
     case 'attach':
       return attach(ctx);
     case 'detach':
-      return detach(ctx);
+      return detach(ctx, inUseNow);
     case 'provision':
       return provision(ctx, {
         ...base(op),
@@ -124,7 +153,11 @@ function run(ctx: Ctx): Promise<void> {
 export class ControllerExecutor implements Runner<ControllerOperation> {
   private readonly tasks: OperationTasks<ControllerWorld, ControllerOperation>;
 
-  constructor(host: ExecutorHost<ControllerWorld>) {
+  constructor(
+    host: ExecutorHost<ControllerWorld>,
+    /** The fresh read of a node's volumesInUse a mode gives (none: the world's copy only). */
+    private readonly inUseNow?: NodeInUseCheck,
+  ) {
     this.tasks = new OperationTasks(host, 'every', (op) => op.node);
   }
 
@@ -138,7 +171,7 @@ export class ControllerExecutor implements Runner<ControllerOperation> {
 
   start(op: ControllerOperation): void {
     const bindings = { op: op.op, volume: op.volume, node: op.node };
-    this.tasks.start(op, controllerDecision(op), bindings, run);
+    this.tasks.start(op, controllerDecision(op), bindings, (ctx) => run(ctx, this.inUseNow));
   }
 
   drain(): Promise<void> {

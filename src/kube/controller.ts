@@ -11,6 +11,7 @@
  * name, recorded in EngineStarted: a new driver or a changed attachRequired starts the
  * engine again (a new EngineStarted), as a restart would.
  */
+import type { GroupCommitterOptions } from '../log/group-commit-options.js';
 import type { Logger } from 'pino';
 import { ControllerManager } from '../agent/controller-manager.js';
 import type { LogOptions } from '../agent/lifecycle.js';
@@ -64,6 +65,11 @@ export interface KubeControllerOptions {
   readonly say: (line: string) => void;
   /** Called with each new manager (the CLI shows its progress). */
   readonly onManager?: (cm: ControllerManager) => void;
+  /**
+   * Told when the log cannot be written, and (onHalted) when the whole-file check found it
+   * damaged: the CLI then stops the controller, exit 2.
+   */
+  readonly logBlocked?: GroupCommitterOptions;
 }
 
 /** Each CSI driver named by a PV or a CSIDriver, with its attachRequired (default true). */
@@ -215,6 +221,7 @@ export class KubeController {
       logger: this.opts.logger,
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       externalProvisioning: this.opts.controllers?.includes('persistentvolume-binder') === true,
+      ...(this.opts.logBlocked === undefined ? {} : { logBlocked: this.opts.logBlocked }),
     };
     const { log, db } = this.opts;
     const cm =

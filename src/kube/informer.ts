@@ -105,9 +105,14 @@ export class KubeInformer {
       ref.fieldSelector,
     );
     const plain = (o: ApiObject) => plainObject(o as unknown as JsonObject, ref);
-    this.lw.on('add', (o) => handlers.upsert(plain(o)));
-    this.lw.on('update', (o) => handlers.upsert(plain(o)));
-    this.lw.on('delete', (o) => handlers.remove(plain(o)));
+    // Nothing is handed on once stop() began: a list or watch answering while ListWatch
+    // stops would reach an engine stopped at once (a damaged log, a blocked one abandoned).
+    const unlessStopped = (fn: () => void) => {
+      if (!this.stopped) fn();
+    };
+    this.lw.on('add', (o) => unlessStopped(() => handlers.upsert(plain(o))));
+    this.lw.on('update', (o) => unlessStopped(() => handlers.upsert(plain(o))));
+    this.lw.on('delete', (o) => unlessStopped(() => handlers.remove(plain(o))));
     this.lw.on('error', (error: unknown) => this.failed(error));
   }
 

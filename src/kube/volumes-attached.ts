@@ -35,19 +35,32 @@ export class VolumesAttachedWriter {
   private running: Promise<void> = Promise.resolve();
   private stopped = false;
   private unsubscribe: () => void = () => undefined;
+  /**
+   * The node of each running operation, by opId: an OperationFinished names none, and the
+   * world has let the operation go when the writer hears of it, yet a detach that ends with
+   * the volume still attached puts it back in the node's report (GenerateDetachVolumeFunc's
+   * AddVolumeToReportAsAttached), which the Node must list again for its kubelet to mount.
+   */
+  private readonly runningOn = new Map<string, string>();
 
   constructor(private readonly opts: VolumesAttachedWriterOptions) {}
 
   start(): void {
     this.unsubscribe = this.opts.cm.subscribe((event, world) => {
       const fields = event as { node?: unknown; opId?: unknown; object?: { kind?: string } };
-      if (event.type === 'EngineStarted') this.all = true;
+      if (event.type === 'EngineStarted') {
+        this.all = true;
+        this.runningOn.clear(); // every operation was cut off
+      }
       if (typeof fields.node === 'string') this.dirty.add(fields.node);
       if (event.type === 'ObjectUpserted' && event.object.kind === 'Node')
         this.dirty.add(event.object.metadata.name);
       if (typeof fields.opId === 'string') {
-        const node = world.running.get(OpId(fields.opId))?.node;
+        const node = world.running.get(OpId(fields.opId))?.node ?? this.runningOn.get(fields.opId);
         if (typeof node === 'string') this.dirty.add(node);
+        if (event.type === 'OperationFinished') this.runningOn.delete(fields.opId);
+        else if (event.type === 'OperationStarted' && typeof node === 'string')
+          this.runningOn.set(fields.opId, node);
       }
       if (this.all || this.dirty.size > 0) this.schedule();
     });

@@ -182,3 +182,25 @@ for (const kept of [3237, 3328]) {
     assert.ok(refused.length > 0, 'the seed still draws a detach refused as in use');
   });
 }
+
+/**
+ * Kept: seed 8000589 once detached a disk its node had just reported in use. The store's
+ * leader member was lost; a detach of disk-1 from node-1 was decided on a report without
+ * it, and its OperationStarted's commit landed in the same instant as the node's put of
+ * volumesInUse naming it (pod-5 scheduled back), before the controller's watch brought the
+ * put: a re-check of the world's copy let the call go. The detach now writes the node's
+ * volumesAttached without the disk and reads volumesInUse from the store itself.
+ */
+test('cluster chaos: seed 8000589, a node in-use report not yet watched, refuses the detach', async () => {
+  let sim: ClusterSim | undefined;
+  const result = await runClusterSeed(8_000_589, { onSim: (s) => (sim = s) });
+  assert.deepEqual(result.failures, []);
+  const refused = loggedEvents(sim!).filter(
+    (e) =>
+      e.type === 'OperationFinished' &&
+      e.error?.message.includes('node node-1 reports it in use again') === true,
+  );
+  assert.ok(refused.length > 0, 'the seed still draws the detach refused as in use');
+  const forcedInUse = sim!.cloud.calls.filter((c) => c.call === 'detach' && c.forced !== undefined);
+  assert.deepEqual(forcedInUse, [], 'no detach of a disk in use, forced or not');
+});

@@ -17,7 +17,8 @@ import {
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openSqliteLog } from '../../src/agent/sqlite-log.js';
-import { kubeletCore } from '../../src/engine/cores.js';
+import type { Core, CoreOperation, CoreWorld } from '../../src/engine/core.js';
+import { controllerCore, kubeletCore } from '../../src/engine/cores.js';
 import { vole } from './agent-process.js';
 
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
@@ -26,6 +27,17 @@ export const fingerprint = (db: string) => ({
   db: sha256(db),
   wal: existsSync(`${db}-wal`) ? sha256(`${db}-wal`) : '',
 });
+
+/** A log's core: node-1's agent (kubelet) or the attach/detach controller. */
+export type LogMode = 'kubelet' | 'controller';
+
+/** The EngineStarted a log of `mode` begins with. */
+function engineStarted(mode: LogMode): Record<string, unknown> {
+  const started = { seq: 1, tsMs: 1_000, type: 'EngineStarted', plugins: [], version: '0.1.0' };
+  if (mode === 'kubelet') return { ...started, node: 'node-1', controllerAttachDetach: false };
+  const controller = { maxWaitForUnmountMs: 360_000, disableForceDetachOnTimeout: false };
+  return { ...started, mode: 'controller', controller };
+}
 
 /**
  * A log of `objects` + 1 events (EngineStarted, then PersistentVolumes with `spec(i)`),
@@ -36,10 +48,9 @@ export function importedPvLog(
   name: string,
   objects: number,
   spec: (i: number) => Record<string, unknown>,
+  mode: LogMode = 'kubelet',
 ): string {
-  const started = { seq: 1, tsMs: 1_000, type: 'EngineStarted', node: 'node-1' };
-  const engine = { controllerAttachDetach: false, plugins: [], version: '0.1.0' };
-  const lines = [JSON.stringify({ ...started, ...engine })];
+  const lines = [JSON.stringify(engineStarted(mode))];
   for (let i = 0; i < objects; i++) {
     const object = {
       apiVersion: 'v1',
@@ -62,16 +73,32 @@ export function importedPvLog(
  * with a snapshot at its head, saved as the agent saves it: a restart reads the snapshot
  * and an empty tail, no other page of the events table.
  */
-export async function logWithSnapshot(dir: string, name: string, objects: number): Promise<string> {
-  const db = importedPvLog(dir, name, objects, (i) => ({ hostPath: { path: `/srv/pv-${i}` } }));
-  const log = openSqliteLog(db, kubeletCore, { durability: 'normal' });
+export async function logWithSnapshot(
+  dir: string,
+  name: string,
+  objects: number,
+  mode: LogMode = 'kubelet',
+): Promise<string> {
+  const spec = (i: number) => ({ hostPath: { path: `/srv/pv-${i}` } });
+  const db = importedPvLog(dir, name, objects, spec, mode);
+  if (mode === 'kubelet') await snapshotAtHead(db, kubeletCore, objects + 1);
+  else await snapshotAtHead(db, controllerCore, objects + 1);
+  return db;
+}
+
+/** Saves a snapshot of the world at the head of `db`, as the agent or controller saves it. */
+async function snapshotAtHead<W extends CoreWorld, O extends CoreOperation>(
+  db: string,
+  core: Core<W, O>,
+  head: number,
+): Promise<void> {
+  const log = openSqliteLog(db, core, { durability: 'normal' });
   const world = log.loadWorld();
   // Written once the background whole-file check passed: no write before it.
   await log.store.checkInBackground();
   log.saveSnapshot(world);
-  assert.equal(log.store.latestSnapshot()?.seq, objects + 1, 'a snapshot at the head');
+  assert.equal(log.store.latestSnapshot()?.seq, head, 'a snapshot at the head');
   log.sink.close();
-  return db;
 }
 
 /** The page size and the events table's root page, from the file's own schema. */

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { ControllerManager } from '../../src/agent/controller-manager.js';
+import type { NodeInUseCheck } from '../../src/execute/controller-executor.js';
 import { VirtualClock } from '../../src/clock.js';
 import { managedAnnotation } from '../../src/controller/index.js';
 import { MemorySink } from '../../src/engine/sink.js';
@@ -64,6 +65,13 @@ export async function detachRefusedAsInUse(
       sink: HeldSink,
       clock: VirtualClock,
     ) => Promise<void>;
+    /** The fresh read of the node's volumesInUse the detach makes (a mode's). */
+    readonly nodeInUseCheck?: NodeInUseCheck;
+    /**
+     * false: the node's report naming the volume again never reaches the world (its write
+     * landed where the node writes it, and the controller's watch has not brought it yet).
+     */
+    readonly worldHearsInUse?: false;
   } = {},
 ) {
   const clock = new VirtualClock(0);
@@ -74,6 +82,7 @@ export async function detachRefusedAsInUse(
     log: { sink, history: [] },
     clock,
     verifyAttachments: false,
+    ...(opts.nodeInUseCheck === undefined ? {} : { nodeInUseCheck: opts.nodeInUseCheck }),
   });
   cm.start();
   await opts.started?.(cm, sink, clock);
@@ -107,8 +116,9 @@ export async function detachRefusedAsInUse(
     e.type === 'OperationStarted' && e.op === 'detach' ? [e] : [],
   );
   assert.equal(started.length, 1, 'the detach was decided while the node reported nothing in use');
-  cm.inputs.upsertObject(node(['fake.disk/disk-1'])); // the node reports it in use again
+  // The node reports it in use again.
+  if (opts.worldHearsInUse !== false) cm.inputs.upsertObject(node(['fake.disk/disk-1']));
   sink.letGo();
   await settle();
-  return { cm, journal, sink, started };
+  return { cm, journal, sink, started, clock };
 }
