@@ -297,6 +297,18 @@ program
   );
 
 program
+  .command('record')
+  .description(
+    "a real cluster's volume history as a log: watches pods, claims, PVs, classes, " +
+      'VolumeAttachments, CSIDrivers, CSINodes, Nodes and volume Events (read-only)',
+  )
+  .requiredOption('--kubeconfig <file>', 'the API server and credentials (get, list, watch)')
+  .addOption(dbOption())
+  .action((opts: { kubeconfig: string; db: string }) =>
+    run(async () => (await import('./record.js')).recordCommand(opts))(),
+  );
+
+program
   .command('chaos')
   .description(
     'randomized fault simulation: invariants checked throughout, convergence demanded at the end',
