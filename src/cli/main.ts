@@ -510,10 +510,24 @@ program
 
 program
   .command('import')
-  .description('load a JSON Lines export into a new log file')
-  .argument('<file>', 'the JSON Lines file')
+  .description(
+    "load a JSON Lines export, or an API server's audit log (--audit-log), into a new log file",
+  )
+  .argument('[file]', 'the JSON Lines file')
+  .option('--audit-log <file>', "the API server's audit log (JSON lines): a recorded log")
   .addOption(dbOption())
-  .action((file: string, opts: { db: string }) => run(() => importCommand(file, opts.db))());
+  .action((file: string | undefined, opts: { db: string; auditLog?: string }) =>
+    run(async () => {
+      if (opts.auditLog !== undefined) {
+        if (file !== undefined)
+          throw new UsageError('give a JSON Lines file or --audit-log, not both');
+        return (await import('./import-audit.js')).importAuditLogCommand(opts.auditLog, opts.db);
+      }
+      if (file === undefined)
+        throw new UsageError('import needs a JSON Lines file or --audit-log FILE');
+      return importCommand(file, opts.db);
+    })(),
+  );
 
 program
   .command('inspect')
