@@ -142,6 +142,11 @@ describe('vole record on the real API server', { skip, timeout: 900_000 }, () =>
     ok(['apply', '-f', '-'], [0, 1, 2, 3, 4].map((i) => `${pv(i)}---\n${claim(i)}`).join('---\n'));
     ok(['apply', '-f', '-'], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map(pod).join('---\n'));
     ok(['create', '-f', '-'], failedMount);
+    const apiPid = () =>
+      readFileSync(join(cluster.dir(), 'pids'), 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('kube-apiserver '));
+    const pidBefore = apiPid();
     // Churn goes on from another process while the API server is down and back.
     const churn = spawnSync(
       'bash',
@@ -169,6 +174,7 @@ describe('vole record on the real API server', { skip, timeout: 900_000 }, () =>
       },
     );
     assert.equal(churn.status, 0, churn.stderr);
+    assert.notEqual(apiPid(), pidBefore, 'kube-apiserver was not restarted mid-churn');
     await wait('the API server ready again', () =>
       cluster.kubectl(['get', '--raw', '/readyz']).stdout === 'ok' ? true : undefined,
     );
@@ -211,6 +217,32 @@ describe('vole record on the real API server', { skip, timeout: 900_000 }, () =>
       ['create configmaps 403'],
     );
     assert.equal(await recorder.stop(), 0);
+    // The audit log itself, imported: the same changes, each once.
+    const imported = join(base, 'imported.db');
+    const run = vole('import', '--audit-log', join(cluster.dir(), 'audit.log'), '--db', imported);
+    assert.equal(run.status, 0, run.stderr);
+    process.stdout.write(run.stderr);
+    const fromAudit = (() => {
+      const store = openLog(imported, { codec: eventCodec, mode: 'readonly' });
+      try {
+        return recorded([...store.read()]);
+      } finally {
+        store.close();
+      }
+    })();
+    assert.equal(new Set(fromAudit.upserts).size, fromAudit.upserts.length);
+    const importedHave = new Set(fromAudit.upserts);
+    assert.deepEqual(
+      changes
+        .map(
+          (a) =>
+            `${a.responseObject?.metadata?.uid}@${a.responseObject?.metadata?.resourceVersion}`,
+        )
+        .filter((k) => !importedHave.has(k)),
+      [],
+      'audited changes the imported log lacks',
+    );
+    assert.equal(fromAudit.removals.filter((u) => u !== '').length >= 3, true);
 
     const head = events.length;
     const again = await startRecorder();
