@@ -165,7 +165,7 @@ make_pki() {
   # with their objects), then every other request's user, verb, object and answer (no
   # bodies), so a test can tell what a client asked for and what it was refused.
   { cat "$root/deploy/audit-policy.yaml"
-    printf '%s\n' '  - level: Metadata'; } >"$dir/audit-policy.yaml"
+    printf '%s\n' '  - level: Metadata' '    omitStages: [RequestReceived]'; } >"$dir/audit-policy.yaml"
 }
 
 write_kubeconfig() {
