@@ -162,10 +162,11 @@ make_pki() {
   openssl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub" 2>/dev/null
   token="$(openssl rand -hex 24)"
   echo "$token,admin,admin,system:masters" >"$pki/tokens.csv"
-  # Every request's user, verb, object and answer (no bodies) in DIR/audit.log, so a test
-  # can tell what a node asked for and what it was refused.
-  printf '%s\n' 'apiVersion: audit.k8s.io/v1' 'kind: Policy' \
-    'omitStages: [RequestReceived]' 'rules: [{level: Metadata}]' >"$dir/audit-policy.yaml"
+  # DIR/audit.log: deploy/audit-policy.yaml (the changes vole import --audit-log reads,
+  # with their objects), then every other request's user, verb, object and answer (no
+  # bodies), so a test can tell what a client asked for and what it was refused.
+  { cat "$root/deploy/audit-policy.yaml"
+    printf '%s\n' '  - level: Metadata' '    omitStages: [RequestReceived]'; } >"$dir/audit-policy.yaml"
 }
 
 write_kubeconfig() {

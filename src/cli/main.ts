@@ -298,6 +298,18 @@ program
   );
 
 program
+  .command('record')
+  .description(
+    "a real cluster's volume history as a log: watches pods, claims, PVs, classes, " +
+      'VolumeAttachments, CSIDrivers, CSINodes, Nodes and volume Events (read-only)',
+  )
+  .requiredOption('--kubeconfig <file>', 'the API server and credentials (get, list, watch)')
+  .addOption(dbOption())
+  .action((opts: { kubeconfig: string; db: string }) =>
+    run(async () => (await import('./record.js')).recordCommand(opts))(),
+  );
+
+program
   .command('chaos')
   .description(
     'randomized fault simulation: invariants checked throughout, convergence demanded at the end',
@@ -521,10 +533,24 @@ program
 
 program
   .command('import')
-  .description('load a JSON Lines export into a new log file')
-  .argument('<file>', 'the JSON Lines file')
+  .description(
+    "load a JSON Lines export, or an API server's audit log (--audit-log), into a new log file",
+  )
+  .argument('[file]', 'the JSON Lines file')
+  .option('--audit-log <file>', "the API server's audit log (JSON lines): a recorded log")
   .addOption(dbOption())
-  .action((file: string, opts: { db: string }) => run(() => importCommand(file, opts.db))());
+  .action((file: string | undefined, opts: { db: string; auditLog?: string }) =>
+    run(async () => {
+      if (opts.auditLog !== undefined) {
+        if (file !== undefined)
+          throw new UsageError('give a JSON Lines file or --audit-log, not both');
+        return (await import('./import-audit.js')).importAuditLogCommand(opts.auditLog, opts.db);
+      }
+      if (file === undefined)
+        throw new UsageError('import needs a JSON Lines file or --audit-log FILE');
+      return importCommand(file, opts.db);
+    })(),
+  );
 
 program
   .command('inspect')

@@ -24,9 +24,12 @@ export interface ApiObject {
   [key: string]: unknown;
 }
 
+/** How an object change was seen: in a (re)list, or as a watch event. */
+export type SeenVia = 'list' | 'watch';
+
 export interface InformerHandlers {
-  upsert(object: ApiObject): void;
-  remove(object: ApiObject): void;
+  upsert(object: ApiObject, via?: SeenVia): void;
+  remove(object: ApiObject, via?: SeenVia): void;
   /** After each successful list: every object the API server listed (a relist after 410 too). */
   listed?(objects: readonly ApiObject[]): void;
   trouble(message: string): void;
@@ -75,6 +78,8 @@ export class KubeInformer {
   private stopped = false;
   private retryTimer: TimerHandle | null = null;
   private syncedOnce = false;
+  /** True while a list's objects are handed on (ListWatch does so as the list returns). */
+  private listing = false;
   private resolveSynced: () => void = () => undefined;
   /** Resolves after the first successful list (and its objects were handed on). */
   readonly synced: Promise<void>;
@@ -94,6 +99,10 @@ export class KubeInformer {
       const answer = await http.get(`${ref.path}${query}`);
       const items = ((answer.items ?? []) as JsonObject[]).map((item) => plainObject(item, ref));
       const metadata = (answer.metadata ?? {}) as { resourceVersion?: string };
+      // ListWatch hands the items on synchronously once this resolves, before any watch
+      // is sent: the next turn of the event loop is past them.
+      this.listing = true;
+      setImmediate(() => (this.listing = false));
       return { items, metadata: { resourceVersion: metadata.resourceVersion ?? '' } };
     };
     this.lw = new ListWatch<ApiObject>(
@@ -110,9 +119,10 @@ export class KubeInformer {
     const unlessStopped = (fn: () => void) => {
       if (!this.stopped) fn();
     };
-    this.lw.on('add', (o) => unlessStopped(() => handlers.upsert(plain(o))));
-    this.lw.on('update', (o) => unlessStopped(() => handlers.upsert(plain(o))));
-    this.lw.on('delete', (o) => unlessStopped(() => handlers.remove(plain(o))));
+    const via = (): SeenVia => (this.listing ? 'list' : 'watch');
+    this.lw.on('add', (o) => unlessStopped(() => handlers.upsert(plain(o), via())));
+    this.lw.on('update', (o) => unlessStopped(() => handlers.upsert(plain(o), via())));
+    this.lw.on('delete', (o) => unlessStopped(() => handlers.remove(plain(o), via())));
     this.lw.on('error', (error: unknown) => this.failed(error));
   }
 

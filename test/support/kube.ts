@@ -87,6 +87,8 @@ export interface KubeCluster {
   agentKubeconfig(node: string): string;
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
+  /** The same for `vole record` (deploy/recorder-rbac.yaml: get, list and watch only). */
+  recorderKubeconfig(file: string): string;
   /**
    * A node's own kubeconfig (scripts/kube-up.sh --node-kubeconfig): a client certificate
    * with CN system:node:NODE and O system:nodes, signed by the cluster CA. Its path.
@@ -204,6 +206,10 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
       cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
       return tokenKubeconfig(cluster, file, 'vole-attach-detach');
+    },
+    recorderKubeconfig(file) {
+      cluster.ok(['apply', '-f', join(repo, 'deploy/recorder-rbac.yaml')]);
+      return tokenKubeconfig(cluster, file, 'vole-recorder');
     },
     nodeKubeconfig(node) {
       const minted = spawnSync('bash', [kubeUp, dir, '--node-kubeconfig', node], {
