@@ -93,6 +93,25 @@ function progress(runs: number): { onProgress: (done: number) => void; done: () 
   };
 }
 
+/**
+ * Each failing seed's run as JSON under `out` (default chaos-failures/, made only when a
+ * seed failed), with the command that runs it again; the files, in the failures' order.
+ */
+function writeFailureFiles(
+  out: string | undefined,
+  mode: 'cluster' | 'kube',
+  failures: readonly { readonly seed: number }[],
+): string[] {
+  const dir = out ?? 'chaos-failures';
+  if (failures.length > 0) mkdirSync(dir, { recursive: true });
+  return failures.map((f) => {
+    const file = join(dir, `chaos-${mode}-seed-${f.seed}.json`);
+    const reproduce = `vole chaos --${mode} --seed ${f.seed} --runs 1`;
+    writeFileSync(file, `${JSON.stringify({ reproduce, ...f }, null, 2)}\n`);
+    return file;
+  });
+}
+
 /** `vole chaos --cluster`: each failing seed is written as its run (plan, trace, failures) in JSON. */
 async function clusterChaosCommand(opts: {
   seed?: string;
@@ -105,17 +124,7 @@ async function clusterChaosCommand(opts: {
   const bar = progress(runs);
   const report = await clusterChaos({ seed, runs, onProgress: bar.onProgress });
   bar.done();
-  const out = opts.out ?? 'chaos-failures';
-  const files: string[] = [];
-  if (report.failures.length > 0) mkdirSync(out, { recursive: true });
-  for (const f of report.failures) {
-    const file = join(out, `chaos-cluster-seed-${f.seed}.json`);
-    writeFileSync(
-      file,
-      `${JSON.stringify({ reproduce: `vole chaos --cluster --seed ${f.seed} --runs 1`, ...f }, null, 2)}\n`,
-    );
-    files.push(file);
-  }
+  const files = writeFailureFiles(opts.out, 'cluster', report.failures);
   if (opts.json === true) {
     const failures = report.failures.map((f, i) => ({
       seed: f.seed,
@@ -150,15 +159,7 @@ async function kubeChaosCommand(opts: {
   const bar = progress(runs);
   const report = await kubeChaos({ seed, runs, onProgress: bar.onProgress });
   bar.done();
-  const out = opts.out ?? 'chaos-failures';
-  const files: string[] = [];
-  if (report.failures.length > 0) mkdirSync(out, { recursive: true });
-  for (const f of report.failures) {
-    const file = join(out, `chaos-kube-seed-${f.seed}.json`);
-    const reproduce = `vole chaos --kube --seed ${f.seed} --runs 1`;
-    writeFileSync(file, `${JSON.stringify({ reproduce, ...f }, null, 2)}\n`);
-    files.push(file);
-  }
+  const files = writeFailureFiles(opts.out, 'kube', report.failures);
   if (opts.json === true) {
     const failures = report.failures.map((f, i) => ({
       seed: f.seed,
