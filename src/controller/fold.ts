@@ -359,7 +359,17 @@ function foldAttachmentsFound(world: ControllerWorld, event: EventOf<'Attachment
   for (const f of event.attachments) {
     found.add(pairKey(f.volume, f.node));
     const held = attachmentAt(world, pairKey(f.volume, f.node));
-    if (held !== undefined || busy.has(UniqueVolumeName(f.volume))) continue;
+    if (busy.has(UniqueVolumeName(f.volume))) continue;
+    if (held !== undefined) {
+      // populateActualStateOfWorld marks what the API server shows attached as attached: an
+      // attachment the log left uncertain is confirmed, so an attach of a ReadWriteOnce
+      // volume elsewhere waits for its detach instead of passing it by.
+      if (f.attached && held.value === 'attachUncertain') {
+        step(world, held.volume, held.node, null, { type: 'VERIFY_OK', devicePath: '' });
+        touch(world, held.volume);
+      }
+      continue;
+    }
     const pv = world.objects.get(objectKey('PersistentVolume', f.pv));
     const spec =
       pv?.kind === 'PersistentVolume' ? resolvePersistentVolume(pv, world.plugins) : undefined;
