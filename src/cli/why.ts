@@ -12,6 +12,7 @@ import {
 import { openReadonly, type ReadonlyLog } from '../postmortem/open.js';
 import { withProgress } from './progress.js';
 import { resolveMoment, UsageError } from './postmortem.js';
+import { recordedMode } from '../engine/cores.js';
 import { isClusterLog } from './judge.js';
 
 /** The answer of a kubelet's log, or of the controller's (claims, pods, volumes). */
@@ -23,12 +24,20 @@ function answerAt(store: ReadonlyLog, seq: number, subject: string): WhyAnswer |
 }
 
 /**
- * A cluster's log also says, from the objects the API server served, what held the pod in
- * each of its waits up to `seq` (vole judge's answer for it); a kubelet's log has none.
+ * A recorded cluster's log also says, from the objects the API server served, what held
+ * the pod in each of its waits up to `seq` (vole judge's answer for it). vole's own logs
+ * answer from its own decisions alone: a controller's log holds the claims it bound as its
+ * decisions, not as the API's objects, so the waits read from the objects would lag them.
  */
 function waitsAt(store: ReadonlyLog, seq: number, subject: string): PodVerdict[] {
-  if (!isClusterLog(store)) return [];
+  if (!isClusterLog(store) || !isRecordedLog(store)) return [];
   return waitsOfPod(judge(store.read({ toSeq: seq })), subject);
+}
+
+/** A log `vole record` or `vole import --audit-log` wrote (EngineStarted mode recorded). */
+function isRecordedLog(store: ReadonlyLog): boolean {
+  const started = [...store.read({ limit: 16 })].find((e) => e.type === 'EngineStarted');
+  return started?.type === 'EngineStarted' && started.mode === recordedMode;
 }
 
 export function whyCommand(

@@ -221,7 +221,7 @@ export function coreOfMode(mode: string | undefined): LogCore {
   if (!isMode(name))
     throw new UnknownModeError(
       `this log was written in mode "${name}", which this version of vole does not know ` +
-        `(it reads ${[...engineModes, recordedMode].join(', ')} logs); read it with the vole that wrote it, or upgrade`,
+        `(it reads ${[...engineModes, recordedMode].join(', ').replace(/, ([^,]*)$/, ' and $1')} logs); read it with the vole that wrote it, or upgrade`,
     );
   return name === 'controller'
     ? { mode: 'controller', core: controllerCore }

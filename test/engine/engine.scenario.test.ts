@@ -149,7 +149,7 @@ test('engine: a log whose mode this version does not know is refused, saying so'
   const foreign = [{ ...first, mode: 'scheduler' } as VoleEvent, ...events.slice(1)];
   assert.throws(
     () => verify(foreign),
-    /written in mode "scheduler", which this version of vole does not know \(it reads kubelet and controller logs\)/,
+    /written in mode "scheduler", which this version of vole does not know \(it reads kubelet, controller and recorded logs\)/,
   );
   assert.throws(() => [...history(foreign)], UnknownModeError);
 });
