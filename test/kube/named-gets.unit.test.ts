@@ -37,7 +37,7 @@ function setup() {
       if (found.forbidden === true) throw new KubeApiError(403, 'Forbidden', 'forbidden');
       return found;
     },
-    clock: new RealClock(),
+    clock: new RealClock({ holdsProcess: true }), // the test awaits its retries
     periodMs: () => 1,
     upsert: (o) => upserted.push(o),
     forget: (ref) => forgotten.push(`${ref.kind}/${ref.name}`),
