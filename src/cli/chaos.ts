@@ -112,6 +112,23 @@ function writeFailureFiles(
   });
 }
 
+/**
+ * One mode's runs: the header line (seed, commit, runs), the progress bar, then each
+ * failing seed's file; the report and the files, in the failures' order.
+ */
+async function runMode<R extends { readonly failures: readonly { readonly seed: number }[] }>(
+  mode: 'cluster' | 'kube',
+  opts: { seed?: string; runs?: string; out?: string },
+  run: (o: { seed: number; runs: number; onProgress: (done: number) => void }) => Promise<R>,
+): Promise<{ report: R; files: string[] }> {
+  const { seed, runs } = seedAndRuns(opts);
+  process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=${mode}\n`);
+  const bar = progress(runs);
+  const report = await run({ seed, runs, onProgress: bar.onProgress });
+  bar.done();
+  return { report, files: writeFailureFiles(opts.out, mode, report.failures) };
+}
+
 /** `vole chaos --cluster`: each failing seed is written as its run (plan, trace, failures) in JSON. */
 async function clusterChaosCommand(opts: {
   seed?: string;
@@ -119,12 +136,7 @@ async function clusterChaosCommand(opts: {
   out?: string;
   json?: boolean;
 }): Promise<number> {
-  const { seed, runs } = seedAndRuns(opts);
-  process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=cluster\n`);
-  const bar = progress(runs);
-  const report = await clusterChaos({ seed, runs, onProgress: bar.onProgress });
-  bar.done();
-  const files = writeFailureFiles(opts.out, 'cluster', report.failures);
+  const { report, files } = await runMode('cluster', opts, clusterChaos);
   if (opts.json === true) {
     const failures = report.failures.map((f, i) => ({
       seed: f.seed,
@@ -154,12 +166,7 @@ async function kubeChaosCommand(opts: {
   out?: string;
   json?: boolean;
 }): Promise<number> {
-  const { seed, runs } = seedAndRuns(opts);
-  process.stderr.write(`SEED=${seed} commit=${commit()} runs=${runs} mode=kube\n`);
-  const bar = progress(runs);
-  const report = await kubeChaos({ seed, runs, onProgress: bar.onProgress });
-  bar.done();
-  const files = writeFailureFiles(opts.out, 'kube', report.failures);
+  const { report, files } = await runMode('kube', opts, kubeChaos);
   if (opts.json === true) {
     const failures = report.failures.map((f, i) => ({
       seed: f.seed,
