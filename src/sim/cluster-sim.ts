@@ -27,6 +27,7 @@ import { SimReplica } from './cluster-replica.js';
 import { simulationPlugins } from './plugins.js';
 import { SimStore, type StoreChange } from './store-sim.js';
 import { SimStoreClient } from './store-sim-client.js';
+import { advance, settle } from './quiescence.js';
 
 /**
  * The log's limits in the simulation: small, so that a run's few hundred events (rows of
@@ -186,24 +187,12 @@ export class ClusterSim {
     );
   }
 
-  async settle(): Promise<void> {
-    let quiet = 0;
-    let last = -1;
-    for (let turn = 0; turn < 100_000; turn++) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const now = this.activity();
-      quiet = now === last ? quiet + 1 : 0;
-      last = now;
-      if (quiet >= 3) return;
-    }
-    throw new Error('cluster simulation: no quiescence within 100,000 turns (a livelock?)');
+  settle(): Promise<void> {
+    return settle(() => this.activity(), 'cluster simulation');
   }
 
-  async advance(durationMs: number): Promise<void> {
-    const target = this.clock.nowMs() + durationMs;
-    while (this.clock.fireNext(target)) await this.settle();
-    this.clock.moveTo(target);
-    await this.settle();
+  advance(durationMs: number): Promise<void> {
+    return advance(this.clock, durationMs, () => this.settle());
   }
 
   /**

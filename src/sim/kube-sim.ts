@@ -22,6 +22,7 @@ import { prng } from './chaos.js';
 import { KubeAttacher } from './kube-attacher.js';
 import { type KubeChange, SimKubeApi, type SimKubeClient } from './kube-api-sim.js';
 import { simulationPlugins } from './plugins.js';
+import { advance, settle } from './quiescence.js';
 
 /** One silent logger for every process of every run (each pino() opens a stream). */
 const silentLogger = pino({ level: 'silent' });
@@ -289,24 +290,12 @@ export class KubeSim {
     return this.events + this.api.requests + this.api.resourceVersion;
   }
 
-  async settle(): Promise<void> {
-    let quiet = 0;
-    let last = -1;
-    for (let turn = 0; turn < 100_000; turn++) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      const now = this.activity();
-      quiet = now === last ? quiet + 1 : 0;
-      last = now;
-      if (quiet >= 3) return;
-    }
-    throw new Error('kube simulation: no quiescence within 100,000 turns (a livelock?)');
+  settle(): Promise<void> {
+    return settle(() => this.activity(), 'kube simulation');
   }
 
-  async advance(durationMs: number): Promise<void> {
-    const target = this.clock.nowMs() + durationMs;
-    while (this.clock.fireNext(target)) await this.settle();
-    this.clock.moveTo(target);
-    await this.settle();
+  advance(durationMs: number): Promise<void> {
+    return advance(this.clock, durationMs, () => this.settle());
   }
 
   /** The Node's status.volumesInUse as the API server holds it now. */
