@@ -52,12 +52,7 @@ describe('a CSIDriver with attachRequired: false', { skip, timeout: 600_000 }, (
     ok(['apply', '-f', '-'], csiDriver);
     const socket = cluster.startCsiDriver(base, root, 'direct-disk-id', ['--node-attach']);
     cluster.startSidecar('csi-provisioner', socket, base);
-    const agentKubeconfig = cluster.agentKubeconfig(node);
-    agent = cluster.started(
-      startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
-      'agent',
-    );
-    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    agent = await cluster.startAgent(node, root);
     controller = cluster.started(
       startVole([
         'controller',

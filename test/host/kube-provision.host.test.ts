@@ -19,7 +19,7 @@ import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
 import { volumeAttachmentName } from '../../src/kube/attachments.js';
-import { type AgentProcess, startVole } from '../support/agent-process.js';
+import type { AgentProcess } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
 import { csiDiskImages, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
@@ -70,15 +70,10 @@ describe('Kubernetes provisions and attaches, vole mounts', { skip, timeout: 600
   );
 
   test('provisioned by the external-provisioner, attached by Kubernetes, mounted', async () => {
-    const agentKubeconfig = cluster.agentKubeconfig(node);
     const socket = cluster.startCsiDriver(base, root, 'provision-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     cluster.startSidecar('csi-provisioner', socket, base);
-    agent = cluster.started(
-      startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
-      'agent',
-    );
-    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    agent = await cluster.startAgent(node, root);
     // A Node nobody keeps alive, younger than vole's: the node lifecycle controller taints
     // it, and would have tainted vole's before it.
     ok(['apply', '-f', '-'], 'apiVersion: v1\nkind: Node\nmetadata: {name: no-heartbeat}\n');

@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { listLoops } from '../../src/host/loop.js';
 import { mountsUnder, readMountTable } from '../../src/host/mountinfo.js';
-import { type AgentProcess, startVole } from '../support/agent-process.js';
+import type { AgentProcess } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
 import { csiDiskImages, useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
@@ -71,12 +71,7 @@ describe(
       const socket = cluster.startCsiDriver(base, root, 'pv-disk-id');
       cluster.startSidecar('csi-attacher', socket, base);
       cluster.startSidecar('csi-provisioner', socket, base);
-      const agentKubeconfig = cluster.agentKubeconfig(node);
-      agent = cluster.started(
-        startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
-        'agent',
-      );
-      await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+      agent = await cluster.startAgent(node, root);
       controller = await cluster.startController(base, 'attachdetach,persistentvolume-binder', [
         ...['--lease-duration', '4s'],
       ]);

@@ -13,7 +13,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
-import { type AgentProcess, startVole } from '../support/agent-process.js';
+import type { AgentProcess } from '../support/agent-process.js';
 import { hostSandbox } from '../support/host.js';
 import { useKubeCluster, kubeTestSkipReason } from '../support/kube.js';
 
@@ -124,12 +124,7 @@ describe('the real scheduler places WaitForFirstConsumer pods', { skip, timeout:
     const socket = cluster.startCsiDriver(base, root, 'sched-disk-id');
     cluster.startSidecar('csi-attacher', socket, base);
     cluster.startSidecar('csi-provisioner', socket, base);
-    const agentKubeconfig = cluster.agentKubeconfig(node);
-    agent = cluster.started(
-      startVole(['run', '--kubeconfig', agentKubeconfig, '--node', node, '--root', root]),
-      'agent',
-    );
-    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+    agent = await cluster.startAgent(node, root);
     await cluster.startController(base, 'attachdetach,persistentvolume-binder');
     await cluster.defaultServiceAccount();
     ok(['apply', '-f', '-'], manifests);

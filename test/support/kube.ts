@@ -85,6 +85,11 @@ export interface KubeCluster {
    * nothing more (deploy/node-identity.md).
    */
   agentKubeconfig(node: string): string;
+  /**
+   * `vole run --kubeconfig` on `node` with the node's own identity (agentKubeconfig), named
+   * `agent`; resolves once the CSI driver a test started beside it has registered.
+   */
+  startAgent(node: string, root: string): Promise<AgentProcess>;
   /** The same for `vole controller` (deploy/'s attach/detach and PV binder roles only). */
   controllerKubeconfig(file: string): string;
   /** The same for `vole record` (deploy/recorder-rbac.yaml: get, list and watch only). */
@@ -202,6 +207,13 @@ export function useKubeCluster(names: readonly string[]): KubeCluster {
     },
     json: <T>(args: readonly string[]): T => JSON.parse(cluster.ok([...args, '-o', 'json'])) as T,
     agentKubeconfig: (node) => cluster.nodeKubeconfig(node),
+    async startAgent(node, root) {
+      const kubeconfig = cluster.agentKubeconfig(node);
+      const args = ['run', '--kubeconfig', kubeconfig, '--node', node, '--root', root];
+      const agent = cluster.started(startVole(args), 'agent');
+      await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
+      return agent;
+    },
     controllerKubeconfig(file) {
       cluster.ok(['apply', '-f', join(repo, 'deploy/attach-detach-controller-rbac.yaml')]);
       cluster.ok(['apply', '-f', join(repo, 'deploy/pv-binder-rbac.yaml')]);
