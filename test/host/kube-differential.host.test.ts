@@ -19,7 +19,8 @@
  * below), and anything else fails the test.
  */
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { before, describe, test } from 'node:test';
 import { type AgentProcess, startVole } from '../support/agent-process.js';
@@ -120,7 +121,89 @@ spec:
       volumeMounts: [{name: late, mountPath: /late}]
   volumes:
     - {name: late, configMap: {name: late}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-${namespace}}
+spec:
+  capacity: {storage: 64Mi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  claimRef: {namespace: ${namespace}, name: data}
+  csi:
+    driver: disk.csi.vole.dev
+    volumeHandle: disk-${namespace}
+    fsType: ext4
+    volumeAttributes: {size: 64Mi}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: data, namespace: ${namespace}}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: ""
+  volumeName: pv-${namespace}
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: disk, namespace: ${namespace}}
+spec:
+  nodeName: ${node}
+  securityContext: {fsGroup: 2000}
+  containers:
+    - name: app
+      image: busybox
+      volumeMounts: [{name: data, mountPath: /data}]
+  volumes:
+    - {name: data, persistentVolumeClaim: {claimName: data}}
 `;
+
+/**
+ * The driver both nodes call: attachRequired false, so neither attaches (the hollow kubelet
+ * would attach itself, controller attach being off there, and vole here likewise).
+ */
+const csiDriver = `apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: disk.csi.vole.dev}
+spec: {attachRequired: false}
+`;
+
+/** The CSI calls that act on a volume; the others only ask the driver what it is and can. */
+const volumeCalls = new Set([
+  'NodeStageVolume',
+  'NodePublishVolume',
+  'NodeUnpublishVolume',
+  'NodeUnstageVolume',
+]);
+
+/**
+ * One side's requests to its driver (`--request-log`), with what names the side made plain:
+ * its root, the pod's UID, the volume handle, the PV and the handle's SHA-256 in paths.
+ */
+function csiRequests(
+  file: string,
+  side: { root: string; uid: string; handle: string; pv: string },
+): { rpc: string; request: Record<string, unknown> }[] {
+  const digest = createHash('sha256').update(side.handle).digest('hex');
+  const plain = (text: string) =>
+    text
+      .replaceAll(side.root, '<root>')
+      .replaceAll(side.uid, '<uid>')
+      .replaceAll(digest, 'sha256(<handle>)')
+      .replaceAll(side.handle, '<handle>')
+      .replaceAll(`/${side.pv}/`, '/<pv>/');
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(plain(line)) as { rpc: string; request: Record<string, unknown> });
+}
+
+/** A request as sorted `field=value` lines. */
+const requestLines = (request: Record<string, unknown> | undefined) =>
+  Object.entries(request ?? {})
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+    .sort();
 
 /** One row of the table: what each node showed for one check. */
 interface Row {
@@ -155,6 +238,29 @@ const documented: Record<string, [string[], string[]]> = {
         'configmap "vole/settings" has no key "nokey" (its keys: a.txt, b.txt); fix the key in ' +
         'the pod, or add it to the object',
     ],
+  ],
+  // The kubelet asks the driver's node capabilities before each operation; vole asks once,
+  // at registration, also its plugin info and controller capabilities (into the log).
+  'CSI static PV probing calls': [
+    [],
+    ['ControllerGetCapabilities', 'GetPluginCapabilities', 'GetPluginInfo'],
+  ],
+  // The kubelet names the publish directory after the PV (csi_mounter.go's specVolumeID),
+  // vole after the pod's volume; moving it needs live mounts moved with it.
+  'CSI static PV NodePublishVolume': [
+    ['target_path="<root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount"'],
+    ['target_path="<root>/pods/<uid>/volumes/kubernetes.io~csi/data/mount"'],
+  ],
+  'CSI static PV NodeUnpublishVolume': [
+    ['target_path="<root>/pods/<uid>/volumes/kubernetes.io~csi/<pv>/mount"'],
+    ['target_path="<root>/pods/<uid>/volumes/kubernetes.io~csi/data/mount"'],
+  ],
+  // vole writes no vol_data.json (its log holds what the kubelet keeps there) and does not
+  // apply fsGroup to a CSI volume yet (the kubelet's csi_mounter does, for fsGroupPolicy
+  // File, or ReadWriteOnceWithFSType with an fsType and ReadWriteOnce).
+  'CSI static PV volume directory and fsGroup': [
+    ['vol_data.json', 'dir . 2775 0:2000', 'dir lost+found 2770 0:2000'],
+    ['dir . 0755 0:0', 'dir lost+found 0700 0:0'],
   ],
   // vole translates no in-tree plugin to CSI, so it claims none as migrated.
   'node CSINode annotations': [
@@ -228,7 +334,10 @@ function nodeWrites(cluster: KubeCluster, node: string): Record<string, string[]
       (v) => `attached ${v.name}`,
     ),
     'Node attach annotation': [`${attachAnnotation}=${n.metadata.annotations?.[attachAnnotation]}`],
-    'CSINode drivers': [JSON.stringify(csiNode.spec.drivers ?? null)],
+    // Each node's driver has its own node ID.
+    'CSINode drivers': [
+      JSON.stringify(csiNode.spec.drivers ?? null).replace(/"nodeID":"[^"]*"/g, '"nodeID":"<id>"'),
+    ],
     'CSINode owner': (csiNode.metadata.ownerReferences ?? []).map((o) => `owned by a ${o.kind}`),
     'CSINode annotations': Object.entries(csiNode.metadata.annotations ?? {}).map(
       ([k, v]) => `${k}=${v}`,
@@ -285,8 +394,34 @@ describe('vole beside the real kubelet (kubemark hollow node)', { skip, timeout:
     rows.push({ type, check, kubelet: tree('kubelet'), vole: tree('vole') });
   };
 
+  /** `vole csi-driver` for one side, registered in its root's plugins_registry. */
+  const startDriver = (side: 'kubelet' | 'vole', sideRoot: string, nodeId: string) => {
+    const dir = join(base, `csi-${side}`);
+    mkdirSync(dir, { recursive: true });
+    cluster.started(
+      startVole([
+        'csi-driver',
+        ...['--endpoint', `unix://${join(dir, 'disk.sock')}`, '--node-id', nodeId],
+        ...['--state-dir', join(dir, 'state'), '--node-attach'],
+        ...['--registration-dir', join(sideRoot, 'plugins_registry')],
+        ...['--request-log', join(dir, 'requests.jsonl')],
+      ]),
+    );
+  };
+  const requestsOf = (side: 'kubelet' | 'vole', podUid: string) =>
+    csiRequests(join(base, `csi-${side}`, 'requests.jsonl'), {
+      root: side === 'kubelet' ? cluster.hollowRoot(hollow) : root,
+      uid: podUid,
+      handle: `disk-${side}`,
+      pv: `pv-${side}`,
+    });
+
   before(async () => {
     cluster.start(base, { controllers: '*,-attachdetach,-nodelifecycle', hollowNodes: [hollow] });
+    ok(['create', '-f', '-'], csiDriver);
+    // Each node its own driver process (its own node ID and disks), as on two machines.
+    startDriver('kubelet', cluster.hollowRoot(hollow), 'k1-disk');
+    startDriver('vole', root, 'v1-disk');
     // The hollow kubelet runs with EnableControllerAttachDetach off (hollow_kubelet.go):
     // the same here, so the Node's attach annotation compares.
     const args = ['run', '--kubeconfig', cluster.agentKubeconfig(voleNode), '--node', voleNode];
@@ -294,6 +429,7 @@ describe('vole beside the real kubelet (kubemark hollow node)', { skip, timeout:
       startVole([...args, '--root', root, '--no-controller-attach-detach']),
       'agent',
     );
+    await agent.line(/CSI driver disk\.csi\.vole\.dev registered/);
     for (const [namespace, node] of [
       ['kubelet', hollow],
       ['vole', voleNode],
@@ -390,11 +526,69 @@ describe('vole beside the real kubelet (kubemark hollow node)', { skip, timeout:
     volumeRow('projected', 'updated: files', 'probe', 'kubernetes.io~projected', 'all-in-one');
   });
 
-  test('what each node wrote on its Node and CSINode', () => {
+  test('a static CSI PV: the calls to the driver, the volume, the Node and CSINode', async () => {
+    await wait('the hollow kubelet to run pod disk', running('disk'));
+    await agent!.line(/pod vole\/disk: mounted \[/, 60_000);
+    const uids = { kubelet: uid('kubelet', 'disk'), vole: uid('vole', 'disk') };
+    const mountRoot = (side: 'kubelet' | 'vole', name: string) => {
+      const dir = join(podDir(side, 'disk'), 'volumes/kubernetes.io~csi', name);
+      return [
+        ...readdirSync(dir).sort(),
+        ...treeLines(volumeTree(join(dir, 'mount'))).filter((l) => !l.includes('lost+found/')),
+      ];
+    };
+    rows.push({
+      type: 'CSI static PV',
+      check: 'volume directory and fsGroup',
+      kubelet: mountRoot('kubelet', 'pv-kubelet'),
+      vole: mountRoot(
+        'vole',
+        readdirSync(join(podDir('vole', 'disk'), 'volumes/kubernetes.io~csi'))[0]!,
+      ),
+    });
     const kubelet = nodeWrites(cluster, hollow);
     const vole = nodeWrites(cluster, voleNode);
     for (const check of Object.keys(kubelet))
       rows.push({ type: 'node', check, kubelet: kubelet[check]!, vole: vole[check]! });
+
+    for (const namespace of ['kubelet', 'vole'])
+      ok(['-n', namespace, 'delete', 'pod', 'disk', '--wait=false']);
+    const unstaged = (side: 'kubelet' | 'vole') =>
+      requestsOf(side, uids[side]).some((r) => r.rpc === 'NodeUnstageVolume') ? true : undefined;
+    await wait('the hollow kubelet to unstage the volume', () => unstaged('kubelet'));
+    await wait('vole to unstage the volume', () => unstaged('vole'));
+    const calls = {
+      kubelet: requestsOf('kubelet', uids.kubelet),
+      vole: requestsOf('vole', uids.vole),
+    };
+    // The kubelet's volume stats collector calls NodeGetVolumeStats on its own period,
+    // whether it falls in this window is timing; vole collects no volume stats.
+    const names = (side: 'kubelet' | 'vole', acting: boolean) =>
+      calls[side]
+        .filter((r) => volumeCalls.has(r.rpc) === acting && r.rpc !== 'NodeGetVolumeStats')
+        .map((r) => r.rpc);
+    rows.push({
+      type: 'CSI static PV',
+      check: 'calls, in order',
+      kubelet: names('kubelet', true).map((n, i) => `${i + 1} ${n}`),
+      vole: names('vole', true).map((n, i) => `${i + 1} ${n}`),
+    });
+    rows.push({
+      type: 'CSI static PV',
+      check: 'probing calls',
+      kubelet: [...new Set(names('kubelet', false))].sort(),
+      vole: [...new Set(names('vole', false))].sort(),
+    });
+    for (const rpc of volumeCalls) {
+      const request = (side: 'kubelet' | 'vole') =>
+        requestLines(calls[side].find((r) => r.rpc === rpc)?.request);
+      rows.push({
+        type: 'CSI static PV',
+        check: rpc,
+        kubelet: request('kubelet'),
+        vole: request('vole'),
+      });
+    }
   });
 
   test('the table: every difference is documented', () => {
