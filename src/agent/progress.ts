@@ -8,6 +8,22 @@ import { eventVolume } from '../postmortem/history.js';
 import { podWaitStatus } from '../kubelet/queries.js';
 import type { World } from '../kubelet/types.js';
 import { podEntries, podEntry } from '../kubelet/by-pod.js';
+import type { PodRecord } from '../kubelet/types.js';
+import { requiredContents } from '../kubelet/content-invariant.js';
+
+/**
+ * What to do for the pod's volumes that wait on a ConfigMap or Secret the world lacks: the
+ * error itself is the kubelet's (`configmap "web" not found`), which names no namespace.
+ */
+function missingObjectsHint(world: World, record: PodRecord): string {
+  const missing = new Set<string>();
+  for (const volume of record.volumes)
+    for (const o of requiredContents(volume))
+      if (world.objects.lookup(o.kind, o.name, o.namespace) === undefined)
+        missing.add(`${o.kind} ${o.namespace}/${o.name}`);
+  if (missing.size === 0) return '';
+  return `; create ${[...missing].join(', ')} (or mark the volume optional)`;
+}
 
 export class PodProgress {
   private readonly last = new Map<string, string>();
@@ -63,7 +79,9 @@ export class PodProgress {
       (v) => world.attachments.get(v.volume)?.value.startsWith('attached') === true,
     );
     const why =
-      status.lastErrors.length > 0 ? ` — last error: ${status.lastErrors.join('; ')}` : '';
+      status.lastErrors.length > 0
+        ? ` — last error: ${status.lastErrors.join('; ')}${missingObjectsHint(world, record)}`
+        : '';
     const attachedText =
       attached.length > 0
         ? `, attached [${attached.map((v) => v.outerVolumeSpecName).join(' ')}]`

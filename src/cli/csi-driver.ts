@@ -3,12 +3,13 @@
  * Identity, Controller and Node on its endpoint until SIGINT or SIGTERM; with
  * --registration-dir it also registers itself the kubelet's way.
  */
-import { mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { parseQuantityBytes } from '../events/k8s.js';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
 import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
+import type { Handler } from '../csi/driver/common.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
 
@@ -20,6 +21,34 @@ export interface CsiDriverOptions {
   readonly maxVolumesPerNode?: string;
   readonly capacity?: string;
   readonly nodeAttach?: boolean;
+  readonly requestLog?: string;
+}
+
+/**
+ * `--request-log`: each request appended as one JSON line `{rpc, request}` before it is
+ * handled, so two nodes' calls to the same driver compare (order, contexts, paths). The
+ * values of `secrets` are redacted: the file is for reading, not for keeping credentials.
+ */
+export function loggedHandlers(
+  handlers: Readonly<Record<string, Handler>>,
+  file: string,
+): Record<string, Handler> {
+  const logged: Record<string, Handler> = {};
+  for (const [rpc, handler] of Object.entries(handlers)) {
+    logged[rpc] = (request) => {
+      const { secrets } = request as { secrets?: Record<string, string> };
+      const shown =
+        secrets === undefined
+          ? request
+          : {
+              ...request,
+              secrets: Object.fromEntries(Object.keys(secrets).map((k) => [k, '<redacted>'])),
+            };
+      appendFileSync(file, `${JSON.stringify({ rpc, request: shown })}\n`);
+      return handler(request);
+    };
+  }
+  return logged;
 }
 
 /** `--capacity`: a Kubernetes quantity (10Gi) or bytes; undefined when not given. */
@@ -60,7 +89,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   const served = await serveCsiDriver({
     name: diskCsiDriverName,
     endpoint: `unix://${socketPath}`,
-    handlers,
+    handlers: opts.requestLog === undefined ? handlers : loggedHandlers(handlers, opts.requestLog),
     ...(opts.registrationDir === undefined ? {} : { registrationDir: opts.registrationDir }),
     logger,
   }).catch((error: unknown) => {

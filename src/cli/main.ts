@@ -221,6 +221,10 @@ program
     '--node-attach',
     'attach disks at NodeStageVolume, no ControllerPublishVolume (for CSIDriver attachRequired: false)',
   )
+  .option(
+    '--request-log <file>',
+    'append each request it gets to this file, one JSON line {rpc, request} (secrets redacted)',
+  )
   .action((opts: CsiDriverOptions) =>
     run(async () => (await import('./csi-driver.js')).csiDriverCommand(opts, logger()))(),
   );

@@ -42,6 +42,7 @@ import { claimRefsOf, type ContentRef, contentRefsOf } from './references.js';
 import { ContentWatches } from './content-watches.js';
 import { type NamedRef, NamedGets } from './named-gets.js';
 import { PodFinalizer } from './pod-finalizer.js';
+import { configSeenAnnotation, withConfigAnnotations } from './pod-config.js';
 import { InUsePublisher } from './in-use.js';
 
 export interface KubeAgentOptions {
@@ -335,7 +336,10 @@ export class KubeAgent {
     );
   }
 
-  private addPod(pod: Pod): void {
+  private addPod(apiPod: Pod): void {
+    const known = this.vm.world.pods.get(UniquePodName(apiPod.metadata.uid ?? ''));
+    const seen = known?.pod.metadata.annotations?.[configSeenAnnotation];
+    const pod = withConfigAnnotations(apiPod, seen, this.opts.clock.nowMs());
     try {
       this.vm.inputs.addPod(pod);
     } catch (error) {

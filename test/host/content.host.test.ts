@@ -264,6 +264,45 @@ test(refusal, { skip }, async () => {
   await vm.drainAndStop();
 });
 
+const kubeletWords =
+  "host: a missing object fails setUp in the kubelet's words, two as [a, b]; the pod's dirs are 0750";
+test(kubeletWords, { skip }, async () => {
+  const { vm, sink } = agent();
+  vm.inputs.addPod({
+    metadata: { name: 'lacking', namespace: 'shop', uid: 'uid-lacking' },
+    spec: {
+      volumes: [
+        { name: 'scratch', emptyDir: {} },
+        { name: 'x', secret: { secretName: 'x' } },
+        {
+          name: 'both',
+          projected: { sources: [{ configMap: { name: 'a' } }, { secret: { name: 'b' } }] },
+        },
+      ],
+    },
+  });
+  vm.inputs.markSourcesReady();
+  const keepAlive = setInterval(() => undefined, 1000); // the agent's timers do not hold the loop
+  const failures = () =>
+    new Set(sink.events.flatMap((e) => (e.type === 'CallFailed' ? [e.error.message] : [])));
+  await until(() => failures().size >= 2, 'the setUp of both volumes to fail', 10_000);
+  clearInterval(keepAlive);
+  // secret.go's and projected.go's SetUp errors, which the FailedMount Event quotes after
+  // `MountVolume.SetUp failed for volume "…" : ` (src/kube/pod-events.ts).
+  assert.deepEqual([...failures()].sort(), [
+    'MountVolume.SetUp failed: [configmap "a" not found, secret "b" not found]',
+    'MountVolume.SetUp failed: secret "x" not found',
+  ]);
+  // makePodDataDirs: the pod's directory, volumes/ and plugins/ are 0750; the plugin's is 0755.
+  const pod = join(root, 'pods', 'uid-lacking');
+  for (const dir of [pod, join(pod, 'volumes'), join(pod, 'plugins')])
+    assert.equal(statSync(dir).mode & 0o7777, 0o750, dir);
+  assert.equal(statSync(join(pod, 'volumes/kubernetes.io~empty-dir')).mode & 0o7777, 0o755);
+  vm.inputs.removePod('uid-lacking');
+  await until(() => !existsSync(pod), 'the pod directory, plugins/ with it, to go', 10_000);
+  await vm.drainAndStop();
+});
+
 const edit = 'host: vole run: an edited ConfigMap manifest reaches the running pod';
 test(edit, { skip, timeout: 120_000 }, async () => {
   const manifests = join(base, 'manifests');

@@ -40,6 +40,22 @@ export function volumeTree(dir: string): TreeEntry[] {
   return out.sort((a, b) => a.path.localeCompare(b.path));
 }
 
+/**
+ * A pod's own directories: the pod's, its `volumes/` and `plugins/`, and the plugin
+ * directories under `volumes/`, without what is below them (the volumes, compared one by
+ * one, and the plugins' own markers) or beside them (a runtime's `containers/`, `etc-hosts`).
+ */
+export function podSkeleton(podDir: string): TreeEntry[] {
+  const dirs = ['.', 'plugins', 'volumes'];
+  for (const plugin of readdirSync(join(podDir, 'volumes')).sort())
+    dirs.push(join('volumes', plugin));
+  return dirs.map((rel) => {
+    const st = lstatSync(join(podDir, rel));
+    const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
+    return { path: rel, type: 'dir' as const, mode, uid: st.uid, gid: st.gid };
+  });
+}
+
 /** One line per entry, for a diff a reader can follow. */
 export function treeLines(entries: readonly TreeEntry[]): string[] {
   return entries.map((e) => {

@@ -1,6 +1,7 @@
 /** The disk driver's Node service (docs/csi.md: strict order and idempotency). */
 import { mkdir, readFile, rm, rmdir, stat, statfs } from 'node:fs/promises';
 import { basename } from 'node:path';
+import { parseQuantityBytes } from '../../events/k8s.js';
 import { findLoopForImage } from '../../host/loop.js';
 import {
   attachDisk,
@@ -72,6 +73,28 @@ async function deviceOf(image: string, id: string, rpc: string): Promise<string>
 }
 
 /**
+ * With --node-attach, the size of a volume the driver did not create and has no image of
+ * yet: `volume_context.size` (the PV's csi.volumeAttributes.size), at which attachDisk
+ * makes its image. 0 when the image is there.
+ */
+async function staticSize(
+  ctx: DriverContext,
+  id: string,
+  r: CsiRequest,
+  rpc: string,
+): Promise<number> {
+  const image = ctx.state.image(id);
+  if ((await stat(image).catch(() => undefined)) !== undefined) return 0;
+  const sizeBytes = parseQuantityBytes(r.volume_context?.size);
+  if (sizeBytes === undefined || sizeBytes <= 0)
+    throw notFound(
+      `${rpc}: volume ${id} does not exist; create it (CreateVolume) or give its size in the ` +
+        "PV's csi.volumeAttributes.size (e.g. 64Mi)",
+    );
+  return sizeBytes;
+}
+
+/**
  * NodeStageVolume: format if blank and mount at the staging path (Filesystem), or only
  * record the staging (Block). The same arguments again are OK; another capability or
  * staging path is ALREADY_EXISTS.
@@ -82,7 +105,9 @@ async function nodeStage(ctx: DriverContext, r: CsiRequest): Promise<object> {
   const stagingTargetPath = required(r.staging_target_path, 'staging_target_path', rpc);
   const accessType = accessTypeOf(r.volume_capability, rpc);
   const accessMode = r.volume_capability?.access_mode?.mode ?? 'UNKNOWN';
-  const image = await ctx.imageOf(id, rpc);
+  // --node-attach: a static volume is made here, as ControllerPublishVolume makes it otherwise.
+  const staticBytes = ctx.opts.nodeAttach === true ? await staticSize(ctx, id, r, rpc) : 0;
+  const image = staticBytes > 0 ? ctx.state.image(id) : await ctx.imageOf(id, rpc);
   const staged = await ctx.state.readStaged(id);
   if (
     staged !== undefined &&
@@ -95,7 +120,7 @@ async function nodeStage(ctx: DriverContext, r: CsiRequest): Promise<object> {
     );
   // --node-attach: no ControllerPublishVolume attached the disk; the node does it here.
   if (ctx.opts.nodeAttach === true && (await findLoopForImage(image)) === undefined) {
-    const sizeBytes = (await ctx.state.readVolume(id))?.capacityBytes ?? 0;
+    const sizeBytes = (await ctx.state.readVolume(id))?.capacityBytes ?? staticBytes;
     const current = (await stat(image).catch(() => undefined))?.size ?? 0;
     await ctx.serially(() => attachDisk(image, Math.max(current, sizeBytes)));
   }

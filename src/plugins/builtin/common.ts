@@ -1,7 +1,7 @@
 /** What the built-in plugins share: the pod volume directory, safe removal, fsGroup. */
 import { lstat, mkdir, rm, rmdir, unlink } from 'node:fs/promises';
 import { setVolumeOwnership } from '../../host/ownership.js';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative, sep } from 'node:path';
 import { HostError } from '../../host/errors.js';
 import { mountsUnder, readMountTable } from '../../host/mountinfo.js';
 import { ensureUnmounted } from '../../host/mount.js';
@@ -27,13 +27,28 @@ export interface BuiltinOptions {
   readonly featureGates?: FeatureGates;
 }
 
+/** The mode of a pod's directory and its `volumes/` and `plugins/` (makePodDataDirs). */
+const podDataDirMode = 0o750;
+
 export function volumeDir(root: string, spec: ResolvedVolume, podUid: string): string {
   return podVolumeDir(root, podUid, spec.traits.pluginName, spec.innerVolumeSpecName);
 }
 
-/** Makes the pod's volume directory, refusing one that a symlink leads out of the root. */
+/**
+ * Makes the pod's volume directory, refusing one that a symlink leads out of the root. The
+ * pod's own directories come first, as the kubelet's makePodDataDirs makes them
+ * (pkg/kubelet/kubelet_pods.go): `pods/<uid>`, its `volumes/` and `plugins/`, each 0750,
+ * so no other user of the node lists a pod's volumes; below them the volume's own mode.
+ */
 export async function makeVolumeDir(root: string, dir: string, mode = 0o750): Promise<void> {
   assertInside(root, dir);
+  const [top, uid] = relative(root, dir).split(sep);
+  if (top === 'pods' && uid !== undefined && uid !== '') {
+    const pod = join(root, 'pods', uid);
+    for (const d of [join(pod, 'volumes'), join(pod, 'plugins')])
+      await mkdir(d, { recursive: true, mode: podDataDirMode });
+    assertInside(root, dir);
+  }
   await mkdir(dir, { recursive: true, mode });
   assertInside(root, dir);
 }
@@ -85,6 +100,9 @@ async function pruneEmptyParents(root: string, dir: string): Promise<void> {
     parent = dirname(parent)
   ) {
     try {
+      // The pod's plugins/ (makeVolumeDir's) goes with its last volume, as the pod dir does.
+      if (dirname(parent) === join(root, 'pods'))
+        await rmdir(join(parent, 'plugins')).catch(() => undefined);
       await rmdir(parent);
     } catch {
       return; // not empty (another volume of the pod), or already gone

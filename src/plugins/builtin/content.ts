@@ -69,25 +69,32 @@ async function fetchTokens(
 const contentKindOf = (kind: ContentKind) => (kind === 'configMap' ? 'ConfigMap' : 'Secret');
 
 /**
- * The kubelet's words for an object its manager does not have (apierrors.NewNotFound of
- * the "configmap" or "secret" resource: `secret "s" not found`), and what to do.
+ * The kubelet's words for an object its manager does not have: apierrors.NewNotFound of
+ * the "configmap" or "secret" resource (`secret "s" not found`), the FailedMount Event's
+ * text word for word. The wait itself is explained by `vole why` (what to create).
  */
-function notFound(kind: 'ConfigMap' | 'Secret', namespace: string, name: string): string {
-  const resource = kind === 'ConfigMap' ? 'configmap' : 'secret';
-  return (
-    `${resource} "${name}" not found; create it in namespace ${namespace} ` +
-    '(or mark the volume optional)'
-  );
+function notFound(kind: 'ConfigMap' | 'Secret', name: string): string {
+  return `${kind === 'ConfigMap' ? 'configmap' : 'secret'} "${name}" not found`;
 }
 
 /**
- * Why the volume cannot be set up from `contents` now: the not-found message of the first
- * ConfigMap or Secret it must read that the store lacks; undefined when it has them all.
+ * Several errors as one, as utilerrors.NewAggregate prints them (the projected plugin's
+ * collectData gathers one per source): the one message alone, else `[a, b]`.
+ */
+export function aggregateMessage(messages: readonly string[]): string {
+  return messages.length === 1 ? messages[0]! : `[${messages.join(', ')}]`;
+}
+
+/**
+ * Why the volume cannot be set up from `contents` now: the not-found message of each
+ * ConfigMap or Secret it must read that the store lacks, aggregated as the kubelet's
+ * projected plugin does; undefined when it has them all.
  */
 export function missingContent(spec: ResolvedVolume, contents: ObjectContents): string | undefined {
-  for (const { kind, namespace, name } of requiredContents(spec))
-    if (contents.get(kind, namespace, name) === undefined) return notFound(kind, namespace, name);
-  return undefined;
+  const missing = requiredContents(spec)
+    .filter(({ kind, namespace, name }) => contents.get(kind, namespace, name) === undefined)
+    .map(({ kind, name }) => notFound(kind, name));
+  return missing.length === 0 ? undefined : aggregateMessage(missing);
 }
 
 /** Kubernetes' default file mode of these volumes (0644). */
@@ -114,10 +121,7 @@ function addContent(
   const data = contents.get(contentKindOf(kind), source.namespace ?? 'default', source.name);
   if (data === undefined) {
     if (source.optional === true) return;
-    throw new HostError(
-      'transient',
-      notFound(contentKindOf(kind), source.namespace ?? 'default', source.name),
-    );
+    throw new HostError('transient', notFound(contentKindOf(kind), source.name));
   }
   if (source.items === undefined) {
     for (const [key, bytes] of data) addFile(payload, key, { data: bytes, mode: defaultMode });
@@ -183,16 +187,27 @@ function buildPayload(
       return payload;
     case 'projected': {
       const mode = s.defaultMode ?? defaultContentModeBits;
+      // Every source is tried and their errors gathered, as the kubelet's collectData does.
+      const errors: HostError[] = [];
       for (const part of s.sources) {
-        if (part.kind === 'downwardAPI') addDownward(payload, part.files, mode);
-        else if (part.kind === 'serviceAccountToken') {
-          const token = tokens.get(part.path);
-          if (token === undefined)
-            throw new HostError('final', `no token fetched for "${part.path}"`);
-          addFile(payload, part.path, tokenFile(token, part.mode ?? mode, owner));
-        } else addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
+        try {
+          if (part.kind === 'downwardAPI') addDownward(payload, part.files, mode);
+          else if (part.kind === 'serviceAccountToken') {
+            const token = tokens.get(part.path);
+            if (token === undefined)
+              throw new HostError('final', `no token fetched for "${part.path}"`);
+            addFile(payload, part.path, tokenFile(token, part.mode ?? mode, owner));
+          } else
+            addContent(payload, contents, part.kind, { ...part, namespace: s.namespace }, mode);
+        } catch (error) {
+          if (!(error instanceof HostError)) throw error;
+          errors.push(error);
+        }
       }
-      return payload;
+      if (errors.length === 0) return payload;
+      // Retried unless one of them cannot heal by itself (a missing key, a path twice).
+      const kind = errors.some((e) => e.kind === 'final') ? 'final' : 'transient';
+      throw new HostError(kind, aggregateMessage(errors.map((e) => e.message)));
     }
     default:
       throw new HostError('final', `${spec.traits.pluginName} cannot set up a ${s.kind} volume`);

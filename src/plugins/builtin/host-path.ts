@@ -2,6 +2,7 @@
  * kubernetes.io/host-path: checks the path's type as Kubernetes does, then binds it into
  * the pod's volume directory (vole has no container runtime; the bind is the pod's view).
  */
+import type { Stats } from 'node:fs';
 import { lstat, mkdir, open, realpath, stat } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { HostError } from '../../host/errors.js';
@@ -17,48 +18,85 @@ import {
   volumeDir,
 } from './common.js';
 
-/** Returns whether the host path is a file (so the bind target must be a file too). */
-async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
+/** hostutil's names of what a path is (pkg/volume/util/hostutil/hostutil.go, FileType). */
+type FileType = 'Directory' | 'File' | 'Socket' | 'CharDevice' | 'BlockDevice';
+
+/** hostutil's getFileType: what is at `path` (stat follows symlinks), or its error's words. */
+async function fileType(path: string): Promise<{ type: FileType } | { error: string }> {
+  let st: Stats;
+  try {
+    st = await stat(path);
+  } catch (error) {
+    const e = error as NodeJS.ErrnoException;
+    if (e.code === 'ENOENT') return { error: `path "${path}" does not exist` };
+    return { error: pathError('stat', path, e) };
+  }
+  if (st.isDirectory()) return { type: 'Directory' };
+  if (st.isFile()) return { type: 'File' };
+  if (st.isSocket()) return { type: 'Socket' };
+  if (st.isCharacterDevice()) return { type: 'CharDevice' };
+  if (st.isBlockDevice()) return { type: 'BlockDevice' };
+  return { error: 'only recognise file, directory, socket, block device and character device' };
+}
+
+/** A failed system call as Go's *PathError prints it: `open /p: no such file or directory`. */
+function pathError(op: string, path: string, error: NodeJS.ErrnoException): string {
+  return `${op} ${path}: ${error.message.replace(/^[A-Z]+: ([^,]+),.*$/s, '$1')}`;
+}
+
+/** What each checked type must be, in the kubelet's words of its message. */
+const expected: Record<string, [FileType, string]> = {
+  DirectoryOrCreate: ['Directory', 'directory'],
+  Directory: ['Directory', 'directory'],
+  FileOrCreate: ['File', 'file'],
+  File: ['File', 'file'],
+  Socket: ['Socket', 'socket file'],
+  CharDevice: ['CharDevice', 'character device'],
+  BlockDevice: ['BlockDevice', 'block device'],
+};
+
+/**
+ * The kubelet's checkTypeInternal and typeMatchedOrError (pkg/volume/hostpath/host_path.go),
+ * messages word for word: DirectoryOrCreate makes the directory 0755 with its parents;
+ * FileOrCreate makes the file 0644, but not its directory (the pod fails while that is
+ * missing, as Kubernetes documents). An unset type is not checked: the kubelet leaves the
+ * path to the container runtime, and vole binds it only if it exists. Whether the host
+ * path is a file (the bind target must be one too).
+ */
+export async function checkHostPathType(path: string, type: string): Promise<{ isFile: boolean }> {
   if (!path.startsWith('/'))
     throw new HostError('final', `hostPath.path "${path}" must be absolute`);
-  const st = await stat(path).catch(() => undefined);
-  const fail = (what: string) =>
-    new HostError('final', `hostPath type check failed: ${path} ${what}`);
-  switch (type) {
-    case 'DirectoryOrCreate':
-      if (st === undefined) await mkdir(path, { recursive: true, mode: 0o755 });
-      else if (!st.isDirectory()) throw fail('is not a directory');
-      return { isFile: false };
-    case 'Directory':
-      if (st?.isDirectory() !== true) throw fail('is not a directory');
-      return { isFile: false };
-    case 'FileOrCreate':
-      if (st === undefined) {
-        await mkdir(dirname(path), { recursive: true });
-        await (await open(path, 'a', 0o644)).close();
-      } else if (!st.isFile()) throw fail('is not a file');
-      return { isFile: true };
-    case 'File':
-      if (st?.isFile() !== true) throw fail('is not a file');
-      return { isFile: true };
-    case 'Socket':
-      if (st?.isSocket() !== true) throw fail('is not a socket');
-      return { isFile: true };
-    case 'CharDevice':
-      if (st?.isCharacterDevice() !== true) throw fail('is not a character device');
-      return { isFile: true };
-    case 'BlockDevice':
-      if (st?.isBlockDevice() !== true) throw fail('is not a block device');
-      return { isFile: true };
-    case '':
-      if (st === undefined) throw fail('does not exist');
-      return { isFile: !st.isDirectory() };
-    default:
-      throw new HostError(
-        'final',
-        `hostPath type "${type}" is not one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, CharDevice, BlockDevice`,
-      );
+  const found = await fileType(path);
+  if (type === '') {
+    if ('error' in found) throw new HostError('final', `hostPath ${path}: ${found.error}`);
+    return { isFile: found.type !== 'Directory' };
   }
+  const want = expected[type];
+  if (want === undefined)
+    throw new HostError(
+      'final',
+      `hostPath type "${type}" is not one of ${Object.keys(expected).join(', ')}`,
+    );
+  if ('error' in found && (type === 'DirectoryOrCreate' || type === 'FileOrCreate')) {
+    if (type === 'DirectoryOrCreate') await mkdir(path, { recursive: true, mode: 0o755 });
+    else {
+      const made = await open(path, 'a', 0o644).catch((e: NodeJS.ErrnoException) => e);
+      if (made instanceof Error) throw new HostError('final', pathError('open', path, made));
+      await made.close();
+    }
+    return { isFile: type === 'FileOrCreate' };
+  }
+  if ('error' in found)
+    throw new HostError(
+      'final',
+      `hostPath type check failed, ${path} is not a ${want[1]}, unable to determine its type: ${found.error}`,
+    );
+  if (found.type !== want[0])
+    throw new HostError(
+      'final',
+      `hostPath type check failed: ${path} is not a ${want[1]}, it's a ${found.type}`,
+    );
+  return { isFile: found.type !== 'Directory' };
 }
 
 /**
