@@ -9,7 +9,15 @@
  * to never; every declared dependency is used.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
@@ -302,6 +310,70 @@ test('tidy: the file, class and cast checks each fail on a planted violation', (
       casts.map((c) => c.replace(/^long\.ts:\d+ /, '')),
       ['x as never', '<never>x'],
     );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The serializer port's V8 adapter (src/operations/snapshot-codec.ts is the port). */
+const serializerAdapter = 'src/engine/snapshot.ts';
+/** Each core's snapshot codec, beside its world. */
+const coreCodecs = ['src/kubelet/snapshot-codec.ts', 'src/controller/snapshot-codec.ts'];
+/** A snapshot codec built: on the port (`serializer.whole(`, `.sliced(`) or on V8 directly. */
+const buildsCodec =
+  /\.(whole|sliced)\s*(<[^>()]*>)?\(|\b(structuredCloneCodec|slicedCloneCodec)\s*(<[^>()]*>)?\(/;
+
+/** The files of `paths` that build a core's codec away from its core, or import node:v8. */
+function codecOffences(dir: string, paths: readonly string[]): string[] {
+  return paths.flatMap((path) => {
+    if (path === serializerAdapter) return [];
+    const code = readFileSync(join(dir, path), 'utf8')
+      .split('\n')
+      .filter((l) => !/^\s*(\*|\/\/)/.test(l))
+      .join('\n');
+    const offences: string[] = [];
+    if (/from 'node:v8'/.test(code)) offences.push(`${path} imports node:v8`);
+    if (!coreCodecs.includes(path) && buildsCodec.test(code))
+      offences.push(`${path} builds a snapshot codec`);
+    return offences;
+  });
+}
+
+test("tidy: each core's snapshot codec sits beside its core, and only the adapter uses V8", () => {
+  const paths = files('src');
+  assert.deepEqual(
+    coreCodecs.filter((path) => !paths.includes(path)),
+    [],
+    'the cores keep their codecs here (or update coreCodecs and docs/layout.md)',
+  );
+  assert.deepEqual(
+    codecOffences(root, paths),
+    [],
+    `build a core's codec in ${coreCodecs.join(' or ')} on the WorldSerializer port; only ${serializerAdapter} imports node:v8`,
+  );
+});
+
+test('tidy: the codec check fails on a planted codec outside its core', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    mkdirSync(join(dir, 'src/engine'), { recursive: true });
+    mkdirSync(join(dir, 'src/kubelet'), { recursive: true });
+    const stray = [
+      "import { serialize } from 'node:v8';",
+      'export const codec = serializer.whole<World>(8, revive);',
+      'export const sliced = slicedCloneCodec(6, fields, revive);',
+    ];
+    writeFileSync(join(dir, 'src/engine/cores.ts'), stray.join('\n') + '\n');
+    writeFileSync(join(dir, coreCodecs[0]!), stray.slice(1, 2).join('\n') + '\n');
+    writeFileSync(join(dir, serializerAdapter), stray.join('\n') + '\n');
+    assert.deepEqual(
+      codecOffences(dir, ['src/engine/cores.ts', coreCodecs[0]!, serializerAdapter]),
+      ['src/engine/cores.ts imports node:v8', 'src/engine/cores.ts builds a snapshot codec'],
+    );
+    writeFileSync(join(dir, 'src/engine/cores.ts'), stray[2]! + '\n');
+    assert.deepEqual(codecOffences(dir, ['src/engine/cores.ts']), [
+      'src/engine/cores.ts builds a snapshot codec',
+    ]);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -33,6 +33,7 @@ export const layers: [string, number][] = [
   ['src/controller/claim-record.ts', 2],
   ['src/controller/shared-values.ts', 2],
   ['src/controller/memory.ts', 2],
+  ['src/controller/snapshot-codec.ts', 2],
   ['src/controller/', 3],
   ['src/kubelet/plan.ts', 3],
   ['src/kubelet/plan-provision.ts', 3],
