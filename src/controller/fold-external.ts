@@ -7,7 +7,7 @@
  */
 import type { EventOf } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import type { ClaimView } from '../kubelet/claims-view.js';
+import type { ClaimView } from '../binding/claims-view.js';
 import type { ControllerWorld } from './types.js';
 
 /** AnnStorageProvisioner: the external-provisioner provisions claims naming it here. */

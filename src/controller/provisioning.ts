@@ -20,7 +20,7 @@ import {
   volumeCreated,
   volumeDeleted,
 } from '../binding/provisioning.js';
-import { type ClaimView, claimStanding, claimStandings } from '../kubelet/claims-view.js';
+import { type ClaimView, claimStanding, claimStandings } from '../binding/claims-view.js';
 import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../operations/types.js';

@@ -31,7 +31,7 @@ export function replayTo(
 }
 
 /** What a node's status says, as the controller's world holds it (controller logs). */
-import { type ClaimView, claimViews } from '../kubelet/claims-view.js';
+import { type ClaimView, claimViews } from '../binding/claims-view.js';
 import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
 
 export interface NodeView {

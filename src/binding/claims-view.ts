@@ -6,12 +6,12 @@
 import type { PluginCaps } from '../events/index.js';
 import type { ClusterObject, PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { type ClaimBinding, claimName, isClaimBound, lookupOf } from '../binding/claims.js';
-import { provisionedVolumeName, provisionerClass } from '../binding/provisioning.js';
+import { type ClaimBinding, claimName, isClaimBound, lookupOf } from './claims.js';
+import { provisionedVolumeName, provisionerClass } from './provisioning.js';
 import { retryAtMs } from '../operations/pending.js';
-import { claimInUse } from './provisioning.js';
-import { claimClassName } from '../binding/storage-class.js';
-import type { World } from './types.js';
+import { claimInUse } from '../kubelet/provisioning.js';
+import { claimClassName } from './storage-class.js';
+import type { World } from '../kubelet/types.js';
 import type { LastError, OpRecord } from '../operations/types.js';
 
 /**
