@@ -23,8 +23,7 @@ import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
 import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
-import { provisioningClass } from '../binding/claims-view.js';
-import { claimInUse } from './provisioning.js';
+import { claimInUse, provisioningClass } from './provisioning.js';
 import {
   provisionableClaim,
   provisionedVolumeName,
