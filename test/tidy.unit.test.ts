@@ -379,6 +379,82 @@ test('tidy: the codec check fails on a planted codec outside its core', () => {
   }
 });
 
+/** Provisioning's policy: one room, which the folds and planners of both cores call. */
+const provisioningRoom = 'src/binding/';
+/**
+ * A provisioning decision: a binding mode tested, a class's or PV's policy defaulted or
+ * tested (a view that shows them copies them: no decision), its allowed topologies read,
+ * provisioning's annotations named, a driver's CREATE_DELETE_VOLUME asked, or a
+ * provisioned volume told by its name.
+ */
+const provisioningDecision = new RegExp(
+  [
+    String.raw`[!=]==\s*'(WaitForFirstConsumer|Immediate)'`,
+    String.raw`'(WaitForFirstConsumer|Immediate)'\s*[!=]==`,
+    String.raw`\.(volumeBindingMode|persistentVolumeReclaimPolicy)\s*(\?\?|[!=]==)`,
+    String.raw`\.allowedTopologies\b`,
+    String.raw`'volume\.(beta\.)?kubernetes\.io/(storage-provisioner|selected-node)'`,
+    String.raw`'pv\.kubernetes\.io/provisioned-by'`,
+    String.raw`csi\?\.createDelete\b`,
+    String.raw`\^pvc-`,
+  ].join('|'),
+);
+
+/** The lines of `paths` outside provisioning's room that decide provisioning. */
+function provisioningOffences(dir: string, paths: readonly string[]): string[] {
+  return paths
+    .filter((path) => !path.startsWith(provisioningRoom))
+    .flatMap((path) =>
+      readFileSync(join(dir, path), 'utf8')
+        .split('\n')
+        .flatMap((line, i) =>
+          !/^\s*(\*|\/\/)/.test(line) && provisioningDecision.test(line)
+            ? [`${path}:${i + 1} ${line.trim()}`]
+            : [],
+        ),
+    );
+}
+
+test("tidy: provisioning's policy is decided in its room only (src/binding/)", () => {
+  const paths = files('src');
+  const room = paths.filter((path) => path.startsWith(provisioningRoom));
+  assert.ok(
+    room.some((path) => provisioningDecision.test(readFileSync(join(root, path), 'utf8'))),
+    'the room holds the decisions the check looks for',
+  );
+  assert.deepEqual(
+    provisioningOffences(root, paths),
+    [],
+    `decide these in ${provisioningRoom} (provisioning.ts, storage-class.ts, external-provisioning.ts) and call it`,
+  );
+});
+
+test('tidy: the provisioning check fails on a planted decision outside its room', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    mkdirSync(join(dir, 'src/controller'), { recursive: true });
+    mkdirSync(join(dir, 'src/binding'), { recursive: true });
+    const planted = [
+      "if (sc.volumeBindingMode === 'WaitForFirstConsumer') wait();",
+      "const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';",
+      "const node = pvc.metadata.annotations?.['volume.kubernetes.io/selected-node'];",
+      'if (world.plugins.get(driver)?.csi?.createDelete !== true) return;',
+      "if (volume.includes('^pvc-')) look();",
+      "// a comment naming 'volume.kubernetes.io/selected-node' decides nothing",
+      "const reason = 'WaitForFirstConsumer';",
+      'cell(view.volumeBindingMode);',
+    ];
+    for (const file of ['src/controller/plan.ts', 'src/binding/policy.ts'])
+      writeFileSync(join(dir, file), planted.join('\n') + '\n');
+    assert.deepEqual(
+      provisioningOffences(dir, ['src/controller/plan.ts', 'src/binding/policy.ts']),
+      planted.slice(0, 5).map((line, i) => `src/controller/plan.ts:${i + 1} ${line}`),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 /** Where a reader tests the engine's mode or the world's shape instead of asking its core. */
 const modeTest =
   /\bmode\s*[!=]==?\s*'(kubelet|controller)'|'(kubelet|controller)'\s*[!=]==?\s*[\w.]*\bmode\b|\bmodeOf\b|'nodes' in\b/;

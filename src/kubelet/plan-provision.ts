@@ -25,6 +25,7 @@ import { provisionRequestOf } from '../binding/provision-request.js';
 import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
 import { claimInUse, provisioningClass } from './provisioning.js';
 import {
+  isProvisionedVolumeName,
   provisionableClaim,
   provisionedVolumeName,
   reclaimable,
@@ -59,7 +60,7 @@ function provisionRequestFor(
 function planProvisions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
   if (world.unboundClaims.size === 0) return;
   // Asked about some volumes only: a provisioned volume's name is `…^pvc-<uid>`.
-  if (!scope.all && ![...scope.volumes].some((v) => v.includes('^pvc-'))) return;
+  if (!scope.all && ![...scope.volumes].some(isProvisionedVolumeName)) return;
   const keys = [...world.unboundClaims].sort();
   let taken: ReadonlyMap<string, string> | undefined;
   for (const key of keys) {
