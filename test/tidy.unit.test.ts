@@ -118,6 +118,36 @@ test('tidy: every module of src/ imports only from its own layer or lower ones',
   assert.deepEqual(layerOffences(sourceGraph()), []);
 });
 
+/** The two cores: each a home of its own, what both need kept in the shared layers below. */
+const cores = ['src/kubelet/', 'src/controller/'] as const;
+
+/** The imports of `graph` from one core's folder into the other's. */
+function crossCoreImports(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const coreOf = (path: string) => cores.find((core) => path.startsWith(core));
+  return [...graph].flatMap(([file, targets]) => {
+    const own = coreOf(file);
+    if (own === undefined) return [];
+    return targets
+      .filter((target) => coreOf(target) !== undefined && coreOf(target) !== own)
+      .map((target) => `${file} imports ${target}`);
+  });
+}
+
+test('tidy: neither core imports the other (what both need is in operations/, binding/, desired/)', () => {
+  assert.deepEqual(
+    crossCoreImports(sourceGraph()),
+    [],
+    'move what both cores need to src/operations, src/binding or src/desired',
+  );
+  const planted = new Map([
+    ['src/controller/operator.ts', ['src/kubelet/plan-operator.ts', 'src/operations/types.ts']],
+    ['src/kubelet/fold.ts', ['src/kubelet/types.ts', 'src/binding/claims.ts']],
+  ]);
+  assert.deepEqual(crossCoreImports(planted), [
+    'src/controller/operator.ts imports src/kubelet/plan-operator.ts',
+  ]);
+});
+
 test('tidy: no folder of src/ imports itself through a circle of folders', () => {
   const cycles = importCycles(folderGraph(sourceGraph()));
   assert.deepEqual(cycles, [], 'break each circle by moving what both sides need below them');
