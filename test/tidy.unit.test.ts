@@ -9,7 +9,15 @@
  * to never; every declared dependency is used.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { test } from 'node:test';
@@ -108,6 +116,36 @@ test('tidy: the core modules import only downward', () => {
 
 test('tidy: every module of src/ imports only from its own layer or lower ones', () => {
   assert.deepEqual(layerOffences(sourceGraph()), []);
+});
+
+/** The two cores: each a home of its own, what both need kept in the shared layers below. */
+const cores = ['src/kubelet/', 'src/controller/'] as const;
+
+/** The imports of `graph` from one core's folder into the other's. */
+function crossCoreImports(graph: ReadonlyMap<string, readonly string[]>): string[] {
+  const coreOf = (path: string) => cores.find((core) => path.startsWith(core));
+  return [...graph].flatMap(([file, targets]) => {
+    const own = coreOf(file);
+    if (own === undefined) return [];
+    return targets
+      .filter((target) => coreOf(target) !== undefined && coreOf(target) !== own)
+      .map((target) => `${file} imports ${target}`);
+  });
+}
+
+test('tidy: neither core imports the other (what both need is in operations/, binding/, desired/)', () => {
+  assert.deepEqual(
+    crossCoreImports(sourceGraph()),
+    [],
+    'move what both cores need to src/operations, src/binding or src/desired',
+  );
+  const planted = new Map([
+    ['src/controller/operator.ts', ['src/kubelet/plan-operator.ts', 'src/operations/types.ts']],
+    ['src/kubelet/fold.ts', ['src/kubelet/types.ts', 'src/binding/claims.ts']],
+  ]);
+  assert.deepEqual(crossCoreImports(planted), [
+    'src/controller/operator.ts imports src/kubelet/plan-operator.ts',
+  ]);
 });
 
 test('tidy: no folder of src/ imports itself through a circle of folders', () => {
@@ -301,6 +339,146 @@ test('tidy: the file, class and cast checks each fail on a planted violation', (
     assert.deepEqual(
       casts.map((c) => c.replace(/^long\.ts:\d+ /, '')),
       ['x as never', '<never>x'],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** The serializer port's V8 adapter (src/operations/snapshot-codec.ts is the port). */
+const serializerAdapter = 'src/engine/snapshot.ts';
+/** Each core's snapshot codec, beside its world. */
+const coreCodecs = ['src/kubelet/snapshot-codec.ts', 'src/controller/snapshot-codec.ts'];
+/** A snapshot codec built: on the port (`serializer.whole(`, `.sliced(`) or on V8 directly. */
+const buildsCodec =
+  /\.(whole|sliced)\s*(<[^>()]*>)?\(|\b(structuredCloneCodec|slicedCloneCodec)\s*(<[^>()]*>)?\(/;
+
+/** The files of `paths` that build a core's codec away from its core, or import node:v8. */
+function codecOffences(dir: string, paths: readonly string[]): string[] {
+  return paths.flatMap((path) => {
+    if (path === serializerAdapter) return [];
+    const code = readFileSync(join(dir, path), 'utf8')
+      .split('\n')
+      .filter((l) => !/^\s*(\*|\/\/)/.test(l))
+      .join('\n');
+    const offences: string[] = [];
+    if (/from 'node:v8'/.test(code)) offences.push(`${path} imports node:v8`);
+    if (!coreCodecs.includes(path) && buildsCodec.test(code))
+      offences.push(`${path} builds a snapshot codec`);
+    return offences;
+  });
+}
+
+test("tidy: each core's snapshot codec sits beside its core, and only the adapter uses V8", () => {
+  const paths = files('src');
+  assert.deepEqual(
+    coreCodecs.filter((path) => !paths.includes(path)),
+    [],
+    'the cores keep their codecs here (or update coreCodecs and docs/layout.md)',
+  );
+  assert.deepEqual(
+    codecOffences(root, paths),
+    [],
+    `build a core's codec in ${coreCodecs.join(' or ')} on the WorldSerializer port; only ${serializerAdapter} imports node:v8`,
+  );
+});
+
+test('tidy: the codec check fails on a planted codec outside its core', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    mkdirSync(join(dir, 'src/engine'), { recursive: true });
+    mkdirSync(join(dir, 'src/kubelet'), { recursive: true });
+    const stray = [
+      "import { serialize } from 'node:v8';",
+      'export const codec = serializer.whole<World>(8, revive);',
+      'export const sliced = slicedCloneCodec(6, fields, revive);',
+    ];
+    writeFileSync(join(dir, 'src/engine/cores.ts'), stray.join('\n') + '\n');
+    writeFileSync(join(dir, coreCodecs[0]!), stray.slice(1, 2).join('\n') + '\n');
+    writeFileSync(join(dir, serializerAdapter), stray.join('\n') + '\n');
+    assert.deepEqual(
+      codecOffences(dir, ['src/engine/cores.ts', coreCodecs[0]!, serializerAdapter]),
+      ['src/engine/cores.ts imports node:v8', 'src/engine/cores.ts builds a snapshot codec'],
+    );
+    writeFileSync(join(dir, 'src/engine/cores.ts'), stray[2]! + '\n');
+    assert.deepEqual(codecOffences(dir, ['src/engine/cores.ts']), [
+      'src/engine/cores.ts builds a snapshot codec',
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** Provisioning's policy: one room, which the folds and planners of both cores call. */
+const provisioningRoom = 'src/binding/';
+/**
+ * A provisioning decision: a binding mode tested, a class's or PV's policy defaulted or
+ * tested (a view that shows them copies them: no decision), its allowed topologies read,
+ * provisioning's annotations named, a driver's CREATE_DELETE_VOLUME asked, or a
+ * provisioned volume told by its name.
+ */
+const provisioningDecision = new RegExp(
+  [
+    String.raw`[!=]==\s*'(WaitForFirstConsumer|Immediate)'`,
+    String.raw`'(WaitForFirstConsumer|Immediate)'\s*[!=]==`,
+    String.raw`\.(volumeBindingMode|persistentVolumeReclaimPolicy)\s*(\?\?|[!=]==)`,
+    String.raw`\.allowedTopologies\b`,
+    String.raw`'volume\.(beta\.)?kubernetes\.io/(storage-provisioner|selected-node)'`,
+    String.raw`'pv\.kubernetes\.io/provisioned-by'`,
+    String.raw`csi\?\.createDelete\b`,
+    String.raw`\^pvc-`,
+  ].join('|'),
+);
+
+/** The lines of `paths` outside provisioning's room that decide provisioning. */
+function provisioningOffences(dir: string, paths: readonly string[]): string[] {
+  return paths
+    .filter((path) => !path.startsWith(provisioningRoom))
+    .flatMap((path) =>
+      readFileSync(join(dir, path), 'utf8')
+        .split('\n')
+        .flatMap((line, i) =>
+          !/^\s*(\*|\/\/)/.test(line) && provisioningDecision.test(line)
+            ? [`${path}:${i + 1} ${line.trim()}`]
+            : [],
+        ),
+    );
+}
+
+test("tidy: provisioning's policy is decided in its room only (src/binding/)", () => {
+  const paths = files('src');
+  const room = paths.filter((path) => path.startsWith(provisioningRoom));
+  assert.ok(
+    room.some((path) => provisioningDecision.test(readFileSync(join(root, path), 'utf8'))),
+    'the room holds the decisions the check looks for',
+  );
+  assert.deepEqual(
+    provisioningOffences(root, paths),
+    [],
+    `decide these in ${provisioningRoom} (provisioning.ts, storage-class.ts, external-provisioning.ts) and call it`,
+  );
+});
+
+test('tidy: the provisioning check fails on a planted decision outside its room', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'vole-tidy-'));
+  try {
+    mkdirSync(join(dir, 'src/controller'), { recursive: true });
+    mkdirSync(join(dir, 'src/binding'), { recursive: true });
+    const planted = [
+      "if (sc.volumeBindingMode === 'WaitForFirstConsumer') wait();",
+      "const policy = pv.spec.persistentVolumeReclaimPolicy ?? 'Delete';",
+      "const node = pvc.metadata.annotations?.['volume.kubernetes.io/selected-node'];",
+      'if (world.plugins.get(driver)?.csi?.createDelete !== true) return;',
+      "if (volume.includes('^pvc-')) look();",
+      "// a comment naming 'volume.kubernetes.io/selected-node' decides nothing",
+      "const reason = 'WaitForFirstConsumer';",
+      'cell(view.volumeBindingMode);',
+    ];
+    for (const file of ['src/controller/plan.ts', 'src/binding/policy.ts'])
+      writeFileSync(join(dir, file), planted.join('\n') + '\n');
+    assert.deepEqual(
+      provisioningOffences(dir, ['src/controller/plan.ts', 'src/binding/policy.ts']),
+      planted.slice(0, 5).map((line, i) => `src/controller/plan.ts:${i + 1} ${line}`),
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -6,7 +6,7 @@
 import type { NewEvent } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
 import { boundVolumes, claimName, findVolumeForClaim, isClaimBound, lookupOf } from './claims.js';
-import { bindingModeOf, claimClassName, storageClassOf } from './storage-class.js';
+import { claimClassName, storageClassOf, waitsForFirstConsumer } from './storage-class.js';
 import type { BindingWorld } from './claims.js';
 
 /**
@@ -22,7 +22,7 @@ function waitsForConsumer(
   if ((pvc.spec.volumeName ?? '') !== '' || inUse === undefined) return false;
   const lookup = lookupOf(world.objects);
   const sc = storageClassOf(lookup, claimClassName(pvc, lookup));
-  if (sc === undefined || bindingModeOf(sc) !== 'WaitForFirstConsumer') return false;
+  if (sc === undefined || !waitsForFirstConsumer(sc)) return false;
   return !inUse(pvc);
 }
 

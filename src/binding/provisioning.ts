@@ -28,12 +28,12 @@ import type {
 import { UniqueVolumeName } from '../ids.js';
 import { type ClaimBinding, claimUid, isClaimBound } from './claims.js';
 import {
-  bindingModeOf,
   claimClassName,
   nodeAffinityOf,
   type ObjectLookup,
   provisionedByAnnotation,
   storageClassOf,
+  waitsForFirstConsumer,
 } from './storage-class.js';
 
 /** A volume being created (provision operations), until CreateVolume answers OK. */
@@ -96,6 +96,14 @@ export function provisionedPvName(pvc: PersistentVolumeClaim): string {
   return `pvc-${claimUid(pvc)}`;
 }
 
+/**
+ * Is the volume one a claim's provisioning makes (`…^pvc-<claim uid>`)? A plan asked about
+ * some volumes only looks at provisioning when one of them may be.
+ */
+export function isProvisionedVolumeName(volume: UniqueVolumeName): boolean {
+  return volume.includes('^pvc-');
+}
+
 /** The volume a claim's provisioning makes: `pvc-<claim uid>` of the class's driver. */
 export function provisionedVolumeName(sc: StorageClass, pvc: PersistentVolumeClaim) {
   return csiVolumeName(sc.provisioner, provisionedPvName(pvc));
@@ -112,6 +120,20 @@ export function requestClaim(
   return claimUid(pvc) === uid ? pvc : undefined;
 }
 
+/**
+ * Is the claim one a provisioner makes a volume for: unbound, not pre-bound (the binder's
+ * alone), not being deleted, and Pending (a Lost claim is not provisioned again)?
+ */
+export function isProvisionable(
+  pvc: PersistentVolumeClaim,
+  bindings: ReadonlyMap<string, ClaimBinding>,
+): boolean {
+  if (isClaimBound(pvc, bindings) || (pvc.spec.volumeName ?? '') !== '') return false;
+  if (pvc.metadata.deletionTimestamp !== undefined) return false;
+  const phase = pvc.status?.phase;
+  return phase === undefined || phase === 'Pending';
+}
+
 /** The claim a provisioning plan looks at: unbound, not pre-bound, not being deleted, Pending. */
 export function provisionableClaim(
   world: { readonly objects: ReadonlyMap<string, ClusterObject> },
@@ -119,11 +141,16 @@ export function provisionableClaim(
   key: string,
 ): PersistentVolumeClaim | undefined {
   const object = world.objects.get(key);
-  if (object?.kind !== 'PersistentVolumeClaim' || isClaimBound(object, bindings)) return;
-  if (object.metadata.deletionTimestamp !== undefined) return;
-  if ((object.spec.volumeName ?? '') !== '') return; // pre-bound: the binder's alone
-  const phase = object.status?.phase;
-  return phase === undefined || phase === 'Pending' ? object : undefined;
+  if (object?.kind !== 'PersistentVolumeClaim') return undefined;
+  return isProvisionable(object, bindings) ? object : undefined;
+}
+
+/**
+ * Does a plugin here make and delete the driver's volumes (a registered CSI driver with
+ * CREATE_DELETE_VOLUME)? Otherwise its volumes are another provisioner's to make and delete.
+ */
+export function makesVolumes(plugins: ReadonlyMap<string, PluginCaps>, driver: string): boolean {
+  return plugins.get(driver)?.csi?.createDelete === true;
 }
 
 /** A claim's class as a provisioner sees it (for people too: why a claim waits). */
@@ -147,8 +174,8 @@ export function provisionerClass(
   if (className === '') return undefined; // "": static PVs without a class only
   const sc = storageClassOf(world.objects, className);
   if (sc === undefined) return undefined;
-  const driverMissing = world.plugins.get(sc.provisioner)?.csi?.createDelete !== true;
-  const selected = bindingModeOf(sc) === 'WaitForFirstConsumer';
+  const driverMissing = !makesVolumes(world.plugins, sc.provisioner);
+  const selected = waitsForFirstConsumer(sc);
   return { sc, selected, driverMissing, waitsForConsumer: selected && !inUse(pvc) };
 }
 

@@ -79,6 +79,14 @@ export function bindingModeOf(sc: StorageClass): 'Immediate' | 'WaitForFirstCons
   return sc.volumeBindingMode ?? 'Immediate';
 }
 
+/**
+ * volumeBindingMode WaitForFirstConsumer (pv_controller.go shouldDelayBinding): a claim of
+ * the class is bound or provisioned only once a pod uses it, for that pod's node.
+ */
+export function waitsForFirstConsumer(sc: StorageClass): boolean {
+  return bindingModeOf(sc) === 'WaitForFirstConsumer';
+}
+
 /** The external-provisioner's prefix for its own parameters. */
 const csiParameterPrefix = 'csi.storage.k8s.io/';
 
@@ -125,6 +133,22 @@ export function classParameters(sc: StorageClass): ClassParameters {
     if (key === `${csiParameterPrefix}fstype`) fsType = value;
   }
   return { ok: true, parameters, fsType };
+}
+
+/**
+ * A node's topology for a driver, as another node's provisioner reads it: the Node's labels
+ * under the keys of the driver's accessible topology (the external-provisioner reads the keys
+ * CSINode lists from the Node's labels). No keys or no labels: no topology.
+ */
+export function nodeLabelTopology(
+  plugins: ReadonlyMap<string, PluginCaps>,
+  driver: string,
+  labels: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const topology: Record<string, string> = {};
+  for (const k of Object.keys(nodeTopology(plugins, driver)))
+    if (labels[k] !== undefined) topology[k] = labels[k];
+  return topology;
 }
 
 /** NodeGetInfo's accessible_topology of a CSI driver on this node ({} when none). */

@@ -13,7 +13,7 @@ import { ControllerManager } from '../agent/controller-manager.js';
 import { maxWaitForUnmountMsDefault } from '../controller/index.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { controllerCore } from '../engine/cores.js';
-import type { SliceStats } from '../engine/snapshot.js';
+import type { SliceStats } from '../operations/snapshot-codec.js';
 import { type Clock, RealClock } from '../clock.js';
 import type { VolumePlugin } from '../plugins/types.js';
 import { objectKey } from '../events/k8s.js';

@@ -7,26 +7,13 @@
  */
 import type { EventOf } from '../events/index.js';
 import type { PersistentVolumeClaim } from '../events/k8s.js';
-import type { ClaimView } from '../kubelet/claims-view.js';
+import type { ClaimView } from '../binding/claims-view.js';
+import {
+  requestedAnnotations,
+  selectedNodeAnnotation,
+  storageProvisionerAnnotation,
+} from '../binding/external-provisioning.js';
 import type { ControllerWorld } from './types.js';
-
-/** AnnStorageProvisioner: the external-provisioner provisions claims naming it here. */
-export const storageProvisionerAnnotation = 'volume.kubernetes.io/storage-provisioner';
-/** AnnBetaStorageProvisioner: set beside it, as Kubernetes still does. */
-export const betaStorageProvisionerAnnotation = 'volume.beta.kubernetes.io/storage-provisioner';
-/** AnnSelectedNode: the scheduler's choice for a WaitForFirstConsumer claim. */
-export const selectedNodeAnnotation = 'volume.kubernetes.io/selected-node';
-
-/** The claim's annotations once the request is carried out. */
-export function requestedAnnotations(
-  event: Pick<EventOf<'ExternalProvisioningRequested'>, 'provisioner' | 'selectedNode'>,
-): Record<string, string> {
-  return {
-    [betaStorageProvisionerAnnotation]: event.provisioner,
-    [storageProvisionerAnnotation]: event.provisioner,
-    ...(event.selectedNode === undefined ? {} : { [selectedNodeAnnotation]: event.selectedNode }),
-  };
-}
 
 /** The decision applied to the world's copy of the claim or PV (until the API's replaces it). */
 export function foldExternalProvisioning(

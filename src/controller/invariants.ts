@@ -5,7 +5,7 @@
  */
 import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
-import type { Violation } from '../kubelet/invariants.js';
+import type { Violation } from '../operations/violation.js';
 import { keysConflict } from '../operations/pending.js';
 import { attachmentAt, type ControllerWorld, isAttached } from './types.js';
 

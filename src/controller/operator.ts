@@ -6,8 +6,8 @@
  */
 import type { NewEvent } from '../events/index.js';
 import { NodeName, type UniqueVolumeName } from '../ids.js';
-import { accepted, decideRetry, refused, type Verdict } from '../kubelet/plan-operator.js';
-import type { OperatorRequestRecord } from '../kubelet/types.js';
+import { accepted, decideRetry, refused, type Verdict } from '../operations/operator-verdict.js';
+import type { OperatorRequestRecord } from '../operations/types.js';
 import { attachmentAt, type ControllerWorld, desiredAt, desiredPods, pairKey } from './types.js';
 
 function decideDetach(world: ControllerWorld, r: OperatorRequestRecord): Verdict {

@@ -19,59 +19,15 @@
  *   uid) is Released (syncVolume). The external-provisioner deletes a Released PV with
  *   reclaim policy Delete; one with Retain stays Released.
  *
- * The fold applies each decision to the world's copy at once (fold-external.ts).
+ * The policy is the shared one (src/binding/external-provisioning.ts); the fold applies
+ * each decision to the world's copy at once (fold-external.ts).
  */
 import { assert } from '../assert.js';
 import type { NewEvent } from '../events/index.js';
-import { objectKey, type PersistentVolume, type PersistentVolumeClaim } from '../events/k8s.js';
-import { claimUid, isClaimBound, lookupOf } from '../binding/claims.js';
-import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
-import {
-  betaStorageProvisionerAnnotation,
-  selectedNodeAnnotation,
-  storageProvisionerAnnotation,
-} from './fold-external.js';
+import { lookupOf } from '../binding/claims.js';
+import { claimRefGone, externalProvisioningRequest } from '../binding/external-provisioning.js';
 import { consumerNode } from './provisioning.js';
 import type { ControllerWorld } from './types.js';
-
-/** What the claim needs annotated, or undefined when it needs nothing (or must wait). */
-function requestFor(
-  world: ControllerWorld,
-  pvc: PersistentVolumeClaim,
-): { provisioner: string; selectedNode?: string } | undefined {
-  if (isClaimBound(pvc, world.bindings) || (pvc.spec.volumeName ?? '') !== '') return;
-  if (pvc.metadata.deletionTimestamp !== undefined) return;
-  const phase = pvc.status?.phase;
-  if (phase !== undefined && phase !== 'Pending') return; // Lost: not provisioned again
-  const lookup = lookupOf(world.objects);
-  const className = claimClassName(pvc, lookup);
-  if (className === '') return; // "": static PVs only
-  const sc = storageClassOf(lookup, className);
-  if (sc === undefined) return; // the class may come later; a claim change asks again
-  if (world.plugins.get(sc.provisioner)?.csi?.createDelete === true) return; // ours to make
-  const annotations = pvc.metadata.annotations ?? {};
-  let selectedNode: string | undefined;
-  if (bindingModeOf(sc) === 'WaitForFirstConsumer' && !annotations[selectedNodeAnnotation]) {
-    selectedNode = consumerNode(world, pvc); // the scheduler's part
-    if (selectedNode === undefined) return; // no consumer yet: the claim waits
-  }
-  const done =
-    annotations[storageProvisionerAnnotation] === sc.provisioner &&
-    annotations[betaStorageProvisionerAnnotation] === sc.provisioner;
-  if (done && selectedNode === undefined) return;
-  return { provisioner: sc.provisioner, ...(selectedNode === undefined ? {} : { selectedNode }) };
-}
-
-/** Is the claim the PV's claimRef names gone, or made again (another uid)? */
-function claimGone(world: ControllerWorld, pv: PersistentVolume): boolean {
-  const ref = pv.spec.claimRef;
-  if (ref?.name === undefined) return false;
-  const pvc = world.objects.get(objectKey('PersistentVolumeClaim', ref.name, ref.namespace));
-  const uid = (ref as { uid?: unknown }).uid;
-  // No uid: pre-bound to a claim not made yet, so it stays Available (syncVolume).
-  if (typeof uid !== 'string' || uid === '') return false;
-  return pvc?.kind !== 'PersistentVolumeClaim' || claimUid(pvc) !== uid;
-}
 
 /**
  * The PV controller's decisions of one plan (claims by key, then PVs by name), when the
@@ -86,7 +42,7 @@ export function planExternalProvisioning(world: ControllerWorld, nowMs: number):
   for (const key of [...world.unboundClaims].sort()) {
     const pvc = world.objects.get(key);
     if (pvc?.kind !== 'PersistentVolumeClaim') continue;
-    const request = requestFor(world, pvc);
+    const request = externalProvisioningRequest(world, pvc, (p) => consumerNode(world, p));
     if (request === undefined) continue;
     const { name: claim, namespace = 'default' } = pvc.metadata;
     events.push({
@@ -104,7 +60,7 @@ export function planExternalProvisioning(world: ControllerWorld, nowMs: number):
   for (const pv of pvs) {
     if (pv.kind !== 'PersistentVolume' || pv.metadata.deletionTimestamp !== undefined) continue;
     const phase = pv.status?.phase;
-    if (phase === 'Released' || phase === 'Failed' || !claimGone(world, pv)) continue;
+    if (phase === 'Released' || phase === 'Failed' || !claimRefGone(world.objects, pv)) continue;
     events.push({ type: 'VolumeReleased', tsMs: nowMs, pv: pv.metadata.name, cause });
   }
   return events;

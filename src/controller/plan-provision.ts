@@ -26,6 +26,8 @@ import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
 import { bindingVolume, boundVolumes, findVolumeForClaim } from '../binding/claims.js';
 import {
+  isProvisionedVolumeName,
+  makesVolumes,
   provisionableClaim,
   provisionedPvName,
   provisionedVolumeName,
@@ -36,23 +38,17 @@ import {
 } from '../binding/provisioning.js';
 import { wantedExpansions } from '../binding/expansion.js';
 import { claimFinalizerDecisions } from '../binding/claim-protection.js';
+import { nodeLabelTopology } from '../binding/storage-class.js';
 import { claimUsedByPod, consumerNode } from './provisioning.js';
 import type { ControllerOperation, ControllerWorld } from './types.js';
 
 type ControllerClaims = Claims<ControllerOperation>;
 
-/**
- * A node's topology for a driver: the Node's labels under the keys of the driver's
- * accessible topology (as the external-provisioner reads the keys CSINode lists from the
- * Node's labels). No keys or no labels: no topology.
- */
+/** The topology of a node for a driver: its Node's labels under the driver's topology keys. */
 function nodeTopologyOf(world: ControllerWorld, driver: string, node: string) {
-  const keys = Object.keys(world.plugins.get(driver)?.csi?.accessibleTopology ?? {});
   const object = world.objects.lookup('Node', node);
   const labels = object?.kind === 'Node' ? (object.metadata.labels ?? {}) : {};
-  const topology: Record<string, string> = {};
-  for (const k of keys) if (labels[k] !== undefined) topology[k] = labels[k];
-  return topology;
+  return nodeLabelTopology(world.plugins, driver, labels);
 }
 
 /**
@@ -142,7 +138,7 @@ function planReclaims(
     const pv = world.objects.lookup('PersistentVolume', pvName);
     const driver = pv?.kind === 'PersistentVolume' ? (pv.spec.csi?.driver ?? '') : '';
     // A volume no plugin here deletes is its provisioner's (an external one) to delete.
-    if (world.plugins.get(driver)?.csi?.createDelete !== true) continue;
+    if (!makesVolumes(world.plugins, driver)) continue;
     if (world.nodesByVolume.has(volume)) continue; // attached or wanted somewhere still
     claims.tryRun({ ...storageOp(world, 'deleteVolume', volume), pv: pvName });
   }
@@ -194,7 +190,7 @@ export function planControllerStorage(
   // First, so a volume being expanded is not also attached or detached in the same plan.
   if (world.provisioning.resizing.size > 0) planExpansions(world, claims, volumes);
   const asked =
-    volumes === undefined || volumes.some((v) => v === bindingVolume || v.includes('^pvc-'));
+    volumes === undefined || volumes.some((v) => v === bindingVolume || isProvisionedVolumeName(v));
   if (!asked) return [];
   planProvisions(world, claims);
   planReclaims(world, claims, volumes);

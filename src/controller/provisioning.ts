@@ -20,8 +20,13 @@ import {
   volumeCreated,
   volumeDeleted,
 } from '../binding/provisioning.js';
-import { type ClaimView, claimStanding, claimStandings } from '../kubelet/claims-view.js';
-import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
+import {
+  type ClaimView,
+  claimStanding,
+  claimStandings,
+  persistentVolumes,
+  type PvView,
+} from '../binding/claims-view.js';
 import { isProtectionCandidate } from '../binding/claim-protection.js';
 import type { RunningOp } from '../operations/types.js';
 import { externalClaimView } from './fold-external.js';

@@ -9,7 +9,7 @@ import { bindingVolume } from '../binding/claims.js';
 import type { CoreGauges, OperationRef } from '../operations/reader.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { allAttachments, type ControllerWorld, allDesired } from './types.js';
-import { uncertainAttachments } from '../kubelet/readers.js';
+import { uncertainAttachments } from '../operations/reader.js';
 
 /** The spec of the volume an operation acts on, from the world after its OperationStarted. */
 export function operationSpec(

@@ -12,7 +12,7 @@ import type { DesiredIntake } from '../desired/intake.js';
 import type { References } from '../desired/references.js';
 import type { NodeName, Seq, UniquePodName, UniqueVolumeName } from '../ids.js';
 import type { StorageBook } from '../binding/provisioning.js';
-import type { OperatorState } from '../kubelet/types.js';
+import type { OperatorState } from '../operations/types.js';
 import type { OperationBook } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import { assert } from '../assert.js';

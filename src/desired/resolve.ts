@@ -25,7 +25,12 @@ import {
 } from '../binding/claims.js';
 import { emptyDirMemoryBytes } from './downward-resources.js';
 import { flat } from './flat.js';
-import { claimClassName, nodeAffinityMismatch, storageClassOf } from '../binding/storage-class.js';
+import {
+  claimClassName,
+  nodeAffinityMismatch,
+  storageClassOf,
+  waitsForFirstConsumer,
+} from '../binding/storage-class.js';
 import { ClusterObjects } from './objects.js';
 import { addReference, anyPersistentVolumeName, type References } from './references.js';
 import { type ContentContext, contentPluginNames, contentSource } from './resolve-content.js';
@@ -358,7 +363,7 @@ function provisionerOf(pvc: PersistentVolumeClaim, input: ResolveInput): string 
   if (className === '') return undefined;
   const sc = storageClassOf(lookup, className);
   if (sc === undefined) return undefined; // no such class: the binder's reason says what fits
-  const mode = sc.volumeBindingMode === 'WaitForFirstConsumer' ? ', WaitForFirstConsumer' : '';
+  const mode = waitsForFirstConsumer(sc) ? ', WaitForFirstConsumer' : '';
   return `provisioner "${sc.provisioner}" (StorageClass "${className}"${mode})`;
 }
 

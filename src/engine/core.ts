@@ -9,6 +9,8 @@ import type { Decision, EventOf, NewEvent, VoleEvent } from '../events/index.js'
 import type { Seq, UniqueVolumeName } from '../ids.js';
 import type { OperationBook } from '../operations/book.js';
 import type { CoreReader } from '../operations/reader.js';
+import type { SnapshotCodec } from '../operations/snapshot-codec.js';
+import type { Violation } from '../operations/violation.js';
 
 export type {
   CoreGauges,
@@ -17,6 +19,8 @@ export type {
   OperationRef,
   PairKind,
 } from '../operations/reader.js';
+export type { SnapshotCodec } from '../operations/snapshot-codec.js';
+export type { Violation } from '../operations/violation.js';
 
 /** The modes this version knows; EngineStarted.mode names one (absent = kubelet). */
 export const engineModes = ['kubelet', 'controller'] as const;
@@ -71,20 +75,6 @@ export interface CorePlan<O> {
 export interface PlanOptions {
   /** Only these volumes (the dirty set); every volume of the world when absent. */
   readonly volumes?: Iterable<UniqueVolumeName>;
-}
-
-/** A broken safety rule, naming the pair and the seq. */
-export interface Violation {
-  readonly seq: number;
-  readonly invariant: string;
-  readonly message: string;
-}
-
-/** How a core's world is kept in the log's snapshots (a cache: undefined = replay). */
-export interface SnapshotCodec<W> {
-  readonly format: number;
-  encode(world: W): Buffer;
-  decode(data: Buffer, format: number): W | undefined;
 }
 
 /** What every operation names: the volume it acts on (backpressure re-plans it). */

@@ -5,11 +5,7 @@
  * log with the core it names. A mode this version does not know is refused.
  */
 import { checkControllerVolume } from '../controller/invariants.js';
-import {
-  foldController,
-  initialControllerWorld,
-  rebuildControllerIndexes,
-} from '../controller/fold.js';
+import { foldController, initialControllerWorld } from '../controller/fold.js';
 import {
   type ControllerOperation,
   controllerDecision,
@@ -17,22 +13,15 @@ import {
   planController,
 } from '../controller/plan.js';
 import * as controllerReader from '../controller/readers.js';
-import {
-  attachableOf,
-  type ControllerPod,
-  type ControllerWorld,
-  pairKey,
-  volumesOf,
-} from '../controller/types.js';
+import { controllerSnapshotCodec } from '../controller/snapshot-codec.js';
+import type { ControllerWorld } from '../controller/types.js';
 import type { VoleEvent } from '../events/index.js';
-import type { ClusterObject } from '../events/k8s.js';
 import { describeOperation, kubeletDecision, type Operation, plan } from '../kubelet/planner.js';
 import { checkVolume, fold, initialWorld } from '../kubelet/index.js';
-import { ClusterObjects } from '../desired/objects.js';
 import * as kubeletReader from '../kubelet/readers.js';
-import { isReferenceIndex } from '../desired/references.js';
-import { volumeTable } from '../kubelet/volumes.js';
+import { kubeletSnapshotCodec } from '../kubelet/snapshot-codec.js';
 import type { World } from '../kubelet/types.js';
+import type { SlicedCodec } from '../operations/snapshot-codec.js';
 import {
   type Core,
   type CoreOperation,
@@ -40,14 +29,7 @@ import {
   type EngineMode,
   engineModes,
 } from './core.js';
-import {
-  type SlicedCodec,
-  type SlicedFields,
-  slicedCloneCodec,
-  structuredCloneCodec,
-} from './snapshot.js';
-import { deviceOf, startingDevice } from '../controller/attachment-record.js';
-import { reviveControllerSpecs, reviveKubeletSpecs } from './revive-specs.js';
+import { v8Serializer } from './snapshot.js';
 
 /** The kubelet's volume manager for one node (docs/behaviour.md). */
 export const kubeletCore: Core<World, Operation> = {
@@ -67,99 +49,8 @@ export const kubeletCore: Core<World, Operation> = {
   decision: kubeletDecision,
   describe: describeOperation,
   invariants: checkVolume,
-  // Format 8: one record per volume, the traits of a spec one shared object of its kind.
-  // A snapshot is a cache: one of another format is ignored and the log replayed. The
-  // views over the records are made again, not read back.
-  snapshot: structuredCloneCodec<World>(8, (world) => {
-    const objects = ClusterObjects.revive(world.objects);
-    const read =
-      world.volumes instanceof Map &&
-      isReferenceIndex(world.podsByObject) &&
-      world.unboundClaims instanceof Set &&
-      world.oneNameLists instanceof Map &&
-      world.mountContexts instanceof Map &&
-      world.mountIntents instanceof Map &&
-      world.operator !== undefined &&
-      world.provisioning !== undefined;
-    // Structured clone reads back a copy of the traits for each spec: the shared ones again.
-    if (read) reviveKubeletSpecs(world);
-    return read && objects
-      ? {
-          ...world,
-          objects,
-          ...volumeTable(world.volumes),
-          maybeGone: [],
-          takenVolumes: undefined,
-          dirty: new Set(),
-        }
-      : undefined;
-  }),
-};
-
-/** The pairs (desired and actual attachments) of a pod's volumes on its node. */
-function* podPairs(
-  name: keyof ControllerWorld,
-  value: unknown,
-): Generator<readonly [keyof ControllerWorld & string, string]> {
-  if (name !== 'pods') return;
-  const record = value as ControllerPod;
-  if (record.node === null) return;
-  for (const v of volumesOf(record.volumes)) yield ['pairs', pairKey(v.volume, record.node)];
-}
-
-function reviveControllerWorld(read: Omit<ControllerWorld, 'dirty'>): ControllerWorld | undefined {
-  const world = read;
-  if (
-    !(world.reported instanceof Map && world.unboundClaims instanceof Set) ||
-    !(world.pairs instanceof Map) ||
-    world.operator === undefined ||
-    world.provisioning === undefined
-  )
-    return undefined;
-  // Written a slice of entries at a time, the objects are read back as a Map.
-  const objects =
-    world.objects instanceof Map
-      ? ClusterObjects.of((world.objects as Map<string, ClusterObject>).values())
-      : undefined;
-  if (objects === undefined) return undefined;
-  const revived: ControllerWorld = {
-    ...world,
-    pairs: startingDevicesShared(world.pairs),
-    objects,
-    dirty: new Set(),
-  };
-  for (const [uid, record] of revived.pods) {
-    // A list of one volume is held bare, none as the shared empty list (structured clone
-    // reads the empty one back as a list of its own).
-    const volumes = Array.isArray(record.volumes) ? attachableOf(record.volumes) : record.volumes;
-    if (volumes !== record.volumes) revived.pods.set(uid, { ...record, volumes });
-  }
-  // Structured clone reads back a copy of the traits for each spec: the shared ones again.
-  reviveControllerSpecs(revived);
-  // The fold's indexes are not written (derived): built again from the records.
-  rebuildControllerIndexes(revived);
-  return revived;
-}
-
-/**
- * The device fields every attachment starts with are one shared object (`startingDevice`),
- * which a snapshot reads back as a copy for each slice: the shared one again.
- */
-function startingDevicesShared(pairs: ControllerWorld['pairs']): ControllerWorld['pairs'] {
-  for (const [key, pair] of pairs)
-    if (pair.device !== startingDevice && deviceOf(pair.device) === startingDevice)
-      pairs.set(key, { ...pair, device: startingDevice });
-  return pairs;
-}
-
-/** The large maps of the controller's world, written in slices. */
-const controllerFields: SlicedFields<ControllerWorld> = {
-  maps: ['pods', 'objects', 'bindings', 'nodes', 'pairs', 'causes'],
-  sets: ['reported'],
-  derived: ['podsByObject', 'nodesByVolume', 'volumesByNode'],
-  // A pod's specs are its pairs' desired and attached specs: one slice, one copy.
-  shared: ['pairs'],
-  companions: podPairs,
+  // Its codec (format, shape, revival) is the kubelet's own, on the engine's V8 serializer.
+  snapshot: kubeletSnapshotCodec(v8Serializer),
 };
 
 /** The attach/detach controller (docs/behaviour.md). */
@@ -186,10 +77,8 @@ export const controllerCore: Core<ControllerWorld, ControllerOperation> & {
   decision: controllerDecision,
   describe: describeControllerOperation,
   invariants: checkControllerVolume,
-  // Format 6: written in slices (src/engine/snapshot.ts), so a leader encoding its world
-  // keeps its lease, a pair in one record, the traits of a spec one shared object of its
-  // kind. A snapshot is a cache: one of another format is ignored and the log replayed.
-  snapshot: slicedCloneCodec<ControllerWorld>(6, controllerFields, reviveControllerWorld),
+  // Its codec (format, the fields written in slices, revival) is the controller's own.
+  snapshot: controllerSnapshotCodec(v8Serializer),
 };
 
 /** A core with its mode, for readers that work with either. */

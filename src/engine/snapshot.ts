@@ -19,8 +19,17 @@
 import { deserialize, serialize } from 'node:v8';
 import { assert } from '../assert.js';
 import { ClusterObjects } from '../desired/objects.js';
+import type {
+  Revive,
+  SlicedCodec,
+  SlicedFields,
+  SliceStats,
+  SnapshotCodec,
+  WorldSerializer,
+  YieldTurn,
+} from '../operations/snapshot-codec.js';
+import type { OperationBook } from '../operations/types.js';
 import { Compactor } from './compact.js';
-import type { CoreWorld, SnapshotCodec } from './core.js';
 
 interface Envelope<W> {
   readonly v8: string;
@@ -33,9 +42,9 @@ interface Envelope<W> {
  * the decoded value's shape and gives it an empty dirty set (undefined: not this core's
  * world).
  */
-export function structuredCloneCodec<W extends CoreWorld>(
+export function structuredCloneCodec<W extends OperationBook>(
   format: number,
-  revive: (world: Omit<W, 'dirty'>) => W | undefined,
+  revive: Revive<W>,
 ): SnapshotCodec<W> {
   return {
     format,
@@ -57,43 +66,7 @@ export function structuredCloneCodec<W extends CoreWorld>(
   };
 }
 
-/** Gives the event loop a turn between two slices (a macrotask: timers and I/O run). */
-export type YieldTurn = () => Promise<void>;
-
 const nextTurn: YieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
-
-/** How a sliced encode went: its slices (turns given back between them) and the longest one. */
-export interface SliceStats {
-  readonly slices: number;
-  readonly maxSliceMs: number;
-  readonly totalMs: number;
-}
-
-/** A codec that can also encode and decode in slices, giving the event loop turns. */
-export interface SlicedCodec<W> extends SnapshotCodec<W> {
-  encodeSliced(world: W, yieldTurn?: YieldTurn): Promise<{ data: Buffer; stats: SliceStats }>;
-  decodeSliced(data: Buffer, format: number, yieldTurn?: YieldTurn): Promise<W | undefined>;
-}
-
-/**
- * The large maps of a world, by field, written a slice of entries at a time in this
- * order: `maps` hold immutable records (a Map, or a store read as one: the cluster
- * objects, read back as a Map that `revive` makes a store again), `sets` Sets the fold changes in place (copied
- * when the encode starts); `derived` are not written at all (indexes that `revive` builds
- * again from the records). `companions` names, for a record, the entries of other maps
- * (among `shared`) that hold objects it holds too: they go in the same slice, so structured
- * clone writes those objects once and reads them back shared.
- */
-export interface SlicedFields<W> {
-  readonly maps: readonly (keyof W & string)[];
-  readonly sets: readonly (keyof W & string)[];
-  readonly derived: readonly (keyof W & string)[];
-  readonly shared: readonly (keyof W & string)[];
-  readonly companions: (
-    name: keyof W & string,
-    value: unknown,
-  ) => Iterable<readonly [keyof W & string, unknown]>;
-}
 
 /** Entries per slice: a fixed count (not a time budget), so a simulated run stays one run byte for byte. */
 export const sliceEntries = 500;
@@ -129,7 +102,7 @@ interface Fixed<W> {
  * What the encode fixes when it starts: the small fields whole, the large maps' keys and
  * values (records are replaced, never changed: pointers suffice), copies of the Sets.
  */
-function fixWorld<W extends CoreWorld>(world: W, fields: SlicedFields<W>): Fixed<W> {
+function fixWorld<W extends OperationBook>(world: W, fields: SlicedFields<W>): Fixed<W> {
   const { dirty: _dirty, ...rest } = world;
   const small: Record<string, unknown> = { ...rest };
   for (const name of fields.derived) delete small[name];
@@ -154,7 +127,7 @@ function fixWorld<W extends CoreWorld>(world: W, fields: SlicedFields<W>): Fixed
 }
 
 /** One slice of `list` from `from`, with the companions of its records not written yet. */
-function slice<W extends CoreWorld>(
+function slice<W extends OperationBook>(
   fixed: Fixed<W>,
   fields: SlicedFields<W>,
   list: Entries,
@@ -209,7 +182,7 @@ function* join(frames: readonly Buffer[], out: { data?: Buffer }): Generator<Ste
  * fields; each next one up to `sliceEntries` records (and their companions); then the
  * frames are joined. Each frame is its own structured clone, length first.
  */
-function* writeSlices<W extends CoreWorld>(
+function* writeSlices<W extends OperationBook>(
   world: W,
   fields: SlicedFields<W>,
   out: { data?: Buffer },
@@ -289,10 +262,10 @@ function driveSync<R>(steps: Generator<Step, R>): R {
  * whether encoded in one call or in slices. `fields` names the world's large maps; a
  * snapshot of another format is not read (undefined: the log is replayed instead).
  */
-export function slicedCloneCodec<W extends CoreWorld>(
+export function slicedCloneCodec<W extends OperationBook>(
   format: number,
   fields: SlicedFields<W>,
-  revive: (world: Omit<W, 'dirty'>) => W | undefined,
+  revive: Revive<W>,
 ): SlicedCodec<W> {
   const reviveRead = (world: Partial<W> | undefined): W | undefined => {
     if (world === undefined) return undefined;
@@ -331,3 +304,13 @@ export function slicedCloneCodec<W extends CoreWorld>(
     },
   };
 }
+
+/**
+ * The serializer port's adapter (src/operations/snapshot-codec.ts): each core builds its
+ * codec on it (src/kubelet/snapshot-codec.ts, src/controller/snapshot-codec.ts), and the
+ * engine hands it to them (src/engine/cores.ts).
+ */
+export const v8Serializer: WorldSerializer = {
+  whole: structuredCloneCodec,
+  sliced: slicedCloneCodec,
+};

@@ -22,7 +22,7 @@ import type { ControllerManager } from '../agent/controller-manager.js';
 import { kubeWriteRetryMs } from '../constants.js';
 import type { EventOf } from '../events/index.js';
 import { objectKey } from '../events/k8s.js';
-import { requestedAnnotations, selectedNodeAnnotation } from '../controller/fold-external.js';
+import { requestedAnnotations, selectedNodeAnnotation } from '../binding/external-provisioning.js';
 import { type Clock, sleep } from '../clock.js';
 import { KubeApiError, type KubeTransport } from './http.js';
 

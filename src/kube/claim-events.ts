@@ -10,8 +10,8 @@
 import type { ControllerManager } from '../agent/controller-manager.js';
 import type { Clock, TimerHandle } from '../clock.js';
 import { boundVolumes, findVolumeForClaim, isClaimBound, lookupOf } from '../binding/claims.js';
-import { bindingModeOf, claimClassName, storageClassOf } from '../binding/storage-class.js';
-import { storageProvisionerAnnotation } from '../controller/fold-external.js';
+import { storageProvisionerAnnotation } from '../binding/external-provisioning.js';
+import { claimClassName, storageClassOf, waitsForFirstConsumer } from '../binding/storage-class.js';
 import { consumerNode } from '../controller/provisioning.js';
 import type { ControllerWorld } from '../controller/types.js';
 import { podsReferencing } from '../desired/references.js';
@@ -84,7 +84,7 @@ export function claimEventOf(
       reason: 'ProvisioningFailed',
       message: `storageclass.storage.k8s.io "${className}" not found`,
     };
-  if (bindingModeOf(sc) === 'WaitForFirstConsumer' && consumerNode(world, pvc) === undefined)
+  if (waitsForFirstConsumer(sc) && consumerNode(world, pvc) === undefined)
     return { object, ...waitForConsumer(world, pvc) };
   const provisioner = pvc.metadata.annotations?.[storageProvisionerAnnotation];
   if (provisioner === undefined) return undefined; // not yet left to a provisioner

@@ -11,7 +11,7 @@
  */
 import type { VoleEvent } from '../events/index.js';
 import { OpId } from '../ids.js';
-import type { Violation } from './invariants.js';
+import type { Violation } from '../operations/violation.js';
 import type { World } from './types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 

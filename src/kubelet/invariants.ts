@@ -7,14 +7,9 @@
 import { backoffMsMax } from '../constants.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { keysConflict } from '../operations/pending.js';
+import type { Violation } from '../operations/violation.js';
 import type { World } from './types.js';
 import { podEntries } from './by-pod.js';
-
-export interface Violation {
-  readonly seq: number;
-  readonly invariant: string;
-  readonly message: string;
-}
 
 /** Checks the invariants that concern one volume; returns the violations (empty if none). */
 export function checkVolume(world: World, volume: UniqueVolumeName): Violation[] {

@@ -7,27 +7,7 @@
 import type { NewEvent } from '../events/index.js';
 import type { UniqueVolumeName } from '../ids.js';
 import { podEntries, podEntry, type OperatorRequestRecord, type World } from './index.js';
-
-export type Verdict = { verdict: 'accepted' | 'refused'; message: string };
-
-export const refused = (message: string): Verdict => ({ verdict: 'refused', message });
-export const accepted = (message: string): Verdict => ({ verdict: 'accepted', message });
-
-/** `vole retry`, for either core: accepted when a failed operation of the volume waits. */
-export function decideRetry(world: Pick<World, 'ops'>, r: OperatorRequestRecord): Verdict {
-  const failed = (world.ops.get(r.volume) ?? []).filter(
-    (rec) =>
-      !rec.pending &&
-      rec.lastError !== null &&
-      (r.pod === null || rec.key.pod === '' || rec.key.pod === r.pod),
-  );
-  const of = `${r.volume}${r.pod === null ? '' : ` for pod ${r.pod}`}`;
-  if (failed.length === 0)
-    return refused(`nothing of ${of} is in backoff: there is nothing to retry`);
-  return accepted(
-    `backoff of ${failed.map((f) => f.opName).join(', ')} on ${of} cleared: it runs again now`,
-  );
-}
+import { accepted, decideRetry, refused, type Verdict } from '../operations/operator-verdict.js';
 
 function decideRelease(world: World, r: OperatorRequestRecord): Verdict {
   if (r.pod === null) return refused('a release names the pod whose volume it unmounts');

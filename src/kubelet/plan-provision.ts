@@ -23,9 +23,9 @@ import type { UniqueVolumeName } from '../ids.js';
 import type { Claims } from '../operations/book.js';
 import { provisionRequestOf } from '../binding/provision-request.js';
 import { boundVolumes, findVolumeForClaim } from '../binding/claims.js';
-import { provisioningClass } from './claims-view.js';
-import { claimInUse } from './provisioning.js';
+import { claimInUse, provisioningClass } from './provisioning.js';
 import {
+  isProvisionedVolumeName,
   provisionableClaim,
   provisionedVolumeName,
   reclaimable,
@@ -60,7 +60,7 @@ function provisionRequestFor(
 function planProvisions(world: World, claims: Claims<Operation>, scope: StorageScope): void {
   if (world.unboundClaims.size === 0) return;
   // Asked about some volumes only: a provisioned volume's name is `…^pvc-<uid>`.
-  if (!scope.all && ![...scope.volumes].some((v) => v.includes('^pvc-'))) return;
+  if (!scope.all && ![...scope.volumes].some(isProvisionedVolumeName)) return;
   const keys = [...world.unboundClaims].sort();
   let taken: ReadonlyMap<string, string> | undefined;
   for (const key of keys) {

@@ -7,28 +7,18 @@
  * - a bound claim asking for more than its PV has, in a class that allows expansion;
  * - a claim deleted while a pod uses it stays, being deleted, until the pvc-protection
  *   controller's decision (ClaimFinalizerRemoved) removes it;
- * - the PVs as `vole get pvs` shows them, with the phase the PV controller would set.
+ * - a claim's first consumer is a pod of this node that uses it: which claims the planner
+ *   provisions now, and where each stands (src/binding/claims-view.ts) in this world.
  *
  * Pure: the fold's part; the decisions are the planner's (src/kubelet/plan-provision.ts).
  */
 import type { EventOf } from '../events/index.js';
-import {
-  type ClusterObject,
-  objectKey,
-  parseQuantityBytes,
-  type PersistentVolume,
-  type PersistentVolumeClaim,
-} from '../events/k8s.js';
-import {
-  bindingVolume,
-  boundVolumes,
-  type ClaimBinding,
-  claimUid,
-  lookupOf,
-} from '../binding/claims.js';
+import { objectKey, type PersistentVolumeClaim } from '../events/k8s.js';
+import { bindingVolume } from '../binding/claims.js';
+import { type ClaimView, claimStanding, claimStandings } from '../binding/claims-view.js';
+import { provisionerClass } from '../binding/provisioning.js';
 
 import { podsReferencing } from '../desired/references.js';
-import { provisionedByAnnotation } from '../binding/storage-class.js';
 import { claimWantsExpansion } from '../binding/expansion.js';
 import type { World } from './types.js';
 
@@ -85,78 +75,6 @@ export function claimGone(world: World, key: string): void {
   }
 }
 
-/** What a PV's phase reads: the objects and bindings of the kubelet's or the controller's world. */
-export interface PvWorld {
-  readonly objects: ReadonlyMap<string, ClusterObject>;
-  readonly bindings: ReadonlyMap<string, ClaimBinding>;
-}
-
-/** A PV's phase as the PV controller would set it (status.phase of a source's PV wins). */
-function pvPhase(world: PvWorld, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
-  if (taken.has(pv.metadata.name)) return 'Bound';
-  const ref = pv.spec.claimRef;
-  if (ref?.name !== undefined) {
-    const pvc = lookupOf(world.objects).lookup(
-      'PersistentVolumeClaim',
-      ref.name,
-      ref.namespace ?? 'default',
-    );
-    const uid = (ref as { uid?: string }).uid;
-    const same =
-      pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
-    if (!same) return 'Released';
-    return 'Bound';
-  }
-  return pv.status?.phase ?? 'Available';
-}
-
-/** `namespace/name` of the claim a PV's claimRef names, or null. */
-function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>): string | null {
-  const holder = taken.get(pv.metadata.name);
-  if (holder !== undefined) return holder;
-  const ref = pv.spec.claimRef;
-  return ref?.name === undefined ? null : `${ref.namespace ?? 'default'}/${ref.name}`;
-}
-
-/** A PV as `state.pvs`, `vole get pvs` and the inspector show it. */
-export interface PvView {
-  readonly name: string;
-  readonly phase: string;
-  readonly claim: string | null;
-  readonly volumeHandle: string | null;
-  readonly capacityBytes: number | null;
-  readonly reclaimPolicy: string | null;
-  /** The topology value its node affinity requires (the zone), or null. */
-  readonly zone: string | null;
-  readonly storageClassName: string | null;
-  readonly provisioned: boolean;
-}
-
-/** Every PV the world knows, by name, with its phase (pvPhase). */
-export function persistentVolumes(world: PvWorld): PvView[] {
-  const taken = boundVolumes(world.objects, world.bindings);
-  const views: PvView[] = [];
-  for (const object of lookupOf(world.objects).ofKind('PersistentVolume')) {
-    if (object.kind !== 'PersistentVolume') continue;
-    const expression =
-      object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];
-    views.push({
-      name: object.metadata.name,
-      phase: pvPhase(world, object, taken),
-      claim: pvClaim(object, taken),
-      volumeHandle: object.spec.csi?.volumeHandle ?? null,
-      capacityBytes: parseQuantityBytes(object.spec.capacity?.storage) ?? null,
-      reclaimPolicy:
-        object.spec.persistentVolumeReclaimPolicy ??
-        (object.spec.claimRef === undefined ? 'Retain' : null),
-      zone: expression?.values?.[0] ?? null,
-      storageClassName: object.spec.storageClassName ?? null,
-      provisioned: object.metadata.annotations?.[provisionedByAnnotation] !== undefined,
-    });
-  }
-  return views.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-}
-
 /** An RFC 3339 UTC time of a log timestamp (civil-from-days: no Date in the core). */
 export function rfc3339(tsMs: number): string {
   const days = Math.floor(tsMs / 86_400_000);
@@ -177,4 +95,25 @@ export function rfc3339(tsMs: number): string {
     Math.floor,
   );
   return `${pad(year, 4)}-${pad(month)}-${pad(day)}T${pad(h!)}:${pad(m!)}:${pad(sec!)}Z`;
+}
+
+/**
+ * The class of a claim that this engine provisions now, or undefined: a class whose
+ * provisioner is a registered CSI driver able to create volumes, and for
+ * WaitForFirstConsumer a pod that uses the claim (its first consumer).
+ */
+export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
+  const chosen = provisionerClass(world, pvc, (p) => claimInUse(world, p));
+  if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
+  return { sc: chosen.sc, selected: chosen.selected };
+}
+
+/** One claim's standing in a kubelet's world (standalone mode: the agent provisions). */
+export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
+  return claimStanding(world, pvc, (p) => claimInUse(world, p));
+}
+
+/** Every claim a kubelet's world knows, by `namespace/name`. */
+export function claimViews(world: World): ClaimView[] {
+  return claimStandings(world, (p) => claimInUse(world, p));
 }

@@ -6,7 +6,7 @@ import { bindingVolume } from '../binding/claims.js';
 import type { Decision } from '../events/index.js';
 import type { PersistentVolume } from '../events/k8s.js';
 import { OpId, UniquePodName, UniqueVolumeName } from '../ids.js';
-import type { CoreGauges, OperationRef } from '../operations/reader.js';
+import { type CoreGauges, type OperationRef, uncertainAttachments } from '../operations/reader.js';
 import { podEntries, podEntry } from './by-pod.js';
 import type { World } from './types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
@@ -30,13 +30,6 @@ export function persistentVolume(world: World, name: string): PersistentVolume |
   const pv = world.objects.lookup('PersistentVolume', name);
   return pv?.kind === 'PersistentVolume' ? pv : undefined;
 }
-
-/** The attachment states that mean "may exist" (an attach or a device mount uncertain). */
-export const uncertainAttachments: ReadonlySet<string> = new Set([
-  'attachUncertain',
-  'attachDeviceUncertain',
-  'attached.deviceUncertain',
-]);
 
 /** volume_manager_total_volumes: one per (volume, pod) to mount, and per mounted one. */
 export function gauges(world: World): CoreGauges {

@@ -1,11 +1,11 @@
 /**
- * The kubelet world's snapshots (the codec is src/engine/snapshot.ts; each core names
- * its own format). Kept for the readers that load a kubelet world directly.
+ * The kubelet world's snapshots (the codec is the kubelet's own: src/kubelet/snapshot-codec.ts,
+ * on the engine's serializer). Kept for the readers that load a kubelet world directly.
  */
 import { kubeletCore } from '../engine/cores.js';
 import type { World } from '../kubelet/types.js';
 
-/** The kubelet core's format (a V8 structured clone of the world; see src/engine/cores.ts). */
+/** The kubelet core's format (a V8 structured clone of the world: src/kubelet/snapshot-codec.ts). */
 export const worldSnapshotFormat = kubeletCore.snapshot.format;
 
 export function encodeWorldSnapshot(world: World): Buffer {

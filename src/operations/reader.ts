@@ -66,3 +66,10 @@ export interface CoreReader<W> {
    */
   readonly claimDecisionVolumes: readonly UniqueVolumeName[];
 }
+
+/** The attachment states that mean "may exist" (an attach or a device mount uncertain). */
+export const uncertainAttachments: ReadonlySet<string> = new Set([
+  'attachUncertain',
+  'attachDeviceUncertain',
+  'attached.deviceUncertain',
+]);

@@ -6,6 +6,7 @@
  */
 import { assert } from '../assert.js';
 import { volumeTraitsMax } from '../constants.js';
+import type { OperationBook } from './types.js';
 import type { ResolvedVolume, VolumeTraits } from './volume-spec.js';
 
 /** The traits met so far, by a key of their fields (equal fields checked on a hit). */
@@ -102,4 +103,9 @@ export function shareTraits(read: ResolvedVolume | null): void {
     `snapshot: volume spec ${String(read.volume)} has no traits; replay the log (the snapshot is of an older shape)`,
   );
   (read as { traits: VolumeTraits }).traits = volumeTraits(read.traits);
+}
+
+/** The running operations' specs of a world read from a snapshot, their traits shared again. */
+export function shareRunningTraits(book: Pick<OperationBook, 'running'>): void {
+  for (const op of book.running.values()) shareTraits(op.spec);
 }

@@ -4,7 +4,7 @@
  * states the engine had.
  */
 import { type EventOf, provisionCallNames, type VoleEvent } from '../events/index.js';
-import { persistentVolumes, type PvWorld } from '../kubelet/provisioning.js';
+import { persistentVolumes, type PvWorld } from '../binding/claims-view.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../kubelet/types.js';
 import { type LogWorld, logWorld, peekCore } from './log-world.js';

@@ -22,7 +22,7 @@ import {
 } from '../engine/cores.js';
 import type { VoleEvent } from '../events/index.js';
 import { NodeName, OpId, UniqueVolumeName } from '../ids.js';
-import type { PvWorld } from '../kubelet/provisioning.js';
+import type { PvWorld } from '../binding/claims-view.js';
 import type { World } from '../kubelet/types.js';
 import { why, type WhyAnswer } from './why.js';
 import { controllerWhy } from './why-controller.js';

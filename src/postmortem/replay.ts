@@ -31,8 +31,8 @@ export function replayTo(
 }
 
 /** What a node's status says, as the controller's world holds it (controller logs). */
-import { type ClaimView, claimViews } from '../kubelet/claims-view.js';
-import { persistentVolumes, type PvView } from '../kubelet/provisioning.js';
+import { type ClaimView, persistentVolumes, type PvView } from '../binding/claims-view.js';
+import { claimViews } from '../kubelet/provisioning.js';
 
 export interface NodeView {
   readonly node: string;

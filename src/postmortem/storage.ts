@@ -8,8 +8,7 @@
 import type { NodeSelector } from '../events/k8s.js';
 import { lookupOf } from '../binding/claims.js';
 import { bindingModeOf, isDefaultClass, reclaimPolicyOf } from '../binding/storage-class.js';
-import type { ClaimView } from '../kubelet/claims-view.js';
-import type { PvWorld } from '../kubelet/provisioning.js';
+import type { ClaimView, PvWorld } from '../binding/claims-view.js';
 import type { WorldView } from './replay.js';
 
 export interface StorageClassRow {

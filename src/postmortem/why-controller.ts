@@ -16,7 +16,7 @@ import {
 import type { NodeName, UniquePodName, UniqueVolumeName } from '../ids.js';
 import { claimName, isClaimBound } from '../binding/claims.js';
 import { retryAtMs } from '../operations/pending.js';
-import { persistentVolumes } from '../kubelet/provisioning.js';
+import { persistentVolumes } from '../binding/claims-view.js';
 import type { OpRecord } from '../operations/types.js';
 import { claimEntry, findClaim, type VolumeWhy, type WhyAnswer } from './why.js';
 

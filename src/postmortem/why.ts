@@ -12,7 +12,8 @@ import type { OpRecord, VolumeCauses } from '../operations/types.js';
 import type { ResolvedVolume } from '../operations/volume-spec.js';
 import type { ClusterObject, PersistentVolumeClaim } from '../events/k8s.js';
 import { claimName, lookupOf } from '../binding/claims.js';
-import { type ClaimView, claimView } from '../kubelet/claims-view.js';
+import type { ClaimView } from '../binding/claims-view.js';
+import { claimView } from '../kubelet/provisioning.js';
 import { requiredContents } from '../kubelet/content-invariant.js';
 
 export interface VolumeWhy {

@@ -10,7 +10,7 @@ import {
 import type { World } from '../kubelet/types.js';
 import type { Expectation } from './scenario.js';
 import { podEntry } from '../kubelet/by-pod.js';
-import { persistentVolumes, type PvWorld } from '../kubelet/provisioning.js';
+import { persistentVolumes, type PvWorld } from '../binding/claims-view.js';
 
 export interface Failure {
   readonly step: number;

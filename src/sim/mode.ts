@@ -6,7 +6,7 @@ import type { VirtualClock } from '../clock.js';
 import type { Core, CoreConfig, CoreOperation, CoreWorld, Runner } from '../engine/core.js';
 import type { Engine, RunnerHost } from '../engine/engine.js';
 import type { NewEvent, VoleEvent } from '../events/index.js';
-import type { Violation } from '../kubelet/invariants.js';
+import type { Violation } from '../operations/violation.js';
 import type { FakeCallRecord } from '../plugins/fake.js';
 import type { PluginManager } from '../plugins/manager.js';
 import type { Failure } from './expect.js';

@@ -18,7 +18,7 @@ import { serveCsiDriver } from '../../src/csi/driver/server.js';
 import { noCsiHost } from '../../src/csi/host.js';
 import { csiPlugin } from '../../src/csi/plugin.js';
 import { GrpcTransport } from '../../src/csi/transport.js';
-import { persistentVolumes } from '../../src/kubelet/provisioning.js';
+import { persistentVolumes } from '../../src/binding/claims-view.js';
 import type { World } from '../../src/kubelet/types.js';
 import { until } from '../support/host.js';
 

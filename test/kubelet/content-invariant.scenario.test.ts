@@ -13,7 +13,7 @@ import type { Pod } from '../../src/events/k8s.js';
 import { FakePlugin, type FakeCallRecord } from '../../src/plugins/fake.js';
 import { caps } from '../../src/plugins/types.js';
 import { checkSetUpContents } from '../../src/kubelet/content-invariant.js';
-import type { Violation } from '../../src/kubelet/invariants.js';
+import type { Violation } from '../../src/operations/violation.js';
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

@@ -1,17 +1,30 @@
 /**
- * Where each claim stands with binding and provisioning, for people (`vole why`, `vole
- * status`, the inspector) and for the planner (which claims it provisions now). A pure
- * query of the folded world.
+ * Where each claim stands with binding and provisioning, and each PV's phase as the PV
+ * controller would set it, for people (`vole why`, `vole status`, `vole get pvcs` and
+ * `pvs`, the inspector), of whichever world binds claims: the kubelet's in standalone mode
+ * (src/kubelet/provisioning.ts names its first consumers), the leading controller's in
+ * cluster mode (src/controller/provisioning.ts). A pure query of the folded world.
  */
 import type { PluginCaps } from '../events/index.js';
-import type { ClusterObject, PersistentVolumeClaim, StorageClass } from '../events/k8s.js';
+import {
+  type ClusterObject,
+  parseQuantityBytes,
+  type PersistentVolume,
+  type PersistentVolumeClaim,
+  type StorageClass,
+} from '../events/k8s.js';
 import type { UniqueVolumeName } from '../ids.js';
-import { type ClaimBinding, claimName, isClaimBound, lookupOf } from '../binding/claims.js';
-import { provisionedVolumeName, provisionerClass } from '../binding/provisioning.js';
+import {
+  boundVolumes,
+  type ClaimBinding,
+  claimName,
+  claimUid,
+  isClaimBound,
+  lookupOf,
+} from './claims.js';
+import { provisionedVolumeName, provisionerClass } from './provisioning.js';
 import { retryAtMs } from '../operations/pending.js';
-import { claimInUse } from './provisioning.js';
-import { claimClassName } from '../binding/storage-class.js';
-import type { World } from './types.js';
+import { claimClassName, provisionedByAnnotation } from './storage-class.js';
 import type { LastError, OpRecord } from '../operations/types.js';
 
 /**
@@ -28,17 +41,6 @@ export interface StorageWorld {
 
 /** Does a pod that counts as the claim's first consumer use it (WaitForFirstConsumer)? */
 export type ClaimInUse = (pvc: PersistentVolumeClaim) => boolean;
-
-/**
- * The class of a claim that this engine provisions now, or undefined: a class whose
- * provisioner is a registered CSI driver able to create volumes, and for
- * WaitForFirstConsumer a pod that uses the claim (its first consumer).
- */
-export function provisioningClass(world: World, pvc: PersistentVolumeClaim) {
-  const chosen = provisionerClass(world, pvc, (p) => claimInUse(world, p));
-  if (chosen === undefined || chosen.driverMissing || chosen.waitsForConsumer) return undefined;
-  return { sc: chosen.sc, selected: chosen.selected };
-}
 
 export interface ClaimView {
   /** `namespace/name`. */
@@ -66,11 +68,6 @@ function provisioningOf(world: StorageWorld, volume: UniqueVolumeName) {
     lastError: world.lastErrors.get(volume) ?? null,
     nextRetryAtMs: failed === undefined ? null : retryAtMs(failed),
   };
-}
-
-/** One claim's standing in a kubelet's world (standalone mode: the agent provisions). */
-export function claimView(world: World, pvc: PersistentVolumeClaim): ClaimView {
-  return claimStanding(world, pvc, (p) => claimInUse(world, p));
 }
 
 /** One claim's standing in the world that binds it; `inUse` names its first consumer. */
@@ -139,15 +136,82 @@ function pendingWhy(className: string) {
       };
 }
 
-/** Every claim a kubelet's world knows, by `namespace/name`. */
-export function claimViews(world: World): ClaimView[] {
-  return claimStandings(world, (p) => claimInUse(world, p));
-}
-
 /** Every claim the world that binds them knows, by `namespace/name`. */
 export function claimStandings(world: StorageWorld, inUse: ClaimInUse): ClaimView[] {
   const views: ClaimView[] = [];
   for (const object of lookupOf(world.objects).ofKind('PersistentVolumeClaim'))
     if (object.kind === 'PersistentVolumeClaim') views.push(claimStanding(world, object, inUse));
   return views.sort((a, b) => (a.claim < b.claim ? -1 : a.claim > b.claim ? 1 : 0));
+}
+
+/** What a PV's phase reads: the objects and bindings of the kubelet's or the controller's world. */
+export interface PvWorld {
+  readonly objects: ReadonlyMap<string, ClusterObject>;
+  readonly bindings: ReadonlyMap<string, ClaimBinding>;
+}
+
+/** A PV's phase as the PV controller would set it (status.phase of a source's PV wins). */
+function pvPhase(world: PvWorld, pv: PersistentVolume, taken: ReadonlyMap<string, string>) {
+  if (taken.has(pv.metadata.name)) return 'Bound';
+  const ref = pv.spec.claimRef;
+  if (ref?.name !== undefined) {
+    const pvc = lookupOf(world.objects).lookup(
+      'PersistentVolumeClaim',
+      ref.name,
+      ref.namespace ?? 'default',
+    );
+    const uid = (ref as { uid?: string }).uid;
+    const same =
+      pvc?.kind === 'PersistentVolumeClaim' && (uid === undefined || claimUid(pvc) === uid);
+    if (!same) return 'Released';
+    return 'Bound';
+  }
+  return pv.status?.phase ?? 'Available';
+}
+
+/** `namespace/name` of the claim a PV's claimRef names, or null. */
+function pvClaim(pv: PersistentVolume, taken: ReadonlyMap<string, string>): string | null {
+  const holder = taken.get(pv.metadata.name);
+  if (holder !== undefined) return holder;
+  const ref = pv.spec.claimRef;
+  return ref?.name === undefined ? null : `${ref.namespace ?? 'default'}/${ref.name}`;
+}
+
+/** A PV as `state.pvs`, `vole get pvs` and the inspector show it. */
+export interface PvView {
+  readonly name: string;
+  readonly phase: string;
+  readonly claim: string | null;
+  readonly volumeHandle: string | null;
+  readonly capacityBytes: number | null;
+  readonly reclaimPolicy: string | null;
+  /** The topology value its node affinity requires (the zone), or null. */
+  readonly zone: string | null;
+  readonly storageClassName: string | null;
+  readonly provisioned: boolean;
+}
+
+/** Every PV the world knows, by name, with its phase (pvPhase). */
+export function persistentVolumes(world: PvWorld): PvView[] {
+  const taken = boundVolumes(world.objects, world.bindings);
+  const views: PvView[] = [];
+  for (const object of lookupOf(world.objects).ofKind('PersistentVolume')) {
+    if (object.kind !== 'PersistentVolume') continue;
+    const expression =
+      object.spec.nodeAffinity?.required?.nodeSelectorTerms[0]?.matchExpressions?.[0];
+    views.push({
+      name: object.metadata.name,
+      phase: pvPhase(world, object, taken),
+      claim: pvClaim(object, taken),
+      volumeHandle: object.spec.csi?.volumeHandle ?? null,
+      capacityBytes: parseQuantityBytes(object.spec.capacity?.storage) ?? null,
+      reclaimPolicy:
+        object.spec.persistentVolumeReclaimPolicy ??
+        (object.spec.claimRef === undefined ? 'Retain' : null),
+      zone: expression?.values?.[0] ?? null,
+      storageClassName: object.spec.storageClassName ?? null,
+      provisioned: object.metadata.annotations?.[provisionedByAnnotation] !== undefined,
+    });
+  }
+  return views.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
