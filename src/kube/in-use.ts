@@ -12,6 +12,7 @@ import type { NodeStatusWriter } from './node-status.js';
 export class InUsePublisher {
   private published: string | null = null;
   private publishing = false;
+  private lookQueued = false;
   private stopped = false;
   private timer: TimerHandle | null = null;
 
@@ -24,8 +25,22 @@ export class InUsePublisher {
     },
   ) {}
 
-  /** Publishes when the list changed; otherwise re-marks volumes that re-entered the DSW. */
+  /**
+   * Looks once the events appended in this turn are all in: the agent asks after every
+   * event, and the list is a walk of every volume, so asking at each of a burst's events
+   * made a pod's cost grow with the number of pods on the node.
+   */
   schedule(): void {
+    if (this.lookQueued) return;
+    this.lookQueued = true;
+    queueMicrotask(() => {
+      this.lookQueued = false;
+      this.look();
+    });
+  }
+
+  /** Publishes when the list changed; otherwise re-marks volumes that re-entered the DSW. */
+  private look(): void {
     if (this.publishing || this.stopped) return;
     const { vm } = this.opts;
     if (!vm.world.sourcesReady) return;
@@ -44,7 +59,7 @@ export class InUsePublisher {
         this.publishing = false;
         if (this.stopped) return;
         vm.inputs.markVolumesAsReportedInUse(inUse);
-        this.schedule();
+        this.look();
       },
       (error: Error) => {
         // A patch that failed may have been applied: publish again even an equal list.
@@ -61,7 +76,7 @@ export class InUsePublisher {
     const { clock } = this.opts;
     this.timer = clock.setTimer(clock.nowMs() + kubeWriteRetryMs, () => {
       this.timer = null;
-      this.schedule();
+      this.look();
     });
   }
 
