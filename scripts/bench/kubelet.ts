@@ -58,10 +58,13 @@ const roundTimeoutMs = Number(process.env.BENCH_KUBELET_ROUND_TIMEOUT_S ?? 15 * 
 const whatEachDid =
   'kubemark --morph=kubelet: the whole kubelet (pod workers, a fake container runtime, ' +
   'pod status, node status, its volume manager and plugins; mount.FakeMounter, so no ' +
-  'tmpfs for Secrets); vole run --kubeconfig: volumes only (a real tmpfs per Secret), no ' +
-  'containers and no pod status. Volumes: ConfigMap, Secret, emptyDir on both; no CSI ' +
-  'volume yet (the hollow kubelet registers vole csi-driver, but its volumes are loop-disk ' +
-  'PersistentVolumes, one loop device each on the host). vole restarts as a Node process ' +
+  'tmpfs for Secrets and no command run); vole run --kubeconfig: volumes only (a real ' +
+  'tmpfs per Secret: one `mount` process, run by one of its long-lived sh helpers, whose ' +
+  'CPU is counted with it), no containers and no pod status. Volumes: ConfigMap, Secret, ' +
+  'emptyDir on both; no CSI volume on either (the hollow kubelet registers vole ' +
+  'csi-driver, but that driver serves no inline volume: each pod would need a provisioned ' +
+  'loop-disk PersistentVolume, its attach, a loop device on the host and an mkfs, on both ' +
+  'nodes; not built yet). vole restarts as a Node process ' +
   '(its modules loaded again), the hollow kubelet in a new root (kubemark makes one a start)';
 
 /**
