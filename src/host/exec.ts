@@ -1,66 +1,87 @@
 /**
- * Running host commands: argument arrays, never a shell, and the C locale so that the
- * messages we classify are the English ones. A failure to run at all, or a timeout,
- * becomes a HostError; a non-zero exit is a value the caller classifies.
+ * Running host commands: argument arrays, each word quoted for the shell that runs it (a
+ * long-lived helper, src/host/command-helper.ts, never a spawn of the agent per command),
+ * and the C locale so that the messages we classify are the English ones. A failure to run
+ * at all, or a timeout, becomes a HostError; a non-zero exit is a value the caller
+ * classifies.
  */
-import { execFile } from 'node:child_process';
-import { commandOutputBytesMax, commandTimeoutMsDefault } from './limits.js';
+import { CommandHelpers, type HelperResult } from './command-helper.js';
+import { commandHelpersMax, commandOutputBytesMax, commandTimeoutMsDefault } from './limits.js';
 import { commandLine, HostError, type HostErrorKind } from './errors.js';
 
 export interface ExecResult {
   readonly stdout: string;
   readonly stderr: string;
-  /** The exit code; 129 for a command killed by a signal it was not sent by run's timeout. */
+  /** The exit code; 128 + the signal's number for a command killed by a signal. */
   readonly code: number;
 }
 
-interface ExecFailure {
-  readonly code?: number | string | null;
-  readonly killed?: boolean;
-  readonly message: string;
+/** The agent's helpers, started at its first command. */
+const helpers = new CommandHelpers({
+  size: commandHelpersMax,
+  outputBytesMax: commandOutputBytesMax,
+  env: () => ({ ...process.env, LC_ALL: 'C', LANG: 'C' }),
+});
+
+/** Ends the command helpers by their PIDs (a running command first finishes, within 1 s). */
+export function stopCommandHelpers(): Promise<void> {
+  return helpers.stop();
 }
 
 /**
  * Runs a command and resolves with its exit code, whatever it is. Rejects with a HostError
- * only when the command could not run (`final`: not installed) or was killed for taking
- * longer than `timeoutMs` (`uncertain`: it may have taken effect).
+ * only when the command could not run (`final`: not installed, or no helper to run it) or
+ * did not finish (`uncertain`: killed after `timeoutMs`, or its helper died under it; it
+ * may have taken effect).
  */
-export function run(
+export async function run(
   cmd: string,
   args: readonly string[],
   opts: { readonly timeoutMs?: number } = {},
 ): Promise<ExecResult> {
   const line = commandLine(cmd, args);
   const timeoutMs = opts.timeoutMs ?? commandTimeoutMsDefault;
-  const options = {
-    timeout: timeoutMs,
-    maxBuffer: commandOutputBytesMax,
-    encoding: 'utf8' as const,
-    env: { ...process.env, LC_ALL: 'C', LANG: 'C' },
-  };
-  return new Promise((resolve, reject) => {
-    execFile(cmd, args, options, (error: ExecFailure | null, stdout: string, stderr: string) => {
-      if (error === null) return resolve({ stdout, stderr, code: 0 });
-      if (error.killed === true) {
-        const message =
-          `${line} took longer than ${timeoutMs} ms and was killed; ` +
-          'it may have taken effect, so look before retrying';
-        return reject(new HostError('uncertain', message, { command: line, stderr }));
-      }
-      if (typeof error.code === 'string') {
-        const fix =
-          error.code === 'ENOENT'
-            ? `install ${cmd} (util-linux, e2fsprogs or xfsprogs)`
-            : 'check the host';
-        return reject(
-          new HostError('final', `${line} could not run (${error.message}); ${fix}`, {
-            command: line,
-          }),
-        );
-      }
-      resolve({ stdout, stderr, code: typeof error.code === 'number' ? error.code : 129 });
-    });
-  });
+  if ([cmd, ...args].some((word) => word.includes('\0')))
+    throw new HostError('final', `${line} has a NUL byte in an argument; pass text without one`);
+  return resultOf(cmd, line, timeoutMs, await helpers.run(cmd, args, timeoutMs));
+}
+
+/** The ExecResult of an exited command, or the HostError of one that did not exit. */
+export function resultOf(
+  cmd: string,
+  line: string,
+  timeoutMs: number,
+  result: HelperResult,
+): ExecResult {
+  switch (result.kind) {
+    case 'exited':
+      return { stdout: result.stdout, stderr: result.stderr, code: result.code };
+    case 'timedOut':
+      throw new HostError(
+        'uncertain',
+        `${line} took longer than ${timeoutMs} ms and was killed; ` +
+          'it may have taken effect, so look before retrying',
+        { command: line, stderr: result.stderr },
+      );
+    case 'notFound':
+      throw new HostError(
+        'final',
+        `${line} could not run (${cmd}: not found on PATH); ` +
+          `install ${cmd} (util-linux, e2fsprogs or xfsprogs)`,
+        { command: line },
+      );
+    case 'lost':
+      throw new HostError(
+        'uncertain',
+        `${line} did not finish: ${result.why}; ` +
+          'it may have taken effect, so look before retrying',
+        { command: line },
+      );
+    case 'unstarted':
+      throw new HostError('final', `${line} could not run (${result.why}); check the host`, {
+        command: line,
+      });
+  }
 }
 
 /**

@@ -17,6 +17,12 @@ export const commandTimeoutMsDefault = 60_000;
  * failure (not a generic timeout) reaches the log.
  */
 export const fsCommandTimeoutMs = 100_000;
+/**
+ * Command helpers (src/host/command-helper.ts) running commands at once. mount and umount
+ * take the kernel's mount lock, so more in parallel mostly wait there; four keep one slow
+ * command (an mkfs, a umount of a hung device) from holding back every other pod.
+ */
+export const commandHelpersMax = 4;
 /** Output a command may print at most; more is a sign of a wrong command. */
 export const commandOutputBytesMax = 16 * 1024 * 1024;
 /**
@@ -49,5 +55,6 @@ assert(
   commandTimeoutMsDefault <= fsCommandTimeoutMs,
   'filesystem commands get at least the default',
 );
+assert(commandHelpersMax >= 2, 'one slow command must not hold back every other');
 assert(loopDetachPollMs < loopDetachWaitMs, 'the detach wait polls more than once');
 assert(nameBytesMax <= 255, 'a path component is at most 255 bytes (NAME_MAX)');

@@ -195,12 +195,16 @@ async function realpathOfExisting(path: string): Promise<string> {
   }
 }
 
+/**
+ * The synchronous form, through realpath(3) (`.native`): Node's own realpathSync walks the
+ * path in JavaScript, one lstat a component, and a pod's volume directory is ten deep.
+ */
 function realpathOfExistingSync(path: string): string {
   const rest: string[] = [];
   for (let current = path; ; current = dirname(current)) {
     let real: string | undefined;
     try {
-      real = realpathSync(current);
+      real = realpathSync.native(current);
     } catch {
       real = undefined;
     }

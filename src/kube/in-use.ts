@@ -9,9 +9,19 @@ import type { VolumeManager } from '../agent/volume-manager.js';
 import { UniqueVolumeName } from '../ids.js';
 import type { NodeStatusWriter } from './node-status.js';
 
+/**
+ * The shortest time between two looks at the list. A volume that needs attaching waits for
+ * the list before its mount (behaviour C5), so this is latency on such a mount; it is a
+ * hundredth of the kubelet's.
+ */
+export const inUseLookEveryMs = 100;
+
 export class InUsePublisher {
   private published: string | null = null;
   private publishing = false;
+  private lookQueued = false;
+  private lookTimer: TimerHandle | null = null;
+  private lastLookMs = Number.NEGATIVE_INFINITY;
   private stopped = false;
   private timer: TimerHandle | null = null;
 
@@ -24,10 +34,32 @@ export class InUsePublisher {
     },
   ) {}
 
-  /** Publishes when the list changed; otherwise re-marks volumes that re-entered the DSW. */
+  /**
+   * Looks once the events appended in this turn are all in, and at most once every
+   * inUseLookEveryMs: the agent asks after every event, and the list is a walk of every
+   * volume, so looking at each event made a pod's cost grow with the pods on the node.
+   * The kubelet looks less often still: its node status sync runs the VolumesInUse setter
+   * (pkg/kubelet/nodestatus/setters.go) every nodeStatusUpdateFrequency (10 s).
+   */
   schedule(): void {
+    if (this.lookQueued || this.stopped) return;
+    this.lookQueued = true;
+    const { clock } = this.opts;
+    const run = () => {
+      this.lookQueued = false;
+      this.lookTimer = null;
+      this.look();
+    };
+    const atMs = this.lastLookMs + inUseLookEveryMs;
+    if (atMs <= clock.nowMs()) queueMicrotask(run);
+    else this.lookTimer = clock.setTimer(atMs, run);
+  }
+
+  /** Publishes when the list changed; otherwise re-marks volumes that re-entered the DSW. */
+  private look(): void {
     if (this.publishing || this.stopped) return;
     const { vm } = this.opts;
+    this.lastLookMs = this.opts.clock.nowMs();
     if (!vm.world.sourcesReady) return;
     const inUse = vm.status.getVolumesInUse();
     const text = JSON.stringify(inUse);
@@ -44,7 +76,7 @@ export class InUsePublisher {
         this.publishing = false;
         if (this.stopped) return;
         vm.inputs.markVolumesAsReportedInUse(inUse);
-        this.schedule();
+        this.look();
       },
       (error: Error) => {
         // A patch that failed may have been applied: publish again even an equal list.
@@ -61,12 +93,13 @@ export class InUsePublisher {
     const { clock } = this.opts;
     this.timer = clock.setTimer(clock.nowMs() + kubeWriteRetryMs, () => {
       this.timer = null;
-      this.schedule();
+      this.look();
     });
   }
 
   stop(): void {
     this.stopped = true;
     if (this.timer !== null) this.opts.clock.clearTimer(this.timer);
+    if (this.lookTimer !== null) this.opts.clock.clearTimer(this.lookTimer);
   }
 }
