@@ -86,6 +86,22 @@ export class NodeLogView {
   /** A pair's state before its operation in flight started: where a failure leaves it. */
   private readonly before = new Map<string, string>();
 
+  /** Each pair the logs have shown: its component, kind, volume, node, pod and state now. */
+  *pairs(): Generator<{
+    component: string;
+    pair: 'attachment' | 'mount';
+    volume: string;
+    node: string;
+    pod: string | null;
+    state: string;
+  }> {
+    for (const [key, state] of this.states) {
+      const [component = '', mount, volume = '', node = '', pod = ''] = key.split('\0');
+      const pair = mount === 'true' ? 'mount' : 'attachment';
+      yield { component, pair, volume, node, pod: pair === 'mount' ? pod : null, state };
+    }
+  }
+
   step(event: VoleEvent, because: string): NodeTransition | undefined {
     if (event.type !== 'NodeOperationObserved') return undefined;
     const mount = podLevel.has(event.operation);
