@@ -26,6 +26,7 @@ import type { CsiDriverOptions } from './csi-driver.js';
 import { type RunOptions, runCommand } from './run.js';
 import { simulateCommand } from './simulate.js';
 import type { InspectCliOptions } from './inspect.js';
+import type { ImportAuditOptions } from './import-audit.js';
 import { etcdOption, prefixOption, registerClusterCommands } from './cluster-commands.js';
 import type { ClusterAgentCommandOptions, ClusterControllerCommandOptions } from './cluster-run.js';
 import { metricsCommand } from './metrics.js';
@@ -542,14 +543,30 @@ program
   )
   .argument('[file]', 'the JSON Lines file')
   .option('--audit-log <file>', "the API server's audit log (JSON lines): a recorded log")
+  .option(
+    '--kubelet-log <node=file>',
+    "with --audit-log: a node's kubelet log (klog text), its volume operations merged in (repeatable)",
+    (value: string, all: string[] = []) => [...all, value],
+  )
+  .option(
+    '--controller-log <file>',
+    "with --audit-log: the kube-controller-manager's log (klog text), its attaches and detaches",
+  )
+  .option('--klog-year <year>', "the klog lines' year (they carry none; default: the audit log's)")
   .addOption(dbOption())
-  .action((file: string | undefined, opts: { db: string; auditLog?: string }) =>
+  .action((file: string | undefined, opts: Partial<ImportAuditOptions> & { db: string }) =>
     run(async () => {
-      if (opts.auditLog !== undefined) {
+      const { auditLog } = opts;
+      if (auditLog !== undefined) {
         if (file !== undefined)
           throw new UsageError('give a JSON Lines file or --audit-log, not both');
-        return (await import('./import-audit.js')).importAuditLogCommand(opts.auditLog, opts.db);
+        const { importAuditLogCommand } = await import('./import-audit.js');
+        return importAuditLogCommand({ ...opts, auditLog });
       }
+      if (opts.kubeletLog !== undefined || opts.controllerLog !== undefined)
+        throw new UsageError(
+          '--kubelet-log and --controller-log join an audit log: give --audit-log FILE too',
+        );
       if (file === undefined)
         throw new UsageError('import needs a JSON Lines file or --audit-log FILE');
       return importCommand(file, opts.db);

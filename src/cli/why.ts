@@ -1,7 +1,10 @@
 /** `vole why POD|VOLUME --db F [--at T]`: what each of the pod's volumes waits on, and why. */
 import {
   describeEvent,
+  describeNodeOperation,
   judge,
+  type NodeOperation,
+  nodeOperationsOfPod,
   type PodVerdict,
   podVerdictText,
   waitsOfPod,
@@ -34,6 +37,12 @@ function waitsAt(store: ReadonlyLog, seq: number, subject: string): PodVerdict[]
   return waitsOfPod(judge(store.read({ toSeq: seq })), subject);
 }
 
+/** A recorded log's node operations on the pod's volumes, from the nodes' own logs. */
+function nodeOperationsAt(store: ReadonlyLog, seq: number, subject: string): NodeOperation[] {
+  if (!isRecordedLog(store)) return [];
+  return nodeOperationsOfPod(store.read({ toSeq: seq }), subject);
+}
+
 /** A log `vole record` or `vole import --audit-log` wrote (EngineStarted mode recorded). */
 function isRecordedLog(store: ReadonlyLog): boolean {
   const started = [...store.read({ limit: 16 })].find((e) => e.type === 'EngineStarted');
@@ -50,18 +59,32 @@ export function whyCommand(
     const seq = resolveMoment(store, opts.at);
     const answer = answerAt(store, seq, subject);
     const waits = waitsAt(store, seq, subject);
-    if (answer === undefined && waits.length === 0)
+    const nodeOps = nodeOperationsAt(store, seq, subject);
+    if (answer === undefined && waits.length === 0 && nodeOps.length === 0)
       throw new UsageError(
         `no pod, claim or volume "${subject}" at seq ${seq}: give a pod UID, namespace/name ` +
           `or name, a claim's namespace/name, or a UniqueVolumeName ` +
           `(vole status --db ${db} lists them)`,
       );
     if (opts.json === true) {
-      const json = waits.length === 0 ? answer : { ...(answer ?? { subject }), waits };
+      const extra = {
+        ...(waits.length === 0 ? {} : { waits }),
+        ...(nodeOps.length === 0 ? {} : { nodeOperations: nodeOps }),
+      };
+      const json =
+        Object.keys(extra).length === 0 ? answer : { ...(answer ?? { subject }), ...extra };
       process.stdout.write(`${JSON.stringify(json, null, 2)}\n`);
       return 0;
     }
     const lines = waits.flatMap(podVerdictText);
+    if (nodeOps.length > 0) {
+      lines.push(`what the nodes' logs say of its volumes (${nodeOps.length} operation(s)):`);
+      const originMs = store.bounds().firstTsMs;
+      for (const op of nodeOps)
+        lines.push(
+          `  seq ${op.seq} (+${Math.round((op.tsMs - originMs) / 1000)}s) ${describeNodeOperation(op)}`,
+        );
+    }
     if (answer !== undefined)
       lines.push(
         whyText(answer, {

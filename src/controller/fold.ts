@@ -469,6 +469,7 @@ export function foldController(world: ControllerWorld, event: VoleEvent): Contro
     case 'CsiDriverDeregistered':
     case 'CSINodeObserved':
     case 'KubeEventObserved':
+    case 'NodeOperationObserved':
       break; // node-agent events, and recorded facts (vole record): not the controller's
     default:
       unreachable(event, 'event type');

@@ -82,3 +82,35 @@ export const kubeEventObserved = z.object({
   count: z.number().int().nonnegative().optional(),
   observed: observedAt,
 });
+
+/**
+ * A volume operation a node's kubelet or the kube-controller-manager wrote in its own log
+ * (klog text, `vole import --kubelet-log NODE=FILE --controller-log FILE`): the node's view,
+ * which the API never shows. `operation` is Kubernetes' own name of the step as the log
+ * line gives it (`MountVolume.SetUp`, `operationExecutor.MountVolume`,
+ * `AttachVolume.Attach`, `attacherDetacher.DetachVolume`, `UnmountDevice`…). No core folds it.
+ */
+export const nodeOperationObserved = z.object({
+  ...base,
+  type: z.literal('NodeOperationObserved'),
+  component: z.enum(['kubelet', 'kube-controller-manager']),
+  /** The node the operation is for (the kubelet's own node, or the one the line names). */
+  node: z.string(),
+  operation: z.string().min(1),
+  outcome: z.enum(['started', 'succeeded', 'failed']),
+  /** The UniqueVolumeName (`kubernetes.io/csi/<driver>^<handle>`, `kubernetes.io/configmap/<uid>-<name>`). */
+  volume: z.string().min(1),
+  /** The volume's name in the pod or the PV's name, as the line gives it. */
+  volumeSpecName: z.string().optional(),
+  /** The pod the line names: its UID, and its namespace and name when the line has them. */
+  pod: z
+    .object({
+      uid: z.string().optional(),
+      namespace: z.string().optional(),
+      name: z.string().optional(),
+    })
+    .optional(),
+  error: z.string().max(4096).optional(),
+  /** Where it was read: the file, its line (from 1), the line's time with the year supplied. */
+  logged: z.object({ file: z.string(), line: z.number().int().positive(), at: z.string().min(1) }),
+});

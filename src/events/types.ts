@@ -11,7 +11,13 @@ import { compileFastCheck, type FastCheck } from './fast-check.js';
 import { eventBase as base } from './base.js';
 import { clusterObject, pod } from './k8s.js';
 import { provisionedVolume, provisionRequest } from './provision.js';
-import { csiNodeObserved, kubeEventObserved, recordedFrom, seenAs } from './recorded.js';
+import {
+  csiNodeObserved,
+  kubeEventObserved,
+  nodeOperationObserved,
+  recordedFrom,
+  seenAs,
+} from './recorded.js';
 
 export { observedAt, recordedFrom, type ObservedAt, type RecordedFrom } from './recorded.js';
 export * from './provision.js';
@@ -252,6 +258,7 @@ export const eventSchemas = {
   }),
   CSINodeObserved: csiNodeObserved,
   KubeEventObserved: kubeEventObserved,
+  NodeOperationObserved: nodeOperationObserved,
   /**
    * The planner bound a claim to a PersistentVolume, as the persistent-volume controller
    * binds static volumes; `capacityBytes` is the claim's capacity from then on (the PV's
@@ -520,6 +527,7 @@ export const voleEvent = z.discriminatedUnion('type', [
   eventSchemas.CsiDriverDeregistered,
   eventSchemas.CSINodeObserved,
   eventSchemas.KubeEventObserved,
+  eventSchemas.NodeOperationObserved,
 ]);
 
 export type VoleEvent = z.infer<typeof voleEvent>;

@@ -31,8 +31,11 @@ import type {
   PairRow,
   Report,
   Transition,
+  VerdictPayload,
   WorldPayload,
 } from './protocol.js';
+import { verdictOf } from './verdict.js';
+import { recordedPairs } from './recorded-pairs.js';
 
 /**
  * What the inspector reads: a read-only SQLite log (EventStore), or the controller log in
@@ -210,6 +213,10 @@ export class Tracker {
   private readonly podNames = new Map<string, string>();
   private marks: Meta['marks'] = [];
   private version = '';
+  /** Where a recorded log's facts came from (its EngineStarted), for the title. */
+  private recordedFrom: string | undefined;
+  /** The verdict at the head, judged again only once the log grew. */
+  private judged: VerdictPayload | undefined;
 
   constructor(readonly store: Store) {
     // A log whose first entries were compacted into a snapshot starts from that snapshot.
@@ -251,7 +258,11 @@ export class Tracker {
       if (meta.uid !== undefined)
         this.podNames.set(meta.uid, `${meta.namespace ?? 'default'}/${meta.name}`);
     }
-    if (event.type === 'EngineStarted') this.version = event.version;
+    if (event.type === 'EngineStarted') {
+      this.version = event.version;
+      if (event.recorded !== undefined)
+        this.recordedFrom = `${event.recorded.source} ${event.recorded.origin}`;
+    }
     if (event.type === 'ReportRaised') {
       const { seq, tsMs, reason, pod, volume: v, node, message } = event;
       this.reports.push({ seq, tsMs, reason, pod, volume: v, node, message });
@@ -291,7 +302,10 @@ export class Tracker {
       firstSeq: bounds.firstSeq,
       firstTsMs: bounds.firstTsMs,
       lastTsMs: this.world.tsMs,
-      title: this.world.title,
+      title:
+        this.recordedFrom === undefined
+          ? this.world.title
+          : `a recorded cluster (${this.recordedFrom})`,
       version: this.version,
       marks: this.marks.slice(-marksMax),
     };
@@ -303,17 +317,29 @@ export class Tracker {
     const world = at === this.trackedSeq ? this.world : worldOfLogAt(this.store, at);
     const view = world.describe();
     const originMs = this.store.bounds().firstTsMs;
+    // A recorded log's pairs are the API's VolumeAttachments and the nodes' logs, not decisions.
+    const pairs =
+      this.recordedFrom === undefined
+        ? pairRows(view, this.known.values(), this.podNames).map((pair) => ({
+            ...pair,
+            why: pairWhy(world, pair, originMs),
+          }))
+        : recordedPairs(this.store.read({ toSeq: at }));
     return {
       seq: at,
       head: this.trackedSeq,
       view,
-      pairs: pairRows(view, this.known.values(), this.podNames).map((pair) => ({
-        ...pair,
-        why: pairWhy(world, pair, originMs),
-      })),
+      pairs,
       reports: this.reports.filter((r) => r.seq <= at).slice(-reportsMax),
       storage: describeStorage(world.pvWorld, view),
     };
+  }
+
+  /** The judge's verdict on the log up to the head (`vole judge`). */
+  verdict(): VerdictPayload {
+    if (this.judged?.toSeq !== this.trackedSeq)
+      this.judged = verdictOf(this.store, this.trackedSeq);
+    return this.judged;
   }
 
   /** What the page gets pushed after `catchUp` found new events. */

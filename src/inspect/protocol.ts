@@ -3,7 +3,15 @@
  * (which builds them) and src/inspect/ui (which draws them). Types only, so the browser
  * bundle takes nothing from the server side.
  */
-import type { CauseStep, StorageView, Transition, WorldView } from '../postmortem/index.js';
+import type {
+  CauseStep,
+  ForcedDetach,
+  PodVerdict,
+  StorageView,
+  Transition,
+  Violation,
+  WorldView,
+} from '../postmortem/index.js';
 
 export type PairKind = 'attachment' | 'mount';
 
@@ -86,6 +94,20 @@ export interface Meta {
   readonly version: string;
   /** Seqs of notable events (failures, engine starts) for the timeline's marks. */
   readonly marks: { seq: number; tone: EventSummary['tone'] }[];
+}
+
+/**
+ * The verdict on a cluster's log up to `toSeq` (`vole judge`): each violation at the event
+ * that broke the rule (`atSeq`), the forced detaches, and each pod's wait (from
+ * `waitedFromSeq` to `endedAtSeq`, null while it lasts) with the condition that held it
+ * and the words `vole judge` prints for it. `judged` is false for a kubelet's log.
+ */
+export interface VerdictPayload {
+  readonly judged: boolean;
+  readonly toSeq: number;
+  readonly violations: readonly Violation[];
+  readonly forcedDetaches: readonly ForcedDetach[];
+  readonly waits: readonly (PodVerdict & { readonly text: readonly string[] })[];
 }
 
 /** A pushed update (Server-Sent Event `head`): the log grew. */

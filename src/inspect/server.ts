@@ -16,6 +16,7 @@
  *   GET /api/explain?seq=N   its chain of causes
  *   GET /api/history?pair=ID one pair's transitions
  *   GET /api/chart?machine=attachment|mount   the statechart, from the machine definition
+ *   GET /api/verdict         the judge's verdict on a cluster's log: violations, waits
  *   GET /api/stream          Server-Sent Events: `head` whenever the log grows
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -170,6 +171,7 @@ function apiRoutes(tracker: Tracker, name: string): Record<string, Route> {
         throw new HttpError(400, 'pair: give a pair id from /api/world');
       json(res, req, transitions);
     },
+    '/api/verdict': (_p, req, res) => json(res, req, tracker.verdict()),
     '/api/chart': (p, req, res) => {
       const machine = p.get('machine');
       if (machine !== 'attachment' && machine !== 'mount')

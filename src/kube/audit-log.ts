@@ -89,10 +89,16 @@ function changeOf(
   return { resource, object };
 }
 
-/** Deleted for good by this answer: no finalizer holds it (and a pod's grace period is over). */
-function goneBy(object: ApiObject): boolean {
+/**
+ * Deleted for good by this answer: no finalizer holds it (and a pod's grace period is
+ * over), or a delete answered with the object and no deletionTimestamp: the registry
+ * deleted it at once and answered with its last state (the generic registry's
+ * Store.Delete when nothing makes the deletion graceful or waits on a finalizer).
+ */
+function goneBy(object: ApiObject, verb: unknown): boolean {
   const m = object.metadata as { deletionTimestamp?: string; finalizers?: string[] };
-  if (m.deletionTimestamp === undefined || (m.finalizers ?? []).length > 0) return false;
+  if ((m.finalizers ?? []).length > 0) return false;
+  if (m.deletionTimestamp === undefined) return verb === 'delete';
   const grace = (object.metadata as { deletionGracePeriodSeconds?: number })
     .deletionGracePeriodSeconds;
   return object.kind !== 'Pod' || grace === 0;
@@ -174,6 +180,6 @@ function changeEvents(
   }
   // Its last state (a deletionTimestamp, the finalizers left), then its removal if gone.
   take(state.upsert(kind, object, seen));
-  if (goneBy(object)) take(state.remove(kind, object, seen));
+  if (goneBy(object, entry.verb)) take(state.remove(kind, object, seen));
   return out;
 }

@@ -221,6 +221,7 @@ export function fold(world: World, event: VoleEvent): World {
     case 'CsiDriverDeregistered':
     case 'CSINodeObserved':
     case 'KubeEventObserved':
+    case 'NodeOperationObserved':
       break;
     case 'OperationStarted':
       foldOperationStarted(world, event);

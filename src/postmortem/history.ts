@@ -8,6 +8,7 @@ import { persistentVolumes, type PvWorld } from '../binding/claims-view.js';
 import { OpId, UniqueVolumeName } from '../ids.js';
 import type { World } from '../kubelet/types.js';
 import { type LogWorld, logWorld, peekCore } from './log-world.js';
+import { describeNodeOperation, NodeLogView } from './node-ops.js';
 
 export interface Transition {
   readonly seq: number;
@@ -74,10 +75,16 @@ function rpcNote(rpc: { method: string; code: string; durationMs: number } | und
 /** A CSI driver's (de)registration, and the facts only a recorded log holds. */
 function describeDriverOrRecorded(
   event: EventOf<
-    'CsiDriverRegistered' | 'CsiDriverDeregistered' | 'CSINodeObserved' | 'KubeEventObserved'
+    | 'CsiDriverRegistered'
+    | 'CsiDriverDeregistered'
+    | 'CSINodeObserved'
+    | 'KubeEventObserved'
+    | 'NodeOperationObserved'
   >,
 ): string {
   switch (event.type) {
+    case 'NodeOperationObserved':
+      return describeNodeOperation(event);
     case 'CsiDriverRegistered':
       return `CSI driver ${event.driver} registered at ${event.endpoint} (node ${event.nodeId}; node: ${event.nodeCapabilities.join(' ') || 'none'}; controller: ${event.controllerCapabilities.join(' ') || 'none'})`;
     case 'CsiDriverDeregistered':
@@ -89,6 +96,15 @@ function describeDriverOrRecorded(
     case 'KubeEventObserved':
       return `${event.eventType} ${event.reason} on ${event.involvedObject.kind} ${event.involvedObject.namespace === undefined ? '' : `${event.involvedObject.namespace}/`}${event.involvedObject.name} from ${event.component}${event.host === undefined ? '' : ` on ${event.host}`}: ${event.message}`;
   }
+}
+
+/** What a new leader found attached at its start. */
+function describeFound(event: EventOf<'AttachmentsFound'>): string {
+  return `attachments found at the start of leading: ${
+    event.attachments
+      .map((a) => `${a.volume} on ${a.node}${a.attached ? '' : ' (not confirmed)'}`)
+      .join(', ') || 'none'
+  }`;
 }
 
 export function describeEvent(event: VoleEvent): string {
@@ -126,11 +142,7 @@ export function describeEvent(event: VoleEvent): string {
     case 'ReportRaised':
       return `${event.reason} on pod ${event.pod}: ${event.message}`;
     case 'AttachmentsFound':
-      return `attachments found at the start of leading: ${
-        event.attachments
-          .map((a) => `${a.volume} on ${a.node}${a.attached ? '' : ' (not confirmed)'}`)
-          .join(', ') || 'none'
-      }`;
+      return describeFound(event);
     case 'AttachmentsVerified':
       return `attachments on ${event.node} verified: ${
         event.volumes
@@ -152,6 +164,7 @@ export function describeEvent(event: VoleEvent): string {
     case 'CsiDriverDeregistered':
     case 'CSINodeObserved':
     case 'KubeEventObserved':
+    case 'NodeOperationObserved':
       return describeDriverOrRecorded(event);
     case 'OperationFinished':
       return `${event.opId} finished: ${event.outcome}${event.error ? ` (${event.error.message})` : ''}`;
@@ -178,6 +191,8 @@ export function* history(
 ): Generator<Transition> {
   const peeked = peekCore(events);
   const world = logWorld(peeked.logCore);
+  // The nodes' own logs (a recorded log's NodeOperationObserved): their pairs' view.
+  const nodeView = new NodeLogView();
   for (const event of peeked.events) {
     const volumeBefore = world.eventVolume(event);
     // Desired-state events and restarts can touch any pair: watch the ones that may move.
@@ -190,6 +205,8 @@ export function* history(
     // Read before the fold: a finished NodeExpandVolume sets the size the node knows.
     const grown = filesystemTransition(world, event, because);
     world.fold(event);
+    const seen = nodeView.step(event, because);
+    if (seen !== undefined && matches(seen, filter)) yield seen;
     const error = event.type === 'CallFailed' ? event.error.message : null;
     if (grown !== undefined && matches(grown, filter)) yield grown;
     if (phasesBefore !== undefined)

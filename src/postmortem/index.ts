@@ -12,3 +12,4 @@ export * from './judge.js';
 export * from './judge-facts.js';
 export * from './held.js';
 export * from './judge-text.js';
+export * from './node-ops.js';

@@ -103,6 +103,23 @@ test('audit log: changes become recorded events; the rest is skipped or counted'
       { kind: 'Status', apiVersion: 'v1', status: 'Success' },
       { name: 'pv-1' },
     ),
+    // Deleted at once (no finalizer, no grace): answered with its last state.
+    entry(
+      'delete',
+      'volumeattachments',
+      {
+        kind: 'VolumeAttachment',
+        apiVersion: 'storage.k8s.io/v1',
+        metadata: { name: 'csi-1', uid: 'uid-va', resourceVersion: '16' },
+        spec: {
+          attacher: 'disk.csi.vole.dev',
+          nodeName: 'node-1',
+          source: { persistentVolumeName: 'pv-1' },
+        },
+        status: { attached: true },
+      },
+      { group: 'storage.k8s.io' },
+    ),
     '{"this is": not json',
     '{"kind": "Something", "apiVersion": "v1"}',
     '',
@@ -111,7 +128,7 @@ test('audit log: changes become recorded events; the rest is skipped or counted'
   const events = auditLogEvents(lines, '/var/log/audit.log', c);
   assert.deepEqual(
     [c.lines, c.used, c.skipped, c.unreadable, c.foreign, c.refused],
-    [13, 7, 4, 1, 1, 0],
+    [14, 8, 4, 1, 1, 0],
   );
   assert.deepEqual(
     events.map((e) => e.type),
@@ -124,6 +141,8 @@ test('audit log: changes become recorded events; the rest is skipped or counted'
       'PodUpserted',
       'PodRemoved',
       'KubeEventObserved',
+      'ObjectRemoved',
+      'ObjectUpserted',
       'ObjectRemoved',
     ],
   );

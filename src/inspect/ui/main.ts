@@ -12,6 +12,7 @@ import type {
   HeadUpdate,
   Meta,
   Transition,
+  VerdictPayload,
   WorldPayload,
 } from '../protocol.js';
 import { produce } from 'immer';
@@ -21,6 +22,7 @@ import { renderStorage } from './storage.js';
 import { renderList, renderStateOptions } from './pair-list.js';
 import { renderPair } from './pair-panel.js';
 import { app, type Navigation, ui } from './state.js';
+import { renderVerdict } from './verdict.js';
 import {
   renderEvent,
   renderEvents,
@@ -98,6 +100,7 @@ document.body.append(
       ),
       ui.counts,
       ui.list,
+      ui.verdict,
       ui.nodes,
       ui.storage,
     ),
@@ -115,7 +118,7 @@ document.body.append(
         '|◀',
       ),
       h('button', { type: 'button', title: 'previous event', onclick: () => step(-1) }, '◀'),
-      h('div', { class: 'track' }, ui.range, ui.marks),
+      h('div', { class: 'track' }, ui.range, ui.marks, ui.verdictMarks),
       h('button', { type: 'button', title: 'next event', onclick: () => step(1) }, '▶'),
       ui.liveButton,
       ui.moment,
@@ -215,6 +218,28 @@ async function selectPair(id: string) {
   }
 }
 
+/** The judge's verdict at the head: the timeline's marks and the verdict panel. */
+async function loadVerdict() {
+  try {
+    app.verdict = await getJson<VerdictPayload>('/api/verdict');
+    renderVerdict(nav);
+    renderEvents(nav);
+  } catch (error) {
+    showProblem(`could not judge the log: ${(error as Error).message}`);
+  }
+}
+
+let verdictTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** Judges the log again after it grew, at most once a second. */
+function scheduleVerdictRefresh() {
+  if (verdictTimer !== undefined) return;
+  verdictTimer = setTimeout(() => {
+    verdictTimer = undefined;
+    void loadVerdict();
+  }, 1000);
+}
+
 let historyTimer: ReturnType<typeof setTimeout> | undefined;
 
 /** Refreshes the selected pair's transitions after the log grew, at most once a second. */
@@ -274,6 +299,7 @@ function onHead(update: HeadUpdate) {
   ui.range.max = String(app.head);
   renderHeader();
   renderMarks();
+  scheduleVerdictRefresh();
   // Extend the event list only when it reached the old head (no gap in the list).
   const last = app.events[app.events.length - 1]?.seq ?? 0;
   if (last >= previousHead)
@@ -321,6 +347,7 @@ async function start() {
     renderMarks();
     ui.range.value = String(meta.head);
     await loadWorld(meta.head);
+    await loadVerdict();
     const first = app.world?.pairs.find((p) => p.uncertain || p.failing) ?? app.world?.pairs[0];
     if (first !== undefined) await selectPair(first.id);
   } catch (error) {

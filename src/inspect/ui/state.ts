@@ -4,7 +4,14 @@
  * the filters), the page's fixed elements, and what a click on a pair or an event asks the
  * data flow (main.ts) to do.
  */
-import type { EventSummary, Meta, PairKind, Transition, WorldPayload } from '../protocol.js';
+import type {
+  EventSummary,
+  Meta,
+  PairKind,
+  Transition,
+  VerdictPayload,
+  WorldPayload,
+} from '../protocol.js';
 import type { DrawnChart } from './chart.js';
 import { h } from './dom.js';
 
@@ -30,6 +37,8 @@ export const app = {
   filters: { volume: '', pod: '', node: '', state: '', problems: false } as Filters,
   charts: new Map<PairKind, Promise<DrawnChart>>(),
   connected: false,
+  /** The judge's verdict at the head (a cluster's log). */
+  verdict: undefined as VerdictPayload | undefined,
 };
 
 /** Every state of both machines, once their charts are loaded (the state filter's options). */
@@ -66,6 +75,9 @@ export const ui = {
     'data-testid': 'scrubber',
   }),
   marks: h('div', { class: 'marks' }),
+  verdictMarks: h('div', { class: 'verdict-marks', 'data-testid': 'verdict-marks' }),
+  // One line until opened, and opened by itself when a rule was broken: the pairs keep the room.
+  verdict: h('details', { class: 'verdict-side', 'data-testid': 'verdict', hidden: true }),
   moment: h('span', { class: 'moment', 'data-testid': 'moment' }),
   liveButton: h(
     'button',

@@ -75,6 +75,8 @@ export function seqLink(
 
 export function renderEvents(nav: Navigation) {
   const meta = app.meta;
+  // The events that broke a safety rule, as the verdict found them.
+  const broke = new Set(app.verdict?.violations.map((v) => v.atSeq) ?? []);
   clear(
     ui.events,
     h(
@@ -87,7 +89,7 @@ export function renderEvents(nav: Navigation) {
           h(
             'tr',
             {
-              class: `tone-${e.tone}${e.seq === app.at ? ' at' : ''}${e.seq > app.at ? ' future' : ''}${e.seq === app.selectedEvent ? ' selected' : ''}`,
+              class: `tone-${e.tone}${e.seq === app.at ? ' at' : ''}${e.seq > app.at ? ' future' : ''}${e.seq === app.selectedEvent ? ' selected' : ''}${broke.has(e.seq) ? ' violation' : ''}`,
               'data-seq': e.seq,
               onclick: () => void nav.selectEvent(e.seq),
             },
