@@ -15,6 +15,7 @@ import { kubeletCore } from '../engine/cores.js';
 import { MemorySink } from '../engine/sink.js';
 import { KubeAgent } from '../kube/agent.js';
 import { KubeController } from '../kube/controller.js';
+import { controllerAttachedNow } from '../kube/node-status.js';
 import type { JsonObject } from '../kube/http.js';
 import { type FakeCallRecord, FakeHost } from '../plugins/fake.js';
 import type { World } from '../kubelet/types.js';
@@ -177,11 +178,13 @@ export class KubeSim {
       [{ name: driver, csi: { publishUnpublish: true, stageUnstage: true } }],
       { clock: this.clock, journal: node.journal, host: node.host, node: name },
     );
+    const http = this.opts.blindInUse === true ? blindToInUse(client) : client;
     const vm = VolumeManager.create({
       node: name,
       plugins,
       clock: this.clock,
       controllerAttachDetach: true,
+      controllerAttachedCheck: controllerAttachedNow(http, name),
       bindClaims: false,
       csiDriverObjects: true,
       logger: silentLogger,
@@ -191,7 +194,6 @@ export class KubeSim {
       this.events++;
       node.checker.after(world);
     });
-    const http = this.opts.blindInUse === true ? blindToInUse(client) : client;
     const agent = new KubeAgent({
       http,
       clock: this.clock,
