@@ -113,7 +113,13 @@ function runStep(sim: KubeSim, step: KubeStep): Promise<void> | void {
       sim.deletedWhileAway++;
     sim.present.delete(pod);
     const path = `/api/v1/namespaces/default/pods/${pod}`;
-    void sim.userWrite(`delete ${pod}`, () => sim.admin.delete(path, { gracePeriodSeconds: 30 }));
+    // After its create has landed, as a user's `kubectl delete` after `kubectl create` is:
+    // a delete that ran ahead of a create still being retried found nothing (404), and the
+    // pod created after it stayed, mounted, with nobody meaning to keep it (seed 100151).
+    const created = sim.podCreates.get(pod) ?? Promise.resolve();
+    void created.then(() =>
+      sim.userWrite(`delete ${pod}`, () => sim.admin.delete(path, { gracePeriodSeconds: 30 })),
+    );
     return;
   }
   const name = Object.keys(step)[0]!;
@@ -136,9 +142,10 @@ function createPod(sim: KubeSim, p: { pod: string; node: string; disk: number })
       volumes: [{ name: 'data', persistentVolumeClaim: { claimName: `claim-${p.disk}` } }],
     },
   };
-  void sim.userWrite(`create ${p.pod}`, () =>
+  const created = sim.userWrite(`create ${p.pod}`, () =>
     sim.admin.post('/api/v1/namespaces/default/pods', pod),
   );
+  sim.podCreates.set(p.pod, created);
 }
 
 function runFault(sim: KubeSim, step: KubeStep): void {

@@ -84,6 +84,8 @@ export class KubeSim {
   readonly failures: string[] = [];
   readonly trace: string[] = [];
   readonly faults: Record<string, number> = {};
+  /** The user's create of each pod, retried until it lands: its delete waits for it. */
+  readonly podCreates = new Map<string, Promise<void>>();
   /** Pods the user created and has not deleted: name → node and disk. */
   readonly present = new Map<string, { node: string; disk: number }>();
   checks = 0;

@@ -73,28 +73,19 @@ test('kube chaos: agents blind to volumesInUse are caught detaching a mounted di
  * a replica that lost the Lease (cut off) started again on its own log, in which the disk's
  * attachment to the old node was uncertain; the API server showed it attached there
  * (AttachmentsFound) but the fold left it uncertain, and an uncertain attachment does not
- * hold a ReadWriteOnce attach elsewhere: attached to two nodes.
+ * hold a ReadWriteOnce attach elsewhere: attached to two nodes. 100070 and 100384 detached
+ * a disk its node reported in use: the detach's re-check read the informer's copy of the
+ * Node, which had not yet seen the report; the leader now writes the Node's volumesAttached
+ * without the volume and then GETs the Node (and the agent GETs it before it takes a volume
+ * as attached). 20261211 and 20261215 have a node's report land between that GET and the
+ * detach: allowed, since it landed after volumesAttached left the volume out. 100151 and
+ * 100511 left a disk mounted with no pod needing it: the user's delete of a pod ran ahead of
+ * its create, still retried through API faults, found nothing, and the pod was created after.
  */
-for (const fixed of [100065, 100081, 100208, 100406, 100424])
+for (const fixed of [
+  100065, 100070, 100081, 100151, 100208, 100384, 100406, 100424, 100511, 20261211, 20261215,
+])
   test(`kube chaos: seed ${fixed} keeps the invariants`, async () => {
     const result = await runKubeSeed(fixed);
     assert.deepEqual(result.failures, []);
   });
-
-/**
- * Seeds that fail, kept until fixed (todo: reported, not failing the suite). 100070 and
- * 100384 detach a disk its node reports in use: the detach's re-check reads the informer's
- * copy of the Node, which has not yet seen the node report the disk in use again (a read
- * of the Node from the API server before the call fixes both, but leaves a window between
- * that read and the call in which two other seeds fail). 100151 and 100511 leave a disk
- * mounted and attached with no pod needing it.
- */
-for (const failing of [100070, 100151, 100384, 100511])
-  test(
-    `kube chaos: seed ${failing} keeps the invariants`,
-    { todo: 'open: see the comment above' },
-    async () => {
-      const result = await runKubeSeed(failing);
-      assert.deepEqual(result.failures, []);
-    },
-  );
