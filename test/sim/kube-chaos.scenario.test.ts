@@ -8,12 +8,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { drawKubePlan, kubeChaos, runKubeSeed } from '../../src/sim/kube-chaos.js';
 
-// About a second of CPU a run: 40 fit CI's minute; `vole chaos --kube --runs 2000` by hand.
-const runs = Number(process.env.VOLE_KUBE_CHAOS_RUNS ?? 40);
+// Short runs (3 to 6 steps, a minute to converge: some 70 ms of CPU each) on two worker
+// threads: 2,000 fit CI's minute and a half; `vole chaos --kube` runs full ones by hand.
+const runs = Number(process.env.VOLE_KUBE_CHAOS_RUNS ?? 2_000);
 const seed = Number(process.env.VOLE_KUBE_CHAOS_SEED ?? 20_261_207);
+const workers = Number(process.env.VOLE_KUBE_CHAOS_WORKERS ?? 2);
 
-test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and converge`, async () => {
-  const report = await kubeChaos({ seed, runs });
+test(`kube chaos: ${runs} short seeded runs from seed ${seed} keep the invariants and converge`, async () => {
+  const started = performance.now();
+  const report = await kubeChaos({ seed, runs, length: 'short', workers });
   const failed = report.failures.map((f) => `seed ${f.seed}: ${f.failures.join('; ')}`);
   assert.deepEqual(failed, []);
   assert.ok(report.attaches > runs && report.detaches > runs / 2, 'disks came and went');
@@ -21,11 +24,30 @@ test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and 
   assert.ok(report.deletedWhileAway > 0, 'pods were deleted while their agent was away');
   assert.ok(report.invariantChecks > report.requests / 20, 'the checks ran');
   process.stdout.write(
-    `# kube chaos: ${report.runs} runs, ${report.requests} API requests, ${report.attaches} ` +
-      `attaches, ${report.detaches} detaches, ${report.faultsInjected} faults, ` +
-      `${report.invariantChecks} invariant checks, ${report.deletedWhileAway} pods deleted ` +
-      `while their agent was cut off or down\n`,
+    `# kube chaos: ${report.runs} short runs on ${workers} worker(s), ${report.requests} API ` +
+      `requests, ${report.attaches} attaches, ${report.detaches} detaches, ` +
+      `${report.faultsInjected} faults, ${report.invariantChecks} invariant checks, ` +
+      `${report.deletedWhileAway} pods deleted while their agent was cut off or down, ` +
+      `${report.failures.length} failures, ${((performance.now() - started) / 1000).toFixed(1)} s\n`,
   );
+});
+
+test('kube chaos: worker threads make the same report as one thread', async () => {
+  const one = await kubeChaos({ seed: seed + 7, runs: 4, length: 'short' });
+  const two = await kubeChaos({ seed: seed + 7, runs: 4, length: 'short', workers: 2 });
+  assert.deepEqual(two, one);
+  assert.ok(one.requests > 0);
+});
+
+test("kube chaos: a short run draws the full run's first steps, fewer of them", () => {
+  for (let s = seed; s < seed + 50; s++) {
+    const full = drawKubePlan(s);
+    const short = drawKubePlan(s, 'short');
+    assert.deepEqual([short.nodes, short.disks], [full.nodes, full.disks]);
+    assert.deepEqual(short.steps, full.steps.slice(0, short.steps.length));
+    const advances = short.steps.filter((step) => 'advance' in step).length;
+    assert.ok(advances >= 3 && advances <= 6, `seed ${s}: ${advances} steps`);
+  }
 });
 
 test('kube chaos: the plans cover every fault of the API server, the agents and the replicas', () => {

@@ -1,0 +1,56 @@
+/**
+ * `vole chaos --kube` on worker threads: each worker runs the seeds it is handed, one at a
+ * time, and answers each with its summary (the whole run when it failed). A run shares
+ * nothing with another, so which worker runs a seed changes nothing in it.
+ */
+import { Worker } from 'node:worker_threads';
+import type { KubeRunLength, KubeRunSummary } from './kube-chaos.js';
+
+/** The worker's module: the same file type as this one (TypeScript under tsx, or dist/). */
+const underTsx = import.meta.url.endsWith('.ts');
+const workerUrl = new URL(
+  underTsx ? './kube-chaos-worker.ts' : './kube-chaos-worker.js',
+  import.meta.url,
+).href;
+
+/**
+ * A worker thread does not inherit the loader hooks `--import tsx` registered on this one:
+ * under tsx it registers them itself before it imports the TypeScript module.
+ */
+function startWorker(length: KubeRunLength): Worker {
+  if (!underTsx) return new Worker(new URL(workerUrl), { workerData: { length } });
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const source =
+    `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); ` +
+    `return import(${JSON.stringify(workerUrl)}); });`;
+  return new Worker(source, { eval: true, workerData: { length } });
+}
+
+/** Runs `seeds` on `count` workers, each free worker taking the next; `add` hears each run. */
+export async function runOnWorkers(
+  seeds: readonly number[],
+  count: number,
+  length: KubeRunLength,
+  add: (summary: KubeRunSummary) => void,
+): Promise<void> {
+  let next = 0;
+  const one = () =>
+    new Promise<void>((resolve, reject) => {
+      const worker = startWorker(length);
+      const feed = () => {
+        if (next < seeds.length) worker.postMessage(seeds[next++]);
+        else void worker.terminate().then(() => resolve());
+      };
+      worker.on('message', (summary: KubeRunSummary) => {
+        add(summary);
+        feed();
+      });
+      worker.once('error', reject);
+      worker.once('exit', (code) => {
+        if (next < seeds.length || code !== 1)
+          reject(new Error(`a chaos worker exited (code ${code}) with seeds left to run`));
+      });
+      feed();
+    });
+  await Promise.all(Array.from({ length: count }, one));
+}
