@@ -4,7 +4,6 @@
  * nothing with another, so which worker runs a seed changes nothing in it.
  */
 import { Worker } from 'node:worker_threads';
-import type { KubeRunLength, KubeRunSummary } from './kube-chaos.js';
 
 /** The worker's module: the same file type as this one (TypeScript under tsx, or dist/). */
 const underTsx = import.meta.url.endsWith('.ts');
@@ -17,31 +16,35 @@ const workerUrl = new URL(
  * A worker thread does not inherit the loader hooks `--import tsx` registered on this one:
  * under tsx it registers them itself before it imports the TypeScript module.
  */
-function startWorker(length: KubeRunLength): Worker {
-  if (!underTsx) return new Worker(new URL(workerUrl), { workerData: { length } });
+function startWorker(workerData: unknown): Worker {
+  if (!underTsx) return new Worker(new URL(workerUrl), { workerData });
   const tsx = import.meta.resolve('tsx/esm/api');
   const source =
     `import(${JSON.stringify(tsx)}).then((tsx) => { tsx.register(); ` +
     `return import(${JSON.stringify(workerUrl)}); });`;
-  return new Worker(source, { eval: true, workerData: { length } });
+  return new Worker(source, { eval: true, workerData });
 }
 
-/** Runs `seeds` on `count` workers, each free worker taking the next; `add` hears each run. */
-export async function runOnWorkers(
+/**
+ * Runs `seeds` on `count` workers (each given `workerData`), each free worker taking the
+ * next; `add` hears each run's summary. (The types are kube-chaos.ts's, which imports this
+ * module only when it runs on workers.)
+ */
+export async function runOnWorkers<Summary>(
   seeds: readonly number[],
   count: number,
-  length: KubeRunLength,
-  add: (summary: KubeRunSummary) => void,
+  workerData: unknown,
+  add: (summary: Summary) => void,
 ): Promise<void> {
   let next = 0;
   const one = () =>
     new Promise<void>((resolve, reject) => {
-      const worker = startWorker(length);
+      const worker = startWorker(workerData);
       const feed = () => {
         if (next < seeds.length) worker.postMessage(seeds[next++]);
         else void worker.terminate().then(() => resolve());
       };
-      worker.on('message', (summary: KubeRunSummary) => {
+      worker.on('message', (summary: Summary) => {
         add(summary);
         feed();
       });

@@ -322,7 +322,7 @@ export async function kubeChaos(opts: KubeChaosOptions): Promise<KubeChaosReport
   const workers = Math.min(opts.workers ?? 1, seeds.length);
   if (workers > 1 && opts.sim === undefined) {
     const { runOnWorkers } = await import('./kube-chaos-workers.js');
-    await runOnWorkers(seeds, workers, opts.length ?? 'full', add);
+    await runOnWorkers(seeds, workers, { length: opts.length ?? 'full' }, add);
   } else
     for (const seed of seeds)
       add(summarize(await runKubeSeed(seed, { ...opts.sim, length: opts.length ?? 'full' })));
