@@ -504,12 +504,16 @@ export class KubeController {
     this.pending = null;
     const informers = this.informers;
     this.informers = [];
-    for (const informer of informers) await informer.stop().catch(() => undefined);
-    const stops = this.stops;
-    this.stops = [];
-    for (const stop of stops) await stop();
+    const informersStopped = informers.map((informer) => informer.stop().catch(() => undefined));
+    // The engine stops at once, before anything below is awaited: a stop that waits on the
+    // API server (a write in flight to a server that no longer answers) must not leave it
+    // acting, its verifier appending, while another process of this replica takes the log.
     const cm = this.cm;
     this.cm = null;
     if (cm?.isRunning === true) cm.stop();
+    await Promise.all(informersStopped);
+    const stops = this.stops;
+    this.stops = [];
+    for (const stop of stops) await stop();
   }
 }

@@ -44,8 +44,10 @@ export async function runOnWorkers<Summary>(
         if (next < seeds.length) worker.postMessage(seeds[next++]);
         else void worker.terminate().then(() => resolve());
       };
-      worker.on('message', (summary: Summary) => {
-        add(summary);
+      worker.on('message', (message: Summary | { crashed?: number; message: string }) => {
+        if (typeof message === 'object' && message !== null && 'crashed' in message)
+          return reject(new Error(`seed ${message.crashed ?? '?'} threw: ${message.message}`));
+        add(message as Summary);
         feed();
       });
       worker.once('error', reject);

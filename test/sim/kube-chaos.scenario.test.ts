@@ -104,6 +104,17 @@ test('kube chaos: agents blind to volumesInUse are caught detaching a mounted di
  * 100511 left a disk mounted with no pod needing it: the user's delete of a pod ran ahead of
  * its create, still retried through API faults, found nothing, and the pod was created after.
  */
+/**
+ * A short run kept: in 20262763 the leader was killed while a write of it waited on the API
+ * server, which no longer answers a killed process; its halt awaited that write before it
+ * stopped the engine, so the old engine's VerifyVolumesAreAttached appended to the log the
+ * replica's next process had taken (`sink gave seq 33 after 21`). The engine stops first now.
+ */
+test('kube chaos: short seed 20262763 keeps the invariants', async () => {
+  const result = await runKubeSeed(20_262_763, { length: 'short' });
+  assert.deepEqual(result.failures, []);
+});
+
 for (const fixed of [
   100065, 100070, 100081, 100151, 100208, 100384, 100406, 100424, 100511, 20261211, 20261215,
 ])
@@ -111,3 +122,23 @@ for (const fixed of [
     const result = await runKubeSeed(fixed);
     assert.deepEqual(result.failures, []);
   });
+
+/**
+ * Seeds that fail, kept until fixed (todo: reported, not failing the suite). 100231: the
+ * detach of a disk from node-2 deleted its VolumeAttachment while requests were failing;
+ * the DELETE answered 503, so the detach is uncertain and the controller's fold makes the
+ * pair uncertain, which does not hold a ReadWriteOnce attach elsewhere: the attach to
+ * node-1 started at once and the external-attacher attached it on two nodes. Kubernetes
+ * keeps a pair whose detach failed confirmed in its actual state (only a successful detach
+ * marks it detached), so GetNodesForAttachedVolume still names the node and the reconciler
+ * reports Multi-Attach instead.
+ */
+for (const failing of [100231])
+  test(
+    `kube chaos: seed ${failing} keeps the invariants`,
+    { todo: 'open: see the comment above' },
+    async () => {
+      const result = await runKubeSeed(failing);
+      assert.deepEqual(result.failures, []);
+    },
+  );
