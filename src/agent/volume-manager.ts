@@ -31,6 +31,7 @@ import type { World } from '../kubelet/types.js';
 import { kubeletCore } from '../engine/cores.js';
 import { Engine, type EventListener } from '../engine/engine.js';
 import { Executor } from '../execute/executor.js';
+import type { ControllerAttachedCheck } from '../execute/ops/attach.js';
 import type { Operation } from '../kubelet/planner.js';
 import { checkHost, type HostObservation } from './host-check.js';
 import { DesiredStateInputs, ReconcilerStatus } from './volume-manager-seams.js';
@@ -59,6 +60,13 @@ export interface VolumeManagerOptions {
    * attaches; this node verifies. false: this node attaches and detaches itself.
    */
   readonly controllerAttachDetach?: boolean;
+  /**
+   * Controller-attach mode: a fresh read of the node's status.volumesAttached, made right
+   * before a volume is taken as attached (Kubernetes mode: a GET of the Node). Without it
+   * the world's copy decides, enough where the controller's writes reach the world in
+   * order with the node's own report (cluster mode's store, a manifest directory).
+   */
+  readonly controllerAttachedCheck?: ControllerAttachedCheck;
   /**
    * Whether this node's planner binds claims to PersistentVolumes (default true). false in
    * cluster mode: the leading controller binds and writes the claims' status; the node
@@ -181,7 +189,7 @@ export class VolumeManager {
     log.sink.onCommitted?.((seconds) => metrics.observeAppend(seconds));
     const engine = new Engine({
       core: kubeletCore,
-      runner: (host) => new Executor(host),
+      runner: (host) => new Executor(host, opts.controllerAttachedCheck),
       config: {
         node: opts.node,
         controllerAttachDetach: opts.controllerAttachDetach ?? true,

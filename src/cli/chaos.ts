@@ -29,6 +29,8 @@ export async function chaosCommand(opts: {
   json?: boolean;
   cluster?: boolean;
   kube?: boolean;
+  short?: boolean;
+  workers?: string;
 }): Promise<number> {
   if (opts.cluster === true && opts.kube === true)
     throw new UsageError('--cluster and --kube are two modes: give one');
@@ -106,7 +108,8 @@ function writeFailureFiles(
   if (failures.length > 0) mkdirSync(dir, { recursive: true });
   return failures.map((f) => {
     const file = join(dir, `chaos-${mode}-seed-${f.seed}.json`);
-    const reproduce = `vole chaos --${mode} --seed ${f.seed} --runs 1`;
+    const short = (f as { length?: string }).length === 'short' ? ' --short' : '';
+    const reproduce = `vole chaos --${mode}${short} --seed ${f.seed} --runs 1`;
     writeFileSync(file, `${JSON.stringify({ reproduce, ...f }, null, 2)}\n`);
     return file;
   });
@@ -165,8 +168,16 @@ async function kubeChaosCommand(opts: {
   runs?: string;
   out?: string;
   json?: boolean;
+  short?: boolean;
+  workers?: string;
 }): Promise<number> {
-  const { report, files } = await runMode('kube', opts, kubeChaos);
+  const workers = Number(opts.workers ?? 1);
+  if (!Number.isSafeInteger(workers) || workers < 1)
+    throw new UsageError(`--workers ${opts.workers}: give a whole number ≥ 1`);
+  const length = opts.short === true ? 'short' : 'full';
+  const { report, files } = await runMode('kube', opts, (o) =>
+    kubeChaos({ ...o, length, workers }),
+  );
   if (opts.json === true) {
     const failures = report.failures.map((f, i) => ({
       seed: f.seed,

@@ -11,6 +11,7 @@ import { RealClock } from '../clock.js';
 import { defaultRoot, makeDataDirs } from '../host/paths.js';
 import { KubeHttp } from '../kube/http.js';
 import { KubeAgent, type KubeAgentOptions } from '../kube/agent.js';
+import { controllerAttachedNow } from '../kube/node-status.js';
 import { TokenRequests } from '../kube/tokens.js';
 import { builtinPlugins } from '../plugins/builtin/index.js';
 import { PluginManager } from '../plugins/manager.js';
@@ -121,6 +122,7 @@ export async function kubeRunCommand(opts: KubeRunOptions, logger: Logger): Prom
       plugins,
       contents,
       controllerAttachDetach,
+      controllerAttachedCheck: controllerAttachedNow(http, node),
       logger,
       allocatable,
     });

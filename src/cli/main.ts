@@ -331,6 +331,11 @@ program
     '--kube',
     'the Kubernetes edge: node agents and two controller replicas on a simulated API server, with its faults',
   )
+  .option(
+    '--short',
+    'with --kube: short runs (3 to 6 steps, a minute to converge), as CI runs them',
+  )
+  .option('--workers <n>', 'with --kube: worker threads to run the seeds on', '1')
   .action(
     (opts: {
       seed?: string;
@@ -339,6 +344,8 @@ program
       json?: boolean;
       cluster?: boolean;
       kube?: boolean;
+      short?: boolean;
+      workers?: string;
     }) => run(async () => (await import('./chaos.js')).chaosCommand(opts))(),
   );
 

@@ -8,7 +8,7 @@ import { assert, unreachable } from '../assert.js';
 import { kubeletDecision, type Operation, operationPod } from '../kubelet/planner.js';
 import type { World } from '../kubelet/types.js';
 import type { ExecutorHost, OpContext } from './context.js';
-import { attach, verifyControllerAttached } from './ops/attach.js';
+import { attach, type ControllerAttachedCheck, verifyControllerAttached } from './ops/attach.js';
 import { detach, markDetached } from './ops/detach.js';
 import { expand } from './ops/expand.js';
 import { mount } from './ops/mount.js';
@@ -16,13 +16,13 @@ import { controllerExpand, deleteVolume, provision } from './ops/provision.js';
 import { unmount, unmountDevice } from './ops/unmount.js';
 import { OperationTasks } from './tasks.js';
 
-function runSteps(ctx: OpContext): Promise<void> {
+function runSteps(ctx: OpContext, attachedNow?: ControllerAttachedCheck): Promise<void> {
   const { op } = ctx;
   switch (op.op) {
     case 'attach':
       return attach(ctx, op);
     case 'verifyControllerAttached':
-      return verifyControllerAttached(ctx, op);
+      return verifyControllerAttached(ctx, op, attachedNow);
     case 'detach':
       return detach(ctx);
     case 'markDetached':
@@ -52,7 +52,11 @@ export class Executor {
   readonly durableCalls = 'first';
   private readonly tasks: OperationTasks<World, Operation>;
 
-  constructor(host: ExecutorHost) {
+  constructor(
+    host: ExecutorHost,
+    /** The fresh read of the node's volumesAttached a mode gives (none: the world's copy). */
+    private readonly attachedNow?: ControllerAttachedCheck,
+  ) {
     this.tasks = new OperationTasks(host, 'first', () => {
       const { node } = host.world().config;
       assert(node !== '', 'a kubelet operation before EngineStarted named the node');
@@ -72,7 +76,7 @@ export class Executor {
   start(op: Operation): void {
     const pod = operationPod(op);
     const bindings = { op: op.op, volume: op.volume, pod: pod ?? undefined };
-    this.tasks.start(op, kubeletDecision(op), bindings, runSteps);
+    this.tasks.start(op, kubeletDecision(op), bindings, (ctx) => runSteps(ctx, this.attachedNow));
   }
 
   drain(): Promise<void> {

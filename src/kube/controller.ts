@@ -20,7 +20,7 @@ import { type ControllerWorld, maxWaitForUnmountMsDefault } from '../controller/
 import { type ManifestObject, manifestObject, objectKey, pod as podSchema } from '../events/k8s.js';
 import { NodeName, UniquePodName } from '../ids.js';
 import { describeInvalid, validate } from '../sources/validate.js';
-import type { KubeTransport } from './http.js';
+import { type JsonObject, KubeApiError, type KubeTransport } from './http.js';
 import {
   type ApiObject,
   type InformerHandlers,
@@ -222,6 +222,7 @@ export class KubeController {
       maxWaitForUnmountMs: this.opts.maxWaitForUnmountMs ?? maxWaitForUnmountMsDefault,
       externalProvisioning: this.opts.controllers?.includes('persistentvolume-binder') === true,
       ...(this.opts.logBlocked === undefined ? {} : { logBlocked: this.opts.logBlocked }),
+      nodeInUseCheck: (node: string, volume: string) => this.nodeInUse(node, volume),
     };
     const { log, db } = this.opts;
     const cm =
@@ -267,6 +268,29 @@ export class KubeController {
     writer.start();
     this.stops.push(unsubscribe, () => ((this.writer = null), writer.stop()));
     if (this.opts.controllers?.includes('persistentvolume-binder') === true) this.startBinder(cm);
+  }
+
+  /**
+   * verifyVolumeIsSafeToDetach on the API server: the node's volumesAttached without the
+   * volume written first (the detach's OperationStarted took it out of the report), then
+   * the Node read with a GET, not from the informer. Either the kubelet's volumesInUse
+   * patch landed before this GET and the detach is refused, or it lands after the
+   * volumesAttached write and the kubelet's own GET (verifyControllerAttachedVolume) finds
+   * the volume gone and mounts nothing.
+   */
+  private async nodeInUse(node: string, volume: string): Promise<boolean> {
+    const writer = this.writer;
+    if (writer === null) throw new Error('this replica does not lead: no detach may start');
+    await writer.publishNode(node);
+    let object: JsonObject;
+    try {
+      object = await this.opts.http.get(`/api/v1/nodes/${encodeURIComponent(node)}`);
+    } catch (error) {
+      if (error instanceof KubeApiError && error.statusCode === 404) return false; // gone
+      throw error;
+    }
+    const inUse = (object.status as { volumesInUse?: unknown } | undefined)?.volumesInUse;
+    return Array.isArray(inUse) && inUse.includes(volume);
   }
 
   /** The PV controller's part: bindings and external provisioning written, claim Events. */
@@ -480,12 +504,16 @@ export class KubeController {
     this.pending = null;
     const informers = this.informers;
     this.informers = [];
-    for (const informer of informers) await informer.stop().catch(() => undefined);
-    const stops = this.stops;
-    this.stops = [];
-    for (const stop of stops) await stop();
+    const informersStopped = informers.map((informer) => informer.stop().catch(() => undefined));
+    // The engine stops at once, before anything below is awaited: a stop that waits on the
+    // API server (a write in flight to a server that no longer answers) must not leave it
+    // acting, its verifier appending, while another process of this replica takes the log.
     const cm = this.cm;
     this.cm = null;
     if (cm?.isRunning === true) cm.stop();
+    await Promise.all(informersStopped);
+    const stops = this.stops;
+    this.stops = [];
+    for (const stop of stops) await stop();
   }
 }

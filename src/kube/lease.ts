@@ -112,19 +112,20 @@ export class KubeLeadership {
   private async tryAcquire(observed: { key: string; sinceMs: number }): Promise<string | null> {
     const { http, identity, namespace, name } = this.opts;
     const nowMs = this.nowMs();
-    const spec: LeaseSpec = {
+    // Built only to write: a standby reads the Lease four times a second and mostly waits.
+    const specNow = (): LeaseSpec => ({
       holderIdentity: identity,
       leaseDurationSeconds: Math.ceil(this.opts.leaseDurationMs / 1000),
       acquireTime: microTime(nowMs),
       renewTime: microTime(nowMs),
       leaseTransitions: 0,
-    };
+    });
     let current: JsonObject;
     try {
       current = await http.get(this.path);
     } catch (error) {
       if (status(error) !== 404) throw error;
-      const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', spec };
+      const lease = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', spec: specNow() };
       const created = await http
         .post(`/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, {
           ...lease,
@@ -143,7 +144,7 @@ export class KubeLeadership {
     const free = holder === '' || holder === identity || nowMs - observed.sinceMs > durationMs;
     if (!free) return holder;
     const transitions = (held.leaseTransitions ?? 0) + (holder === identity ? 0 : 1);
-    const next = { ...current, spec: { ...spec, leaseTransitions: transitions } };
+    const next = { ...current, spec: { ...specNow(), leaseTransitions: transitions } };
     const taken = await http
       .put(this.path, next)
       .catch((e: unknown) => (status(e) === 409 ? null : Promise.reject(e)));

@@ -218,3 +218,28 @@ function uidOf(object: JsonObject): string {
   if (metadata?.uid === undefined) throw new Error('the API server answered a Node without a uid');
   return metadata.uid;
 }
+
+/**
+ * verifyControllerAttachedVolume's read of the Node (GenerateVerifyControllerAttachedVolumeFunc
+ * GETs it from the API server, not from an informer): the devicePath status.volumesAttached
+ * lists for the volume now. A Node that is gone lists nothing.
+ */
+export function controllerAttachedNow(
+  http: Pick<KubeTransport, 'get'>,
+  node: string,
+): (volume: string) => Promise<string | undefined> {
+  return async (volume) => {
+    let object: JsonObject;
+    try {
+      object = await http.get(`/api/v1/nodes/${encodeURIComponent(node)}`);
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    }
+    const status = (object.status ?? {}) as {
+      volumesAttached?: { name: string; devicePath?: string }[];
+    };
+    const entry = status.volumesAttached?.find((v) => v.name === volume);
+    return entry === undefined ? undefined : (entry.devicePath ?? '');
+  };
+}

@@ -139,6 +139,36 @@ export class VolumesAttachedWriter {
     );
   }
 
+  /**
+   * The node's volumesAttached as the world holds it now, written and answered before a
+   * verified detach (the reconciler's UpdateNodeStatusForNode before the detach starts):
+   * written whatever the informer's copy says, since that copy may be behind. After the
+   * writes queued before it; rejects when the write was refused or could not be made.
+   */
+  publishNode(node: string): Promise<void> {
+    const volumesAttached = this.opts.cm.volumesAttached(node);
+    const written = this.running.then(async () => {
+      if (this.stopped) throw new Error('this replica stopped leading: the Node is not written');
+      await this.opts.fence();
+      try {
+        await this.opts.http.patch(
+          `/api/v1/nodes/${encodeURIComponent(node)}/status`,
+          { status: { volumesAttached } },
+          'merge',
+        );
+      } catch (error) {
+        if (error instanceof KubeApiError && error.statusCode === 404) return; // Node gone
+        throw error;
+      }
+    });
+    // The chain goes on whatever this write answered; a failed one leaves the node dirty.
+    this.running = written.catch(() => {
+      this.dirty.add(node);
+      this.schedule();
+    });
+    return written;
+  }
+
   private retry(nodes: readonly string[], error: Error): void {
     this.opts.say(`volumesAttached of ${nodes.join(', ')} not written, retrying: ${error.message}`);
     const { clock } = this.opts;

@@ -25,7 +25,14 @@ import {
   type WatchCallback,
   type WatchHandle,
 } from '../kube/http.js';
-import { applyPatch, type ApiPath, matchesSelector, parsePath, stored } from './kube-api-paths.js';
+import {
+  applyPatch,
+  type ApiPath,
+  cloneJson,
+  matchesSelector,
+  parsePath,
+  stored,
+} from './kube-api-paths.js';
 
 /** One change as a watch delivers it: the object before (absent: created) and after. */
 export interface KubeChange {
@@ -102,14 +109,14 @@ export class SimKubeApi {
   peek(path: string): JsonObject | undefined {
     const at = parsePath(path);
     const found = at.name === undefined ? undefined : this.objects.get(keyOf(at));
-    return found === undefined ? undefined : structuredClone(found);
+    return found === undefined ? undefined : cloneJson(found);
   }
 
   /** Every object of a resource (e.g. `v1/pods`), as stored now. */
   all(resource: string): JsonObject[] {
     const out: JsonObject[] = [];
     for (const [key, object] of this.objects)
-      if (key.startsWith(`${resource}/`)) out.push(structuredClone(object));
+      if (key.startsWith(`${resource}/`)) out.push(cloneJson(object));
     return out;
   }
 
@@ -231,7 +238,7 @@ export class SimKubeApi {
     const found = this.objects.get(keyOf(at));
     if (found === undefined)
       throw new KubeApiError(404, 'NotFound', `${at.resource} "${at.name ?? ''}" not found`);
-    return structuredClone(found);
+    return cloneJson(found);
   }
 
   private list(at: ApiPath): JsonObject {
@@ -358,7 +365,7 @@ export class SimKubeApi {
     this.writes.push(write);
     this.onChange?.(write);
     for (const w of this.watchers) this.offer(w, change);
-    return structuredClone(after ?? gone ?? {});
+    return cloneJson(after ?? gone ?? {});
   }
 
   // --- watches ---
@@ -419,7 +426,7 @@ export class SimKubeApi {
   private deliver(w: Watcher, type: string, object: JsonObject): void {
     const atMs = Math.max(w.lastAtMs, this.clock.nowMs() + Math.floor(this.random() * 10));
     w.lastAtMs = atMs;
-    const copy = structuredClone(object);
+    const copy = cloneJson(object);
     this.clock.setTimer(atMs, () => {
       if (!w.aborted && !w.client.killed) w.onEvent(type, copy);
     });

@@ -16,14 +16,57 @@ import { handleOf, type KubeSim, leasePath, volumeOf } from './kube-sim.js';
 
 /** Installs the write-time checks (fence, detach of a volume in use) on the simulation. */
 export function installWriteChecks(sim: KubeSim): void {
+  const order = new NodeWriteOrder();
   sim.onChange.push((change, client) => {
+    if (change.resource === 'v1/nodes') order.observe(change, client.startsWith('replica:'));
     if (!client.startsWith('replica:')) return;
     sim.checks++;
     const identity = client.slice('replica:'.length).replace(/#\d+$/, '');
     checkFence(sim, identity, change);
     if (change.resource === 'storage.k8s.io/v1/volumeattachments')
-      checkDetach(sim, identity, change);
+      checkDetach(sim, identity, change, order);
   });
+}
+
+type NodeStatusLists = { volumesAttached?: { name: string }[]; volumesInUse?: string[] };
+const listsOf = (o: JsonObject | undefined) => (o?.status ?? {}) as NodeStatusLists;
+
+/**
+ * The order of the writes to each Node that make a detach of a volume its node reports in
+ * use safe, as Kubernetes has it: a replica wrote status.volumesAttached without the volume,
+ * and only after that the node's volumesInUse began to name it. The kubelet then reads the
+ * Node (verifyControllerAttachedVolume's GET) after its report landed, finds the volume not
+ * attached and mounts nothing; the controller's GET before the detach came before the report.
+ */
+class NodeWriteOrder {
+  /** node → rv of each replica write to it, with the volumes its volumesAttached lists. */
+  private readonly replicaWrites = new Map<string, { rv: number; attached: Set<string> }[]>();
+  /** `node|volume` → rv of the write with which volumesInUse began to name it. */
+  private readonly reported = new Map<string, number>();
+
+  observe(change: KubeChange, byReplica: boolean): void {
+    const node = (change.after?.metadata as { name?: string } | undefined)?.name;
+    if (node === undefined) return;
+    const wasInUse = new Set(listsOf(change.before).volumesInUse ?? []);
+    for (const volume of listsOf(change.after).volumesInUse ?? [])
+      if (!wasInUse.has(volume)) this.reported.set(`${node}|${volume}`, change.rv);
+    if (!byReplica) return;
+    const attached = new Set((listsOf(change.after).volumesAttached ?? []).map((v) => v.name));
+    const writes = this.replicaWrites.get(node) ?? [];
+    writes.push({ rv: change.rv, attached });
+    this.replicaWrites.set(node, writes);
+  }
+
+  /** The node's report of the volume landed after a replica left it out of volumesAttached. */
+  reportedAfterLeftOut(node: string, volume: string, attachedNow: boolean): boolean {
+    const reported = this.reported.get(`${node}|${volume}`);
+    if (attachedNow || reported === undefined) return false;
+    // No replica write listed it since the report, and the last one before the report did not.
+    const writes = this.replicaWrites.get(node) ?? [];
+    if (writes.some((w) => w.rv > reported && w.attached.has(volume))) return false;
+    const last = writes.filter((w) => w.rv < reported).at(-1);
+    return last !== undefined && !last.attached.has(volume);
+  }
 }
 
 function checkFence(sim: KubeSim, identity: string, change: KubeChange): void {
@@ -47,7 +90,12 @@ const vaOf = (o: JsonObject | undefined) => {
 };
 
 /** A detach starts when the controller deletes the VolumeAttachment. */
-function checkDetach(sim: KubeSim, identity: string, change: KubeChange): void {
+function checkDetach(
+  sim: KubeSim,
+  identity: string,
+  change: KubeChange,
+  order: NodeWriteOrder,
+): void {
   const before = vaOf(change.before);
   const after = vaOf(change.after);
   const starts =
@@ -60,6 +108,15 @@ function checkDetach(sim: KubeSim, identity: string, change: KubeChange): void {
     v.includes(handleOf(disk)),
   );
   if (!reported && !mounted) return;
+  const node = sim.api.peek(`/api/v1/nodes/${before.node}`);
+  const attachedNow = (listsOf(node).volumesAttached ?? []).some((v) => v.name === volume);
+  if (!mounted && order.reportedAfterLeftOut(before.node, volume, attachedNow)) {
+    sim.say(
+      `${identity}: detach of ${volume} from ${before.node}, reported in use only after ` +
+        'volumesAttached left it out (the node mounts nothing)',
+    );
+    return;
+  }
   const forced = sim.replicas.get(identity)?.forced.get(`${volume}|${before.node}`);
   if (forced !== undefined) {
     sim.say(`${identity}: forced detach of ${volume} from ${before.node} (${forced})`);

@@ -8,8 +8,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pino from 'pino';
 import { RealClock } from '../../src/clock.js';
-import type { JsonObject, KubeHttp } from '../../src/kube/http.js';
-import { NodeStatusWriter } from '../../src/kube/node-status.js';
+import { type JsonObject, KubeApiError, type KubeHttp } from '../../src/kube/http.js';
+import { controllerAttachedNow, NodeStatusWriter } from '../../src/kube/node-status.js';
 
 class FakeApi {
   node: JsonObject = { metadata: { name: 'node-1', uid: 'uid-1', labels: {} } };
@@ -85,4 +85,30 @@ test('node status: a topology value colliding with a Node label installs nothing
   await status.settled();
   assert.deepEqual(api.writes, [], 'neither the Node nor the CSINode is written');
   assert.match(said.join('\n'), /not installed on the Node: detected topology value collision/);
+});
+
+test("node status: a volume is taken as attached from a GET of the Node's volumesAttached", async () => {
+  const gets: string[] = [];
+  let answer: () => JsonObject = () => ({
+    metadata: { name: 'node-1' },
+    status: {
+      volumesAttached: [{ name: 'csi/disk-1', devicePath: '/dev/vdb' }, { name: 'csi/disk-2' }],
+    },
+  });
+  const http = {
+    get: async (path: string) => (gets.push(path), answer()),
+  };
+  const attachedNow = controllerAttachedNow(http, 'node-1');
+  assert.equal(await attachedNow('csi/disk-1'), '/dev/vdb');
+  assert.equal(await attachedNow('csi/disk-2'), '', 'listed with no devicePath (CSI)');
+  assert.equal(await attachedNow('csi/disk-3'), undefined, 'not listed: not attached');
+  assert.deepEqual(gets, ['/api/v1/nodes/node-1', '/api/v1/nodes/node-1', '/api/v1/nodes/node-1']);
+  answer = () => {
+    throw new KubeApiError(404, 'NotFound', 'nodes "node-1" not found');
+  };
+  assert.equal(await attachedNow('csi/disk-1'), undefined, 'a Node that is gone lists nothing');
+  answer = () => {
+    throw new KubeApiError(503, 'ServiceUnavailable', 'GET: 503');
+  };
+  await assert.rejects(attachedNow('csi/disk-1'), /503/, 'cannot tell: the verify fails, retried');
 });

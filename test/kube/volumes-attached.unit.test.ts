@@ -59,3 +59,86 @@ test('a detach refused as in use: the Node lists its volume again as the detach 
   await writer!.stop();
   cm.stop();
 });
+
+test('a verified detach: the Node without the volume is written before volumesInUse is read', async () => {
+  const api = new NodeStatusApi();
+  const order: string[] = [];
+  const patch = api.patch.bind(api);
+  api.patch = async (path, body) => {
+    order.push(`write ${JSON.stringify(body.status.volumesAttached.map((v) => v.name))}`);
+    return patch(path, body);
+  };
+  let writer: VolumesAttachedWriter | undefined;
+  let checkedFrom = -1;
+  const { cm, journal } = await detachRefusedAsInUse({
+    worldHearsInUse: false,
+    // The Node's copy the writer compares with already lacks the volume: the write is made
+    // all the same, since that copy may be behind the API server.
+    nodeInUseCheck: async (node) => {
+      api.node = { ...api.node, status: { volumesAttached: [] } };
+      checkedFrom = order.length;
+      await writer!.publishNode(node);
+      order.push('read volumesInUse');
+      return true;
+    },
+    started: async (cm) => {
+      writer = new VolumesAttachedWriter({
+        http: api as unknown as KubeHttp,
+        cm,
+        fence: () => Promise.resolve(),
+        clock: new RealClock(),
+        say: () => undefined,
+        observedNode: (name) => (name === 'node-1' ? api.node : undefined),
+      });
+      writer.start();
+    },
+  });
+  await settle();
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+    'refused: no detach call',
+  );
+  assert.ok(checkedFrom > 0, 'the detach read volumesInUse fresh');
+  assert.deepEqual(order.slice(checkedFrom, checkedFrom + 2), ['write []', 'read volumesInUse']);
+  await writer!.stop();
+  cm.stop();
+});
+
+test('a verified detach: a Node write refused by the fence fails the read', async () => {
+  const api = new NodeStatusApi();
+  let failed: unknown;
+  let writer: VolumesAttachedWriter | undefined;
+  const { cm, journal } = await detachRefusedAsInUse({
+    worldHearsInUse: false,
+    nodeInUseCheck: async (node) => {
+      await writer!.publishNode(node).catch((error: unknown) => (failed = error));
+      if (failed !== undefined) throw failed;
+      return false;
+    },
+    started: async (cm) => {
+      let leading = true;
+      writer = new VolumesAttachedWriter({
+        http: api as unknown as KubeHttp,
+        cm,
+        fence: () => (leading ? Promise.resolve() : Promise.reject(new Error('Lease lost'))),
+        clock: new RealClock(),
+        say: () => undefined,
+        observedNode: (name) => (name === 'node-1' ? api.node : undefined),
+      });
+      writer.start();
+      cm.subscribe((event) => {
+        if (event.type === 'OperationStarted' && event.op === 'detach') leading = false;
+      });
+    },
+  });
+  await settle();
+  assert.match(String(failed), /Lease lost/);
+  assert.deepEqual(
+    journal.map((c) => c.call),
+    ['attach'],
+    'no detach call without the write',
+  );
+  await writer!.stop();
+  cm.stop();
+});

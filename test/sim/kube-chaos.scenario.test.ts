@@ -8,12 +8,15 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { drawKubePlan, kubeChaos, runKubeSeed } from '../../src/sim/kube-chaos.js';
 
-// About a second of CPU a run: 40 fit CI's minute; `vole chaos --kube --runs 2000` by hand.
-const runs = Number(process.env.VOLE_KUBE_CHAOS_RUNS ?? 40);
+// Short runs (3 to 6 steps, a minute to converge: some 70 ms of CPU each) on two worker
+// threads: 2,000 fit CI's minute and a half; `vole chaos --kube` runs full ones by hand.
+const runs = Number(process.env.VOLE_KUBE_CHAOS_RUNS ?? 2_000);
 const seed = Number(process.env.VOLE_KUBE_CHAOS_SEED ?? 20_261_207);
+const workers = Number(process.env.VOLE_KUBE_CHAOS_WORKERS ?? 2);
 
-test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and converge`, async () => {
-  const report = await kubeChaos({ seed, runs });
+test(`kube chaos: ${runs} short seeded runs from seed ${seed} keep the invariants and converge`, async () => {
+  const started = performance.now();
+  const report = await kubeChaos({ seed, runs, length: 'short', workers });
   const failed = report.failures.map((f) => `seed ${f.seed}: ${f.failures.join('; ')}`);
   assert.deepEqual(failed, []);
   assert.ok(report.attaches > runs && report.detaches > runs / 2, 'disks came and went');
@@ -21,11 +24,30 @@ test(`kube chaos: ${runs} seeded runs from seed ${seed} keep the invariants and 
   assert.ok(report.deletedWhileAway > 0, 'pods were deleted while their agent was away');
   assert.ok(report.invariantChecks > report.requests / 20, 'the checks ran');
   process.stdout.write(
-    `# kube chaos: ${report.runs} runs, ${report.requests} API requests, ${report.attaches} ` +
-      `attaches, ${report.detaches} detaches, ${report.faultsInjected} faults, ` +
-      `${report.invariantChecks} invariant checks, ${report.deletedWhileAway} pods deleted ` +
-      `while their agent was cut off or down\n`,
+    `# kube chaos: ${report.runs} short runs on ${workers} worker(s), ${report.requests} API ` +
+      `requests, ${report.attaches} attaches, ${report.detaches} detaches, ` +
+      `${report.faultsInjected} faults, ${report.invariantChecks} invariant checks, ` +
+      `${report.deletedWhileAway} pods deleted while their agent was cut off or down, ` +
+      `${report.failures.length} failures, ${((performance.now() - started) / 1000).toFixed(1)} s\n`,
   );
+});
+
+test('kube chaos: worker threads make the same report as one thread', async () => {
+  const one = await kubeChaos({ seed: seed + 7, runs: 4, length: 'short' });
+  const two = await kubeChaos({ seed: seed + 7, runs: 4, length: 'short', workers: 2 });
+  assert.deepEqual(two, one);
+  assert.ok(one.requests > 0);
+});
+
+test("kube chaos: a short run draws the full run's first steps, fewer of them", () => {
+  for (let s = seed; s < seed + 50; s++) {
+    const full = drawKubePlan(s);
+    const short = drawKubePlan(s, 'short');
+    assert.deepEqual([short.nodes, short.disks], [full.nodes, full.disks]);
+    assert.deepEqual(short.steps, full.steps.slice(0, short.steps.length));
+    const advances = short.steps.filter((step) => 'advance' in step).length;
+    assert.ok(advances >= 3 && advances <= 6, `seed ${s}: ${advances} steps`);
+  }
 });
 
 test('kube chaos: the plans cover every fault of the API server, the agents and the replicas', () => {
@@ -73,23 +95,45 @@ test('kube chaos: agents blind to volumesInUse are caught detaching a mounted di
  * a replica that lost the Lease (cut off) started again on its own log, in which the disk's
  * attachment to the old node was uncertain; the API server showed it attached there
  * (AttachmentsFound) but the fold left it uncertain, and an uncertain attachment does not
- * hold a ReadWriteOnce attach elsewhere: attached to two nodes.
+ * hold a ReadWriteOnce attach elsewhere: attached to two nodes. 100070 and 100384 detached
+ * a disk its node reported in use: the detach's re-check read the informer's copy of the
+ * Node, which had not yet seen the report; the leader now writes the Node's volumesAttached
+ * without the volume and then GETs the Node (and the agent GETs it before it takes a volume
+ * as attached). 20261211 and 20261215 have a node's report land between that GET and the
+ * detach: allowed, since it landed after volumesAttached left the volume out. 100151 and
+ * 100511 left a disk mounted with no pod needing it: the user's delete of a pod ran ahead of
+ * its create, still retried through API faults, found nothing, and the pod was created after.
  */
-for (const fixed of [100065, 100081, 100208, 100406, 100424])
+/**
+ * A short run kept: in 20262763 the leader was killed while a write of it waited on the API
+ * server, which no longer answers a killed process; its halt awaited that write before it
+ * stopped the engine, so the old engine's VerifyVolumesAreAttached appended to the log the
+ * replica's next process had taken (`sink gave seq 33 after 21`). The engine stops first now.
+ */
+test('kube chaos: short seed 20262763 keeps the invariants', async () => {
+  const result = await runKubeSeed(20_262_763, { length: 'short' });
+  assert.deepEqual(result.failures, []);
+});
+
+for (const fixed of [
+  100065, 100070, 100081, 100151, 100208, 100384, 100406, 100424, 100511, 20261211, 20261215,
+])
   test(`kube chaos: seed ${fixed} keeps the invariants`, async () => {
     const result = await runKubeSeed(fixed);
     assert.deepEqual(result.failures, []);
   });
 
 /**
- * Seeds that fail, kept until fixed (todo: reported, not failing the suite). 100070 and
- * 100384 detach a disk its node reports in use: the detach's re-check reads the informer's
- * copy of the Node, which has not yet seen the node report the disk in use again (a read
- * of the Node from the API server before the call fixes both, but leaves a window between
- * that read and the call in which two other seeds fail). 100151 and 100511 leave a disk
- * mounted and attached with no pod needing it.
+ * Seeds that fail, kept until fixed (todo: reported, not failing the suite). 100231: the
+ * detach of a disk from node-2 deleted its VolumeAttachment while requests were failing;
+ * the DELETE answered 503, so the detach is uncertain and the controller's fold makes the
+ * pair uncertain, which does not hold a ReadWriteOnce attach elsewhere: the attach to
+ * node-1 started at once and the external-attacher attached it on two nodes. Kubernetes
+ * keeps a pair whose detach failed confirmed in its actual state (only a successful detach
+ * marks it detached), so GetNodesForAttachedVolume still names the node and the reconciler
+ * reports Multi-Attach instead.
  */
-for (const failing of [100070, 100151, 100384, 100511])
+for (const failing of [100231])
   test(
     `kube chaos: seed ${failing} keeps the invariants`,
     { todo: 'open: see the comment above' },

@@ -31,12 +31,42 @@ export async function attach(ctx: OpContext, op: VolumeOperation): Promise<void>
 }
 
 /**
+ * A fresh read of the node's status.volumesAttached, where the controller writes it: the
+ * devicePath listed for `volume` now, undefined when it is not listed. Kubernetes'
+ * GenerateVerifyControllerAttachedVolumeFunc GETs the Node for this, not its informer's
+ * copy: the controller writes volumesAttached without a volume before it reads
+ * volumesInUse to detach it, so a kubelet whose in-use report landed after that read
+ * finds the volume gone here and mounts nothing.
+ */
+export type ControllerAttachedCheck = (volume: string) => Promise<string | undefined>;
+
+/**
  * Non-attachable volumes are "attached" at once; attachable ones when the controller
  * lists them in node.status.volumesAttached (the planner only plans it then, and gives
- * the devicePath listed there).
+ * the devicePath listed there), read again fresh when the mode gives `attachedNow`.
  */
-export async function verifyControllerAttached(ctx: OpContext, op: VolumeOperation): Promise<void> {
-  const devicePath = op.devicePath;
+export async function verifyControllerAttached(
+  ctx: OpContext,
+  op: VolumeOperation,
+  attachedNow?: ControllerAttachedCheck,
+): Promise<void> {
+  let devicePath = op.devicePath;
+  const attachable = runningOp(ctx).spec?.traits.attachable === true;
+  if (attachable && devicePath !== undefined && attachedNow !== undefined) {
+    try {
+      devicePath = await attachedNow(op.volume);
+    } catch (error) {
+      failOperation(
+        `VerifyControllerAttachedVolume failed fetching the node for volume "${op.volume}": ${(error as Error).message}; retried`,
+        'transient',
+      );
+    }
+    if (devicePath === undefined)
+      failOperation(
+        `VerifyControllerAttachedVolume failed for volume "${op.volume}": the node's status.volumesAttached no longer lists it; retried`,
+        'transient',
+      );
+  }
   await runCall(
     ctx,
     {
