@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { parseQuantityBytes } from '../events/k8s.js';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
+import { withFaults } from '../csi/driver/faults.js';
 import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
 import { UsageError } from './postmortem.js';
@@ -20,6 +21,8 @@ export interface CsiDriverOptions {
   readonly maxVolumesPerNode?: string;
   readonly capacity?: string;
   readonly nodeAttach?: boolean;
+  /** `--faults FILE`: faults switched on and off while it runs (src/csi/driver/faults.ts). */
+  readonly faults?: string;
 }
 
 /** `--capacity`: a Kubernetes quantity (10Gi) or bytes; undefined when not given. */
@@ -48,7 +51,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   mkdirSync(dirname(socketPath), { recursive: true });
   if (opts.registrationDir !== undefined) mkdirSync(opts.registrationDir, { recursive: true });
   const holdIn = process.env.VOLE_CSI_DRIVER_HOLD;
-  const handlers = diskDriverHandlers({
+  const disk = diskDriverHandlers({
     nodeId: opts.nodeId,
     stateDir: resolve(opts.stateDir),
     maxVolumesPerNode,
@@ -56,6 +59,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     ...(opts.nodeAttach === true ? { nodeAttach: true } : {}),
     ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),
   });
+  const handlers = opts.faults === undefined ? disk : withFaults(disk, resolve(opts.faults));
   const say = progressPrinter();
   const served = await serveCsiDriver({
     name: diskCsiDriverName,

@@ -221,6 +221,10 @@ program
     '--node-attach',
     'attach disks at NodeStageVolume, no ControllerPublishVolume (for CSIDriver attachRequired: false)',
   )
+  .option(
+    '--faults <file>',
+    'JSON read before every RPC: per RPC name an error to answer or a delay (docs/csi.md); missing: none',
+  )
   .action((opts: CsiDriverOptions) =>
     run(async () => (await import('./csi-driver.js')).csiDriverCommand(opts, logger()))(),
   );
