@@ -26,7 +26,8 @@ export interface Holding {
     | 'notAttached'
     | 'nodeNotReady'
     | 'mountFailed'
-    | 'teardownPending';
+    | 'teardownPending'
+    | 'teardownNodeNotReady';
   /** The volume's name in the pod, and the PersistentVolume once the claim names one. */
   readonly outerVolumeSpecName: string;
   readonly volume: string | null;
@@ -283,12 +284,14 @@ function mountHolding(facts: RecordedFacts, pod: PodFacts): Holding | undefined 
 }
 
 /**
- * A Terminating pod past the end of its grace period (its deletionTimestamp) whose node
- * still lists one of its volumes in volumesInUse: the kubelet has not torn it down
- * (UnmountVolume.TearDown, for CSI the driver's NodeUnpublishVolume), so the pod stays and
- * the attach/detach controller keeps the volume attached (reconciler.go: MountedByNode).
- * The kubelet records no Event for a failed teardown; the node's Ready condition tells a
- * failing teardown (Ready) from a kubelet not heard from (NotReady).
+ * A Terminating pod whose node still lists one of its volumes in volumesInUse: the kubelet
+ * has not torn it down (UnmountVolume.TearDown, for CSI the driver's NodeUnpublishVolume),
+ * so the pod stays and the attach/detach controller keeps the volume attached
+ * (reconciler.go: MountedByNode). The kubelet records no Event for a failed teardown; the
+ * node's Ready condition tells the causes apart: on a Ready node the teardown fails
+ * (teardownPending, once the grace period, its deletionTimestamp, is over), on a NotReady
+ * one the kubelet is not heard from (teardownNodeNotReady, from the deletion on: it cannot
+ * tear anything down until it is back).
  */
 export function teardownHolding(
   facts: RecordedFacts,
@@ -297,8 +300,9 @@ export function teardownHolding(
 ): Holding | undefined {
   const { deleting, node: name } = pod;
   if (deleting === null || pod.removedAt !== null || name === null) return undefined;
-  if (nowMs <= deleting.graceEndsMs) return undefined;
   const node = facts.nodes.get(name);
+  const ready = node?.ready === true;
+  if (ready && nowMs <= deleting.graceEndsMs) return undefined;
   const inUse = pod.claims.find((c) => {
     const pv = facts.pvOfClaim(pod.namespace, c.claim);
     const unique = pv === undefined ? undefined : facts.uniqueNameOf(pv);
@@ -306,9 +310,8 @@ export function teardownHolding(
   });
   if (node === undefined || inUse === undefined) return undefined;
   const pv = facts.pvOfClaim(pod.namespace, inUse.claim)!;
-  const ready = node.ready === true;
   return {
-    kind: 'teardownPending',
+    kind: ready ? 'teardownPending' : 'teardownNodeNotReady',
     outerVolumeSpecName: inUse.outer,
     volume: pv,
     message:

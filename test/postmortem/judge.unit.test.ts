@@ -45,7 +45,7 @@ test('judge: a node killed with its RWO volume in use — Multi-Attach, forced d
     first.map((p) => [p.waitedFor, p.held.kind, p.endedAtSeq]),
     [
       ['volumes', 'attachPending', a.attached],
-      ['teardown', 'teardownPending', null],
+      ['teardown', 'teardownNodeNotReady', null],
     ],
   );
   assert.match(first[1]!.held.message, /node-a still lists pvc-1 in volumesInUse .* NotReady/);
