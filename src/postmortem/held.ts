@@ -237,7 +237,9 @@ function tellingEvent(facts: RecordedFacts, pod: PodFacts, holding: Holding, cla
   if (holding.kind === 'multiAttach')
     return facts.latestKubeEvent(
       onPod,
-      (r, m) => r === 'FailedAttachVolume' && /Multi-Attach/.test(m),
+      // Older Kubernetes said "Multi-Attach error for volume …"; v1.37 says "Waiting for
+      // detach for volume …" (reconciler.go: reportMultiAttachError).
+      (r, m) => r === 'FailedAttachVolume' && /Multi-Attach|Waiting for detach/.test(m),
     );
   return facts.latestKubeEvent(onPod, (r) => r === 'FailedAttachVolume');
 }
