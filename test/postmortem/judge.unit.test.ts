@@ -314,3 +314,27 @@ test('judge: a pod Terminating on a Ready node that keeps its volume in use wait
   assert.match(wait.held.message, /Terminating since 12:03:00 .* node-a is Ready since/);
   assert.match(wait.held.clears, /NodeUnpublishVolume/);
 });
+
+test('judge: a forced detach under the out-of-service taint that fails leaves no live attachment there', () => {
+  for (const taint of [true, false]) {
+    const log = new Log();
+    log.cluster('pvc-1');
+    runningOnNodeA(log, 'pvc-1');
+    log.node(at('12:02:40'), 'node-a', {
+      ready: false,
+      inUse: ['pvc-1'],
+      ...(taint ? { taint: 'node.kubernetes.io/out-of-service' } : {}),
+    });
+    // Deleted, its detach failing: the VolumeAttachment stays, attached, being deleted.
+    log.va(at('12:02:41'), 'csi-a', 'pvc-1', 'node-a', { attached: true, deleting: true });
+    log.va(at('12:02:42'), 'csi-b', 'pvc-1', 'node-b', { attached: false });
+    const second = log.va(at('12:02:43'), 'csi-b', 'pvc-1', 'node-b', { attached: true });
+    const { violations } = judge(log.events);
+    // Kubernetes marks the failed detach uncertain and attaches on node-b: by design with
+    // the taint (the node is declared shut down), a violation without it.
+    assert.deepEqual(
+      violations.filter((v) => v.rule === 'multiAttach').map((v) => v.atSeq),
+      taint ? [] : [second],
+    );
+  }
+});
