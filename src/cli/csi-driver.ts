@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import { parseQuantityBytes } from '../events/k8s.js';
 import { diskCsiDriverName, diskDriverHandlers } from '../csi/driver/disk-driver.js';
+import { withFaults } from '../csi/driver/faults.js';
 import { serveCsiDriver, socketPathOf } from '../csi/driver/server.js';
 import type { Handler } from '../csi/driver/common.js';
 import { progressPrinter, runUntilStopped } from './lifecycle.js';
@@ -22,6 +23,8 @@ export interface CsiDriverOptions {
   readonly capacity?: string;
   readonly nodeAttach?: boolean;
   readonly requestLog?: string;
+  /** `--faults FILE`: faults switched on and off while it runs (src/csi/driver/faults.ts). */
+  readonly faults?: string;
 }
 
 /**
@@ -77,7 +80,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
   mkdirSync(dirname(socketPath), { recursive: true });
   if (opts.registrationDir !== undefined) mkdirSync(opts.registrationDir, { recursive: true });
   const holdIn = process.env.VOLE_CSI_DRIVER_HOLD;
-  const handlers = diskDriverHandlers({
+  const disk = diskDriverHandlers({
     nodeId: opts.nodeId,
     stateDir: resolve(opts.stateDir),
     maxVolumesPerNode,
@@ -85,6 +88,7 @@ export async function csiDriverCommand(opts: CsiDriverOptions, logger: Logger): 
     ...(opts.nodeAttach === true ? { nodeAttach: true } : {}),
     ...(holdIn === undefined || holdIn === '' ? {} : { holdIn }),
   });
+  const handlers = opts.faults === undefined ? disk : withFaults(disk, resolve(opts.faults));
   const say = progressPrinter();
   const served = await serveCsiDriver({
     name: diskCsiDriverName,

@@ -226,6 +226,10 @@ program
     '--request-log <file>',
     'append each request it gets to this file, one JSON line {rpc, request} (secrets redacted)',
   )
+  .option(
+    '--faults <file>',
+    'JSON read before every RPC: per RPC name an error to answer or a delay (docs/csi.md); missing: none',
+  )
   .action((opts: CsiDriverOptions) =>
     run(async () => (await import('./csi-driver.js')).csiDriverCommand(opts, logger()))(),
   );

@@ -25,7 +25,9 @@ export interface Holding {
     | 'attachPending'
     | 'notAttached'
     | 'nodeNotReady'
-    | 'mountFailed';
+    | 'mountFailed'
+    | 'teardownPending'
+    | 'teardownNodeNotReady';
   /** The volume's name in the pod, and the PersistentVolume once the claim names one. */
   readonly outerVolumeSpecName: string;
   readonly volume: string | null;
@@ -51,16 +53,21 @@ export interface HeldSpan extends Holding {
 export interface PodVerdict {
   /** `namespace/name`. */
   readonly pod: string;
+  /**
+   * What the pod waited for: its volumes, to start; or, Terminating past its grace period,
+   * its node to tear its volumes down so that it can be deleted.
+   */
+  readonly waitedFor: 'volumes' | 'teardown';
   readonly uid: string;
   readonly node: string | null;
   readonly waitedFromSeq: number;
   readonly waitedFromTsMs: number;
   /**
    * How the wait ended: every volume attached (and, where the log has the kubelet's
-   * Events, no FailedMount since while the pod is Pending), the pod gone, or not before
-   * the log ends.
+   * Events, no FailedMount since while the pod is Pending), the pod gone, its volumes torn
+   * down (a teardown wait), or not before the log ends.
    */
-  readonly endedBy: 'ready' | 'podGone' | null;
+  readonly endedBy: 'ready' | 'podGone' | 'tornDown' | null;
   readonly endedAtSeq: number | null;
   readonly endedAtTsMs: number | null;
   /** The condition that held the pod longest in this wait. */
@@ -230,7 +237,9 @@ function tellingEvent(facts: RecordedFacts, pod: PodFacts, holding: Holding, cla
   if (holding.kind === 'multiAttach')
     return facts.latestKubeEvent(
       onPod,
-      (r, m) => r === 'FailedAttachVolume' && /Multi-Attach/.test(m),
+      // Older Kubernetes said "Multi-Attach error for volume …"; v1.37 says "Waiting for
+      // detach for volume …" (reconciler.go: reportMultiAttachError).
+      (r, m) => r === 'FailedAttachVolume' && /Multi-Attach|Waiting for detach/.test(m),
     );
   return facts.latestKubeEvent(onPod, (r) => r === 'FailedAttachVolume');
 }
@@ -276,6 +285,52 @@ function mountHolding(facts: RecordedFacts, pod: PodFacts): Holding | undefined 
   };
 }
 
+/**
+ * A Terminating pod whose node still lists one of its volumes in volumesInUse: the kubelet
+ * has not torn it down (UnmountVolume.TearDown, for CSI the driver's NodeUnpublishVolume),
+ * so the pod stays and the attach/detach controller keeps the volume attached
+ * (reconciler.go: MountedByNode). The kubelet records no Event for a failed teardown; the
+ * node's Ready condition tells the causes apart: on a Ready node the teardown fails
+ * (teardownPending, once the grace period, its deletionTimestamp, is over), on a NotReady
+ * one the kubelet is not heard from (teardownNodeNotReady, from the deletion on: it cannot
+ * tear anything down until it is back).
+ */
+export function teardownHolding(
+  facts: RecordedFacts,
+  pod: PodFacts,
+  nowMs: number,
+): Holding | undefined {
+  const { deleting, node: name } = pod;
+  if (deleting === null || pod.removedAt !== null || name === null) return undefined;
+  const node = facts.nodes.get(name);
+  const ready = node?.ready === true;
+  if (ready && nowMs <= deleting.graceEndsMs) return undefined;
+  const inUse = pod.claims.find((c) => {
+    const pv = facts.pvOfClaim(pod.namespace, c.claim);
+    const unique = pv === undefined ? undefined : facts.uniqueNameOf(pv);
+    return unique !== undefined && node?.volumesInUse.has(unique) === true;
+  });
+  if (node === undefined || inUse === undefined) return undefined;
+  const pv = facts.pvOfClaim(pod.namespace, inUse.claim)!;
+  return {
+    kind: ready ? 'teardownPending' : 'teardownNodeNotReady',
+    outerVolumeSpecName: inUse.outer,
+    volume: pv,
+    message:
+      `pod ${pod.namespace}/${pod.name} is Terminating since ${clockOf(deleting.at.tsMs)} ` +
+      `(grace period ended ${clockOf(deleting.graceEndsMs)}); ${name} still lists ${pv} in ` +
+      `volumesInUse (last status ${clockOf(node.inUseSeen.tsMs)}) and ${name} is ` +
+      `${ready ? 'Ready' : 'NotReady'} since ${clockOf(node.readySince.tsMs)}`,
+    proofSeqs: proofs(deleting.at.seq, node.inUseSeen.seq, node.readySince.seq),
+    clearsAtMs: null,
+    clears: ready
+      ? `when the kubelet on ${name} tears ${pv} down (its CSI driver's NodeUnpublishVolume ` +
+        `failing keeps it mounted: the kubelet's log says why) and the pod is deleted`
+      : `when the kubelet on ${name} is heard from again and tears ${pv} down; or the pod ` +
+        `force-deleted and ${name} given the node.kubernetes.io/out-of-service taint`,
+  };
+}
+
 /** The condition holding the pod now; undefined when its volumes are attached (and mounted). */
 export function holdingOf(facts: RecordedFacts, pod: PodFacts, maxWaitMs: number) {
   for (const { outer, claim } of pod.claims) {
@@ -315,6 +370,14 @@ interface Episode {
   readonly spans: Map<string, HeldSpan>;
   current: string;
   lastTsMs: number;
+  readonly waitedFor: PodVerdict['waitedFor'];
+}
+
+/** How a wait that no longer holds ended: the pod gone, else ready (or torn down). */
+function endOf(pod: PodFacts, episode: Episode): PodVerdict['endedBy'] {
+  if (pod.removedAt !== null || pod.claims.length === 0) return 'podGone';
+  if (episode.waitedFor === 'teardown') return 'tornDown';
+  return pod.goneAt !== null ? 'podGone' : 'ready';
 }
 
 /** Each pod's waits, followed event by event. */
@@ -330,29 +393,45 @@ export class PodWaits {
   observe(event: VoleEvent): void {
     const at = { seq: event.seq, tsMs: event.tsMs };
     for (const pod of this.facts.pods.values()) {
-      const episode = this.open.get(pod.uid);
+      let episode = this.open.get(pod.uid);
       if (episode !== undefined) this.accrue(episode, at.tsMs);
-      if (pod.goneAt !== null || pod.claims.length === 0) {
-        if (episode !== undefined) this.close(pod, episode, 'podGone', at);
-        continue;
+      const teardown = teardownHolding(this.facts, pod, at.tsMs);
+      const holding =
+        pod.goneAt !== null || pod.claims.length === 0
+          ? teardown
+          : holdingOf(this.facts, pod, this.maxWaitMs);
+      const waitedFor = teardown === undefined ? 'volumes' : 'teardown';
+      if (episode !== undefined && (holding === undefined || episode.waitedFor !== waitedFor)) {
+        this.close(pod, episode, endOf(pod, episode), at);
+        episode = undefined;
       }
-      const holding = holdingOf(this.facts, pod, this.maxWaitMs);
-      if (holding === undefined) {
-        if (episode !== undefined) this.close(pod, episode, 'ready', at);
-        continue;
-      }
-      const open = episode ?? { from: at, spans: new Map(), current: '', lastTsMs: at.tsMs };
-      this.open.set(pod.uid, open);
-      const key = `${holding.kind}|${holding.outerVolumeSpecName}`;
-      const before = open.spans.get(key);
-      open.spans.set(key, {
-        ...holding,
-        sinceSeq: before?.sinceSeq ?? at.seq,
-        sinceTsMs: before?.sinceTsMs ?? at.tsMs,
-        heldMs: before?.heldMs ?? 0,
-      });
-      open.current = key;
+      if (holding !== undefined) this.hold(pod, episode, holding, { at, waitedFor });
     }
+  }
+
+  private hold(
+    pod: PodFacts,
+    episode: Episode | undefined,
+    holding: Holding,
+    { at, waitedFor }: { at: Seen; waitedFor: Episode['waitedFor'] },
+  ): void {
+    const open = episode ?? {
+      from: at,
+      spans: new Map(),
+      current: '',
+      lastTsMs: at.tsMs,
+      waitedFor,
+    };
+    this.open.set(pod.uid, open);
+    const key = `${holding.kind}|${holding.outerVolumeSpecName}`;
+    const before = open.spans.get(key);
+    open.spans.set(key, {
+      ...holding,
+      sinceSeq: before?.sinceSeq ?? at.seq,
+      sinceTsMs: before?.sinceTsMs ?? at.tsMs,
+      heldMs: before?.heldMs ?? 0,
+    });
+    open.current = key;
   }
 
   /** Every wait: the ended ones, then those still open at the end of the log. */
@@ -388,6 +467,7 @@ export class PodWaits {
     const held = conditions.reduce((a, b) => (b.heldMs > a.heldMs ? b : a));
     return {
       pod: `${pod.namespace}/${pod.name}`,
+      waitedFor: episode.waitedFor,
       uid: pod.uid,
       node: pod.node,
       waitedFromSeq: episode.from.seq,

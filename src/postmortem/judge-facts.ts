@@ -77,6 +77,13 @@ export interface PodFacts {
    * waited is never under-counted.
    */
   readonly goneAt: Seen | null;
+  /**
+   * Terminating: when its deletionTimestamp was first seen, and the deletionTimestamp itself
+   * (ms: the end of its grace period, by which the kubelet should have let it go).
+   */
+  readonly deleting: { readonly at: Seen; readonly graceEndsMs: number } | null;
+  /** When the API server removed it. */
+  readonly removedAt: Seen | null;
 }
 
 /** A volume that became attached to a node, or whose detach began there. */
@@ -383,14 +390,29 @@ export class RecordedFacts {
       firstSeen: before?.firstSeen ?? at,
       lastSeen: at,
       goneAt: before?.goneAt ?? (going ? at : null),
+      deleting: before?.deleting ?? deletingOf(pod, at),
+      removedAt: null,
     });
   }
 
   private removePod(uid: string, at: Seen): void {
     const before = this.pods.get(uid);
     if (before !== undefined)
-      this.pods.set(uid, { ...before, lastSeen: at, goneAt: before.goneAt ?? at });
+      this.pods.set(uid, {
+        ...before,
+        lastSeen: at,
+        goneAt: before.goneAt ?? at,
+        removedAt: at,
+      });
   }
+}
+
+/** The pod's deletion as first seen: when, and the end of its grace period. */
+function deletingOf(pod: Pod, at: Seen): PodFacts['deleting'] {
+  const stamp = pod.metadata.deletionTimestamp;
+  if (stamp === undefined) return null;
+  const graceEndsMs = Date.parse(stamp);
+  return { at, graceEndsMs: Number.isNaN(graceEndsMs) ? at.tsMs : graceEndsMs };
 }
 
 /** HH:MM:SS (UTC) of a time of the log. */

@@ -25,12 +25,14 @@ function heldLine(span: HeldSpan): string {
 
 /** One pod's wait: the span, the condition that held it, and the others it went through. */
 export function podVerdictText(wait: PodVerdict): string[] {
+  const ended = { ready: 'ready', podGone: 'pod gone', tornDown: 'torn down' };
   const end =
-    wait.endedAtTsMs === null
-      ? 'still waiting at the end of the log'
-      : `${clockOf(wait.endedAtTsMs)} (${wait.endedBy === 'ready' ? 'ready' : 'pod gone'}, ${durationText(wait.endedAtTsMs - wait.waitedFromTsMs)})`;
+    wait.endedAtTsMs === null || wait.endedBy === null
+      ? ', still waiting at the end of the log'
+      : ` to ${clockOf(wait.endedAtTsMs)} (${ended[wait.endedBy]}, ${durationText(wait.endedAtTsMs - wait.waitedFromTsMs)})`;
+  const what = wait.waitedFor === 'teardown' ? 'Terminating, its teardown waited' : 'waited';
   const lines = [
-    `${wait.pod} on ${wait.node ?? '(no node)'}: waited from ${clockOf(wait.waitedFromTsMs)} (seq ${wait.waitedFromSeq}) to ${end}`,
+    `${wait.pod} on ${wait.node ?? '(no node)'}: ${what} from ${clockOf(wait.waitedFromTsMs)} (seq ${wait.waitedFromSeq})${end}`,
     `  held by ${heldLine(wait.held)}`,
   ];
   for (const other of wait.conditions)

@@ -61,11 +61,22 @@ export interface JudgeOptions {
   readonly maxWaitForUnmountMs?: number;
 }
 
+/**
+ * An attachment whose VolumeAttachment the attach/detach controller deleted on a node with
+ * the node.kubernetes.io/out-of-service taint: the node is declared shut down, and a detach
+ * that fails there leaves the attachment uncertain (operation_generator.go:
+ * MarkVolumeAsUncertain), so Kubernetes attaches the volume elsewhere before it is gone.
+ */
+function forcedOff(facts: RecordedFacts, node: string, attachment: string): boolean {
+  const deleting = facts.attachments.get(attachment)?.deleting ?? null;
+  return deleting !== null && facts.nodes.get(node)?.outOfService === true;
+}
+
 function checkAttach(facts: RecordedFacts, change: AttachChange): Violation[] {
   if (!singleNodeOnly(facts, change.pv)) return [];
   const found: Violation[] = [];
   for (const [other, held] of facts.attachedNodes(change.pv)) {
-    if (other === change.node) continue;
+    if (other === change.node || forcedOff(facts, other, held.via.name)) continue;
     found.push({
       rule: 'multiAttach',
       volume: change.pv,

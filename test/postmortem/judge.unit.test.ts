@@ -38,12 +38,17 @@ test('judge: a node killed with its RWO volume in use — Multi-Attach, forced d
   // After the forced detach, web-2 waited on its own attach for the rest.
   assert.ok(wait.conditions.some((c) => c.kind === 'attachPending'));
   assert.ok(wait.held.heldMs > 6 * 60_000);
-  // web-1 waited only for its own first attach (12:01:01 to 12:01:07).
+  // web-1 waited for its own first attach (12:01:01 to 12:01:07); evicted from the dead
+  // node, it stays Terminating: node-a, NotReady, still lists the volume in use.
   const first = verdict.pods.filter((p) => p.uid === 'uid-web-1');
   assert.deepEqual(
-    first.map((p) => [p.held.kind, p.endedAtSeq]),
-    [['attachPending', a.attached]],
+    first.map((p) => [p.waitedFor, p.held.kind, p.endedAtSeq]),
+    [
+      ['volumes', 'attachPending', a.attached],
+      ['teardown', 'teardownNodeNotReady', null],
+    ],
   );
+  assert.match(first[1]!.held.message, /node-a still lists pvc-1 in volumesInUse .* NotReady/);
 });
 
 test('judge: a VolumeAttachment patched by hand to attach an RWO volume to a second node is caught', () => {
@@ -280,4 +285,56 @@ test("judge: a recorded log's Kubernetes Events join the proof, and a FailedMoun
   assert.equal(waits[1]!.held.kind, 'mountFailed');
   assert.deepEqual(waits[1]!.held.proofSeqs, [failed]);
   assert.equal(waits[1]!.waitedFromSeq, failed);
+});
+
+test('judge: a pod Terminating on a Ready node that keeps its volume in use waits on the teardown', () => {
+  const log = new Log();
+  log.cluster('pvc-1');
+  runningOnNodeA(log, 'pvc-1');
+  // Deleted at 12:03:00; its grace period (deletionTimestamp) ends then. A deletion that is
+  // not overdue holds nothing: the kubelet has its grace period to tear the volume down.
+  const deleted = log.pod(at('12:03:00'), 'web-1', {
+    node: 'node-a',
+    claim: 'claim-pvc-1',
+    deleting: true,
+  });
+  const overdue = log.node(at('12:03:20'), 'node-a', { ready: true, inUse: ['pvc-1'] });
+  const tornDown = log.node(at('12:05:00'), 'node-a', { ready: true, inUse: [] });
+  log.removed(at('12:05:01'), 'Pod', 'web-1');
+  const verdict = judge(log.events);
+  assert.deepEqual(verdict.violations, []);
+  const teardown = verdict.pods.filter((p) => p.uid === 'uid-web-1' && p.waitedFor === 'teardown');
+  assert.equal(teardown.length, 1);
+  const wait = teardown[0]!;
+  assert.equal(wait.held.kind, 'teardownPending');
+  assert.equal(wait.waitedFromSeq, overdue);
+  assert.equal(wait.endedBy, 'tornDown');
+  assert.equal(wait.endedAtSeq, tornDown);
+  assert.ok(wait.held.proofSeqs.includes(deleted));
+  assert.match(wait.held.message, /Terminating since 12:03:00 .* node-a is Ready since/);
+  assert.match(wait.held.clears, /NodeUnpublishVolume/);
+});
+
+test('judge: a forced detach under the out-of-service taint that fails leaves no live attachment there', () => {
+  for (const taint of [true, false]) {
+    const log = new Log();
+    log.cluster('pvc-1');
+    runningOnNodeA(log, 'pvc-1');
+    log.node(at('12:02:40'), 'node-a', {
+      ready: false,
+      inUse: ['pvc-1'],
+      ...(taint ? { taint: 'node.kubernetes.io/out-of-service' } : {}),
+    });
+    // Deleted, its detach failing: the VolumeAttachment stays, attached, being deleted.
+    log.va(at('12:02:41'), 'csi-a', 'pvc-1', 'node-a', { attached: true, deleting: true });
+    log.va(at('12:02:42'), 'csi-b', 'pvc-1', 'node-b', { attached: false });
+    const second = log.va(at('12:02:43'), 'csi-b', 'pvc-1', 'node-b', { attached: true });
+    const { violations } = judge(log.events);
+    // Kubernetes marks the failed detach uncertain and attaches on node-b: by design with
+    // the taint (the node is declared shut down), a violation without it.
+    assert.deepEqual(
+      violations.filter((v) => v.rule === 'multiAttach').map((v) => v.atSeq),
+      taint ? [] : [second],
+    );
+  }
 });
