@@ -5,8 +5,13 @@
  * finalizer off, as kubernetes-csi/external-attacher's csi_handler does. It goes through
  * the API server like any client (its requests fail and are retried).
  *
- * The cloud holds each disk on at most one node: a disk attached to a second node is
- * the ReadWriteOnce violation, caught at the moment it would happen.
+ * The cloud holds each disk on at most one node and refuses to attach it to a second one,
+ * as the CSI spec asks of a SINGLE_NODE volume published elsewhere (FAILED_PRECONDITION):
+ * the attacher writes the refusal as status.attachError and tries again later. The
+ * controller may ask while a failed detach left the first node's entry uncertain (as
+ * Kubernetes' actual state does since its detach failures mark the entry uncertain,
+ * operation_generator.go); it must never ask while that node reports the disk in use:
+ * that is the ReadWriteOnce violation, caught at the moment it would happen.
  */
 import type { Clock } from '../clock.js';
 import type { JsonObject } from '../kube/http.js';
@@ -18,6 +23,8 @@ export interface AttacherHost {
   readonly api: SimKubeApi;
   readonly onChange: ((change: KubeChange, client: string) => void)[];
   fail(message: string): void;
+  /** The Node's status.volumesInUse as the API server holds it now. */
+  volumesInUse(node: string): string[];
 }
 
 const finalizer = 'external-attacher/fake-disk';
@@ -48,7 +55,12 @@ function viewOf(o: JsonObject): VaView {
 export class KubeAttacher {
   /** disk handle → the node it is attached to. */
   readonly cloud = new Map<string, string>();
-  readonly calls: { op: 'attach' | 'detach'; pv: string; node: string; atMs: number }[] = [];
+  readonly calls: {
+    op: 'attach' | 'detach' | 'refused';
+    pv: string;
+    node: string;
+    atMs: number;
+  }[] = [];
   private readonly busy = new Set<string>();
   private readonly client: SimKubeClient;
 
@@ -102,21 +114,43 @@ export class KubeAttacher {
       return true;
     }
     if (va.attached) return false;
-    this.attach(va);
-    await this.client.patch(`${pvPath}/status`, { status: { attached: true } }, 'merge');
+    const refused = this.attach(va);
+    if (refused !== undefined) {
+      const attachError = {
+        message: refused,
+        time: new Date(this.sim.clock.nowMs()).toISOString(),
+      };
+      await this.client.patch(
+        `${pvPath}/status`,
+        { status: { attached: false, attachError } },
+        'merge',
+      );
+      return true;
+    }
+    await this.client.patch(
+      `${pvPath}/status`,
+      { status: { attached: true, attachError: null } },
+      'merge',
+    );
     return false;
   }
 
-  private attach(va: VaView): void {
+  /** Attaches the disk; the refusal's message when it is attached to another node. */
+  private attach(va: VaView): string | undefined {
     const disk = handleOfPv(va.pv);
     const holder = this.cloud.get(disk);
-    if (holder !== undefined && holder !== va.node)
-      this.sim.fail(
-        `ReadWriteOnce ${disk} attached to ${va.node} while attached to ${holder} ` +
-          `(VolumeAttachment ${va.name})`,
-      );
+    if (holder !== undefined && holder !== va.node) {
+      if (this.sim.volumesInUse(holder).some((v) => v.endsWith(`^${disk}`)))
+        this.sim.fail(
+          `ReadWriteOnce ${disk} asked on ${va.node} while ${holder} reports it in use ` +
+            `(VolumeAttachment ${va.name})`,
+        );
+      this.calls.push({ op: 'refused', pv: va.pv, node: va.node, atMs: this.sim.clock.nowMs() });
+      return `rpc error: code = FailedPrecondition desc = ${disk} is attached to node ${holder}`;
+    }
     this.cloud.set(disk, va.node);
     this.calls.push({ op: 'attach', pv: va.pv, node: va.node, atMs: this.sim.clock.nowMs() });
+    return undefined;
   }
 
   private detach(va: VaView): void {

@@ -196,6 +196,8 @@ export interface KubeRunResult {
   readonly requests: number;
   readonly attaches: number;
   readonly detaches: number;
+  /** Attaches the cloud refused: the disk was still attached to another node. */
+  readonly refusals: number;
   readonly checks: number;
   readonly deletedWhileAway: number;
 }
@@ -255,6 +257,7 @@ export async function runKubeSeed(
     requests: sim.api.requests,
     attaches: calls.filter((c) => c.op === 'attach').length,
     detaches: calls.filter((c) => c.op === 'detach').length,
+    refusals: calls.filter((c) => c.op === 'refused').length,
     checks: sim.checks,
     deletedWhileAway: sim.deletedWhileAway,
   };

@@ -3,7 +3,8 @@
  * a controller replica writes only while the Lease names it (the fence), and deletes a
  * VolumeAttachment (detaches) only of a volume its node does not report in use and has
  * not mounted, unless that replica logged the detach as forced, with its reason. The
- * cloud refuses nothing but records a ReadWriteOnce disk on two nodes (kube-attacher.ts).
+ * cloud refuses a second attach of a disk and records one asked while the first node reports
+ * it in use (kube-attacher.ts).
  * After every step the kubelet cores' own invariants; at the end, every fault over,
  * convergence: no mount left of a deleted pod (one deleted while its agent was cut off
  * or down included), every present pod's volume mounted, the disks attached where the
