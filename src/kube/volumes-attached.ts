@@ -125,15 +125,9 @@ export class VolumesAttachedWriter {
     await Promise.all(
       [...changes].map(async ([node, volumesAttached]) => {
         try {
-          await this.opts.http.patch(
-            `/api/v1/nodes/${encodeURIComponent(node)}/status`,
-            { status: { volumesAttached } },
-            'merge',
-          );
+          await this.patchNode(node, volumesAttached);
         } catch (error) {
-          if (this.stopped) return;
-          if (error instanceof KubeApiError && error.statusCode === 404) return; // Node gone
-          this.retry([node], error as Error);
+          if (!this.stopped) this.retry([node], error as Error);
         }
       }),
     );
@@ -150,16 +144,7 @@ export class VolumesAttachedWriter {
     const written = this.running.then(async () => {
       if (this.stopped) throw new Error('this replica stopped leading: the Node is not written');
       await this.opts.fence();
-      try {
-        await this.opts.http.patch(
-          `/api/v1/nodes/${encodeURIComponent(node)}/status`,
-          { status: { volumesAttached } },
-          'merge',
-        );
-      } catch (error) {
-        if (error instanceof KubeApiError && error.statusCode === 404) return; // Node gone
-        throw error;
-      }
+      await this.patchNode(node, volumesAttached);
     });
     // The chain goes on whatever this write answered; a failed one leaves the node dirty.
     this.running = written.catch(() => {
@@ -167,6 +152,23 @@ export class VolumesAttachedWriter {
       this.schedule();
     });
     return written;
+  }
+
+  /** The Node's status.volumesAttached written; a Node gone (404) has nothing to write to. */
+  private async patchNode(
+    node: string,
+    volumesAttached: readonly { name: string; devicePath: string }[],
+  ): Promise<void> {
+    try {
+      await this.opts.http.patch(
+        `/api/v1/nodes/${encodeURIComponent(node)}/status`,
+        { status: { volumesAttached } },
+        'merge',
+      );
+    } catch (error) {
+      if (error instanceof KubeApiError && error.statusCode === 404) return;
+      throw error;
+    }
   }
 
   private retry(nodes: readonly string[], error: Error): void {
