@@ -12,7 +12,8 @@
  * only after its own mount is gone and with no mount below it (removeVolumeDir); a loop
  * device still mounted somewhere is not detached, and none at all when a controller attaches
  * (controllerAttachDetach: the attachments are the controller's). Runs once, after the sources are ready
- * (every pod known) and before the manifest directory is watched.
+ * (every pod known) and before the manifest directory is watched, while the reconciler
+ * runs: so it reads the world again before it touches each orphan.
  */
 import { readdir, realpath } from 'node:fs/promises';
 import { basename, join } from 'node:path';
@@ -45,7 +46,11 @@ export interface OrphanReport {
 /** Finds the orphans under `root`, records, cleans up, records; returns what it found. */
 export async function cleanUpOrphans(opts: {
   readonly root: string;
-  readonly world: World;
+  /**
+   * The world now: read again before each orphan is touched, since the reconciler runs
+   * while the pass does (a loop device attached since the look is no orphan).
+   */
+  readonly world: () => World;
   /** Appends a ReportRaised and resolves once it is durable. */
   readonly record: (report: OrphanReport) => Promise<void>;
 }): Promise<{ found: Orphan[]; left: Orphan[] }> {
@@ -55,7 +60,7 @@ export async function cleanUpOrphans(opts: {
   }
   const left: Orphan[] = [];
   for (const orphan of found) {
-    const why = await cleanUp(opts.root, orphan);
+    const why = await cleanUp(opts.root, orphan, opts.world);
     if (why !== undefined) left.push(orphan);
     await opts.record(
       why === undefined
@@ -96,7 +101,8 @@ async function entries(dir: string): Promise<string[]> {
   return readdir(dir).catch(() => []);
 }
 
-async function findOrphans(root: string, world: World): Promise<Orphan[]> {
+async function findOrphans(root: string, worldNow: () => World): Promise<Orphan[]> {
+  const world = worldNow();
   const { pods, volumes } = known(world);
   const found: Orphan[] = [];
   for (const pod of await entries(join(root, 'pods'))) {
@@ -122,10 +128,11 @@ async function findOrphans(root: string, world: World): Promise<Orphan[]> {
   }
   // With a controller attaching (controllerAttachDetach), loop devices are its own.
   if (world.config.controllerAttachDetach) return found;
-  const handles = new Set([...volumes].map((v) => v.slice(v.lastIndexOf('/') + 1)));
   // losetup reports the image's real path.
   const disks = join(await realpath(root).catch(() => root), 'disks');
-  for (const loop of await listLoops()) {
+  const loops = await listLoops();
+  const handles = handlesOf(known(worldNow()).volumes); // after the list: attached since is known
+  for (const loop of loops) {
     if (!loop.backFile.startsWith(`${disks}/`) || !loop.backFile.endsWith('.img')) continue;
     const handle = basename(loop.backFile, '.img');
     if (handles.has(handle)) continue;
@@ -142,6 +149,21 @@ async function findOrphans(root: string, world: World): Promise<Orphan[]> {
 
 const unescape = (plugin: string) => plugin.replaceAll('~', '/');
 
+const handlesOf = (volumes: Set<string>) =>
+  new Set([...volumes].map((v) => v.slice(v.lastIndexOf('/') + 1)));
+
+/** Why `orphan` is no longer one: the log came to know its pod or volume during the pass. */
+function knownNow(orphan: Orphan, world: World): string | undefined {
+  const { pods, volumes } = known(world);
+  const knows =
+    orphan.kind === 'podVolume'
+      ? pods.has(orphan.pod)
+      : orphan.kind === 'globalMount'
+        ? volumes.has(orphan.volume)
+        : handlesOf(volumes).has(orphan.volume);
+  return knows ? 'the log came to know it during the pass; the reconciler has it' : undefined;
+}
+
 const scratchPlugins = new Set([
   'kubernetes.io/empty-dir',
   'kubernetes.io/configmap',
@@ -151,18 +173,26 @@ const scratchPlugins = new Set([
 ]);
 
 /** Cleans one orphan up; returns why it was left, or undefined when it is gone. */
-async function cleanUp(root: string, orphan: Orphan): Promise<string | undefined> {
+async function cleanUp(
+  root: string,
+  orphan: Orphan,
+  world: () => World,
+): Promise<string | undefined> {
   try {
     if (orphan.kind === 'loopDevice') {
       const table = await readMountTable();
       const users = table.filter((m) => m.source === orphan.device).map((m) => m.mountPoint);
       if (users.length > 0) return `still mounted at ${users.join(', ')}`;
+      const known = knownNow(orphan, world());
+      if (known !== undefined) return known;
       await detachLoopForImage(orphan.path);
       return undefined;
     }
     // An emptyDir's content is scratch space and a content volume's is written from the
     // API objects: their TearDown removes it. Any other directory must be empty once
     // unmounted.
+    const known = knownNow(orphan, world());
+    if (known !== undefined) return known;
     const plugin = orphan.volume.slice(0, orphan.volume.lastIndexOf('/'));
     const recursive = scratchPlugins.has(plugin);
     await removeVolumeDir(root, orphan.path, { recursive });

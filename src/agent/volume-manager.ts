@@ -285,7 +285,7 @@ export class VolumeManager {
   cleanUpOrphans(root: string): ReturnType<typeof cleanUpOrphans> {
     return cleanUpOrphans({
       root,
-      world: this.world,
+      world: () => this.world,
       record: async (report) => {
         this.append({
           type: 'ReportRaised',
