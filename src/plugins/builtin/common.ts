@@ -100,9 +100,12 @@ async function pruneEmptyParents(root: string, dir: string): Promise<void> {
     parent = dirname(parent)
   ) {
     try {
-      // The pod's plugins/ (makeVolumeDir's) goes with its last volume, as the pod dir does.
+      // The pod's own directories (makeVolumeDir's volumes/ and plugins/, and a Block
+      // volume's volumeDevices/) go with its last volume, as the pod dir does; one that is
+      // not empty stays, and so does the pod dir.
       if (dirname(parent) === join(root, 'pods'))
-        await rmdir(join(parent, 'plugins')).catch(() => undefined);
+        for (const d of ['plugins', 'volumes', 'volumeDevices'])
+          await rmdir(join(parent, d)).catch(() => undefined);
       await rmdir(parent);
     } catch {
       return; // not empty (another volume of the pod), or already gone
