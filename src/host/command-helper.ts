@@ -34,6 +34,12 @@ export type HelperResult =
     }
   /** No such command on the helper's PATH; nothing ran. */
   | { readonly kind: 'notFound' }
+  /**
+   * The command is there but could not be executed (its interpreter missing, no exec
+   * permission: the shell's `exec` failed, 127 or 126); nothing ran. `why` is the shell's
+   * own line.
+   */
+  | { readonly kind: 'cannotRun'; readonly why: string }
   /** Still running after its timeout: the helper and the command were killed. */
   | { readonly kind: 'timedOut'; readonly stderr: string }
   /** The helper died or misbehaved while the command ran; it may have taken effect. */
@@ -64,6 +70,19 @@ export function commandScript(cmd: string, args: readonly string[], token: strin
     `then (exec ${words}) </dev/null; s=$?; else s=notfound; fi; ` +
     `printf '\\n%s %s\\n' ${token} "$s"; printf '\\n%s\\n' ${token} >&2\n`
   );
+}
+
+/**
+ * The shell's line when its `exec` of the command failed (dash: `/bin/sh: 3: exec: X: not
+ * found`, 127, for a missing interpreter too; `Permission denied`, 126): then the command
+ * never ran. A command's own 126 or 127 prints something else and stays its exit status.
+ */
+export function execFailure(code: number, stderr: string): string | undefined {
+  if (code !== 126 && code !== 127) return undefined;
+  const line = stderr.trim();
+  return /^\/bin\/sh: (\d+: )?exec: [^\n]*: (not found|Permission denied)$/.test(line)
+    ? line
+    : undefined;
 }
 
 interface Pending {
@@ -164,11 +183,15 @@ class CommandHelper {
     if (outMark < 0 || errMark < 0 || out.at(-1) !== 0x0a) return;
     const status = out.subarray(outMark + pending.token.length + 2, out.length - 1).toString();
     if (status === 'notfound') return this.finish({ kind: 'notFound' });
+    const stderr = err.subarray(0, errMark).toString('utf8');
+    const code = Number(status);
+    const why = execFailure(code, stderr);
+    if (why !== undefined) return this.finish({ kind: 'cannotRun', why });
     this.finish({
       kind: 'exited',
-      code: Number(status),
+      code,
       stdout: out.subarray(0, outMark).toString('utf8'),
-      stderr: err.subarray(0, errMark).toString('utf8'),
+      stderr,
     });
   }
 

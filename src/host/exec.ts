@@ -77,6 +77,13 @@ export function resultOf(
           'it may have taken effect, so look before retrying',
         { command: line },
       );
+    case 'cannotRun':
+      throw new HostError(
+        'final',
+        `${line} could not run (${result.why}); ` +
+          `check that ${cmd} and the interpreter its first line names are installed`,
+        { command: line },
+      );
     case 'unstarted':
       throw new HostError('final', `${line} could not run (${result.why}); check the host`, {
         command: line,

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -92,6 +92,24 @@ describe('command helpers', () => {
       assert.match(error.message, /^vole-no-such-command -- \/x could not run .*; install /);
       return true;
     });
+  });
+
+  it('say a command that cannot be executed could not run: a final HostError', async () => {
+    // There and executable, but its interpreter is missing: the shell's exec fails (127).
+    const shim = join(scratch, 'no-interpreter');
+    writeFileSync(shim, '#!/nonexistent/interpreter\n');
+    chmodSync(shim, 0o755);
+    const result = await pool(1).run(shim, [], 10_000);
+    assert.equal(result.kind, 'cannotRun');
+    await assert.rejects(run(shim, ['x']), (error: unknown) => {
+      assert.ok(error instanceof HostError);
+      assert.equal(error.kind, 'final');
+      assert.match(error.message, /could not run \(.*exec: .*no-interpreter: not found\)/);
+      return true;
+    });
+    // A command's own 127, with its own words, stays its exit status.
+    const own = await run('sh', ['-c', 'echo "helper: nothing to do" >&2; exit 127']);
+    assert.deepEqual(own, { stdout: '', stderr: 'helper: nothing to do\n', code: 127 });
   });
 
   it('run() keeps the non-zero exit a value and its stderr for the caller', async () => {

@@ -4,7 +4,7 @@
  *   /usr, /etc and /var are overlays, so the machine keeps its own), the demo installs it
  *   itself and runs to the end;
  * - when the driver cannot run mkfs.xfs (a program whose interpreter is missing bound over
- *   it: spawn fails with ENOENT), the demo stops at once with the agent's explanation, not
+ *   it: the shell's exec of it fails), the demo stops at once with the agent's explanation, not
  *   after a time-out, and leaves no loop device, mount or process behind.
  */
 import assert from 'node:assert/strict';
@@ -106,14 +106,14 @@ test(
     const dir = join(base, 'mkfs-cannot-run');
     mkdirSync(dir, { recursive: true });
     // Over the real mkfs.xfs (in the demo's namespace only): a program that is there, so the
-    // demo's check passes, whose interpreter is missing, so the driver's spawn fails with
-    // ENOENT as for a program that is not installed.
+    // demo's check passes, whose interpreter is missing, so the shell's exec of it fails
+    // (127, `exec: mkfs.xfs: not found`): a final error, as for a program not installed.
     const shim = join(dir, 'mkfs.xfs');
     writeFileSync(shim, '#!/nonexistent/interpreter\n');
     chmodSync(shim, 0o755);
     const run = runDemo(dir, `mount --bind ${shim} ${mkfsXfs}`);
     assert.equal(run.status, 1, run.output);
-    assert.match(run.output, /mkfs\.xfs .*could not run \(spawn mkfs\.xfs ENOENT\)/);
+    assert.match(run.output, /mkfs\.xfs .*could not run \(.*exec: mkfs\.xfs: not found\)/);
     assert.match(run.stdout, /nothing left that vole can do without a change outside it/);
     assert.doesNotMatch(run.output, /timed out after|gave up waiting/);
     assert.match(run.stderr, /The demo failed \(exit 1\); it released [1-9]\d* mount\(s\)/);
