@@ -7,7 +7,7 @@
  */
 import { controllerCore, kubeletCore } from '../../src/engine/cores.js';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,13 +19,9 @@ import { openLog } from '../../src/log/store.js';
 import { type InspectorServer, startInspector } from '../../src/inspect/server.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
+import { noChromium, openChromium } from '../support/chromium.js';
 
 const root = join(import.meta.dirname, '../..');
-const chromiumPath = process.env.VOLE_CHROMIUM ?? '/usr/bin/chromium';
-const noChromium = existsSync(chromiumPath)
-  ? false
-  : `Chromium is not installed at ${chromiumPath}: the inspector's browser tests need it ` +
-    `(scripts/test.sh installs it with apt-get when run as root; or set VOLE_CHROMIUM)`;
 const screenshotPath = join(root, 'test-artifacts', 'inspector.png');
 const disk = 'attachment|fake.disk/disk-1|node-1';
 
@@ -196,26 +192,7 @@ describe('inspect: the page in Chromium', { skip: noChromium }, () => {
   const profile = join(dir, 'chromium-profile');
 
   before(async () => {
-    const { chromium } = await import('playwright-core');
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath: chromiumPath,
-      headless: true,
-      viewport: { width: 1440, height: 900 },
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
-    page.on('console', (message) => {
-      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
-    });
+    ({ context, page } = await openChromium(profile, problems, { consoleErrors: true }));
     await page.goto(inspector.url);
   });
 

@@ -6,7 +6,7 @@
  * scrubber. Skips the browser part, saying why, without Chromium.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -18,13 +18,9 @@ import { type InspectorServer, startInspector } from '../../src/inspect/server.j
 import type { WorldPayload } from '../../src/inspect/protocol.js';
 import { parseScenario } from '../../src/sim/scenario.js';
 import { simulate } from '../../src/sim/simulate.js';
+import { noChromium, openChromium } from '../support/chromium.js';
 
 const root = join(import.meta.dirname, '../..');
-const chromiumPath = process.env.VOLE_CHROMIUM ?? '/usr/bin/chromium';
-const noChromium = existsSync(chromiumPath)
-  ? false
-  : `Chromium is not installed at ${chromiumPath}: the inspector's browser tests need it ` +
-    `(scripts/test.sh installs it with apt-get when run as root; or set VOLE_CHROMIUM)`;
 const dir = mkdtempSync(join(tmpdir(), 'vole-inspect-storage-'));
 const inspectors: InspectorServer[] = [];
 
@@ -95,15 +91,7 @@ describe('inspect storage: the panel in Chromium', { skip: noChromium }, () => {
   const problems: string[] = [];
 
   before(async () => {
-    const { chromium } = await import('playwright-core');
-    context = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
-      executablePath: chromiumPath,
-      headless: true,
-      viewport: { width: 1440, height: 900 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    ({ context, page } = await openChromium(join(dir, 'chromium-profile'), problems));
   });
 
   after(async () => {

@@ -8,7 +8,7 @@
  * held the pod. Skips the browser part, saying why, without Chromium.
  */
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -18,12 +18,8 @@ import type { Meta, VerdictPayload, WorldPayload } from '../../src/inspect/proto
 import { toJsonLines } from '../../src/postmortem/index.js';
 import { vole } from '../support/agent-process.js';
 import { at, Log, nodeKilled, uniqueOf } from '../support/recorded-log.js';
+import { noChromium, openChromium } from '../support/chromium.js';
 
-const chromiumPath = process.env.VOLE_CHROMIUM ?? '/usr/bin/chromium';
-const noChromium = existsSync(chromiumPath)
-  ? false
-  : `Chromium is not installed at ${chromiumPath}: the inspector's browser tests need it ` +
-    `(scripts/test.sh installs it with apt-get when run as root; or set VOLE_CHROMIUM)`;
 const dir = mkdtempSync(join(tmpdir(), 'vole-inspect-verdict-'));
 let inspector: InspectorServer;
 /** The seq of the planted VolumeAttachment; the seqs of the node-killed history. */
@@ -93,15 +89,7 @@ describe('inspect verdict: the marks in Chromium', { skip: noChromium }, () => {
   const problems: string[] = [];
 
   before(async () => {
-    const { chromium } = await import('playwright-core');
-    context = await chromium.launchPersistentContext(join(dir, 'chromium-profile'), {
-      executablePath: chromiumPath,
-      headless: true,
-      viewport: { width: 1440, height: 900 },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run'],
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    ({ context, page } = await openChromium(join(dir, 'chromium-profile'), problems));
   });
 
   after(async () => {
